@@ -1,0 +1,99 @@
+//! Errors, grouped by category, and the per-sample report [`SampleError`].
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::decode::DecodeError;
+
+/// Everything that can go wrong in stoker, by category.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading a file or folder failed.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// A dataset source could not be listed or is inconsistent.
+    #[error("source error: {0}")]
+    Source(String),
+    /// A split could not be made, loaded or checked.
+    #[error("split error: {0}")]
+    Split(String),
+    /// A configuration value is out of range or contradicts another.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Decoding an image outside the pipeline failed.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// A sample failed under the `OnError::Fail` policy.
+    #[error("{0}")]
+    Sample(SampleError),
+    /// The requested backend is not available in this build or on this machine.
+    #[error("backend {backend} is unavailable: {reason}")]
+    BackendUnavailable {
+        /// The backend asked for.
+        backend: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A pipeline thread stopped in a way the pipeline cannot recover from.
+    #[error("pipeline error: {0}")]
+    Pipeline(String),
+    /// JSON (manifest, report) could not be read or written.
+    #[error("json error in {what}: {source}")]
+    Json {
+        /// What was being read or written.
+        what: String,
+        /// The parser's message.
+        source: serde_json::Error,
+    },
+}
+
+impl Error {
+    /// An [`Error::Io`] for `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why one sample could not be delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleErrorKind {
+    /// The file is missing or could not be read.
+    Io,
+    /// The bytes are not a decodable image (corrupt, truncated, empty, another format).
+    Decode,
+    /// The image exceeds the configured limits (file size or pixel count).
+    Limit,
+    /// The image uses a feature this build does not decode.
+    Unsupported,
+    /// The label mask is missing, unreadable or does not match the image.
+    Mask,
+    /// An internal failure while processing the sample (a bug: please report it).
+    Internal,
+}
+
+/// A sample that could not be delivered, with where it came from and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("sample {id:016x} ({path}): {reason}")]
+pub struct SampleError {
+    /// The stable sample id.
+    pub id: u64,
+    /// The sample's path (relative to the dataset root) or other location.
+    pub path: String,
+    /// The category of failure.
+    pub kind: SampleErrorKind,
+    /// A human-readable reason.
+    pub reason: String,
+}

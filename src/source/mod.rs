@@ -1,0 +1,252 @@
+//! What exists: samples with stable ids, listed cheaply, before anything random happens.
+//!
+//! A [`Dataset`] is a sorted list of [`Sample`]s. The only ways forward from a dataset are
+//! [`Dataset::split`] (a fixed train/validation split) or [`Dataset::all`] (no validation
+//! set); both consume it and return [`Subset`]s, and only a subset can feed a pipeline.
+//! Subsets cannot be split again, so a split can never be taken after a shuffle: shuffling
+//! happens per epoch inside the pipeline's sampler.
+//!
+//! ```compile_fail
+//! # fn f(subset: stoker::Subset) {
+//! // A subset, the only thing a pipeline reads, has no way to be split again.
+//! let _ = subset.split(stoker::SplitSpec::fraction(0.1));
+//! # }
+//! ```
+
+pub mod files;
+pub mod sampler;
+pub mod split;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::augment::rng::{fnv1a64, mix64};
+use crate::error::{Error, Result};
+
+pub use sampler::Sampler;
+pub use split::{CheckReport, Manifest, Split};
+
+/// Where a sample's bytes live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A file on disk (absolute, or relative to the working directory).
+    File(PathBuf),
+    /// Bytes already in memory (generated data, tests, benchmarks).
+    Memory(Arc<[u8]>),
+}
+
+/// One sample: an image, its optional class label and label mask, and a stable id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    /// Stable id derived from `path` (see [`sample_id`]); the same in every run.
+    pub id: u64,
+    /// Path relative to the dataset root, with `/` separators.
+    pub path: String,
+    /// Where the image bytes are.
+    pub location: Location,
+    /// Class id, if the source has labels.
+    pub label: Option<u32>,
+    /// Where the label mask is, if the source pairs one.
+    pub mask: Option<Location>,
+    /// Group key for group-aware splits, if a pattern assigned one.
+    pub group: Option<String>,
+}
+
+/// The stable id of a sample: SplitMix64's finaliser over FNV-1a-64 of its relative path
+/// (UTF-8, `/` separators). It depends on the path alone, never on listing order.
+pub fn sample_id(rel_path: &str) -> u64 {
+    mix64(fnv1a64(rel_path.as_bytes()))
+}
+
+/// A listed dataset: samples sorted by relative path, class names by class id.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    pub(crate) root: Option<PathBuf>,
+    pub(crate) samples: Vec<Sample>,
+    pub(crate) classes: Vec<String>,
+    pub(crate) read_latency: Option<Duration>,
+}
+
+impl Dataset {
+    /// A dataset from explicit samples; sorts them by path and checks ids are unique.
+    pub fn from_samples(
+        root: Option<PathBuf>,
+        mut samples: Vec<Sample>,
+        classes: Vec<String>,
+    ) -> Result<Self> {
+        samples.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut ids: Vec<(u64, &str)> = samples.iter().map(|s| (s.id, s.path.as_str())).collect();
+        ids.sort_unstable();
+        for w in ids.windows(2) {
+            if w[0].0 == w[1].0 {
+                return Err(Error::Source(format!(
+                    "two samples share id {:016x}: {:?} and {:?} (duplicate path or hash collision)",
+                    w[0].0, w[0].1, w[1].1
+                )));
+            }
+        }
+        Ok(Dataset {
+            root,
+            samples,
+            classes,
+            read_latency: None,
+        })
+    }
+
+    /// An image-folder tree: one sub-folder per class (class ids from sorted folder names).
+    /// See [`files::image_folder`].
+    pub fn image_folder(root: impl AsRef<Path>) -> Result<Self> {
+        files::image_folder(root.as_ref())
+    }
+
+    /// A file list: one `path [label]` per line, paths relative to the list's folder.
+    /// See [`files::file_list`].
+    pub fn files(list: impl AsRef<Path>) -> Result<Self> {
+        files::file_list(list.as_ref())
+    }
+
+    /// Every image file under `root` (recursively), without labels.
+    pub fn flat(root: impl AsRef<Path>) -> Result<Self> {
+        files::flat(root.as_ref())
+    }
+
+    /// Pairs each image with the label mask of the same file stem in `mask_dir`.
+    /// See [`files::with_masks`].
+    pub fn with_masks(self, mask_dir: impl AsRef<Path>) -> Result<Self> {
+        files::with_masks(self, mask_dir.as_ref())
+    }
+
+    /// Simulates a storage read latency per sample in the readers (benchmarks, tests).
+    pub fn with_read_latency(mut self, latency: Duration) -> Self {
+        self.read_latency = Some(latency);
+        self
+    }
+
+    /// The samples, sorted by path.
+    pub fn samples(&self) -> &[Sample] {
+        &self.samples
+    }
+
+    /// Class names, indexed by class id.
+    pub fn classes(&self) -> &[String] {
+        &self.classes
+    }
+
+    /// The root folder, if the dataset has one.
+    pub fn root(&self) -> Option<&Path> {
+        self.root.as_deref()
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Whether the dataset has no samples.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// Splits once, deterministically, into train and validation. Consumes the dataset.
+    pub fn split(self, how: split::SplitSpec) -> Result<Split> {
+        Split::make(self, &how)
+    }
+
+    /// The whole dataset as one training subset (no validation set).
+    pub fn all(self) -> Subset {
+        Subset::new(self, Role::Train, None)
+    }
+}
+
+/// Which part of a split a subset is; decides shuffling in the sampler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Training: shuffled each epoch.
+    Train,
+    /// Validation: fixed order, every epoch the same.
+    Validation,
+}
+
+/// A fixed part of a dataset that a pipeline can read. It has no way to be split again.
+#[derive(Debug, Clone)]
+pub struct Subset {
+    pub(crate) inner: Arc<SubsetInner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct SubsetInner {
+    pub(crate) samples: Vec<Sample>,
+    pub(crate) classes: Vec<String>,
+    pub(crate) role: Role,
+    pub(crate) root: Option<PathBuf>,
+    pub(crate) read_latency: Option<Duration>,
+}
+
+impl Subset {
+    pub(crate) fn new(data: Dataset, role: Role, keep: Option<&[bool]>) -> Subset {
+        let samples = match keep {
+            None => data.samples,
+            Some(keep) => data
+                .samples
+                .into_iter()
+                .zip(keep.iter())
+                .filter(|(_, k)| **k)
+                .map(|(s, _)| s)
+                .collect(),
+        };
+        Subset {
+            inner: Arc::new(SubsetInner {
+                samples,
+                classes: data.classes,
+                role,
+                root: data.root,
+                read_latency: data.read_latency,
+            }),
+        }
+    }
+
+    /// The samples, sorted by path.
+    pub fn samples(&self) -> &[Sample] {
+        &self.inner.samples
+    }
+
+    /// Class names, indexed by class id.
+    pub fn classes(&self) -> &[String] {
+        &self.inner.classes
+    }
+
+    /// Train (shuffled per epoch) or validation (fixed order).
+    pub fn role(&self) -> Role {
+        self.inner.role
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.inner.samples.len()
+    }
+
+    /// Whether the subset is empty.
+    pub fn is_empty(&self) -> bool {
+        self.inner.samples.is_empty()
+    }
+
+    /// The dataset root, if any.
+    pub fn root(&self) -> Option<&Path> {
+        self.inner.root.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_depend_on_path_only() {
+        assert_eq!(sample_id("cat/1.jpg"), sample_id("cat/1.jpg"));
+        assert_ne!(sample_id("cat/1.jpg"), sample_id("cat/2.jpg"));
+        // FNV-1a of the empty string is its offset basis.
+        assert_eq!(sample_id(""), mix64(0xCBF2_9CE4_8422_2325));
+    }
+}
