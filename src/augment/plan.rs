@@ -1,0 +1,160 @@
+//! The per-sample plan: a `#[repr(C)]` struct that every backend executes unchanged.
+//!
+//! The layout is shared byte for byte with the GPU code (`shaders/*.wgsl`,
+//! `kernels/*.cu`): 28 four-byte words, 112 bytes, a multiple of 16 so arrays of plans can
+//! be uploaded as storage buffers. Change it only together with every consumer.
+
+/// Flag: mirror left-right.
+pub const FLIP_H: u32 = 1;
+/// Flag: mirror top-bottom.
+pub const FLIP_V: u32 = 2;
+/// Flag: apply colour jitter (image planes only).
+pub const JITTER: u32 = 4;
+/// Flag: normalise `(x / 255 - mean) / std` (float dtypes only).
+pub const NORMALIZE: u32 = 8;
+/// Flag: antialias when downscaling (triangle filter widened by the scale factor).
+pub const ANTIALIAS: u32 = 16;
+
+/// Jitter op code: brightness.
+pub const OP_BRIGHTNESS: u32 = 1;
+/// Jitter op code: contrast.
+pub const OP_CONTRAST: u32 = 2;
+/// Jitter op code: saturation.
+pub const OP_SATURATION: u32 = 3;
+/// Jitter op code: hue.
+pub const OP_HUE: u32 = 4;
+
+/// Memory layout of the image batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[repr(u32)]
+pub enum Layout {
+    /// `[N, C, H, W]`, as PyTorch expects.
+    Nchw = 0,
+    /// `[N, H, W, C]`, as TensorFlow and JAX expect.
+    Nhwc = 1,
+}
+
+/// Element type of the image batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[repr(u32)]
+pub enum DType {
+    /// Raw 0-255 values.
+    U8 = 0,
+    /// IEEE half precision.
+    F16 = 1,
+    /// IEEE single precision.
+    F32 = 2,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 => 1,
+            DType::F16 => 2,
+            DType::F32 => 4,
+        }
+    }
+}
+
+/// Everything a backend needs to turn one decoded sample into its batch slot.
+///
+/// Geometry is in source pixels with Pillow's conventions: the crop box
+/// `[crop_x, crop_x + crop_w) x [crop_y, crop_y + crop_h)` is resampled to
+/// `out_width x out_height` with pixel centres at half-integers. The same box and flips
+/// apply to every plane of the sample; jitter and normalisation to image planes only.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C)]
+pub struct SamplePlan {
+    /// Low 32 bits of the sample id.
+    pub id_lo: u32,
+    /// High 32 bits of the sample id.
+    pub id_hi: u32,
+    /// Source width the plan was made for.
+    pub src_width: u32,
+    /// Source height the plan was made for.
+    pub src_height: u32,
+    /// Crop box left edge, source pixels.
+    pub crop_x: f32,
+    /// Crop box top edge, source pixels.
+    pub crop_y: f32,
+    /// Crop box width, source pixels.
+    pub crop_w: f32,
+    /// Crop box height, source pixels.
+    pub crop_h: f32,
+    /// Output width.
+    pub out_width: u32,
+    /// Output height.
+    pub out_height: u32,
+    /// `FLIP_H | FLIP_V | JITTER | NORMALIZE | ANTIALIAS`.
+    pub flags: u32,
+    /// Jitter op codes, one per byte, low byte first; 0 ends the list.
+    pub jitter_order: u32,
+    /// Brightness factor (1 = unchanged).
+    pub brightness: f32,
+    /// Contrast factor (1 = unchanged).
+    pub contrast: f32,
+    /// Saturation factor (1 = unchanged).
+    pub saturation: f32,
+    /// Hue shift in turns, in `[-0.5, 0.5]` (0 = unchanged).
+    pub hue: f32,
+    /// Per-channel mean, on the 0-1 scale.
+    pub mean: [f32; 3],
+    /// [`Layout`] as `u32`.
+    pub layout: u32,
+    /// Per-channel standard deviation, on the 0-1 scale.
+    pub std: [f32; 3],
+    /// [`DType`] as `u32`.
+    pub dtype: u32,
+    /// IDCT scale denominator the decoder may use (1 = full size; 2, 4, 8 reduced).
+    pub decode_scale: u32,
+    /// Padding to 112 bytes.
+    pub _pad: [u32; 3],
+}
+
+const _: () = assert!(std::mem::size_of::<SamplePlan>() == 112);
+const _: () = assert!(std::mem::align_of::<SamplePlan>() == 4);
+
+impl SamplePlan {
+    /// The sample id.
+    pub fn id(&self) -> u64 {
+        (u64::from(self.id_hi) << 32) | u64::from(self.id_lo)
+    }
+
+    /// Whether a flag is set.
+    pub fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// The jitter ops in order.
+    pub fn jitter_ops(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..4)
+            .map(move |i| (self.jitter_order >> (8 * i)) & 0xFF)
+            .take_while(|&op| op != 0)
+    }
+
+    /// The output layout.
+    pub fn layout(&self) -> Layout {
+        if self.layout == Layout::Nhwc as u32 {
+            Layout::Nhwc
+        } else {
+            Layout::Nchw
+        }
+    }
+
+    /// The output dtype.
+    pub fn dtype(&self) -> DType {
+        match self.dtype {
+            1 => DType::F16,
+            2 => DType::F32,
+            _ => DType::U8,
+        }
+    }
+
+    /// Bytes of one image slot: `3 * out_width * out_height * dtype size`.
+    pub fn image_bytes(&self) -> usize {
+        3 * self.out_width as usize * self.out_height as usize * self.dtype().size()
+    }
+}
