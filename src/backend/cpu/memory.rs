@@ -1,0 +1,162 @@
+//! Host batch memory: the one place the CPU backend uses `unsafe`.
+//!
+//! A batch buffer is one contiguous allocation of `slots * slot_bytes` bytes, 8-byte
+//! aligned so it can be viewed as `u16`, `f16` or `f32`. Worker threads write their samples
+//! straight into their slots, concurrently, with no copy: [`SlotMemory::claim`] hands out
+//! each slot at most once, and the only way back to reading the whole buffer is
+//! [`SlotMemory::reclaim`], which succeeds only when no writer is left.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// An owned, 8-byte aligned byte buffer.
+#[derive(Debug, Default)]
+pub(crate) struct HostBuffer {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl HostBuffer {
+    /// A zeroed buffer of `len` bytes.
+    pub(crate) fn new(len: usize) -> Self {
+        HostBuffer {
+            words: vec![0; len.div_ceil(8)],
+            len,
+        }
+    }
+
+    /// Its length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
+    }
+
+    /// The bytes, writable.
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.words)[..self.len]
+    }
+}
+
+/// A [`HostBuffer`] shared by writers that each own one slot.
+pub(crate) struct SlotMemory {
+    buffer: UnsafeCell<HostBuffer>,
+    base: *mut u8,
+    slot_bytes: usize,
+    claimed: Box<[AtomicBool]>,
+}
+
+// SAFETY: the raw pointer refers to the heap allocation owned by `buffer`, which lives as
+// long as `self` and never reallocates while shared (no method resizes it). Concurrent
+// access goes only through `SlotWriter`s, each holding a distinct slot handed out once by
+// an atomic compare-exchange, so no two threads touch the same bytes.
+unsafe impl Send for SlotMemory {}
+// SAFETY: as above; `&SlotMemory` only allows claiming slots, which is synchronised.
+unsafe impl Sync for SlotMemory {}
+
+impl std::fmt::Debug for SlotMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotMemory")
+            .field("slot_bytes", &self.slot_bytes)
+            .field("slots", &self.claimed.len())
+            .finish()
+    }
+}
+
+impl SlotMemory {
+    /// Shares `buffer` as `slots` slots of `slot_bytes` each. Returns the buffer back if it
+    /// is too small for them.
+    pub(crate) fn share(
+        mut buffer: HostBuffer,
+        slots: usize,
+        slot_bytes: usize,
+    ) -> Result<Arc<SlotMemory>, HostBuffer> {
+        match slots.checked_mul(slot_bytes) {
+            Some(need) if need <= buffer.len() => {}
+            _ => return Err(buffer),
+        }
+        let base = buffer.bytes_mut().as_mut_ptr();
+        Ok(Arc::new(SlotMemory {
+            buffer: UnsafeCell::new(buffer),
+            base,
+            slot_bytes,
+            claimed: (0..slots).map(|_| AtomicBool::new(false)).collect(),
+        }))
+    }
+
+    /// The writer of `slot`, or `None` if the slot does not exist or was already claimed.
+    pub(crate) fn claim(self: &Arc<Self>, slot: usize) -> Option<SlotWriter> {
+        let flag = self.claimed.get(slot)?;
+        flag.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .ok()?;
+        Some(SlotWriter {
+            mem: Arc::clone(self),
+            slot,
+        })
+    }
+
+    /// The buffer back, once no writer (and no other handle) is left.
+    pub(crate) fn reclaim(this: Arc<SlotMemory>) -> Result<HostBuffer, Arc<SlotMemory>> {
+        Arc::try_unwrap(this).map(|m| m.buffer.into_inner())
+    }
+}
+
+/// Exclusive write access to one slot of a [`SlotMemory`].
+#[derive(Debug)]
+pub(crate) struct SlotWriter {
+    mem: Arc<SlotMemory>,
+    slot: usize,
+}
+
+impl SlotWriter {
+    /// The slot's bytes.
+    pub(crate) fn bytes(&mut self) -> &mut [u8] {
+        let len = self.mem.slot_bytes;
+        // SAFETY: `share` checked `slots * slot_bytes <= buffer.len()`, so the range
+        // `[slot * slot_bytes, (slot + 1) * slot_bytes)` lies inside the allocation `base`
+        // points to. `claim` hands each slot to exactly one `SlotWriter`, and `&mut self`
+        // makes this borrow unique within it, so no other reference to these bytes exists
+        // while it lives. The allocation outlives the borrow: `self.mem` keeps it alive.
+        unsafe { std::slice::from_raw_parts_mut(self.mem.base.add(self.slot * len), len) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_claimed_once_and_written_concurrently() {
+        let mem = SlotMemory::share(HostBuffer::new(4 * 16), 4, 16).expect("fits");
+        assert!(mem.claim(4).is_none());
+        let writers: Vec<SlotWriter> = (0..4).filter_map(|s| mem.claim(s)).collect();
+        assert_eq!(writers.len(), 4);
+        assert!(mem.claim(0).is_none());
+        std::thread::scope(|s| {
+            for (i, mut w) in writers.into_iter().enumerate() {
+                s.spawn(move || w.bytes().fill(i as u8 + 1));
+            }
+        });
+        let buf = SlotMemory::reclaim(mem).expect("no writer left");
+        let b = buf.bytes();
+        for slot in 0..4 {
+            assert!(b[slot * 16..(slot + 1) * 16]
+                .iter()
+                .all(|&v| v == slot as u8 + 1));
+        }
+    }
+
+    #[test]
+    fn reclaim_fails_while_a_writer_lives() {
+        let mem = SlotMemory::share(HostBuffer::new(8), 1, 8).expect("fits");
+        let w = mem.claim(0);
+        let mem = SlotMemory::reclaim(mem).expect_err("writer alive");
+        drop(w);
+        assert!(SlotMemory::reclaim(mem).is_ok());
+        assert!(SlotMemory::share(HostBuffer::new(8), 2, 8).is_err());
+    }
+}

@@ -1,0 +1,75 @@
+//! # stoker
+//!
+//! Keeps accelerators fed: reads, decodes, resizes and augments image batches in the
+//! background while the training step runs, with the same samples on every backend.
+//!
+//! ```no_run
+//! use stoker::{Augment, Dataset, OnError, Pipeline, SplitSpec};
+//!
+//! # fn main() -> stoker::Result<()> {
+//! let data = Dataset::image_folder("data/train")?;            // one folder per class
+//! let split = data.split(SplitSpec::fraction(0.1).seed(7))?;  // fixed, before any shuffle
+//! split.save("split.json")?;
+//! let pipe = Pipeline::builder(split.train())
+//!     .augment(
+//!         Augment::new()
+//!             .random_resized_crop(224, (0.08, 1.0), (3.0 / 4.0, 4.0 / 3.0))
+//!             .flip_horizontal(0.5)
+//!             .color_jitter(0.4, 0.4, 0.4)
+//!             .normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+//!     )
+//!     .batch_size(256)
+//!     .seed(42)
+//!     .on_error(OnError::Skip)
+//!     .build()?;
+//! for epoch in 0..90 {
+//!     for batch in pipe.epoch(epoch)? {
+//!         let batch = batch?;
+//!         let _images: &[f32] = batch.images_f32().unwrap_or_default(); // [N, 3, 224, 224]
+//!         let _labels: &[i64] = batch.labels();
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## What stoker guarantees
+//! - A split is made once, before anything is shuffled, saved as a manifest and checked
+//!   ([`source::split`]); a [`Subset`] cannot be split again.
+//! - Each epoch is a full permutation from `(seed, epoch)`, sharded into disjoint shards
+//!   that cover it ([`source::sampler`]).
+//! - All randomness is Philox4x32-10 keyed by `(seed, epoch, sample id)`
+//!   ([`augment::rng`]): the same on every backend and thread count.
+//! - Label masks are resampled nearest-neighbour only, with the image's geometry, and
+//!   never colour-jittered ([`augment::reference`]).
+//! - Every sample is delivered once or reported with its path and reason ([`pipeline`]).
+//!
+//! ## Backends
+//!
+//! | backend | status in this release | fallback |
+//! | --- | --- | --- |
+//! | CPU (`BackendKind::Cpu`) | always available | none needed |
+//! | wgpu (`BackendKind::Wgpu`) | not yet compiled in | `Auto` falls back to CPU, logged |
+//! | CUDA (`BackendKind::Cuda`) | not yet compiled in | `Auto` falls back to CPU, logged |
+
+#![warn(missing_docs)]
+
+pub mod augment;
+pub mod backend;
+pub mod decode;
+pub mod error;
+pub mod pipeline;
+pub mod source;
+
+pub use augment::{Augment, DType, Layout, SamplePlan};
+pub use backend::BackendKind;
+pub use decode::Limits;
+pub use error::{Error, Result, SampleError, SampleErrorKind};
+pub use pipeline::{Batch, Epoch, OnError, Pipeline, PipelineBuilder, Stats};
+pub use source::split::SplitSpec;
+pub use source::{Dataset, Sample, Split, Subset};
+
+/// The README's examples, compiled as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,217 @@
+//! Configuring a [`Pipeline`].
+
+use std::sync::{Arc, Mutex};
+
+use super::{cache::Cache, stats::Counters, Config, OnError, Pipeline};
+use crate::augment::Augment;
+use crate::backend::{self, BackendKind};
+use crate::decode::Limits;
+use crate::error::{Error, Result};
+use crate::source::sampler::shard_from_env;
+use crate::source::{Role, Sampler, Subset};
+
+/// Builder for [`Pipeline`]; every value is checked in [`PipelineBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct PipelineBuilder {
+    subset: Subset,
+    backend: BackendKind,
+    augment: Augment,
+    batch_size: usize,
+    prefetch: usize,
+    readers: usize,
+    workers: Option<usize>,
+    staging_slots: Option<usize>,
+    seed: u64,
+    on_error: OnError,
+    limits: Limits,
+    strict_decode: bool,
+    cache_bytes: u64,
+    shard: Option<(usize, usize)>,
+    shard_from_env: bool,
+    drop_last: bool,
+}
+
+impl PipelineBuilder {
+    pub(crate) fn new(subset: Subset) -> Self {
+        PipelineBuilder {
+            subset,
+            backend: BackendKind::Auto,
+            augment: Augment::new(),
+            batch_size: 32,
+            prefetch: 2,
+            readers: 8,
+            workers: None,
+            staging_slots: None,
+            seed: 0,
+            on_error: OnError::Skip,
+            limits: Limits::default(),
+            strict_decode: true,
+            cache_bytes: 0,
+            shard: None,
+            shard_from_env: false,
+            drop_last: false,
+        }
+    }
+
+    /// The backend (default `Auto`).
+    pub fn backend(mut self, kind: BackendKind) -> Self {
+        self.backend = kind;
+        self
+    }
+
+    /// The augmentation (default: resize to 224 x 224, u8).
+    pub fn augment(mut self, a: Augment) -> Self {
+        self.augment = a;
+        self
+    }
+
+    /// Samples per batch (default 32).
+    pub fn batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n;
+        self
+    }
+
+    /// Batches prepared ahead: the size `K` of the batch ring (default 2).
+    pub fn prefetch(mut self, k: usize) -> Self {
+        self.prefetch = k;
+        self
+    }
+
+    /// Reader threads (default 8; reading is I/O-bound).
+    pub fn readers(mut self, n: usize) -> Self {
+        self.readers = n;
+        self
+    }
+
+    /// Decode and augment threads (default: available cores).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = Some(n);
+        self
+    }
+
+    /// Staging buffers for compressed bytes (default `max(2 * batch_size, 2 * workers)`).
+    pub fn staging_slots(mut self, n: usize) -> Self {
+        self.staging_slots = Some(n);
+        self
+    }
+
+    /// The training seed: with the epoch and the sample id it keys all randomness.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// What to do with a sample that fails (default `Skip`).
+    pub fn on_error(mut self, p: OnError) -> Self {
+        self.on_error = p;
+        self
+    }
+
+    /// Limits checked before allocating (default: 178.9 Mpx, 256 MiB files).
+    pub fn limits(mut self, l: Limits) -> Self {
+        self.limits = l;
+        self
+    }
+
+    /// Refuse damaged JPEGs (default) or decode what can be decoded, filling the damage
+    /// with grey. See [`DecodeOptions::strict`](crate::decode::DecodeOptions::strict).
+    pub fn strict_decode(mut self, strict: bool) -> Self {
+        self.strict_decode = strict;
+        self
+    }
+
+    /// Keep up to `bytes` of decoded samples (before augmentation) across epochs.
+    pub fn cache_bytes(mut self, bytes: u64) -> Self {
+        self.cache_bytes = bytes;
+        self
+    }
+
+    /// Read shard `rank` of `world_size` (data-parallel training).
+    pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
+        self.shard = Some((rank, world_size));
+        self
+    }
+
+    /// Read the shard from the `RANK` and `WORLD_SIZE` environment variables.
+    pub fn shard_from_env(mut self) -> Self {
+        self.shard_from_env = true;
+        self
+    }
+
+    /// Drop the last partial batch of each epoch (default: keep it).
+    pub fn drop_last(mut self, yes: bool) -> Self {
+        self.drop_last = yes;
+        self
+    }
+
+    /// Validates the configuration, selects the backend and returns the pipeline.
+    pub fn build(self) -> Result<Pipeline> {
+        self.augment.validate()?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workers = self.workers.unwrap_or(cores);
+        if workers == 0 || self.readers == 0 || self.prefetch == 0 {
+            return Err(Error::Config(
+                "workers, readers and prefetch must be at least 1".into(),
+            ));
+        }
+        if self.batch_size == 0 {
+            return Err(Error::Config("batch size must be at least 1".into()));
+        }
+        let staging_slots = self
+            .staging_slots
+            .unwrap_or((2 * self.batch_size).max(2 * workers));
+        if staging_slots == 0 {
+            return Err(Error::Config("staging slots must be at least 1".into()));
+        }
+        let samples = self.subset.samples();
+        let has_masks = samples.first().is_some_and(|s| s.mask.is_some());
+        if samples.iter().any(|s| s.mask.is_some() != has_masks) {
+            return Err(Error::Source(
+                "some samples have masks and some do not; pair masks for all or none".into(),
+            ));
+        }
+        let (rank, world) = match (self.shard, self.shard_from_env) {
+            (Some(s), false) => s,
+            (None, true) => shard_from_env()?,
+            (None, false) => (0, 1),
+            (Some(_), true) => {
+                return Err(Error::Config(
+                    "give the shard explicitly or from the environment, not both".into(),
+                ))
+            }
+        };
+        let shuffle = self.subset.role() == Role::Train;
+        if !shuffle && self.augment.is_random() {
+            log::warn!("validation subset with random augmentation; use Augment::validation for a fixed transform");
+        }
+        let sampler = Sampler::new(samples.len(), self.seed, shuffle)
+            .shard(rank, world)?
+            .batches_of(self.batch_size, self.drop_last)?;
+        let selected = backend::select(self.backend, workers)?;
+        let cfg = Config {
+            backend: selected.backend,
+            backend_reason: selected.reason,
+            augment: self.augment,
+            batch_size: self.batch_size,
+            prefetch: self.prefetch,
+            readers: self.readers,
+            workers,
+            staging_slots,
+            seed: self.seed,
+            on_error: self.on_error,
+            limits: self.limits,
+            strict_decode: self.strict_decode,
+            has_masks,
+            replace_attempts: 16,
+            cache_bytes: self.cache_bytes,
+        };
+        Ok(Pipeline {
+            cache: (cfg.cache_bytes > 0).then(|| Arc::new(Cache::new(cfg.cache_bytes))),
+            cfg: Arc::new(cfg),
+            subset: self.subset,
+            sampler,
+            total: Arc::new(Counters::default()),
+            pool: Arc::new(Mutex::new(Vec::new())),
+        })
+    }
+}

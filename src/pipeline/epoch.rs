@@ -1,0 +1,964 @@
+//! One epoch: the planner, reader and worker threads, and the consumer's iterator.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
+use half::f16;
+
+use super::cache::{Cache, Decoded};
+use super::readers::read_sample;
+use super::staging::{Staged, StagingRing};
+use super::stats::Counters;
+use super::{Config, OnError};
+use crate::augment::reference::Scratch;
+use crate::augment::rng::{Rng, Stream};
+use crate::augment::{DType, Layout, SamplePlan};
+use crate::backend::cpu::memory::{HostBuffer, SlotMemory, SlotWriter};
+use crate::decode::{DecodeError, DecodeOptions};
+use crate::error::{Error, Result, SampleError, SampleErrorKind};
+use crate::source::{Sample, Subset};
+
+/// Output buffers for one batch: images, and masks for segmentation sets.
+#[derive(Debug)]
+pub(crate) struct BatchBuffers {
+    pub images: HostBuffer,
+    pub masks: Option<HostBuffer>,
+}
+
+impl BatchBuffers {
+    pub(crate) fn new(cfg: &Config) -> Self {
+        BatchBuffers {
+            images: HostBuffer::new(cfg.batch_size * cfg.image_bytes()),
+            masks: cfg
+                .has_masks
+                .then(|| HostBuffer::new(cfg.batch_size * cfg.mask_bytes())),
+        }
+    }
+}
+
+struct Job {
+    batch: usize,
+    slot: usize,
+    sample: usize,
+    images: Arc<SlotMemory>,
+    masks: Option<Arc<SlotMemory>>,
+}
+
+enum Payload {
+    Staged(Staged),
+    Cached(Arc<Decoded>),
+    Failed(SampleError, Staged),
+}
+
+struct Loaded {
+    job: Job,
+    payload: Payload,
+}
+
+struct Delivered {
+    id: u64,
+    label: i64,
+    replaced: Option<u64>,
+    plan: SamplePlan,
+}
+
+struct Outcome {
+    delivered: Option<Delivered>,
+    error: Option<SampleError>,
+}
+
+enum Msg {
+    Start {
+        batch: usize,
+        images: Arc<SlotMemory>,
+        masks: Option<Arc<SlotMemory>>,
+        len: usize,
+    },
+    Done {
+        batch: usize,
+        slot: usize,
+        outcome: Outcome,
+    },
+}
+
+/// What every thread of an epoch shares.
+struct Shared {
+    cfg: Arc<Config>,
+    subset: Subset,
+    cache: Option<Arc<Cache>>,
+    stats: Arc<Counters>,
+    epoch: u64,
+    staging: StagingRing,
+}
+
+/// A sample that was delivered by a replacement (`OnError::Replace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replacement {
+    /// Slot in the batch.
+    pub slot: usize,
+    /// The sample that failed.
+    pub failed_id: u64,
+    /// The sample delivered in its place.
+    pub by_id: u64,
+}
+
+/// A batch: images (and masks) in one contiguous host buffer, with labels and ids.
+/// Dropping it returns its buffers to the pipeline's ring.
+#[derive(Debug)]
+pub struct Batch {
+    index: usize,
+    epoch: u64,
+    len: usize,
+    width: usize,
+    height: usize,
+    dtype: DType,
+    layout: Layout,
+    buffers: Option<BatchBuffers>,
+    labels: Vec<i64>,
+    ids: Vec<u64>,
+    plans: Vec<SamplePlan>,
+    errors: Vec<SampleError>,
+    replacements: Vec<Replacement>,
+    return_tx: Sender<BatchBuffers>,
+    held: Arc<AtomicUsize>,
+}
+
+impl Batch {
+    /// Position of this batch in its epoch.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The epoch it belongs to.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Samples in the batch.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no sample of the batch could be delivered (all were reported).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `[N, C, H, W]` or `[N, H, W, C]`, following the layout.
+    pub fn shape(&self) -> [usize; 4] {
+        match self.layout {
+            Layout::Nchw => [self.len, 3, self.height, self.width],
+            Layout::Nhwc => [self.len, self.height, self.width, 3],
+        }
+    }
+
+    /// Element type of the images.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Layout of the images.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The images as raw bytes (little-endian elements).
+    pub fn image_bytes(&self) -> &[u8] {
+        let n = self.len * 3 * self.width * self.height * self.dtype.size();
+        self.buffers
+            .as_ref()
+            .map_or(&[][..], |b| &b.images.bytes()[..n])
+    }
+
+    /// The images, if the dtype is u8.
+    pub fn images_u8(&self) -> Option<&[u8]> {
+        (self.dtype == DType::U8).then(|| self.image_bytes())
+    }
+
+    /// The images, if the dtype is f16.
+    pub fn images_f16(&self) -> Option<&[f16]> {
+        if self.dtype != DType::F16 {
+            return None;
+        }
+        bytemuck::try_cast_slice(self.image_bytes()).ok()
+    }
+
+    /// The images, if the dtype is f32.
+    pub fn images_f32(&self) -> Option<&[f32]> {
+        if self.dtype != DType::F32 {
+            return None;
+        }
+        bytemuck::try_cast_slice(self.image_bytes()).ok()
+    }
+
+    /// Label masks `[N, H, W]`, for segmentation sets.
+    pub fn masks(&self) -> Option<&[u16]> {
+        let n = self.len * self.width * self.height;
+        let m = self.buffers.as_ref()?.masks.as_ref()?;
+        bytemuck::try_cast_slice::<u8, u16>(&m.bytes()[..n * 2]).ok()
+    }
+
+    /// Class labels, `-1` where the source has none.
+    pub fn labels(&self) -> &[i64] {
+        &self.labels
+    }
+
+    /// Stable sample ids, in slot order.
+    pub fn ids(&self) -> &[u64] {
+        &self.ids
+    }
+
+    /// The plan each slot was made with.
+    pub fn plans(&self) -> &[SamplePlan] {
+        &self.plans
+    }
+
+    /// Samples of this batch that could not be delivered, with the reason.
+    pub fn errors(&self) -> &[SampleError] {
+        &self.errors
+    }
+
+    /// Slots filled by a replacement sample.
+    pub fn replacements(&self) -> &[Replacement] {
+        &self.replacements
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        self.held.fetch_sub(1, Ordering::AcqRel);
+        if let Some(b) = self.buffers.take() {
+            // Fails only when the epoch is gone; the buffers are then simply freed.
+            let _ = self.return_tx.send(b);
+        }
+    }
+}
+
+struct Pending {
+    images: Option<Arc<SlotMemory>>,
+    masks: Option<Arc<SlotMemory>>,
+    outcomes: Vec<Option<Outcome>>,
+    remaining: usize,
+}
+
+/// The batches of one epoch, in order. Dropping it mid-epoch stops and joins every
+/// thread of the epoch (see the module docs of [`crate::pipeline`]).
+pub struct Epoch {
+    epoch: u64,
+    cfg: Arc<Config>,
+    num_batches: usize,
+    next: usize,
+    finished: bool,
+    done_rx: Receiver<Msg>,
+    free_tx: Sender<BatchBuffers>,
+    free_rx: Receiver<BatchBuffers>,
+    cancel: Option<Sender<()>>,
+    threads: Vec<JoinHandle<()>>,
+    pending: HashMap<usize, Pending>,
+    stats: Arc<Counters>,
+    total: Arc<Counters>,
+    pool: Arc<Mutex<Vec<BatchBuffers>>>,
+    started: Instant,
+    held: Arc<AtomicUsize>,
+    allocated: usize,
+}
+
+impl std::fmt::Debug for Epoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Epoch")
+            .field("epoch", &self.epoch)
+            .field("num_batches", &self.num_batches)
+            .field("next", &self.next)
+            .finish()
+    }
+}
+
+pub(crate) struct EpochParts {
+    pub cfg: Arc<Config>,
+    pub subset: Subset,
+    pub cache: Option<Arc<Cache>>,
+    pub total: Arc<Counters>,
+    pub pool: Arc<Mutex<Vec<BatchBuffers>>>,
+    pub batches: Vec<Vec<usize>>,
+    pub epoch: u64,
+}
+
+impl Epoch {
+    pub(crate) fn start(p: EpochParts) -> Result<Epoch> {
+        let cfg = p.cfg;
+        let num_batches = p.batches.len();
+        let stats = Arc::new(Counters::default());
+        let (free_tx, free_rx) = unbounded::<BatchBuffers>();
+        let ring = cfg.prefetch.max(1);
+        {
+            let mut pool = p
+                .pool
+                .lock()
+                .map_err(|_| Error::Pipeline("buffer pool poisoned".into()))?;
+            for _ in 0..ring {
+                let b = pool.pop().unwrap_or_else(|| BatchBuffers::new(&cfg));
+                let _ = free_tx.send(b);
+            }
+        }
+        let (cancel_tx, cancel_rx) = bounded::<()>(0);
+        let (read_tx, read_rx) = bounded::<Job>(cfg.staging_slots);
+        let (load_tx, load_rx) = bounded::<Loaded>(cfg.staging_slots);
+        let (done_tx, done_rx) = unbounded::<Msg>();
+        let shared = Arc::new(Shared {
+            cfg: Arc::clone(&cfg),
+            subset: p.subset,
+            cache: p.cache,
+            stats: Arc::clone(&stats),
+            epoch: p.epoch,
+            staging: StagingRing::new(cfg.staging_slots),
+        });
+        let mut threads = Vec::new();
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(|e| Error::Pipeline(format!("cannot start a thread: {e}")))
+        };
+        {
+            let (cfg, free_rx, cancel_rx, done_tx) = (
+                Arc::clone(&cfg),
+                free_rx.clone(),
+                cancel_rx.clone(),
+                done_tx.clone(),
+            );
+            let batches = p.batches;
+            threads.push(spawn(
+                "stoker-planner".into(),
+                Box::new(move || planner(&cfg, batches, &free_rx, &read_tx, &done_tx, &cancel_rx)),
+            )?);
+        }
+        for i in 0..cfg.readers {
+            let (sh, read_rx, load_tx, cancel_rx) = (
+                Arc::clone(&shared),
+                read_rx.clone(),
+                load_tx.clone(),
+                cancel_rx.clone(),
+            );
+            threads.push(spawn(
+                format!("stoker-reader-{i}"),
+                Box::new(move || reader(&sh, &read_rx, &load_tx, &cancel_rx)),
+            )?);
+        }
+        drop(load_tx);
+        for i in 0..cfg.workers {
+            let (sh, load_rx, done_tx, cancel_rx) = (
+                Arc::clone(&shared),
+                load_rx.clone(),
+                done_tx.clone(),
+                cancel_rx.clone(),
+            );
+            threads.push(spawn(
+                format!("stoker-worker-{i}"),
+                Box::new(move || worker(&sh, &load_rx, &done_tx, &cancel_rx)),
+            )?);
+        }
+        drop(done_tx);
+        Ok(Epoch {
+            epoch: p.epoch,
+            cfg,
+            num_batches,
+            next: 0,
+            finished: num_batches == 0,
+            done_rx,
+            free_tx,
+            free_rx,
+            cancel: Some(cancel_tx),
+            threads,
+            pending: HashMap::new(),
+            stats,
+            total: p.total,
+            pool: p.pool,
+            started: Instant::now(),
+            held: Arc::new(AtomicUsize::new(0)),
+            allocated: ring,
+        })
+    }
+
+    /// Number of batches in this epoch.
+    pub fn num_batches(&self) -> usize {
+        self.num_batches
+    }
+
+    /// Statistics of this epoch so far.
+    pub fn stats(&self) -> super::Stats {
+        let mut s = self.stats.snapshot();
+        if !self.finished {
+            s.wall_seconds = self.started.elapsed().as_secs_f64();
+            s.input_wait_fraction = if s.wall_seconds > 0.0 {
+                (s.wait_seconds / s.wall_seconds).min(1.0)
+            } else {
+                0.0
+            };
+        }
+        s
+    }
+
+    fn finish(&mut self) {
+        if !self.finished {
+            self.finished = true;
+            self.stats
+                .wall_ns
+                .store(self.started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        self.cancel = None;
+    }
+
+    fn assemble(&mut self, index: usize, p: Pending) -> Result<Batch> {
+        let cfg = &self.cfg;
+        let internal = || Error::Pipeline("internal: a batch buffer is still shared".into());
+        let mut images = p
+            .images
+            .map(SlotMemory::reclaim)
+            .ok_or_else(internal)?
+            .map_err(|_| internal())?;
+        let mut masks = match p.masks {
+            Some(m) => Some(SlotMemory::reclaim(m).map_err(|_| internal())?),
+            None => None,
+        };
+        let mut labels = Vec::new();
+        let mut ids = Vec::new();
+        let mut plans = Vec::new();
+        let mut errors = Vec::new();
+        let mut replacements = Vec::new();
+        let (ib, mb) = (cfg.image_bytes(), cfg.mask_bytes());
+        for (slot, o) in p.outcomes.into_iter().enumerate() {
+            let Some(o) = o else {
+                return Err(Error::Pipeline(format!(
+                    "internal: slot {slot} of batch {index} never finished"
+                )));
+            };
+            if let Some(e) = o.error {
+                errors.push(e);
+            }
+            if let Some(d) = o.delivered {
+                let k = ids.len();
+                if k != slot {
+                    images
+                        .bytes_mut()
+                        .copy_within(slot * ib..(slot + 1) * ib, k * ib);
+                    if let Some(m) = masks.as_mut() {
+                        m.bytes_mut()
+                            .copy_within(slot * mb..(slot + 1) * mb, k * mb);
+                    }
+                }
+                if let Some(failed) = d.replaced {
+                    replacements.push(Replacement {
+                        slot: k,
+                        failed_id: failed,
+                        by_id: d.id,
+                    });
+                }
+                ids.push(d.id);
+                labels.push(d.label);
+                plans.push(d.plan);
+            }
+        }
+        self.stats
+            .samples_delivered
+            .fetch_add(ids.len() as u64, Ordering::Relaxed);
+        self.stats
+            .replacements
+            .fetch_add(replacements.len() as u64, Ordering::Relaxed);
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.held.fetch_add(1, Ordering::AcqRel);
+        let (w, h) = cfg.augment.out_size();
+        Ok(Batch {
+            index,
+            epoch: self.epoch,
+            len: ids.len(),
+            width: w as usize,
+            height: h as usize,
+            dtype: cfg.augment.out_dtype(),
+            layout: cfg.augment.out_layout(),
+            buffers: Some(BatchBuffers { images, masks }),
+            labels,
+            ids,
+            plans,
+            errors,
+            replacements,
+            return_tx: self.free_tx.clone(),
+            held: Arc::clone(&self.held),
+        })
+    }
+
+    fn handle(&mut self, msg: Msg) -> Option<Result<Batch>> {
+        match msg {
+            Msg::Start {
+                batch,
+                images,
+                masks,
+                len,
+            } => {
+                let p = self.pending.entry(batch).or_insert_with(|| Pending {
+                    images: None,
+                    masks: None,
+                    outcomes: (0..len).map(|_| None).collect(),
+                    remaining: len,
+                });
+                p.images = Some(images);
+                p.masks = masks;
+                None
+            }
+            Msg::Done {
+                batch,
+                slot,
+                outcome,
+            } => {
+                if let Some(e) = &outcome.error {
+                    self.stats.report(e);
+                    if self.cfg.on_error == OnError::Fail {
+                        let e = e.clone();
+                        self.finish();
+                        return Some(Err(Error::Sample(e)));
+                    }
+                }
+                let Some(p) = self.pending.get_mut(&batch) else {
+                    self.finish();
+                    return Some(Err(Error::Pipeline(format!(
+                        "internal: result for unknown batch {batch}"
+                    ))));
+                };
+                if let Some(o) = p.outcomes.get_mut(slot) {
+                    if o.is_none() {
+                        p.remaining -= 1;
+                    }
+                    *o = Some(outcome);
+                }
+                None
+            }
+        }
+    }
+}
+
+impl Iterator for Epoch {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        loop {
+            if self.finished {
+                return None;
+            }
+            if self
+                .pending
+                .get(&self.next)
+                .is_some_and(|p| p.remaining == 0)
+            {
+                let index = self.next;
+                let p = self.pending.remove(&index)?;
+                self.next += 1;
+                if self.next == self.num_batches {
+                    self.finish();
+                }
+                let r = self.assemble(index, p);
+                if r.is_err() {
+                    self.finish();
+                }
+                return Some(r);
+            }
+            // The caller holds every buffer of the ring: lend one more rather than
+            // deadlock. Memory then grows only with what the caller keeps.
+            if self.held.load(Ordering::Acquire) >= self.allocated {
+                log::debug!(
+                    "caller holds {} batches; adding a batch buffer",
+                    self.allocated
+                );
+                let _ = self.free_tx.send(BatchBuffers::new(&self.cfg));
+                self.allocated += 1;
+            }
+            let t = Instant::now();
+            let msg = self.done_rx.recv_timeout(Duration::from_millis(100));
+            Counters::add(&self.stats.wait_ns, t.elapsed());
+            match msg {
+                Ok(m) => {
+                    if let Some(r) = self.handle(m) {
+                        return Some(r);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.finish();
+                    return Some(Err(Error::Pipeline(
+                        "pipeline threads stopped before the epoch was complete".into(),
+                    )));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Epoch {
+    fn drop(&mut self) {
+        self.finish();
+        // Pending batches hold buffers that threads may still write; drop our handles
+        // first, then join: every blocking call in the threads also waits on `cancel`.
+        self.pending.clear();
+        for t in self.threads.drain(..) {
+            if t.join().is_err() {
+                log::error!("a pipeline thread panicked");
+            }
+        }
+        if let Ok(mut pool) = self.pool.lock() {
+            for b in self.free_rx.try_iter() {
+                if pool.len() < self.cfg.prefetch.max(1) {
+                    pool.push(b);
+                }
+            }
+        }
+        self.stats.merge_into(&self.total);
+    }
+}
+
+fn planner(
+    cfg: &Config,
+    batches: Vec<Vec<usize>>,
+    free_rx: &Receiver<BatchBuffers>,
+    read_tx: &Sender<Job>,
+    done_tx: &Sender<Msg>,
+    cancel: &Receiver<()>,
+) {
+    for (b, indices) in batches.into_iter().enumerate() {
+        let bufs = select! {
+            recv(free_rx) -> m => match m { Ok(x) => x, Err(_) => return },
+            recv(cancel) -> _ => return,
+        };
+        let n = indices.len();
+        let Ok(images) = SlotMemory::share(bufs.images, n, cfg.image_bytes()) else {
+            log::error!("internal: batch buffer too small");
+            return;
+        };
+        let masks = match bufs.masks {
+            Some(m) => match SlotMemory::share(m, n, cfg.mask_bytes()) {
+                Ok(m) => Some(m),
+                Err(_) => {
+                    log::error!("internal: mask buffer too small");
+                    return;
+                }
+            },
+            None => None,
+        };
+        let jobs: Vec<Job> = indices
+            .into_iter()
+            .enumerate()
+            .map(|(slot, sample)| Job {
+                batch: b,
+                slot,
+                sample,
+                images: Arc::clone(&images),
+                masks: masks.as_ref().map(Arc::clone),
+            })
+            .collect();
+        if done_tx
+            .send(Msg::Start {
+                batch: b,
+                images,
+                masks,
+                len: n,
+            })
+            .is_err()
+        {
+            return;
+        }
+        for job in jobs {
+            select! {
+                send(read_tx, job) -> r => if r.is_err() { return },
+                recv(cancel) -> _ => return,
+            }
+        }
+    }
+}
+
+fn reader(sh: &Shared, read_rx: &Receiver<Job>, load_tx: &Sender<Loaded>, cancel: &Receiver<()>) {
+    let limits = sh.cfg.limits;
+    loop {
+        let job = select! {
+            recv(read_rx) -> j => match j { Ok(j) => j, Err(_) => return },
+            recv(cancel) -> _ => return,
+        };
+        let sample = &sh.subset.samples()[job.sample];
+        let cached = sh.cache.as_ref().and_then(|c| c.get(sample.id));
+        let payload = match cached {
+            Some(d) => {
+                sh.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                Payload::Cached(d)
+            }
+            None => {
+                let mut st = select! {
+                    recv(sh.staging.free_rx) -> s => match s { Ok(s) => s, Err(_) => return },
+                    recv(cancel) -> _ => return,
+                };
+                if let Some(lat) = sh.subset.inner.read_latency {
+                    if let Err(RecvTimeoutError::Disconnected) = cancel.recv_timeout(lat) {
+                        return;
+                    }
+                }
+                match read_sample(sample, &limits, &mut st.image, &mut st.mask, &sh.stats) {
+                    Ok(()) => Payload::Staged(st),
+                    Err(e) => Payload::Failed(e, st),
+                }
+            }
+        };
+        select! {
+            send(load_tx, Loaded { job, payload }) -> r => if r.is_err() { return },
+            recv(cancel) -> _ => return,
+        }
+    }
+}
+
+/// Per-worker reusable state.
+#[derive(Default)]
+struct WorkerState {
+    scratch: Scratch,
+    decoded: Decoded,
+    replace: Staged,
+}
+
+fn worker(sh: &Shared, load_rx: &Receiver<Loaded>, done_tx: &Sender<Msg>, cancel: &Receiver<()>) {
+    let mut ws = WorkerState::default();
+    loop {
+        let Loaded { job, payload } = select! {
+            recv(load_rx) -> m => match m { Ok(m) => m, Err(_) => return },
+            recv(cancel) -> _ => return,
+        };
+        let (batch, slot) = (job.batch, job.slot);
+        let sample = &sh.subset.samples()[job.sample];
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            process(sh, &job, sample, &payload, &mut ws)
+        }));
+        let outcome = result.unwrap_or_else(|p| {
+            let reason = p
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into());
+            ws = WorkerState::default();
+            Outcome {
+                delivered: None,
+                error: Some(sample_error(
+                    sample,
+                    SampleErrorKind::Internal,
+                    format!("internal panic: {reason}"),
+                )),
+            }
+        });
+        match payload {
+            Payload::Staged(st) | Payload::Failed(_, st) => sh.staging.give_back(st),
+            Payload::Cached(_) => {}
+        }
+        // Release this job's hold on the batch buffers before reporting completion.
+        drop(job);
+        if done_tx
+            .send(Msg::Done {
+                batch,
+                slot,
+                outcome,
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+fn sample_error(s: &Sample, kind: SampleErrorKind, reason: String) -> SampleError {
+    SampleError {
+        id: s.id,
+        path: s.path.clone(),
+        kind,
+        reason,
+    }
+}
+
+fn decode_error(s: &Sample, what: &str, e: &DecodeError) -> SampleError {
+    let kind = match (what, e.kind()) {
+        ("mask", SampleErrorKind::Decode) => SampleErrorKind::Mask,
+        (_, k) => k,
+    };
+    sample_error(s, kind, format!("{what}: {e}"))
+}
+
+fn process(
+    sh: &Shared,
+    job: &Job,
+    sample: &Sample,
+    payload: &Payload,
+    ws: &mut WorkerState,
+) -> Outcome {
+    let mut writer = job.images.claim(job.slot);
+    let mut mask_writer = job.masks.as_ref().and_then(|m| m.claim(job.slot));
+    let Some(w) = writer.as_mut() else {
+        return Outcome {
+            delivered: None,
+            error: Some(sample_error(
+                sample,
+                SampleErrorKind::Internal,
+                "batch slot claimed twice".into(),
+            )),
+        };
+    };
+    let first = match payload {
+        Payload::Cached(d) => run(sh, sample, d, w, mask_writer.as_mut(), &mut ws.scratch),
+        Payload::Staged(st) => decode_into(sh, sample, &st.image, &st.mask, &mut ws.decoded)
+            .and_then(|()| {
+                run(
+                    sh,
+                    sample,
+                    &ws.decoded,
+                    w,
+                    mask_writer.as_mut(),
+                    &mut ws.scratch,
+                )
+            }),
+        Payload::Failed(e, _) => Err(e.clone()),
+    };
+    let error = match first {
+        Ok(plan) => {
+            return Outcome {
+                delivered: Some(Delivered {
+                    id: sample.id,
+                    label: sample.label.map_or(-1, i64::from),
+                    replaced: None,
+                    plan,
+                }),
+                error: None,
+            }
+        }
+        Err(e) => e,
+    };
+    if sh.cfg.on_error != OnError::Replace {
+        return Outcome {
+            delivered: None,
+            error: Some(error),
+        };
+    }
+    // Replace: deterministic candidates keyed by (seed, epoch, failed id).
+    let samples = sh.subset.samples();
+    let mut rng = Rng::new(sh.cfg.seed, sh.epoch, sample.id, Stream::Replace);
+    for _ in 0..sh.cfg.replace_attempts {
+        let cand = &samples[rng.below(samples.len() as u64) as usize];
+        if cand.id == sample.id {
+            continue;
+        }
+        let mut st = std::mem::take(&mut ws.replace);
+        let r = read_sample(cand, &sh.cfg.limits, &mut st.image, &mut st.mask, &sh.stats)
+            .and_then(|()| decode_into(sh, cand, &st.image, &st.mask, &mut ws.decoded))
+            .and_then(|()| {
+                run(
+                    sh,
+                    cand,
+                    &ws.decoded,
+                    w,
+                    mask_writer.as_mut(),
+                    &mut ws.scratch,
+                )
+            });
+        ws.replace = st;
+        match r {
+            Ok(plan) => {
+                return Outcome {
+                    delivered: Some(Delivered {
+                        id: cand.id,
+                        label: cand.label.map_or(-1, i64::from),
+                        replaced: Some(sample.id),
+                        plan,
+                    }),
+                    error: Some(error),
+                }
+            }
+            Err(e) => log::debug!("replacement candidate failed too: {e}"),
+        }
+    }
+    Outcome {
+        delivered: None,
+        error: Some(error),
+    }
+}
+
+fn decode_into(
+    sh: &Shared,
+    s: &Sample,
+    image: &[u8],
+    mask: &[u8],
+    out: &mut Decoded,
+) -> Result<(), SampleError> {
+    let t = Instant::now();
+    let opts = DecodeOptions {
+        limits: sh.cfg.limits,
+        strict: sh.cfg.strict_decode,
+    };
+    let be = &sh.cfg.backend;
+    let r = be
+        .decode_image(image, &opts, &mut out.image)
+        .map_err(|e| decode_error(s, "image", &e))
+        .and_then(|_| {
+            if s.mask.is_none() {
+                out.mask = None;
+                return Ok(());
+            }
+            let m = out.mask.get_or_insert_with(Default::default);
+            be.decode_mask(mask, &opts, m)
+                .map_err(|e| decode_error(s, "mask", &e))?;
+            if (m.width, m.height) != (out.image.width, out.image.height) {
+                return Err(sample_error(
+                    s,
+                    SampleErrorKind::Mask,
+                    format!(
+                        "mask is {}x{} but the image is {}x{}",
+                        m.width, m.height, out.image.width, out.image.height
+                    ),
+                ));
+            }
+            Ok(())
+        });
+    Counters::add(&sh.stats.decode_ns, t.elapsed());
+    if r.is_ok() {
+        if let Some(c) = &sh.cache {
+            c.offer(s.id, out);
+        }
+    }
+    r
+}
+
+fn run(
+    sh: &Shared,
+    s: &Sample,
+    d: &Decoded,
+    out: &mut SlotWriter,
+    mask_out: Option<&mut SlotWriter>,
+    scratch: &mut Scratch,
+) -> Result<SamplePlan, SampleError> {
+    let t = Instant::now();
+    let cfg = &sh.cfg;
+    let plan = cfg
+        .augment
+        .plan(cfg.seed, sh.epoch, s.id, d.image.width, d.image.height);
+    cfg.backend
+        .execute_image(&plan, &d.image, out.bytes(), scratch);
+    match (mask_out, &d.mask) {
+        (Some(mo), Some(m)) => {
+            let dst: &mut [u16] = bytemuck::try_cast_slice_mut(mo.bytes()).map_err(|e| {
+                sample_error(s, SampleErrorKind::Internal, format!("mask slot: {e}"))
+            })?;
+            cfg.backend.execute_mask(&plan, m, dst);
+        }
+        (None, None) => {}
+        _ => {
+            return Err(sample_error(
+                s,
+                SampleErrorKind::Mask,
+                "sample and pipeline disagree on having a mask".into(),
+            ))
+        }
+    }
+    Counters::add(&sh.stats.augment_ns, t.elapsed());
+    Ok(plan)
+}

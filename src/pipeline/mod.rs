@@ -1,0 +1,197 @@
+//! The pipeline: readers, workers and a ring of batches, overlapping input with training.
+//!
+//! # Threads and channels
+//!
+//! ```text
+//!  planner ──Job──► readers (N) ──Loaded──► workers (M) ──Done──► Epoch::next (consumer)
+//!     ▲        bounded(S)          bounded(S)    │  write into batch slots    │
+//!     │                                          │                            │
+//!     └──────────── free batch buffers (ring of K) ◄──── Batch dropped ◄──────┘
+//!                   staging buffers (ring of S) ◄──── returned by workers
+//! ```
+//!
+//! - The **planner** walks the epoch's batches in order. For each it takes a free batch
+//!   buffer from the ring of `K = prefetch` buffers (blocking while the consumer and the
+//!   batches in flight hold all of them: backpressure), announces the batch to the
+//!   consumer, and sends one job per sample to the readers.
+//! - **Readers** (`readers`, default 8) take a staging buffer from the ring of `S` staging
+//!   slots (default `max(2 * batch_size, 2 * workers)`), read the sample's compressed bytes
+//!   (and mask) into it, and pass it on. A decoded-sample cache hit skips the read.
+//! - **Workers** (`workers`, default: the available cores) decode, compute the sample's
+//!   [`SamplePlan`](crate::augment::SamplePlan) and execute it straight into the sample's
+//!   slot of the batch buffer; then they return the staging buffer and report `Done`.
+//! - The consumer's [`Epoch`] iterator collects `Done` messages, reorders batches, packs
+//!   the slots of skipped samples out, and hands out [`Batch`]es in order.
+//!
+//! # Memory
+//!
+//! In flight: `K` batch buffers plus `S` staging buffers plus one decode buffer per
+//! worker, whatever the dataset size. If the caller keeps every batch of the ring alive
+//! and asks for the next one, the epoch lends one more buffer instead of deadlocking.
+//!
+//! # Errors
+//!
+//! Every sample of an epoch is either delivered exactly once or reported as a
+//! [`SampleError`](crate::error::SampleError) (id, path, reason) in the batch it belonged
+//! to ([`Batch::errors`]) and in the stats, according to [`OnError`].
+//!
+//! # Shutdown
+//!
+//! Dropping an [`Epoch`] (or breaking out of the loop) drops its cancel channel. Every
+//! blocking call in every thread also waits on that channel, so all threads return at
+//! once (a worker finishes the sample it is on), and the drop joins them. Nothing is left
+//! running.
+
+mod builder;
+mod cache;
+mod epoch;
+mod readers;
+mod staging;
+mod stats;
+
+use std::sync::{Arc, Mutex};
+
+pub use builder::PipelineBuilder;
+pub use epoch::{Batch, Epoch, Replacement};
+pub use stats::{Stats, MAX_KEPT_ERRORS};
+
+use crate::augment::Augment;
+use crate::backend::Backend;
+use crate::decode::Limits;
+use crate::error::Result;
+use crate::source::{Sampler, Subset};
+
+/// What happens when a sample cannot be read or decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Stop the epoch: the iterator yields the error, then ends.
+    Fail,
+    /// Report it and go on; the batch is one sample shorter.
+    #[default]
+    Skip,
+    /// Report it and deliver another sample (chosen deterministically) in its slot.
+    Replace,
+}
+
+impl std::str::FromStr for OnError {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "fail" => Ok(OnError::Fail),
+            "skip" => Ok(OnError::Skip),
+            "replace" => Ok(OnError::Replace),
+            o => Err(crate::error::Error::Config(format!(
+                "unknown error policy {o:?} (fail, skip or replace)"
+            ))),
+        }
+    }
+}
+
+/// The resolved configuration, shared by every thread.
+#[derive(Debug)]
+pub(crate) struct Config {
+    pub backend: Arc<dyn Backend>,
+    pub backend_reason: String,
+    pub augment: Augment,
+    pub batch_size: usize,
+    pub prefetch: usize,
+    pub readers: usize,
+    pub workers: usize,
+    pub staging_slots: usize,
+    pub seed: u64,
+    pub on_error: OnError,
+    pub limits: Limits,
+    pub strict_decode: bool,
+    pub has_masks: bool,
+    pub replace_attempts: usize,
+    pub cache_bytes: u64,
+}
+
+impl Config {
+    pub(crate) fn image_bytes(&self) -> usize {
+        self.augment.image_bytes()
+    }
+
+    pub(crate) fn mask_bytes(&self) -> usize {
+        if self.has_masks {
+            let (w, h) = self.augment.out_size();
+            w as usize * h as usize * 2
+        } else {
+            0
+        }
+    }
+}
+
+/// A configured pipeline over one subset. Call [`Pipeline::epoch`] once per epoch.
+#[derive(Debug)]
+pub struct Pipeline {
+    cfg: Arc<Config>,
+    subset: Subset,
+    sampler: Sampler,
+    cache: Option<Arc<cache::Cache>>,
+    total: Arc<stats::Counters>,
+    pool: Arc<Mutex<Vec<epoch::BatchBuffers>>>,
+}
+
+impl Pipeline {
+    /// Starts configuring a pipeline over `subset` (from a split, or [`crate::Dataset::all`]).
+    pub fn builder(subset: Subset) -> PipelineBuilder {
+        PipelineBuilder::new(subset)
+    }
+
+    /// The batches of `epoch`, produced in the background while the caller trains.
+    pub fn epoch(&self, epoch: u64) -> Result<Epoch> {
+        Epoch::start(epoch::EpochParts {
+            cfg: Arc::clone(&self.cfg),
+            subset: self.subset.clone(),
+            cache: self.cache.clone(),
+            total: Arc::clone(&self.total),
+            pool: Arc::clone(&self.pool),
+            batches: self.sampler.batches(epoch),
+            epoch,
+        })
+    }
+
+    /// The sampler (epoch order, shards, batches).
+    pub fn sampler(&self) -> &Sampler {
+        &self.sampler
+    }
+
+    /// Batches per epoch on this shard.
+    pub fn num_batches(&self) -> usize {
+        self.sampler.num_batches()
+    }
+
+    /// The subset being read.
+    pub fn subset(&self) -> &Subset {
+        &self.subset
+    }
+
+    /// The backend in use, and why it was chosen.
+    pub fn backend(&self) -> (&dyn Backend, &str) {
+        (self.cfg.backend.as_ref(), &self.cfg.backend_reason)
+    }
+
+    /// The augmentation configuration.
+    pub fn augment(&self) -> &Augment {
+        &self.cfg.augment
+    }
+
+    /// Bytes held by the decoded-sample cache.
+    pub fn cache_bytes_used(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.used())
+    }
+
+    /// Host memory the pipeline holds in flight, in bytes: batch ring plus staging ring
+    /// estimate (staging buffers grow to the largest file read). Fixed by configuration.
+    pub fn memory_in_flight(&self) -> usize {
+        let c = &self.cfg;
+        c.prefetch * c.batch_size * (c.image_bytes() + c.mask_bytes())
+    }
+
+    /// Statistics over every finished epoch.
+    pub fn stats(&self) -> Stats {
+        self.total.snapshot()
+    }
+}

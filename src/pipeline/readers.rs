@@ -1,0 +1,110 @@
+//! Reading a sample's compressed bytes, with the file-size limit checked before reading.
+
+use std::io::Read;
+use std::time::Instant;
+
+use crate::decode::Limits;
+use crate::error::{SampleError, SampleErrorKind};
+use crate::source::{Location, Sample};
+
+use super::stats::Counters;
+
+fn sample_error(s: &Sample, kind: SampleErrorKind, reason: String) -> SampleError {
+    SampleError {
+        id: s.id,
+        path: s.path.clone(),
+        kind,
+        reason,
+    }
+}
+
+/// Reads `loc` into `buf` (cleared first), refusing files over `limits.max_bytes` before
+/// reading them.
+pub(crate) fn read_location(
+    s: &Sample,
+    loc: &Location,
+    what: &str,
+    limits: &Limits,
+    buf: &mut Vec<u8>,
+) -> Result<(), SampleError> {
+    buf.clear();
+    match loc {
+        Location::Memory(bytes) => {
+            if bytes.len() as u64 > limits.max_bytes {
+                return Err(sample_error(
+                    s,
+                    SampleErrorKind::Limit,
+                    format!(
+                        "{what} of {} bytes exceeds the limit of {}",
+                        bytes.len(),
+                        limits.max_bytes
+                    ),
+                ));
+            }
+            buf.extend_from_slice(bytes);
+            Ok(())
+        }
+        Location::File(path) => {
+            let io = |e: std::io::Error| {
+                sample_error(
+                    s,
+                    SampleErrorKind::Io,
+                    format!("{what} {}: {e}", path.display()),
+                )
+            };
+            let mut f = std::fs::File::open(path).map_err(io)?;
+            let len = f.metadata().map_err(io)?.len();
+            if len > limits.max_bytes {
+                return Err(sample_error(
+                    s,
+                    SampleErrorKind::Limit,
+                    format!(
+                        "{what} of {len} bytes exceeds the limit of {}",
+                        limits.max_bytes
+                    ),
+                ));
+            }
+            buf.reserve(len as usize);
+            // `take` guards against a file that grows while being read.
+            (&mut f)
+                .take(limits.max_bytes + 1)
+                .read_to_end(buf)
+                .map_err(io)?;
+            if buf.len() as u64 > limits.max_bytes {
+                return Err(sample_error(
+                    s,
+                    SampleErrorKind::Limit,
+                    format!(
+                        "{what} grew past the limit of {} bytes while being read",
+                        limits.max_bytes
+                    ),
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Reads a sample's image (and mask, if it has one) into the staging buffers.
+pub(crate) fn read_sample(
+    s: &Sample,
+    limits: &Limits,
+    image: &mut Vec<u8>,
+    mask: &mut Vec<u8>,
+    stats: &Counters,
+) -> Result<(), SampleError> {
+    let t = Instant::now();
+    let r = read_location(s, &s.location, "image", limits, image).and_then(|()| match &s.mask {
+        Some(m) => read_location(s, m, "mask", limits, mask),
+        None => {
+            mask.clear();
+            Ok(())
+        }
+    });
+    Counters::add(&stats.read_ns, t.elapsed());
+    stats.bytes_read.fetch_add(
+        (image.len() + mask.len()) as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    r
+}

@@ -1,0 +1,126 @@
+//! Per-stage timings, counters and reported errors.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::error::SampleError;
+
+/// At most this many sample errors are kept in a stats snapshot (the count is exact).
+pub const MAX_KEPT_ERRORS: usize = 1000;
+
+/// Live counters, updated by the pipeline threads.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub read_ns: AtomicU64,
+    pub decode_ns: AtomicU64,
+    pub augment_ns: AtomicU64,
+    pub wait_ns: AtomicU64,
+    pub wall_ns: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub samples_delivered: AtomicU64,
+    pub samples_reported: AtomicU64,
+    pub replacements: AtomicU64,
+    pub cache_hits: AtomicU64,
+    pub batches: AtomicU64,
+    pub errors: Mutex<Vec<SampleError>>,
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64, d: Duration) {
+        counter.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn report(&self, e: &SampleError) {
+        self.samples_reported.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut v) = self.errors.lock() {
+            if v.len() < MAX_KEPT_ERRORS {
+                v.push(e.clone());
+            }
+        }
+    }
+
+    pub(crate) fn merge_into(&self, total: &Counters) {
+        for (a, b) in [
+            (&self.read_ns, &total.read_ns),
+            (&self.decode_ns, &total.decode_ns),
+            (&self.augment_ns, &total.augment_ns),
+            (&self.wait_ns, &total.wait_ns),
+            (&self.wall_ns, &total.wall_ns),
+            (&self.bytes_read, &total.bytes_read),
+            (&self.samples_delivered, &total.samples_delivered),
+            (&self.samples_reported, &total.samples_reported),
+            (&self.replacements, &total.replacements),
+            (&self.cache_hits, &total.cache_hits),
+            (&self.batches, &total.batches),
+        ] {
+            b.fetch_add(a.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        if let (Ok(src), Ok(mut dst)) = (self.errors.lock(), total.errors.lock()) {
+            for e in src.iter() {
+                if dst.len() < MAX_KEPT_ERRORS {
+                    dst.push(e.clone());
+                }
+            }
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        let s = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e9;
+        let wall = s(&self.wall_ns);
+        let wait = s(&self.wait_ns);
+        Stats {
+            read_seconds: s(&self.read_ns),
+            decode_seconds: s(&self.decode_ns),
+            augment_seconds: s(&self.augment_ns),
+            wait_seconds: wait,
+            wall_seconds: wall,
+            input_wait_fraction: if wall > 0.0 {
+                (wait / wall).min(1.0)
+            } else {
+                0.0
+            },
+            bytes_read: self.bytes_read.load(Ordering::Relaxed),
+            samples_delivered: self.samples_delivered.load(Ordering::Relaxed),
+            samples_reported: self.samples_reported.load(Ordering::Relaxed),
+            replacements: self.replacements.load(Ordering::Relaxed),
+            cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            errors: self.errors.lock().map(|v| v.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+/// A snapshot of pipeline statistics. Stage times are summed over threads (CPU-seconds
+/// spent in the stage); wait and wall are the consumer's.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    /// Time reader threads spent reading bytes.
+    pub read_seconds: f64,
+    /// Time workers spent decoding.
+    pub decode_seconds: f64,
+    /// Time workers spent executing plans.
+    pub augment_seconds: f64,
+    /// Time the consumer waited for a batch.
+    pub wait_seconds: f64,
+    /// Time from the start of the epoch(s) to the last batch handed out.
+    pub wall_seconds: f64,
+    /// `wait_seconds / wall_seconds`: 0 means the consumer never waited for input.
+    pub input_wait_fraction: f64,
+    /// Compressed bytes read.
+    pub bytes_read: u64,
+    /// Samples delivered in batches (replacements included).
+    pub samples_delivered: u64,
+    /// Samples reported as failed.
+    pub samples_reported: u64,
+    /// Slots filled by a replacement sample (`OnError::Replace`).
+    pub replacements: u64,
+    /// Samples served from the decoded-sample cache.
+    pub cache_hits: u64,
+    /// Batches delivered.
+    pub batches: u64,
+    /// Reported sample errors (the first [`MAX_KEPT_ERRORS`]).
+    pub errors: Vec<SampleError>,
+}
