@@ -1,0 +1,409 @@
+//! What every subcommand shares: the logger, the report type, tables, progress bars,
+//! dataset opening and a small parallel map.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use log::{Level, LevelFilter, Log, Metadata, Record};
+use serde_json::Value;
+use stoker::source::{Location, Sample};
+use stoker::Dataset;
+
+/// Errors of the command line: anything displayable, printed as `error: ...`.
+pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The bundled image-folder tree of sample photos.
+pub const SAMPLES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/samples");
+/// The bundled segmentation sample: images ...
+pub const MASK_IMAGES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/masks/images");
+/// ... and their label maps, paired by stem.
+pub const MASK_LABELS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/masks/labels");
+
+// ---------------------------------------------------------------------------------------
+// Logger
+
+/// A minimal stderr logger; the level comes from `STOKER_LOG` (default `warn`).
+struct StderrLogger;
+
+static LOGGER: StderrLogger = StderrLogger;
+
+impl Log for StderrLogger {
+    fn enabled(&self, metadata: &Metadata) -> bool {
+        metadata.level() <= log::max_level()
+    }
+
+    fn log(&self, record: &Record) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let level = match record.level() {
+            Level::Error => "ERROR",
+            Level::Warn => "WARN ",
+            Level::Info => "INFO ",
+            Level::Debug => "DEBUG",
+            Level::Trace => "TRACE",
+        };
+        // A failed write to stderr has nowhere better to go.
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr().lock(),
+            format_args!("[{level} {}] {}\n", record.target(), record.args()),
+        );
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs the logger. `quiet` lowers the default level to `error`; `STOKER_LOG` wins.
+pub fn init_logger(quiet: bool) {
+    let default = if quiet {
+        LevelFilter::Error
+    } else {
+        LevelFilter::Warn
+    };
+    let (level, bad) = match std::env::var("STOKER_LOG") {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<LevelFilter>() {
+            Ok(l) => (l, None),
+            Err(_) => (default, Some(v)),
+        },
+        _ => (default, None),
+    };
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(level);
+    }
+    if let Some(v) = bad {
+        log::warn!("STOKER_LOG={v:?} is not a level (off, error, warn, info, debug, trace); using {default}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Output
+
+/// Global output options.
+#[derive(Debug, Clone, Copy)]
+pub struct Ctx {
+    /// Print one JSON object instead of tables.
+    pub json: bool,
+    /// No progress bars.
+    pub quiet: bool,
+}
+
+/// What a subcommand produced: the JSON object, the table text and the exit code.
+#[derive(Debug)]
+pub struct Report {
+    pub json: Value,
+    pub text: String,
+    pub code: u8,
+}
+
+impl Report {
+    pub fn ok(json: Value, text: String) -> Self {
+        Report {
+            json,
+            text,
+            code: 0,
+        }
+    }
+}
+
+/// A progress bar on stderr, hidden with `--json`, `--quiet` or when stderr is not a
+/// terminal.
+pub fn progress(ctx: Ctx, len: u64, what: &str) -> ProgressBar {
+    if ctx.json || ctx.quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{msg:>16} [{bar:40.cyan/blue}] {pos}/{len} ({elapsed}, eta {eta})",
+    ) {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_message(what.to_string());
+    pb
+}
+
+/// A plain text table: numeric columns right-aligned, the others left-aligned.
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Self {
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn render(&self) -> String {
+        let ncol = self
+            .rows
+            .iter()
+            .map(Vec::len)
+            .chain([self.header.len()])
+            .max()
+            .unwrap_or(0);
+        let mut width = vec![0usize; ncol];
+        for r in std::iter::once(&self.header).chain(&self.rows) {
+            for (i, c) in r.iter().enumerate() {
+                width[i] = width[i].max(c.chars().count());
+            }
+        }
+        // A column is right-aligned when every body cell in it starts like a number.
+        let right: Vec<bool> = (0..ncol)
+            .map(|i| {
+                i > 0
+                    && self.rows.iter().all(|r| {
+                        r.get(i).map_or(true, |c| {
+                            c.is_empty()
+                                || c.trim_start_matches('-')
+                                    .starts_with(|ch: char| ch.is_ascii_digit())
+                        })
+                    })
+            })
+            .collect();
+        let line = |r: &[String]| -> String {
+            let mut s = String::new();
+            for (i, w) in width.iter().enumerate() {
+                let c = r.get(i).map(String::as_str).unwrap_or("");
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                if right[i] {
+                    s.push_str(&format!("{c:>w$}"));
+                } else {
+                    s.push_str(&format!("{c:<w$}"));
+                }
+            }
+            s.trim_end().to_string() + "\n"
+        };
+        let mut out = line(&self.header);
+        let total: usize = width.iter().sum::<usize>() + 2 * ncol.saturating_sub(1);
+        out.push_str(&"-".repeat(total));
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&line(r));
+        }
+        out
+    }
+}
+
+/// Key/value lines, keys aligned.
+pub fn kv(pairs: &[(&str, String)]) -> String {
+    let w = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k:<w$}  {v}\n"))
+        .collect()
+}
+
+/// Seconds with a sensible number of digits.
+pub fn secs(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.1} ms", s * 1e3)
+    } else {
+        format!("{s:.3} s")
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Datasets
+
+/// The folder to use: the one given, or the bundled default, which must exist.
+pub fn resolve_dir(given: Option<&Path>, default: &str, flag: &str) -> Res<PathBuf> {
+    match given {
+        Some(p) => Ok(p.to_path_buf()),
+        None => {
+            let p = PathBuf::from(default);
+            if p.is_dir() {
+                Ok(p)
+            } else {
+                Err(format!(
+                    "the bundled sample images are not at {default} (this binary was built \
+                     from a checkout that is gone or moved); pass {flag} DIR"
+                )
+                .into())
+            }
+        }
+    }
+}
+
+fn has_image_ext(p: &Path) -> bool {
+    p.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        stoker::source::files::IMAGE_EXTENSIONS
+            .iter()
+            .any(|x| x.eq_ignore_ascii_case(e))
+    })
+}
+
+fn is_hidden(p: &Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.'))
+}
+
+/// Whether any image file lies below `dir` (bounded depth, hidden entries skipped).
+fn holds_images(dir: &Path, depth: usize) -> bool {
+    if depth > 64 {
+        return false;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.flatten().map(|e| e.path()).any(|p| {
+        !is_hidden(&p)
+            && if p.is_dir() {
+                holds_images(&p, depth + 1)
+            } else {
+                has_image_ext(&p)
+            }
+    })
+}
+
+/// Opens a dataset: an image-folder tree when sub-folders hold images and the folder
+/// itself holds none directly, else every image below the folder without labels. A file
+/// is read as a file list (`path [label]` per line).
+pub fn open_dataset(path: &Path) -> Res<Dataset> {
+    if path.is_file() {
+        log::info!("{} is a file: reading it as a file list", path.display());
+        return Ok(Dataset::files(path)?);
+    }
+    if !path.is_dir() {
+        return Err(format!("{} is not a folder", path.display()).into());
+    }
+    let mut top_images = false;
+    let mut class_dirs = false;
+    let rd = std::fs::read_dir(path).map_err(|e| format!("cannot list {}: {e}", path.display()))?;
+    for entry in rd.flatten() {
+        let p = entry.path();
+        if is_hidden(&p) {
+            continue;
+        }
+        if p.is_dir() {
+            class_dirs |= holds_images(&p, 1);
+        } else if has_image_ext(&p) {
+            top_images = true;
+        }
+    }
+    if class_dirs && !top_images {
+        log::info!(
+            "{}: image-folder tree (one sub-folder per class)",
+            path.display()
+        );
+        Ok(Dataset::image_folder(path)?)
+    } else {
+        if class_dirs {
+            log::warn!(
+                "{} holds images both directly and in sub-folders: read flat, without labels",
+                path.display()
+            );
+        }
+        Ok(Dataset::flat(path)?)
+    }
+}
+
+/// Reads a sample's bytes, refusing a file over `max_bytes` before reading it.
+pub fn read_location(loc: &Location, max_bytes: u64) -> Result<Vec<u8>, String> {
+    match loc {
+        Location::Memory(b) => {
+            if b.len() as u64 > max_bytes {
+                return Err(format!(
+                    "file of {} bytes exceeds the limit of {max_bytes}",
+                    b.len()
+                ));
+            }
+            Ok(b.to_vec())
+        }
+        Location::File(p) => {
+            let len = std::fs::metadata(p)
+                .map_err(|e| format!("{}: {e}", p.display()))?
+                .len();
+            if len > max_bytes {
+                return Err(format!(
+                    "file of {len} bytes exceeds the limit of {max_bytes}"
+                ));
+            }
+            std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))
+        }
+    }
+}
+
+/// The display path of a sample: the file on disk if it has one, else its relative path.
+pub fn sample_display(s: &Sample) -> String {
+    match &s.location {
+        Location::File(p) => p.display().to_string(),
+        Location::Memory(_) => s.path.clone(),
+    }
+}
+
+/// An error's message for a report, without trailing whitespace (some decoders end
+/// theirs with a newline).
+pub fn reason(e: impl std::fmt::Display) -> String {
+    e.to_string().trim_end().to_string()
+}
+
+/// The number of threads to use by default.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `f` over `items` on `threads` threads (work taken by an atomic index), results in
+/// order; `tick` runs after each item (progress).
+pub fn par_map<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+    tick: impl Fn() + Sync,
+) -> Vec<R> {
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, items.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
+                if let Ok(mut o) = out.lock() {
+                    o[i] = Some(r);
+                }
+                tick();
+            });
+        }
+    });
+    out.into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns() {
+        let mut t = Table::new(&["name", "n"]);
+        t.row(vec!["a".into(), "10".into()]);
+        t.row(vec!["long name".into(), "2".into()]);
+        let s = t.render();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[0], "name        n");
+        assert_eq!(lines[2], "a          10");
+        assert_eq!(lines[3], "long name   2");
+    }
+
+    #[test]
+    fn par_map_keeps_order() {
+        let v: Vec<usize> = (0..100).collect();
+        let r = par_map(&v, 4, |x| x * 2, || {});
+        assert_eq!(r, (0..100).map(|x| x * 2).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,350 @@
+//! `stoker decode` (files to PNGs on one backend) and `stoker inspect` (what a dataset
+//! holds).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::{json, Value};
+use stoker::backend;
+use stoker::decode::{self, DecodeOptions, Image8};
+use stoker::{BackendKind, Limits};
+
+use crate::common::{self, cores, kv, progress, Ctx, Report, Res, Table, SAMPLES_DIR};
+
+/// Writes an 8-bit RGB image as a PNG.
+pub fn write_png_rgb(path: &Path, width: u32, height: u32, rgb: &[u8]) -> Res<()> {
+    let file = std::fs::File::create(path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), width, height);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut w = enc
+        .write_header()
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    w.write_image_data(rgb)
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    w.finish()
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// decode
+
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// JPEG or PNG files to decode.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Backend to decode on (auto, cpu, wgpu, cuda).
+    #[arg(long, default_value = "cpu", value_parser = crate::parse_backend)]
+    backend: BackendKind,
+    /// Folder for the PNGs (created if missing); each file becomes <stem>.png.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+/// `<stem>.png`, or `<stem>-2.png`, ... when two inputs share a stem.
+fn out_name(file: &Path, used: &mut BTreeSet<String>) -> String {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "image".into());
+    let mut name = format!("{stem}.png");
+    let mut k = 2;
+    while !used.insert(name.clone()) {
+        name = format!("{stem}-{k}.png");
+        k += 1;
+    }
+    name
+}
+
+pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
+    let sel = backend::select(a.backend, cores())?;
+    let be = sel.backend.as_ref();
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| format!("cannot create folder {}: {e}", a.out.display()))?;
+    let opts = DecodeOptions::default();
+    let mut used = BTreeSet::new();
+    let mut decoded = Vec::new();
+    let mut errors = Vec::new();
+    let mut img = Image8::default();
+    let pb = progress(ctx, a.files.len() as u64, "decoding");
+    for file in &a.files {
+        let name = out_name(file, &mut used);
+        let r: Result<Value, String> = (|| {
+            let bytes = std::fs::read(file).map_err(|e| format!("cannot read: {e}"))?;
+            let info = be
+                .decode_image(&bytes, &opts, &mut img)
+                .map_err(common::reason)?;
+            let out = a.out.join(&name);
+            write_png_rgb(&out, img.width, img.height, &img.data).map_err(|e| e.to_string())?;
+            Ok(json!({
+                "file": file.display().to_string(),
+                "out": out.display().to_string(),
+                "width": img.width,
+                "height": img.height,
+                "kind": info.kind(),
+            }))
+        })();
+        match r {
+            Ok(v) => decoded.push(v),
+            Err(reason) => {
+                errors.push(json!({"file": file.display().to_string(), "reason": reason}))
+            }
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let mut t = Table::new(&["file", "size", "kind", "written to"]);
+    for d in &decoded {
+        t.row(vec![
+            d["file"].as_str().unwrap_or("").into(),
+            format!("{}x{}", d["width"], d["height"]),
+            d["kind"].as_str().unwrap_or("").into(),
+            d["out"].as_str().unwrap_or("").into(),
+        ]);
+    }
+    let mut text = format!(
+        "decoded {} of {} file(s) on {}\n\n{}",
+        decoded.len(),
+        a.files.len(),
+        be.device(),
+        t.render()
+    );
+    if !errors.is_empty() {
+        text.push_str("\nfailed:\n");
+        for e in &errors {
+            text.push_str(&format!(
+                "  {}: {}\n",
+                e["file"].as_str().unwrap_or(""),
+                e["reason"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    let json = json!({
+        "decoded": decoded,
+        "errors": errors,
+        "backend": be.kind().to_string(),
+        "device": be.device(),
+    });
+    Ok(Report::ok(json, text))
+}
+
+// ---------------------------------------------------------------------------------------
+// inspect
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// Image folder (class sub-folders or flat) or a file list; default: the bundled samples.
+    path: Option<PathBuf>,
+    /// Also decode every image fully (slower; finds corrupt data past the headers).
+    #[arg(long)]
+    decode: bool,
+    /// Threads for reading and decoding (default: available cores).
+    #[arg(long, value_parser = crate::bench::positive)]
+    threads: Option<usize>,
+}
+
+struct Seen {
+    bytes: u64,
+    kind: Option<String>,
+    size: Option<(u32, u32)>,
+    error: Option<String>,
+}
+
+fn look(loc: &stoker::source::Location, full: bool, limits: &Limits) -> Seen {
+    let mut seen = Seen {
+        bytes: 0,
+        kind: None,
+        size: None,
+        error: None,
+    };
+    let bytes = match common::read_location(loc, limits.max_bytes) {
+        Ok(b) => b,
+        Err(e) => {
+            seen.error = Some(e);
+            return seen;
+        }
+    };
+    seen.bytes = bytes.len() as u64;
+    let info = match decode::peek_info(&bytes) {
+        Ok(i) => i,
+        Err(e) => {
+            seen.error = Some(common::reason(e));
+            return seen;
+        }
+    };
+    seen.kind = Some(info.kind());
+    if let Err(e) = decode::check_limits(&info, limits) {
+        seen.error = Some(e.to_string());
+        return seen;
+    }
+    if full {
+        let opts = DecodeOptions {
+            limits: *limits,
+            ..Default::default()
+        };
+        let mut img = Image8::default();
+        if let Err(e) = decode::cpu::decode_image(&bytes, &opts, &mut img) {
+            seen.error = Some(common::reason(e));
+            return seen;
+        }
+    }
+    seen.size = Some((info.width, info.height));
+    seen
+}
+
+pub fn inspect(ctx: Ctx, a: &InspectArgs) -> Res<Report> {
+    let path = common::resolve_dir(a.path.as_deref(), SAMPLES_DIR, "a PATH")?;
+    let data = common::open_dataset(&path)?;
+    let limits = Limits::default();
+    let pb = progress(
+        ctx,
+        data.len() as u64,
+        if a.decode {
+            "decoding"
+        } else {
+            "reading headers"
+        },
+    );
+    let seen = common::par_map(
+        data.samples(),
+        a.threads.unwrap_or_else(cores),
+        |s| look(&s.location, a.decode, &limits),
+        || pb.inc(1),
+    );
+    pb.finish_and_clear();
+
+    let mut labels: BTreeMap<String, u64> = BTreeMap::new();
+    let mut unlabeled = 0u64;
+    for s in data.samples() {
+        match s.label {
+            Some(l) => {
+                let name = data
+                    .classes()
+                    .get(l as usize)
+                    .cloned()
+                    .unwrap_or_else(|| l.to_string());
+                *labels.entry(name).or_default() += 1;
+            }
+            None => unlabeled += 1,
+        }
+    }
+    let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();
+    let mut errors = Vec::new();
+    let (mut total_bytes, mut ok) = (0u64, 0u64);
+    let (mut min_w, mut max_w, mut min_h, mut max_h) = (u32::MAX, 0u32, u32::MAX, 0u32);
+    let (mut sum_w, mut sum_h) = (0f64, 0f64);
+    for (s, v) in data.samples().iter().zip(&seen) {
+        total_bytes += v.bytes;
+        if let Some(k) = &v.kind {
+            *by_kind.entry(k.clone()).or_default() += 1;
+        }
+        if let Some(e) = &v.error {
+            errors.push(json!({"path": common::sample_display(s), "reason": e}));
+        }
+        if let Some((w, h)) = v.size {
+            ok += 1;
+            min_w = min_w.min(w);
+            max_w = max_w.max(w);
+            min_h = min_h.min(h);
+            max_h = max_h.max(h);
+            sum_w += f64::from(w);
+            sum_h += f64::from(h);
+        }
+    }
+    let sizes = if ok > 0 {
+        json!({
+            "min_width": min_w, "max_width": max_w, "mean_width": sum_w / ok as f64,
+            "min_height": min_h, "max_height": max_h, "mean_height": sum_h / ok as f64,
+            "total_bytes": total_bytes, "measured": ok,
+        })
+    } else {
+        json!({
+            "min_width": Value::Null, "max_width": Value::Null, "mean_width": Value::Null,
+            "min_height": Value::Null, "max_height": Value::Null, "mean_height": Value::Null,
+            "total_bytes": total_bytes, "measured": 0,
+        })
+    };
+    let json = json!({
+        "path": path.display().to_string(),
+        "samples": data.len(),
+        "classes": data.classes().len(),
+        "labels": labels,
+        "unlabeled": unlabeled,
+        "by_kind": by_kind,
+        "sizes": sizes,
+        "decoded": a.decode,
+        "errors": errors,
+    });
+    let text = inspect_text(&json, a.decode);
+    Ok(Report::ok(json, text))
+}
+
+fn inspect_text(j: &Value, full: bool) -> String {
+    let num = |v: &Value| -> String {
+        match v.as_f64() {
+            Some(x) if x.fract() == 0.0 => format!("{x:.0}"),
+            Some(x) => format!("{x:.1}"),
+            None => "-".into(),
+        }
+    };
+    let s = &j["sizes"];
+    let mut out = format!("{}\n\n", j["path"].as_str().unwrap_or(""));
+    out.push_str(&kv(&[
+        ("samples", j["samples"].to_string()),
+        (
+            "width (min/mean/max)",
+            format!(
+                "{} / {} / {}",
+                num(&s["min_width"]),
+                num(&s["mean_width"]),
+                num(&s["max_width"])
+            ),
+        ),
+        (
+            "height (min/mean/max)",
+            format!(
+                "{} / {} / {}",
+                num(&s["min_height"]),
+                num(&s["mean_height"]),
+                num(&s["max_height"])
+            ),
+        ),
+        ("total bytes", s["total_bytes"].to_string()),
+        (
+            if full { "decoded fine" } else { "headers fine" },
+            s["measured"].to_string(),
+        ),
+    ]));
+    let mut t = Table::new(&["label", "samples"]);
+    for (k, v) in j["labels"].as_object().into_iter().flatten() {
+        t.row(vec![k.clone(), v.to_string()]);
+    }
+    if j["unlabeled"].as_u64().unwrap_or(0) > 0 {
+        t.row(vec!["(no label)".into(), j["unlabeled"].to_string()]);
+    }
+    out.push('\n');
+    out.push_str(&t.render());
+    let mut t = Table::new(&["kind", "files"]);
+    for (k, v) in j["by_kind"].as_object().into_iter().flatten() {
+        t.row(vec![k.clone(), v.to_string()]);
+    }
+    out.push('\n');
+    out.push_str(&t.render());
+    let errors = j["errors"].as_array().map_or(&[][..], Vec::as_slice);
+    if !errors.is_empty() {
+        out.push_str(&format!("\n{} unreadable:\n", errors.len()));
+        for e in errors {
+            out.push_str(&format!(
+                "  {}: {}\n",
+                e["path"].as_str().unwrap_or(""),
+                e["reason"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    out
+}

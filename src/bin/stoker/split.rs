@@ -1,0 +1,147 @@
+//! `stoker split`: make a fixed train/validation split and save its manifest, or check a
+//! saved manifest (exit 1 when the check fails).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::{json, Value};
+use stoker::source::{CheckReport, Manifest};
+use stoker::SplitSpec;
+
+use crate::common::{self, kv, Ctx, Report, Res};
+
+#[derive(Debug, Args)]
+pub struct SplitArgs {
+    /// Image folder to split (class sub-folders or flat).
+    #[arg(required_unless_present = "check", conflicts_with = "check")]
+    dir: Option<PathBuf>,
+    /// Fraction of the samples for validation, in [0, 1].
+    #[arg(long, required_unless_present = "check", conflicts_with = "check")]
+    val: Option<f64>,
+    /// Keep groups whole: a regex over the relative path whose first capture group (or
+    /// whole match) names the group.
+    #[arg(long, conflicts_with = "check")]
+    group_by: Option<String>,
+    /// Seed of the split.
+    #[arg(long, default_value = "0")]
+    seed: u64,
+    /// Where to save the manifest (JSON).
+    #[arg(long, required_unless_present = "check", conflicts_with = "check")]
+    out: Option<PathBuf>,
+    /// Check a saved manifest instead of making one.
+    #[arg(long, value_name = "FILE")]
+    check: Option<PathBuf>,
+    /// With --check: the dataset folder, to also check the split is complete.
+    #[arg(long, requires = "check")]
+    images: Option<PathBuf>,
+}
+
+fn groups_of(m: &Manifest) -> usize {
+    m.train
+        .iter()
+        .chain(&m.val)
+        .filter_map(|e| e.group.as_deref())
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
+fn report_json(m: &Manifest, r: &CheckReport) -> Value {
+    json!({
+        "train": m.train.len(),
+        "val": m.val.len(),
+        "groups": groups_of(m),
+        "disjoint": r.disjoint,
+        "ok": r.ok(),
+        "complete": r.complete,
+        "groups_whole": r.groups_whole,
+        "ids_match_paths": r.ids_match_paths,
+        "digest_ok": r.digest_ok,
+        "problems": r.problems,
+        "seed": m.seed,
+        "val_fraction": m.val_fraction,
+        "group_by": m.group_by,
+        "digest": m.digest,
+    })
+}
+
+fn yes(b: bool) -> String {
+    if b { "yes" } else { "NO" }.to_string()
+}
+
+fn report_text(head: &str, m: &Manifest, r: &CheckReport) -> String {
+    let mut s = format!("{head}\n\n");
+    s.push_str(&kv(&[
+        ("train", m.train.len().to_string()),
+        ("val", m.val.len().to_string()),
+        ("groups", groups_of(m).to_string()),
+        ("seed", m.seed.to_string()),
+        ("val fraction", m.val_fraction.to_string()),
+        ("group by", m.group_by.clone().unwrap_or_else(|| "-".into())),
+        ("disjoint", yes(r.disjoint)),
+        (
+            "complete",
+            r.complete.map_or("not checked (no --images)".into(), yes),
+        ),
+        ("groups whole", yes(r.groups_whole)),
+        ("ids match paths", yes(r.ids_match_paths)),
+        ("digest ok", yes(r.digest_ok)),
+        ("result", if r.ok() { "ok" } else { "FAILED" }.into()),
+    ]));
+    if !r.problems.is_empty() {
+        s.push_str("\nproblems:\n");
+        for p in &r.problems {
+            s.push_str(&format!("  {p}\n"));
+        }
+    }
+    s
+}
+
+pub fn split(_ctx: Ctx, a: &SplitArgs) -> Res<Report> {
+    if let Some(file) = &a.check {
+        let m = Manifest::load(file)?;
+        let data = match &a.images {
+            Some(dir) => Some(common::open_dataset(dir)?),
+            None => None,
+        };
+        let r = m.check(data.as_ref());
+        let mut json = report_json(&m, &r);
+        json["manifest"] = json!(file.display().to_string());
+        let text = report_text(&format!("check of {}", file.display()), &m, &r);
+        return Ok(Report {
+            json,
+            text,
+            code: if r.ok() { 0 } else { 1 },
+        });
+    }
+    // clap requires these without --check; say so rather than panic if that changes.
+    let (Some(dir), Some(val), Some(out)) = (&a.dir, a.val, &a.out) else {
+        return Err("give DIR, --val and --out (or --check FILE)".into());
+    };
+    let data = common::open_dataset(dir)?;
+    if data.is_empty() {
+        return Err(format!("no images in {}", dir.display()).into());
+    }
+    let listed = data.clone();
+    let mut spec = SplitSpec::fraction(val).seed(a.seed);
+    if let Some(p) = &a.group_by {
+        spec = spec.group_by(p.clone());
+    }
+    let split = data.split(spec)?;
+    crate::ensure_parent(out)?;
+    split.save(out)?;
+    let m = split.manifest();
+    let r = m.check(Some(&listed));
+    let mut json = report_json(m, &r);
+    json["out"] = json!(out.display().to_string());
+    let text = report_text(
+        &format!("split of {} saved to {}", dir.display(), out.display()),
+        m,
+        &r,
+    );
+    Ok(Report {
+        json,
+        text,
+        code: if r.ok() { 0 } else { 1 },
+    })
+}
