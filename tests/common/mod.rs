@@ -1,0 +1,107 @@
+//! Helpers shared by the integration tests: generated images and temporary datasets.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The repository's bundled test data.
+pub fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+/// The shared corpus beside the checkout, when present.
+pub fn corpus_dir() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    p.is_dir().then_some(p)
+}
+
+/// A small deterministic generator for test inputs (SplitMix64).
+pub struct TestRng(pub u64);
+
+impl TestRng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// Encodes an 8-bit RGB image as PNG.
+pub fn png_rgb(width: u32, height: u32, rgb: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, width, height);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut w = enc.write_header().expect("png header");
+        w.write_image_data(rgb).expect("png data");
+    }
+    out
+}
+
+/// Encodes a label plane as an 8-bit (ids < 256) or 16-bit gray PNG.
+pub fn png_labels(width: u32, height: u32, ids: &[u16], sixteen: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, width, height);
+        enc.set_color(png::ColorType::Grayscale);
+        if sixteen {
+            enc.set_depth(png::BitDepth::Sixteen);
+        } else {
+            enc.set_depth(png::BitDepth::Eight);
+        }
+        let mut w = enc.write_header().expect("png header");
+        let bytes: Vec<u8> = if sixteen {
+            ids.iter().flat_map(|v| v.to_be_bytes()).collect()
+        } else {
+            ids.iter().map(|&v| v as u8).collect()
+        };
+        w.write_image_data(&bytes).expect("png data");
+    }
+    out
+}
+
+/// A random RGB image with smooth-ish content.
+pub fn random_rgb(rng: &mut TestRng, width: u32, height: u32) -> Vec<u8> {
+    let (a, b, c) = (rng.below(7) + 1, rng.below(5) + 1, rng.below(255));
+    (0..width * height)
+        .flat_map(|i| {
+            let (x, y) = ((i % width) as u64, (i / width) as u64);
+            [
+                ((x * a + c) % 256) as u8,
+                ((y * b + c) % 256) as u8,
+                ((x + y + rng.below(16)) % 256) as u8,
+            ]
+        })
+        .collect()
+}
+
+/// Writes `bytes` to `dir/rel`, creating folders.
+pub fn write(dir: &Path, rel: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(rel);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(&p, bytes).expect("write");
+    p
+}
+
+/// An image-folder tree of `per_class` random PNGs in each of `classes` classes.
+pub fn png_folder(dir: &Path, classes: usize, per_class: usize, seed: u64) {
+    let mut rng = TestRng(seed);
+    for c in 0..classes {
+        for i in 0..per_class {
+            let (w, h) = (24 + rng.below(40) as u32, 24 + rng.below(40) as u32);
+            let img = random_rgb(&mut rng, w, h);
+            write(
+                dir,
+                &format!("class{c}/img{i:03}.png"),
+                &png_rgb(w, h, &img),
+            );
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! No panic on any file of the shared corpus (runs whenever `../shared/corpus` exists),
+//! and the pipeline delivers or reports every corpus JPEG exactly once.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use stoker::decode::{cpu, peek_info, DecodeError, DecodeOptions, Image8, LabelPlane};
+use stoker::{Augment, Dataset, OnError, Pipeline};
+
+fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            files_below(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn no_file_of_the_corpus_makes_the_decoders_panic() {
+    let Some(corpus) = common::corpus_dir() else {
+        eprintln!("skipped: ../shared/corpus is not present");
+        return;
+    };
+    let mut files = Vec::new();
+    files_below(&corpus, &mut files);
+    files_below(&common::data_dir(), &mut files);
+    assert!(
+        files.len() > 200,
+        "corpus looks incomplete: {} files",
+        files.len()
+    );
+    let opts = DecodeOptions::default();
+    let (mut img, mut plane) = (Image8::default(), LabelPlane::default());
+    let mut panicked = Vec::new();
+    let (mut ok, mut refused) = (0, 0);
+    for f in &files {
+        let bytes = std::fs::read(f).expect("readable corpus file");
+        let _ = peek_info(&bytes);
+        for r in [
+            cpu::decode_image(&bytes, &opts, &mut img).map(|_| ()),
+            cpu::decode_mask(&bytes, &opts, &mut plane).map(|_| ()),
+        ] {
+            match r {
+                Ok(()) => ok += 1,
+                Err(DecodeError::Panicked(m)) => panicked.push(format!("{}: {m}", f.display())),
+                Err(_) => refused += 1,
+            }
+        }
+        // Truncations of every file, too: a cut-off download must not panic either.
+        for cut in [1usize, 2, 7, 64, bytes.len() / 2] {
+            if cut < bytes.len() {
+                if let Err(DecodeError::Panicked(m)) =
+                    cpu::decode_image(&bytes[..cut], &opts, &mut img)
+                {
+                    panicked.push(format!("{} cut at {cut}: {m}", f.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        panicked.is_empty(),
+        "decoder panics (caught, but they must not happen):\n{}",
+        panicked.join("\n")
+    );
+    assert!(ok > 100 && refused > 50, "ok {ok}, refused {refused}");
+}
+
+#[test]
+fn the_corpus_jpegs_are_each_delivered_or_reported_once() {
+    let Some(corpus) = common::corpus_dir() else {
+        eprintln!("skipped: ../shared/corpus is not present");
+        return;
+    };
+    let data = Dataset::flat(corpus.join("jpeg")).expect("corpus folder");
+    let all: BTreeSet<u64> = data.samples().iter().map(|s| s.id).collect();
+    let pipe = Pipeline::builder(data.all())
+        .augment(
+            Augment::new()
+                .random_resized_crop(32, (0.08, 1.0), (0.75, 1.33))
+                .flip_horizontal(0.5),
+        )
+        .batch_size(16)
+        .on_error(OnError::Skip)
+        .build()
+        .expect("pipeline");
+    let mut delivered = Vec::new();
+    let mut reported = Vec::new();
+    for b in pipe.epoch(0).expect("epoch") {
+        let b = b.expect("skip never fails");
+        delivered.extend_from_slice(b.ids());
+        reported.extend(b.errors().iter().map(|e| e.id));
+    }
+    let mut both: Vec<u64> = delivered.iter().chain(&reported).copied().collect();
+    both.sort_unstable();
+    let n = both.len();
+    both.dedup();
+    assert_eq!(n, both.len(), "a sample was delivered or reported twice");
+    assert_eq!(both.into_iter().collect::<BTreeSet<_>>(), all);
+    assert!(
+        delivered.len() > 100 && reported.len() > 20,
+        "{} delivered, {} reported",
+        delivered.len(),
+        reported.len()
+    );
+}

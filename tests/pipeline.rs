@@ -1,0 +1,366 @@
+//! Pipeline invariants: exactly-once delivery or a report, under every error policy, with
+//! corrupt, truncated, empty, missing and non-image files mixed in; fixed validation order;
+//! disjoint covering shards; statistics.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use stoker::{Augment, Dataset, Error, OnError, Pipeline, SampleErrorKind, SplitSpec, Subset};
+
+/// Writes a file list with good and bad samples; returns (list path, bad relative paths).
+fn mixed_list(dir: &Path) -> (std::path::PathBuf, BTreeMap<String, SampleErrorKind>) {
+    let mut rng = common::TestRng(42);
+    let mut lines = Vec::new();
+    for i in 0..30 {
+        let (w, h) = (20 + rng.below(30) as u32, 20 + rng.below(30) as u32);
+        let name = format!("good/{i:02}.png");
+        common::write(
+            dir,
+            &name,
+            &common::png_rgb(w, h, &common::random_rgb(&mut rng, w, h)),
+        );
+        lines.push(format!("{name} {}", i % 3));
+    }
+    let data = common::data_dir().join("jpeg");
+    for real in [
+        "ljt_testorig.jpg",
+        "go_video-001_q50_444.jpg",
+        "jd_moz_jpg-gray.jpg",
+    ] {
+        let bytes = std::fs::read(data.join(real)).expect("bundled jpeg");
+        common::write(dir, &format!("good/{real}"), &bytes);
+        lines.push(format!("good/{real} 1"));
+    }
+    let jpeg = std::fs::read(data.join("ljt_testorig.jpg")).expect("bundled jpeg");
+    let mut bad = BTreeMap::new();
+    let mut add = |name: &str, bytes: Option<Vec<u8>>, kind: SampleErrorKind| {
+        if let Some(b) = bytes {
+            common::write(dir, name, &b);
+        }
+        lines.push(format!("{name} 0"));
+        bad.insert(name.to_string(), kind);
+    };
+    add(
+        "bad/truncated.jpg",
+        Some(jpeg[..jpeg.len() / 3].to_vec()),
+        SampleErrorKind::Decode,
+    );
+    add("bad/empty.jpg", Some(Vec::new()), SampleErrorKind::Decode);
+    add("bad/missing.jpg", None, SampleErrorKind::Io);
+    add(
+        "bad/notes.jpg",
+        Some(b"these are not the pixels you are looking for".to_vec()),
+        SampleErrorKind::Decode,
+    );
+    let mut corrupt = jpeg.clone();
+    for b in corrupt.iter_mut().skip(700).step_by(3) {
+        *b = 0xFF;
+    }
+    add("bad/corrupt.jpg", Some(corrupt), SampleErrorKind::Decode);
+    let bomb = std::fs::read(data.join("jd_crash_max_size.jpg")).expect("bomb");
+    add("bad/bomb.jpg", Some(bomb), SampleErrorKind::Limit);
+    add(
+        "bad/zero_height.jpg",
+        Some(std::fs::read(data.join("jd_crash_null_height.jpg")).expect("file")),
+        SampleErrorKind::Decode,
+    );
+    add(
+        "bad/png_as_jpg.jpg",
+        Some(std::fs::read(data.join("jd_moz_jpg-size-6x6.jpg")).expect("file")),
+        SampleErrorKind::Decode,
+    );
+    let list = dir.join("list.txt");
+    std::fs::write(&list, lines.join("\n")).expect("list");
+    (list, bad)
+}
+
+fn pipeline(subset: Subset, policy: OnError, batch: usize) -> Pipeline {
+    Pipeline::builder(subset)
+        .augment(
+            Augment::new()
+                .random_resized_crop(16, (0.2, 1.0), (0.75, 1.33))
+                .flip_horizontal(0.5),
+        )
+        .batch_size(batch)
+        .readers(3)
+        .workers(2)
+        .on_error(policy)
+        .seed(5)
+        .build()
+        .expect("pipeline")
+}
+
+#[test]
+fn skip_delivers_every_good_sample_once_and_reports_every_bad_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (list, bad) = mixed_list(dir.path());
+    let data = Dataset::files(&list).expect("list");
+    let all: BTreeMap<u64, String> = data
+        .samples()
+        .iter()
+        .map(|s| (s.id, s.path.clone()))
+        .collect();
+    // "The PNG named .jpg" is a real PNG: it decodes. Only truly bad files are bad.
+    let mut bad = bad;
+    bad.remove("bad/png_as_jpg.jpg");
+    let pipe = pipeline(data.all(), OnError::Skip, 7);
+    for epoch in 0..3 {
+        let mut delivered = Vec::new();
+        let mut reported = BTreeMap::new();
+        let mut ep = pipe.epoch(epoch).expect("epoch");
+        for b in ep.by_ref() {
+            let b = b.expect("skip never fails the epoch");
+            assert!(b.len() <= 7);
+            assert_eq!(b.labels().len(), b.len());
+            delivered.extend_from_slice(b.ids());
+            for e in b.errors() {
+                assert!(
+                    reported.insert(e.path.clone(), e.kind).is_none(),
+                    "reported twice: {}",
+                    e.path
+                );
+                assert_eq!(all.get(&e.id), Some(&e.path));
+                assert!(!e.reason.is_empty());
+            }
+        }
+        let set: BTreeSet<u64> = delivered.iter().copied().collect();
+        assert_eq!(set.len(), delivered.len(), "a sample was delivered twice");
+        let reported_ids: BTreeSet<u64> = all
+            .iter()
+            .filter(|(_, p)| reported.contains_key(*p))
+            .map(|(i, _)| *i)
+            .collect();
+        assert!(set.is_disjoint(&reported_ids));
+        assert_eq!(
+            set.len() + reported_ids.len(),
+            all.len(),
+            "a sample vanished"
+        );
+        assert_eq!(reported, bad, "reported the wrong files or kinds");
+        let st = ep.stats();
+        assert_eq!(st.samples_reported as usize, bad.len());
+        assert_eq!(st.samples_delivered as usize, all.len() - bad.len());
+        assert_eq!(st.errors.len(), bad.len());
+        assert!((0.0..=1.0).contains(&st.input_wait_fraction));
+        assert!(st.decode_seconds > 0.0 && st.read_seconds > 0.0 && st.augment_seconds > 0.0);
+    }
+    let total = pipe.stats();
+    assert_eq!(total.samples_reported as usize, 3 * bad.len());
+}
+
+#[test]
+fn replace_fills_every_slot_and_reports_the_failure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (list, mut bad) = mixed_list(dir.path());
+    bad.remove("bad/png_as_jpg.jpg");
+    let data = Dataset::files(&list).expect("list");
+    let n = data.len();
+    let ids: BTreeSet<u64> = data.samples().iter().map(|s| s.id).collect();
+    let pipe = pipeline(data.all(), OnError::Replace, 8);
+    let mut first = Vec::new();
+    for epoch in 0..2 {
+        let mut own = BTreeSet::new();
+        let mut failed = BTreeSet::new();
+        let mut sizes = Vec::new();
+        let mut order = Vec::new();
+        for b in pipe.epoch(epoch).expect("epoch") {
+            let b = b.expect("replace never fails the epoch");
+            sizes.push(b.len());
+            order.extend_from_slice(b.ids());
+            let replaced: BTreeSet<usize> = b.replacements().iter().map(|r| r.slot).collect();
+            for r in b.replacements() {
+                assert_eq!(b.ids()[r.slot], r.by_id);
+                assert!(b.errors().iter().any(|e| e.id == r.failed_id));
+                failed.insert(r.failed_id);
+            }
+            for (k, id) in b.ids().iter().enumerate() {
+                if !replaced.contains(&k) {
+                    assert!(own.insert(*id), "delivered twice");
+                }
+            }
+        }
+        assert_eq!(
+            sizes.iter().sum::<usize>(),
+            n,
+            "replace keeps every slot filled"
+        );
+        assert!(sizes[..sizes.len() - 1].iter().all(|&s| s == 8));
+        assert_eq!(failed.len(), bad.len());
+        assert!(own.is_disjoint(&failed));
+        let union: BTreeSet<u64> = own.union(&failed).copied().collect();
+        assert_eq!(union, ids);
+        if epoch == 0 {
+            first = order;
+        } else {
+            assert_ne!(first, order, "two epochs in the same order");
+        }
+    }
+    // Deterministic: the same epoch again gives the same replacements.
+    let again: Vec<u64> = pipe
+        .epoch(0)
+        .expect("epoch")
+        .flat_map(|b| b.expect("ok").ids().to_vec())
+        .collect();
+    assert_eq!(again, first);
+}
+
+#[test]
+fn fail_stops_the_epoch_with_the_sample_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (list, bad) = mixed_list(dir.path());
+    let pipe = pipeline(Dataset::files(&list).expect("list").all(), OnError::Fail, 4);
+    let mut ep = pipe.epoch(0).expect("epoch");
+    let mut err = None;
+    for b in ep.by_ref() {
+        if let Err(e) = b {
+            err = Some(e);
+            break;
+        }
+    }
+    match err {
+        Some(Error::Sample(e)) => assert!(bad.contains_key(&e.path), "{e}"),
+        other => panic!("expected a sample error, got {other:?}"),
+    }
+    assert!(ep.next().is_none(), "the epoch goes on after a failure");
+}
+
+#[test]
+fn validation_order_is_fixed_and_shards_cover_the_epoch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 4, 10, 3);
+    let split = Dataset::image_folder(dir.path())
+        .expect("folder")
+        .split(SplitSpec::fraction(0.25).seed(1))
+        .expect("split");
+    let val = Pipeline::builder(split.val())
+        .augment(Augment::validation(16))
+        .batch_size(3)
+        .build()
+        .expect("pipeline");
+    let expected: Vec<u64> = split.val().samples().iter().map(|s| s.id).collect();
+    for epoch in 0..3 {
+        let got: Vec<u64> = val
+            .epoch(epoch)
+            .expect("epoch")
+            .flat_map(|b| b.expect("ok").ids().to_vec())
+            .collect();
+        assert_eq!(got, expected, "validation order changed in epoch {epoch}");
+    }
+    let train_ids: BTreeSet<u64> = split.train().samples().iter().map(|s| s.id).collect();
+    assert!(train_ids.is_disjoint(&expected.iter().copied().collect()));
+    for world in [1, 2, 3] {
+        let mut seen = Vec::new();
+        for rank in 0..world {
+            let p = Pipeline::builder(split.train())
+                .augment(Augment::new().resize(8, 8))
+                .batch_size(4)
+                .shard(rank, world)
+                .seed(9)
+                .build()
+                .expect("pipeline");
+            let ids: Vec<u64> = p
+                .epoch(2)
+                .expect("epoch")
+                .flat_map(|b| b.expect("ok").ids().to_vec())
+                .collect();
+            assert_eq!(ids.len(), p.sampler().epoch_order(2).len());
+            seen.extend(ids);
+        }
+        let set: BTreeSet<u64> = seen.iter().copied().collect();
+        assert_eq!(set.len(), seen.len(), "shards overlap (world {world})");
+        assert_eq!(
+            set, train_ids,
+            "shards do not cover the epoch (world {world})"
+        );
+    }
+    // drop_last: only whole batches.
+    let p = Pipeline::builder(split.train())
+        .augment(Augment::new().resize(8, 8))
+        .batch_size(7)
+        .drop_last(true)
+        .build()
+        .expect("pipeline");
+    let sizes: Vec<usize> = p
+        .epoch(0)
+        .expect("epoch")
+        .map(|b| b.expect("ok").len())
+        .collect();
+    assert_eq!(sizes, vec![7; 30 / 7]);
+}
+
+#[test]
+fn holding_every_batch_does_not_deadlock() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 2, 10, 6);
+    let pipe = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+        .augment(Augment::new().resize(8, 8))
+        .batch_size(2)
+        .prefetch(2)
+        .build()
+        .expect("pipeline");
+    let kept: Vec<_> = pipe
+        .epoch(0)
+        .expect("epoch")
+        .collect::<Result<Vec<_>, _>>()
+        .expect("ok");
+    assert_eq!(kept.len(), 10);
+    assert!(pipe.memory_in_flight() > 0);
+}
+
+#[test]
+fn bad_configurations_are_errors_not_panics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 1, 2, 6);
+    let sub = || Dataset::image_folder(dir.path()).expect("folder").all();
+    assert!(Pipeline::builder(sub()).batch_size(0).build().is_err());
+    assert!(Pipeline::builder(sub()).workers(0).build().is_err());
+    assert!(Pipeline::builder(sub()).shard(2, 2).build().is_err());
+    assert!(Pipeline::builder(sub())
+        .augment(Augment::new().flip_horizontal(1.5))
+        .build()
+        .is_err());
+    assert!(Pipeline::builder(sub())
+        .augment(Augment::new().random_resized_crop(8, (0.5, 0.2), (1.0, 1.0)))
+        .build()
+        .is_err());
+    assert!(Pipeline::builder(sub())
+        .augment(Augment::new().normalize([0.5; 3], [0.0, 1.0, 1.0]))
+        .build()
+        .is_err());
+    assert!(Pipeline::builder(sub())
+        .backend(stoker::BackendKind::Cuda)
+        .build()
+        .is_err());
+    assert!(Pipeline::builder(sub())
+        .backend(stoker::BackendKind::Auto)
+        .build()
+        .is_ok());
+    assert!(Dataset::image_folder(dir.path().join("nope")).is_err());
+}
+
+#[test]
+fn lenient_decoding_delivers_damaged_files_strict_reports_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jpeg = std::fs::read(common::data_dir().join("jpeg/ljt_testorig.jpg")).expect("jpeg");
+    common::write(dir.path(), "a/cut.jpg", &jpeg[..jpeg.len() * 2 / 3]);
+    common::write(dir.path(), "a/whole.jpg", &jpeg);
+    let run = |strict: bool| {
+        let pipe = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+            .augment(Augment::new().resize(8, 8))
+            .batch_size(2)
+            .strict_decode(strict)
+            .build()
+            .expect("pipeline");
+        let b = pipe
+            .epoch(0)
+            .expect("epoch")
+            .next()
+            .expect("batch")
+            .expect("ok");
+        (b.len(), b.errors().len())
+    };
+    assert_eq!(run(true), (1, 1));
+    assert_eq!(run(false), (2, 0));
+}

@@ -1,0 +1,276 @@
+//! Plan invariants: a sample's plan and pixels depend on (seed, epoch, id, image size,
+//! config) alone; they differ across samples and epochs; the cache does not freeze them.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use stoker::augment::plan::{FLIP_H, FLIP_V};
+use stoker::{Augment, DType, Dataset, Layout, Pipeline, SamplePlan};
+
+type Seen = BTreeMap<u64, (SamplePlan, Vec<u8>)>;
+
+fn train_augment() -> Augment {
+    Augment::new()
+        .random_resized_crop(16, (0.08, 1.0), (3.0 / 4.0, 4.0 / 3.0))
+        .flip_horizontal(0.5)
+        .flip_vertical(0.2)
+        .color_jitter(0.4, 0.4, 0.4)
+        .hue(0.1)
+        .normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+}
+
+fn collect(pipe: &Pipeline, epoch: u64) -> Seen {
+    let mut seen = Seen::new();
+    for b in pipe.epoch(epoch).expect("epoch") {
+        let b = b.expect("batch");
+        let per = b.image_bytes().len() / b.len().max(1);
+        for (k, id) in b.ids().iter().enumerate() {
+            let px = b.image_bytes()[k * per..(k + 1) * per].to_vec();
+            assert!(
+                seen.insert(*id, (b.plans()[k], px)).is_none(),
+                "delivered twice"
+            );
+        }
+    }
+    seen
+}
+
+#[test]
+fn plans_and_pixels_ignore_threads_batches_and_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 3, 12, 21);
+    let build = |workers: usize, readers: usize, batch: usize| {
+        Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+            .augment(train_augment())
+            .workers(workers)
+            .readers(readers)
+            .batch_size(batch)
+            .seed(99)
+            .build()
+            .expect("pipeline")
+    };
+    let a = build(1, 1, 5);
+    let b = build(3, 4, 8);
+    let c = build(2, 8, 36);
+    for epoch in [0, 1] {
+        let (sa, sb, sc) = (collect(&a, epoch), collect(&b, epoch), collect(&c, epoch));
+        assert_eq!(sa.len(), 36);
+        assert_eq!(sa, sb, "epoch {epoch}: 1 worker vs 3 workers");
+        assert_eq!(sa, sc, "epoch {epoch}: batch 5 vs batch 36");
+        // The plan is the pure function of (seed, epoch, id, size, config).
+        for (id, (plan, _)) in &sa {
+            let again = train_augment().plan(99, epoch, *id, plan.src_width, plan.src_height);
+            assert_eq!(&again, plan);
+        }
+    }
+    // Epochs differ for every sample.
+    let (e0, e1) = (collect(&a, 0), collect(&a, 1));
+    let same = e0.iter().filter(|(id, v)| e1[*id].0 == v.0).count();
+    assert_eq!(same, 0, "plans repeated across epochs");
+}
+
+#[test]
+fn plans_differ_across_samples_and_epochs() {
+    let aug = train_augment();
+    let plans: Vec<SamplePlan> = (0..200u64).map(|id| aug.plan(5, 0, id, 640, 480)).collect();
+    let mut boxes: Vec<[u32; 4]> = plans
+        .iter()
+        .map(|p| {
+            [
+                p.crop_x.to_bits(),
+                p.crop_y.to_bits(),
+                p.crop_w.to_bits(),
+                p.crop_h.to_bits(),
+            ]
+        })
+        .collect();
+    boxes.sort_unstable();
+    boxes.dedup();
+    assert!(
+        boxes.len() > 190,
+        "only {} distinct crops of 200",
+        boxes.len()
+    );
+    let flips = plans.iter().filter(|p| p.has(FLIP_H)).count();
+    assert!(
+        (70..130).contains(&flips),
+        "{flips} of 200 flipped at p = 0.5"
+    );
+    let vflips = plans.iter().filter(|p| p.has(FLIP_V)).count();
+    assert!(
+        (20..60).contains(&vflips),
+        "{vflips} of 200 flipped at p = 0.2"
+    );
+    for id in 0..50u64 {
+        assert_ne!(aug.plan(5, 0, id, 640, 480), aug.plan(5, 1, id, 640, 480));
+        assert_ne!(aug.plan(5, 0, id, 640, 480), aug.plan(6, 0, id, 640, 480));
+    }
+    // Every op appears at every position of the jitter order.
+    let mut firsts = [0; 5];
+    for p in &plans {
+        firsts[(p.jitter_order & 0xFF) as usize] += 1;
+    }
+    assert!(firsts[1..].iter().all(|&c| c > 20), "{firsts:?}");
+}
+
+#[test]
+fn validation_plans_are_fixed() {
+    let aug = Augment::validation(224);
+    let p = aug.plan(1, 0, 7, 500, 375);
+    for (seed, epoch, id) in [(2, 0, 7), (1, 5, 7), (1, 0, 8)] {
+        let q = aug.plan(seed, epoch, id, 500, 375);
+        assert_eq!(
+            (p.crop_x, p.crop_y, p.crop_w, p.crop_h, p.flags),
+            (q.crop_x, q.crop_y, q.crop_w, q.crop_h, q.flags)
+        );
+    }
+    // Shorter side 375 -> 256, longer 500 -> 341 (truncated); the centre 224 box starts at
+    // round((341 - 224) / 2) = 58 (half to even) and 16, and maps back by 500/341, 375/256.
+    let (sx, sy) = (500.0 / 341.0, 375.0 / 256.0);
+    assert!((p.crop_w - 224.0 * sx).abs() < 1e-3);
+    assert!((p.crop_h - 224.0 * sy).abs() < 1e-3);
+    assert!((p.crop_y - 16.0 * sy).abs() < 1e-3);
+    assert!((p.crop_x - 58.0 * sx).abs() < 1e-3);
+}
+
+#[test]
+fn random_resized_crop_falls_back_to_a_centre_crop() {
+    // A 1000x10 strip cannot hold a near-square crop of 90 % of its area: torchvision's
+    // rule is 10 attempts, then the widest centre crop within the ratio range.
+    let aug = Augment::new().random_resized_crop(8, (0.9, 1.0), (0.5, 2.0));
+    for id in 0..20 {
+        let p = aug.plan(0, 0, id, 1000, 10);
+        assert_eq!((p.crop_w, p.crop_h), (20.0, 10.0));
+        assert_eq!((p.crop_x, p.crop_y), (490.0, 0.0));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn random_resized_crops_stay_inside_and_in_range(
+        w in 1u32..3000, h in 1u32..3000, id in any::<u64>(), epoch in 0u64..100,
+        lo in 0.05f64..0.9, span in 0.0f64..0.5, rlo in 0.3f64..1.0, rspan in 0.0f64..2.0,
+    ) {
+        let scale = (lo, (lo + span).min(1.0));
+        let ratio = (rlo, rlo + rspan);
+        let aug = Augment::new().random_resized_crop(32, scale, ratio);
+        let p = aug.plan(3, epoch, id, w, h);
+        prop_assert!(p.crop_x >= 0.0 && p.crop_y >= 0.0 && p.crop_w >= 1.0 && p.crop_h >= 1.0);
+        prop_assert!(p.crop_x + p.crop_w <= w as f32 && p.crop_y + p.crop_h <= h as f32);
+        prop_assert_eq!(p.crop_x.fract(), 0.0);
+        prop_assert_eq!(p.crop_w.fract(), 0.0);
+        prop_assert_eq!(p, aug.plan(3, epoch, id, w, h));
+    }
+}
+
+#[test]
+fn cache_keeps_decoded_pixels_not_augmentations() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 2, 8, 4);
+    let pipe = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+        .augment(train_augment())
+        .batch_size(4)
+        .cache_bytes(64 << 20)
+        .seed(1)
+        .build()
+        .expect("pipeline");
+    let e0 = collect(&pipe, 0);
+    let e1_stats;
+    let e1 = {
+        let mut seen = Seen::new();
+        let mut ep = pipe.epoch(1).expect("epoch");
+        for b in ep.by_ref() {
+            let b = b.expect("batch");
+            let per = b.image_bytes().len() / b.len().max(1);
+            for (k, id) in b.ids().iter().enumerate() {
+                seen.insert(
+                    *id,
+                    (
+                        b.plans()[k],
+                        b.image_bytes()[k * per..(k + 1) * per].to_vec(),
+                    ),
+                );
+            }
+        }
+        e1_stats = ep.stats();
+        seen
+    };
+    let hits = e1_stats.cache_hits;
+    assert_eq!(hits, 16, "second epoch should be served from the cache");
+    assert!(pipe.cache_bytes_used() > 0);
+    for (id, (plan, px)) in &e0 {
+        assert_ne!(&e1[id].0, plan, "same plan in two epochs");
+        assert_ne!(&e1[id].1, px, "same pixels in two epochs");
+    }
+    // And a cached epoch equals the uncached computation of the same epoch.
+    let fresh = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+        .augment(train_augment())
+        .batch_size(4)
+        .seed(1)
+        .build()
+        .expect("pipeline");
+    assert_eq!(collect(&fresh, 1), e1);
+}
+
+#[test]
+fn layouts_and_dtypes_agree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 1, 4, 8);
+    let run = |layout: Layout, dtype: DType| {
+        let aug = Augment::new()
+            .random_resized_crop(12, (0.3, 1.0), (0.75, 1.33))
+            .flip_horizontal(0.5)
+            .layout(layout)
+            .dtype(dtype);
+        let pipe = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+            .augment(aug)
+            .batch_size(4)
+            .seed(3)
+            .build()
+            .expect("pipeline");
+        let b = pipe
+            .epoch(0)
+            .expect("epoch")
+            .next()
+            .expect("a batch")
+            .expect("ok");
+        let vals: Vec<f32> = match dtype {
+            DType::U8 => b
+                .images_u8()
+                .expect("u8")
+                .iter()
+                .map(|&v| f32::from(v) / 255.0)
+                .collect(),
+            DType::F16 => b
+                .images_f16()
+                .expect("f16")
+                .iter()
+                .map(|v| v.to_f32())
+                .collect(),
+            DType::F32 => b.images_f32().expect("f32").to_vec(),
+        };
+        (b.shape(), b.ids().to_vec(), vals)
+    };
+    let (shape, ids, nchw) = run(Layout::Nchw, DType::F32);
+    assert_eq!(shape, [4, 3, 12, 12]);
+    let (shape2, ids2, nhwc) = run(Layout::Nhwc, DType::F32);
+    assert_eq!(shape2, [4, 12, 12, 3]);
+    assert_eq!(ids, ids2);
+    for n in 0..4 {
+        for c in 0..3 {
+            for i in 0..144 {
+                assert_eq!(nchw[n * 432 + c * 144 + i], nhwc[n * 432 + i * 3 + c]);
+            }
+        }
+    }
+    let (_, _, u8s) = run(Layout::Nchw, DType::U8);
+    let (_, _, f16s) = run(Layout::Nchw, DType::F16);
+    for ((a, b), c) in nchw.iter().zip(&u8s).zip(&f16s) {
+        assert!((a - b).abs() < 1e-6);
+        assert!((a - c).abs() < 1e-3);
+    }
+}
