@@ -64,6 +64,7 @@ pub struct Augment {
     layout: Layout,
     dtype: DType,
     antialias: bool,
+    crop_aware: bool,
 }
 
 impl Default for Augment {
@@ -86,6 +87,7 @@ impl Augment {
             layout: Layout::Nchw,
             dtype: DType::U8,
             antialias: true,
+            crop_aware: true,
         }
     }
 
@@ -188,6 +190,22 @@ impl Augment {
     pub fn antialias(mut self, on: bool) -> Self {
         self.antialias = on;
         self
+    }
+
+    /// Crop-aware JPEG decode (default on): when the crop is downscaled by 2x, 4x or 8x
+    /// or more in both directions, the plan asks for a JPEG decode at 1/2, 1/4 or 1/8 of
+    /// the size (libjpeg-turbo's scaled IDCT) and the resize starts from that. Only the
+    /// rows and iMCU columns the resize reads are decoded either way. The scale is part of
+    /// the plan ([`SamplePlan::decode_scale`]), so every backend makes the same picture.
+    /// Off: every JPEG is decoded at full size.
+    pub fn crop_aware(mut self, on: bool) -> Self {
+        self.crop_aware = on;
+        self
+    }
+
+    /// Whether crop-aware decode is on.
+    pub fn is_crop_aware(&self) -> bool {
+        self.crop_aware
     }
 
     /// Output width and height.
@@ -389,10 +407,25 @@ impl Augment {
             layout: self.layout as u32,
             std,
             dtype: self.dtype as u32,
-            decode_scale: 1,
+            decode_scale: if self.crop_aware {
+                decode_scale(cw, ch, self.out_width, self.out_height)
+            } else {
+                1
+            },
             _pad: [0; 3],
         }
     }
+}
+
+/// The largest IDCT scale denominator `s` in {1, 2, 4, 8} with the crop still at least
+/// `s` times the output in both directions: decoding at `1/s` then loses nothing the
+/// resize would keep.
+pub fn decode_scale(crop_w: f64, crop_h: f64, out_w: u32, out_h: u32) -> u32 {
+    let f = (crop_w / f64::from(out_w.max(1))).min(crop_h / f64::from(out_h.max(1)));
+    [8, 4, 2]
+        .into_iter()
+        .find(|&s| f >= f64::from(s))
+        .unwrap_or(1)
 }
 
 /// torchvision's `RandomResizedCrop.get_params`, on our generator: returns (x, y, w, h).

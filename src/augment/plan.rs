@@ -108,7 +108,9 @@ pub struct SamplePlan {
     pub std: [f32; 3],
     /// [`DType`] as `u32`.
     pub dtype: u32,
-    /// IDCT scale denominator the decoder may use (1 = full size; 2, 4, 8 reduced).
+    /// JPEG IDCT scale denominator (1 = full size; 2, 4, 8 reduced): a JPEG source is
+    /// decoded at `1/decode_scale` of its size (libjpeg-turbo's scaled IDCT) and the crop
+    /// box divided by it. Other formats are decoded at full size.
     pub decode_scale: u32,
     /// Padding to 112 bytes.
     pub _pad: [u32; 3],

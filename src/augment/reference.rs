@@ -28,6 +28,7 @@ const PRECISION_BITS: u32 = 32 - 8 - 2;
 pub struct Scratch {
     resized: Vec<u8>,
     horizontal: Vec<u8>,
+    acc: Vec<i32>,
     kx: Coeffs,
     ky: Coeffs,
 }
@@ -39,6 +40,8 @@ struct Coeffs {
     /// `ksize` fixed-point weights per output pixel.
     weights: Vec<i32>,
     ksize: usize,
+    /// Unnormalised weights of one output pixel (reused).
+    tmp: Vec<f64>,
 }
 
 fn triangle(x: f64) -> f64 {
@@ -51,9 +54,12 @@ fn triangle(x: f64) -> f64 {
 }
 
 /// Pillow's `precompute_coeffs` for the bilinear filter, then its 8-bit normalisation.
+/// Taps are clamped to `[lo, hi)`: the image (Pillow's behaviour at the borders), or the
+/// decoded window when that is what exists (it covers every tap, see [`needed_window`]).
 fn precompute(
     c: &mut Coeffs,
-    in_size: usize,
+    lo: usize,
+    hi: usize,
     in0: f64,
     in1: f64,
     out_size: usize,
@@ -67,14 +73,14 @@ fn precompute(
     c.bounds.clear();
     c.weights.clear();
     c.weights.resize(out_size * ksize, 0);
-    let mut k = vec![0f64; ksize];
+    let mut k = std::mem::take(&mut c.tmp);
+    k.clear();
+    k.resize(ksize, 0.0);
+    let ss = 1.0 / filterscale;
     for xx in 0..out_size {
         let center = in0 + (xx as f64 + 0.5) * scale;
-        let ss = 1.0 / filterscale;
-        let xmin = ((center - support + 0.5) as i64).max(0) as usize;
-        let xmax_abs = ((center + support + 0.5) as i64).clamp(0, in_size as i64) as usize;
-        let xmin = xmin.min(in_size.saturating_sub(1));
-        let n = xmax_abs.saturating_sub(xmin).min(ksize);
+        let (xmin, xmax) = tap_range(center, support, lo, hi);
+        let n = (xmax - xmin).min(ksize);
         let mut ww = 0.0;
         for (x, kx) in k.iter_mut().enumerate().take(n) {
             let w = triangle((x as f64 + xmin as f64 - center + 0.5) * ss);
@@ -93,10 +99,56 @@ fn precompute(
         }
         c.bounds.push((xmin, n));
     }
+    c.tmp = k;
+}
+
+/// Pillow's tap range `[xmin, xmax)` for one output pixel, clamped to `[lo, hi)`.
+#[inline]
+fn tap_range(center: f64, support: f64, lo: usize, hi: usize) -> (usize, usize) {
+    let xmin = ((center - support + 0.5) as i64).max(lo as i64) as usize;
+    let xmax = ((center + support + 0.5) as i64).clamp(lo as i64, hi as i64) as usize;
+    let xmin = xmin.min(hi.saturating_sub(1)).max(lo);
+    (xmin, xmax.max(xmin))
+}
+
+/// The crop box of `plan` in the frame of an image decoded at `1/scale`.
+fn scaled_box(plan: &SamplePlan, scale: u32) -> (f64, f64, f64, f64) {
+    let s = f64::from(scale.max(1));
+    let (x0, y0) = (f64::from(plan.crop_x) / s, f64::from(plan.crop_y) / s);
+    (
+        x0,
+        y0,
+        x0 + f64::from(plan.crop_w) / s,
+        y0 + f64::from(plan.crop_h) / s,
+    )
+}
+
+/// The part `[x0, y0, x1, y1)` of an image of `full` size decoded at `1/scale` that the
+/// plan's image resize reads: what a crop-aware decode must produce.
+pub fn needed_window(plan: &SamplePlan, full: (u32, u32), scale: u32) -> [u32; 4] {
+    let (x0, y0, x1, y1) = scaled_box(plan, scale);
+    let axis = |b0: f64, b1: f64, out: u32, size: u32| -> (u32, u32) {
+        let out = out.max(1) as usize;
+        let sc = (b1 - b0) / out as f64;
+        let support = if plan.has(ANTIALIAS) {
+            sc.max(1.0)
+        } else {
+            1.0
+        };
+        let (first, _) = tap_range(b0 + 0.5 * sc, support, 0, size as usize);
+        let (_, last) = tap_range(b0 + (out as f64 - 0.5) * sc, support, 0, size as usize);
+        (
+            first as u32,
+            (last as u32).max(first as u32 + 1).min(size.max(1)),
+        )
+    };
+    let (wx0, wx1) = axis(x0, x1, plan.out_width, full.0);
+    let (wy0, wy1) = axis(y0, y1, plan.out_height, full.1);
+    [wx0, wy0, wx1, wy1]
 }
 
 #[inline]
-fn clip8(v: i64) -> u8 {
+fn clip8(v: i32) -> u8 {
     (v >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
@@ -106,39 +158,41 @@ fn resize_rgb_impl(
     src: &Image8,
     out: &mut Vec<u8>,
     horizontal: &mut Vec<u8>,
+    acc: &mut Vec<i32>,
     kx: &mut Coeffs,
     ky: &mut Coeffs,
 ) {
+    let (ox, oy) = (src.origin.0 as usize, src.origin.1 as usize);
     let (sw, sh) = (src.width as usize, src.height as usize);
     let (ow, oh) = (plan.out_width as usize, plan.out_height as usize);
     let antialias = plan.has(ANTIALIAS);
-    let (x0, y0) = (f64::from(plan.crop_x), f64::from(plan.crop_y));
-    let (x1, y1) = (x0 + f64::from(plan.crop_w), y0 + f64::from(plan.crop_h));
-    precompute(kx, sw, x0, x1, ow, antialias);
-    precompute(ky, sh, y0, y1, oh, antialias);
-    // Rows the vertical pass reads.
-    let first = ky.bounds.iter().map(|b| b.0).min().unwrap_or(0);
+    let (x0, y0, x1, y1) = scaled_box(plan, src.scale);
+    precompute(kx, ox, ox + sw, x0, x1, ow, antialias);
+    precompute(ky, oy, oy + sh, y0, y1, oh, antialias);
+    // Rows the vertical pass reads, in window coordinates.
+    let first = ky.bounds.iter().map(|b| b.0).min().unwrap_or(oy);
     let last = ky
         .bounds
         .iter()
         .map(|b| b.0 + b.1)
         .max()
-        .unwrap_or(0)
+        .unwrap_or(first)
         .max(first);
     let rows = last - first;
     horizontal.clear();
     horizontal.resize(rows * ow * 3, 0);
     for r in 0..rows {
-        let srow = &src.data[(first + r) * sw * 3..(first + r + 1) * sw * 3];
+        let sy = first + r - oy;
+        let srow = &src.data[sy * sw * 3..(sy + 1) * sw * 3];
         let hrow = &mut horizontal[r * ow * 3..(r + 1) * ow * 3];
         for (xx, &(xmin, n)) in kx.bounds.iter().enumerate() {
             let w = &kx.weights[xx * kx.ksize..xx * kx.ksize + n];
-            let mut acc = [1i64 << (PRECISION_BITS - 1); 3];
-            for (t, &wt) in w.iter().enumerate() {
-                let p = &srow[(xmin + t) * 3..(xmin + t) * 3 + 3];
-                acc[0] += i64::from(p[0]) * i64::from(wt);
-                acc[1] += i64::from(p[1]) * i64::from(wt);
-                acc[2] += i64::from(p[2]) * i64::from(wt);
+            let taps = &srow[(xmin - ox) * 3..(xmin - ox + n) * 3];
+            let mut acc = [1i32 << (PRECISION_BITS - 1); 3];
+            for (p, &wt) in taps.chunks_exact(3).zip(w) {
+                acc[0] += i32::from(p[0]) * wt;
+                acc[1] += i32::from(p[1]) * wt;
+                acc[2] += i32::from(p[2]) * wt;
             }
             hrow[xx * 3] = clip8(acc[0]);
             hrow[xx * 3 + 1] = clip8(acc[1]);
@@ -147,15 +201,20 @@ fn resize_rgb_impl(
     }
     out.clear();
     out.resize(ow * oh * 3, 0);
+    let line = ow * 3;
     for (yy, &(ymin, n)) in ky.bounds.iter().enumerate() {
         let w = &ky.weights[yy * ky.ksize..yy * ky.ksize + n];
-        let orow = &mut out[yy * ow * 3..(yy + 1) * ow * 3];
-        for (x, o) in orow.iter_mut().enumerate() {
-            let mut acc = 1i64 << (PRECISION_BITS - 1);
-            for (t, &wt) in w.iter().enumerate() {
-                acc += i64::from(horizontal[(ymin - first + t) * ow * 3 + x]) * i64::from(wt);
+        let orow = &mut out[yy * line..(yy + 1) * line];
+        acc.clear();
+        acc.resize(line, 1i32 << (PRECISION_BITS - 1));
+        for (t, &wt) in w.iter().enumerate() {
+            let hrow = &horizontal[(ymin - first + t) * line..(ymin - first + t + 1) * line];
+            for (a, &h) in acc.iter_mut().zip(hrow) {
+                *a += i32::from(h) * wt;
             }
-            *o = clip8(acc);
+        }
+        for (o, a) in orow.iter_mut().zip(acc.iter()) {
+            *o = clip8(*a);
         }
     }
 }
@@ -338,6 +397,7 @@ pub fn execute_image(plan: &SamplePlan, src: &Image8, out: &mut [u8], scratch: &
         src,
         &mut scratch.resized,
         &mut scratch.horizontal,
+        &mut scratch.acc,
         &mut scratch.kx,
         &mut scratch.ky,
     );
@@ -356,6 +416,7 @@ pub fn resize_only(plan: &SamplePlan, src: &Image8) -> Vec<u8> {
         src,
         &mut s.resized,
         &mut s.horizontal,
+        &mut s.acc,
         &mut s.kx,
         &mut s.ky,
     );

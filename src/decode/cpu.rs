@@ -1,4 +1,4 @@
-//! Full CPU decode: JPEG through zune-jpeg, PNG through the `png` crate. This is the CPU
+//! CPU decode: JPEG through libjpeg-turbo ([`super::jpeg::turbo`]), PNG through the `png` crate. This is the CPU
 //! backend's decoder and the per-sample fallback of the GPU backends.
 //!
 //! Every entry point reads headers first, checks [`Limits`], and only then lets a decoder
@@ -8,11 +8,7 @@
 use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use zune_core::bytestream::ZCursor;
-use zune_core::colorspace::ColorSpace;
-use zune_core::options::DecoderOptions;
-use zune_jpeg::JpegDecoder;
-
+use super::jpeg::turbo;
 use super::{
     check_limits, peek_info, DecodeError, DecodeOptions, Format, Image8, ImageInfo, JpegProcess,
     LabelPlane,
@@ -49,7 +45,7 @@ pub fn decode_image(
     let info = peek_info(bytes)?;
     check_limits(&info, &opts.limits)?;
     let res = catch_unwind(AssertUnwindSafe(|| match info.format {
-        Format::Jpeg => decode_jpeg(bytes, &info, opts.strict, out),
+        Format::Jpeg => decode_jpeg(bytes, &info, opts, out),
         Format::Png => decode_png_rgb(bytes, &info, out),
     }));
     match res {
@@ -61,17 +57,12 @@ pub fn decode_image(
 fn decode_jpeg(
     bytes: &[u8],
     info: &ImageInfo,
-    strict: bool,
+    opts: &DecodeOptions,
     out: &mut Image8,
 ) -> Result<(), DecodeError> {
     match info.process {
         Some(JpegProcess::Lossless) => {
             return Err(DecodeError::Unsupported("lossless JPEG (SOF3)".into()))
-        }
-        Some(JpegProcess::Arithmetic) => {
-            return Err(DecodeError::Unsupported(
-                "arithmetic-coded JPEG (SOF9-11)".into(),
-            ))
         }
         Some(JpegProcess::Hierarchical) => {
             return Err(DecodeError::Unsupported("hierarchical JPEG".into()))
@@ -84,54 +75,121 @@ fn decode_jpeg(
             info.bit_depth
         )));
     }
-    let options = DecoderOptions::default()
-        .set_max_width(usize::from(u16::MAX))
-        .set_max_height(usize::from(u16::MAX))
-        .set_strict_mode(strict)
-        .jpeg_set_out_colorspace(ColorSpace::RGB);
-    let mut dec = JpegDecoder::new_with_options(ZCursor::new(bytes), options);
-    dec.decode_headers().map_err(jpeg_err)?;
-    let (w, h) = dec
-        .dimensions()
-        .ok_or_else(|| DecodeError::Jpeg("no dimensions after headers".into()))?;
-    let channels = dec
-        .output_colorspace()
-        .map(|c| c.num_components())
-        .unwrap_or(3);
-    let need = w * h * channels;
-    out.width = u32::try_from(w).map_err(|_| DecodeError::BadHeader("width".into()))?;
-    out.height = u32::try_from(h).map_err(|_| DecodeError::BadHeader("height".into()))?;
-    out.data.resize(need, 0);
-    dec.decode_into(&mut out.data).map_err(jpeg_err)?;
-    match channels {
-        3 => Ok(()),
-        1 => {
-            gray_to_rgb(&mut out.data, w * h);
-            Ok(())
+    if opts.strict && !has_end_marker(bytes) {
+        return Err(DecodeError::Jpeg(
+            "truncated: no end-of-image marker".into(),
+        ));
+    }
+    let orientation = if opts.orientation {
+        info.orientation
+    } else {
+        1
+    };
+    let scale = match opts.scale {
+        s @ (1 | 2 | 4 | 8) => s,
+        s => return Err(DecodeError::Unsupported(format!("IDCT scale 1/{s}"))),
+    };
+    let req = turbo::Request {
+        scale,
+        // A window is in the oriented frame; with a rotation, decode whole and turn.
+        // Widened by a margin: libjpeg upsamples the edge columns of a cropped region (and
+        // the first row after a skip) without their neighbours, so the pixels at the very
+        // edge may differ from a whole decode. Outside the needed window, they do not matter.
+        window: if orientation == 1 {
+            opts.window.map(|[x0, y0, x1, y1]| {
+                [
+                    x0.saturating_sub(WINDOW_MARGIN),
+                    y0.saturating_sub(WINDOW_MARGIN),
+                    x1 + WINDOW_MARGIN,
+                    y1 + WINDOW_MARGIN,
+                ]
+            })
+        } else {
+            None
+        },
+        strict: opts.strict,
+    };
+    let o = turbo::decode(bytes, &req, &mut out.data)?;
+    if o.channels == 4 {
+        cmyk_to_rgb(&mut out.data, info.adobe_transform.is_some());
+    } else if o.channels != 3 {
+        return Err(DecodeError::Unsupported(format!(
+            "JPEG decoded to {} channels",
+            o.channels
+        )));
+    }
+    out.width = o.width;
+    out.height = o.height;
+    out.origin = (o.x0, o.y0);
+    out.full = (o.full_width, o.full_height);
+    out.scale = scale;
+    if orientation != 1 {
+        reorient(out, orientation);
+    }
+    Ok(())
+}
+
+/// Extra pixels decoded around a requested window (see `decode_jpeg`).
+const WINDOW_MARGIN: u32 = 2;
+
+/// Whether an end-of-image marker is present: a file cut short has none. Bytes after
+/// the marker (trailers some cameras append) are allowed.
+fn has_end_marker(bytes: &[u8]) -> bool {
+    bytes.windows(2).rev().any(|w| w == [0xFF, 0xD9])
+}
+
+/// CMYK (as stored) to RGB in place, 4 bytes per pixel in, 3 out. Adobe files store the
+/// inks inverted (Photoshop's convention): `R = C * K / 255`; others `(255 - C)(255 - K) / 255`.
+fn cmyk_to_rgb(data: &mut Vec<u8>, inverted: bool) {
+    let n = data.len() / 4;
+    for i in 0..n {
+        let p = [
+            data[4 * i],
+            data[4 * i + 1],
+            data[4 * i + 2],
+            data[4 * i + 3],
+        ];
+        let inv = |v: u8| {
+            if inverted {
+                u32::from(v)
+            } else {
+                255 - u32::from(v)
+            }
+        };
+        let k = inv(p[3]);
+        for c in 0..3 {
+            data[3 * i + c] = ((inv(p[c]) * k + 127) / 255) as u8;
         }
-        c => Err(DecodeError::Unsupported(format!(
-            "JPEG decoded to {c} channels"
-        ))),
     }
+    data.truncate(3 * n);
 }
 
-fn jpeg_err(e: zune_jpeg::errors::DecodeErrors) -> DecodeError {
-    use zune_jpeg::errors::DecodeErrors as E;
-    match e {
-        E::Unsupported(s) => DecodeError::Unsupported(format!("{s:?}")),
-        other => DecodeError::Jpeg(format!("{other:?}")),
+/// Applies an EXIF orientation (2-8) to a whole image, as Pillow's `exif_transpose`.
+fn reorient(img: &mut Image8, orientation: u8) {
+    let (w, h) = (img.width as usize, img.height as usize);
+    let (ow, oh) = if orientation >= 5 { (h, w) } else { (w, h) };
+    let mut out = vec![0u8; ow * oh * 3];
+    for y in 0..oh {
+        for x in 0..ow {
+            let (sx, sy) = match orientation {
+                2 => (w - 1 - x, y),
+                3 => (w - 1 - x, h - 1 - y),
+                4 => (x, h - 1 - y),
+                5 => (y, x),
+                6 => (y, h - 1 - x),
+                7 => (w - 1 - y, h - 1 - x),
+                8 => (w - 1 - y, x),
+                _ => (x, y),
+            };
+            let s = (sy * w + sx) * 3;
+            out[(y * ow + x) * 3..(y * ow + x) * 3 + 3].copy_from_slice(&img.data[s..s + 3]);
+        }
     }
-}
-
-/// Expands `n` gray bytes at the front of `data` into RGB in place (`data` grows to 3n).
-fn gray_to_rgb(data: &mut Vec<u8>, n: usize) {
-    data.resize(n * 3, 0);
-    for i in (0..n).rev() {
-        let v = data[i];
-        data[3 * i] = v;
-        data[3 * i + 1] = v;
-        data[3 * i + 2] = v;
-    }
+    img.data = out;
+    img.width = ow as u32;
+    img.height = oh as u32;
+    img.full = (ow as u32, oh as u32);
+    img.origin = (0, 0);
 }
 
 fn png_reader<'a>(
@@ -165,6 +223,9 @@ fn decode_png_rgb(bytes: &[u8], info: &ImageInfo, out: &mut Image8) -> Result<()
     let n = w * h;
     out.width = frame.width;
     out.height = frame.height;
+    out.origin = (0, 0);
+    out.full = (frame.width, frame.height);
+    out.scale = 1;
     out.data.clear();
     out.data.reserve(n * 3);
     let line = frame.line_size;

@@ -5,6 +5,7 @@
 //! buffer is allocated. A 65535 x 65535 header is refused here, in microseconds.
 
 pub mod cpu;
+pub mod jpeg;
 
 use serde::Serialize;
 
@@ -37,6 +38,14 @@ pub struct DecodeOptions {
     /// markers) instead of filling the damage with grey, as PyTorch/Pillow and tf.data
     /// do by default: a damaged sample is reported, not trained on. Default: on.
     pub strict: bool,
+    /// Apply the EXIF orientation, as Pillow's `exif_transpose` does. Default: on.
+    pub orientation: bool,
+    /// JPEG IDCT scale denominator (1, 2, 4 or 8): decode at 1/scale of the size, as
+    /// libjpeg-turbo's scaled decode does. Other formats ignore it. Default: 1.
+    pub scale: u32,
+    /// For JPEGs without an EXIF rotation: decode only `[x0, y0, x1, y1)` of the (scaled)
+    /// image, widened to whole iMCU columns. Default: `None`, the whole image.
+    pub window: Option<[u32; 4]>,
 }
 
 impl Default for DecodeOptions {
@@ -44,6 +53,33 @@ impl Default for DecodeOptions {
         DecodeOptions {
             limits: Limits::default(),
             strict: true,
+            orientation: true,
+            scale: 1,
+            window: None,
+        }
+    }
+}
+
+impl DecodeOptions {
+    /// The crop-aware request for `plan` on an image whose headers are `info`: the plan's
+    /// IDCT scale for JPEGs (1 for other formats) and only the window its resize reads.
+    /// `self` supplies the limits and strictness.
+    pub fn for_plan(self, plan: &crate::augment::SamplePlan, info: &ImageInfo) -> DecodeOptions {
+        let (w, h) = if self.orientation {
+            info.oriented_size()
+        } else {
+            (info.width, info.height)
+        };
+        let scale = if info.format == Format::Jpeg {
+            plan.decode_scale.max(1)
+        } else {
+            1
+        };
+        let full = (w.div_ceil(scale), h.div_ceil(scale));
+        DecodeOptions {
+            scale,
+            window: Some(crate::augment::reference::needed_window(plan, full, scale)),
+            ..self
         }
     }
 }
@@ -91,9 +127,22 @@ pub struct ImageInfo {
     pub bit_depth: u8,
     /// The JPEG coding process, for JPEGs.
     pub process: Option<JpegProcess>,
+    /// EXIF orientation (1-8; 1 when absent or invalid), for JPEGs.
+    pub orientation: u8,
+    /// The Adobe APP14 colour transform byte, when the marker is present (JPEG).
+    pub adobe_transform: Option<u8>,
 }
 
 impl ImageInfo {
+    /// Width and height after the EXIF orientation is applied.
+    pub fn oriented_size(&self) -> (u32, u32) {
+        if self.orientation >= 5 {
+            (self.height, self.width)
+        } else {
+            (self.width, self.height)
+        }
+    }
+
     /// `width * height`.
     pub fn pixels(&self) -> u64 {
         u64::from(self.width) * u64::from(self.height)
@@ -189,18 +238,55 @@ impl DecodeError {
     }
 }
 
-/// An 8-bit RGB image, rows top to bottom, pixels interleaved `RGBRGB...`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// An 8-bit RGB image, rows top to bottom, pixels interleaved `RGBRGB...`: the whole
+/// decoded image, or a window of it (a crop-aware decode) at `1/scale` of its size.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image8 {
-    /// Width in pixels.
+    /// Width of the pixels held.
     pub width: u32,
-    /// Height in pixels.
+    /// Height of the pixels held.
     pub height: u32,
     /// `width * height * 3` bytes.
     pub data: Vec<u8>,
+    /// Where the held window starts in the full (scaled) image.
+    pub origin: (u32, u32),
+    /// Size of the full (scaled, oriented) image the window belongs to.
+    pub full: (u32, u32),
+    /// The IDCT scale denominator the image was decoded at (1 = full size).
+    pub scale: u32,
+}
+
+impl Default for Image8 {
+    fn default() -> Self {
+        Image8 {
+            width: 0,
+            height: 0,
+            data: Vec::new(),
+            origin: (0, 0),
+            full: (0, 0),
+            scale: 1,
+        }
+    }
 }
 
 impl Image8 {
+    /// A whole image at full scale.
+    pub fn new(width: u32, height: u32, data: Vec<u8>) -> Self {
+        Image8 {
+            width,
+            height,
+            data,
+            origin: (0, 0),
+            full: (width, height),
+            scale: 1,
+        }
+    }
+
+    /// Whether this holds the whole image at full scale.
+    pub fn is_whole(&self) -> bool {
+        self.origin == (0, 0) && self.full == (self.width, self.height) && self.scale <= 1
+    }
+
     /// Bytes held.
     pub fn byte_len(&self) -> usize {
         self.data.len()
@@ -233,7 +319,7 @@ pub fn peek_info(bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
         return Err(DecodeError::Empty);
     }
     if bytes.starts_with(&[0xFF, 0xD8]) {
-        return peek_jpeg(bytes);
+        return jpeg::markers::peek(bytes);
     }
     if bytes.starts_with(&PNG_SIGNATURE) {
         return peek_png(bytes);
@@ -288,84 +374,9 @@ fn peek_png(bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
         components,
         bit_depth,
         process: None,
+        orientation: 1,
+        adobe_transform: None,
     })
-}
-
-fn peek_jpeg(bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
-    let mut i = 2;
-    loop {
-        // Skip fill bytes and anything that is not a marker (tolerated, as decoders do).
-        while i < bytes.len() && bytes[i] != 0xFF {
-            i += 1;
-        }
-        while i < bytes.len() && bytes[i] == 0xFF {
-            i += 1;
-        }
-        let Some(&marker) = bytes.get(i) else {
-            return Err(DecodeError::BadHeader(
-                "no frame header (SOF) before the end of the file".into(),
-            ));
-        };
-        i += 1;
-        match marker {
-            0xD8 | 0x01 | 0xD0..=0xD7 => continue,
-            0xD9 => {
-                return Err(DecodeError::BadHeader(
-                    "end of image before any frame".into(),
-                ))
-            }
-            0xDA => {
-                return Err(DecodeError::BadHeader(
-                    "scan before any frame header".into(),
-                ))
-            }
-            _ => {}
-        }
-        let len = bytes
-            .get(i..i + 2)
-            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
-            .ok_or_else(|| DecodeError::BadHeader("segment length cut off".into()))?;
-        if len < 2 {
-            return Err(DecodeError::BadHeader(format!(
-                "segment {marker:02X} has length {len}"
-            )));
-        }
-        let process = match marker {
-            0xC0 => Some(JpegProcess::Baseline),
-            0xC1 => Some(JpegProcess::Extended),
-            0xC2 => Some(JpegProcess::Progressive),
-            0xC3 => Some(JpegProcess::Lossless),
-            0xC5..=0xC7 | 0xCD..=0xCF => Some(JpegProcess::Hierarchical),
-            0xC9..=0xCB => Some(JpegProcess::Arithmetic),
-            _ => None,
-        };
-        if let Some(process) = process {
-            let sof = bytes
-                .get(i + 2..i + 8)
-                .ok_or_else(|| DecodeError::BadHeader("frame header cut off".into()))?;
-            let (precision, components) = (sof[0], sof[5]);
-            let precision_ok = match process {
-                JpegProcess::Lossless => (2..=16).contains(&precision),
-                _ => precision == 8 || precision == 12,
-            };
-            if !precision_ok || !(1..=4).contains(&components) {
-                return Err(DecodeError::BadHeader(format!(
-                    "frame header with {components} components of {precision} bits"
-                )));
-            }
-            let height = u32::from(u16::from_be_bytes([sof[1], sof[2]]));
-            let width = u32::from(u16::from_be_bytes([sof[3], sof[4]]));
-            return Ok(ImageInfo {
-                format: Format::Jpeg,
-                width,
-                height,
-                components: sof[5],
-                bit_depth: sof[0],
-                process: Some(process),
-            });
-        }
-        i += len;
-    }
 }
 
 #[cfg(test)]
@@ -393,6 +404,8 @@ mod tests {
             components: 1,
             bit_depth: 8,
             process: Some(JpegProcess::Baseline),
+            orientation: 1,
+            adobe_transform: None,
         };
         assert!(matches!(
             check_limits(&info, &Limits::default()),

@@ -188,10 +188,16 @@ impl PipelineBuilder {
             .shard(rank, world)?
             .batches_of(self.batch_size, self.drop_last)?;
         let selected = backend::select(self.backend, workers)?;
+        let mut augment = self.augment;
+        if self.cache_bytes > 0 && augment.is_crop_aware() {
+            // The cache keeps whole images so any later crop can be served from it.
+            log::info!("decoded-sample cache on: crop-aware decode off");
+            augment = augment.crop_aware(false);
+        }
         let cfg = Config {
             backend: selected.backend,
             backend_reason: selected.reason,
-            augment: self.augment,
+            augment,
             batch_size: self.batch_size,
             prefetch: self.prefetch,
             readers: self.readers,

@@ -19,7 +19,7 @@ use crate::augment::reference::Scratch;
 use crate::augment::rng::{Rng, Stream};
 use crate::augment::{DType, Layout, SamplePlan};
 use crate::backend::cpu::memory::{HostBuffer, SlotMemory, SlotWriter};
-use crate::decode::{DecodeError, DecodeOptions};
+use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
 use crate::error::{Error, Result, SampleError, SampleErrorKind};
 use crate::source::{Sample, Subset};
 
@@ -806,13 +806,25 @@ fn process(
         };
     };
     let first = match payload {
-        Payload::Cached(d) => run(sh, sample, d, w, mask_writer.as_mut(), &mut ws.scratch),
+        Payload::Cached(d) => {
+            let plan = cached_plan(sh, sample, d);
+            run(
+                sh,
+                sample,
+                d,
+                &plan,
+                w,
+                mask_writer.as_mut(),
+                &mut ws.scratch,
+            )
+        }
         Payload::Staged(st) => decode_into(sh, sample, &st.image, &st.mask, &mut ws.decoded)
-            .and_then(|()| {
+            .and_then(|plan| {
                 run(
                     sh,
                     sample,
                     &ws.decoded,
+                    &plan,
                     w,
                     mask_writer.as_mut(),
                     &mut ws.scratch,
@@ -851,11 +863,12 @@ fn process(
         let mut st = std::mem::take(&mut ws.replace);
         let r = read_sample(cand, &sh.cfg.limits, &mut st.image, &mut st.mask, &sh.stats)
             .and_then(|()| decode_into(sh, cand, &st.image, &st.mask, &mut ws.decoded))
-            .and_then(|()| {
+            .and_then(|plan| {
                 run(
                     sh,
                     cand,
                     &ws.decoded,
+                    &plan,
                     w,
                     mask_writer.as_mut(),
                     &mut ws.scratch,
@@ -883,19 +896,40 @@ fn process(
     }
 }
 
+/// The plan of a sample served from the cache: cached images are whole, at full scale.
+fn cached_plan(sh: &Shared, s: &Sample, d: &Decoded) -> SamplePlan {
+    let (w, h) = d.image.full;
+    sh.cfg.augment.plan(sh.cfg.seed, sh.epoch, s.id, w, h)
+}
+
+/// Reads the headers, makes the sample's plan, and decodes what the plan needs: with the
+/// cache off, only the window the resize reads, at the plan's JPEG scale; with the cache
+/// on, the whole image (which is then cached). Returns the plan.
 fn decode_into(
     sh: &Shared,
     s: &Sample,
     image: &[u8],
     mask: &[u8],
     out: &mut Decoded,
-) -> Result<(), SampleError> {
+) -> Result<SamplePlan, SampleError> {
     let t = Instant::now();
-    let opts = DecodeOptions {
-        limits: sh.cfg.limits,
-        strict: sh.cfg.strict_decode,
+    let cfg = &sh.cfg;
+    let info = peek_info(image).map_err(|e| decode_error(s, "image", &e))?;
+    check_limits(&info, &cfg.limits).map_err(|e| decode_error(s, "image", &e))?;
+    let (w, h) = info.oriented_size();
+    let plan = cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h);
+    let base = DecodeOptions {
+        limits: cfg.limits,
+        strict: cfg.strict_decode,
+        ..DecodeOptions::default()
     };
-    let be = &sh.cfg.backend;
+    // With the cache on, decode whole images so any later crop can be served.
+    let opts = if sh.cache.is_some() {
+        base
+    } else {
+        base.for_plan(&plan, &info)
+    };
+    let be = &cfg.backend;
     let r = be
         .decode_image(image, &opts, &mut out.image)
         .map_err(|e| decode_error(s, "image", &e))
@@ -907,14 +941,11 @@ fn decode_into(
             let m = out.mask.get_or_insert_with(Default::default);
             be.decode_mask(mask, &opts, m)
                 .map_err(|e| decode_error(s, "mask", &e))?;
-            if (m.width, m.height) != (out.image.width, out.image.height) {
+            if (m.width, m.height) != (w, h) {
                 return Err(sample_error(
                     s,
                     SampleErrorKind::Mask,
-                    format!(
-                        "mask is {}x{} but the image is {}x{}",
-                        m.width, m.height, out.image.width, out.image.height
-                    ),
+                    format!("mask is {}x{} but the image is {w}x{h}", m.width, m.height),
                 ));
             }
             Ok(())
@@ -925,22 +956,21 @@ fn decode_into(
             c.offer(s.id, out);
         }
     }
-    r
+    r.map(|()| plan)
 }
 
 fn run(
     sh: &Shared,
     s: &Sample,
     d: &Decoded,
+    plan: &SamplePlan,
     out: &mut SlotWriter,
     mask_out: Option<&mut SlotWriter>,
     scratch: &mut Scratch,
 ) -> Result<SamplePlan, SampleError> {
     let t = Instant::now();
     let cfg = &sh.cfg;
-    let plan = cfg
-        .augment
-        .plan(cfg.seed, sh.epoch, s.id, d.image.width, d.image.height);
+    let plan = *plan;
     cfg.backend
         .execute_image(&plan, &d.image, out.bytes(), scratch);
     match (mask_out, &d.mask) {

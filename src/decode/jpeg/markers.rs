@@ -1,0 +1,153 @@
+//! The JPEG marker scan: the frame header, the EXIF orientation and the Adobe transform,
+//! read from the segments before the first scan without decoding anything.
+
+use crate::decode::{DecodeError, Format, ImageInfo, JpegProcess};
+
+/// Reads the headers of a JPEG (which must start with `FF D8`).
+pub fn peek(bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
+    let mut i = 2;
+    let mut orientation = 1;
+    let mut adobe_transform = None;
+    loop {
+        // Skip fill bytes and anything that is not a marker (tolerated, as decoders do).
+        while i < bytes.len() && bytes[i] != 0xFF {
+            i += 1;
+        }
+        while i < bytes.len() && bytes[i] == 0xFF {
+            i += 1;
+        }
+        let Some(&marker) = bytes.get(i) else {
+            return Err(DecodeError::BadHeader(
+                "no frame header (SOF) before the end of the file".into(),
+            ));
+        };
+        i += 1;
+        match marker {
+            0xD8 | 0x01 | 0xD0..=0xD7 => continue,
+            0xD9 => {
+                return Err(DecodeError::BadHeader(
+                    "end of image before any frame".into(),
+                ))
+            }
+            0xDA => {
+                return Err(DecodeError::BadHeader(
+                    "scan before any frame header".into(),
+                ))
+            }
+            _ => {}
+        }
+        let len = bytes
+            .get(i..i + 2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+            .ok_or_else(|| DecodeError::BadHeader("segment length cut off".into()))?;
+        if len < 2 {
+            return Err(DecodeError::BadHeader(format!(
+                "segment {marker:02X} has length {len}"
+            )));
+        }
+        let body = bytes.get(i + 2..(i + len).min(bytes.len())).unwrap_or(&[]);
+        match marker {
+            0xE1 if body.starts_with(b"Exif\0\0") && orientation == 1 => {
+                orientation = exif_orientation(&body[6..]).unwrap_or(1);
+            }
+            0xEE if body.starts_with(b"Adobe") && body.len() >= 12 => {
+                adobe_transform = Some(body[11]);
+            }
+            _ => {}
+        }
+        let process = match marker {
+            0xC0 => Some(JpegProcess::Baseline),
+            0xC1 => Some(JpegProcess::Extended),
+            0xC2 => Some(JpegProcess::Progressive),
+            0xC3 => Some(JpegProcess::Lossless),
+            0xC5..=0xC7 | 0xCD..=0xCF => Some(JpegProcess::Hierarchical),
+            0xC9..=0xCB => Some(JpegProcess::Arithmetic),
+            _ => None,
+        };
+        if let Some(process) = process {
+            let sof = body
+                .get(..6)
+                .ok_or_else(|| DecodeError::BadHeader("frame header cut off".into()))?;
+            let (precision, components) = (sof[0], sof[5]);
+            let precision_ok = match process {
+                JpegProcess::Lossless => (2..=16).contains(&precision),
+                _ => precision == 8 || precision == 12,
+            };
+            if !precision_ok || !(1..=4).contains(&components) {
+                return Err(DecodeError::BadHeader(format!(
+                    "frame header with {components} components of {precision} bits"
+                )));
+            }
+            let height = u32::from(u16::from_be_bytes([sof[1], sof[2]]));
+            let width = u32::from(u16::from_be_bytes([sof[3], sof[4]]));
+            return Ok(ImageInfo {
+                format: Format::Jpeg,
+                width,
+                height,
+                components,
+                bit_depth: precision,
+                process: Some(process),
+                orientation,
+                adobe_transform,
+            });
+        }
+        i += len;
+    }
+}
+
+/// The orientation tag (0x0112) of IFD0 in a TIFF-structured EXIF block; `None` when the
+/// block is malformed or the value is outside 1-8.
+pub fn exif_orientation(tiff: &[u8]) -> Option<u8> {
+    let le = match tiff.get(..4)? {
+        [b'I', b'I', 42, 0] => true,
+        [b'M', b'M', 0, 42] => false,
+        _ => return None,
+    };
+    let u16_at = |o: usize| -> Option<u16> {
+        let b = tiff.get(o..o + 2)?;
+        Some(if le {
+            u16::from_le_bytes([b[0], b[1]])
+        } else {
+            u16::from_be_bytes([b[0], b[1]])
+        })
+    };
+    let u32_at = |o: usize| -> Option<u32> {
+        let b = tiff.get(o..o + 4)?;
+        Some(if le {
+            u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        } else {
+            u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+        })
+    };
+    let ifd = u32_at(4)? as usize;
+    let count = usize::from(u16_at(ifd)?);
+    for k in 0..count.min(512) {
+        let e = ifd + 2 + 12 * k;
+        if u16_at(e)? == 0x0112 {
+            // Type SHORT (3), count 1: the value sits in the first two bytes of the field.
+            let v = u16_at(e + 8)?;
+            return (1..=8).contains(&v).then_some(v as u8);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_orientation_in_both_byte_orders() {
+        // II, IFD at 8, one entry: tag 0x0112, type 3, count 1, value 6.
+        let le = [
+            b'I', b'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, 6, 0, 0, 0,
+        ];
+        assert_eq!(exif_orientation(&le), Some(6));
+        let be = [
+            b'M', b'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 8, 0, 0,
+        ];
+        assert_eq!(exif_orientation(&be), Some(8));
+        assert_eq!(exif_orientation(&le[..12]), None);
+        assert_eq!(exif_orientation(b"garbage"), None);
+    }
+}
