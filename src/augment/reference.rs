@@ -42,6 +42,8 @@ struct Coeffs {
     ksize: usize,
     /// Unnormalised weights of one output pixel (reused).
     tmp: Vec<f64>,
+    /// One source row widened to 4 lanes (horizontal pass only).
+    row4: Vec<[u8; 4]>,
 }
 
 fn triangle(x: f64) -> f64 {
@@ -153,6 +155,7 @@ fn clip8(v: i32) -> u8 {
 }
 
 /// Resamples the plan's crop box of `src` to `out_width x out_height` RGB u8 into `out`.
+#[multiversion::multiversion(targets("x86_64+avx2+fma", "x86_64+sse4.1", "aarch64+neon"))]
 fn resize_rgb_impl(
     plan: &SamplePlan,
     src: &Image8,
@@ -179,32 +182,47 @@ fn resize_rgb_impl(
         .unwrap_or(first)
         .max(first);
     let rows = last - first;
-    horizontal.clear();
-    horizontal.resize(rows * ow * 3, 0);
+    // Both passes work on 4 lanes per pixel (RGB and a zero lane) so that each tap is one
+    // 4-lane multiply-add, which the vectoriser turns into SIMD; the zero lane is dropped
+    // when the result is written.
+    let line = ow * 4;
+    set_len(horizontal, rows * line);
+    let cfirst = kx.bounds.iter().map(|b| b.0).min().unwrap_or(ox);
+    let clast = kx
+        .bounds
+        .iter()
+        .map(|b| b.0 + b.1)
+        .max()
+        .unwrap_or(cfirst)
+        .max(cfirst);
+    let mut row4 = std::mem::take(&mut kx.row4);
+    set_len(&mut row4, clast - cfirst);
     for r in 0..rows {
         let sy = first + r - oy;
-        let srow = &src.data[sy * sw * 3..(sy + 1) * sw * 3];
-        let hrow = &mut horizontal[r * ow * 3..(r + 1) * ow * 3];
-        for (xx, &(xmin, n)) in kx.bounds.iter().enumerate() {
+        let srow = &src.data[(sy * sw + cfirst - ox) * 3..(sy * sw + clast - ox) * 3];
+        for (d, p) in row4.iter_mut().zip(srow.chunks_exact(3)) {
+            *d = [p[0], p[1], p[2], 0];
+        }
+        let hrow = &mut horizontal[r * line..(r + 1) * line];
+        for (xx, (&(xmin, n), o)) in kx.bounds.iter().zip(hrow.chunks_exact_mut(4)).enumerate() {
             let w = &kx.weights[xx * kx.ksize..xx * kx.ksize + n];
-            let taps = &srow[(xmin - ox) * 3..(xmin - ox + n) * 3];
-            let mut acc = [1i32 << (PRECISION_BITS - 1); 3];
-            for (p, &wt) in taps.chunks_exact(3).zip(w) {
-                acc[0] += i32::from(p[0]) * wt;
-                acc[1] += i32::from(p[1]) * wt;
-                acc[2] += i32::from(p[2]) * wt;
+            let taps = &row4[xmin - cfirst..xmin - cfirst + n];
+            let mut acc = [1i32 << (PRECISION_BITS - 1); 4];
+            for (p, &wt) in taps.iter().zip(w) {
+                for k in 0..4 {
+                    acc[k] += i32::from(p[k]) * wt;
+                }
             }
-            hrow[xx * 3] = clip8(acc[0]);
-            hrow[xx * 3 + 1] = clip8(acc[1]);
-            hrow[xx * 3 + 2] = clip8(acc[2]);
+            for k in 0..4 {
+                o[k] = clip8(acc[k]);
+            }
         }
     }
-    out.clear();
-    out.resize(ow * oh * 3, 0);
-    let line = ow * 3;
+    kx.row4 = row4;
+    set_len(out, ow * oh * 3);
     for (yy, &(ymin, n)) in ky.bounds.iter().enumerate() {
         let w = &ky.weights[yy * ky.ksize..yy * ky.ksize + n];
-        let orow = &mut out[yy * line..(yy + 1) * line];
+        let orow = &mut out[yy * ow * 3..(yy + 1) * ow * 3];
         acc.clear();
         acc.resize(line, 1i32 << (PRECISION_BITS - 1));
         for (t, &wt) in w.iter().enumerate() {
@@ -213,9 +231,21 @@ fn resize_rgb_impl(
                 *a += i32::from(h) * wt;
             }
         }
-        for (o, a) in orow.iter_mut().zip(acc.iter()) {
-            *o = clip8(*a);
+        for (o, a) in orow.chunks_exact_mut(3).zip(acc.chunks_exact(4)) {
+            o[0] = clip8(a[0]);
+            o[1] = clip8(a[1]);
+            o[2] = clip8(a[2]);
         }
+    }
+}
+
+/// Makes `v` exactly `n` long without clearing what it holds: every caller overwrites
+/// all `n` elements, and skipping the fill saves a memset per sample.
+pub(crate) fn set_len<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
+    if v.len() >= n {
+        v.truncate(n);
+    } else {
+        v.resize(n, T::default());
     }
 }
 
@@ -348,42 +378,109 @@ fn hue_shift(p: &mut [u8], shift: f32) {
 }
 
 /// Writes an RGB u8 image (already resized and jittered) into a batch slot with the
-/// plan's flips, normalisation, layout and dtype.
+/// plan's flips, normalisation, layout and dtype. Element values are little-endian.
 pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
-    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
-    let plane = w * h;
     let norm = plan.has(NORMALIZE);
-    let value = |c: usize, v: u8| -> f32 {
-        let x = f32::from(v) / 255.0;
+    let value = |c: usize, v: usize| -> f32 {
+        let x = v as f32 / 255.0;
         if norm {
             (x - plan.mean[c]) / plan.std[c]
         } else {
             x
         }
     };
-    let dtype = plan.dtype();
-    let layout = plan.layout();
-    for y in 0..h {
-        let sy = if plan.has(FLIP_V) { h - 1 - y } else { y };
-        for x in 0..w {
-            let sx = if plan.has(FLIP_H) { w - 1 - x } else { x };
-            let s = (sy * w + sx) * 3;
-            for c in 0..3 {
-                let idx = match layout {
-                    Layout::Nchw => c * plane + y * w + x,
-                    Layout::Nhwc => (y * w + x) * 3 + c,
-                };
-                let v = rgb[s + c];
-                match dtype {
-                    DType::U8 => out[idx] = v,
-                    DType::F16 => {
-                        let b = f16::from_f32(value(c, v)).to_le_bytes();
-                        out[idx * 2..idx * 2 + 2].copy_from_slice(&b);
-                    }
-                    DType::F32 => {
-                        out[idx * 4..idx * 4 + 4].copy_from_slice(&value(c, v).to_le_bytes());
+    match plan.dtype() {
+        DType::U8 => {
+            let lut: [[u8; 256]; 3] = [std::array::from_fn(|v| v as u8); 3];
+            write_typed(plan, rgb, out, &lut);
+        }
+        DType::F16 => {
+            let lut: [[u16; 256]; 3] = std::array::from_fn(|c| {
+                std::array::from_fn(|v| f16::from_f32(value(c, v)).to_bits())
+            });
+            match bytemuck::try_cast_slice_mut::<u8, u16>(out) {
+                Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, &lut),
+                _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
+            }
+        }
+        DType::F32 => {
+            let lut: [[f32; 256]; 3] =
+                std::array::from_fn(|c| std::array::from_fn(|v| value(c, v)));
+            match bytemuck::try_cast_slice_mut::<u8, f32>(out) {
+                Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, &lut),
+                _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
+            }
+        }
+    }
+}
+
+/// The flipped source column of output column `x` (and likewise for rows).
+#[inline]
+fn src_index(flip: bool, n: usize, i: usize) -> usize {
+    if flip {
+        n - 1 - i
+    } else {
+        i
+    }
+}
+
+/// `write_slot` for an output already viewed as elements: one table lookup per value.
+fn write_typed<T: Copy>(plan: &SamplePlan, rgb: &[u8], out: &mut [T], lut: &[[T; 256]; 3]) {
+    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
+    let (fh, fv) = (plan.has(FLIP_H), plan.has(FLIP_V));
+    match plan.layout() {
+        Layout::Nchw => {
+            for (c, table) in lut.iter().enumerate() {
+                let plane = &mut out[c * w * h..(c + 1) * w * h];
+                for (y, orow) in plane.chunks_exact_mut(w).enumerate() {
+                    let srow = &rgb[src_index(fv, h, y) * w * 3..][..w * 3];
+                    if fh {
+                        for (o, px) in orow.iter_mut().zip(srow.chunks_exact(3).rev()) {
+                            *o = table[usize::from(px[c])];
+                        }
+                    } else {
+                        for (o, px) in orow.iter_mut().zip(srow.chunks_exact(3)) {
+                            *o = table[usize::from(px[c])];
+                        }
                     }
                 }
+            }
+        }
+        Layout::Nhwc => {
+            for (y, orow) in out[..w * h * 3].chunks_exact_mut(w * 3).enumerate() {
+                let srow = &rgb[src_index(fv, h, y) * w * 3..][..w * 3];
+                for (x, o) in orow.chunks_exact_mut(3).enumerate() {
+                    let sx = src_index(fh, w, x) * 3;
+                    o[0] = lut[0][usize::from(srow[sx])];
+                    o[1] = lut[1][usize::from(srow[sx + 1])];
+                    o[2] = lut[2][usize::from(srow[sx + 2])];
+                }
+            }
+        }
+    }
+}
+
+/// `write_slot` for an unaligned byte output: element by element, little-endian.
+fn write_bytes<T: Copy, const N: usize>(
+    plan: &SamplePlan,
+    rgb: &[u8],
+    out: &mut [u8],
+    lut: &[[T; 256]; 3],
+    bytes: impl Fn(T) -> [u8; N],
+) {
+    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
+    let (fh, fv) = (plan.has(FLIP_H), plan.has(FLIP_V));
+    for y in 0..h {
+        let sy = src_index(fv, h, y);
+        for x in 0..w {
+            let s = (sy * w + src_index(fh, w, x)) * 3;
+            for c in 0..3 {
+                let idx = match plan.layout() {
+                    Layout::Nchw => c * w * h + y * w + x,
+                    Layout::Nhwc => (y * w + x) * 3 + c,
+                };
+                out[idx * N..(idx + 1) * N]
+                    .copy_from_slice(&bytes(lut[c][usize::from(rgb[s + c])]));
             }
         }
     }
