@@ -249,38 +249,45 @@ pub(crate) fn set_len<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
     }
 }
 
-/// Nearest-neighbour source index along one axis (Pillow's NEAREST with a box).
-#[inline]
-fn nearest(i: usize, x0: f64, scale: f64, size: usize) -> usize {
-    let v = x0 + (i as f64 + 0.5) * scale;
-    if v < 0.0 {
-        0
-    } else {
-        (v as usize).min(size.saturating_sub(1))
-    }
-}
-
 /// Resamples a label plane with the plan's box and flips, nearest only, into `out`
 /// (`out_width * out_height` ids). Every output id is an input id.
 pub fn execute_mask(plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]) {
     let (sw, sh) = (src.width as usize, src.height as usize);
     let (ow, oh) = (plan.out_width as usize, plan.out_height as usize);
-    let sx = f64::from(plan.crop_w) / ow as f64;
-    let sy = f64::from(plan.crop_h) / oh as f64;
-    let cols: Vec<usize> = (0..ow)
-        .map(|x| {
-            let xs = if plan.has(FLIP_H) { ow - 1 - x } else { x };
-            nearest(xs, f64::from(plan.crop_x), sx, sw)
-        })
-        .collect();
-    for y in 0..oh {
-        let ys = if plan.has(FLIP_V) { oh - 1 - y } else { y };
-        let row = nearest(ys, f64::from(plan.crop_y), sy, sh);
+    let cols = nearest_table(f64::from(plan.crop_x), f64::from(plan.crop_w), ow, sw);
+    let rows = nearest_table(f64::from(plan.crop_y), f64::from(plan.crop_h), oh, sh);
+    for (y, orow) in out[..ow * oh].chunks_exact_mut(ow).enumerate() {
+        let row = rows[if plan.has(FLIP_V) { oh - 1 - y } else { y }];
         let srow = &src.data[row * sw..(row + 1) * sw];
-        for (o, &c) in out[y * ow..(y + 1) * ow].iter_mut().zip(&cols) {
-            *o = srow[c];
+        if plan.has(FLIP_H) {
+            for (o, &c) in orow.iter_mut().zip(cols.iter().rev()) {
+                *o = srow[c];
+            }
+        } else {
+            for (o, &c) in orow.iter_mut().zip(&cols) {
+                *o = srow[c];
+            }
         }
     }
+}
+
+/// Source indices of Pillow's NEAREST resize with a box along one axis, computed as
+/// Pillow's `ImagingScaleAffine` does: start at `x0 + step / 2` and add `step` per
+/// output pixel (accumulated in double precision), truncating each position.
+fn nearest_table(x0: f64, extent: f64, out: usize, size: usize) -> Vec<usize> {
+    let step = extent / out.max(1) as f64;
+    let mut pos = x0 + step * 0.5;
+    (0..out)
+        .map(|_| {
+            let i = if pos < 0.0 {
+                0
+            } else {
+                (pos as usize).min(size.saturating_sub(1))
+            };
+            pos += step;
+            i
+        })
+        .collect()
 }
 
 fn gray(p: &[u8]) -> f32 {

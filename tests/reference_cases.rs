@@ -1,0 +1,281 @@
+//! The CPU reference against Pillow and torchvision: cases generated once by
+//! `scripts/make_refs.py` (Pillow 13, torchvision 0.29) and committed under
+//! `tests/data/refs/`. Every image pixel within +-1; label planes exact; normalised
+//! values within 1e-5 (a few
+//! units in the last place).
+
+mod common;
+
+use serde_json::Value;
+use stoker::augment::plan::{
+    SamplePlan, ANTIALIAS, JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_HUE, OP_SATURATION,
+};
+use stoker::augment::reference::{execute_mask, jitter_rgb, resize_only, write_slot};
+use stoker::decode::{cpu, DecodeOptions, Image8, LabelPlane};
+use stoker::{Augment, DType, Layout};
+
+fn refs() -> std::path::PathBuf {
+    common::data_dir().join("refs")
+}
+
+fn cases() -> Vec<Value> {
+    let text = std::fs::read_to_string(refs().join("cases.json")).expect("cases.json");
+    let v: Value = serde_json::from_str(&text).expect("json");
+    v["cases"].as_array().expect("cases").clone()
+}
+
+fn image(name: &str) -> Image8 {
+    let bytes = std::fs::read(refs().join(name)).expect("png");
+    let mut img = Image8::default();
+    cpu::decode_image(&bytes, &DecodeOptions::default(), &mut img).expect("decode png");
+    img
+}
+
+fn labels(name: &str) -> LabelPlane {
+    let bytes = std::fs::read(refs().join(name)).expect("png");
+    let mut p = LabelPlane::default();
+    cpu::decode_mask(&bytes, &DecodeOptions::default(), &mut p).expect("decode labels");
+    p
+}
+
+/// A plan with only geometry set: box, output size, antialias.
+fn geometry(src: (u32, u32), b: [f64; 4], size: (u32, u32), antialias: bool) -> SamplePlan {
+    let mut p = Augment::new()
+        .resize(size.0, size.1)
+        .plan(0, 0, 0, src.0, src.1);
+    p.crop_x = b[0] as f32;
+    p.crop_y = b[1] as f32;
+    p.crop_w = (b[2] - b[0]) as f32;
+    p.crop_h = (b[3] - b[1]) as f32;
+    p.flags = if antialias { ANTIALIAS } else { 0 };
+    p
+}
+
+fn f64s(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_f64().expect("number"))
+        .collect()
+}
+
+fn crop(img: &Image8, b: [f64; 4]) -> Image8 {
+    let (x0, y0, x1, y1) = (b[0] as usize, b[1] as usize, b[2] as usize, b[3] as usize);
+    let w = img.width as usize;
+    let mut data = Vec::new();
+    for y in y0..y1 {
+        data.extend_from_slice(&img.data[(y * w + x0) * 3..(y * w + x1) * 3]);
+    }
+    Image8::new((x1 - x0) as u32, (y1 - y0) as u32, data)
+}
+
+fn max_diff(a: &[u8], b: &[u8]) -> u8 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| x.abs_diff(*y))
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn reference_matches_pillow_and_torchvision() {
+    let mut failures = Vec::new();
+    let mut counts = std::collections::BTreeMap::new();
+    for c in cases() {
+        let name = c["name"].as_str().expect("name").to_string();
+        let op = c["op"].as_str().expect("op");
+        let input = c["input"].as_str().expect("input");
+        let output = c["output"].as_str().expect("output");
+        let kind = match (op, c["filter"].as_str(), c["antialias"].as_bool()) {
+            ("resize", Some("nearest"), _) => {
+                let src = labels(input);
+                let want = labels(output);
+                let b = f64s(&c["box"]);
+                let size = f64s(&c["size"]);
+                let plan = geometry(
+                    (src.width, src.height),
+                    [b[0], b[1], b[2], b[3]],
+                    (size[0] as u32, size[1] as u32),
+                    false,
+                );
+                let mut got = vec![0u16; want.data.len()];
+                execute_mask(&plan, &src, &mut got);
+                let wrong = got.iter().zip(&want.data).filter(|(a, b)| a != b).count();
+                if wrong > 0 {
+                    failures.push(format!("{name}: {wrong} label pixels differ"));
+                }
+                "nearest"
+            }
+            ("resize", _, Some(antialias)) => {
+                let mut src = image(input);
+                let want = image(output);
+                let b = f64s(&c["box"]);
+                let mut b = [b[0], b[1], b[2], b[3]];
+                if !antialias {
+                    // torchvision crops first, then resizes the crop alone.
+                    src = crop(&src, b);
+                    b = [0.0, 0.0, f64::from(src.width), f64::from(src.height)];
+                }
+                let plan = geometry(
+                    (src.width, src.height),
+                    b,
+                    (want.width, want.height),
+                    antialias,
+                );
+                let got = resize_only(&plan, &src);
+                let d = max_diff(&got, &want.data);
+                if d > 1 || got.len() != want.data.len() {
+                    failures.push(format!("{name}: max difference {d}"));
+                }
+                if antialias {
+                    "bilinear (Pillow)"
+                } else {
+                    "bilinear, no antialias (torchvision)"
+                }
+            }
+            ("jitter", _, _) => {
+                let src = image(input);
+                let want = image(output);
+                let mut plan = Augment::new().plan(0, 0, 0, src.width, src.height);
+                plan.flags = JITTER;
+                plan.jitter_order = 0;
+                for (i, step) in c["ops"].as_array().expect("ops").iter().enumerate() {
+                    let f = step[1].as_f64().expect("factor") as f32;
+                    let code = match step[0].as_str().expect("op name") {
+                        "brightness" => {
+                            plan.brightness = f;
+                            OP_BRIGHTNESS
+                        }
+                        "contrast" => {
+                            plan.contrast = f;
+                            OP_CONTRAST
+                        }
+                        "saturation" => {
+                            plan.saturation = f;
+                            OP_SATURATION
+                        }
+                        _ => {
+                            plan.hue = f;
+                            OP_HUE
+                        }
+                    };
+                    plan.jitter_order |= code << (8 * i);
+                }
+                let mut got = src.data.clone();
+                jitter_rgb(&plan, &mut got);
+                let d = max_diff(&got, &want.data);
+                if d > 1 {
+                    failures.push(format!("{name}: max difference {d}"));
+                }
+                "jitter (torchvision)"
+            }
+            ("normalize", _, _) => {
+                let src = image(input);
+                let raw = std::fs::read(refs().join(output)).expect("f32");
+                let want: Vec<f32> = raw
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                let mean = f64s(&c["mean"]);
+                let std = f64s(&c["std"]);
+                let m = [mean[0] as f32, mean[1] as f32, mean[2] as f32];
+                let s = [std[0] as f32, std[1] as f32, std[2] as f32];
+                let plan = Augment::new()
+                    .resize(src.width, src.height)
+                    .normalize(m, s)
+                    .dtype(DType::F32)
+                    .layout(Layout::Nchw)
+                    .plan(0, 0, 0, src.width, src.height);
+                assert!(plan.has(NORMALIZE));
+                let mut out = vec![0u8; plan.image_bytes()];
+                write_slot(&plan, &src.data, &mut out);
+                let got: Vec<f32> = out
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                let worst = got
+                    .iter()
+                    .zip(&want)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max);
+                if worst > 1e-5 || got.len() != want.len() {
+                    failures.push(format!("{name}: worst difference {worst:e}"));
+                }
+                "normalize (torchvision)"
+            }
+            other => panic!("unknown case kind {other:?} in {name}"),
+        };
+        *counts.entry(kind).or_insert(0) += 1;
+    }
+    println!("{counts:?}");
+    assert!(
+        counts.values().sum::<usize>() >= 100,
+        "too few cases: {counts:?}"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of the cases fail:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_image() -> impl Strategy<Value = Image8> {
+        (1u32..48, 1u32..48).prop_flat_map(|(w, h)| {
+            prop::collection::vec(any::<u8>(), (w * h * 3) as usize)
+                .prop_map(move |d| Image8::new(w, h, d))
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// The identity box and size give back the input, with and without antialias.
+        #[test]
+        fn identity_resize_is_identity(img in arb_image(), aa in any::<bool>()) {
+            let b = [0.0, 0.0, f64::from(img.width), f64::from(img.height)];
+            let plan = geometry((img.width, img.height), b, (img.width, img.height), aa);
+            prop_assert_eq!(resize_only(&plan, &img), img.data.clone());
+        }
+
+        /// A flat image stays flat whatever the box and size (weights sum to one).
+        #[test]
+        fn flat_images_stay_flat(
+            w in 1u32..64, h in 1u32..64, v in any::<[u8; 3]>(), ow in 1u32..80, oh in 1u32..80,
+            bx in 0.0f64..1.0, by in 0.0f64..1.0, bw in 0.05f64..1.0, bh in 0.05f64..1.0, aa in any::<bool>(),
+        ) {
+            let img = Image8::new(w, h, v.iter().copied().cycle().take((w * h * 3) as usize).collect());
+            let (fw, fh) = (f64::from(w), f64::from(h));
+            let x0 = bx * fw * (1.0 - bw);
+            let y0 = by * fh * (1.0 - bh);
+            let plan = geometry((w, h), [x0, y0, x0 + bw * fw, y0 + bh * fh], (ow, oh), aa);
+            let out = resize_only(&plan, &img);
+            prop_assert_eq!(out.len(), (ow * oh * 3) as usize);
+            for px in out.chunks_exact(3) {
+                prop_assert_eq!(px, &v[..]);
+            }
+        }
+
+        /// Jitter with neutral factors changes nothing, in any order.
+        #[test]
+        fn neutral_jitter_is_identity(img in arb_image(), order in 0u32..24) {
+            let mut plan = Augment::new().plan(0, 0, 0, img.width, img.height);
+            plan.flags = JITTER;
+            let mut ops = vec![OP_BRIGHTNESS, OP_CONTRAST, OP_SATURATION, OP_HUE];
+            let mut k = order;
+            plan.jitter_order = 0;
+            for i in 0..4 {
+                let j = (k % (4 - i)) as usize;
+                k /= 4 - i;
+                plan.jitter_order |= ops.remove(j) << (8 * i);
+            }
+            let mut got = img.data.clone();
+            jitter_rgb(&plan, &mut got);
+            prop_assert_eq!(got, img.data.clone());
+        }
+    }
+}
