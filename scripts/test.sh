@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need, then runs formatting, lints and every
-# test (unit, integration, doc tests). Run from anywhere; CI runs it through .ci/run.
+# test (unit, integration, doc tests, and each benchmark once as a smoke test). Run from
+# anywhere; CI runs it through .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,8 +10,24 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 
-# The tests need nothing outside Rust and the repository yet. The corpus tests also read
-# ../shared/corpus when it exists beside the checkout, and say "skipped" when it does not.
+# Build tools from Debian: nasm (libjpeg-turbo's SIMD, used by mozjpeg-sys and by the
+# benchmark's turbojpeg-sys) and cmake (turbojpeg-sys builds libjpeg-turbo 3 from source).
+missing=()
+command -v nasm >/dev/null 2>&1 || missing+=(nasm)
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "== installing ${missing[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+        echo "error: please install: ${missing[*]} (Debian/Ubuntu: apt-get install ${missing[*]})" >&2
+        exit 1
+    fi
+fi
+
+# The corpus tests also read ../shared/corpus when it exists beside the checkout, and say
+# "skipped" when it does not.
 if [ ! -d ../shared/corpus ]; then
     echo "note: ../shared/corpus not found; the corpus tests will report themselves skipped"
 fi

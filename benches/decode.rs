@@ -1,0 +1,75 @@
+//! Full-decode throughput of the CPU decoder next to libjpeg-turbo's own TurboJPEG API (the
+//! libjpeg-turbo 3, built by the `turbojpeg` crate) and zune-jpeg, on the same files in the
+//! same run: `cargo bench --bench decode`. Prints a table and the ratios to libjpeg-turbo.
+//! All decoders produce 8-bit RGB into a reused buffer.
+
+mod common;
+
+use stoker::decode::{cpu, DecodeOptions, Image8};
+
+fn main() {
+    let (dir, files) = common::images();
+    let n = files.len();
+    let pixels: u64 = files
+        .iter()
+        .filter_map(|b| stoker::decode::peek_info(b).ok())
+        .map(|i| i.pixels())
+        .sum();
+    println!(
+        "decode: {n} JPEGs from {} ({:.3} Mpx on average)\n",
+        dir.display(),
+        pixels as f64 / n.max(1) as f64 / 1e6
+    );
+    let min = common::min_duration();
+    println!(
+        "{:<48} {:>7} {:>10} {:>16}",
+        "decoder", "threads", "images/s", "vs libjpeg-turbo"
+    );
+    for threads in common::thread_counts() {
+        let turbo = common::throughput(
+            n,
+            threads,
+            min,
+            || (turbojpeg::Decompressor::new().ok(), Vec::<u8>::new()),
+            |(d, buf), i| {
+                let Some(d) = d.as_mut() else { return };
+                let Ok(h) = d.read_header(&files[i]) else {
+                    return;
+                };
+                buf.resize(h.width * h.height * 3, 0);
+                let img = turbojpeg::Image {
+                    pixels: &mut buf[..],
+                    width: h.width,
+                    pitch: h.width * 3,
+                    height: h.height,
+                    format: turbojpeg::PixelFormat::RGB,
+                };
+                let _ = d.decompress(&files[i], img);
+            },
+        );
+        let ours = common::throughput(n, threads, min, Image8::default, |img, i| {
+            let _ = cpu::decode_image(&files[i], &DecodeOptions::default(), img);
+        });
+        let zune = common::throughput(n, threads, min, Vec::<u8>::new, |buf, i| {
+            let opts = zune_core::options::DecoderOptions::default()
+                .jpeg_set_out_colorspace(zune_core::colorspace::ColorSpace::RGB);
+            let mut d = zune_jpeg::JpegDecoder::new_with_options(
+                zune_core::bytestream::ZCursor::new(&files[i]),
+                opts,
+            );
+            if d.decode_headers().is_ok() {
+                if let Some(size) = d.output_buffer_size() {
+                    buf.resize(size, 0);
+                    let _ = d.decode_into(buf);
+                }
+            }
+        });
+        for (name, v) in [
+            ("libjpeg-turbo 3 (TurboJPEG API, turbojpeg crate)", turbo),
+            ("stoker cpu (libjpeg-turbo via mozjpeg-sys)", ours),
+            ("zune-jpeg", zune),
+        ] {
+            println!("{name:<48} {threads:>7} {v:>10.1} {:>16.3}", v / turbo);
+        }
+    }
+}
