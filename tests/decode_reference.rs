@@ -102,7 +102,7 @@ fn strict_mode_accepts_every_reference_case() {
 fn unsupported_features_say_which() {
     let dir = common::data_dir().join("jpeg");
     for (file, feature) in [
-        ("jd_ll_jpeg_lossless_sel1-8bit.jpg", "lossless"),
+        ("jd_ll_jpeg_lossless_sel2.jpg", "lossless"),
         ("ljt_monkey12.jpg", "12-bit"),
     ] {
         let bytes = std::fs::read(dir.join(file)).expect("file");
