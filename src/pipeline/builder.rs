@@ -218,6 +218,8 @@ impl PipelineBuilder {
             sampler,
             total: Arc::new(Counters::default()),
             pool: Arc::new(Mutex::new(Vec::new())),
+            staging: Arc::new(Mutex::new(Vec::new())),
+            workers: Arc::new(Mutex::new(Vec::new())),
         })
     }
 }

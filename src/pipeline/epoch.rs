@@ -94,6 +94,7 @@ struct Shared {
     stats: Arc<Counters>,
     epoch: u64,
     staging: StagingRing,
+    workers_kept: Arc<Mutex<Vec<WorkerState>>>,
 }
 
 /// A sample that was delivered by a replacement (`OnError::Replace`).
@@ -263,6 +264,8 @@ pub struct Epoch {
     stats: Arc<Counters>,
     total: Arc<Counters>,
     pool: Arc<Mutex<Vec<BatchBuffers>>>,
+    staging: StagingRing,
+    kept_staging: Arc<Mutex<Vec<Staged>>>,
     started: Instant,
     held: Arc<AtomicUsize>,
     allocated: usize,
@@ -279,6 +282,8 @@ impl std::fmt::Debug for Epoch {
 }
 
 pub(crate) struct EpochParts {
+    pub staging: Arc<Mutex<Vec<Staged>>>,
+    pub workers: Arc<Mutex<Vec<WorkerState>>>,
     pub cfg: Arc<Config>,
     pub subset: Subset,
     pub cache: Option<Arc<Cache>>,
@@ -315,7 +320,15 @@ impl Epoch {
             cache: p.cache,
             stats: Arc::clone(&stats),
             epoch: p.epoch,
-            staging: StagingRing::new(cfg.staging_slots),
+            staging: {
+                let mut kept = p
+                    .staging
+                    .lock()
+                    .map(|mut k| std::mem::take(&mut *k))
+                    .unwrap_or_default();
+                StagingRing::new(cfg.staging_slots, &mut kept)
+            },
+            workers_kept: Arc::clone(&p.workers),
         });
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
@@ -378,6 +391,8 @@ impl Epoch {
             stats,
             total: p.total,
             pool: p.pool,
+            staging: shared.staging.clone(),
+            kept_staging: p.staging,
             started: Instant::now(),
             held: Arc::new(AtomicUsize::new(0)),
             allocated: ring,
@@ -425,9 +440,10 @@ impl Epoch {
             Some(m) => Some(SlotMemory::reclaim(m).map_err(|_| internal())?),
             None => None,
         };
-        let mut labels = Vec::new();
-        let mut ids = Vec::new();
-        let mut plans = Vec::new();
+        let n = p.outcomes.len();
+        let mut labels = Vec::with_capacity(n);
+        let mut ids = Vec::with_capacity(n);
+        let mut plans = Vec::with_capacity(n);
         let mut errors = Vec::new();
         let mut replacements = Vec::new();
         let (ib, mb) = (cfg.image_bytes(), cfg.mask_bytes());
@@ -607,6 +623,11 @@ impl Drop for Epoch {
                 log::error!("a pipeline thread panicked");
             }
         }
+        // Keep the staging buffers (and their capacity) for the next epoch. Those still in
+        // flight when an epoch is cut short are freed; the next ring makes new ones.
+        if let Ok(mut kept) = self.kept_staging.lock() {
+            kept.extend(self.staging.drain());
+        }
         if let Ok(mut pool) = self.pool.lock() {
             for b in self.free_rx.try_iter() {
                 if pool.len() < self.cfg.prefetch.max(1) {
@@ -714,16 +735,34 @@ fn reader(sh: &Shared, read_rx: &Receiver<Job>, load_tx: &Sender<Loaded>, cancel
     }
 }
 
-/// Per-worker reusable state.
-#[derive(Default)]
-struct WorkerState {
+/// Per-worker reusable state, kept by the pipeline across epochs.
+#[derive(Default, Debug)]
+pub(crate) struct WorkerState {
     scratch: Scratch,
     decoded: Decoded,
     replace: Staged,
 }
 
 fn worker(sh: &Shared, load_rx: &Receiver<Loaded>, done_tx: &Sender<Msg>, cancel: &Receiver<()>) {
-    let mut ws = WorkerState::default();
+    let mut ws = sh
+        .workers_kept
+        .lock()
+        .ok()
+        .and_then(|mut v| v.pop())
+        .unwrap_or_default();
+    work(sh, &mut ws, load_rx, done_tx, cancel);
+    if let Ok(mut v) = sh.workers_kept.lock() {
+        v.push(ws);
+    }
+}
+
+fn work(
+    sh: &Shared,
+    ws: &mut WorkerState,
+    load_rx: &Receiver<Loaded>,
+    done_tx: &Sender<Msg>,
+    cancel: &Receiver<()>,
+) {
     loop {
         let Loaded { job, payload } = select! {
             recv(load_rx) -> m => match m { Ok(m) => m, Err(_) => return },
@@ -731,16 +770,14 @@ fn worker(sh: &Shared, load_rx: &Receiver<Loaded>, done_tx: &Sender<Msg>, cancel
         };
         let (batch, slot) = (job.batch, job.slot);
         let sample = &sh.subset.samples()[job.sample];
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            process(sh, &job, sample, &payload, &mut ws)
-        }));
+        let result = catch_unwind(AssertUnwindSafe(|| process(sh, &job, sample, &payload, ws)));
         let outcome = result.unwrap_or_else(|p| {
             let reason = p
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "panic".into());
-            ws = WorkerState::default();
+            *ws = WorkerState::default();
             Outcome {
                 delivered: None,
                 error: Some(sample_error(

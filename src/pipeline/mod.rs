@@ -132,6 +132,8 @@ pub struct Pipeline {
     cache: Option<Arc<cache::Cache>>,
     total: Arc<stats::Counters>,
     pool: Arc<Mutex<Vec<epoch::BatchBuffers>>>,
+    staging: Arc<Mutex<Vec<staging::Staged>>>,
+    workers: Arc<Mutex<Vec<epoch::WorkerState>>>,
 }
 
 impl Pipeline {
@@ -148,6 +150,8 @@ impl Pipeline {
             cache: self.cache.clone(),
             total: Arc::clone(&self.total),
             pool: Arc::clone(&self.pool),
+            staging: Arc::clone(&self.staging),
+            workers: Arc::clone(&self.workers),
             batches: self.sampler.batches(epoch),
             epoch,
         })

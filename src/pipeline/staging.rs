@@ -22,15 +22,21 @@ pub(crate) struct StagingRing {
 }
 
 impl StagingRing {
-    /// A ring of `slots` empty buffers.
-    pub(crate) fn new(slots: usize) -> Self {
+    /// A ring of `slots` buffers, taken from `kept` (buffers of an earlier epoch, which
+    /// keep their capacity) first, then new and empty.
+    pub(crate) fn new(slots: usize, kept: &mut Vec<Staged>) -> Self {
         let slots = slots.max(1);
         let (free_tx, free_rx) = bounded(slots);
         for _ in 0..slots {
             // Cannot fail: the channel has room for exactly `slots` buffers.
-            let _ = free_tx.send(Staged::default());
+            let _ = free_tx.send(kept.pop().unwrap_or_default());
         }
         StagingRing { free_tx, free_rx }
+    }
+
+    /// The buffers back in the ring, to keep for the next epoch.
+    pub(crate) fn drain(&self) -> impl Iterator<Item = Staged> + '_ {
+        self.free_rx.try_iter()
     }
 
     /// Returns a slot to the ring.
