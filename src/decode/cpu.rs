@@ -41,14 +41,27 @@ pub fn decode_image(
     opts: &DecodeOptions,
     out: &mut Image8,
 ) -> Result<ImageInfo, DecodeError> {
+    let info = checked_headers(bytes, opts)?;
+    guarded(info, || match info.format {
+        Format::Jpeg => decode_jpeg(bytes, &info, opts, out),
+        Format::Png => decode_png_rgb(bytes, &info, out),
+    })
+}
+
+/// The headers, after the file size and the pixel count have passed the limits.
+fn checked_headers(bytes: &[u8], opts: &DecodeOptions) -> Result<ImageInfo, DecodeError> {
     check_bytes(bytes, opts)?;
     let info = peek_info(bytes)?;
     check_limits(&info, &opts.limits)?;
-    let res = catch_unwind(AssertUnwindSafe(|| match info.format {
-        Format::Jpeg => decode_jpeg(bytes, &info, opts, out),
-        Format::Png => decode_png_rgb(bytes, &info, out),
-    }));
-    match res {
+    Ok(info)
+}
+
+/// Runs a decoder, turning a panic inside it into [`DecodeError::Panicked`].
+fn guarded(
+    info: ImageInfo,
+    f: impl FnOnce() -> Result<(), DecodeError>,
+) -> Result<ImageInfo, DecodeError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r.map(|()| info),
         Err(p) => Err(DecodeError::Panicked(panic_message(p.as_ref()))),
     }
@@ -256,19 +269,13 @@ pub fn decode_mask(
     opts: &DecodeOptions,
     out: &mut LabelPlane,
 ) -> Result<ImageInfo, DecodeError> {
-    check_bytes(bytes, opts)?;
-    let info = peek_info(bytes)?;
-    check_limits(&info, &opts.limits)?;
+    let info = checked_headers(bytes, opts)?;
     if info.format != Format::Png {
         return Err(DecodeError::Mask(
             "label masks must be PNG (JPEG is lossy and would invent classes)".into(),
         ));
     }
-    let res = catch_unwind(AssertUnwindSafe(|| decode_mask_png(bytes, &info, out)));
-    match res {
-        Ok(r) => r.map(|()| info),
-        Err(p) => Err(DecodeError::Panicked(panic_message(p.as_ref()))),
-    }
+    guarded(info, || decode_mask_png(bytes, &info, out))
 }
 
 fn decode_mask_png(

@@ -807,12 +807,7 @@ fn work(
 }
 
 fn sample_error(s: &Sample, kind: SampleErrorKind, reason: String) -> SampleError {
-    SampleError {
-        id: s.id,
-        path: s.path.clone(),
-        kind,
-        reason,
-    }
+    SampleError::new(s, kind, reason)
 }
 
 fn decode_error(s: &Sample, what: &str, e: &DecodeError) -> SampleError {

@@ -10,12 +10,7 @@ use crate::source::{Location, Sample};
 use super::stats::Counters;
 
 fn sample_error(s: &Sample, kind: SampleErrorKind, reason: String) -> SampleError {
-    SampleError {
-        id: s.id,
-        path: s.path.clone(),
-        kind,
-        reason,
-    }
+    SampleError::new(s, kind, reason)
 }
 
 /// Reads `loc` into `buf` (cleared first), refusing files over `limits.max_bytes` before
