@@ -183,3 +183,113 @@ fn exif_orientation_makes_every_variant_upright() {
     assert_eq!(info.orientation, 6);
     assert_eq!((img.width, img.height), (info.width, info.height));
 }
+
+/// How close a corpus reference PNG is expected to be, from its MANIFEST.tsv notes.
+fn corpus_tolerance(notes: &str) -> Option<(f64, u8)> {
+    let desc = notes.split("reference png: ").nth(1)?;
+    if notes.contains("progressive stream cut") {
+        // Incomplete progressive data: the block smoothing libjpeg applies to missing
+        // coefficients differs between libjpeg-turbo versions (ours is mozjpeg's build).
+        return Some((1.0, 12));
+    }
+    if desc.contains("generated with djpeg")
+        || desc.contains("identical to djpeg")
+        || desc.contains("what djpeg decodes")
+    {
+        // Made by libjpeg-turbo, as we decode: exact, one level of slack for SIMD paths.
+        return Some((0.01, 1));
+    }
+    if let Some(rest) = desc.split("max abs diff vs djpeg").nth(1) {
+        // Made by another tool: we may differ from it as much as libjpeg-turbo does.
+        let n: u8 = rest
+            .split('=')
+            .nth(1)?
+            .trim()
+            .trim_end_matches(')')
+            .trim()
+            .parse()
+            .ok()?;
+        return Some((8.0, n.saturating_add(1)));
+    }
+    // Other tools' decodes (ImageMagick, Mozilla, Go) with no stated distance: CMYK, YCCK
+    // and progressive edge cases, where colour conversion and rounding differ a little.
+    Some((1.0, 8))
+}
+
+#[test]
+fn every_corpus_jpeg_with_a_reference_matches_it_or_is_unsupported() {
+    let Some(corpus) = common::corpus_dir() else {
+        eprintln!("skipped: ../shared/corpus is not present");
+        return;
+    };
+    let manifest = std::fs::read_to_string(corpus.join("MANIFEST.tsv")).expect("manifest");
+    let mut header = Vec::new();
+    let (mut checked, mut unsupported, mut failures) = (0, 0, Vec::new());
+    for (n, line) in manifest.lines().enumerate() {
+        let cols: Vec<&str> = line.split('\t').collect();
+        if n == 0 {
+            header = cols.iter().map(|c| c.to_string()).collect();
+            continue;
+        }
+        let col = |name: &str| {
+            header
+                .iter()
+                .position(|h| h == name)
+                .and_then(|i| cols.get(i))
+                .copied()
+                .unwrap_or("")
+        };
+        let (file, notes, kind) = (col("file"), col("notes"), col("kind"));
+        let Some((max_mae, max_err)) = corpus_tolerance(notes) else {
+            continue;
+        };
+        if !file.ends_with(".jpg") {
+            continue;
+        }
+        let path = corpus.join(file);
+        let png = path.with_extension("png");
+        let bytes = std::fs::read(&path).expect("jpeg");
+        // References are unrotated decodes; damaged files are compared as decoded leniently.
+        let opts = DecodeOptions {
+            strict: false,
+            orientation: false,
+            ..DecodeOptions::default()
+        };
+        let mut ours = Image8::default();
+        match cpu::decode_image(&bytes, &opts, &mut ours) {
+            Err(DecodeError::Unsupported(m)) => {
+                assert!(
+                    kind.starts_with("lossless"),
+                    "{file} ({kind}) reported unsupported: {m}"
+                );
+                unsupported += 1;
+                continue;
+            }
+            Err(e) => {
+                failures.push(format!("{file}: {e}"));
+                continue;
+            }
+            Ok(_) => {}
+        }
+        let mut reference = Image8::default();
+        cpu::decode_image(&std::fs::read(&png).expect("png"), &opts, &mut reference)
+            .expect("reference png");
+        if (ours.width, ours.height) != (reference.width, reference.height) {
+            failures.push(format!(
+                "{file}: {}x{} but the reference is {}x{}",
+                ours.width, ours.height, reference.width, reference.height
+            ));
+            continue;
+        }
+        let (mae, max) = errors(&ours, &reference);
+        if mae > max_mae || max > max_err {
+            failures.push(format!(
+                "{file}: mae {mae:.3} (<= {max_mae}), max {max} (<= {max_err})"
+            ));
+        }
+        checked += 1;
+    }
+    println!("{checked} corpus JPEGs within tolerance of their reference, {unsupported} reported unsupported");
+    assert!(checked >= 60, "only {checked} corpus references checked");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

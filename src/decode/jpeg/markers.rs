@@ -41,9 +41,14 @@ pub fn peek(bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
             .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
             .ok_or_else(|| DecodeError::BadHeader("segment length cut off".into()))?;
         if len < 2 {
-            return Err(DecodeError::BadHeader(format!(
-                "segment {marker:02X} has length {len}"
-            )));
+            if (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC) {
+                return Err(DecodeError::BadHeader(format!(
+                    "frame header {marker:02X} has length {len}"
+                )));
+            }
+            // libjpeg skips nothing past the length bytes of such a segment; neither do we.
+            i += 2;
+            continue;
         }
         let body = bytes.get(i + 2..(i + len).min(bytes.len())).unwrap_or(&[]);
         match marker {
