@@ -1,8 +1,8 @@
 //! No allocation per sample in the steady state: staging buffers, decode buffers, scratch
 //! and batch buffers are reused. (Its own test binary: it installs a counting allocator.)
 //!
-//! Two pipelines over 48 and 96 JPEGs, one batch per epoch, are warmed up for two epochs;
-//! the allocations of a third epoch are counted. What an epoch allocates for itself
+//! Two pipelines over 48 and 96 JPEGs, one batch per epoch, are warmed up for four epochs;
+//! the allocations of a fifth epoch are counted. What an epoch allocates for itself
 //! (threads, channels, the batch handle) is the same for both; a per-sample allocation
 //! would add at least 48 to the larger one.
 
@@ -70,10 +70,12 @@ fn epoch_allocations(n: usize) -> usize {
             assert_eq!(b.expect("batch").len(), n);
         }
     };
-    run(0);
-    run(1);
+    // Warm-up: reused buffers grow until each has met the largest file it will hold.
+    for e in 0..4 {
+        run(e);
+    }
     let before = ALLOCS.load(Ordering::Relaxed);
-    run(2);
+    run(4);
     ALLOCS.load(Ordering::Relaxed) - before
 }
 
@@ -82,9 +84,11 @@ fn steady_state_epochs_allocate_nothing_per_sample() {
     let small = epoch_allocations(48);
     let large = epoch_allocations(96);
     println!("allocations in a warm epoch: {small} for 48 samples, {large} for 96");
-    // Measured: 96 and 95. A few are allowed for channel blocks and buffer growth.
+    // Measured: 0 to 4 apart, also with both cores loaded (a reused buffer may still
+    // grow once when scheduling hands it a larger file than before). One allocation per
+    // sample would add at least 48.
     assert!(
-        large <= small + 8,
+        large < small + 24,
         "{} more allocations for 48 more samples",
         large.saturating_sub(small)
     );

@@ -1,6 +1,8 @@
 //! Reading a sample's compressed bytes, with the file-size limit checked before reading.
 
 use std::io::Read;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use std::time::Instant;
 
 use crate::decode::Limits;
@@ -14,13 +16,16 @@ fn sample_error(s: &Sample, kind: SampleErrorKind, reason: String) -> SampleErro
 }
 
 /// Reads `loc` into `buf` (cleared first), refusing files over `limits.max_bytes` before
-/// reading them.
+/// reading them. `largest` is the largest file this epoch has read: a buffer that must
+/// grow grows to it at once, so a reused buffer grows once rather than once for every
+/// larger file it happens to meet.
 pub(crate) fn read_location(
     s: &Sample,
     loc: &Location,
     what: &str,
     limits: &Limits,
     buf: &mut Vec<u8>,
+    largest: &AtomicUsize,
 ) -> Result<(), SampleError> {
     buf.clear();
     match loc {
@@ -59,7 +64,10 @@ pub(crate) fn read_location(
                     ),
                 ));
             }
-            buf.reserve(len as usize);
+            let want = largest
+                .fetch_max(len as usize, Ordering::Relaxed)
+                .max(len as usize);
+            buf.reserve(want);
             // `take` guards against a file that grows while being read.
             (&mut f)
                 .take(limits.max_bytes + 1)
@@ -89,13 +97,16 @@ pub(crate) fn read_sample(
     stats: &Counters,
 ) -> Result<(), SampleError> {
     let t = Instant::now();
-    let r = read_location(s, &s.location, "image", limits, image).and_then(|()| match &s.mask {
-        Some(m) => read_location(s, m, "mask", limits, mask),
-        None => {
-            mask.clear();
-            Ok(())
-        }
-    });
+    let r =
+        read_location(s, &s.location, "image", limits, image, &stats.largest_file).and_then(|()| {
+            match &s.mask {
+                Some(m) => read_location(s, m, "mask", limits, mask, &stats.largest_file),
+                None => {
+                    mask.clear();
+                    Ok(())
+                }
+            }
+        });
     Counters::add(&stats.read_ns, t.elapsed());
     stats.bytes_read.fetch_add(
         (image.len() + mask.len()) as u64,

@@ -25,6 +25,8 @@ pub(crate) struct Counters {
     pub replacements: AtomicU64,
     pub cache_hits: AtomicU64,
     pub batches: AtomicU64,
+    /// The largest file read (a sizing hint for staging buffers, not a statistic).
+    pub largest_file: std::sync::atomic::AtomicUsize,
     pub errors: Mutex<Vec<SampleError>>,
 }
 
