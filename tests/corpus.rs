@@ -112,3 +112,77 @@ fn the_corpus_jpegs_are_each_delivered_or_reported_once() {
         reported.len()
     );
 }
+
+#[test]
+fn mutated_and_truncated_jpegs_never_panic_or_crash() {
+    // Damage the bundled JPEGs the way storage and networks do: flipped bits, overwritten
+    // runs, cut-off tails, dropped and duplicated bytes. Every result must be a decoded
+    // image or an error; a decoder panic (caught) fails, a crash in C kills the test.
+    let dir = common::data_dir().join("jpeg");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("bundled jpeg folder")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jpg"))
+        .collect();
+    files.sort();
+    let mut rng = common::TestRng(2024);
+    let (mut img, mut panicked, mut decoded, mut refused) = (Image8::default(), Vec::new(), 0, 0);
+    for f in &files {
+        let original = std::fs::read(f).expect("jpeg");
+        if original.len() < 16 {
+            continue;
+        }
+        for round in 0..60 {
+            let mut b = original.clone();
+            let n = b.len() as u64;
+            match round % 5 {
+                0 => {
+                    for _ in 0..1 + rng.below(8) {
+                        let i = rng.below(n) as usize;
+                        b[i] ^= 1 << rng.below(8);
+                    }
+                }
+                1 => {
+                    let start = rng.below(n) as usize;
+                    let end = (start + 1 + rng.below(64) as usize).min(b.len());
+                    let v = rng.below(256) as u8;
+                    b[start..end].fill(v);
+                }
+                2 => b.truncate(2 + rng.below(n - 2) as usize),
+                3 => {
+                    let i = rng.below(n) as usize;
+                    b.remove(i);
+                }
+                _ => {
+                    let i = rng.below(n) as usize;
+                    let v = b[i];
+                    b.insert(i, v);
+                }
+            }
+            for strict in [true, false] {
+                let opts = DecodeOptions {
+                    strict,
+                    ..DecodeOptions::default()
+                };
+                match cpu::decode_image(&b, &opts, &mut img) {
+                    Ok(_) => decoded += 1,
+                    Err(DecodeError::Panicked(m)) => {
+                        panicked.push(format!("{} round {round}: {m}", f.display()))
+                    }
+                    Err(_) => refused += 1,
+                }
+            }
+        }
+    }
+    println!("{decoded} decoded, {refused} refused");
+    assert!(
+        panicked.is_empty(),
+        "decoder panics:\n{}",
+        panicked.join("\n")
+    );
+    assert!(
+        decoded > 100 && refused > 100,
+        "{decoded} decoded, {refused} refused"
+    );
+}
