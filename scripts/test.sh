@@ -38,6 +38,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 
+echo "== cargo doc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet
+
 echo "== cargo test"
 cargo test --locked --all-targets
 cargo test --locked --doc

@@ -4,7 +4,7 @@
 //! - Image resize: Pillow's `Image.resize(size, BILINEAR, box)`: separable triangle filter,
 //!   support widened by the scale factor when downscaling (antialias), half-pixel centres,
 //!   horizontal pass then vertical, 22-bit fixed-point coefficients, u8 between passes.
-//!   Without [`ANTIALIAS`](super::plan::ANTIALIAS) the support stays 1 (plain bilinear).
+//!   Without [`ANTIALIAS`] the support stays 1 (plain bilinear).
 //! - Label resize: Pillow's NEAREST over the same box: `src = floor(x0 + (i + 0.5) * scale)`.
 //! - Jitter (image planes only), in the plan's order, as torchvision.transforms.v2 does on
 //!   u8 tensors: brightness blends with black, contrast with the mean of the (floored)

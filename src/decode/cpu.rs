@@ -1,7 +1,7 @@
-//! CPU decode: JPEG through libjpeg-turbo ([`super::jpeg::turbo`]), PNG through the `png` crate. This is the CPU
+//! CPU decode: JPEG through libjpeg-turbo (`jpeg::turbo`), PNG through the `png` crate. This is the CPU
 //! backend's decoder and the per-sample fallback of the GPU backends.
 //!
-//! Every entry point reads headers first, checks [`Limits`], and only then lets a decoder
+//! Every entry point reads headers first, checks [`Limits`](super::Limits), and only then lets a decoder
 //! allocate. Decoder panics are caught and returned as [`DecodeError::Panicked`], so one
 //! hostile file cannot take a training run down.
 
