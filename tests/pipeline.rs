@@ -364,3 +364,34 @@ fn lenient_decoding_delivers_damaged_files_strict_reports_them() {
     assert_eq!(run(true), (1, 1));
     assert_eq!(run(false), (2, 0));
 }
+
+#[test]
+fn file_size_limit_is_checked_before_reading() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = std::fs::read(common::data_dir().join("jpeg/ljt_testorig.jpg")).expect("jpeg");
+    common::write(dir.path(), "a/big.jpg", &big);
+    common::write(dir.path(), "a/small.png", &common::png_rgb(2, 2, &[9; 12]));
+    let pipe = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+        .augment(Augment::new().resize(4, 4))
+        .batch_size(2)
+        .limits(stoker::Limits {
+            max_bytes: 1000,
+            ..stoker::Limits::default()
+        })
+        .build()
+        .expect("pipeline");
+    let b = pipe
+        .epoch(0)
+        .expect("epoch")
+        .next()
+        .expect("batch")
+        .expect("ok");
+    assert_eq!(b.len(), 1);
+    assert_eq!(b.errors().len(), 1);
+    let e = &b.errors()[0];
+    assert_eq!(
+        (e.path.as_str(), e.kind),
+        ("a/big.jpg", SampleErrorKind::Limit)
+    );
+    assert!(e.reason.contains("exceeds the limit"), "{}", e.reason);
+}
