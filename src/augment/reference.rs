@@ -196,7 +196,10 @@ fn resize_rgb_impl(
         .unwrap_or(cfirst)
         .max(cfirst);
     let mut row4 = std::mem::take(&mut kx.row4);
-    set_len(&mut row4, clast - cfirst);
+    // Padded by `ksize` zero pixels so every output pixel can read a full `ksize` taps
+    // (the weights past its own `n` taps are zero).
+    set_len(&mut row4, clast - cfirst + kx.ksize);
+    row4[clast - cfirst..].fill([0; 4]);
     for r in 0..rows {
         let sy = first + r - oy;
         let srow = &src.data[(sy * sw + cfirst - ox) * 3..(sy * sw + clast - ox) * 3];
@@ -204,17 +207,27 @@ fn resize_rgb_impl(
             *d = [p[0], p[1], p[2], 0];
         }
         let hrow = &mut horizontal[r * line..(r + 1) * line];
-        for (xx, (&(xmin, n), o)) in kx.bounds.iter().zip(hrow.chunks_exact_mut(4)).enumerate() {
-            let w = &kx.weights[xx * kx.ksize..xx * kx.ksize + n];
-            let taps = &row4[xmin - cfirst..xmin - cfirst + n];
-            let mut acc = [1i32 << (PRECISION_BITS - 1); 4];
-            for (p, &wt) in taps.iter().zip(w) {
-                for k in 0..4 {
-                    acc[k] += i32::from(p[k]) * wt;
+        match kx.ksize {
+            3 => horizontal_row::<3>(kx, &row4, cfirst, hrow),
+            5 => horizontal_row::<5>(kx, &row4, cfirst, hrow),
+            7 => horizontal_row::<7>(kx, &row4, cfirst, hrow),
+            9 => horizontal_row::<9>(kx, &row4, cfirst, hrow),
+            _ => {
+                for (xx, (&(xmin, n), o)) in
+                    kx.bounds.iter().zip(hrow.chunks_exact_mut(4)).enumerate()
+                {
+                    let w = &kx.weights[xx * kx.ksize..xx * kx.ksize + n];
+                    let taps = &row4[xmin - cfirst..xmin - cfirst + n];
+                    let mut acc = [1i32 << (PRECISION_BITS - 1); 4];
+                    for (p, &wt) in taps.iter().zip(w) {
+                        for k in 0..4 {
+                            acc[k] += i32::from(p[k]) * wt;
+                        }
+                    }
+                    for k in 0..4 {
+                        o[k] = clip8(acc[k]);
+                    }
                 }
-            }
-            for k in 0..4 {
-                o[k] = clip8(acc[k]);
             }
         }
     }
@@ -235,6 +248,31 @@ fn resize_rgb_impl(
             o[0] = clip8(a[0]);
             o[1] = clip8(a[1]);
             o[2] = clip8(a[2]);
+        }
+    }
+}
+
+/// One row of the horizontal pass with exactly `K` taps per output pixel (zero weights
+/// past a pixel's own taps), so the tap loop is unrolled.
+#[inline(always)]
+fn horizontal_row<const K: usize>(kx: &Coeffs, row4: &[[u8; 4]], cfirst: usize, hrow: &mut [u8]) {
+    for ((&(xmin, _), w), o) in kx
+        .bounds
+        .iter()
+        .zip(kx.weights.chunks_exact(K))
+        .zip(hrow.chunks_exact_mut(4))
+    {
+        let Some(taps) = row4.get(xmin - cfirst..xmin - cfirst + K) else {
+            continue;
+        };
+        let mut acc = [1i32 << (PRECISION_BITS - 1); 4];
+        for t in 0..K {
+            for k in 0..4 {
+                acc[k] += i32::from(taps[t][k]) * w[t];
+            }
+        }
+        for k in 0..4 {
+            o[k] = clip8(acc[k]);
         }
     }
 }
@@ -437,19 +475,20 @@ fn write_typed<T: Copy>(plan: &SamplePlan, rgb: &[u8], out: &mut [T], lut: &[[T;
     let (fh, fv) = (plan.has(FLIP_H), plan.has(FLIP_V));
     match plan.layout() {
         Layout::Nchw => {
-            for (c, table) in lut.iter().enumerate() {
-                let plane = &mut out[c * w * h..(c + 1) * w * h];
-                for (y, orow) in plane.chunks_exact_mut(w).enumerate() {
-                    let srow = &rgb[src_index(fv, h, y) * w * 3..][..w * 3];
-                    if fh {
-                        for (o, px) in orow.iter_mut().zip(srow.chunks_exact(3).rev()) {
-                            *o = table[usize::from(px[c])];
-                        }
-                    } else {
-                        for (o, px) in orow.iter_mut().zip(srow.chunks_exact(3)) {
-                            *o = table[usize::from(px[c])];
-                        }
-                    }
+            // One pass over each source row, writing its three planes' rows.
+            let (r, rest) = out[..3 * w * h].split_at_mut(w * h);
+            let (g, b) = rest.split_at_mut(w * h);
+            let rows = r
+                .chunks_exact_mut(w)
+                .zip(g.chunks_exact_mut(w))
+                .zip(b.chunks_exact_mut(w));
+            for (y, ((ro, go), bo)) in rows.enumerate() {
+                let srow = &rgb[src_index(fv, h, y) * w * 3..][..w * 3];
+                for (x, px) in srow.chunks_exact(3).enumerate() {
+                    let ox = src_index(fh, w, x);
+                    ro[ox] = lut[0][usize::from(px[0])];
+                    go[ox] = lut[1][usize::from(px[1])];
+                    bo[ox] = lut[2][usize::from(px[2])];
                 }
             }
         }
