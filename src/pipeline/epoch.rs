@@ -1,7 +1,7 @@
-//! One epoch: the planner, reader and worker threads, and the consumer's iterator.
+//! One epoch: its threads (the planner here, readers and workers in `worker.rs`), the
+//! consumer's iterator and the `Batch` handle.
 
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -11,17 +11,14 @@ use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, 
 use half::f16;
 
 use super::cache::{Cache, Decoded};
-use super::readers::read_sample;
 use super::staging::{Staged, StagingRing};
 use super::stats::Counters;
+use super::worker::{reader, worker, WorkerState};
 use super::{Config, OnError};
-use crate::augment::reference::Scratch;
-use crate::augment::rng::{Rng, Stream};
 use crate::augment::{DType, Layout, SamplePlan};
-use crate::backend::cpu::memory::{HostBuffer, SlotMemory, SlotWriter};
-use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
-use crate::error::{Error, Result, SampleError, SampleErrorKind};
-use crate::source::{Sample, Subset};
+use crate::backend::cpu::memory::{HostBuffer, SlotMemory};
+use crate::error::{Error, Result, SampleError};
+use crate::source::Subset;
 
 /// Output buffers for one batch: images, and masks for segmentation sets.
 #[derive(Debug)]
@@ -41,38 +38,38 @@ impl BatchBuffers {
     }
 }
 
-struct Job {
-    batch: usize,
-    slot: usize,
-    sample: usize,
-    images: Arc<SlotMemory>,
-    masks: Option<Arc<SlotMemory>>,
+pub(super) struct Job {
+    pub(super) batch: usize,
+    pub(super) slot: usize,
+    pub(super) sample: usize,
+    pub(super) images: Arc<SlotMemory>,
+    pub(super) masks: Option<Arc<SlotMemory>>,
 }
 
-enum Payload {
+pub(super) enum Payload {
     Staged(Staged),
     Cached(Arc<Decoded>),
     Failed(SampleError, Staged),
 }
 
-struct Loaded {
-    job: Job,
-    payload: Payload,
+pub(super) struct Loaded {
+    pub(super) job: Job,
+    pub(super) payload: Payload,
 }
 
-struct Delivered {
-    id: u64,
-    label: i64,
-    replaced: Option<u64>,
-    plan: SamplePlan,
+pub(super) struct Delivered {
+    pub(super) id: u64,
+    pub(super) label: i64,
+    pub(super) replaced: Option<u64>,
+    pub(super) plan: SamplePlan,
 }
 
-struct Outcome {
-    delivered: Option<Delivered>,
-    error: Option<SampleError>,
+pub(super) struct Outcome {
+    pub(super) delivered: Option<Delivered>,
+    pub(super) error: Option<SampleError>,
 }
 
-enum Msg {
+pub(super) enum Msg {
     Start {
         batch: usize,
         images: Arc<SlotMemory>,
@@ -87,14 +84,14 @@ enum Msg {
 }
 
 /// What every thread of an epoch shares.
-struct Shared {
-    cfg: Arc<Config>,
-    subset: Subset,
-    cache: Option<Arc<Cache>>,
-    stats: Arc<Counters>,
-    epoch: u64,
-    staging: StagingRing,
-    workers_kept: Arc<Mutex<Vec<WorkerState>>>,
+pub(super) struct Shared {
+    pub(super) cfg: Arc<Config>,
+    pub(super) subset: Subset,
+    pub(super) cache: Option<Arc<Cache>>,
+    pub(super) stats: Arc<Counters>,
+    pub(super) epoch: u64,
+    pub(super) staging: StagingRing,
+    pub(super) workers_kept: Arc<Mutex<Vec<WorkerState>>>,
 }
 
 /// A sample that was delivered by a replacement (`OnError::Replace`).
@@ -696,331 +693,4 @@ fn planner(
             }
         }
     }
-}
-
-fn reader(sh: &Shared, read_rx: &Receiver<Job>, load_tx: &Sender<Loaded>, cancel: &Receiver<()>) {
-    let limits = sh.cfg.limits;
-    loop {
-        let job = select! {
-            recv(read_rx) -> j => match j { Ok(j) => j, Err(_) => return },
-            recv(cancel) -> _ => return,
-        };
-        let sample = &sh.subset.samples()[job.sample];
-        let cached = sh.cache.as_ref().and_then(|c| c.get(sample.id));
-        let payload = match cached {
-            Some(d) => {
-                sh.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-                Payload::Cached(d)
-            }
-            None => {
-                let mut st = select! {
-                    recv(sh.staging.free_rx) -> s => match s { Ok(s) => s, Err(_) => return },
-                    recv(cancel) -> _ => return,
-                };
-                if let Some(lat) = sh.subset.inner.read_latency {
-                    if let Err(RecvTimeoutError::Disconnected) = cancel.recv_timeout(lat) {
-                        return;
-                    }
-                }
-                match read_sample(sample, &limits, &mut st.image, &mut st.mask, &sh.stats) {
-                    Ok(()) => Payload::Staged(st),
-                    Err(e) => Payload::Failed(e, st),
-                }
-            }
-        };
-        select! {
-            send(load_tx, Loaded { job, payload }) -> r => if r.is_err() { return },
-            recv(cancel) -> _ => return,
-        }
-    }
-}
-
-/// Per-worker reusable state, kept by the pipeline across epochs.
-#[derive(Default, Debug)]
-pub(crate) struct WorkerState {
-    scratch: Scratch,
-    decoded: Decoded,
-    replace: Staged,
-}
-
-fn worker(sh: &Shared, load_rx: &Receiver<Loaded>, done_tx: &Sender<Msg>, cancel: &Receiver<()>) {
-    let mut ws = sh
-        .workers_kept
-        .lock()
-        .ok()
-        .and_then(|mut v| v.pop())
-        .unwrap_or_default();
-    work(sh, &mut ws, load_rx, done_tx, cancel);
-    if let Ok(mut v) = sh.workers_kept.lock() {
-        v.push(ws);
-    }
-}
-
-fn work(
-    sh: &Shared,
-    ws: &mut WorkerState,
-    load_rx: &Receiver<Loaded>,
-    done_tx: &Sender<Msg>,
-    cancel: &Receiver<()>,
-) {
-    loop {
-        let Loaded { job, payload } = select! {
-            recv(load_rx) -> m => match m { Ok(m) => m, Err(_) => return },
-            recv(cancel) -> _ => return,
-        };
-        let (batch, slot) = (job.batch, job.slot);
-        let sample = &sh.subset.samples()[job.sample];
-        let result = catch_unwind(AssertUnwindSafe(|| process(sh, &job, sample, &payload, ws)));
-        let outcome = result.unwrap_or_else(|p| {
-            let reason = p
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".into());
-            *ws = WorkerState::default();
-            Outcome {
-                delivered: None,
-                error: Some(sample_error(
-                    sample,
-                    SampleErrorKind::Internal,
-                    format!("internal panic: {reason}"),
-                )),
-            }
-        });
-        match payload {
-            Payload::Staged(st) | Payload::Failed(_, st) => sh.staging.give_back(st),
-            Payload::Cached(_) => {}
-        }
-        // Release this job's hold on the batch buffers before reporting completion.
-        drop(job);
-        if done_tx
-            .send(Msg::Done {
-                batch,
-                slot,
-                outcome,
-            })
-            .is_err()
-        {
-            return;
-        }
-    }
-}
-
-fn sample_error(s: &Sample, kind: SampleErrorKind, reason: String) -> SampleError {
-    SampleError::new(s, kind, reason)
-}
-
-fn decode_error(s: &Sample, what: &str, e: &DecodeError) -> SampleError {
-    let kind = match (what, e.kind()) {
-        ("mask", SampleErrorKind::Decode) => SampleErrorKind::Mask,
-        (_, k) => k,
-    };
-    sample_error(s, kind, format!("{what}: {e}"))
-}
-
-fn process(
-    sh: &Shared,
-    job: &Job,
-    sample: &Sample,
-    payload: &Payload,
-    ws: &mut WorkerState,
-) -> Outcome {
-    let mut writer = job.images.claim(job.slot);
-    let mut mask_writer = job.masks.as_ref().and_then(|m| m.claim(job.slot));
-    let Some(w) = writer.as_mut() else {
-        return Outcome {
-            delivered: None,
-            error: Some(sample_error(
-                sample,
-                SampleErrorKind::Internal,
-                "batch slot claimed twice".into(),
-            )),
-        };
-    };
-    let first = match payload {
-        Payload::Cached(d) => {
-            let plan = cached_plan(sh, sample, d);
-            run(
-                sh,
-                sample,
-                d,
-                &plan,
-                w,
-                mask_writer.as_mut(),
-                &mut ws.scratch,
-            )
-        }
-        Payload::Staged(st) => decode_into(sh, sample, &st.image, &st.mask, &mut ws.decoded)
-            .and_then(|plan| {
-                run(
-                    sh,
-                    sample,
-                    &ws.decoded,
-                    &plan,
-                    w,
-                    mask_writer.as_mut(),
-                    &mut ws.scratch,
-                )
-            }),
-        Payload::Failed(e, _) => Err(e.clone()),
-    };
-    let error = match first {
-        Ok(plan) => {
-            return Outcome {
-                delivered: Some(Delivered {
-                    id: sample.id,
-                    label: sample.label.map_or(-1, i64::from),
-                    replaced: None,
-                    plan,
-                }),
-                error: None,
-            }
-        }
-        Err(e) => e,
-    };
-    if sh.cfg.on_error != OnError::Replace {
-        return Outcome {
-            delivered: None,
-            error: Some(error),
-        };
-    }
-    // Replace: deterministic candidates keyed by (seed, epoch, failed id).
-    let samples = sh.subset.samples();
-    let mut rng = Rng::new(sh.cfg.seed, sh.epoch, sample.id, Stream::Replace);
-    for _ in 0..sh.cfg.replace_attempts {
-        let cand = &samples[rng.below(samples.len() as u64) as usize];
-        if cand.id == sample.id {
-            continue;
-        }
-        let mut st = std::mem::take(&mut ws.replace);
-        let r = read_sample(cand, &sh.cfg.limits, &mut st.image, &mut st.mask, &sh.stats)
-            .and_then(|()| decode_into(sh, cand, &st.image, &st.mask, &mut ws.decoded))
-            .and_then(|plan| {
-                run(
-                    sh,
-                    cand,
-                    &ws.decoded,
-                    &plan,
-                    w,
-                    mask_writer.as_mut(),
-                    &mut ws.scratch,
-                )
-            });
-        ws.replace = st;
-        match r {
-            Ok(plan) => {
-                return Outcome {
-                    delivered: Some(Delivered {
-                        id: cand.id,
-                        label: cand.label.map_or(-1, i64::from),
-                        replaced: Some(sample.id),
-                        plan,
-                    }),
-                    error: Some(error),
-                }
-            }
-            Err(e) => log::debug!("replacement candidate failed too: {e}"),
-        }
-    }
-    Outcome {
-        delivered: None,
-        error: Some(error),
-    }
-}
-
-/// The plan of a sample served from the cache: cached images are whole, at full scale.
-fn cached_plan(sh: &Shared, s: &Sample, d: &Decoded) -> SamplePlan {
-    let (w, h) = d.image.full;
-    sh.cfg.augment.plan(sh.cfg.seed, sh.epoch, s.id, w, h)
-}
-
-/// Reads the headers, makes the sample's plan, and decodes what the plan needs: with the
-/// cache off, only the window the resize reads, at the plan's JPEG scale; with the cache
-/// on, the whole image (which is then cached). Returns the plan.
-fn decode_into(
-    sh: &Shared,
-    s: &Sample,
-    image: &[u8],
-    mask: &[u8],
-    out: &mut Decoded,
-) -> Result<SamplePlan, SampleError> {
-    let t = Instant::now();
-    let cfg = &sh.cfg;
-    let info = peek_info(image).map_err(|e| decode_error(s, "image", &e))?;
-    check_limits(&info, &cfg.limits).map_err(|e| decode_error(s, "image", &e))?;
-    let (w, h) = info.oriented_size();
-    let plan = cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h);
-    let base = DecodeOptions {
-        limits: cfg.limits,
-        strict: cfg.strict_decode,
-        ..DecodeOptions::default()
-    };
-    // With the cache on, decode whole images so any later crop can be served.
-    let opts = if sh.cache.is_some() {
-        base
-    } else {
-        base.for_plan(&plan, &info)
-    };
-    let be = &cfg.backend;
-    let r = be
-        .decode_image(image, &opts, &mut out.image)
-        .map_err(|e| decode_error(s, "image", &e))
-        .and_then(|_| {
-            if s.mask.is_none() {
-                out.mask = None;
-                return Ok(());
-            }
-            let m = out.mask.get_or_insert_with(Default::default);
-            be.decode_mask(mask, &opts, m)
-                .map_err(|e| decode_error(s, "mask", &e))?;
-            if (m.width, m.height) != (w, h) {
-                return Err(sample_error(
-                    s,
-                    SampleErrorKind::Mask,
-                    format!("mask is {}x{} but the image is {w}x{h}", m.width, m.height),
-                ));
-            }
-            Ok(())
-        });
-    Counters::add(&sh.stats.decode_ns, t.elapsed());
-    if r.is_ok() {
-        if let Some(c) = &sh.cache {
-            c.offer(s.id, out);
-        }
-    }
-    r.map(|()| plan)
-}
-
-fn run(
-    sh: &Shared,
-    s: &Sample,
-    d: &Decoded,
-    plan: &SamplePlan,
-    out: &mut SlotWriter,
-    mask_out: Option<&mut SlotWriter>,
-    scratch: &mut Scratch,
-) -> Result<SamplePlan, SampleError> {
-    let t = Instant::now();
-    let cfg = &sh.cfg;
-    let plan = *plan;
-    cfg.backend
-        .execute_image(&plan, &d.image, out.bytes(), scratch);
-    match (mask_out, &d.mask) {
-        (Some(mo), Some(m)) => {
-            let dst: &mut [u16] = bytemuck::try_cast_slice_mut(mo.bytes()).map_err(|e| {
-                sample_error(s, SampleErrorKind::Internal, format!("mask slot: {e}"))
-            })?;
-            cfg.backend.execute_mask(&plan, m, dst);
-        }
-        (None, None) => {}
-        _ => {
-            return Err(sample_error(
-                s,
-                SampleErrorKind::Mask,
-                "sample and pipeline disagree on having a mask".into(),
-            ))
-        }
-    }
-    Counters::add(&sh.stats.augment_ns, t.elapsed());
-    Ok(plan)
 }

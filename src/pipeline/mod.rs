@@ -48,6 +48,7 @@ mod epoch;
 mod readers;
 mod staging;
 mod stats;
+mod worker;
 
 use std::sync::{Arc, Mutex};
 
@@ -133,7 +134,7 @@ pub struct Pipeline {
     total: Arc<stats::Counters>,
     pool: Arc<Mutex<Vec<epoch::BatchBuffers>>>,
     staging: Arc<Mutex<Vec<staging::Staged>>>,
-    workers: Arc<Mutex<Vec<epoch::WorkerState>>>,
+    workers: Arc<Mutex<Vec<worker::WorkerState>>>,
 }
 
 impl Pipeline {
