@@ -58,8 +58,16 @@ fn dropping_mid_epoch_stops_every_thread_quickly() {
             !stoker_threads().is_empty(),
             "no pipeline threads seen while running"
         );
+        // Drop on another thread and wait with a timeout: a hang fails the test instead of
+        // hanging the suite.
+        let (tx, rx) = std::sync::mpsc::channel();
         let t = Instant::now();
-        drop(epoch);
+        std::thread::spawn(move || {
+            drop(epoch);
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("dropping the epoch hung for 5 s");
         let took = t.elapsed();
         assert!(took < Duration::from_secs(1), "drop took {took:?}");
         assert_eq!(
