@@ -109,3 +109,14 @@ pub struct SampleError {
     /// A human-readable reason.
     pub reason: String,
 }
+
+/// The message of a caught panic payload (`&str` or `String`), for error reports.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}

@@ -84,7 +84,7 @@ fn steady_state_epochs_allocate_nothing_per_sample() {
     let small = epoch_allocations(48);
     let large = epoch_allocations(96);
     println!("allocations in a warm epoch: {small} for 48 samples, {large} for 96");
-    // Measured: 0 to 4 apart, also with both cores loaded (a reused buffer may still
+    // Measured (this test prints both counts): 0 to 4 apart, also with both cores loaded (a reused buffer may still
     // grow once when scheduling hands it a larger file than before). One allocation per
     // sample would add at least 48.
     assert!(

@@ -137,12 +137,7 @@ fn jitter_never_touches_masks() {
             .seed(2)
             .build()
             .expect("pipeline");
-        let b = pipe
-            .epoch(0)
-            .expect("epoch")
-            .next()
-            .expect("batch")
-            .expect("ok");
+        let b = common::first_batch(&pipe);
         (
             b.masks().expect("masks").to_vec(),
             b.images_u8().expect("u8").to_vec(),

@@ -353,12 +353,7 @@ fn lenient_decoding_delivers_damaged_files_strict_reports_them() {
             .strict_decode(strict)
             .build()
             .expect("pipeline");
-        let b = pipe
-            .epoch(0)
-            .expect("epoch")
-            .next()
-            .expect("batch")
-            .expect("ok");
+        let b = common::first_batch(&pipe);
         (b.len(), b.errors().len())
     };
     assert_eq!(run(true), (1, 1));
@@ -380,12 +375,7 @@ fn file_size_limit_is_checked_before_reading() {
         })
         .build()
         .expect("pipeline");
-    let b = pipe
-        .epoch(0)
-        .expect("epoch")
-        .next()
-        .expect("batch")
-        .expect("ok");
+    let b = common::first_batch(&pipe);
     assert_eq!(b.len(), 1);
     assert_eq!(b.errors().len(), 1);
     let e = &b.errors()[0];

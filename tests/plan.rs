@@ -233,12 +233,7 @@ fn layouts_and_dtypes_agree() {
             .seed(3)
             .build()
             .expect("pipeline");
-        let b = pipe
-            .epoch(0)
-            .expect("epoch")
-            .next()
-            .expect("a batch")
-            .expect("ok");
+        let b = common::first_batch(&pipe);
         let vals: Vec<f32> = match dtype {
             DType::U8 => b
                 .images_u8()

@@ -13,6 +13,7 @@ use super::{
     check_limits, peek_info, DecodeError, DecodeOptions, Format, Image8, ImageInfo, JpegProcess,
     LabelPlane,
 };
+use crate::error::panic_message;
 
 fn check_bytes(bytes: &[u8], opts: &DecodeOptions) -> Result<(), DecodeError> {
     let n = bytes.len() as u64;
@@ -23,16 +24,6 @@ fn check_bytes(bytes: &[u8], opts: &DecodeOptions) -> Result<(), DecodeError> {
         });
     }
     Ok(())
-}
-
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "unknown panic".to_string()
-    }
 }
 
 /// Decodes a JPEG or PNG into 8-bit RGB, reusing `out`'s allocation.
@@ -219,12 +210,10 @@ fn png_reader<'a>(
     dec.read_info().map_err(|e| DecodeError::Png(e.to_string()))
 }
 
-fn decode_png_rgb(bytes: &[u8], info: &ImageInfo, out: &mut Image8) -> Result<(), DecodeError> {
-    let mut reader = png_reader(
-        bytes,
-        info,
-        png::Transformations::EXPAND | png::Transformations::STRIP_16,
-    )?;
+/// Reads the (first) frame of a PNG into a new buffer.
+fn read_frame(
+    reader: &mut png::Reader<Cursor<&[u8]>>,
+) -> Result<(Vec<u8>, png::OutputInfo), DecodeError> {
     let size = reader
         .output_buffer_size()
         .ok_or_else(|| DecodeError::Png("image too large for this platform".into()))?;
@@ -232,6 +221,16 @@ fn decode_png_rgb(bytes: &[u8], info: &ImageInfo, out: &mut Image8) -> Result<()
     let frame = reader
         .next_frame(&mut buf)
         .map_err(|e| DecodeError::Png(e.to_string()))?;
+    Ok((buf, frame))
+}
+
+fn decode_png_rgb(bytes: &[u8], info: &ImageInfo, out: &mut Image8) -> Result<(), DecodeError> {
+    let mut reader = png_reader(
+        bytes,
+        info,
+        png::Transformations::EXPAND | png::Transformations::STRIP_16,
+    )?;
+    let (buf, frame) = read_frame(&mut reader)?;
     let (w, h) = (frame.width as usize, frame.height as usize);
     let n = w * h;
     out.width = frame.width;
@@ -290,13 +289,7 @@ fn decode_mask_png(
             "{color:?} PNG; a label mask must be gray or palette (one class id per pixel)"
         )));
     }
-    let size = reader
-        .output_buffer_size()
-        .ok_or_else(|| DecodeError::Png("image too large for this platform".into()))?;
-    let mut buf = vec![0u8; size];
-    let frame = reader
-        .next_frame(&mut buf)
-        .map_err(|e| DecodeError::Png(e.to_string()))?;
+    let (buf, frame) = read_frame(&mut reader)?;
     let (w, h) = (frame.width as usize, frame.height as usize);
     out.width = frame.width;
     out.height = frame.height;

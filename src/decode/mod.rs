@@ -112,6 +112,20 @@ pub enum JpegProcess {
     Hierarchical,
 }
 
+impl JpegProcess {
+    /// The lower-case name, as in JSON output.
+    pub fn name(self) -> &'static str {
+        match self {
+            JpegProcess::Baseline => "baseline",
+            JpegProcess::Extended => "extended",
+            JpegProcess::Progressive => "progressive",
+            JpegProcess::Lossless => "lossless",
+            JpegProcess::Arithmetic => "arithmetic",
+            JpegProcess::Hierarchical => "hierarchical",
+        }
+    }
+}
+
 /// What the headers say about an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ImageInfo {
@@ -153,10 +167,7 @@ impl ImageInfo {
         match (self.format, self.process) {
             (Format::Jpeg, Some(p)) => format!(
                 "jpeg/{}/{}c/{}bit",
-                serde_json::to_value(p)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default(),
+                p.name(),
                 self.components,
                 self.bit_depth
             ),
@@ -280,11 +291,6 @@ impl Image8 {
             full: (width, height),
             scale: 1,
         }
-    }
-
-    /// Whether this holds the whole image at full scale.
-    pub fn is_whole(&self) -> bool {
-        self.origin == (0, 0) && self.full == (self.width, self.height) && self.scale <= 1
     }
 
     /// Bytes held.

@@ -209,10 +209,9 @@ impl PipelineBuilder {
             strict_decode: self.strict_decode,
             has_masks,
             replace_attempts: 16,
-            cache_bytes: self.cache_bytes,
         };
         Ok(Pipeline {
-            cache: (cfg.cache_bytes > 0).then(|| Arc::new(Cache::new(cfg.cache_bytes))),
+            cache: (self.cache_bytes > 0).then(|| Arc::new(Cache::new(self.cache_bytes))),
             cfg: Arc::new(cfg),
             subset: self.subset,
             sampler,

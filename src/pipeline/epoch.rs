@@ -403,16 +403,8 @@ impl Epoch {
 
     /// Statistics of this epoch so far.
     pub fn stats(&self) -> super::Stats {
-        let mut s = self.stats.snapshot();
-        if !self.finished {
-            s.wall_seconds = self.started.elapsed().as_secs_f64();
-            s.input_wait_fraction = if s.wall_seconds > 0.0 {
-                (s.wait_seconds / s.wall_seconds).min(1.0)
-            } else {
-                0.0
-            };
-        }
-        s
+        let running = (!self.finished).then(|| self.started.elapsed().as_secs_f64());
+        self.stats.snapshot_at(running)
     }
 
     fn finish(&mut self) {

@@ -106,7 +106,6 @@ pub(crate) struct Config {
     pub strict_decode: bool,
     pub has_masks: bool,
     pub replace_attempts: usize,
-    pub cache_bytes: u64,
 }
 
 impl Config {
@@ -188,8 +187,9 @@ impl Pipeline {
         self.cache.as_ref().map_or(0, |c| c.used())
     }
 
-    /// Host memory the pipeline holds in flight, in bytes: batch ring plus staging ring
-    /// estimate (staging buffers grow to the largest file read). Fixed by configuration.
+    /// Bytes of the batch ring (`prefetch` batches of images and masks), fixed by the
+    /// configuration. The staging ring adds `staging_slots` buffers that each grow to the
+    /// largest file read.
     pub fn memory_in_flight(&self) -> usize {
         let c = &self.cfg;
         c.prefetch * c.batch_size * (c.image_bytes() + c.mask_bytes())

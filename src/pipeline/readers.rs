@@ -11,10 +11,6 @@ use crate::source::{Location, Sample};
 
 use super::stats::Counters;
 
-fn sample_error(s: &Sample, kind: SampleErrorKind, reason: String) -> SampleError {
-    SampleError::new(s, kind, reason)
-}
-
 /// Reads `loc` into `buf` (cleared first), refusing files over `limits.max_bytes` before
 /// reading them. `largest` is the largest file this epoch has read: a buffer that must
 /// grow grows to it at once, so a reused buffer grows once rather than once for every
@@ -31,7 +27,7 @@ pub(crate) fn read_location(
     match loc {
         Location::Memory(bytes) => {
             if bytes.len() as u64 > limits.max_bytes {
-                return Err(sample_error(
+                return Err(SampleError::new(
                     s,
                     SampleErrorKind::Limit,
                     format!(
@@ -46,7 +42,7 @@ pub(crate) fn read_location(
         }
         Location::File(path) => {
             let io = |e: std::io::Error| {
-                sample_error(
+                SampleError::new(
                     s,
                     SampleErrorKind::Io,
                     format!("{what} {}: {e}", path.display()),
@@ -55,7 +51,7 @@ pub(crate) fn read_location(
             let mut f = std::fs::File::open(path).map_err(io)?;
             let len = f.metadata().map_err(io)?.len();
             if len > limits.max_bytes {
-                return Err(sample_error(
+                return Err(SampleError::new(
                     s,
                     SampleErrorKind::Limit,
                     format!(
@@ -74,7 +70,7 @@ pub(crate) fn read_location(
                 .read_to_end(buf)
                 .map_err(io)?;
             if buf.len() as u64 > limits.max_bytes {
-                return Err(sample_error(
+                return Err(SampleError::new(
                     s,
                     SampleErrorKind::Limit,
                     format!(

@@ -70,8 +70,13 @@ impl Counters {
     }
 
     pub(crate) fn snapshot(&self) -> Stats {
+        self.snapshot_at(None)
+    }
+
+    /// A snapshot with the wall time given (an epoch still running), or the recorded one.
+    pub(crate) fn snapshot_at(&self, wall_seconds: Option<f64>) -> Stats {
         let s = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e9;
-        let wall = s(&self.wall_ns);
+        let wall = wall_seconds.unwrap_or_else(|| s(&self.wall_ns));
         let wait = s(&self.wait_ns);
         Stats {
             read_seconds: s(&self.read_ns),

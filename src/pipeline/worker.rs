@@ -105,15 +105,11 @@ fn work(
         let sample = &sh.subset.samples()[job.sample];
         let result = catch_unwind(AssertUnwindSafe(|| process(sh, &job, sample, &payload, ws)));
         let outcome = result.unwrap_or_else(|p| {
-            let reason = p
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".into());
+            let reason = crate::error::panic_message(p.as_ref());
             *ws = WorkerState::default();
             Outcome {
                 delivered: None,
-                error: Some(sample_error(
+                error: Some(SampleError::new(
                     sample,
                     SampleErrorKind::Internal,
                     format!("internal panic: {reason}"),
@@ -139,16 +135,12 @@ fn work(
     }
 }
 
-fn sample_error(s: &Sample, kind: SampleErrorKind, reason: String) -> SampleError {
-    SampleError::new(s, kind, reason)
-}
-
 fn decode_error(s: &Sample, what: &str, e: &DecodeError) -> SampleError {
     let kind = match (what, e.kind()) {
         ("mask", SampleErrorKind::Decode) => SampleErrorKind::Mask,
         (_, k) => k,
     };
-    sample_error(s, kind, format!("{what}: {e}"))
+    SampleError::new(s, kind, format!("{what}: {e}"))
 }
 
 fn process(
@@ -163,7 +155,7 @@ fn process(
     let Some(w) = writer.as_mut() else {
         return Outcome {
             delivered: None,
-            error: Some(sample_error(
+            error: Some(SampleError::new(
                 sample,
                 SampleErrorKind::Internal,
                 "batch slot claimed twice".into(),
@@ -307,7 +299,7 @@ fn decode_into(
             be.decode_mask(mask, &opts, m)
                 .map_err(|e| decode_error(s, "mask", &e))?;
             if (m.width, m.height) != (w, h) {
-                return Err(sample_error(
+                return Err(SampleError::new(
                     s,
                     SampleErrorKind::Mask,
                     format!("mask is {}x{} but the image is {w}x{h}", m.width, m.height),
@@ -341,13 +333,13 @@ fn run(
     match (mask_out, &d.mask) {
         (Some(mo), Some(m)) => {
             let dst: &mut [u16] = bytemuck::try_cast_slice_mut(mo.bytes()).map_err(|e| {
-                sample_error(s, SampleErrorKind::Internal, format!("mask slot: {e}"))
+                SampleError::new(s, SampleErrorKind::Internal, format!("mask slot: {e}"))
             })?;
             cfg.backend.execute_mask(&plan, m, dst);
         }
         (None, None) => {}
         _ => {
-            return Err(sample_error(
+            return Err(SampleError::new(
                 s,
                 SampleErrorKind::Mask,
                 "sample and pipeline disagree on having a mask".into(),

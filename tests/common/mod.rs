@@ -105,3 +105,12 @@ pub fn png_folder(dir: &Path, classes: usize, per_class: usize, seed: u64) {
         }
     }
 }
+
+/// The first batch of epoch 0 (panics with a message if there is none or it failed).
+pub fn first_batch(pipe: &stoker::Pipeline) -> stoker::Batch {
+    pipe.epoch(0)
+        .expect("epoch")
+        .next()
+        .expect("a batch")
+        .expect("batch ok")
+}

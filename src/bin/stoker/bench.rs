@@ -226,6 +226,17 @@ fn st(v: &Value, k: &str) -> String {
     v.get(k).and_then(Value::as_str).unwrap_or("").to_string()
 }
 
+/// For a result of a backend this build or machine lacks: a table row and a note with
+/// the reason. Returns whether it was one.
+fn unavailable(r: &Value, t: &mut Table, notes: &mut String) -> bool {
+    let Some(e) = r.get("error").and_then(Value::as_str) else {
+        return false;
+    };
+    t.row(vec![st(r, "backend"), "unavailable".into()]);
+    notes.push_str(&format!("{}: {e}\n", st(r, "backend")));
+    true
+}
+
 fn decode_text(j: &Value) -> String {
     let mut t = Table::new(&[
         "backend",
@@ -240,9 +251,7 @@ fn decode_text(j: &Value) -> String {
     ]);
     let mut notes = String::new();
     for r in j["results"].as_array().into_iter().flatten() {
-        if let Some(e) = r.get("error").and_then(Value::as_str) {
-            t.row(vec![st(r, "backend"), "unavailable".into()]);
-            notes.push_str(&format!("{}: {e}\n", st(r, "backend")));
+        if unavailable(r, &mut t, &mut notes) {
             continue;
         }
         t.row(vec![
@@ -454,9 +463,7 @@ fn pipeline_text(j: &Value) -> String {
     ]);
     let mut notes = String::new();
     for r in j["results"].as_array().into_iter().flatten() {
-        if let Some(e) = r.get("error").and_then(Value::as_str) {
-            t.row(vec![st(r, "backend"), "unavailable".into()]);
-            notes.push_str(&format!("{}: {e}\n", st(r, "backend")));
+        if unavailable(r, &mut t, &mut notes) {
             continue;
         }
         let times: Vec<String> = r["epoch_seconds"]

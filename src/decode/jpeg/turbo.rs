@@ -52,8 +52,11 @@ struct ErrorMgr {
     first_warning: Option<String>,
 }
 
-/// The unwind payload of a fatal libjpeg error.
-struct Fatal(String);
+/// The unwind payload of a fatal libjpeg error: its message code and text.
+struct Fatal {
+    code: c_int,
+    msg: String,
+}
 
 /// Formats libjpeg's current message.
 ///
@@ -79,8 +82,8 @@ unsafe fn message(cinfo: &mut ffi::jpeg_common_struct) -> String {
 
 unsafe extern "C-unwind" fn on_error(cinfo: &mut ffi::jpeg_common_struct) {
     // SAFETY: libjpeg calls this with the cinfo whose `err` we installed.
-    let msg = unsafe { message(cinfo) };
-    resume_unwind(Box::new(Fatal(msg)));
+    let (code, msg) = unsafe { ((*cinfo.err).msg_code, message(cinfo)) };
+    resume_unwind(Box::new(Fatal { code, msg }));
 }
 
 unsafe extern "C-unwind" fn on_message(cinfo: &mut ffi::jpeg_common_struct, level: c_int) {
@@ -91,12 +94,14 @@ unsafe extern "C-unwind" fn on_message(cinfo: &mut ffi::jpeg_common_struct, leve
     // in a `#[repr(C)]` struct, so the cast recovers the whole struct; no other reference
     // to it is live while libjpeg runs.
     unsafe {
-        let msg = message(cinfo);
+        let err = &mut *(cinfo.err as *mut ErrorMgr);
         // Stray bytes just before the end-of-image marker come after every pixel: the
         // image is whole, so this one warning is not a sign of damage.
-        if msg.contains("extraneous bytes before marker 0xd9") {
+        let marker = (*err.base.msg_parm.i())[1];
+        if err.base.msg_code == ffi::JWRN_EXTRANEOUS_DATA as c_int && marker == 0xD9 {
             return;
         }
+        let msg = message(cinfo);
         let err = &mut *(cinfo.err as *mut ErrorMgr);
         if err.warnings == 0 {
             err.first_warning = Some(msg);
@@ -160,12 +165,8 @@ impl Decoder {
             ))),
             Ok(r) => r,
             Err(p) => Err(match p.downcast::<Fatal>() {
-                Ok(f) => classify(&f.0),
-                Err(p) => DecodeError::Panicked(
-                    p.downcast_ref::<&str>()
-                        .map(|s| (*s).to_string())
-                        .unwrap_or_default(),
-                ),
+                Ok(f) => classify(&f),
+                Err(p) => DecodeError::Panicked(crate::error::panic_message(p.as_ref())),
             }),
         }
     }
@@ -181,16 +182,21 @@ impl Drop for Decoder {
     }
 }
 
-fn classify(msg: &str) -> DecodeError {
-    if msg.contains("data precision") {
-        DecodeError::Unsupported(format!("12-bit JPEG ({msg})"))
-    } else if msg.contains("Unsupported JPEG process") {
-        DecodeError::Unsupported(format!("JPEG process ({msg})"))
-    } else if msg.contains("Unsupported color conversion") {
-        DecodeError::Unsupported(format!("colour space ({msg})"))
-    } else {
-        // Everything else, "Unsupported marker type" included, is damaged data.
-        DecodeError::Jpeg(msg.to_string())
+/// A fatal libjpeg error as a [`DecodeError`]: by message code, the features this build
+/// does not decode are `Unsupported`; everything else is damaged data.
+fn classify(f: &Fatal) -> DecodeError {
+    let msg = &f.msg;
+    match f.code {
+        c if c == ffi::JERR_BAD_PRECISION as c_int => {
+            DecodeError::Unsupported(format!("12-bit JPEG ({msg})"))
+        }
+        c if c == ffi::JERR_SOF_UNSUPPORTED as c_int => {
+            DecodeError::Unsupported(format!("JPEG process ({msg})"))
+        }
+        c if c == ffi::JERR_CONVERSION_NOTIMPL as c_int => {
+            DecodeError::Unsupported(format!("colour space ({msg})"))
+        }
+        _ => DecodeError::Jpeg(msg.clone()),
     }
 }
 
