@@ -59,17 +59,9 @@ struct Row {
     mask: Option<Vec<u16>>,
 }
 
-/// SplitMix64's finaliser: a well-mixed hash of a class id.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
 /// A saturated colour per class id, hue from a hash of the id.
 fn class_colour(id: u16) -> [u8; 3] {
-    let h = (mix(u64::from(id)) >> 40) as f64 / (1u64 << 24) as f64 * 6.0;
+    let h = (stoker::augment::rng::mix64(u64::from(id)) >> 40) as f64 / (1u64 << 24) as f64 * 6.0;
     let (s, v) = (0.85, 1.0);
     let i = h.floor();
     let f = h - i;
