@@ -40,6 +40,9 @@ pub enum Error {
         /// Why it cannot be used.
         reason: String,
     },
+    /// A GPU device failed at run time (out of memory, lost device, mapping failure).
+    #[error("device error: {0}")]
+    Device(String),
     /// A pipeline thread stopped in a way the pipeline cannot recover from.
     #[error("pipeline error: {0}")]
     Pipeline(String),

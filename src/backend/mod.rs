@@ -6,6 +6,8 @@
 //! fallback, never an abort.
 
 pub mod cpu;
+#[cfg(feature = "wgpu")]
+pub mod wgpu;
 
 use std::fmt;
 use std::str::FromStr;

@@ -114,3 +114,25 @@ pub fn first_batch(pipe: &stoker::Pipeline) -> stoker::Batch {
         .expect("a batch")
         .expect("batch ok")
 }
+
+/// A wgpu context on this machine's adapter, software adapters allowed. `None` (the test
+/// skips, saying so) when there is none, unless `STOKER_REQUIRE_WGPU=1`, which makes a
+/// missing adapter a failure.
+#[cfg(feature = "wgpu")]
+#[allow(dead_code)]
+pub fn wgpu_context() -> Option<stoker::backend::wgpu::WgpuContext> {
+    static CTX: std::sync::OnceLock<Result<stoker::backend::wgpu::WgpuContext, String>> =
+        std::sync::OnceLock::new();
+    match CTX
+        .get_or_init(|| stoker::backend::wgpu::WgpuContext::new(true).map_err(|e| e.to_string()))
+    {
+        Ok(c) => Some(c.clone()),
+        Err(e) if std::env::var("STOKER_REQUIRE_WGPU").is_ok_and(|v| v == "1") => {
+            panic!("STOKER_REQUIRE_WGPU=1 but no wgpu adapter: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: no wgpu adapter ({e})");
+            None
+        }
+    }
+}

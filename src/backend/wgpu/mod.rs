@@ -1,0 +1,210 @@
+//! The wgpu backend: JPEG decode (host entropy decoding, then dequantisation, IDCT,
+//! upsampling and colour conversion in WGSL) and the fused augmentation pass, on any
+//! adapter wgpu drives (Vulkan, Metal, DX12).
+//!
+//! [`WgpuContext`] owns or borrows a `wgpu::Device` and `Queue`. A user who trains with
+//! wgpu passes their own with [`WgpuContext::from_device`] and receives each batch as a
+//! `wgpu::Buffer` on that device, usable in their own passes without a copy.
+
+pub mod shaders;
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// Environment variable: when `1`, [`WgpuContext::new`] also accepts a software adapter
+/// (Mesa lavapipe, WARP) if no hardware adapter exists. CI sets it.
+pub const ALLOW_SOFTWARE_ENV: &str = "STOKER_WGPU_ALLOW_SOFTWARE";
+
+/// Whether [`ALLOW_SOFTWARE_ENV`] is set to `1`.
+pub fn software_allowed_by_env() -> bool {
+    std::env::var(ALLOW_SOFTWARE_ENV).is_ok_and(|v| v.trim() == "1")
+}
+
+struct Inner {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    name: String,
+    software: bool,
+}
+
+/// A wgpu device and queue, owned by stoker or passed in by the user. Cheap to clone.
+#[derive(Clone)]
+pub struct WgpuContext {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for WgpuContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WgpuContext")
+            .field("device", &self.inner.name)
+            .field("software", &self.inner.software)
+            .finish()
+    }
+}
+
+fn unavailable(reason: impl Into<String>) -> Error {
+    Error::BackendUnavailable {
+        backend: "wgpu".into(),
+        reason: reason.into(),
+    }
+}
+
+/// The adapter stoker picks: the first hardware adapter (discrete, then integrated, then
+/// virtual or unknown), and a software one only when `allow_software`.
+fn pick(adapters: Vec<wgpu::Adapter>, allow_software: bool) -> Option<wgpu::Adapter> {
+    let rank = |t: wgpu::DeviceType| match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu | wgpu::DeviceType::Other => 2,
+        wgpu::DeviceType::Cpu => 3,
+    };
+    adapters
+        .into_iter()
+        .filter(|a| allow_software || a.get_info().device_type != wgpu::DeviceType::Cpu)
+        // Compute shaders need a compute-capable backend: prefer Vulkan/Metal/DX12 to GL.
+        .min_by_key(|a| {
+            let info = a.get_info();
+            (rank(info.device_type), info.backend == wgpu::Backend::Gl)
+        })
+}
+
+fn describe(info: &wgpu::AdapterInfo) -> String {
+    format!(
+        "{} ({:?}, {:?})",
+        info.name.trim(),
+        info.backend,
+        info.device_type
+    )
+}
+
+impl WgpuContext {
+    /// Opens a device of its own: the best hardware adapter, or a software adapter when
+    /// `allow_software` and no hardware adapter exists. No adapter is
+    /// [`Error::BackendUnavailable`] with the reason.
+    pub fn new(allow_software: bool) -> Result<Self> {
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = wgpu::Backends::PRIMARY | wgpu::Backends::GL;
+        let instance = wgpu::Instance::new(desc);
+        let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        let found: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
+        let Some(adapter) = pick(adapters, allow_software) else {
+            return Err(unavailable(if found.is_empty() {
+                "no GPU adapter found (no Vulkan, Metal or DX12 driver)".to_string()
+            } else {
+                format!(
+                    "only software adapters found ({}); set {ALLOW_SOFTWARE_ENV}=1 or ask for one to use them",
+                    found.join(", ")
+                )
+            }));
+        };
+        let info = adapter.get_info();
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("stoker"),
+            required_features: wgpu::Features::empty(),
+            // Big batches need big storage bindings: ask for what the adapter has.
+            required_limits: adapter.limits(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(|e| {
+            unavailable(format!("{}: cannot open the device: {e}", describe(&info)))
+        })?;
+        Ok(Self::wrap(
+            device,
+            queue,
+            describe(&info),
+            info.device_type == wgpu::DeviceType::Cpu,
+        ))
+    }
+
+    /// Uses the caller's device and queue: batches are created on this device, so the
+    /// caller's own passes can read them without a copy.
+    pub fn from_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
+        Self::wrap(device, queue, "user-provided wgpu device".into(), false)
+    }
+
+    fn wrap(device: wgpu::Device, queue: wgpu::Queue, name: String, software: bool) -> Self {
+        WgpuContext {
+            inner: Arc::new(Inner {
+                device,
+                queue,
+                name,
+                software,
+            }),
+        }
+    }
+
+    /// The device.
+    pub fn device(&self) -> &wgpu::Device {
+        &self.inner.device
+    }
+
+    /// The queue.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.inner.queue
+    }
+
+    /// The adapter, in words.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Whether the adapter is a software rasteriser (lavapipe, WARP).
+    pub fn is_software(&self) -> bool {
+        self.inner.software
+    }
+
+    /// Waits until the device has finished all submitted work.
+    pub fn wait(&self) -> Result<()> {
+        self.inner
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| Error::Device(format!("wgpu poll failed: {e}")))
+    }
+
+    /// Copies `len` bytes at `offset` of `buffer` (which needs `COPY_SRC`) to the host.
+    /// For tests, previews and users who want a batch on the host; blocks until done.
+    pub fn read_buffer(&self, buffer: &wgpu::Buffer, offset: u64, len: u64) -> Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let padded = len.div_ceil(wgpu::COPY_BUFFER_ALIGNMENT) * wgpu::COPY_BUFFER_ALIGNMENT;
+        if offset % wgpu::COPY_BUFFER_ALIGNMENT != 0 || offset + padded > buffer.size() {
+            return Err(Error::Device(format!(
+                "cannot read {len} bytes at {offset} of a {}-byte buffer",
+                buffer.size()
+            )));
+        }
+        let device = self.device();
+        let staging = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("stoker readback"),
+            size: padded,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, padded);
+        self.queue().submit([enc.finish()]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait()?;
+        rx.recv()
+            .map_err(|_| Error::Device("readback mapping never completed".into()))?
+            .map_err(|e| Error::Device(format!("readback mapping failed: {e}")))?;
+        let data = {
+            let view = staging
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| Error::Device(format!("readback view failed: {e}")))?;
+            view[..len as usize].to_vec()
+        };
+        staging.unmap();
+        Ok(data)
+    }
+}
