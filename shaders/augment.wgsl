@@ -1,1 +1,533 @@
-// placeholder
+// The fused augmentation of a batch: the GPU side of src/augment/reference.rs.
+//
+// Input: one blob of u32 words built on the host by src/backend/wgpu/augment.rs
+// (`AugmentInput`), bound twice: `hdr` holds the header, the per-sample descriptors and the
+// plans (`SamplePlan`, 28 words each, byte for byte); `data` a range of the per-sample
+// tables (resize coefficients, nearest tables, mask pixels). Decoded windows are RGBA
+// words (R in the low byte) in `windows`.
+//
+// Passes, each dispatched over groups of samples or chunks of output words, so that no
+// binding exceeds the device's storage binding limit (`P` says which part is bound):
+// 1. `horizontal`: one invocation per (sample, window row read, output column): the
+//    horizontal resize, u8 RGB into `hbuf` (one word per pixel).
+// 2. `vertical_jitter`: one workgroup per sample: the vertical resize into `rbuf` (one
+//    word per output pixel), then the colour jitter ops in the plan's order. Contrast
+//    needs the mean of the floored grayscale over the whole image: an exact integer sum,
+//    reduced in workgroup memory. Every invocation reads and writes only its own pixels
+//    of `rbuf`, so the workgroup barriers around the reduction are the only ordering
+//    needed inside the pass.
+// 3. `write_image`: one invocation per u32 word of the batch output: flips, normalise,
+//    layout and dtype. A word may hold elements of two samples; each word is written once.
+// 4. `write_mask`: one invocation per u32 word of the mask output (two u16 labels):
+//    Pillow's NEAREST through host tables, flips.
+//
+// Integer resize math is the CPU's: acc = (1 << 21) + sum(pixel * weight), then
+// clamp(acc >> 22, 0, 255). Jitter uses the CPU's f32 operations in the same order.
+
+const WG: u32 = 256u;
+
+// Header words.
+const H_N: u32 = 0u;
+const H_OUT_W: u32 = 1u;
+const H_OUT_H: u32 = 2u;
+const H_DTYPE: u32 = 3u;
+const H_LAYOUT: u32 = 4u;
+const H_IMAGE_BYTES: u32 = 5u;
+const H_DESCS: u32 = 6u;
+const H_PLANS: u32 = 7u;
+const H_DATA: u32 = 8u;
+
+// Descriptor words (16 per sample). Table offsets are relative to the data section.
+const DESC_WORDS: u32 = 16u;
+const D_WIN: u32 = 0u; // first word of the window in `windows`
+const D_WIN_W: u32 = 1u; // window width (row stride in words)
+const D_ROW0: u32 = 3u; // first window row the horizontal pass reads
+const D_ROWS: u32 = 4u; // rows it reads
+const D_ITEM: u32 = 5u; // first horizontal item (= first word in the horizontal buffer)
+const D_XB: u32 = 6u; // x bounds: (first window column, taps) per output column
+const D_XW: u32 = 7u; // x weights: KX per output column
+const D_KX: u32 = 8u;
+const D_YB: u32 = 9u; // y bounds: (first horizontal-buffer row, taps) per output row
+const D_YW: u32 = 10u;
+const D_KY: u32 = 11u;
+const D_MASK: u32 = 12u; // mask pixels, two u16 per word, low half first
+const D_MASK_W: u32 = 13u; // mask width (0: no mask, the output is 0)
+const D_NEAREST: u32 = 15u; // source column per output column, then source row per row
+
+// SamplePlan words.
+const PLAN_WORDS: u32 = 28u;
+const P_FLAGS: u32 = 10u;
+const P_ORDER: u32 = 11u;
+const P_BRIGHTNESS: u32 = 12u;
+const P_CONTRAST: u32 = 13u;
+const P_SATURATION: u32 = 14u;
+const P_HUE: u32 = 15u;
+const P_MEAN: u32 = 16u;
+const P_STD: u32 = 20u;
+
+const FLIP_H: u32 = 1u;
+const FLIP_V: u32 = 2u;
+const JITTER: u32 = 4u;
+const NORMALIZE: u32 = 8u;
+
+const OP_BRIGHTNESS: u32 = 1u;
+const OP_CONTRAST: u32 = 2u;
+const OP_SATURATION: u32 = 3u;
+const OP_HUE: u32 = 4u;
+
+const ROUND: i32 = 2097152; // 1 << 21
+const PRECISION: u32 = 22u;
+
+// What one dispatch works on.
+struct Params {
+    // Samples [s0, s1).
+    s0: u32,
+    s1: u32,
+    // Horizontal pass: items [item0, item0 + items).
+    item0: u32,
+    items: u32,
+    // Word of `windows`, of the blob and of the result buffer where the bindings start.
+    win_base: u32,
+    data_base: u32,
+    r_base: u32,
+    // First item held by the bound horizontal buffer.
+    h_base: u32,
+    // Write passes: byte of sample s0's slot where the chunk starts, and its word count.
+    byte0: u32,
+    words: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+    _pad3: u32,
+    _pad4: u32,
+    _pad5: u32,
+}
+
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> hdr: array<u32>;
+@group(0) @binding(2) var<storage, read> data: array<u32>;
+@group(0) @binding(3) var<storage, read> windows: array<u32>;
+@group(0) @binding(4) var<storage, read_write> hbuf: array<u32>;
+@group(0) @binding(5) var<storage, read_write> rbuf: array<u32>;
+@group(0) @binding(6) var<storage, read_write> outw: array<u32>;
+
+var<workgroup> red_lo: array<u32, WG>;
+var<workgroup> red_hi: array<u32, WG>;
+
+fn desc(s: u32, k: u32) -> u32 {
+    return hdr[hdr[H_DESCS] + s * DESC_WORDS + k];
+}
+
+fn plan_u(s: u32, k: u32) -> u32 {
+    return hdr[hdr[H_PLANS] + s * PLAN_WORDS + k];
+}
+
+fn plan_f(s: u32, k: u32) -> f32 {
+    return bitcast<f32>(plan_u(s, k));
+}
+
+// A word of the data section, by its offset relative to the section.
+fn table(rel: u32) -> u32 {
+    return data[hdr[H_DATA] + rel - P.data_base];
+}
+
+fn unpack_rgb(p: u32) -> vec3<u32> {
+    return vec3<u32>(p & 255u, (p >> 8u) & 255u, (p >> 16u) & 255u);
+}
+
+fn pack_rgb(v: vec3<u32>) -> u32 {
+    return v.x | (v.y << 8u) | (v.z << 16u);
+}
+
+fn clip8(acc: vec3<i32>) -> vec3<u32> {
+    return vec3<u32>(clamp(acc >> vec3<u32>(PRECISION), vec3<i32>(0), vec3<i32>(255)));
+}
+
+// The invocation's index in a 2D dispatch of 1D workgroups.
+fn linear_id(wg: vec3<u32>, nw: vec3<u32>, li: u32) -> u32 {
+    return (wg.y * nw.x + wg.x) * WG + li;
+}
+
+@compute @workgroup_size(256)
+fn horizontal(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nw: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let t = linear_id(wg, nw, li);
+    if t >= P.items {
+        return;
+    }
+    let item = P.item0 + t;
+    // The sample holding this item: the last with D_ITEM <= item.
+    var lo = P.s0;
+    var hi = P.s1;
+    while hi - lo > 1u {
+        let mid = (lo + hi) / 2u;
+        if desc(mid, D_ITEM) <= item {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let s = lo;
+    let ow = hdr[H_OUT_W];
+    let local = item - desc(s, D_ITEM);
+    let r = local / ow;
+    let xx = local % ow;
+    let row = desc(s, D_WIN) + (desc(s, D_ROW0) + r) * desc(s, D_WIN_W) - P.win_base;
+    let start = table(desc(s, D_XB) + 2u * xx);
+    let n = table(desc(s, D_XB) + 2u * xx + 1u);
+    let wbase = desc(s, D_XW) + xx * desc(s, D_KX);
+    var acc = vec3<i32>(ROUND);
+    for (var k = 0u; k < n; k++) {
+        let w = bitcast<i32>(table(wbase + k));
+        acc += vec3<i32>(unpack_rgb(windows[row + start + k])) * w;
+    }
+    hbuf[item - P.h_base] = pack_rgb(clip8(acc));
+}
+
+fn gray(v: vec3<u32>) -> f32 {
+    let f = vec3<f32>(v);
+    return 0.2989 * f.x + 0.587 * f.y + 0.114 * f.z;
+}
+
+// torchvision's _blend on u8: clamp(a * r + b * (1 - r), 0, 255), truncated.
+fn blend(a: vec3<u32>, b: f32, r: f32) -> vec3<u32> {
+    return vec3<u32>(clamp(vec3<f32>(a) * r + b * (1.0 - r), vec3<f32>(0.0), vec3<f32>(255.0)));
+}
+
+// Rust's f32 `rem_euclid(1.0)` for |x| < 2^23.
+fn rem1(x: f32) -> f32 {
+    let r = x - trunc(x);
+    return select(r, r + 1.0, r < 0.0);
+}
+
+fn hue_shift(p: vec3<u32>, shift: f32) -> vec3<u32> {
+    let r = f32(p.x) / 255.0;
+    let g = f32(p.y) / 255.0;
+    let b = f32(p.z) / 255.0;
+    let maxc = max(max(r, g), b);
+    let minc = min(min(r, g), b);
+    let eqc = maxc == minc;
+    let range = maxc - minc;
+    let s = range / select(maxc, 1.0, eqc);
+    let div = select(range, 1.0, eqc);
+    let rc = (maxc - r) / div;
+    let gc = (maxc - g) / div;
+    let bc = (maxc - b) / div;
+    var h: f32;
+    if maxc == r {
+        h = bc - gc;
+    } else if maxc == g {
+        h = 2.0 + rc - bc;
+    } else {
+        h = 4.0 + gc - rc;
+    }
+    h = rem1(h / 6.0 + 1.0);
+    h = rem1(h + shift);
+    let v = maxc;
+    let h6 = h * 6.0;
+    let fi = floor(h6);
+    let f = h6 - fi;
+    let i = ((i32(fi) % 6) + 6) % 6;
+    let q = clamp((1.0 - s * f) * v, 0.0, 1.0);
+    let t = clamp((s * f + (1.0 - s)) * v, 0.0, 1.0);
+    let pp = clamp((1.0 - s) * v, 0.0, 1.0);
+    var o: vec3<f32>;
+    switch i {
+        case 0: { o = vec3<f32>(v, t, pp); }
+        case 1: { o = vec3<f32>(q, v, pp); }
+        case 2: { o = vec3<f32>(pp, v, t); }
+        case 3: { o = vec3<f32>(pp, q, v); }
+        case 4: { o = vec3<f32>(t, pp, v); }
+        default: { o = vec3<f32>(v, pp, q); }
+    }
+    return vec3<u32>(clamp(o * (256.0 - 1e-3), vec3<f32>(0.0), vec3<f32>(255.0)));
+}
+
+// The jitter op at position k of the plan's order (0 when none or jitter is off).
+fn op_at(s: u32, k: u32) -> u32 {
+    if (plan_u(s, P_FLAGS) & JITTER) == 0u || k >= 4u {
+        return 0u;
+    }
+    return (plan_u(s, P_ORDER) >> (8u * k)) & 255u;
+}
+
+// Number of ops in the plan's order.
+fn op_count(s: u32) -> u32 {
+    var k = 0u;
+    while k < 4u && op_at(s, k) != 0u {
+        k++;
+    }
+    return k;
+}
+
+// Whether op k is a contrast change (the ops that need the whole image).
+fn is_contrast(s: u32, k: u32) -> bool {
+    return op_at(s, k) == OP_CONTRAST && plan_f(s, P_CONTRAST) != 1.0;
+}
+
+// The first contrast op at or after k, or the op count.
+fn next_contrast(s: u32, k: u32, count: u32) -> u32 {
+    var j = k;
+    while j < count && !is_contrast(s, j) {
+        j++;
+    }
+    return j;
+}
+
+// Applies the per-pixel ops [first, end) (no contrast among them) to one pixel.
+fn pixel_ops(s: u32, v0: vec3<u32>, first: u32, end: u32) -> vec3<u32> {
+    var v = v0;
+    for (var k = first; k < end; k++) {
+        let op = op_at(s, k);
+        if op == OP_BRIGHTNESS {
+            let f = plan_f(s, P_BRIGHTNESS);
+            if f != 1.0 {
+                v = vec3<u32>(clamp(vec3<f32>(v) * f, vec3<f32>(0.0), vec3<f32>(255.0)));
+            }
+        } else if op == OP_SATURATION {
+            let f = plan_f(s, P_SATURATION);
+            if f != 1.0 {
+                v = blend(v, floor(gray(v)), f);
+            }
+        } else if op == OP_HUE {
+            let f = plan_f(s, P_HUE);
+            if f != 0.0 {
+                v = hue_shift(v, f);
+            }
+        }
+    }
+    return v;
+}
+
+@compute @workgroup_size(256)
+fn vertical_jitter(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nw: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
+    // One workgroup per sample: everything below that depends on `s` is uniform.
+    let s = P.s0 + wg.y * nw.x + wg.x;
+    if s >= P.s1 {
+        return;
+    }
+    let ow = hdr[H_OUT_W];
+    let npx = ow * hdr[H_OUT_H];
+    let rb = s * npx - P.r_base;
+    let hb = desc(s, D_ITEM) - P.h_base;
+    let yb = desc(s, D_YB);
+    let yw = desc(s, D_YW);
+    let ky = desc(s, D_KY);
+    let count = op_count(s);
+    var k = next_contrast(s, 0u, count);
+    // Vertical resize and the ops before the first contrast change.
+    for (var p = li; p < npx; p += WG) {
+        let xx = p % ow;
+        let yy = p / ow;
+        let start = table(yb + 2u * yy);
+        let n = table(yb + 2u * yy + 1u);
+        let wbase = yw + yy * ky;
+        var acc = vec3<i32>(ROUND);
+        for (var t = 0u; t < n; t++) {
+            let w = bitcast<i32>(table(wbase + t));
+            acc += vec3<i32>(unpack_rgb(hbuf[hb + (start + t) * ow + xx])) * w;
+        }
+        rbuf[rb + p] = pack_rgb(pixel_ops(s, clip8(acc), 0u, k));
+    }
+    // Each contrast change, then the per-pixel ops up to the next one.
+    let c = plan_f(s, P_CONTRAST);
+    while k < count {
+        var sum = 0u;
+        for (var p = li; p < npx; p += WG) {
+            sum += u32(floor(gray(unpack_rgb(rbuf[rb + p]))));
+        }
+        red_lo[li] = sum;
+        red_hi[li] = 0u;
+        workgroupBarrier();
+        for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+            if li < stride {
+                let a = red_lo[li];
+                let lo = a + red_lo[li + stride];
+                red_lo[li] = lo;
+                red_hi[li] = red_hi[li] + red_hi[li + stride] + select(0u, 1u, lo < a);
+            }
+            workgroupBarrier();
+        }
+        let lo = red_lo[0];
+        let hi = red_hi[0];
+        let n = max(npx, 1u);
+        var mean: f32;
+        if hi == 0u && lo < 16777216u {
+            mean = f32(lo) / f32(n);
+        } else {
+            mean = (f32(hi) * 4294967296.0 + f32(lo)) / f32(n);
+        }
+        let next = next_contrast(s, k + 1u, count);
+        for (var p = li; p < npx; p += WG) {
+            let v = blend(unpack_rgb(rbuf[rb + p]), mean, c);
+            rbuf[rb + p] = pack_rgb(pixel_ops(s, v, k + 1u, next));
+        }
+        // Everyone has read the sums before the next reduction overwrites them.
+        workgroupBarrier();
+        k = next;
+    }
+}
+
+// One element of a sample's slot: channel value (0-255) after flips.
+fn element(s: u32, l: u32) -> vec2<u32> {
+    let ow = hdr[H_OUT_W];
+    let oh = hdr[H_OUT_H];
+    let npx = ow * oh;
+    var c: u32;
+    var q: u32;
+    if hdr[H_LAYOUT] == 1u {
+        c = l % 3u;
+        q = l / 3u;
+    } else {
+        c = l / npx;
+        q = l % npx;
+    }
+    var x = q % ow;
+    var y = q / ow;
+    let flags = plan_u(s, P_FLAGS);
+    if (flags & FLIP_H) != 0u {
+        x = ow - 1u - x;
+    }
+    if (flags & FLIP_V) != 0u {
+        y = oh - 1u - y;
+    }
+    let v = (rbuf[s * npx - P.r_base + y * ow + x] >> (8u * c)) & 255u;
+    return vec2<u32>(v, c);
+}
+
+fn element_f(s: u32, l: u32) -> f32 {
+    let e = element(s, l);
+    let x = f32(e.x) / 255.0;
+    if (plan_u(s, P_FLAGS) & NORMALIZE) != 0u {
+        return (x - plan_f(s, P_MEAN + e.y)) / plan_f(s, P_STD + e.y);
+    }
+    return x;
+}
+
+// IEEE binary16 bits of `x`, rounded to nearest even (as the CPU's `half::f16::from_f32`).
+// Integer code rather than pack2x16float, whose rounding is left to the driver and which
+// some downlevel adapters lack.
+fn f16_bits(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    let sign = (b >> 16u) & 0x8000u;
+    let e = i32((b >> 23u) & 255u);
+    let m = b & 0x7fffffu;
+    if e == 255 {
+        return sign | 0x7c00u | select(0u, 0x200u | (m >> 13u), m != 0u);
+    }
+    let he = e - 112;
+    if he >= 31 {
+        return sign | 0x7c00u;
+    }
+    if he <= 0 {
+        if he < -10 {
+            return sign;
+        }
+        let m24 = m | 0x800000u;
+        let shift = u32(14 - he);
+        var r = m24 >> shift;
+        let rem = m24 & ((1u << shift) - 1u);
+        let halfway = 1u << (shift - 1u);
+        if rem > halfway || (rem == halfway && (r & 1u) != 0u) {
+            r += 1u;
+        }
+        return sign | r;
+    }
+    var r = (u32(he) << 10u) | (m >> 13u);
+    let rem = m & 0x1fffu;
+    if rem > 0x1000u || (rem == 0x1000u && (r & 1u) != 0u) {
+        r += 1u;
+    }
+    return sign | r;
+}
+
+@compute @workgroup_size(256)
+fn write_image(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nw: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let t = linear_id(wg, nw, li);
+    if t >= P.words {
+        return;
+    }
+    let n = hdr[H_N];
+    let dtype = hdr[H_DTYPE];
+    let per = 3u * hdr[H_OUT_W] * hdr[H_OUT_H];
+    let b = P.byte0 + 4u * t;
+    var word = 0u;
+    if dtype == 0u {
+        for (var k = 0u; k < 4u; k++) {
+            let e = b + k;
+            let s = P.s0 + e / per;
+            if s < n {
+                word |= element(s, e % per).x << (8u * k);
+            }
+        }
+    } else if dtype == 1u {
+        for (var k = 0u; k < 2u; k++) {
+            let e = b / 2u + k;
+            let s = P.s0 + e / per;
+            if s < n {
+                word |= f16_bits(element_f(s, e % per)) << (16u * k);
+            }
+        }
+    } else {
+        let e = b / 4u;
+        let s = P.s0 + e / per;
+        if s < n {
+            word = bitcast<u32>(element_f(s, e % per));
+        }
+    }
+    outw[t] = word;
+}
+
+@compute @workgroup_size(256)
+fn write_mask(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nw: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let t = linear_id(wg, nw, li);
+    if t >= P.words {
+        return;
+    }
+    let n = hdr[H_N];
+    let ow = hdr[H_OUT_W];
+    let oh = hdr[H_OUT_H];
+    let npx = ow * oh;
+    let e0 = (P.byte0 + 4u * t) / 2u;
+    var word = 0u;
+    for (var k = 0u; k < 2u; k++) {
+        let e = e0 + k;
+        let s = P.s0 + e / npx;
+        var mw = 0u;
+        if s < n {
+            mw = desc(s, D_MASK_W);
+        }
+        if mw != 0u {
+            let l = e % npx;
+            var x = l % ow;
+            var y = l / ow;
+            let flags = plan_u(s, P_FLAGS);
+            if (flags & FLIP_H) != 0u {
+                x = ow - 1u - x;
+            }
+            if (flags & FLIP_V) != 0u {
+                y = oh - 1u - y;
+            }
+            let nt = desc(s, D_NEAREST);
+            let idx = table(nt + ow + y) * mw + table(nt + x);
+            let v = (table(desc(s, D_MASK) + idx / 2u) >> (16u * (idx & 1u))) & 65535u;
+            word |= v << (16u * k);
+        }
+    }
+    outw[t] = word;
+}

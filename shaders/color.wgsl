@@ -1,1 +1,203 @@
-// placeholder
+// Chroma upsampling and colour conversion: a port of the scalar oracle
+// src/decode/jpeg/color.rs (libjpeg-turbo's jdsample.c with fancy upsampling, jdcolor.c),
+// over the packed layout documented in src/decode/jpeg/coeffs.rs.
+//
+// One dispatch covers a chunk: one invocation per output pixel of every window in it. It
+// reads the component planes idct.wgsl wrote and writes one RGBA word (R in the low byte,
+// A = 255) into `windows`, which is bound at the chunk's first output word.
+
+@group(0) @binding(0) var<storage, read> blob: array<u32>;
+@group(0) @binding(1) var<storage, read> planes: array<u32>;
+@group(0) @binding(2) var<storage, read_write> windows: array<u32>;
+
+// Chunk header words.
+const H_IMAGES: u32 = 0u;        // number of image records
+const H_IMAGE_TABLE: u32 = 2u;
+const H_COMPONENT_TABLE: u32 = 3u;
+const H_PIXELS: u32 = 5u;        // output pixels in this chunk
+
+// ImageDesc words.
+const I_KIND: u32 = 0u;
+const I_FLAGS: u32 = 1u;
+const I_COMPONENTS: u32 = 2u;
+const I_FIRST_COMPONENT: u32 = 3u;
+const I_OUT: u32 = 4u;
+const I_X0: u32 = 5u;
+const I_Y0: u32 = 6u;
+const I_WIDTH: u32 = 7u;
+const I_PIXEL_START: u32 = 12u;
+const I_SRC: u32 = 13u;
+
+// ComponentDesc words.
+const C_BX0: u32 = 2u;
+const C_BY0: u32 = 3u;
+const C_DCT: u32 = 6u;
+const C_PLANE: u32 = 7u;
+const C_STRIDE: u32 = 8u;
+const C_DW: u32 = 9u;
+const C_DH: u32 = 10u;
+const C_METHOD: u32 = 11u;
+const C_EH: u32 = 12u;
+const C_EV: u32 = 13u;
+
+const KIND_GRAY: u32 = 0u;
+const KIND_YCBCR: u32 = 1u;
+const KIND_RGB: u32 = 2u;
+const KIND_CMYK: u32 = 3u;
+const KIND_YCCK: u32 = 4u;
+const KIND_PASSTHROUGH: u32 = 5u;
+
+const UP_FULL: u32 = 0u;
+const UP_BOX: u32 = 1u;
+const UP_H2V1: u32 = 2u;
+const UP_H1V2: u32 = 3u;
+const UP_H2V2: u32 = 4u;
+
+fn image_word(i: u32, w: u32) -> u32 {
+    return blob[blob[H_IMAGE_TABLE] + i * 16u + w];
+}
+
+fn comp_word(c: u32, w: u32) -> u32 {
+    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
+}
+
+// Plane sample (sx, sy) in whole-component coordinates.
+fn plane_sample(c: u32, sx: u32, sy: u32) -> u32 {
+    let size = comp_word(c, C_DCT);
+    let x = sx - comp_word(c, C_BX0) * size;
+    let y = sy - comp_word(c, C_BY0) * size;
+    let word = planes[comp_word(c, C_PLANE) + y * comp_word(c, C_STRIDE) + x / 4u];
+    return (word >> (8u * (x % 4u))) & 255u;
+}
+
+// i - 1 (up) or i + 1, clamped to 0..n.
+fn neighbour(i: u32, up: bool, n: u32) -> u32 {
+    if (up) {
+        return select(i - 1u, 0u, i == 0u);
+    }
+    return min(i + 1u, max(n, 1u) - 1u);
+}
+
+// Component c's upsampled value at pixel (x, y) of the scaled image.
+fn component_value(c: u32, x: u32, y: u32) -> u32 {
+    let method = comp_word(c, C_METHOD);
+    if (method == UP_FULL) {
+        return plane_sample(c, x, y);
+    }
+    if (method == UP_H2V1) {
+        let i = x / 2u;
+        let left = x % 2u == 0u;
+        let n = neighbour(i, left, comp_word(c, C_DW));
+        return (3u * plane_sample(c, i, y) + plane_sample(c, n, y) + select(2u, 1u, left)) >> 2u;
+    }
+    if (method == UP_H1V2) {
+        let j = y / 2u;
+        let above = y % 2u == 0u;
+        let n = neighbour(j, above, comp_word(c, C_DH));
+        return (3u * plane_sample(c, x, j) + plane_sample(c, x, n) + select(2u, 1u, above)) >> 2u;
+    }
+    if (method == UP_H2V2) {
+        let j = y / 2u;
+        let above = y % 2u == 0u;
+        let nj = neighbour(j, above, comp_word(c, C_DH));
+        let i = x / 2u;
+        let left = x % 2u == 0u;
+        let ni = neighbour(i, left, comp_word(c, C_DW));
+        let here = 3u * plane_sample(c, i, j) + plane_sample(c, i, nj);
+        let there = 3u * plane_sample(c, ni, j) + plane_sample(c, ni, nj);
+        return (3u * here + there + select(7u, 8u, left)) >> 4u;
+    }
+    // UP_BOX
+    return plane_sample(c, x / max(comp_word(c, C_EH), 1u), y / max(comp_word(c, C_EV), 1u));
+}
+
+// jdcolor.c's table entries for one Cb/Cr pair: offsets to add to Y for R, G, B.
+fn ycc_offsets(cb_in: u32, cr_in: u32) -> vec3<i32> {
+    let cb = i32(cb_in) - 128;
+    let cr = i32(cr_in) - 128;
+    let r = (91881 * cr + 32768) >> 16u;
+    let b = (116130 * cb + 32768) >> 16u;
+    let g = (-46802 * cr + (-22554 * cb + 32768)) >> 16u;
+    return vec3<i32>(r, g, b);
+}
+
+fn clamp255(v: i32) -> u32 {
+    return u32(clamp(v, 0, 255));
+}
+
+fn ink(v: u32, inverted: bool) -> u32 {
+    return select(255u - v, v, inverted);
+}
+
+// CMYK (as stored) to RGB, as decode::cpu's cmyk_to_rgb.
+fn cmyk_to_rgb(c: u32, m: u32, y: u32, k: u32, inverted: bool) -> vec3<u32> {
+    let kk = ink(k, inverted);
+    return vec3<u32>(
+        (ink(c, inverted) * kk + 127u) / 255u,
+        (ink(m, inverted) * kk + 127u) / 255u,
+        (ink(y, inverted) * kk + 127u) / 255u,
+    );
+}
+
+@compute @workgroup_size(64)
+fn color(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let gid = (wid.y * nwg.x + wid.x) * 64u + lid;
+    if (gid >= blob[H_PIXELS]) {
+        return;
+    }
+    var lo = 0u;
+    var hi = blob[H_IMAGES];
+    while (hi - lo > 1u) {
+        let mid = (lo + hi) / 2u;
+        if (image_word(mid, I_PIXEL_START) <= gid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let img = lo;
+    let local = gid - image_word(img, I_PIXEL_START);
+    let out = image_word(img, I_OUT) + local;
+    let kind = image_word(img, I_KIND);
+    if (kind == KIND_PASSTHROUGH) {
+        windows[out] = blob[image_word(img, I_SRC) + local];
+        return;
+    }
+    let width = image_word(img, I_WIDTH);
+    let x = image_word(img, I_X0) + local % width;
+    let y = image_word(img, I_Y0) + local / width;
+    let first = image_word(img, I_FIRST_COMPONENT);
+    let n = min(image_word(img, I_COMPONENTS), 4u);
+    var v = array<u32, 4>(0u, 0u, 0u, 0u);
+    for (var c = 0u; c < n; c++) {
+        v[c] = component_value(first + c, x, y);
+    }
+    let inverted = (image_word(img, I_FLAGS) & 1u) != 0u;
+    var rgb = vec3<u32>(0u, 0u, 0u);
+    if (kind == KIND_GRAY) {
+        rgb = vec3<u32>(v[0], v[0], v[0]);
+    } else if (kind == KIND_YCBCR) {
+        let o = ycc_offsets(v[1], v[2]);
+        let yy = i32(v[0]);
+        rgb = vec3<u32>(clamp255(yy + o.x), clamp255(yy + o.y), clamp255(yy + o.z));
+    } else if (kind == KIND_RGB) {
+        rgb = vec3<u32>(v[0], v[1], v[2]);
+    } else if (kind == KIND_CMYK) {
+        rgb = cmyk_to_rgb(v[0], v[1], v[2], v[3], inverted);
+    } else if (kind == KIND_YCCK) {
+        let o = ycc_offsets(v[1], v[2]);
+        let yy = i32(v[0]);
+        rgb = cmyk_to_rgb(
+            clamp255(255 - (yy + o.x)),
+            clamp255(255 - (yy + o.y)),
+            clamp255(255 - (yy + o.z)),
+            v[3],
+            inverted,
+        );
+    }
+    windows[out] = rgb.x | (rgb.y << 8u) | (rgb.z << 16u) | (255u << 24u);
+}

@@ -1,1 +1,380 @@
-// placeholder
+// Dequantisation and inverse DCT of JPEG blocks: a line-by-line port of the scalar oracle
+// src/decode/jpeg/idct.rs (libjpeg-turbo's jpeg_idct_islow and jidctred.c's 4x4, 2x2, 1x1),
+// over the packed layout documented in src/decode/jpeg/coeffs.rs.
+//
+// One dispatch covers a chunk: `blob` is the chunk (header, image and component tables,
+// data); one invocation handles one group of blocks side by side (1 block for 8x8 and 4x4
+// outputs, 2 for 2x2, 4 for 1x1), so it writes whole plane words and no two invocations
+// write the same word. All integer arithmetic is 32-bit and wraps, as in the oracle.
+
+@group(0) @binding(0) var<storage, read> blob: array<u32>;
+@group(0) @binding(1) var<storage, read_write> planes: array<u32>;
+
+// Chunk header words.
+const H_COMPONENTS: u32 = 1u;    // number of component records
+const H_COMPONENT_TABLE: u32 = 3u;
+const H_IDCT: u32 = 4u;          // IDCT invocations in this chunk
+
+// ComponentDesc words.
+const C_COEF: u32 = 0u;
+const C_QUANT: u32 = 1u;
+const C_BW: u32 = 4u;
+const C_BH: u32 = 5u;
+const C_DCT: u32 = 6u;
+const C_PLANE: u32 = 7u;
+const C_STRIDE: u32 = 8u;
+const C_GROUP_START: u32 = 14u;
+
+const CONST_BITS: u32 = 13u;
+const PASS1_BITS: u32 = 2u;
+
+const FIX_0_298631336: i32 = 2446;
+const FIX_0_390180644: i32 = 3196;
+const FIX_0_541196100: i32 = 4433;
+const FIX_0_765366865: i32 = 6270;
+const FIX_0_899976223: i32 = 7373;
+const FIX_1_175875602: i32 = 9633;
+const FIX_1_501321110: i32 = 12299;
+const FIX_1_847759065: i32 = 15137;
+const FIX_1_961570560: i32 = 16069;
+const FIX_2_053119869: i32 = 16819;
+const FIX_2_562915447: i32 = 20995;
+const FIX_3_072711026: i32 = 25172;
+const FIX_0_211164243: i32 = 1730;
+const FIX_0_509795579: i32 = 4176;
+const FIX_0_601344887: i32 = 4926;
+const FIX_0_720959822: i32 = 5906;
+const FIX_0_850430095: i32 = 6967;
+const FIX_1_061594337: i32 = 8697;
+const FIX_1_272758580: i32 = 10426;
+const FIX_1_451774981: i32 = 11893;
+const FIX_2_172734803: i32 = 17799;
+const FIX_3_624509785: i32 = 29692;
+
+// Pass-1 results (row * 8 + column) and output samples (row * 8 + column).
+var<private> ws: array<i32, 64>;
+var<private> samples: array<u32, 64>;
+
+fn comp_word(c: u32, w: u32) -> u32 {
+    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
+}
+
+// Low or high signed 16-bit half of a word, by index parity.
+fn half16(word: u32, i: u32) -> i32 {
+    if ((i & 1u) == 0u) {
+        return i32(word << 16u) >> 16u;
+    }
+    return i32(word) >> 16u;
+}
+
+fn coef(at: u32, i: u32) -> i32 {
+    return half16(blob[at + i / 2u], i);
+}
+
+// DEQUANTIZE: coefficient times the quantiser, taken as a short.
+fn deq(at: u32, qt: u32, i: u32) -> i32 {
+    return coef(at, i) * half16(blob[qt + i / 2u], i);
+}
+
+fn descale(x: i32, n: u32) -> i32 {
+    return (x + (1i << (n - 1u))) >> n;
+}
+
+// libjpeg's post-IDCT range limit (see range_limit in idct.rs).
+fn range_limit(x: i32) -> u32 {
+    let i = u32(x & 1023);
+    if (i < 128u) {
+        return i + 128u;
+    }
+    if (i < 512u) {
+        return 255u;
+    }
+    if (i < 896u) {
+        return 0u;
+    }
+    return i - 896u;
+}
+
+fn idct8_1d(x: array<i32, 8>, shift: u32) -> array<i32, 8> {
+    let z2 = x[2];
+    let z3 = x[6];
+    let z1 = (z2 + z3) * FIX_0_541196100;
+    let tmp2 = z1 + z3 * (-FIX_1_847759065);
+    let tmp3 = z1 + z2 * FIX_0_765366865;
+    let tmp0 = (x[0] + x[4]) << CONST_BITS;
+    let tmp1 = (x[0] - x[4]) << CONST_BITS;
+    let tmp10 = tmp0 + tmp3;
+    let tmp13 = tmp0 - tmp3;
+    let tmp11 = tmp1 + tmp2;
+    let tmp12 = tmp1 - tmp2;
+    var t0 = x[7];
+    var t1 = x[5];
+    var t2 = x[3];
+    var t3 = x[1];
+    let o1 = t0 + t3;
+    let o2 = t1 + t2;
+    let o3 = t0 + t2;
+    let o4 = t1 + t3;
+    let z5 = (o3 + o4) * FIX_1_175875602;
+    t0 = t0 * FIX_0_298631336;
+    t1 = t1 * FIX_2_053119869;
+    t2 = t2 * FIX_3_072711026;
+    t3 = t3 * FIX_1_501321110;
+    let m1 = o1 * (-FIX_0_899976223);
+    let m2 = o2 * (-FIX_2_562915447);
+    let m3 = o3 * (-FIX_1_961570560) + z5;
+    let m4 = o4 * (-FIX_0_390180644) + z5;
+    t0 = t0 + m1 + m3;
+    t1 = t1 + m2 + m4;
+    t2 = t2 + m2 + m3;
+    t3 = t3 + m1 + m4;
+    return array<i32, 8>(
+        descale(tmp10 + t3, shift),
+        descale(tmp11 + t2, shift),
+        descale(tmp12 + t1, shift),
+        descale(tmp13 + t0, shift),
+        descale(tmp13 - t0, shift),
+        descale(tmp12 - t1, shift),
+        descale(tmp11 - t2, shift),
+        descale(tmp10 - t3, shift),
+    );
+}
+
+fn idct4_1d(x: array<i32, 8>, shift: u32) -> array<i32, 4> {
+    let tmp0 = x[0] << (CONST_BITS + 1u);
+    let tmp2 = x[2] * FIX_1_847759065 + x[6] * (-FIX_0_765366865);
+    let tmp10 = tmp0 + tmp2;
+    let tmp12 = tmp0 - tmp2;
+    let z1 = x[7];
+    let z2 = x[5];
+    let z3 = x[3];
+    let z4 = x[1];
+    let t0 = z1 * (-FIX_0_211164243) + z2 * FIX_1_451774981 + z3 * (-FIX_2_172734803)
+        + z4 * FIX_1_061594337;
+    let t2 = z1 * (-FIX_0_509795579) + z2 * (-FIX_0_601344887) + z3 * FIX_0_899976223
+        + z4 * FIX_2_562915447;
+    return array<i32, 4>(
+        descale(tmp10 + t2, shift),
+        descale(tmp12 + t0, shift),
+        descale(tmp12 - t0, shift),
+        descale(tmp10 - t2, shift),
+    );
+}
+
+fn idct2_1d(x: array<i32, 8>, shift: u32) -> array<i32, 2> {
+    let tmp10 = x[0] << (CONST_BITS + 2u);
+    let tmp0 = x[7] * (-FIX_0_720959822) + x[5] * FIX_0_850430095 + x[3] * (-FIX_1_272758580)
+        + x[1] * FIX_3_624509785;
+    return array<i32, 2>(descale(tmp10 + tmp0, shift), descale(tmp10 - tmp0, shift));
+}
+
+// jpeg_idct_islow: block at `at`, quantisation table at `qt`, into samples[].
+fn idct_8x8(at: u32, qt: u32) {
+    for (var col = 0u; col < 8u; col++) {
+        var zero = true;
+        for (var r = 1u; r < 8u; r++) {
+            zero = zero && coef(at, r * 8u + col) == 0;
+        }
+        if (zero) {
+            let dc = deq(at, qt, col) << PASS1_BITS;
+            for (var r = 0u; r < 8u; r++) {
+                ws[r * 8u + col] = dc;
+            }
+            continue;
+        }
+        var x: array<i32, 8>;
+        for (var r = 0u; r < 8u; r++) {
+            x[r] = deq(at, qt, r * 8u + col);
+        }
+        var o = idct8_1d(x, CONST_BITS - PASS1_BITS);
+        for (var r = 0u; r < 8u; r++) {
+            ws[r * 8u + col] = o[r];
+        }
+    }
+    for (var row = 0u; row < 8u; row++) {
+        var x: array<i32, 8>;
+        var zero = true;
+        for (var i = 0u; i < 8u; i++) {
+            x[i] = ws[row * 8u + i];
+            if (i > 0u) {
+                zero = zero && x[i] == 0;
+            }
+        }
+        if (zero) {
+            let v = range_limit(descale(x[0], PASS1_BITS + 3u));
+            for (var i = 0u; i < 8u; i++) {
+                samples[row * 8u + i] = v;
+            }
+            continue;
+        }
+        var o = idct8_1d(x, CONST_BITS + PASS1_BITS + 3u);
+        for (var i = 0u; i < 8u; i++) {
+            samples[row * 8u + i] = range_limit(o[i]);
+        }
+    }
+}
+
+// jpeg_idct_4x4 into samples[] (rows 0-3, columns 0-3).
+fn idct_4x4(at: u32, qt: u32) {
+    for (var col = 0u; col < 8u; col++) {
+        if (col == 4u) {
+            continue;
+        }
+        let zero = coef(at, 8u + col) == 0 && coef(at, 16u + col) == 0
+            && coef(at, 24u + col) == 0 && coef(at, 40u + col) == 0
+            && coef(at, 48u + col) == 0 && coef(at, 56u + col) == 0;
+        if (zero) {
+            let dc = deq(at, qt, col) << PASS1_BITS;
+            for (var r = 0u; r < 4u; r++) {
+                ws[r * 8u + col] = dc;
+            }
+            continue;
+        }
+        let x = array<i32, 8>(
+            deq(at, qt, col), deq(at, qt, 8u + col), deq(at, qt, 16u + col),
+            deq(at, qt, 24u + col), 0, deq(at, qt, 40u + col), deq(at, qt, 48u + col),
+            deq(at, qt, 56u + col),
+        );
+        var o = idct4_1d(x, CONST_BITS - PASS1_BITS + 1u);
+        for (var r = 0u; r < 4u; r++) {
+            ws[r * 8u + col] = o[r];
+        }
+    }
+    for (var row = 0u; row < 4u; row++) {
+        let b = row * 8u;
+        let x = array<i32, 8>(
+            ws[b], ws[b + 1u], ws[b + 2u], ws[b + 3u], 0, ws[b + 5u], ws[b + 6u], ws[b + 7u],
+        );
+        if (x[1] == 0 && x[2] == 0 && x[3] == 0 && x[5] == 0 && x[6] == 0 && x[7] == 0) {
+            let v = range_limit(descale(x[0], PASS1_BITS + 3u));
+            for (var i = 0u; i < 4u; i++) {
+                samples[b + i] = v;
+            }
+            continue;
+        }
+        var o = idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u);
+        for (var i = 0u; i < 4u; i++) {
+            samples[b + i] = range_limit(o[i]);
+        }
+    }
+}
+
+// jpeg_idct_2x2 into samples[] (rows 0-1, columns 0-1).
+fn idct_2x2(at: u32, qt: u32) {
+    for (var k = 0u; k < 5u; k++) {
+        let col = select(2u * k - 1u, 0u, k == 0u);
+        let zero = coef(at, 8u + col) == 0 && coef(at, 24u + col) == 0
+            && coef(at, 40u + col) == 0 && coef(at, 56u + col) == 0;
+        if (zero) {
+            let dc = deq(at, qt, col) << PASS1_BITS;
+            ws[col] = dc;
+            ws[8u + col] = dc;
+            continue;
+        }
+        let x = array<i32, 8>(
+            deq(at, qt, col), deq(at, qt, 8u + col), 0, deq(at, qt, 24u + col), 0,
+            deq(at, qt, 40u + col), 0, deq(at, qt, 56u + col),
+        );
+        var o = idct2_1d(x, CONST_BITS - PASS1_BITS + 2u);
+        ws[col] = o[0];
+        ws[8u + col] = o[1];
+    }
+    for (var row = 0u; row < 2u; row++) {
+        let b = row * 8u;
+        let x = array<i32, 8>(ws[b], ws[b + 1u], 0, ws[b + 3u], 0, ws[b + 5u], 0, ws[b + 7u]);
+        if (x[1] == 0 && x[3] == 0 && x[5] == 0 && x[7] == 0) {
+            let v = range_limit(descale(x[0], PASS1_BITS + 3u));
+            samples[b] = v;
+            samples[b + 1u] = v;
+            continue;
+        }
+        var o = idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u);
+        samples[b] = range_limit(o[0]);
+        samples[b + 1u] = range_limit(o[1]);
+    }
+}
+
+// jpeg_idct_1x1.
+fn idct_1x1(at: u32, qt: u32) -> u32 {
+    return range_limit(descale(deq(at, qt, 0u), 3u));
+}
+
+@compute @workgroup_size(64)
+fn idct(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let gid = (wid.y * nwg.x + wid.x) * 64u + lid;
+    if (gid >= blob[H_IDCT]) {
+        return;
+    }
+    // The component whose invocations contain gid: the last one starting at or before it.
+    var lo = 0u;
+    var hi = blob[H_COMPONENTS];
+    while (hi - lo > 1u) {
+        let mid = (lo + hi) / 2u;
+        if (comp_word(mid, C_GROUP_START) <= gid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let c = lo;
+    let size = comp_word(c, C_DCT);
+    let bw = comp_word(c, C_BW);
+    let bh = comp_word(c, C_BH);
+    let per = max(4u / size, 1u);
+    let gw = (bw + per - 1u) / per;
+    let local = gid - comp_word(c, C_GROUP_START);
+    let gy = local / gw;
+    let gx = local % gw;
+    if (gy >= bh) {
+        return;
+    }
+    let qt = comp_word(c, C_QUANT);
+    let coefs = comp_word(c, C_COEF);
+    let plane = comp_word(c, C_PLANE);
+    let stride = comp_word(c, C_STRIDE);
+    let block0 = gy * bw + gx * per;
+    if (size == 8u) {
+        idct_8x8(coefs + 32u * block0, qt);
+        for (var r = 0u; r < 8u; r++) {
+            let row = plane + (gy * 8u + r) * stride + gx * 2u;
+            let s = r * 8u;
+            planes[row] = samples[s] | (samples[s + 1u] << 8u) | (samples[s + 2u] << 16u)
+                | (samples[s + 3u] << 24u);
+            planes[row + 1u] = samples[s + 4u] | (samples[s + 5u] << 8u)
+                | (samples[s + 6u] << 16u) | (samples[s + 7u] << 24u);
+        }
+    } else if (size == 4u) {
+        idct_4x4(coefs + 32u * block0, qt);
+        for (var r = 0u; r < 4u; r++) {
+            let s = r * 8u;
+            planes[plane + (gy * 4u + r) * stride + gx] = samples[s] | (samples[s + 1u] << 8u)
+                | (samples[s + 2u] << 16u) | (samples[s + 3u] << 24u);
+        }
+    } else if (size == 2u) {
+        var words = array<u32, 2>(0u, 0u);
+        for (var k = 0u; k < 2u; k++) {
+            if (gx * 2u + k < bw) {
+                idct_2x2(coefs + 32u * (block0 + k), qt);
+                for (var r = 0u; r < 2u; r++) {
+                    words[r] = words[r] | ((samples[r * 8u] | (samples[r * 8u + 1u] << 8u))
+                        << (16u * k));
+                }
+            }
+        }
+        for (var r = 0u; r < 2u; r++) {
+            planes[plane + (gy * 2u + r) * stride + gx] = words[r];
+        }
+    } else {
+        var word = 0u;
+        for (var k = 0u; k < 4u; k++) {
+            if (gx * 4u + k < bw) {
+                word = word | (idct_1x1(coefs + 32u * (block0 + k), qt) << (8u * k));
+            }
+        }
+        planes[plane + gy * stride + gx] = word;
+    }
+}

@@ -65,7 +65,7 @@ impl DType {
 /// `[crop_x, crop_x + crop_w) x [crop_y, crop_y + crop_h)` is resampled to
 /// `out_width x out_height` with pixel centres at half-integers. The same box and flips
 /// apply to every plane of the sample; jitter and normalisation to image planes only.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct SamplePlan {
     /// Low 32 bits of the sample id.

@@ -33,13 +33,19 @@ pub struct Scratch {
     ky: Coeffs,
 }
 
+/// Fixed-point resize coefficients of one axis, as the image resize uses them: filled by
+/// [`resize_coeffs`] for GPU backends, which apply them with the same integer arithmetic
+/// (`(1 << 21) + sum(pixel * weight)`, then `clamp(acc >> 22, 0, 255)`).
 #[derive(Debug, Default)]
-struct Coeffs {
-    /// Per output pixel: first source index and tap count.
-    bounds: Vec<(usize, usize)>,
-    /// `ksize` fixed-point weights per output pixel.
-    weights: Vec<i32>,
-    ksize: usize,
+pub struct Coeffs {
+    /// Per output pixel: first source index (in the frame of the whole scaled image, not
+    /// the window) and tap count (at most `ksize`).
+    pub bounds: Vec<(usize, usize)>,
+    /// `ksize` fixed-point weights per output pixel (22 fractional bits); the weights past
+    /// a pixel's own tap count are zero.
+    pub weights: Vec<i32>,
+    /// Weights stored per output pixel.
+    pub ksize: usize,
     /// Unnormalised weights of one output pixel (reused).
     tmp: Vec<f64>,
     /// One source row widened to 4 lanes (horizontal pass only).
@@ -123,6 +129,40 @@ fn scaled_box(plan: &SamplePlan, scale: u32) -> (f64, f64, f64, f64) {
         x0 + f64::from(plan.crop_w) / s,
         y0 + f64::from(plan.crop_h) / s,
     )
+}
+
+/// The horizontal (`kx`) and vertical (`ky`) coefficients [`execute_image`] uses to resize
+/// the plan's crop box of a window of `size` pixels at `origin` in an image decoded at
+/// `1/scale`: exactly the tables the CPU path computes, for GPU backends to upload.
+pub fn resize_coeffs(
+    plan: &SamplePlan,
+    origin: (u32, u32),
+    size: (u32, u32),
+    scale: u32,
+    kx: &mut Coeffs,
+    ky: &mut Coeffs,
+) {
+    let (ox, oy) = (origin.0 as usize, origin.1 as usize);
+    let antialias = plan.has(ANTIALIAS);
+    let (x0, y0, x1, y1) = scaled_box(plan, scale);
+    precompute(
+        kx,
+        ox,
+        ox + size.0 as usize,
+        x0,
+        x1,
+        plan.out_width as usize,
+        antialias,
+    );
+    precompute(
+        ky,
+        oy,
+        oy + size.1 as usize,
+        y0,
+        y1,
+        plan.out_height as usize,
+        antialias,
+    );
 }
 
 /// The part `[x0, y0, x1, y1)` of an image of `full` size decoded at `1/scale` that the
@@ -312,7 +352,11 @@ pub fn execute_mask(plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]) {
 /// Source indices of Pillow's NEAREST resize with a box along one axis, computed as
 /// Pillow's `ImagingScaleAffine` does: start at `x0 + step / 2` and add `step` per
 /// output pixel (accumulated in double precision), truncating each position.
-fn nearest_table(x0: f64, extent: f64, out: usize, size: usize) -> Vec<usize> {
+///
+/// [`execute_mask`] reads output column `x` from source column
+/// `nearest_table(crop_x, crop_w, out_width, width)[x]` (before flips), and rows likewise:
+/// GPU backends upload these tables.
+pub fn nearest_table(x0: f64, extent: f64, out: usize, size: usize) -> Vec<usize> {
     let step = extent / out.max(1) as f64;
     let mut pos = x0 + step * 0.5;
     (0..out)

@@ -136,3 +136,32 @@ pub fn wgpu_context() -> Option<stoker::backend::wgpu::WgpuContext> {
         }
     }
 }
+
+/// The JPEGs the decode-path tests run over: every `.jpg` in `tests/data/jpeg` and
+/// `tests/data/samples` (recursively), and every corpus `.jpg` that has a reference `.png`
+/// beside it. Sorted, so runs are repeatable.
+pub fn decode_test_jpegs() -> Vec<PathBuf> {
+    fn walk(dir: &Path, with_png_only: bool, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, with_png_only, out);
+            } else if p.extension().is_some_and(|x| x.eq_ignore_ascii_case("jpg"))
+                && (!with_png_only || p.with_extension("png").is_file())
+            {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&data_dir().join("jpeg"), false, &mut out);
+    walk(&data_dir().join("samples"), false, &mut out);
+    if let Some(corpus) = corpus_dir() {
+        walk(&corpus, true, &mut out);
+    }
+    out.sort();
+    out
+}

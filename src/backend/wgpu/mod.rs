@@ -6,6 +6,8 @@
 //! wgpu passes their own with [`WgpuContext::from_device`] and receives each batch as a
 //! `wgpu::Buffer` on that device, usable in their own passes without a copy.
 
+pub mod augment;
+pub mod decode;
 pub mod shaders;
 
 use std::fmt;

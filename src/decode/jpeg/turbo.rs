@@ -17,7 +17,8 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use mozjpeg_sys as ffi;
 
-use crate::decode::DecodeError;
+use crate::decode::jpeg::coeffs::{CoeffStatus, Coefficients, ColorModel};
+use crate::decode::{DecodeError, JpegProcess};
 
 /// What to decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +173,44 @@ impl Decoder {
     }
 }
 
+impl Decoder {
+    fn read_coefficients(
+        &mut self,
+        bytes: &[u8],
+        strict: bool,
+        out: &mut Coefficients,
+    ) -> Result<CoeffStatus, DecodeError> {
+        self.err.warnings = 0;
+        self.err.first_warning = None;
+        let cinfo = &mut *self.cinfo;
+        // SAFETY: as in `decode`; `out` is plain Rust data filled by copying.
+        let r = catch_unwind(AssertUnwindSafe(|| unsafe {
+            run_coefficients(cinfo, bytes, out)
+        }));
+        // SAFETY: returns the decompressor to its idle state, keeping it reusable.
+        let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
+            ffi::jpeg_abort_decompress(cinfo)
+        }));
+        let warning = |err: &mut ErrorMgr| {
+            format!(
+                "corrupt data: {}",
+                err.first_warning.take().unwrap_or_default()
+            )
+        };
+        match r {
+            Ok(Ok(_)) if self.err.warnings > 0 && strict => {
+                Err(DecodeError::Jpeg(warning(&mut self.err)))
+            }
+            Ok(Ok(_)) if self.err.warnings > 0 => Ok(CoeffStatus::CpuOnly(warning(&mut self.err))),
+            Ok(r) => r,
+            Err(p) => Err(match p.downcast::<Fatal>() {
+                Ok(f) => classify(&f),
+                Err(p) => DecodeError::Panicked(crate::error::panic_message(p.as_ref())),
+            }),
+        }
+    }
+}
+
 impl Drop for Decoder {
     fn drop(&mut self) {
         let cinfo = &mut *self.cinfo;
@@ -281,12 +320,10 @@ thread_local! {
     static DECODER: RefCell<Option<Decoder>> = const { RefCell::new(None) };
 }
 
-/// Decodes with this thread's reusable decompressor.
-pub(crate) fn decode(
-    bytes: &[u8],
-    req: &Request,
-    out: &mut Vec<u8>,
-) -> Result<Output, DecodeError> {
+/// Runs `f` with this thread's reusable decompressor.
+fn with_decoder<R>(
+    f: impl FnOnce(&mut Decoder) -> Result<R, DecodeError>,
+) -> Result<R, DecodeError> {
     DECODER.with(|cell| {
         let mut slot = cell
             .try_borrow_mut()
@@ -297,6 +334,169 @@ pub(crate) fn decode(
         let dec = slot.as_mut().ok_or_else(|| {
             DecodeError::Panicked("libjpeg could not create a decompressor".into())
         })?;
-        dec.decode(bytes, req, out)
+        f(dec)
     })
+}
+
+/// Decodes with this thread's reusable decompressor.
+pub(crate) fn decode(
+    bytes: &[u8],
+    req: &Request,
+    out: &mut Vec<u8>,
+) -> Result<Output, DecodeError> {
+    with_decoder(|dec| dec.decode(bytes, req, out))
+}
+
+/// Entropy-decodes `bytes` into `out` (reusing its allocations) with this thread's
+/// reusable decompressor: `jpeg_read_coefficients`, no IDCT. See
+/// [`crate::decode::jpeg::coeffs::read_coefficients`] for what is returned when.
+pub(crate) fn read_coefficients(
+    bytes: &[u8],
+    strict: bool,
+    out: &mut Coefficients,
+) -> Result<CoeffStatus, DecodeError> {
+    // The same checks the CPU decoder makes before libjpeg sees the file.
+    let info = crate::decode::jpeg::markers::peek(bytes)?;
+    match info.process {
+        Some(JpegProcess::Lossless) => {
+            return Err(DecodeError::Unsupported("lossless JPEG (SOF3)".into()))
+        }
+        Some(JpegProcess::Hierarchical) => {
+            return Err(DecodeError::Unsupported("hierarchical JPEG".into()))
+        }
+        _ => {}
+    }
+    if info.bit_depth != 8 {
+        return Err(DecodeError::Unsupported(format!(
+            "{}-bit JPEG",
+            info.bit_depth
+        )));
+    }
+    if strict && !bytes.windows(2).rev().any(|w| w == [0xFF, 0xD9]) {
+        return Err(DecodeError::Jpeg(
+            "truncated: no end-of-image marker".into(),
+        ));
+    }
+    out.clear();
+    out.adobe_inverted = info.adobe_transform.is_some();
+    let status = with_decoder(|dec| dec.read_coefficients(bytes, strict, out))?;
+    if status != CoeffStatus::Ready {
+        return Ok(status);
+    }
+    Ok(match out.check_supported() {
+        Ok(()) => CoeffStatus::Ready,
+        Err(why) => CoeffStatus::CpuOnly(why),
+    })
+}
+
+/// # Safety
+/// As for [`run`].
+unsafe fn run_coefficients(
+    cinfo: &mut ffi::jpeg_decompress_struct,
+    bytes: &[u8],
+    out: &mut Coefficients,
+) -> Result<CoeffStatus, DecodeError> {
+    // SAFETY (whole body): calls follow libjpeg's documented transcoding sequence
+    // (jpeg_read_header, jpeg_read_coefficients) on a valid decompressor. `comp_info`
+    // holds `num_components` entries after jpeg_read_header; `arrays` holds one virtual
+    // block array per component, each `height_in_blocks` rows (rounded up) of at least
+    // `width_in_blocks` blocks, which access_virt_barray returns one row at a time;
+    // `coef_bits`, when not null (progressive files), points to `2 * num_components`
+    // arrays of 64 ints (libjpeg-turbo's layout: current and previous scan).
+    unsafe {
+        ffi::jpeg_mem_src(cinfo, bytes.as_ptr(), bytes.len() as c_ulong);
+        ffi::jpeg_read_header(cinfo, 1);
+        let n = usize::try_from(cinfo.num_components).unwrap_or(0);
+        out.color = match (cinfo.jpeg_color_space, n) {
+            (ffi::J_COLOR_SPACE::JCS_GRAYSCALE, 1) => ColorModel::Gray,
+            (ffi::J_COLOR_SPACE::JCS_YCbCr, 3) => ColorModel::YCbCr,
+            (ffi::J_COLOR_SPACE::JCS_RGB, 3) => ColorModel::Rgb,
+            (ffi::J_COLOR_SPACE::JCS_CMYK, 4) => ColorModel::Cmyk,
+            (ffi::J_COLOR_SPACE::JCS_YCCK, 4) => ColorModel::Ycck,
+            (space, n) => {
+                return Err(DecodeError::Unsupported(format!(
+                    "colour space {space:?} with {n} components"
+                )))
+            }
+        };
+        out.width = cinfo.image_width;
+        out.height = cinfo.image_height;
+        let arrays = ffi::jpeg_read_coefficients(cinfo);
+        let access = (*cinfo.common.mem).access_virt_barray;
+        let (Some(access), false) = (access, arrays.is_null()) else {
+            return Err(DecodeError::Jpeg("no coefficient arrays".into()));
+        };
+        let comps = std::slice::from_raw_parts(cinfo.comp_info, n);
+        out.max_h = comps
+            .iter()
+            .map(|c| c.h_samp_factor)
+            .max()
+            .unwrap_or(1)
+            .max(1) as u32;
+        out.max_v = comps
+            .iter()
+            .map(|c| c.v_samp_factor)
+            .max()
+            .unwrap_or(1)
+            .max(1) as u32;
+        for (ci, comp) in comps.iter().enumerate() {
+            if comp.quant_table.is_null() {
+                return Err(DecodeError::Jpeg(format!(
+                    "component {ci} has no quantisation table"
+                )));
+            }
+            let (wib, hib) = (comp.width_in_blocks, comp.height_in_blocks);
+            let dst = out.push_component(
+                comp.h_samp_factor.max(0) as u32,
+                comp.v_samp_factor.max(0) as u32,
+                wib,
+                hib,
+                (*comp.quant_table).quantval,
+            );
+            dst.blocks.reserve_exact(wib as usize * hib as usize);
+            let array = *arrays.add(ci);
+            for row in 0..hib {
+                let rows = access(&mut cinfo.common, array, row, 1, 0);
+                if rows.is_null() || (*rows).is_null() {
+                    return Err(DecodeError::Jpeg("coefficient row missing".into()));
+                }
+                dst.blocks
+                    .extend_from_slice(std::slice::from_raw_parts(*rows, wib as usize));
+            }
+        }
+        if !cinfo.coef_bits.is_null() {
+            let bits = std::slice::from_raw_parts(cinfo.coef_bits as *const [c_int; 64], n);
+            if let Some(why) = smoothing_needed(comps, bits) {
+                return Ok(CoeffStatus::CpuOnly(why));
+            }
+        }
+        Ok(CoeffStatus::Ready)
+    }
+}
+
+/// libjpeg-turbo's `smoothing_ok` (jdcoefct.c) after the last scan: a progressive file
+/// whose first AC coefficients are not fully refined is decoded with block smoothing,
+/// which the GPU path does not do. Returns the reason when it would be applied.
+fn smoothing_needed(comps: &[ffi::jpeg_component_info], bits: &[[c_int; 64]]) -> Option<String> {
+    // Natural-order positions of zigzag coefficients 0-9 (DC and the first 9 AC).
+    const FIRST: [usize; 10] = [0, 1, 8, 16, 9, 2, 3, 10, 17, 24];
+    let mut useful = None;
+    for (ci, (comp, bits)) in comps.iter().zip(bits).enumerate() {
+        // SAFETY: checked non-null in `run_coefficients`; libjpeg keeps the table alive
+        // until the decompressor is reset.
+        let q = unsafe { &(*comp.quant_table).quantval };
+        if FIRST.iter().any(|&p| q[p] == 0) || bits[0] < 0 {
+            return None;
+        }
+        if useful.is_none() {
+            if let Some(k) = (1..10).find(|&k| bits[k] != 0) {
+                useful = Some(format!(
+                    "progressive JPEG with incomplete refinement (component {ci}, coefficient {k} \
+                     known to bit {}): libjpeg smooths its blocks",
+                    bits[k]
+                ));
+            }
+        }
+    }
+    useful
 }

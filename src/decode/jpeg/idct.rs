@@ -1,0 +1,331 @@
+//! Scalar oracle of dequantisation and the inverse DCT, an exact integer port of
+//! libjpeg-turbo's `jpeg_idct_islow` (`jidctint.c`, 8x8 output) and `jidctred.c`'s reduced
+//! IDCTs (4x4, 2x2, 1x1 outputs), with libjpeg's range limiting. `shaders/idct.wgsl` is a
+//! line-by-line port of this file.
+//!
+//! Arithmetic is 32-bit and wrapping, as in the shaders (WGSL has no 64-bit integers).
+//! libjpeg computes in `long`; the two agree unless the coefficients are far outside
+//! what an 8-bit encoder produces (libjpeg's SIMD IDCT, which the CPU decoder uses,
+//! works in 16- and 32-bit lanes for the same reason). Quantisation entries are used as
+//! the SIMD build's `short` multiplier table holds them: sign-extended from 16 bits.
+
+use super::coeffs::{coef_at, quant_at, PackedJpeg};
+
+const CONST_BITS: u32 = 13;
+const PASS1_BITS: u32 = 2;
+
+const FIX_0_298631336: i32 = 2446;
+const FIX_0_390180644: i32 = 3196;
+const FIX_0_541196100: i32 = 4433;
+const FIX_0_765366865: i32 = 6270;
+const FIX_0_899976223: i32 = 7373;
+const FIX_1_175875602: i32 = 9633;
+const FIX_1_501321110: i32 = 12299;
+const FIX_1_847759065: i32 = 15137;
+const FIX_1_961570560: i32 = 16069;
+const FIX_2_053119869: i32 = 16819;
+const FIX_2_562915447: i32 = 20995;
+const FIX_3_072711026: i32 = 25172;
+// jidctred.c
+const FIX_0_211164243: i32 = 1730;
+const FIX_0_509795579: i32 = 4176;
+const FIX_0_601344887: i32 = 4926;
+const FIX_0_720959822: i32 = 5906;
+const FIX_0_850430095: i32 = 6967;
+const FIX_1_061594337: i32 = 8697;
+const FIX_1_272758580: i32 = 10426;
+const FIX_1_451774981: i32 = 11893;
+const FIX_2_172734803: i32 = 17799;
+const FIX_3_624509785: i32 = 29692;
+
+/// libjpeg's post-IDCT range limit: `x` is a descaled sample without its +128 level
+/// shift; the result is `range_limit[x & RANGE_MASK]` of `jdmaster.c`'s table: clamped to
+/// 0-255 for `x` in -512..=511, wrapping modulo 1024 outside that.
+pub fn range_limit(x: i32) -> u8 {
+    let i = x & 1023;
+    if i < 128 {
+        (i + 128) as u8
+    } else if i < 512 {
+        255
+    } else if i < 896 {
+        0
+    } else {
+        (i - 896) as u8
+    }
+}
+
+fn descale(x: i32, n: u32) -> i32 {
+    x.wrapping_add(1 << (n - 1)) >> n
+}
+
+fn mul(a: i32, b: i32) -> i32 {
+    a.wrapping_mul(b)
+}
+
+/// `DEQUANTIZE`: the coefficient times the quantiser (as a `short`).
+fn deq(block: &[i16; 64], quant: &[u16; 64], i: usize) -> i32 {
+    i32::from(block[i]).wrapping_mul(i32::from(quant[i] as i16))
+}
+
+/// `jpeg_idct_islow`: an 8x8 block to 8x8 samples at `out[row * stride + col]`.
+pub fn idct_8x8(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: usize) {
+    let mut ws = [0i32; 64];
+    for col in 0..8 {
+        let q = |r: usize| deq(block, quant, r * 8 + col);
+        if (1..8).all(|r| block[r * 8 + col] == 0) {
+            let dc = q(0).wrapping_shl(PASS1_BITS);
+            for r in 0..8 {
+                ws[r * 8 + col] = dc;
+            }
+            continue;
+        }
+        let (w0, w1, w2, w3, w4, w5, w6, w7) = (q(0), q(1), q(2), q(3), q(4), q(5), q(6), q(7));
+        let out8 = idct8_1d([w0, w1, w2, w3, w4, w5, w6, w7], CONST_BITS - PASS1_BITS);
+        for r in 0..8 {
+            ws[r * 8 + col] = out8[r];
+        }
+    }
+    for row in 0..8 {
+        let w = &ws[row * 8..row * 8 + 8];
+        let dst = &mut out[row * stride..row * stride + 8];
+        if w[1..].iter().all(|&v| v == 0) {
+            let v = range_limit(descale(w[0], PASS1_BITS + 3));
+            dst.fill(v);
+            continue;
+        }
+        let o = idct8_1d(
+            [w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]],
+            CONST_BITS + PASS1_BITS + 3,
+        );
+        for (d, v) in dst.iter_mut().zip(o) {
+            *d = range_limit(v);
+        }
+    }
+}
+
+/// One 8-point pass of `jpeg_idct_islow` on dequantised (or pass-1) values `x`, descaled
+/// by `shift` bits.
+fn idct8_1d(x: [i32; 8], shift: u32) -> [i32; 8] {
+    // Even part.
+    let (z2, z3) = (x[2], x[6]);
+    let z1 = mul(z2.wrapping_add(z3), FIX_0_541196100);
+    let tmp2 = z1.wrapping_add(mul(z3, -FIX_1_847759065));
+    let tmp3 = z1.wrapping_add(mul(z2, FIX_0_765366865));
+    let tmp0 = x[0].wrapping_add(x[4]).wrapping_shl(CONST_BITS);
+    let tmp1 = x[0].wrapping_sub(x[4]).wrapping_shl(CONST_BITS);
+    let tmp10 = tmp0.wrapping_add(tmp3);
+    let tmp13 = tmp0.wrapping_sub(tmp3);
+    let tmp11 = tmp1.wrapping_add(tmp2);
+    let tmp12 = tmp1.wrapping_sub(tmp2);
+    // Odd part.
+    let (t0, t1, t2, t3) = (x[7], x[5], x[3], x[1]);
+    let z1 = t0.wrapping_add(t3);
+    let z2 = t1.wrapping_add(t2);
+    let z3 = t0.wrapping_add(t2);
+    let z4 = t1.wrapping_add(t3);
+    let z5 = mul(z3.wrapping_add(z4), FIX_1_175875602);
+    let t0 = mul(t0, FIX_0_298631336);
+    let t1 = mul(t1, FIX_2_053119869);
+    let t2 = mul(t2, FIX_3_072711026);
+    let t3 = mul(t3, FIX_1_501321110);
+    let z1 = mul(z1, -FIX_0_899976223);
+    let z2 = mul(z2, -FIX_2_562915447);
+    let z3 = mul(z3, -FIX_1_961570560).wrapping_add(z5);
+    let z4 = mul(z4, -FIX_0_390180644).wrapping_add(z5);
+    let t0 = t0.wrapping_add(z1).wrapping_add(z3);
+    let t1 = t1.wrapping_add(z2).wrapping_add(z4);
+    let t2 = t2.wrapping_add(z2).wrapping_add(z3);
+    let t3 = t3.wrapping_add(z1).wrapping_add(z4);
+    [
+        descale(tmp10.wrapping_add(t3), shift),
+        descale(tmp11.wrapping_add(t2), shift),
+        descale(tmp12.wrapping_add(t1), shift),
+        descale(tmp13.wrapping_add(t0), shift),
+        descale(tmp13.wrapping_sub(t0), shift),
+        descale(tmp12.wrapping_sub(t1), shift),
+        descale(tmp11.wrapping_sub(t2), shift),
+        descale(tmp10.wrapping_sub(t3), shift),
+    ]
+}
+
+/// One 4-point pass of `jpeg_idct_4x4` (inputs 0-3, 5-7 of a column or row; 4 unused).
+fn idct4_1d(x: [i32; 8], shift: u32) -> [i32; 4] {
+    let tmp0 = x[0].wrapping_shl(CONST_BITS + 1);
+    let tmp2 = mul(x[2], FIX_1_847759065).wrapping_add(mul(x[6], -FIX_0_765366865));
+    let tmp10 = tmp0.wrapping_add(tmp2);
+    let tmp12 = tmp0.wrapping_sub(tmp2);
+    let (z1, z2, z3, z4) = (x[7], x[5], x[3], x[1]);
+    let t0 = mul(z1, -FIX_0_211164243)
+        .wrapping_add(mul(z2, FIX_1_451774981))
+        .wrapping_add(mul(z3, -FIX_2_172734803))
+        .wrapping_add(mul(z4, FIX_1_061594337));
+    let t2 = mul(z1, -FIX_0_509795579)
+        .wrapping_add(mul(z2, -FIX_0_601344887))
+        .wrapping_add(mul(z3, FIX_0_899976223))
+        .wrapping_add(mul(z4, FIX_2_562915447));
+    [
+        descale(tmp10.wrapping_add(t2), shift),
+        descale(tmp12.wrapping_add(t0), shift),
+        descale(tmp12.wrapping_sub(t0), shift),
+        descale(tmp10.wrapping_sub(t2), shift),
+    ]
+}
+
+/// `jpeg_idct_4x4`: an 8x8 block to 4x4 samples.
+pub fn idct_4x4(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: usize) {
+    let mut ws = [0i32; 32];
+    for col in 0..8 {
+        if col == 4 {
+            continue;
+        }
+        let q = |r: usize| deq(block, quant, r * 8 + col);
+        if [1, 2, 3, 5, 6, 7].iter().all(|&r| block[r * 8 + col] == 0) {
+            let dc = q(0).wrapping_shl(PASS1_BITS);
+            for r in 0..4 {
+                ws[r * 8 + col] = dc;
+            }
+            continue;
+        }
+        let o = idct4_1d(
+            [q(0), q(1), q(2), q(3), 0, q(5), q(6), q(7)],
+            CONST_BITS - PASS1_BITS + 1,
+        );
+        for r in 0..4 {
+            ws[r * 8 + col] = o[r];
+        }
+    }
+    for row in 0..4 {
+        let w = &ws[row * 8..row * 8 + 8];
+        let dst = &mut out[row * stride..row * stride + 4];
+        if [1, 2, 3, 5, 6, 7].iter().all(|&i| w[i] == 0) {
+            dst.fill(range_limit(descale(w[0], PASS1_BITS + 3)));
+            continue;
+        }
+        let o = idct4_1d(
+            [w[0], w[1], w[2], w[3], 0, w[5], w[6], w[7]],
+            CONST_BITS + PASS1_BITS + 3 + 1,
+        );
+        for (d, v) in dst.iter_mut().zip(o) {
+            *d = range_limit(v);
+        }
+    }
+}
+
+/// One 2-point pass of `jpeg_idct_2x2` (inputs 0, 1, 3, 5, 7).
+fn idct2_1d(x: [i32; 8], shift: u32) -> [i32; 2] {
+    let tmp10 = x[0].wrapping_shl(CONST_BITS + 2);
+    let tmp0 = mul(x[7], -FIX_0_720959822)
+        .wrapping_add(mul(x[5], FIX_0_850430095))
+        .wrapping_add(mul(x[3], -FIX_1_272758580))
+        .wrapping_add(mul(x[1], FIX_3_624509785));
+    [
+        descale(tmp10.wrapping_add(tmp0), shift),
+        descale(tmp10.wrapping_sub(tmp0), shift),
+    ]
+}
+
+/// `jpeg_idct_2x2`: an 8x8 block to 2x2 samples.
+pub fn idct_2x2(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: usize) {
+    let mut ws = [0i32; 16];
+    for col in [0, 1, 3, 5, 7] {
+        let q = |r: usize| deq(block, quant, r * 8 + col);
+        if [1, 3, 5, 7].iter().all(|&r| block[r * 8 + col] == 0) {
+            let dc = q(0).wrapping_shl(PASS1_BITS);
+            ws[col] = dc;
+            ws[8 + col] = dc;
+            continue;
+        }
+        let o = idct2_1d(
+            [q(0), q(1), 0, q(3), 0, q(5), 0, q(7)],
+            CONST_BITS - PASS1_BITS + 2,
+        );
+        ws[col] = o[0];
+        ws[8 + col] = o[1];
+    }
+    for row in 0..2 {
+        let w = &ws[row * 8..row * 8 + 8];
+        let dst = &mut out[row * stride..row * stride + 2];
+        if [1, 3, 5, 7].iter().all(|&i| w[i] == 0) {
+            dst.fill(range_limit(descale(w[0], PASS1_BITS + 3)));
+            continue;
+        }
+        let o = idct2_1d(
+            [w[0], w[1], 0, w[3], 0, w[5], 0, w[7]],
+            CONST_BITS + PASS1_BITS + 3 + 2,
+        );
+        dst[0] = range_limit(o[0]);
+        dst[1] = range_limit(o[1]);
+    }
+}
+
+/// `jpeg_idct_1x1`: the block's DC to one sample.
+pub fn idct_1x1(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], _stride: usize) {
+    out[0] = range_limit(descale(deq(block, quant, 0), 3));
+}
+
+/// The IDCT libjpeg uses for a component whose DCT output size is `size` (1, 2, 4, 8;
+/// anything else is treated as 8), writing `size x size` samples.
+pub fn idct_block(size: u32, block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: usize) {
+    match size {
+        1 => idct_1x1(block, quant, out, stride),
+        2 => idct_2x2(block, quant, out, stride),
+        4 => idct_4x4(block, quant, out, stride),
+        _ => idct_8x8(block, quant, out, stride),
+    }
+}
+
+/// Runs the IDCT over component `c`'s region of `packed` into `plane` (resized): the
+/// plane as the shaders lay it out, `plane_stride * 4` bytes a row, `bh * dct_size` rows,
+/// bytes past the region's `bw * dct_size` samples zero.
+pub fn idct_component(packed: &PackedJpeg, c: usize, plane: &mut Vec<u8>) {
+    let d = &packed.components[c];
+    let size = d.dct_size as usize;
+    let stride = d.plane_stride as usize * 4;
+    plane.clear();
+    plane.resize(stride * d.bh as usize * size, 0);
+    let mut quant = [0u16; 64];
+    for (i, q) in quant.iter_mut().enumerate() {
+        *q = quant_at(&packed.data, d.quant_offset as usize, i);
+    }
+    let mut block = [0i16; 64];
+    for by in 0..d.bh as usize {
+        for bx in 0..d.bw as usize {
+            let at = d.coef_offset as usize + 32 * (by * d.bw as usize + bx);
+            for (i, v) in block.iter_mut().enumerate() {
+                *v = coef_at(&packed.data, at, i);
+            }
+            let start = by * size * stride + bx * size;
+            idct_block(d.dct_size, &block, &quant, &mut plane[start..], stride);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_limit_matches_libjpegs_table() {
+        assert_eq!(range_limit(0), 128);
+        assert_eq!(range_limit(-128), 0);
+        assert_eq!(range_limit(127), 255);
+        assert_eq!(range_limit(-129), 0);
+        assert_eq!(range_limit(511), 255);
+        assert_eq!(range_limit(-512), 0);
+        assert_eq!(range_limit(1024), 128);
+    }
+
+    #[test]
+    fn dc_only_blocks_are_flat_at_every_size() {
+        let mut block = [0i16; 64];
+        block[0] = 80; // 80 * 2 / 8 = 20 above mid-grey
+        let quant = [2u16; 64];
+        for size in [1usize, 2, 4, 8] {
+            let mut out = vec![0u8; 64];
+            idct_block(size as u32, &block, &quant, &mut out, 8);
+            for r in 0..size {
+                assert!(out[r * 8..r * 8 + size].iter().all(|&v| v == 148), "{size}");
+            }
+        }
+    }
+}

@@ -1,0 +1,551 @@
+//! The wgpu augmentation pass against the CPU reference, on fresh random inputs: random
+//! images and decoded windows (scales 1, 2 and 4), random plans from `Augment` builders
+//! (every dtype and layout, flips, the four jitter ops in random orders, normalisation,
+//! antialias on and off, upscales and downscales, odd output sizes whose slots are not
+//! word aligned), several samples per batch.
+//!
+//! Tolerances: u8 within 1 level of `reference::execute_image` on every element; f16 and
+//! f32 within one 0-255 level after normalisation (`1 / 255 / std`) plus the f16 rounding
+//! step. Label planes equal `reference::execute_mask` exactly and hold only input classes.
+//! The worst differences are printed (`--nocapture`).
+#![cfg(feature = "wgpu")]
+
+mod common;
+
+use common::TestRng;
+use half::f16;
+use stoker::augment::reference::{execute_image, execute_mask, needed_window, Scratch};
+use stoker::augment::SamplePlan;
+use stoker::backend::wgpu::augment::{AugmentInput, AugmentKernels, AugmentScratch, GpuImage};
+use stoker::backend::wgpu::WgpuContext;
+use stoker::decode::{Image8, LabelPlane};
+use stoker::{Augment, DType, Layout};
+use wgpu::util::DeviceExt;
+
+const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+const STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+struct Sample {
+    plan: SamplePlan,
+    image: Image8,
+    mask: Option<LabelPlane>,
+}
+
+/// A random augmentation for one batch.
+fn random_augment(rng: &mut TestRng, dtype: DType, layout: Layout) -> Augment {
+    const SIZES: [(u32, u32); 7] = [
+        (7, 5),
+        (33, 17),
+        (16, 16),
+        (1, 1),
+        (64, 40),
+        (5, 48),
+        (3, 2),
+    ];
+    let (w, h) = SIZES[rng.below(SIZES.len() as u64) as usize];
+    let mut aug = match rng.below(3) {
+        0 => Augment::new().random_resized_crop(w, (0.08, 1.0), (0.75, 4.0 / 3.0)),
+        1 => Augment::new().resize_center_crop(w + rng.below(20) as u32, w),
+        _ => Augment::new(),
+    }
+    .output_size(w, h)
+    .flip_horizontal(0.5)
+    .flip_vertical(0.3)
+    .antialias(rng.below(3) != 0)
+    .crop_aware(false);
+    if rng.below(4) != 0 {
+        aug = aug.color_jitter(0.5, 0.6, 0.7);
+        if rng.below(3) != 0 {
+            aug = aug.hue(0.3);
+        }
+    }
+    if dtype != DType::U8 && rng.below(3) != 0 {
+        let std = if rng.below(2) == 0 {
+            STD
+        } else {
+            [0.5, 1.0, 0.05]
+        };
+        aug = aug.normalize(MEAN, std);
+    }
+    aug.dtype(dtype).layout(layout)
+}
+
+/// A random label plane of `width x height` with a few classes.
+fn random_mask(rng: &mut TestRng, width: u32, height: u32) -> LabelPlane {
+    let pool = [0u16, 1, 3, 7, 42, 255, 1000, 65535];
+    let k = 2 + rng.below(3) as usize;
+    let classes: Vec<u16> = (0..k)
+        .map(|_| pool[rng.below(pool.len() as u64) as usize])
+        .collect();
+    let (bx, by) = (1 + rng.below(9) as u32, 1 + rng.below(9) as u32);
+    let data = (0..width * height)
+        .map(|i| {
+            let (x, y) = (i % width, i / width);
+            let j = (x / bx + (y / by) * 3 + (rng.below(8) == 0) as u32) as usize;
+            classes[j % k]
+        })
+        .collect();
+    LabelPlane {
+        width,
+        height,
+        data,
+    }
+}
+
+/// A sample: a random source size, a plan for it, a decoded window at a random scale
+/// (the window the plan reads, with random margins; now and then a smaller one, whose taps
+/// are clamped to it) with random pixels, and a mask when asked.
+fn random_sample(rng: &mut TestRng, aug: &Augment, id: u64, mask: bool) -> Sample {
+    let small = rng.below(4) == 0;
+    let limit = if small { 20 } else { 300 };
+    let (w, h) = (1 + rng.below(limit) as u32, 1 + rng.below(limit) as u32);
+    let plan = aug.plan(7, 3, id, w, h);
+    let scale = [1u32, 2, 4][rng.below(3) as usize];
+    let full = (w.div_ceil(scale), h.div_ceil(scale));
+    let [mut x0, mut y0, mut x1, mut y1] = needed_window(&plan, full, scale);
+    if rng.below(8) == 0 {
+        // A window that misses a little of what the resize reads.
+        x0 = (x0 + 1).min(x1 - 1);
+        y1 = (y1 - 1).max(y0 + 1);
+    } else {
+        x0 = x0.saturating_sub(rng.below(5) as u32);
+        y0 = y0.saturating_sub(rng.below(5) as u32);
+        x1 = (x1 + rng.below(5) as u32).min(full.0);
+        y1 = (y1 + rng.below(5) as u32).min(full.1);
+    }
+    let (ww, wh) = (x1 - x0, y1 - y0);
+    let data = if rng.below(2) == 0 {
+        common::random_rgb(rng, ww, wh)
+    } else {
+        (0..ww * wh * 3).map(|_| rng.below(256) as u8).collect()
+    };
+    let image = Image8 {
+        width: ww,
+        height: wh,
+        data,
+        origin: (x0, y0),
+        full,
+        scale,
+    };
+    let mask = mask.then(|| random_mask(rng, w, h));
+    Sample { plan, image, mask }
+}
+
+struct GpuOut {
+    images: Vec<u8>,
+    masks: Option<Vec<u8>>,
+}
+
+/// Runs a batch through the wgpu pass: windows packed as RGBA words at scattered
+/// offsets, outputs pre-filled with garbage so unwritten bytes show.
+fn run_gpu(
+    ctx: &WgpuContext,
+    kernels: &AugmentKernels,
+    samples: &[Sample],
+    masks: bool,
+    rng: &mut TestRng,
+) -> GpuOut {
+    let mut words: Vec<u32> = Vec::new();
+    let mut input = AugmentInput::new();
+    for s in samples {
+        words.extend((0..rng.below(70)).map(|_| 0xDEAD_BEEF));
+        let offset = words.len() as u32;
+        words.extend(
+            s.image
+                .data
+                .chunks_exact(3)
+                .map(|p| u32::from_le_bytes([p[0], p[1], p[2], 255])),
+        );
+        let image = GpuImage {
+            offset,
+            width: s.image.width,
+            height: s.image.height,
+            origin_x: s.image.origin.0,
+            origin_y: s.image.origin.1,
+            full_width: s.image.full.0,
+            full_height: s.image.full.1,
+            scale: s.image.scale,
+        };
+        input
+            .push(&s.plan, image, s.mask.as_ref().filter(|_| masks))
+            .expect("push");
+    }
+    words.push(0);
+    let device = ctx.device();
+    let storage = |contents: &[u8], extra: wgpu::BufferUsages| {
+        device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents,
+            usage: wgpu::BufferUsages::STORAGE | extra,
+        })
+    };
+    let blob = storage(input.bytes(), wgpu::BufferUsages::empty());
+    let windows = storage(bytemuck::cast_slice(&words), wgpu::BufferUsages::empty());
+    let garbage = |n: u64| vec![0xA5u8; n as usize];
+    let images_out = storage(&garbage(input.images_bytes()), wgpu::BufferUsages::COPY_SRC);
+    let masks_out =
+        masks.then(|| storage(&garbage(input.masks_bytes()), wgpu::BufferUsages::COPY_SRC));
+    let mut scratch = AugmentScratch::default();
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    kernels
+        .encode(
+            ctx,
+            &mut encoder,
+            &input,
+            &blob,
+            &windows,
+            &images_out,
+            masks_out.as_ref(),
+            &mut scratch,
+        )
+        .expect("encode");
+    ctx.queue().submit([encoder.finish()]);
+    let images = ctx
+        .read_buffer(&images_out, 0, input.images_bytes())
+        .expect("read images");
+    let masks = masks_out.map(|m| {
+        ctx.read_buffer(&m, 0, input.masks_bytes())
+            .expect("read masks")
+    });
+    GpuOut { images, masks }
+}
+
+/// Worst difference seen, in 0-255 levels, per dtype.
+#[derive(Default, Debug)]
+struct Worst {
+    levels: f64,
+    elements: usize,
+    off: usize,
+}
+
+/// Compares one slot with the reference; returns the worst difference in levels.
+fn compare(plan: &SamplePlan, gpu: &[u8], cpu: &[u8], what: &str, worst: &mut Worst) {
+    assert_eq!(gpu.len(), cpu.len());
+    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
+    let channel = |i: usize| match plan.layout() {
+        Layout::Nchw => i / (w * h),
+        Layout::Nhwc => i % 3,
+    };
+    let level = |c: usize| {
+        if plan.has(stoker::augment::plan::NORMALIZE) {
+            1.0 / 255.0 / f64::from(plan.std[c])
+        } else {
+            1.0 / 255.0
+        }
+    };
+    let mut check = |i: usize, g: f64, c: f64, step: f64| {
+        let lv = level(channel(i));
+        let d = (g - c).abs();
+        let levels = if plan.dtype() == DType::U8 { d } else { d / lv };
+        worst.elements += 1;
+        if d > 0.0 {
+            worst.off += 1;
+        }
+        worst.levels = worst.levels.max(levels);
+        let tol = if plan.dtype() == DType::U8 {
+            1.0
+        } else {
+            lv * 1.0001 + step
+        };
+        assert!(
+            d <= tol,
+            "{what}: element {i} (channel {}): gpu {g} cpu {c} ({levels:.3} levels); plan {plan:?}",
+            channel(i)
+        );
+    };
+    match plan.dtype() {
+        DType::U8 => {
+            for (i, (g, c)) in gpu.iter().zip(cpu).enumerate() {
+                check(i, f64::from(*g), f64::from(*c), 0.0);
+            }
+        }
+        DType::F16 => {
+            for (i, (g, c)) in gpu.chunks_exact(2).zip(cpu.chunks_exact(2)).enumerate() {
+                let g = f16::from_le_bytes([g[0], g[1]]).to_f64();
+                let c = f16::from_le_bytes([c[0], c[1]]).to_f64();
+                // One f16 rounding step at this magnitude.
+                let step = (c.abs().max(6.1e-5)).log2().floor().exp2() / 1024.0;
+                check(i, g, c, step);
+            }
+        }
+        DType::F32 => {
+            for (i, (g, c)) in gpu.chunks_exact(4).zip(cpu.chunks_exact(4)).enumerate() {
+                let g = f64::from(f32::from_le_bytes([g[0], g[1], g[2], g[3]]));
+                let c = f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                check(i, g, c, 1e-6 * (1.0 + c.abs()));
+            }
+        }
+    }
+}
+
+/// Checks a batch's image output (and masks) against the reference, slot by slot.
+fn check_batch(samples: &[Sample], out: &GpuOut, worst: &mut Worst, what: &str) {
+    let mut scratch = Scratch::default();
+    let ib = samples[0].plan.image_bytes();
+    for (i, s) in samples.iter().enumerate() {
+        let mut cpu = vec![0u8; ib];
+        execute_image(&s.plan, &s.image, &mut cpu, &mut scratch);
+        compare(
+            &s.plan,
+            &out.images[i * ib..(i + 1) * ib],
+            &cpu,
+            &format!("{what} sample {i}"),
+            worst,
+        );
+    }
+    let tail = &out.images[samples.len() * ib..];
+    assert!(tail.iter().all(|&b| b == 0), "{what}: padding {tail:?}");
+    if let Some(masks) = &out.masks {
+        let npx = (samples[0].plan.out_width * samples[0].plan.out_height) as usize;
+        let ids: Vec<u16> = masks
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        for (i, s) in samples.iter().enumerate() {
+            let got = &ids[i * npx..(i + 1) * npx];
+            match &s.mask {
+                Some(m) => {
+                    let mut cpu = vec![0u16; npx];
+                    execute_mask(&s.plan, m, &mut cpu);
+                    assert_eq!(
+                        got,
+                        &cpu[..],
+                        "{what}: mask of sample {i}, plan {:?}",
+                        s.plan
+                    );
+                    assert!(got.iter().all(|v| m.data.contains(v)));
+                }
+                None => assert!(got.iter().all(|&v| v == 0)),
+            }
+        }
+        assert!(ids[samples.len() * npx..].iter().all(|&v| v == 0));
+    }
+}
+
+fn kernels(ctx: &WgpuContext) -> AugmentKernels {
+    AugmentKernels::new(ctx).expect("augment pipelines")
+}
+
+#[test]
+fn images_match_the_reference_for_every_dtype_and_layout() {
+    let Some(ctx) = common::wgpu_context() else {
+        return;
+    };
+    let kernels = kernels(&ctx);
+    let mut rng = TestRng(0x5EED_0A06);
+    let mut id = 0;
+    for dtype in [DType::U8, DType::F16, DType::F32] {
+        let mut worst = Worst::default();
+        for layout in [Layout::Nchw, Layout::Nhwc] {
+            for batch in 0..4 {
+                let aug = random_augment(&mut rng, dtype, layout);
+                let n = 1 + rng.below(7) as usize;
+                let samples: Vec<Sample> = (0..n)
+                    .map(|_| {
+                        id += 1;
+                        random_sample(&mut rng, &aug, id, false)
+                    })
+                    .collect();
+                let out = run_gpu(&ctx, &kernels, &samples, false, &mut rng);
+                check_batch(
+                    &samples,
+                    &out,
+                    &mut worst,
+                    &format!("{dtype:?} {layout:?} batch {batch}"),
+                );
+            }
+        }
+        eprintln!(
+            "{dtype:?}: worst difference {:.3} levels; {} of {} elements differ",
+            worst.levels, worst.off, worst.elements
+        );
+    }
+}
+
+#[test]
+fn every_jitter_order_matches_the_reference() {
+    let Some(ctx) = common::wgpu_context() else {
+        return;
+    };
+    let kernels = kernels(&ctx);
+    let mut rng = TestRng(77);
+    let mut worst = Worst::default();
+    // Strong jitter on larger outputs: many orders, contrast anywhere in the order.
+    let aug = Augment::new()
+        .random_resized_crop(40, (0.2, 1.0), (0.75, 4.0 / 3.0))
+        .output_size(41, 23)
+        .color_jitter(0.8, 0.9, 0.9)
+        .hue(0.5)
+        .flip_horizontal(0.5)
+        .crop_aware(false);
+    let samples: Vec<Sample> = (0..24)
+        .map(|id| random_sample(&mut rng, &aug, 1000 + id, false))
+        .collect();
+    let orders: std::collections::BTreeSet<u32> =
+        samples.iter().map(|s| s.plan.jitter_order).collect();
+    assert!(orders.len() >= 8, "only {} orders", orders.len());
+    let out = run_gpu(&ctx, &kernels, &samples, false, &mut rng);
+    check_batch(&samples, &out, &mut worst, "jitter");
+    eprintln!(
+        "jitter u8: worst difference {:.0} levels; {} of {} elements differ",
+        worst.levels, worst.off, worst.elements
+    );
+}
+
+#[test]
+fn large_outputs_match_the_reference() {
+    let Some(ctx) = common::wgpu_context() else {
+        return;
+    };
+    let kernels = kernels(&ctx);
+    let mut rng = TestRng(31337);
+    let mut worst = Worst::default();
+    // 240 000 pixels: the contrast sum passes 2^24, so the mean takes the wide path.
+    let aug = Augment::new()
+        .resize(600, 400)
+        .color_jitter(0.3, 0.5, 0.3)
+        .hue(0.2)
+        .dtype(DType::F16)
+        .layout(Layout::Nhwc)
+        .normalize(MEAN, STD);
+    let samples: Vec<Sample> = (0..3)
+        .map(|id| random_sample(&mut rng, &aug, 3000 + id, false))
+        .collect();
+    let out = run_gpu(&ctx, &kernels, &samples, false, &mut rng);
+    check_batch(&samples, &out, &mut worst, "large");
+    eprintln!(
+        "large f16: worst difference {:.3} levels; {} of {} elements differ",
+        worst.levels, worst.off, worst.elements
+    );
+}
+
+#[test]
+fn masks_match_the_reference_exactly() {
+    let Some(ctx) = common::wgpu_context() else {
+        return;
+    };
+    let kernels = kernels(&ctx);
+    let mut rng = TestRng(99);
+    let mut worst = Worst::default();
+    for (i, dtype) in [DType::U8, DType::F16, DType::F32].into_iter().enumerate() {
+        let aug = random_augment(&mut rng, dtype, Layout::Nchw);
+        let mut samples: Vec<Sample> = (0..5)
+            .map(|id| random_sample(&mut rng, &aug, 500 + 10 * i as u64 + id, true))
+            .collect();
+        // A sample without a mask in a batch with masks gets zeros.
+        samples[2].mask = None;
+        let out = run_gpu(&ctx, &kernels, &samples, true, &mut rng);
+        check_batch(&samples, &out, &mut worst, &format!("masks {dtype:?}"));
+    }
+}
+
+#[test]
+fn small_bindings_split_the_batch_and_give_the_same_result() {
+    let Some(ctx) = common::wgpu_context() else {
+        return;
+    };
+    let mut rng = TestRng(4242);
+    let split = kernels(&ctx).with_max_binding(8192);
+    let whole = kernels(&ctx);
+    for (dtype, layout) in [(DType::F32, Layout::Nhwc), (DType::U8, Layout::Nchw)] {
+        let aug = Augment::new()
+            .random_resized_crop(9, (0.3, 1.0), (0.75, 4.0 / 3.0))
+            .output_size(9, 7)
+            .color_jitter(0.4, 0.4, 0.4)
+            .flip_horizontal(0.5)
+            .dtype(dtype)
+            .layout(layout)
+            .crop_aware(false);
+        let samples: Vec<Sample> = (0..30)
+            .map(|id| {
+                let mut s = random_sample(&mut rng, &aug, 2000 + id, true);
+                // Keep every sample within the 8 KiB bindings.
+                while s.image.data.len() > 1200 * 3
+                    || s.mask.as_ref().is_some_and(|m| m.data.len() > 2000)
+                {
+                    s = random_sample(&mut rng, &aug, 2000 + id, true);
+                }
+                s
+            })
+            .collect();
+        let a = run_gpu(&ctx, &split, &samples, true, &mut rng);
+        let b = run_gpu(&ctx, &whole, &samples, true, &mut rng);
+        assert_eq!(a.images, b.images, "{dtype:?}: split and whole differ");
+        assert_eq!(a.masks, b.masks);
+        check_batch(&samples, &a, &mut Worst::default(), "split");
+    }
+}
+
+#[test]
+fn inconsistent_batches_and_small_buffers_are_errors() {
+    let aug = Augment::new().resize(8, 8);
+    let plan = aug.plan(1, 0, 1, 20, 20);
+    let other = Augment::new().resize(8, 9).plan(1, 0, 2, 20, 20);
+    let image = GpuImage {
+        width: 20,
+        height: 20,
+        full_width: 20,
+        full_height: 20,
+        scale: 1,
+        ..GpuImage::default()
+    };
+    let mut input = AugmentInput::new();
+    input.push(&plan, image, None).expect("first");
+    assert!(matches!(
+        input.push(&other, image, None),
+        Err(stoker::Error::Config(_))
+    ));
+    let bad = LabelPlane {
+        width: 3,
+        height: 3,
+        data: vec![0; 8],
+    };
+    assert!(input.push(&plan, image, Some(&bad)).is_err());
+    assert_eq!(input.len(), 1);
+    input.clear();
+    assert!(input.is_empty());
+    input.push(&plan, image, None).expect("after clear");
+
+    let Some(ctx) = common::wgpu_context() else {
+        return;
+    };
+    let kernels = kernels(&ctx);
+    let device = ctx.device();
+    let buffer = |size: u64| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        })
+    };
+    let blob = buffer(input.bytes().len() as u64);
+    let windows = buffer(20 * 20 * 4);
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+    let mut scratch = AugmentScratch::default();
+    let small = buffer(64);
+    let r = kernels.encode(
+        &ctx,
+        &mut encoder,
+        &input,
+        &blob,
+        &windows,
+        &small,
+        None,
+        &mut scratch,
+    );
+    assert!(matches!(r, Err(stoker::Error::Device(_))), "{r:?}");
+    let short_windows = buffer(64);
+    let out = buffer(input.images_bytes());
+    let r = kernels.encode(
+        &ctx,
+        &mut encoder,
+        &input,
+        &blob,
+        &short_windows,
+        &out,
+        None,
+        &mut scratch,
+    );
+    assert!(matches!(r, Err(stoker::Error::Device(_))), "{r:?}");
+}
