@@ -7,7 +7,9 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use stoker::{Augment, Dataset, Error, OnError, Pipeline, SampleErrorKind, SplitSpec, Subset};
+use stoker::{
+    Augment, BackendKind, Dataset, Error, OnError, Pipeline, SampleErrorKind, SplitSpec, Subset,
+};
 
 /// Writes a file list with good and bad samples; returns (list path, bad relative paths).
 fn mixed_list(dir: &Path) -> (std::path::PathBuf, BTreeMap<String, SampleErrorKind>) {
@@ -76,8 +78,9 @@ fn mixed_list(dir: &Path) -> (std::path::PathBuf, BTreeMap<String, SampleErrorKi
     (list, bad)
 }
 
-fn pipeline(subset: Subset, policy: OnError, batch: usize) -> Pipeline {
+fn pipeline(subset: Subset, policy: OnError, batch: usize, backend: BackendKind) -> Pipeline {
     Pipeline::builder(subset)
+        .backend(backend)
         .augment(
             Augment::new()
                 .random_resized_crop(16, (0.2, 1.0), (0.75, 1.33))
@@ -94,6 +97,12 @@ fn pipeline(subset: Subset, policy: OnError, batch: usize) -> Pipeline {
 
 #[test]
 fn skip_delivers_every_good_sample_once_and_reports_every_bad_one() {
+    for backend in common::backends() {
+        skip_on(backend);
+    }
+}
+
+fn skip_on(backend: BackendKind) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (list, bad) = mixed_list(dir.path());
     let data = Dataset::files(&list).expect("list");
@@ -105,7 +114,7 @@ fn skip_delivers_every_good_sample_once_and_reports_every_bad_one() {
     // "The PNG named .jpg" is a real PNG: it decodes. Only truly bad files are bad.
     let mut bad = bad;
     bad.remove("bad/png_as_jpg.jpg");
-    let pipe = pipeline(data.all(), OnError::Skip, 7);
+    let pipe = pipeline(data.all(), OnError::Skip, 7, backend);
     for epoch in 0..3 {
         let mut delivered = Vec::new();
         let mut reported = BTreeMap::new();
@@ -144,7 +153,17 @@ fn skip_delivers_every_good_sample_once_and_reports_every_bad_one() {
         assert_eq!(st.samples_delivered as usize, all.len() - bad.len());
         assert_eq!(st.errors.len(), bad.len());
         assert!((0.0..=1.0).contains(&st.input_wait_fraction));
-        assert!(st.decode_seconds > 0.0 && st.read_seconds > 0.0 && st.augment_seconds > 0.0);
+        assert!(st.decode_seconds > 0.0 && st.read_seconds > 0.0);
+        match backend {
+            BackendKind::Wgpu => {
+                assert!(st.device_submit_seconds > 0.0);
+                // The 30 PNGs (and the PNG named .jpg) are decoded by the CPU; the JPEGs
+                // on the device.
+                assert_eq!(st.cpu_fallbacks, 31, "{st:?}");
+                assert_eq!(st.gpu_decoded, 3, "{st:?}");
+            }
+            _ => assert!(st.augment_seconds > 0.0),
+        }
     }
     let total = pipe.stats();
     assert_eq!(total.samples_reported as usize, 3 * bad.len());
@@ -152,13 +171,19 @@ fn skip_delivers_every_good_sample_once_and_reports_every_bad_one() {
 
 #[test]
 fn replace_fills_every_slot_and_reports_the_failure() {
+    for backend in common::backends() {
+        replace_on(backend);
+    }
+}
+
+fn replace_on(backend: BackendKind) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (list, mut bad) = mixed_list(dir.path());
     bad.remove("bad/png_as_jpg.jpg");
     let data = Dataset::files(&list).expect("list");
     let n = data.len();
     let ids: BTreeSet<u64> = data.samples().iter().map(|s| s.id).collect();
-    let pipe = pipeline(data.all(), OnError::Replace, 8);
+    let pipe = pipeline(data.all(), OnError::Replace, 8, backend);
     let mut first = Vec::new();
     for epoch in 0..2 {
         let mut own = BTreeSet::new();
@@ -208,9 +233,20 @@ fn replace_fills_every_slot_and_reports_the_failure() {
 
 #[test]
 fn fail_stops_the_epoch_with_the_sample_error() {
+    for backend in common::backends() {
+        fail_on(backend);
+    }
+}
+
+fn fail_on(backend: BackendKind) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (list, bad) = mixed_list(dir.path());
-    let pipe = pipeline(Dataset::files(&list).expect("list").all(), OnError::Fail, 4);
+    let pipe = pipeline(
+        Dataset::files(&list).expect("list").all(),
+        OnError::Fail,
+        4,
+        backend,
+    );
     let mut ep = pipe.epoch(0).expect("epoch");
     let mut err = None;
     for b in ep.by_ref() {

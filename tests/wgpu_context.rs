@@ -20,3 +20,10 @@ fn context_opens_and_reads_back() {
     assert_eq!(ctx.read_buffer(&buf, 0, 1000).unwrap(), data);
     assert_eq!(ctx.read_buffer(&buf, 8, 13).unwrap(), data[8..21]);
 }
+
+#[test]
+fn lists_adapters() {
+    for a in stoker::backend::wgpu::adapters() {
+        println!("adapter: {a}");
+    }
+}

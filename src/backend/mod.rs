@@ -89,6 +89,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// Executes a plan on a label plane (nearest only) into its batch slot.
     fn execute_mask(&self, plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]);
+
+    /// The wgpu device, when this backend runs batches on one.
+    #[cfg(feature = "wgpu")]
+    fn wgpu_context(&self) -> Option<&wgpu::WgpuContext> {
+        None
+    }
 }
 
 /// A chosen backend and the reason it was chosen.
@@ -100,26 +106,86 @@ pub struct Selected {
     pub reason: String,
 }
 
-const NO_GPU_IN_BUILD: &str =
-    "this build of stoker has no GPU backend compiled in (the wgpu and CUDA backends are not part of this release)";
+/// How [`select`] may choose.
+#[derive(Debug, Clone, Default)]
+pub struct BackendOptions {
+    /// Let `Auto` accept a software GPU adapter (Mesa lavapipe, WARP) when no hardware
+    /// adapter exists. Off by default: a software rasteriser is slower than the CPU
+    /// backend. The environment variable `STOKER_WGPU_ALLOW_SOFTWARE=1` turns it on too;
+    /// asking for `Wgpu` by name always accepts one.
+    pub allow_software_gpu: bool,
+    /// The caller's own wgpu device and queue: batches are made on it.
+    #[cfg(feature = "wgpu")]
+    pub wgpu: Option<wgpu::WgpuContext>,
+}
 
-/// Resolves `kind` to a backend. `Auto` never fails: it falls back to the CPU and logs
-/// why. An explicit GPU kind that is unavailable is an error naming the reason.
+const NO_CUDA_IN_BUILD: &str = "the CUDA backend is not part of this release";
+
+/// Opens the wgpu backend as asked, or says why not.
+#[cfg(feature = "wgpu")]
+fn open_wgpu(opts: &BackendOptions, asked: bool) -> Result<(Arc<dyn Backend>, String)> {
+    let ctx = match &opts.wgpu {
+        Some(c) => c.clone(),
+        None => wgpu::WgpuContext::new(
+            asked || opts.allow_software_gpu || wgpu::software_allowed_by_env(),
+        )?,
+    };
+    let name = ctx.name().to_string();
+    let soft = if ctx.is_software() {
+        ", a software adapter"
+    } else {
+        ""
+    };
+    Ok((
+        Arc::new(wgpu::WgpuBackend::new(ctx)),
+        format!("{name}{soft}"),
+    ))
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn open_wgpu(_: &BackendOptions, _: bool) -> Result<(Arc<dyn Backend>, String)> {
+    Err(Error::BackendUnavailable {
+        backend: "wgpu".into(),
+        reason: "this build of stoker has no wgpu backend (the `wgpu` feature is off)".into(),
+    })
+}
+
+/// Resolves `kind` to a backend. `Auto` never fails: it tries wgpu, falls back to the CPU
+/// and logs why. An explicit GPU kind that is unavailable is an error naming the reason.
 pub fn select(kind: BackendKind, threads: usize) -> Result<Selected> {
+    select_with(kind, threads, &BackendOptions::default())
+}
+
+/// [`select`] with options: a software adapter allowed, or the caller's own device.
+pub fn select_with(kind: BackendKind, threads: usize, opts: &BackendOptions) -> Result<Selected> {
     let cpu = || -> Arc<dyn Backend> { Arc::new(cpu::CpuBackend::new(threads)) };
     let selected = match kind {
         BackendKind::Cpu => Selected {
             backend: cpu(),
             reason: "cpu backend requested".into(),
         },
-        BackendKind::Auto => Selected {
-            backend: cpu(),
-            reason: format!("auto: chose cpu because {NO_GPU_IN_BUILD}"),
+        BackendKind::Wgpu => {
+            // Asked for by name: a software adapter will do when there is no other.
+            let (backend, name) = open_wgpu(opts, true)?;
+            Selected {
+                backend,
+                reason: format!("wgpu backend requested: {name}"),
+            }
+        }
+        BackendKind::Auto => match open_wgpu(opts, false) {
+            Ok((backend, name)) => Selected {
+                backend,
+                reason: format!("auto: chose wgpu on {name} ({NO_CUDA_IN_BUILD})"),
+            },
+            Err(e) => Selected {
+                backend: cpu(),
+                reason: format!("auto: chose cpu because {NO_CUDA_IN_BUILD} and {e}"),
+            },
         },
-        BackendKind::Wgpu | BackendKind::Cuda => {
+        BackendKind::Cuda => {
             return Err(Error::BackendUnavailable {
                 backend: kind.to_string(),
-                reason: NO_GPU_IN_BUILD.into(),
+                reason: NO_CUDA_IN_BUILD.into(),
             })
         }
     };

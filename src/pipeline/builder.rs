@@ -15,6 +15,7 @@ use crate::source::{Role, Sampler, Subset};
 pub struct PipelineBuilder {
     subset: Subset,
     backend: BackendKind,
+    backend_opts: backend::BackendOptions,
     augment: Augment,
     batch_size: usize,
     prefetch: usize,
@@ -36,6 +37,7 @@ impl PipelineBuilder {
         PipelineBuilder {
             subset,
             backend: BackendKind::Auto,
+            backend_opts: backend::BackendOptions::default(),
             augment: Augment::new(),
             batch_size: 32,
             prefetch: 2,
@@ -51,6 +53,23 @@ impl PipelineBuilder {
             shard_from_env: false,
             drop_last: false,
         }
+    }
+
+    /// Allow a software GPU adapter (Mesa lavapipe, WARP) for the wgpu backend when no
+    /// hardware adapter exists (default: off; `Auto` then prefers the CPU backend).
+    pub fn allow_software_gpu(mut self, yes: bool) -> Self {
+        self.backend_opts.allow_software_gpu = yes;
+        self
+    }
+
+    /// Runs the wgpu backend on the caller's own device and queue: every batch is a
+    /// `wgpu::Buffer` on that device ([`crate::Batch::wgpu_images`]), ready for the
+    /// caller's passes without a copy. Selects [`BackendKind::Wgpu`].
+    #[cfg(feature = "wgpu")]
+    pub fn wgpu_device(mut self, device: ::wgpu::Device, queue: ::wgpu::Queue) -> Self {
+        self.backend_opts.wgpu = Some(backend::wgpu::WgpuContext::from_device(device, queue));
+        self.backend = BackendKind::Wgpu;
+        self
     }
 
     /// The backend (default `Auto`).
@@ -187,7 +206,15 @@ impl PipelineBuilder {
         let sampler = Sampler::new(samples.len(), self.seed, shuffle)
             .shard(rank, world)?
             .batches_of(self.batch_size, self.drop_last)?;
-        let selected = backend::select(self.backend, workers)?;
+        let selected = backend::select_with(self.backend, workers, &self.backend_opts)?;
+        #[cfg(feature = "wgpu")]
+        let gpu = match selected.backend.wgpu_context() {
+            Some(ctx) => Some(Arc::new(Mutex::new(backend::wgpu::batch::Batcher::new(
+                ctx,
+                self.prefetch.max(2),
+            )?))),
+            None => None,
+        };
         let mut augment = self.augment;
         if self.cache_bytes > 0 && augment.is_crop_aware() {
             // The cache keeps whole images so any later crop can be served from it.
@@ -209,6 +236,8 @@ impl PipelineBuilder {
             strict_decode: self.strict_decode,
             has_masks,
             replace_attempts: 16,
+            #[cfg(feature = "wgpu")]
+            gpu,
         };
         Ok(Pipeline {
             cache: (self.cache_bytes > 0).then(|| Arc::new(Cache::new(self.cache_bytes))),

@@ -17,6 +17,10 @@ use super::worker::{reader, worker, WorkerState};
 use super::{Config, OnError};
 use crate::augment::{DType, Layout, SamplePlan};
 use crate::backend::cpu::memory::{HostBuffer, SlotMemory};
+#[cfg(feature = "wgpu")]
+use crate::backend::wgpu::batch::{GpuBatchBuffers, GpuJob};
+#[cfg(feature = "wgpu")]
+use crate::backend::wgpu::WgpuContext;
 use crate::error::{Error, Result, SampleError};
 use crate::source::Subset;
 
@@ -25,15 +29,29 @@ use crate::source::Subset;
 pub(crate) struct BatchBuffers {
     pub images: HostBuffer,
     pub masks: Option<HostBuffer>,
+    /// The device buffers, when batches are made on a wgpu device (the host ones are
+    /// then empty).
+    #[cfg(feature = "wgpu")]
+    pub gpu: Option<GpuBatchBuffers>,
 }
 
 impl BatchBuffers {
     pub(crate) fn new(cfg: &Config) -> Self {
         BatchBuffers {
-            images: HostBuffer::new(cfg.batch_size * cfg.image_bytes()),
+            images: HostBuffer::new(cfg.batch_size * cfg.host_image_bytes()),
             masks: cfg
                 .has_masks
-                .then(|| HostBuffer::new(cfg.batch_size * cfg.mask_bytes())),
+                .then(|| HostBuffer::new(cfg.batch_size * cfg.host_mask_bytes())),
+            #[cfg(feature = "wgpu")]
+            gpu: cfg.gpu.as_ref().and_then(|g| {
+                let g = g.lock().ok()?;
+                Some(GpuBatchBuffers::new(
+                    g.context(),
+                    cfg.batch_size,
+                    cfg.image_bytes(),
+                    cfg.mask_bytes(),
+                ))
+            }),
         }
     }
 }
@@ -62,6 +80,9 @@ pub(super) struct Delivered {
     pub(super) label: i64,
     pub(super) replaced: Option<u64>,
     pub(super) plan: SamplePlan,
+    /// What the device needs for this sample, when batches are made on one.
+    #[cfg(feature = "wgpu")]
+    pub(super) gpu: Option<Box<GpuJob>>,
 }
 
 pub(super) struct Outcome {
@@ -74,6 +95,8 @@ pub(super) enum Msg {
         batch: usize,
         images: Arc<SlotMemory>,
         masks: Option<Arc<SlotMemory>>,
+        #[cfg(feature = "wgpu")]
+        gpu: Option<GpuBatchBuffers>,
         len: usize,
     },
     Done {
@@ -124,6 +147,13 @@ pub struct Batch {
     replacements: Vec<Replacement>,
     return_tx: Sender<BatchBuffers>,
     held: Arc<AtomicUsize>,
+    #[cfg(feature = "wgpu")]
+    device: Option<WgpuContext>,
+    /// Host copies of a device batch, read back on first use of a host accessor.
+    #[cfg(feature = "wgpu")]
+    host_images: std::sync::OnceLock<HostBuffer>,
+    #[cfg(feature = "wgpu")]
+    host_masks: std::sync::OnceLock<HostBuffer>,
 }
 
 impl Batch {
@@ -165,12 +195,101 @@ impl Batch {
         self.layout
     }
 
-    /// The images as raw bytes (little-endian elements).
+    /// Whether the batch lives in device memory (wgpu backend). Its host accessors
+    /// ([`Batch::image_bytes`], [`Batch::images_f32`], [`Batch::masks`], ...) then copy it
+    /// to the host once, on first use, and block for that; a device consumer uses
+    /// [`Batch::wgpu_images`] instead, with no copy.
+    pub fn on_device(&self) -> bool {
+        #[cfg(feature = "wgpu")]
+        if self.device.is_some() {
+            return true;
+        }
+        false
+    }
+
+    /// Bytes of the images of this batch: `len * 3 * width * height * dtype size`.
+    pub fn images_len_bytes(&self) -> usize {
+        self.len * 3 * self.width * self.height * self.dtype.size()
+    }
+
+    /// The images as raw bytes (little-endian elements). For a device batch, a host copy
+    /// read back on first use (empty, with the error logged, if the device fails).
     pub fn image_bytes(&self) -> &[u8] {
-        let n = self.len * 3 * self.width * self.height * self.dtype.size();
+        let n = self.images_len_bytes();
+        #[cfg(feature = "wgpu")]
+        if self.device.is_some() {
+            let copy = self.host_images.get_or_init(|| self.download(false, n));
+            return copy.bytes().get(..n).unwrap_or_default();
+        }
         self.buffers
             .as_ref()
-            .map_or(&[][..], |b| &b.images.bytes()[..n])
+            .and_then(|b| b.images.bytes().get(..n))
+            .unwrap_or_default()
+    }
+
+    /// Reads `n` bytes of the device images (or masks) into a host buffer.
+    #[cfg(feature = "wgpu")]
+    fn download(&self, masks: bool, n: usize) -> HostBuffer {
+        let buffer = if masks {
+            self.wgpu_masks()
+        } else {
+            self.wgpu_images()
+        };
+        let mut out = HostBuffer::new(n);
+        let r = match (&self.device, buffer) {
+            (Some(ctx), Some(b)) => ctx.read_buffer(b, 0, n as u64),
+            _ => Ok(Vec::new()),
+        };
+        match r {
+            Ok(v) if v.len() == n => out.bytes_mut().copy_from_slice(&v),
+            Ok(_) => return HostBuffer::new(0),
+            Err(e) => {
+                log::error!("cannot read batch {} back from the device: {e}", self.index);
+                return HostBuffer::new(0);
+            }
+        }
+        out
+    }
+
+    /// The images on the host, wherever the batch lives: borrowed bytes copied for a host
+    /// batch, read back (blocking) for a device batch.
+    pub fn read_images(&self) -> Result<Vec<u8>> {
+        #[cfg(feature = "wgpu")]
+        if let (Some(ctx), Some(b)) = (&self.device, self.wgpu_images()) {
+            return ctx.read_buffer(b, 0, self.images_len_bytes() as u64);
+        }
+        Ok(self.image_bytes().to_vec())
+    }
+
+    /// The label masks on the host, wherever the batch lives (see [`Batch::read_images`]).
+    pub fn read_masks(&self) -> Result<Option<Vec<u16>>> {
+        #[cfg(feature = "wgpu")]
+        if let (Some(ctx), Some(b)) = (&self.device, self.wgpu_masks()) {
+            let n = self.len * self.width * self.height;
+            let bytes = ctx.read_buffer(b, 0, 2 * n as u64)?;
+            return Ok(Some(
+                bytes
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            ));
+        }
+        Ok(self.masks().map(<[u16]>::to_vec))
+    }
+
+    /// The images as a buffer on the wgpu device (`STORAGE | COPY_SRC | COPY_DST`): slot
+    /// `i` at byte `i * 3 * width * height * dtype size`, in the batch's layout and dtype.
+    /// `None` for host batches. Valid until the batch is dropped; work submitted on the
+    /// same queue before the drop is ordered before the buffer is written again.
+    #[cfg(feature = "wgpu")]
+    pub fn wgpu_images(&self) -> Option<&::wgpu::Buffer> {
+        Some(&self.buffers.as_ref()?.gpu.as_ref()?.images)
+    }
+
+    /// The label masks as a buffer on the wgpu device: `u16` class ids, `[N, H, W]`.
+    #[cfg(feature = "wgpu")]
+    pub fn wgpu_masks(&self) -> Option<&::wgpu::Buffer> {
+        self.buffers.as_ref()?.gpu.as_ref()?.masks.as_ref()
     }
 
     /// The images, if the dtype is u8.
@@ -194,11 +313,18 @@ impl Batch {
         bytemuck::try_cast_slice(self.image_bytes()).ok()
     }
 
-    /// Label masks `[N, H, W]`, for segmentation sets.
+    /// Label masks `[N, H, W]`, for segmentation sets (read back on first use for a
+    /// device batch, as [`Batch::image_bytes`]).
     pub fn masks(&self) -> Option<&[u16]> {
         let n = self.len * self.width * self.height;
+        #[cfg(feature = "wgpu")]
+        if self.device.is_some() {
+            self.wgpu_masks()?;
+            let copy = self.host_masks.get_or_init(|| self.download(true, 2 * n));
+            return bytemuck::try_cast_slice::<u8, u16>(copy.bytes().get(..n * 2)?).ok();
+        }
         let m = self.buffers.as_ref()?.masks.as_ref()?;
-        bytemuck::try_cast_slice::<u8, u16>(&m.bytes()[..n * 2]).ok()
+        bytemuck::try_cast_slice::<u8, u16>(m.bytes().get(..n * 2)?).ok()
     }
 
     /// Class labels, `-1` where the source has none.
@@ -240,6 +366,8 @@ impl Drop for Batch {
 struct Pending {
     images: Option<Arc<SlotMemory>>,
     masks: Option<Arc<SlotMemory>>,
+    #[cfg(feature = "wgpu")]
+    gpu: Option<GpuBatchBuffers>,
     outcomes: Vec<Option<Outcome>>,
     remaining: usize,
 }
@@ -435,7 +563,9 @@ impl Epoch {
         let mut plans = Vec::with_capacity(n);
         let mut errors = Vec::new();
         let mut replacements = Vec::new();
-        let (ib, mb) = (cfg.image_bytes(), cfg.mask_bytes());
+        let (ib, mb) = (cfg.host_image_bytes(), cfg.host_mask_bytes());
+        #[cfg(feature = "wgpu")]
+        let mut jobs: Vec<GpuJob> = Vec::new();
         for (slot, o) in p.outcomes.into_iter().enumerate() {
             let Some(o) = o else {
                 return Err(Error::Pipeline(format!(
@@ -447,7 +577,14 @@ impl Epoch {
             }
             if let Some(d) = o.delivered {
                 let k = ids.len();
-                if k != slot {
+                #[cfg(feature = "wgpu")]
+                if cfg.on_device() {
+                    let job = d.gpu.ok_or_else(|| {
+                        Error::Pipeline(format!("internal: slot {slot} has no device input"))
+                    })?;
+                    jobs.push(*job);
+                }
+                if k != slot && ib + mb > 0 {
                     images
                         .bytes_mut()
                         .copy_within(slot * ib..(slot + 1) * ib, k * ib);
@@ -468,6 +605,21 @@ impl Epoch {
                 plans.push(d.plan);
             }
         }
+        #[cfg(feature = "wgpu")]
+        let (gpu, device) = match (&cfg.gpu, p.gpu) {
+            (Some(batcher), Some(bufs)) => {
+                let t = Instant::now();
+                let mut b = batcher
+                    .lock()
+                    .map_err(|_| Error::Pipeline("device batcher poisoned".into()))?;
+                b.run(&jobs, &bufs)?;
+                Counters::add(&self.stats.device_ns, t.elapsed());
+                let ctx = b.context().clone();
+                (Some(bufs), Some(ctx))
+            }
+            (None, None) => (None, None),
+            _ => return Err(Error::Pipeline("internal: device buffers missing".into())),
+        };
         self.stats
             .samples_delivered
             .fetch_add(ids.len() as u64, Ordering::Relaxed);
@@ -485,7 +637,18 @@ impl Epoch {
             height: h as usize,
             dtype: cfg.augment.out_dtype(),
             layout: cfg.augment.out_layout(),
-            buffers: Some(BatchBuffers { images, masks }),
+            buffers: Some(BatchBuffers {
+                images,
+                masks,
+                #[cfg(feature = "wgpu")]
+                gpu,
+            }),
+            #[cfg(feature = "wgpu")]
+            device,
+            #[cfg(feature = "wgpu")]
+            host_images: std::sync::OnceLock::new(),
+            #[cfg(feature = "wgpu")]
+            host_masks: std::sync::OnceLock::new(),
             labels,
             ids,
             plans,
@@ -502,16 +665,24 @@ impl Epoch {
                 batch,
                 images,
                 masks,
+                #[cfg(feature = "wgpu")]
+                gpu,
                 len,
             } => {
                 let p = self.pending.entry(batch).or_insert_with(|| Pending {
                     images: None,
                     masks: None,
+                    #[cfg(feature = "wgpu")]
+                    gpu: None,
                     outcomes: (0..len).map(|_| None).collect(),
                     remaining: len,
                 });
                 p.images = Some(images);
                 p.masks = masks;
+                #[cfg(feature = "wgpu")]
+                {
+                    p.gpu = gpu;
+                }
                 None
             }
             Msg::Done {
@@ -642,12 +813,12 @@ fn planner(
             recv(cancel) -> _ => return,
         };
         let n = indices.len();
-        let Ok(images) = SlotMemory::share(bufs.images, n, cfg.image_bytes()) else {
+        let Ok(images) = SlotMemory::share(bufs.images, n, cfg.host_image_bytes()) else {
             log::error!("internal: batch buffer too small");
             return;
         };
         let masks = match bufs.masks {
-            Some(m) => match SlotMemory::share(m, n, cfg.mask_bytes()) {
+            Some(m) => match SlotMemory::share(m, n, cfg.host_mask_bytes()) {
                 Ok(m) => Some(m),
                 Err(_) => {
                     log::error!("internal: mask buffer too small");
@@ -672,6 +843,8 @@ fn planner(
                 batch: b,
                 images,
                 masks,
+                #[cfg(feature = "wgpu")]
+                gpu: bufs.gpu,
                 len: n,
             })
             .is_err()

@@ -106,11 +106,41 @@ pub(crate) struct Config {
     pub strict_decode: bool,
     pub has_masks: bool,
     pub replace_attempts: usize,
+    /// The device path, when the backend runs batches on a wgpu device.
+    #[cfg(feature = "wgpu")]
+    pub gpu: Option<Arc<Mutex<crate::backend::wgpu::batch::Batcher>>>,
 }
 
 impl Config {
     pub(crate) fn image_bytes(&self) -> usize {
         self.augment.image_bytes()
+    }
+
+    /// Whether batches are made on a device (workers prepare inputs, the device writes).
+    pub(crate) fn on_device(&self) -> bool {
+        #[cfg(feature = "wgpu")]
+        if self.gpu.is_some() {
+            return true;
+        }
+        false
+    }
+
+    /// Bytes of one image slot in host batch memory: none when batches live on a device.
+    pub(crate) fn host_image_bytes(&self) -> usize {
+        if self.on_device() {
+            0
+        } else {
+            self.image_bytes()
+        }
+    }
+
+    /// Bytes of one mask slot in host batch memory.
+    pub(crate) fn host_mask_bytes(&self) -> usize {
+        if self.on_device() {
+            0
+        } else {
+            self.mask_bytes()
+        }
     }
 
     pub(crate) fn mask_bytes(&self) -> usize {
@@ -193,6 +223,16 @@ impl Pipeline {
     pub fn memory_in_flight(&self) -> usize {
         let c = &self.cfg;
         c.prefetch * c.batch_size * (c.image_bytes() + c.mask_bytes())
+    }
+
+    /// Waits until the device has finished every batch handed out so far (a no-op on the
+    /// CPU backend). For benchmarks: stop the clock after it.
+    pub fn wait_device(&self) -> Result<()> {
+        #[cfg(feature = "wgpu")]
+        if let Some(ctx) = self.cfg.backend.wgpu_context() {
+            return ctx.wait();
+        }
+        Ok(())
     }
 
     /// Statistics over every finished epoch.

@@ -25,6 +25,9 @@ pub(crate) struct Counters {
     pub replacements: AtomicU64,
     pub cache_hits: AtomicU64,
     pub batches: AtomicU64,
+    pub gpu_decoded: AtomicU64,
+    pub cpu_fallbacks: AtomicU64,
+    pub device_ns: AtomicU64,
     /// The largest file read (a sizing hint for staging buffers, not a statistic).
     pub largest_file: std::sync::atomic::AtomicUsize,
     pub errors: Mutex<Vec<SampleError>>,
@@ -57,6 +60,9 @@ impl Counters {
             (&self.replacements, &total.replacements),
             (&self.cache_hits, &total.cache_hits),
             (&self.batches, &total.batches),
+            (&self.gpu_decoded, &total.gpu_decoded),
+            (&self.cpu_fallbacks, &total.cpu_fallbacks),
+            (&self.device_ns, &total.device_ns),
         ] {
             b.fetch_add(a.load(Ordering::Relaxed), Ordering::Relaxed);
         }
@@ -95,6 +101,9 @@ impl Counters {
             replacements: self.replacements.load(Ordering::Relaxed),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
+            gpu_decoded: self.gpu_decoded.load(Ordering::Relaxed),
+            cpu_fallbacks: self.cpu_fallbacks.load(Ordering::Relaxed),
+            device_submit_seconds: s(&self.device_ns),
             errors: self.errors.lock().map(|v| v.clone()).unwrap_or_default(),
         }
     }
@@ -128,6 +137,14 @@ pub struct Stats {
     pub cache_hits: u64,
     /// Batches delivered.
     pub batches: u64,
+    /// GPU backends: images whose JPEG decode ran on the device (entropy decoding on the
+    /// host, the rest in shaders or kernels).
+    pub gpu_decoded: u64,
+    /// GPU backends: images the CPU decoded instead, one sample at a time (other formats,
+    /// JPEG features the device path does not take, cached samples).
+    pub cpu_fallbacks: u64,
+    /// GPU backends: consumer time spent packing, uploading and submitting batches.
+    pub device_submit_seconds: f64,
     /// Reported sample errors (the first [`MAX_KEPT_ERRORS`]).
     pub errors: Vec<SampleError>,
 }

@@ -17,7 +17,9 @@ use crate::augment::reference::Scratch;
 use crate::augment::rng::{Rng, Stream};
 use crate::augment::SamplePlan;
 use crate::backend::cpu::memory::SlotWriter;
-use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
+#[cfg(feature = "wgpu")]
+use crate::backend::wgpu::batch::{prepare, GpuJob, GpuSample};
+use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions, LabelPlane};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::source::Sample;
 
@@ -165,41 +167,41 @@ fn process(
     let first = match payload {
         Payload::Cached(d) => {
             let plan = cached_plan(sh, sample, d);
-            run(
-                sh,
-                sample,
-                d,
-                &plan,
-                w,
-                mask_writer.as_mut(),
-                &mut ws.scratch,
-            )
-        }
-        Payload::Staged(st) => decode_into(sh, sample, &st.image, &st.mask, &mut ws.decoded)
-            .and_then(|plan| {
+            if sh.cfg.on_device() {
+                Ok((plan, device_job_cached(&plan, d)))
+            } else {
                 run(
                     sh,
                     sample,
-                    &ws.decoded,
+                    d,
                     &plan,
                     w,
                     mask_writer.as_mut(),
                     &mut ws.scratch,
                 )
-            }),
+                .map(|p| (p, None))
+            }
+        }
+        Payload::Staged(st) => {
+            attempt(sh, sample, &st.image, &st.mask, w, mask_writer.as_mut(), ws)
+        }
         Payload::Failed(e, _) => Err(e.clone()),
     };
     let error = match first {
-        Ok(plan) => {
+        Ok((plan, gpu)) => {
+            #[cfg(not(feature = "wgpu"))]
+            let _ = gpu;
             return Outcome {
                 delivered: Some(Delivered {
                     id: sample.id,
                     label: sample.label.map_or(-1, i64::from),
                     replaced: None,
                     plan,
+                    #[cfg(feature = "wgpu")]
+                    gpu,
                 }),
                 error: None,
-            }
+            };
         }
         Err(e) => e,
     };
@@ -219,30 +221,23 @@ fn process(
         }
         let mut st = std::mem::take(&mut ws.replace);
         let r = read_sample(cand, &sh.cfg.limits, &mut st.image, &mut st.mask, &sh.stats)
-            .and_then(|()| decode_into(sh, cand, &st.image, &st.mask, &mut ws.decoded))
-            .and_then(|plan| {
-                run(
-                    sh,
-                    cand,
-                    &ws.decoded,
-                    &plan,
-                    w,
-                    mask_writer.as_mut(),
-                    &mut ws.scratch,
-                )
-            });
+            .and_then(|()| attempt(sh, cand, &st.image, &st.mask, w, mask_writer.as_mut(), ws));
         ws.replace = st;
         match r {
-            Ok(plan) => {
+            Ok((plan, gpu)) => {
+                #[cfg(not(feature = "wgpu"))]
+                let _ = gpu;
                 return Outcome {
                     delivered: Some(Delivered {
                         id: cand.id,
                         label: cand.label.map_or(-1, i64::from),
                         replaced: Some(sample.id),
                         plan,
+                        #[cfg(feature = "wgpu")]
+                        gpu,
                     }),
                     error: Some(error),
-                }
+                };
             }
             Err(e) => log::debug!("replacement candidate failed too: {e}"),
         }
@@ -251,6 +246,142 @@ fn process(
         delivered: None,
         error: Some(error),
     }
+}
+
+/// What the device needs for one sample, when batches are made on a device.
+#[cfg(feature = "wgpu")]
+type DeviceJob = Option<Box<GpuJob>>;
+#[cfg(not(feature = "wgpu"))]
+type DeviceJob = Option<std::convert::Infallible>;
+
+/// Decodes (or, on a device, prepares) one sample from its bytes and fills its slot.
+fn attempt(
+    sh: &Shared,
+    s: &Sample,
+    image: &[u8],
+    mask: &[u8],
+    w: &mut SlotWriter,
+    mask_writer: Option<&mut SlotWriter>,
+    ws: &mut WorkerState,
+) -> Result<(SamplePlan, DeviceJob), SampleError> {
+    #[cfg(feature = "wgpu")]
+    if sh.cfg.on_device() {
+        return prepare_device(sh, s, image, mask, ws).map(|(p, j)| (p, Some(j)));
+    }
+    let plan = decode_into(sh, s, image, mask, &mut ws.decoded)?;
+    run(sh, s, &ws.decoded, &plan, w, mask_writer, &mut ws.scratch).map(|p| (p, None))
+}
+
+/// The device input of a CPU-decoded (or cached) sample: its image and mask.
+#[cfg(feature = "wgpu")]
+fn device_job(plan: SamplePlan, d: &Decoded) -> Box<GpuJob> {
+    Box::new(GpuJob {
+        plan,
+        image: GpuSample::Rgb(d.image.clone()),
+        mask: d.mask.clone(),
+    })
+}
+
+#[cfg(feature = "wgpu")]
+fn device_job_cached(plan: &SamplePlan, d: &Decoded) -> DeviceJob {
+    Some(device_job(*plan, d))
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn device_job_cached(_: &SamplePlan, _: &Decoded) -> DeviceJob {
+    None
+}
+
+/// The device input of one sample: a JPEG entropy-decoded to coefficients for the
+/// device's decode (only the window its plan reads, at the plan's IDCT scale), or, for
+/// what that path does not take, the CPU decode, counted as a fallback.
+#[cfg(feature = "wgpu")]
+fn prepare_device(
+    sh: &Shared,
+    s: &Sample,
+    image: &[u8],
+    mask: &[u8],
+    ws: &mut WorkerState,
+) -> Result<(SamplePlan, Box<GpuJob>), SampleError> {
+    let t = Instant::now();
+    let cfg = &sh.cfg;
+    if sh.cache.is_some() {
+        // The cache keeps whole CPU-decoded images so any later crop can be served.
+        let plan = decode_into(sh, s, image, mask, &mut ws.decoded)?;
+        sh.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
+        return Ok((plan, device_job(plan, &ws.decoded)));
+    }
+    let info = peek_info(image).map_err(|e| decode_error(s, "image", &e))?;
+    check_limits(&info, &cfg.limits).map_err(|e| decode_error(s, "image", &e))?;
+    let (w, h) = info.oriented_size();
+    let plan = cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h);
+    let opts = DecodeOptions {
+        limits: cfg.limits,
+        strict: cfg.strict_decode,
+        ..DecodeOptions::default()
+    }
+    .for_plan(&plan, &info);
+    let prepared = prepare(image, &opts).map_err(|e| decode_error(s, "image", &e));
+    Counters::add(&sh.stats.decode_ns, t.elapsed());
+    let prepared = prepared?;
+    match &prepared.cpu_reason {
+        Some(reason) => {
+            log::debug!("{}: decoded on the CPU ({reason})", s.path);
+            sh.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+        None => {
+            sh.stats.gpu_decoded.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let mask = decode_mask(sh, s, mask, (w, h))?;
+    Ok((
+        plan,
+        Box::new(GpuJob {
+            plan,
+            image: prepared.image,
+            mask,
+        }),
+    ))
+}
+
+/// Decodes a sample's label mask (when it has one) and checks it matches the image.
+#[cfg(feature = "wgpu")]
+fn decode_mask(
+    sh: &Shared,
+    s: &Sample,
+    bytes: &[u8],
+    (w, h): (u32, u32),
+) -> Result<Option<LabelPlane>, SampleError> {
+    if s.mask.is_none() {
+        return Ok(None);
+    }
+    let mut m = LabelPlane::default();
+    sh.cfg
+        .backend
+        .decode_mask(bytes, &mask_options(sh), &mut m)
+        .map_err(|e| decode_error(s, "mask", &e))?;
+    check_mask(s, &m, (w, h))?;
+    Ok(Some(m))
+}
+
+#[cfg(feature = "wgpu")]
+fn mask_options(sh: &Shared) -> DecodeOptions {
+    DecodeOptions {
+        limits: sh.cfg.limits,
+        strict: sh.cfg.strict_decode,
+        ..DecodeOptions::default()
+    }
+}
+
+fn check_mask(s: &Sample, m: &LabelPlane, (w, h): (u32, u32)) -> Result<(), SampleError> {
+    if (m.width, m.height) != (w, h) {
+        return Err(SampleError::new(
+            s,
+            SampleErrorKind::Mask,
+            format!("mask is {}x{} but the image is {w}x{h}", m.width, m.height),
+        ));
+    }
+    Ok(())
 }
 
 /// The plan of a sample served from the cache: cached images are whole, at full scale.
@@ -298,14 +429,7 @@ fn decode_into(
             let m = out.mask.get_or_insert_with(Default::default);
             be.decode_mask(mask, &opts, m)
                 .map_err(|e| decode_error(s, "mask", &e))?;
-            if (m.width, m.height) != (w, h) {
-                return Err(SampleError::new(
-                    s,
-                    SampleErrorKind::Mask,
-                    format!("mask is {}x{} but the image is {w}x{h}", m.width, m.height),
-                ));
-            }
-            Ok(())
+            check_mask(s, m, (w, h))
         });
     Counters::add(&sh.stats.decode_ns, t.elapsed());
     if r.is_ok() {

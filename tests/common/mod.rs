@@ -165,3 +165,15 @@ pub fn decode_test_jpegs() -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// The backends tests run on: the CPU, and wgpu when an adapter exists (software allowed;
+/// with `STOKER_REQUIRE_WGPU=1` a missing adapter fails the test instead).
+#[allow(dead_code)]
+pub fn backends() -> Vec<stoker::BackendKind> {
+    let mut v = vec![stoker::BackendKind::Cpu];
+    #[cfg(feature = "wgpu")]
+    if wgpu_context().is_some() {
+        v.push(stoker::BackendKind::Wgpu);
+    }
+    v
+}

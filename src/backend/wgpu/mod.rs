@@ -7,12 +7,17 @@
 //! `wgpu::Buffer` on that device, usable in their own passes without a copy.
 
 pub mod augment;
+pub mod batch;
 pub mod decode;
 pub mod shaders;
 
 use std::fmt;
 use std::sync::Arc;
 
+use super::{Backend, BackendKind};
+use crate::augment::reference::{self, Scratch};
+use crate::augment::SamplePlan;
+use crate::decode::{self as dec, DecodeError, DecodeOptions, Image8, ImageInfo, LabelPlane};
 use crate::error::{Error, Result};
 
 /// Environment variable: when `1`, [`WgpuContext::new`] also accepts a software adapter
@@ -81,25 +86,49 @@ fn describe(info: &wgpu::AdapterInfo) -> String {
     )
 }
 
+/// Every adapter wgpu finds on this machine, in words (for logs and `stoker bench`).
+pub fn adapters() -> Vec<String> {
+    let instance = instance();
+    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+        .iter()
+        .map(|a| describe(&a.get_info()))
+        .collect()
+}
+
+fn instance() -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::PRIMARY | wgpu::Backends::GL;
+    wgpu::Instance::new(desc)
+}
+
+/// Why no hardware adapter was found, once looked for: `Auto` asks again on every
+/// pipeline it builds, and enumerating adapters costs tens of milliseconds.
+static NO_HARDWARE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 impl WgpuContext {
     /// Opens a device of its own: the best hardware adapter, or a software adapter when
     /// `allow_software` and no hardware adapter exists. No adapter is
     /// [`Error::BackendUnavailable`] with the reason.
     pub fn new(allow_software: bool) -> Result<Self> {
-        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-        desc.backends = wgpu::Backends::PRIMARY | wgpu::Backends::GL;
-        let instance = wgpu::Instance::new(desc);
+        if let (false, Some(why)) = (allow_software, NO_HARDWARE.get()) {
+            return Err(unavailable(why.clone()));
+        }
+        let instance = instance();
         let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
         let found: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
         let Some(adapter) = pick(adapters, allow_software) else {
-            return Err(unavailable(if found.is_empty() {
+            let why = if found.is_empty() {
                 "no GPU adapter found (no Vulkan, Metal or DX12 driver)".to_string()
             } else {
                 format!(
-                    "only software adapters found ({}); set {ALLOW_SOFTWARE_ENV}=1 or ask for one to use them",
+                    "only software adapters found ({}); set {ALLOW_SOFTWARE_ENV}=1 or ask for wgpu by name to use them",
                     found.join(", ")
                 )
-            }));
+            };
+            if !allow_software {
+                let _ = NO_HARDWARE.set(why.clone());
+            }
+            return Err(unavailable(why));
         };
         let info = adapter.get_info();
         let desc = wgpu::DeviceDescriptor {
@@ -208,5 +237,66 @@ impl WgpuContext {
         };
         staging.unmap();
         Ok(data)
+    }
+}
+
+/// The wgpu backend: the pipeline batches samples through [`batch::Batcher`]. The
+/// per-sample [`Backend`] methods are the CPU paths it falls back to for samples the GPU
+/// path does not take (other formats, JPEG features the shaders do not cover).
+#[derive(Debug, Clone)]
+pub struct WgpuBackend {
+    ctx: WgpuContext,
+}
+
+impl WgpuBackend {
+    /// A backend on `ctx`.
+    pub fn new(ctx: WgpuContext) -> Self {
+        WgpuBackend { ctx }
+    }
+}
+
+impl Backend for WgpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Wgpu
+    }
+
+    fn device(&self) -> String {
+        self.ctx.name().to_string()
+    }
+
+    fn decode_image(
+        &self,
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        out: &mut Image8,
+    ) -> Result<ImageInfo, DecodeError> {
+        dec::cpu::decode_image(bytes, opts, out)
+    }
+
+    fn decode_mask(
+        &self,
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        out: &mut LabelPlane,
+    ) -> Result<ImageInfo, DecodeError> {
+        dec::cpu::decode_mask(bytes, opts, out)
+    }
+
+    fn execute_image(
+        &self,
+        plan: &SamplePlan,
+        src: &Image8,
+        out: &mut [u8],
+        scratch: &mut Scratch,
+    ) {
+        reference::execute_image(plan, src, out, scratch);
+    }
+
+    fn execute_mask(&self, plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]) {
+        reference::execute_mask(plan, src, out);
+    }
+
+    fn wgpu_context(&self) -> Option<&WgpuContext> {
+        Some(&self.ctx)
     }
 }

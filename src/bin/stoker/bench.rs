@@ -149,6 +149,13 @@ pub fn decode(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
             }
         };
         let be = sel.backend.as_ref();
+        #[cfg(feature = "wgpu")]
+        if let Some(dev) = common::device_decoder(be)? {
+            results.push(decode_device(
+                ctx, a, kind, be, dev, &files, &paths, threads,
+            )?);
+            continue;
+        }
         // Warm-up pass, one file at a time: which files fail, and how long a pass takes.
         let pb = progress(ctx, files.len() as u64, &format!("{kind} warm-up"));
         let opts = DecodeOptions::default();
@@ -212,6 +219,97 @@ pub fn decode(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
     });
     let text = decode_text(&json);
     Ok(Report::ok(json, text))
+}
+
+/// `bench decode` on a device backend: host threads entropy-decode `batch` files at a
+/// time (CPU-only files are decoded whole by the CPU, counted as fallbacks), and the
+/// device decodes each group while the threads work on the next; the clock stops after
+/// the device has finished.
+#[cfg(feature = "wgpu")]
+#[allow(clippy::too_many_arguments)]
+fn decode_device(
+    ctx: Ctx,
+    a: &DecodeBenchArgs,
+    kind: BackendKind,
+    be: &dyn Backend,
+    mut dev: common::DeviceDecoder,
+    files: &[Vec<u8>],
+    paths: &[String],
+    threads: usize,
+) -> Res<Value> {
+    use stoker::backend::wgpu::batch::{prepare, GpuSample};
+    let opts = DecodeOptions::default();
+    let pass = |dev: &mut common::DeviceDecoder,
+                repeats: usize,
+                tick: &dyn Fn(u64)|
+     -> Res<(DecodeRun, u64, Vec<Value>)> {
+        let n = files.len();
+        let total = n * repeats;
+        let (mut images, mut pixels, mut fallbacks) = (0u64, 0u64, 0u64);
+        let mut failed = Vec::new();
+        let start = Instant::now();
+        let mut first = 0;
+        while first < total {
+            let idx: Vec<usize> = (first..(first + a.batch).min(total)).collect();
+            let prepared =
+                common::par_map(&idx, threads, |&i| prepare(&files[i % n], &opts), || {});
+            let mut samples: Vec<GpuSample> = Vec::with_capacity(idx.len());
+            for (p, &i) in prepared.into_iter().zip(&idx) {
+                match p {
+                    Ok(p) => {
+                        images += 1;
+                        pixels += p.info.pixels();
+                        fallbacks += u64::from(p.cpu_reason.is_some());
+                        samples.push(p.image);
+                    }
+                    Err(e) if i < n => {
+                        failed.push(json!({"path": paths[i], "reason": common::reason(e)}))
+                    }
+                    Err(_) => {}
+                }
+            }
+            dev.batcher().decode(&samples)?;
+            tick(idx.len() as u64);
+            first += a.batch;
+        }
+        dev.batcher().context().wait()?;
+        let run = DecodeRun {
+            images,
+            pixels,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        Ok((run, fallbacks, failed))
+    };
+    let pb = progress(ctx, files.len() as u64, &format!("{kind} warm-up"));
+    let (warm, _, failed) = pass(&mut dev, 1, &|d| pb.inc(d))?;
+    pb.finish_and_clear();
+    let repeats = a
+        .repeat
+        .unwrap_or_else(|| ((1.0 / warm.seconds.max(1e-6)).ceil() as usize).clamp(1, 50));
+    let pb = progress(
+        ctx,
+        (repeats * files.len()) as u64,
+        &format!("{kind} decode"),
+    );
+    let (run, fallbacks, _) = pass(&mut dev, repeats, &|d| pb.inc(d))?;
+    pb.finish_and_clear();
+    let s = run.seconds.max(1e-9);
+    Ok(json!({
+        "backend": kind.to_string(),
+        "device": be.device(),
+        "images": run.images,
+        "seconds": run.seconds,
+        "images_per_s": run.images as f64 / s,
+        "megapixels_per_s": run.pixels as f64 / 1e6 / s,
+        "fallbacks": fallbacks,
+        "errors": failed.len(),
+        "threads": threads,
+        "repeats": repeats,
+        "batch": a.batch,
+        "files": files.len(),
+        "bytes": files.iter().map(|f| f.len() as u64).sum::<u64>(),
+        "failed": failed,
+    }))
 }
 
 fn f(v: &Value, k: &str) -> f64 {
@@ -402,6 +500,8 @@ pub fn pipeline(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
                 drop(batch);
                 pb.inc(1);
             }
+            // A device backend may still be working on the last batches.
+            pipe.wait_device()?;
             epoch_seconds.push(t.elapsed().as_secs_f64());
             // Taken after the iteration: the epoch's wall clock stops at its last batch.
             wait_fractions.push(epoch.stats().input_wait_fraction);

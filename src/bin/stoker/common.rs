@@ -32,7 +32,12 @@ static LOGGER: StderrLogger = StderrLogger;
 
 impl Log for StderrLogger {
     fn enabled(&self, metadata: &Metadata) -> bool {
-        metadata.level() <= log::max_level()
+        // The GPU stack logs adapter probing failures (an absent GL driver, say) as
+        // errors; stoker says what it chose and why. Its messages show from debug on.
+        let gpu_stack = ["wgpu", "naga"]
+            .iter()
+            .any(|p| metadata.target().starts_with(p));
+        metadata.level() <= log::max_level() && (!gpu_stack || log::max_level() >= Level::Debug)
     }
 
     fn log(&self, record: &Record) {
@@ -382,6 +387,61 @@ pub fn par_map<T: Sync, R: Send>(
         .into_iter()
         .flatten()
         .collect()
+}
+
+/// Decodes single files through a backend's device path (decode on the device, read
+/// back), for `stoker decode` and the decode benchmark.
+pub struct DeviceDecoder {
+    #[cfg(feature = "wgpu")]
+    batcher: stoker::backend::wgpu::batch::Batcher,
+}
+
+impl DeviceDecoder {
+    /// Decodes `bytes` on the device into `out` (a CPU-only file falls back to the CPU).
+    #[cfg(feature = "wgpu")]
+    pub fn decode(
+        &mut self,
+        bytes: &[u8],
+        opts: &stoker::decode::DecodeOptions,
+        out: &mut stoker::decode::Image8,
+    ) -> Result<stoker::decode::ImageInfo, String> {
+        let p = stoker::backend::wgpu::batch::prepare(bytes, opts).map_err(reason)?;
+        let mut imgs = self
+            .batcher
+            .decode_to_host(std::slice::from_ref(&p.image))
+            .map_err(|e| e.to_string())?;
+        *out = imgs.pop().ok_or("the device returned no image")?;
+        Ok(p.info)
+    }
+
+    /// Without a device backend compiled in there is nothing to decode on.
+    #[cfg(not(feature = "wgpu"))]
+    pub fn decode(
+        &mut self,
+        _: &[u8],
+        _: &stoker::decode::DecodeOptions,
+        _: &mut stoker::decode::Image8,
+    ) -> Result<stoker::decode::ImageInfo, String> {
+        Err("no device backend in this build".into())
+    }
+
+    /// The device backend's batcher.
+    #[cfg(feature = "wgpu")]
+    pub fn batcher(&mut self) -> &mut stoker::backend::wgpu::batch::Batcher {
+        &mut self.batcher
+    }
+}
+
+/// The device decoder of `be`, or `None` for host backends.
+pub fn device_decoder(be: &dyn stoker::backend::Backend) -> Result<Option<DeviceDecoder>, String> {
+    #[cfg(feature = "wgpu")]
+    if let Some(ctx) = be.wgpu_context() {
+        let batcher =
+            stoker::backend::wgpu::batch::Batcher::new(ctx, 2).map_err(|e| e.to_string())?;
+        return Ok(Some(DeviceDecoder { batcher }));
+    }
+    let _ = be;
+    Ok(None)
 }
 
 #[cfg(test)]

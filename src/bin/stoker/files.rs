@@ -71,14 +71,20 @@ pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
     let mut decoded = Vec::new();
     let mut errors = Vec::new();
     let mut img = Image8::default();
+    // On a device backend, files decode through the device path (CPU-only files fall
+    // back as in the pipeline) and are read back.
+    let mut device = common::device_decoder(be)?;
     let pb = progress(ctx, a.files.len() as u64, "decoding");
     for file in &a.files {
         let name = out_name(file, &mut used);
         let r: Result<Value, String> = (|| {
             let bytes = std::fs::read(file).map_err(|e| format!("cannot read: {e}"))?;
-            let info = be
-                .decode_image(&bytes, &opts, &mut img)
-                .map_err(common::reason)?;
+            let info = match device.as_mut() {
+                Some(d) => d.decode(&bytes, &opts, &mut img)?,
+                None => be
+                    .decode_image(&bytes, &opts, &mut img)
+                    .map_err(common::reason)?,
+            };
             let out = a.out.join(&name);
             write_png_rgb(&out, img.width, img.height, &img.data).map_err(|e| e.to_string())?;
             Ok(json!({

@@ -1,0 +1,452 @@
+//! One batch on the GPU: the host packs every sample's input (DCT coefficients, or pixels
+//! the CPU decoded) into a mapped staging buffer, one copy uploads it, and the decode and
+//! augment passes write the batch straight into its output buffers.
+//!
+//! # Buffers
+//! - A ring of `K` staging buffers (`MAP_WRITE | COPY_SRC`). The host writes batch `b + 1`
+//!   into one while the GPU still works on batch `b`; a staging buffer is written again
+//!   only after its re-mapping has completed, which happens after the GPU finished the
+//!   copy out of it.
+//! - One set of device-local input and scratch buffers, grow-only. Submissions on one queue
+//!   execute in order and wgpu orders each batch's writes after the previous batch's
+//!   reads, so one set serves every batch in flight.
+//! - A ring of output buffers ([`GpuBatchBuffers`]), one per batch in flight, owned by
+//!   the pipeline's batch ring: a batch's buffers are reused only after the caller dropped
+//!   the batch, and any work the caller submitted on them before that is ordered first.
+//!
+//! Pipelines and bind group layouts are created once, in [`Batcher::new`].
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use super::augment::{AugmentInput, AugmentKernels, AugmentScratch};
+use super::decode::{DecodeInput, DecodeKernels, DecodeScratch, GpuImage};
+use super::WgpuContext;
+use crate::augment::SamplePlan;
+use crate::decode::jpeg::coeffs::{read_coefficients, CoeffStatus, Coefficients};
+use crate::decode::{
+    check_limits, peek_info, DecodeError, DecodeOptions, Format, Image8, ImageInfo, LabelPlane,
+};
+use crate::error::{Error, Result};
+
+/// What the host hands the GPU for one sample.
+#[derive(Debug)]
+pub enum GpuSample {
+    /// A JPEG, entropy-decoded: the GPU dequantises, transforms, upsamples and converts
+    /// the `window` of the image scaled by `1/scale`.
+    Jpeg {
+        /// The coefficients.
+        coeffs: Box<Coefficients>,
+        /// IDCT scale denominator (1, 2, 4, 8).
+        scale: u32,
+        /// `[x0, y0, x1, y1)` in the scaled image.
+        window: [u32; 4],
+    },
+    /// Pixels the CPU decoded (other formats, JPEG features the GPU path does not take,
+    /// cached samples).
+    Rgb(Image8),
+}
+
+/// A sample's image, ready for the device, and why the CPU decoded it if it did.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The device input.
+    pub image: GpuSample,
+    /// What the headers say.
+    pub info: ImageInfo,
+    /// `Some(reason)` when the CPU decoded the image (a fallback, counted in the stats).
+    pub cpu_reason: Option<String>,
+}
+
+/// Prepares one image for the device: a JPEG is entropy-decoded on this thread to DCT
+/// coefficients (the `opts.scale` and `opts.window` go with it); what the device path does
+/// not take (other formats, EXIF-rotated JPEGs when `opts.orientation`, and the JPEGs
+/// [`read_coefficients`](crate::decode::jpeg::turbo) reports as CPU-only) is decoded here
+/// by the CPU decoder with the same options. Limits are checked from the headers first.
+pub fn prepare(bytes: &[u8], opts: &DecodeOptions) -> Result<Prepared, DecodeError> {
+    let info = peek_info(bytes)?;
+    check_limits(&info, &opts.limits)?;
+    let reason = if info.format != Format::Jpeg {
+        "not a JPEG".to_string()
+    } else if opts.orientation && info.orientation != 1 {
+        format!("EXIF orientation {}", info.orientation)
+    } else {
+        let mut coeffs = Box::<Coefficients>::default();
+        match read_coefficients(bytes, opts.strict, &mut coeffs)? {
+            CoeffStatus::Ready => {
+                let scale = opts.scale.clamp(1, 8);
+                let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
+                let window = opts.window.unwrap_or([0, 0, full[0], full[1]]);
+                return Ok(Prepared {
+                    image: GpuSample::Jpeg {
+                        coeffs,
+                        scale,
+                        window,
+                    },
+                    info,
+                    cpu_reason: None,
+                });
+            }
+            CoeffStatus::CpuOnly(reason) => reason,
+        }
+    };
+    let mut img = Image8::default();
+    let info = crate::decode::cpu::decode_image(bytes, opts, &mut img)?;
+    Ok(Prepared {
+        image: GpuSample::Rgb(img),
+        info,
+        cpu_reason: Some(reason),
+    })
+}
+
+/// One sample of a batch: its plan, its image input, and its label plane.
+#[derive(Debug)]
+pub struct GpuJob {
+    /// The plan.
+    pub plan: SamplePlan,
+    /// The image.
+    pub image: GpuSample,
+    /// The label plane, for segmentation sets.
+    pub mask: Option<LabelPlane>,
+}
+
+/// The output buffers of one batch in flight.
+#[derive(Debug)]
+pub struct GpuBatchBuffers {
+    /// `batch_size * image_bytes` (rounded up to 4 bytes): slot `i` at `i * image_bytes`.
+    pub images: wgpu::Buffer,
+    /// `batch_size * w * h` u16 class ids (rounded up to 4 bytes), for segmentation sets.
+    pub masks: Option<wgpu::Buffer>,
+}
+
+fn round4(n: u64) -> u64 {
+    n.div_ceil(4).max(1) * 4
+}
+
+impl GpuBatchBuffers {
+    /// Output buffers for `batch_size` samples of `image_bytes` (and `mask_bytes` when not 0).
+    pub fn new(
+        ctx: &WgpuContext,
+        batch_size: usize,
+        image_bytes: usize,
+        mask_bytes: usize,
+    ) -> Self {
+        let make = |label: &str, bytes: usize| {
+            ctx.device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: round4((batch_size * bytes) as u64),
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        GpuBatchBuffers {
+            images: make("stoker batch images", image_bytes),
+            masks: (mask_bytes > 0).then(|| make("stoker batch masks", mask_bytes)),
+        }
+    }
+}
+
+const PENDING: u8 = 0;
+const MAPPED: u8 = 1;
+const FAILED: u8 = 2;
+
+/// A host-visible staging buffer and its mapping state (`PENDING`, `MAPPED`, `FAILED`).
+struct Staging {
+    buffer: wgpu::Buffer,
+    state: Arc<AtomicU8>,
+}
+
+/// A grow-only device-local buffer.
+fn ensure(
+    ctx: &WgpuContext,
+    slot: &mut Option<wgpu::Buffer>,
+    label: &str,
+    bytes: u64,
+    usage: wgpu::BufferUsages,
+) -> wgpu::Buffer {
+    let need = round4(bytes);
+    match slot {
+        Some(b) if b.size() >= need => b.clone(),
+        _ => {
+            // Grow by half again so a slowly growing input does not reallocate each batch.
+            let size = need + need / 2;
+            let b = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: round4(size),
+                usage,
+                mapped_at_creation: false,
+            });
+            *slot = Some(b.clone());
+            b
+        }
+    }
+}
+
+/// Runs batches on one wgpu device. Used by one thread at a time (the pipeline's
+/// consumer); everything it allocates is reused from batch to batch.
+pub struct Batcher {
+    ctx: WgpuContext,
+    decode: DecodeKernels,
+    augment: AugmentKernels,
+    decode_in: DecodeInput,
+    augment_in: AugmentInput,
+    decode_scratch: DecodeScratch,
+    augment_scratch: AugmentScratch,
+    staging: Vec<Staging>,
+    ring: usize,
+    next: usize,
+    decode_buffer: Option<wgpu::Buffer>,
+    augment_buffer: Option<wgpu::Buffer>,
+    windows: Option<wgpu::Buffer>,
+    images: Vec<GpuImage>,
+}
+
+impl std::fmt::Debug for Batcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batcher")
+            .field("device", &self.ctx.name())
+            .field("staging", &self.staging.len())
+            .finish()
+    }
+}
+
+impl Batcher {
+    /// Compiles the pipelines on `ctx`; `ring` staging buffers (at least 2).
+    pub fn new(ctx: &WgpuContext, ring: usize) -> Result<Self> {
+        Ok(Batcher {
+            decode: DecodeKernels::new(ctx)?,
+            augment: AugmentKernels::new(ctx)?,
+            ctx: ctx.clone(),
+            decode_in: DecodeInput::new(),
+            augment_in: AugmentInput::default(),
+            decode_scratch: DecodeScratch::default(),
+            augment_scratch: AugmentScratch::default(),
+            staging: Vec::new(),
+            ring: ring.max(2),
+            next: 0,
+            decode_buffer: None,
+            augment_buffer: None,
+            windows: None,
+            images: Vec::new(),
+        })
+    }
+
+    /// The context.
+    pub fn context(&self) -> &WgpuContext {
+        &self.ctx
+    }
+
+    /// A mapped staging buffer of at least `bytes`: the next one of the ring, once the
+    /// GPU has finished with it (its re-mapping completed).
+    fn staging(&mut self, bytes: u64) -> Result<usize> {
+        let need = round4(bytes);
+        if self.staging.len() < self.ring {
+            self.staging.push(self.new_staging(need));
+            return Ok(self.staging.len() - 1);
+        }
+        let i = self.next % self.ring;
+        self.next += 1;
+        if self.staging[i].state.load(Ordering::Acquire) == PENDING {
+            // Waits for the submitted work, which runs the mapping callback.
+            self.ctx.wait()?;
+        }
+        if self.staging[i].state.load(Ordering::Acquire) != MAPPED {
+            log::warn!("a staging buffer could not be mapped again; replacing it");
+            self.staging[i] = self.new_staging(need + need / 2);
+        } else if self.staging[i].buffer.size() < need {
+            self.staging[i] = self.new_staging(need + need / 2);
+        }
+        Ok(i)
+    }
+
+    fn new_staging(&self, bytes: u64) -> Staging {
+        Staging {
+            buffer: self.ctx.device().create_buffer(&wgpu::BufferDescriptor {
+                label: Some("stoker staging"),
+                size: round4(bytes),
+                usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: true,
+            }),
+            state: Arc::new(AtomicU8::new(MAPPED)),
+        }
+    }
+
+    /// Packs the decode inputs of `images` and returns the windows they decode to.
+    fn pack_decode<'a>(&mut self, images: impl Iterator<Item = &'a GpuSample>) -> Result<()> {
+        self.decode_in.clear();
+        self.images.clear();
+        for img in images {
+            let g = match img {
+                GpuSample::Jpeg {
+                    coeffs,
+                    scale,
+                    window,
+                } => self.decode_in.push_jpeg(coeffs, *scale, *window)?,
+                GpuSample::Rgb(img) => self.decode_in.push_rgb(img)?,
+            };
+            self.images.push(g);
+        }
+        Ok(())
+    }
+
+    /// Writes the packed inputs into the next staging buffer and records their upload and
+    /// the decode pass; returns the encoder, the augment input buffer and the staging slot.
+    fn upload_and_decode(&mut self) -> Result<(wgpu::CommandEncoder, wgpu::Buffer, usize)> {
+        // The augment blob starts at an aligned offset of the one staging buffer, both
+        // blobs padded to whole words.
+        let d_len = round4(self.decode_in.bytes().len() as u64);
+        let a_off = d_len.div_ceil(256) * 256;
+        let a_len = round4(self.augment_in.bytes().len() as u64);
+        let total = a_off + a_len;
+        let si = self.staging(total)?;
+        let (dbytes, abytes) = (self.decode_in.bytes(), self.augment_in.bytes());
+        {
+            let st = &self.staging[si];
+            let mut view = st
+                .buffer
+                .slice(..total)
+                .get_mapped_range_mut()
+                .map_err(|e| Error::Device(format!("staging view failed: {e}")))?;
+            view.slice(..dbytes.len()).copy_from_slice(dbytes);
+            view.slice(a_off as usize..a_off as usize + abytes.len())
+                .copy_from_slice(abytes);
+        }
+        self.staging[si].buffer.unmap();
+        self.staging[si].state.store(PENDING, Ordering::Release);
+        let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+        let dbuf = ensure(
+            &self.ctx,
+            &mut self.decode_buffer,
+            "stoker decode input",
+            d_len,
+            storage,
+        );
+        let abuf = ensure(
+            &self.ctx,
+            &mut self.augment_buffer,
+            "stoker augment input",
+            a_len,
+            storage,
+        );
+        let windows = ensure(
+            &self.ctx,
+            &mut self.windows,
+            "stoker decoded windows",
+            self.decode_in.window_words() * 4,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        );
+        let mut enc = self
+            .ctx
+            .device()
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("stoker batch"),
+            });
+        let sbuf = &self.staging[si].buffer;
+        if !dbytes.is_empty() {
+            enc.copy_buffer_to_buffer(sbuf, 0, &dbuf, 0, d_len);
+        }
+        if !abytes.is_empty() {
+            enc.copy_buffer_to_buffer(sbuf, a_off, &abuf, 0, a_len);
+        }
+        self.decode.encode(
+            &self.ctx,
+            &mut enc,
+            &self.decode_in,
+            &dbuf,
+            &windows,
+            &mut self.decode_scratch,
+        )?;
+        Ok((enc, abuf, si))
+    }
+
+    /// Submits `enc` and maps staging buffer `si` again: the mapping completes once the
+    /// copy out of it has run, and only then is it written again.
+    fn submit(&mut self, enc: wgpu::CommandEncoder, si: usize) {
+        self.ctx.queue().submit([enc.finish()]);
+        let state = Arc::clone(&self.staging[si].state);
+        self.staging[si]
+            .buffer
+            .slice(..)
+            .map_async(wgpu::MapMode::Write, move |r| {
+                state.store(if r.is_ok() { MAPPED } else { FAILED }, Ordering::Release);
+            });
+    }
+
+    /// Decodes and augments `jobs` into `out` (slot `i` for job `i`) and submits the work.
+    /// Returns without waiting: work the caller submits later on the same queue sees the
+    /// finished batch.
+    pub fn run(&mut self, jobs: &[GpuJob], out: &GpuBatchBuffers) -> Result<()> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        self.pack_decode(jobs.iter().map(|j| &j.image))?;
+        self.augment_in.clear();
+        for (j, img) in jobs.iter().zip(&self.images) {
+            self.augment_in.push(&j.plan, *img, j.mask.as_ref())?;
+        }
+        let (mut enc, abuf, si) = self.upload_and_decode()?;
+        let windows = self
+            .windows
+            .clone()
+            .ok_or_else(|| Error::Device("decoded windows buffer missing".into()))?;
+        self.augment.encode(
+            &self.ctx,
+            &mut enc,
+            &self.augment_in,
+            &abuf,
+            &windows,
+            &out.images,
+            out.masks.as_ref(),
+            &mut self.augment_scratch,
+        )?;
+        self.submit(enc, si);
+        Ok(())
+    }
+
+    /// Decodes `images` on the device and submits the work without waiting (for decode
+    /// benchmarks: call [`WgpuContext::wait`] before stopping the clock).
+    pub fn decode(&mut self, images: &[GpuSample]) -> Result<()> {
+        if images.is_empty() {
+            return Ok(());
+        }
+        self.pack_decode(images.iter())?;
+        self.augment_in.clear();
+        let (enc, _, si) = self.upload_and_decode()?;
+        self.submit(enc, si);
+        Ok(())
+    }
+
+    /// Decodes `images` on the device and reads the decoded windows back (to compare
+    /// backends and write previews). Blocks until done.
+    pub fn decode_to_host(&mut self, images: &[GpuSample]) -> Result<Vec<Image8>> {
+        self.decode(images)?;
+        let Some(windows) = self.windows.clone() else {
+            return Ok(Vec::new());
+        };
+        let words = self.decode_in.window_words();
+        let data = self.ctx.read_buffer(&windows, 0, words * 4)?;
+        self.images
+            .iter()
+            .map(|g| {
+                let start = g.offset as usize * 4;
+                let n = g.width as usize * g.height as usize;
+                let px = data.get(start..start + 4 * n).ok_or_else(|| {
+                    Error::Device("a decoded window lies outside the windows buffer".into())
+                })?;
+                Ok(Image8 {
+                    width: g.width,
+                    height: g.height,
+                    data: px
+                        .chunks_exact(4)
+                        .flat_map(|p| [p[0], p[1], p[2]])
+                        .collect(),
+                    origin: (g.origin_x, g.origin_y),
+                    full: (g.full_width, g.full_height),
+                    scale: g.scale,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,251 @@
+//! The wgpu backend against the CPU backend through the whole pipeline: the same batches
+//! of the same epochs hold the same samples, in the same order, with the same plans; the
+//! pixels agree within the decode and augment tolerances; masks are equal.
+//!
+//! Runs on lavapipe in CI (`STOKER_REQUIRE_WGPU=1` makes a missing adapter a failure).
+#![cfg(feature = "wgpu")]
+
+mod common;
+
+use std::path::Path;
+
+use stoker::{Augment, BackendKind, DType, Dataset, Layout, Pipeline, Subset};
+
+/// Largest difference allowed, in 0-255 levels: the device decode is within 2 levels of
+/// the CPU decode (a resize averages, it does not amplify) and the augment pass within 1.
+const LEVELS: f64 = 3.0;
+
+struct Epoch {
+    ids: Vec<u64>,
+    labels: Vec<i64>,
+    plans: Vec<stoker::SamplePlan>,
+    images: Vec<u8>,
+    masks: Option<Vec<u16>>,
+    fallbacks: u64,
+    gpu: u64,
+}
+
+fn run(subset: &Subset, aug: &Augment, backend: BackendKind, epochs: u64) -> Vec<Epoch> {
+    let pipe = Pipeline::builder(subset.clone())
+        .backend(backend)
+        .augment(aug.clone())
+        .batch_size(4)
+        .workers(2)
+        .readers(2)
+        .seed(11)
+        .build()
+        .expect("pipeline");
+    assert_eq!(pipe.backend().0.kind(), backend);
+    (0..epochs)
+        .map(|e| {
+            let mut out = Epoch {
+                ids: Vec::new(),
+                labels: Vec::new(),
+                plans: Vec::new(),
+                images: Vec::new(),
+                masks: None,
+                fallbacks: 0,
+                gpu: 0,
+            };
+            let mut ep = pipe.epoch(e).expect("epoch");
+            for b in ep.by_ref() {
+                let b = b.expect("batch");
+                assert!(b.errors().is_empty(), "{:?}", b.errors());
+                assert_eq!(b.on_device(), backend == BackendKind::Wgpu);
+                out.ids.extend_from_slice(b.ids());
+                out.labels.extend_from_slice(b.labels());
+                out.plans.extend_from_slice(b.plans());
+                out.images.extend(b.read_images().expect("images"));
+                if let Some(m) = b.read_masks().expect("masks") {
+                    out.masks.get_or_insert_with(Vec::new).extend(m);
+                }
+            }
+            let st = ep.stats();
+            out.fallbacks = st.cpu_fallbacks;
+            out.gpu = st.gpu_decoded;
+            out
+        })
+        .collect()
+}
+
+/// Element values as 0-255 levels, whatever the dtype (normalised floats scaled back).
+fn levels(bytes: &[u8], aug: &Augment, std: [f32; 3]) -> Vec<f64> {
+    let (w, h) = aug.out_size();
+    let plane = (w * h) as usize;
+    let chan = |i: usize| match aug.out_layout() {
+        Layout::Nchw => (i / plane) % 3,
+        Layout::Nhwc => i % 3,
+    };
+    match aug.out_dtype() {
+        DType::U8 => bytes.iter().map(|&b| f64::from(b)).collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .enumerate()
+            .map(|(i, c)| {
+                f64::from(half::f16::from_le_bytes([c[0], c[1]]).to_f32() * std[chan(i)] * 255.0)
+            })
+            .collect(),
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .enumerate()
+            .map(|(i, c)| {
+                f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]) * std[chan(i)] * 255.0)
+            })
+            .collect(),
+    }
+}
+
+fn compare(subset: &Subset, aug: &Augment, std: [f32; 3], expect_gpu: bool) {
+    let cpu = run(subset, aug, BackendKind::Cpu, 2);
+    let gpu = run(subset, aug, BackendKind::Wgpu, 2);
+    for (e, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
+        assert_eq!(c.ids, g.ids, "epoch {e}: samples or order differ");
+        assert_eq!(c.labels, g.labels);
+        assert_eq!(c.plans, g.plans, "epoch {e}: plans differ");
+        assert_eq!(c.images.len(), g.images.len());
+        let (a, b) = (levels(&c.images, aug, std), levels(&g.images, aug, std));
+        let mut worst = 0.0f64;
+        let mut sum = 0.0;
+        for (x, y) in a.iter().zip(&b) {
+            let d = (x - y).abs();
+            worst = worst.max(d);
+            sum += d;
+        }
+        let mean = sum / a.len().max(1) as f64;
+        println!(
+            "{:?} {:?}: epoch {e}: worst {worst:.3} levels, mean {mean:.4}; device decoded {}, CPU fallbacks {}",
+            aug.out_dtype(),
+            aug.out_layout(),
+            g.gpu,
+            g.fallbacks
+        );
+        assert!(
+            worst <= LEVELS + 1e-3,
+            "epoch {e}: worst difference {worst} levels"
+        );
+        assert!(mean < 0.25, "epoch {e}: mean difference {mean} levels");
+        assert_eq!(c.masks, g.masks, "epoch {e}: masks differ");
+        if expect_gpu {
+            assert_eq!(
+                g.gpu as usize,
+                g.ids.len(),
+                "every JPEG decoded on the device"
+            );
+            assert_eq!(g.fallbacks, 0);
+        }
+    }
+}
+
+fn photos() -> Subset {
+    Dataset::image_folder(common::data_dir().join("samples"))
+        .expect("samples")
+        .all()
+}
+
+const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+const STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+#[test]
+fn same_batches_and_pixels_as_the_cpu_backend() {
+    if common::wgpu_context().is_none() {
+        return;
+    }
+    let base = Augment::new()
+        .random_resized_crop(40, (0.08, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .flip_vertical(0.3)
+        .color_jitter(0.4, 0.4, 0.4)
+        .hue(0.1);
+    compare(
+        &photos(),
+        &base.clone().dtype(DType::U8),
+        [1.0 / 255.0; 3],
+        true,
+    );
+    compare(
+        &photos(),
+        &base.clone().normalize(MEAN, STD).dtype(DType::F32),
+        STD,
+        true,
+    );
+    compare(
+        &photos(),
+        &base
+            .normalize(MEAN, STD)
+            .dtype(DType::F16)
+            .layout(Layout::Nhwc),
+        STD,
+        true,
+    );
+    // Validation transform: resize + centre crop, full-size decode of large crops.
+    compare(
+        &photos(),
+        &Augment::validation(36)
+            .normalize(MEAN, STD)
+            .dtype(DType::F32),
+        STD,
+        true,
+    );
+}
+
+/// JPEG images with random label masks of the same size.
+fn jpegs_with_masks(dir: &Path) -> Subset {
+    let mut rng = common::TestRng(3);
+    for entry in walk(&common::data_dir().join("samples")) {
+        let bytes = std::fs::read(&entry).expect("read");
+        let info = stoker::decode::peek_info(&bytes).expect("headers");
+        let (w, h) = info.oriented_size();
+        let stem = entry.file_stem().and_then(|s| s.to_str()).expect("stem");
+        common::write(dir, &format!("img/{stem}.jpg"), &bytes);
+        // Blocky labels (8x8 cells of 5 classes) so nearest sampling is visible.
+        let cells: Vec<u16> = (0..(w.div_ceil(8) * h.div_ceil(8)))
+            .map(|_| rng.below(5) as u16 * 7)
+            .collect();
+        let ids: Vec<u16> = (0..h)
+            .flat_map(|y| {
+                let cells = &cells;
+                (0..w).map(move |x| cells[((y / 8) * w.div_ceil(8) + x / 8) as usize])
+            })
+            .collect();
+        common::write(
+            dir,
+            &format!("masks/{stem}.png"),
+            &common::png_labels(w, h, &ids, false),
+        );
+    }
+    Dataset::flat(dir.join("img"))
+        .expect("images")
+        .with_masks(dir.join("masks"))
+        .expect("masks")
+        .all()
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn masks_follow_the_image_exactly() {
+    if common::wgpu_context().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let subset = jpegs_with_masks(dir.path());
+    let aug = Augment::new()
+        .random_resized_crop(33, (0.1, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .color_jitter(0.3, 0.3, 0.3)
+        .normalize(MEAN, STD)
+        .dtype(DType::F32);
+    compare(&subset, &aug, STD, true);
+}
