@@ -74,6 +74,39 @@ fn no_file_of_the_corpus_makes_the_decoders_panic() {
     assert!(ok > 100 && refused > 50, "ok {ok}, refused {refused}");
 }
 
+/// One epoch over the corpus JPEGs on `backend` under `policy`: (delivered ids in order,
+/// reported ids, slots filled by replacements).
+fn corpus_epoch(
+    data: &Dataset,
+    backend: stoker::BackendKind,
+    policy: OnError,
+) -> (Vec<u64>, BTreeSet<u64>, usize) {
+    let pipe = Pipeline::builder(data.clone().all())
+        .backend(backend)
+        .augment(
+            Augment::new()
+                .random_resized_crop(32, (0.08, 1.0), (0.75, 1.33))
+                .flip_horizontal(0.5),
+        )
+        .batch_size(16)
+        .on_error(policy)
+        .build()
+        .expect("pipeline");
+    let mut delivered = Vec::new();
+    let mut reported = Vec::new();
+    let mut replaced = 0;
+    for b in pipe.epoch(0).expect("epoch") {
+        let b = b.expect("skip and replace never fail");
+        delivered.extend_from_slice(b.ids());
+        reported.extend(b.errors().iter().map(|e| e.id));
+        replaced += b.replacements().len();
+    }
+    let n = reported.len();
+    let reported: BTreeSet<u64> = reported.into_iter().collect();
+    assert_eq!(n, reported.len(), "{backend}: a sample was reported twice");
+    (delivered, reported, replaced)
+}
+
 #[test]
 fn the_corpus_jpegs_are_each_delivered_or_reported_once() {
     let Some(corpus) = common::corpus_dir() else {
@@ -82,35 +115,76 @@ fn the_corpus_jpegs_are_each_delivered_or_reported_once() {
     };
     let data = Dataset::flat(corpus.join("jpeg")).expect("corpus folder");
     let all: BTreeSet<u64> = data.samples().iter().map(|s| s.id).collect();
-    let pipe = Pipeline::builder(data.all())
-        .augment(
-            Augment::new()
-                .random_resized_crop(32, (0.08, 1.0), (0.75, 1.33))
-                .flip_horizontal(0.5),
-        )
-        .batch_size(16)
-        .on_error(OnError::Skip)
-        .build()
-        .expect("pipeline");
-    let mut delivered = Vec::new();
-    let mut reported = Vec::new();
-    for b in pipe.epoch(0).expect("epoch") {
-        let b = b.expect("skip never fails");
-        delivered.extend_from_slice(b.ids());
-        reported.extend(b.errors().iter().map(|e| e.id));
+    let mut first: Option<(Vec<u64>, BTreeSet<u64>)> = None;
+    for backend in common::backends() {
+        // Skip: every sample delivered once or reported once, never both.
+        let (delivered, reported, _) = corpus_epoch(&data, backend, OnError::Skip);
+        let mut both: Vec<u64> = delivered.iter().chain(&reported).copied().collect();
+        both.sort_unstable();
+        let n = both.len();
+        both.dedup();
+        assert_eq!(
+            n,
+            both.len(),
+            "{backend}: a sample was delivered or reported twice"
+        );
+        assert_eq!(both.into_iter().collect::<BTreeSet<_>>(), all);
+        assert!(
+            delivered.len() > 100 && reported.len() > 20,
+            "{backend}: {} delivered, {} reported",
+            delivered.len(),
+            reported.len()
+        );
+        // Replace: every slot filled, the same samples reported, each failure replaced.
+        let (filled, replaced_reported, replaced) = corpus_epoch(&data, backend, OnError::Replace);
+        assert_eq!(
+            filled.len(),
+            all.len(),
+            "{backend}: replace leaves a slot empty"
+        );
+        assert_eq!(
+            replaced_reported, reported,
+            "{backend}: replace reports other files"
+        );
+        assert_eq!(replaced, reported.len());
+        // Every backend delivers the same samples in the same order, except that the
+        // CPU's crop-aware decode stops after the last row its crop reads, so it never
+        // sees damage further on, while the device path entropy-decodes the whole file.
+        // Each sample only a device reports must fail a whole-image CPU decode too.
+        match &first {
+            None => first = Some((delivered, reported)),
+            Some((d, r)) => {
+                assert!(
+                    reported.is_superset(r),
+                    "{backend}: delivered what the CPU reports"
+                );
+                let common: Vec<u64> = d
+                    .iter()
+                    .copied()
+                    .filter(|id| !reported.contains(id))
+                    .collect();
+                assert_eq!(common, delivered, "{backend}: other samples or order");
+                for s in data
+                    .samples()
+                    .iter()
+                    .filter(|s| reported.contains(&s.id) && !r.contains(&s.id))
+                {
+                    let bytes = std::fs::read(corpus.join("jpeg").join(&s.path)).expect("read");
+                    let mut img = stoker::decode::Image8::default();
+                    let whole = stoker::decode::DecodeOptions::default();
+                    assert!(
+                        stoker::decode::cpu::decode_image(&bytes, &whole, &mut img).is_err(),
+                        "{backend} reports {}, which decodes whole on the CPU",
+                        s.path
+                    );
+                    println!(
+                        "{backend}: also reports {} (damage past the crop's rows)",
+                        s.path
+                    );
+                }
+            }
+        }
     }
-    let mut both: Vec<u64> = delivered.iter().chain(&reported).copied().collect();
-    both.sort_unstable();
-    let n = both.len();
-    both.dedup();
-    assert_eq!(n, both.len(), "a sample was delivered or reported twice");
-    assert_eq!(both.into_iter().collect::<BTreeSet<_>>(), all);
-    assert!(
-        delivered.len() > 100 && reported.len() > 20,
-        "{} delivered, {} reported",
-        delivered.len(),
-        reported.len()
-    );
 }
 
 #[test]

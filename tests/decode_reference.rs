@@ -216,8 +216,14 @@ fn corpus_tolerance(notes: &str) -> Option<(f64, u8)> {
     Some((1.0, 8))
 }
 
-#[test]
-fn every_corpus_jpeg_with_a_reference_matches_it_or_is_unsupported() {
+/// One decode of a corpus file: the image, and whether a device decoded it (`false`: the
+/// CPU, directly or as the device path's fallback).
+type Decoded = Result<(Image8, bool), DecodeError>;
+
+/// Decodes every corpus JPEG that has a reference PNG with `decode` and checks it against
+/// the reference within the file's stated tolerance. Prints, per JPEG kind (MANIFEST's
+/// `kind` column), the files checked, how many the device decoded, and the worst errors.
+fn check_corpus(what: &str, decode: &mut dyn FnMut(&[u8], &DecodeOptions) -> Decoded) {
     let Some(corpus) = common::corpus_dir() else {
         eprintln!("skipped: ../shared/corpus is not present");
         return;
@@ -225,6 +231,9 @@ fn every_corpus_jpeg_with_a_reference_matches_it_or_is_unsupported() {
     let manifest = std::fs::read_to_string(corpus.join("MANIFEST.tsv")).expect("manifest");
     let mut header = Vec::new();
     let (mut checked, mut unsupported, mut failures) = (0, 0, Vec::new());
+    // kind -> (files, on the device, worst mae, worst max, tolerance mae, tolerance max)
+    let mut kinds: std::collections::BTreeMap<String, (usize, usize, f64, u8, f64, u8)> =
+        Default::default();
     for (n, line) in manifest.lines().enumerate() {
         let cols: Vec<&str> = line.split('\t').collect();
         if n == 0 {
@@ -255,8 +264,7 @@ fn every_corpus_jpeg_with_a_reference_matches_it_or_is_unsupported() {
             orientation: false,
             ..DecodeOptions::default()
         };
-        let mut ours = Image8::default();
-        match cpu::decode_image(&bytes, &opts, &mut ours) {
+        let (ours, on_device) = match decode(&bytes, &opts) {
             Err(DecodeError::Unsupported(m)) => {
                 assert!(
                     kind.starts_with("lossless"),
@@ -269,8 +277,8 @@ fn every_corpus_jpeg_with_a_reference_matches_it_or_is_unsupported() {
                 failures.push(format!("{file}: {e}"));
                 continue;
             }
-            Ok(_) => {}
-        }
+            Ok(d) => d,
+        };
         let mut reference = Image8::default();
         cpu::decode_image(&std::fs::read(&png).expect("png"), &opts, &mut reference)
             .expect("reference png");
@@ -287,9 +295,51 @@ fn every_corpus_jpeg_with_a_reference_matches_it_or_is_unsupported() {
                 "{file}: mae {mae:.3} (<= {max_mae}), max {max} (<= {max_err})"
             ));
         }
+        let k = kinds.entry(kind.to_string()).or_default();
+        k.0 += 1;
+        k.1 += usize::from(on_device);
+        k.2 = k.2.max(mae);
+        k.3 = k.3.max(max);
+        k.4 = k.4.max(max_mae);
+        k.5 = k.5.max(max_err);
         checked += 1;
     }
-    println!("{checked} corpus JPEGs within tolerance of their reference, {unsupported} reported unsupported");
+    println!("{what}: {checked} corpus JPEGs within tolerance of their reference, {unsupported} reported unsupported");
+    println!(
+        "{:<40} {:>5} {:>9} {:>9} {:>7}  tolerance (mae, max)",
+        "kind", "files", "on device", "worst mae", "max"
+    );
+    for (kind, (files, dev, mae, max, tmae, tmax)) in &kinds {
+        println!("{kind:<40} {files:>5} {dev:>9} {mae:>9.3} {max:>7}  {tmae}, {tmax}");
+    }
     assert!(checked >= 60, "only {checked} corpus references checked");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_corpus_jpeg_with_a_reference_matches_it_or_is_unsupported() {
+    check_corpus("cpu", &mut |bytes, opts| {
+        let mut img = Image8::default();
+        cpu::decode_image(bytes, opts, &mut img).map(|_| (img, false))
+    });
+}
+
+/// The same references through the wgpu decode path (coefficients on the host, the rest
+/// in WGSL; the files it does not take fall back to the CPU decoder, as in the pipeline).
+#[cfg(feature = "wgpu")]
+#[test]
+fn every_corpus_jpeg_with_a_reference_matches_it_on_wgpu() {
+    use stoker::backend::wgpu::batch::{prepare, Batcher};
+    let Some(ctx) = common::wgpu_context() else {
+        return;
+    };
+    let mut batcher = Batcher::new(&ctx, 2).expect("pipelines");
+    check_corpus("wgpu", &mut |bytes, opts| {
+        let p = prepare(bytes, opts)?;
+        let mut imgs = batcher
+            .decode_to_host(std::slice::from_ref(&p.image))
+            .map_err(|e| DecodeError::Jpeg(format!("device: {e}")))?;
+        let img = imgs.pop().ok_or(DecodeError::Jpeg("no image".into()))?;
+        Ok((img, p.cpu_reason.is_none()))
+    });
 }
