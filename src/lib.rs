@@ -49,7 +49,7 @@
 //! | backend | status in this release | fallback |
 //! | --- | --- | --- |
 //! | CPU (`BackendKind::Cpu`) | always available | none needed |
-//! | wgpu (`BackendKind::Wgpu`) | not yet compiled in | `Auto` falls back to CPU, logged |
+//! | wgpu (`BackendKind::Wgpu`, feature `wgpu`) | JPEG decode and augmentation in WGSL ([`backend::wgpu`]) | `Auto` falls back to CPU, logged |
 //! | CUDA (`BackendKind::Cuda`) | not yet compiled in | `Auto` falls back to CPU, logged |
 
 #![warn(missing_docs)]

@@ -52,7 +52,9 @@ fn epoch_allocations(n: usize) -> usize {
         let bytes = std::fs::read(&sources[i % sources.len()]).expect("sample");
         common::write(dir.path(), &format!("c/{i:03}.jpg"), &bytes);
     }
+    // The CPU backend's steady state (the device path allocates its inputs per sample).
     let pipe = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+        .backend(stoker::BackendKind::Cpu)
         .augment(
             Augment::new()
                 .random_resized_crop(64, (0.08, 1.0), (0.75, 1.33))

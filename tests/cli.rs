@@ -147,3 +147,65 @@ fn decode_inspect_split_and_render_work() {
     has(&r, &["out", "samples"]);
     assert!(png.is_file());
 }
+
+/// `bench decode --backend cpu,wgpu`, `bench pipeline --backend wgpu` and
+/// `decode --backend wgpu` run on this machine's adapter (lavapipe in CI), and the device
+/// writes the same PNG as the CPU.
+#[cfg(feature = "wgpu")]
+#[test]
+fn the_wgpu_backend_runs_from_the_command_line() {
+    if common::wgpu_context().is_none() {
+        return;
+    }
+    let d = stoker(&["bench", "decode", "--backend", "cpu,wgpu", "--repeat", "1"]);
+    let results = d["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2);
+    for r in results {
+        assert!(r.get("error").is_none(), "{r}");
+        assert_eq!(r["images"], 6, "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+    }
+    assert_eq!(results[1]["backend"], "wgpu");
+    assert_eq!(
+        results[1]["fallbacks"], 0,
+        "every sample JPEG decodes on the device"
+    );
+
+    let p = stoker(&[
+        "bench",
+        "pipeline",
+        "--backend",
+        "wgpu",
+        "--epochs",
+        "1",
+        "--size",
+        "32",
+        "--batch",
+        "4",
+    ]);
+    let r = &p["results"][0];
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(r["delivered"], 6);
+    assert_eq!(r["stats"]["gpu_decoded"], 6, "{r}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = common::data_dir().join("samples/photo/sklearn_flower.jpg");
+    let mut written = Vec::new();
+    for backend in ["cpu", "wgpu"] {
+        let out = dir.path().join(backend);
+        let d = stoker(&[
+            "decode",
+            good.to_str().expect("path"),
+            "--backend",
+            backend,
+            "--out",
+            out.to_str().expect("path"),
+        ]);
+        let file = d["decoded"][0]["out"].as_str().expect("out").to_string();
+        written.push(std::fs::read(file).expect("png"));
+    }
+    assert_eq!(
+        written[0], written[1],
+        "the device decode differs from the CPU's"
+    );
+}

@@ -208,12 +208,35 @@ impl PipelineBuilder {
             .batches_of(self.batch_size, self.drop_last)?;
         let selected = backend::select_with(self.backend, workers, &self.backend_opts)?;
         #[cfg(feature = "wgpu")]
-        let gpu = match selected.backend.wgpu_context() {
-            Some(ctx) => Some(Arc::new(Mutex::new(backend::wgpu::batch::Batcher::new(
-                ctx,
-                self.prefetch.max(2),
-            )?))),
-            None => None,
+        let (gpu, device_binding) = match selected.backend.wgpu_context() {
+            Some(ctx) => {
+                // The batch buffers must fit the device: say so now, not mid-epoch.
+                let limits = ctx.device().limits();
+                let (w, h) = self.augment.out_size();
+                let masks = if has_masks {
+                    2 * w as u64 * h as u64
+                } else {
+                    0
+                };
+                let per_sample = (self.augment.image_bytes() as u64).max(masks);
+                let need = per_sample.saturating_mul(self.batch_size as u64);
+                let max = limits
+                    .max_buffer_size
+                    .min(limits.max_storage_buffer_binding_size);
+                if need > max {
+                    return Err(Error::Config(format!(
+                        "a batch of {} samples needs {need} bytes, more than {} allows in one buffer ({max}); use smaller batches",
+                        self.batch_size,
+                        ctx.name()
+                    )));
+                }
+                let batcher = backend::wgpu::batch::Batcher::new(ctx, self.prefetch.max(2))?;
+                (
+                    Some(Arc::new(Mutex::new(batcher))),
+                    backend::wgpu::batch::max_binding(ctx),
+                )
+            }
+            None => (None, 0),
         };
         let mut augment = self.augment;
         if self.cache_bytes > 0 && augment.is_crop_aware() {
@@ -238,6 +261,8 @@ impl PipelineBuilder {
             replace_attempts: 16,
             #[cfg(feature = "wgpu")]
             gpu,
+            #[cfg(feature = "wgpu")]
+            device_binding,
         };
         Ok(Pipeline {
             cache: (self.cache_bytes > 0).then(|| Arc::new(Cache::new(self.cache_bytes))),

@@ -36,23 +36,30 @@ pub(crate) struct BatchBuffers {
 }
 
 impl BatchBuffers {
-    pub(crate) fn new(cfg: &Config) -> Self {
-        BatchBuffers {
+    pub(crate) fn new(cfg: &Config) -> Result<Self> {
+        Ok(BatchBuffers {
             images: HostBuffer::new(cfg.batch_size * cfg.host_image_bytes()),
             masks: cfg
                 .has_masks
                 .then(|| HostBuffer::new(cfg.batch_size * cfg.host_mask_bytes())),
             #[cfg(feature = "wgpu")]
-            gpu: cfg.gpu.as_ref().and_then(|g| {
-                let g = g.lock().ok()?;
-                Some(GpuBatchBuffers::new(
-                    g.context(),
-                    cfg.batch_size,
-                    cfg.image_bytes(),
-                    cfg.mask_bytes(),
-                ))
-            }),
-        }
+            gpu: match &cfg.gpu {
+                Some(g) => {
+                    let ctx = g
+                        .lock()
+                        .map_err(|_| Error::Pipeline("device batcher poisoned".into()))?
+                        .context()
+                        .clone();
+                    Some(GpuBatchBuffers::new(
+                        &ctx,
+                        cfg.batch_size,
+                        cfg.image_bytes(),
+                        cfg.mask_bytes(),
+                    )?)
+                }
+                None => None,
+            },
+        })
     }
 }
 
@@ -431,7 +438,10 @@ impl Epoch {
                 .lock()
                 .map_err(|_| Error::Pipeline("buffer pool poisoned".into()))?;
             for _ in 0..ring {
-                let b = pool.pop().unwrap_or_else(|| BatchBuffers::new(&cfg));
+                let b = match pool.pop() {
+                    Some(b) => b,
+                    None => BatchBuffers::new(&cfg)?,
+                };
                 let _ = free_tx.send(b);
             }
         }
@@ -748,8 +758,16 @@ impl Iterator for Epoch {
                     "caller holds {} batches; adding a batch buffer",
                     self.allocated
                 );
-                let _ = self.free_tx.send(BatchBuffers::new(&self.cfg));
-                self.allocated += 1;
+                match BatchBuffers::new(&self.cfg) {
+                    Ok(b) => {
+                        let _ = self.free_tx.send(b);
+                        self.allocated += 1;
+                    }
+                    Err(e) => {
+                        self.finish();
+                        return Some(Err(e));
+                    }
+                }
             }
             let t = Instant::now();
             let msg = self.done_rx.recv_timeout(Duration::from_millis(100));

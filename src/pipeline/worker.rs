@@ -19,7 +19,9 @@ use crate::augment::SamplePlan;
 use crate::backend::cpu::memory::SlotWriter;
 #[cfg(feature = "wgpu")]
 use crate::backend::wgpu::batch::{prepare, GpuJob, GpuSample};
-use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions, LabelPlane};
+#[cfg(feature = "wgpu")]
+use crate::decode::LabelPlane;
+use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::source::Sample;
 
@@ -321,9 +323,35 @@ fn prepare_device(
         ..DecodeOptions::default()
     }
     .for_plan(&plan, &info);
+    if s.mask.is_some() != cfg.has_masks {
+        return Err(SampleError::new(
+            s,
+            SampleErrorKind::Mask,
+            "sample and pipeline disagree on having a mask".into(),
+        ));
+    }
     let prepared = prepare(image, &opts).map_err(|e| decode_error(s, "image", &e));
     Counters::add(&sh.stats.decode_ns, t.elapsed());
     let prepared = prepared?;
+    // The decoded window must fit one storage binding of the device.
+    let (ww, wh) = match &prepared.image {
+        GpuSample::Jpeg { window, .. } => (
+            window[2].saturating_sub(window[0]),
+            window[3].saturating_sub(window[1]),
+        ),
+        GpuSample::Rgb(img) => (img.width, img.height),
+    };
+    let bytes = 4 * u64::from(ww) * u64::from(wh);
+    if bytes > cfg.device_binding {
+        return Err(SampleError::new(
+            s,
+            SampleErrorKind::Limit,
+            format!(
+                "image: its decoded window ({ww}x{wh}, {bytes} bytes) exceeds the device's largest storage binding ({} bytes)",
+                cfg.device_binding
+            ),
+        ));
+    }
     match &prepared.cpu_reason {
         Some(reason) => {
             log::debug!("{}: decoded on the CPU ({reason})", s.path);
@@ -373,7 +401,11 @@ fn mask_options(sh: &Shared) -> DecodeOptions {
     }
 }
 
-fn check_mask(s: &Sample, m: &LabelPlane, (w, h): (u32, u32)) -> Result<(), SampleError> {
+fn check_mask(
+    s: &Sample,
+    m: &crate::decode::LabelPlane,
+    (w, h): (u32, u32),
+) -> Result<(), SampleError> {
     if (m.width, m.height) != (w, h) {
         return Err(SampleError::new(
             s,

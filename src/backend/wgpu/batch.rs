@@ -124,27 +124,34 @@ fn round4(n: u64) -> u64 {
 }
 
 impl GpuBatchBuffers {
-    /// Output buffers for `batch_size` samples of `image_bytes` (and `mask_bytes` when not 0).
+    /// Output buffers for `batch_size` samples of `image_bytes` (and `mask_bytes` when not
+    /// 0). Larger than the device allows, or out of memory: [`Error::Device`].
     pub fn new(
         ctx: &WgpuContext,
         batch_size: usize,
         image_bytes: usize,
         mask_bytes: usize,
-    ) -> Self {
+    ) -> Result<Self> {
         let make = |label: &str, bytes: usize| {
-            ctx.device().create_buffer(&wgpu::BufferDescriptor {
+            let size = (batch_size as u64)
+                .checked_mul(bytes as u64)
+                .ok_or_else(|| Error::Device(format!("{label}: size overflows")))?;
+            ctx.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
-                size: round4((batch_size * bytes) as u64),
+                size: round4(size),
                 usage: wgpu::BufferUsages::STORAGE
                     | wgpu::BufferUsages::COPY_SRC
                     | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             })
         };
-        GpuBatchBuffers {
-            images: make("stoker batch images", image_bytes),
-            masks: (mask_bytes > 0).then(|| make("stoker batch masks", mask_bytes)),
-        }
+        Ok(GpuBatchBuffers {
+            images: make("stoker batch images", image_bytes)?,
+            masks: match mask_bytes {
+                0 => None,
+                m => Some(make("stoker batch masks", m)?),
+            },
+        })
     }
 }
 
@@ -156,6 +163,8 @@ const FAILED: u8 = 2;
 struct Staging {
     buffer: wgpu::Buffer,
     state: Arc<AtomicU8>,
+    /// The submission that copies out of it, to wait for that one alone.
+    submission: Option<wgpu::SubmissionIndex>,
 }
 
 /// A grow-only device-local buffer.
@@ -182,6 +191,11 @@ fn ensure(
             b
         }
     }
+}
+
+/// The largest storage binding the device takes.
+pub fn max_binding(ctx: &WgpuContext) -> u64 {
+    ctx.device().limits().max_storage_buffer_binding_size
 }
 
 /// Runs batches on one wgpu device. Used by one thread at a time (the pipeline's
@@ -219,7 +233,7 @@ impl Batcher {
             decode: DecodeKernels::new(ctx)?,
             augment: AugmentKernels::new(ctx)?,
             ctx: ctx.clone(),
-            decode_in: DecodeInput::new(),
+            decode_in: DecodeInput::new().with_max_binding(max_binding(ctx)),
             augment_in: AugmentInput::default(),
             decode_scratch: DecodeScratch::default(),
             augment_scratch: AugmentScratch::default(),
@@ -243,34 +257,47 @@ impl Batcher {
     fn staging(&mut self, bytes: u64) -> Result<usize> {
         let need = round4(bytes);
         if self.staging.len() < self.ring {
-            self.staging.push(self.new_staging(need));
+            let st = self.new_staging(need)?;
+            self.staging.push(st);
             return Ok(self.staging.len() - 1);
         }
         let i = self.next % self.ring;
         self.next += 1;
         if self.staging[i].state.load(Ordering::Acquire) == PENDING {
-            // Waits for the submitted work, which runs the mapping callback.
-            self.ctx.wait()?;
+            // Waits for the submission that copies out of this buffer (not for the later
+            // ones), which also runs the mapping callback.
+            let submission_index = self.staging[i].submission.clone();
+            self.ctx
+                .device()
+                .poll(wgpu::PollType::Wait {
+                    submission_index,
+                    timeout: None,
+                })
+                .map_err(|e| Error::Device(format!("wgpu poll failed: {e}")))?;
+            if self.staging[i].state.load(Ordering::Acquire) == PENDING {
+                self.ctx.wait()?;
+            }
         }
         if self.staging[i].state.load(Ordering::Acquire) != MAPPED {
             log::warn!("a staging buffer could not be mapped again; replacing it");
-            self.staging[i] = self.new_staging(need + need / 2);
+            self.staging[i] = self.new_staging(need + need / 2)?;
         } else if self.staging[i].buffer.size() < need {
-            self.staging[i] = self.new_staging(need + need / 2);
+            self.staging[i] = self.new_staging(need + need / 2)?;
         }
         Ok(i)
     }
 
-    fn new_staging(&self, bytes: u64) -> Staging {
-        Staging {
-            buffer: self.ctx.device().create_buffer(&wgpu::BufferDescriptor {
+    fn new_staging(&self, bytes: u64) -> Result<Staging> {
+        Ok(Staging {
+            buffer: self.ctx.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("stoker staging"),
                 size: round4(bytes),
                 usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
                 mapped_at_creation: true,
-            }),
+            })?,
             state: Arc::new(AtomicU8::new(MAPPED)),
-        }
+            submission: None,
+        })
     }
 
     /// Packs the decode inputs of `images` and returns the windows they decode to.
@@ -364,7 +391,13 @@ impl Batcher {
     /// Submits `enc` and maps staging buffer `si` again: the mapping completes once the
     /// copy out of it has run, and only then is it written again.
     fn submit(&mut self, enc: wgpu::CommandEncoder, si: usize) {
-        self.ctx.queue().submit([enc.finish()]);
+        let index = self.ctx.queue().submit([enc.finish()]);
+        self.staging[si].submission = Some(index);
+        self.remap(si);
+    }
+
+    /// Maps staging buffer `si` again (also after a failed batch, so it is not lost).
+    fn remap(&mut self, si: usize) {
         let state = Arc::clone(&self.staging[si].state);
         self.staging[si]
             .buffer
@@ -387,22 +420,29 @@ impl Batcher {
             self.augment_in.push(&j.plan, *img, j.mask.as_ref())?;
         }
         let (mut enc, abuf, si) = self.upload_and_decode()?;
-        let windows = self
-            .windows
-            .clone()
-            .ok_or_else(|| Error::Device("decoded windows buffer missing".into()))?;
-        self.augment.encode(
-            &self.ctx,
-            &mut enc,
-            &self.augment_in,
-            &abuf,
-            &windows,
-            &out.images,
-            out.masks.as_ref(),
-            &mut self.augment_scratch,
-        )?;
-        self.submit(enc, si);
-        Ok(())
+        let r = match self.windows.clone() {
+            Some(windows) => self.augment.encode(
+                &self.ctx,
+                &mut enc,
+                &self.augment_in,
+                &abuf,
+                &windows,
+                &out.images,
+                out.masks.as_ref(),
+                &mut self.augment_scratch,
+            ),
+            None => Err(Error::Device("decoded windows buffer missing".into())),
+        };
+        match r {
+            Ok(()) => {
+                self.submit(enc, si);
+                Ok(())
+            }
+            Err(e) => {
+                self.remap(si);
+                Err(e)
+            }
+        }
     }
 
     /// Decodes `images` on the device and submits the work without waiting (for decode

@@ -197,6 +197,32 @@ impl WgpuContext {
             .map_err(|e| Error::Device(format!("wgpu poll failed: {e}")))
     }
 
+    /// Creates a buffer, or says why not: larger than the device allows, or out of memory
+    /// (wgpu would otherwise report either to its uncaptured-error handler, which panics).
+    pub fn create_buffer(&self, desc: &wgpu::BufferDescriptor<'_>) -> Result<wgpu::Buffer> {
+        let device = self.device();
+        let max = device.limits().max_buffer_size;
+        let label = desc.label.unwrap_or("buffer");
+        if desc.size > max {
+            return Err(Error::Device(format!(
+                "{label}: {} bytes exceed the device's largest buffer ({max} bytes)",
+                desc.size
+            )));
+        }
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let invalid = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let buffer = device.create_buffer(desc);
+        let invalid = pollster::block_on(invalid.pop());
+        let oom = pollster::block_on(oom.pop());
+        match invalid.or(oom) {
+            Some(e) => Err(Error::Device(format!(
+                "{label}: cannot create {} bytes: {e}",
+                desc.size
+            ))),
+            None => Ok(buffer),
+        }
+    }
+
     /// Copies `len` bytes at `offset` of `buffer` (which needs `COPY_SRC`) to the host.
     /// For tests, previews and users who want a batch on the host; blocks until done.
     pub fn read_buffer(&self, buffer: &wgpu::Buffer, offset: u64, len: u64) -> Result<Vec<u8>> {
@@ -204,19 +230,22 @@ impl WgpuContext {
             return Ok(Vec::new());
         }
         let padded = len.div_ceil(wgpu::COPY_BUFFER_ALIGNMENT) * wgpu::COPY_BUFFER_ALIGNMENT;
-        if offset % wgpu::COPY_BUFFER_ALIGNMENT != 0 || offset + padded > buffer.size() {
+        let end = offset.checked_add(padded);
+        if !offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+            || end.is_none_or(|e| e > buffer.size())
+        {
             return Err(Error::Device(format!(
                 "cannot read {len} bytes at {offset} of a {}-byte buffer",
                 buffer.size()
             )));
         }
         let device = self.device();
-        let staging = device.create_buffer(&wgpu::BufferDescriptor {
+        let staging = self.create_buffer(&wgpu::BufferDescriptor {
             label: Some("stoker readback"),
             size: padded,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
-        });
+        })?;
         let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, padded);
         self.queue().submit([enc.finish()]);

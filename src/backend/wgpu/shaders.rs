@@ -13,24 +13,3 @@ pub const ALL: [(&str, &str); 3] = [
     ("color.wgsl", COLOR),
     ("augment.wgsl", AUGMENT),
 ];
-
-/// A compute pipeline from `source` with its layout derived from the shader.
-pub fn pipeline(
-    device: &wgpu::Device,
-    name: &str,
-    source: &str,
-    entry: &str,
-) -> wgpu::ComputePipeline {
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some(name),
-        source: wgpu::ShaderSource::Wgsl(source.into()),
-    });
-    device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(entry),
-        layout: None,
-        module: &module,
-        entry_point: Some(entry),
-        compilation_options: Default::default(),
-        cache: None,
-    })
-}

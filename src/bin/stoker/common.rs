@@ -166,7 +166,7 @@ impl Table {
             .map(|i| {
                 i > 0
                     && self.rows.iter().all(|r| {
-                        r.get(i).map_or(true, |c| {
+                        r.get(i).is_none_or(|c| {
                             c.is_empty()
                                 || c.trim_start_matches('-')
                                     .starts_with(|ch: char| ch.is_ascii_digit())
@@ -391,6 +391,7 @@ pub fn par_map<T: Sync, R: Send>(
 
 /// Decodes single files through a backend's device path (decode on the device, read
 /// back), for `stoker decode` and the decode benchmark.
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
 pub struct DeviceDecoder {
     #[cfg(feature = "wgpu")]
     batcher: stoker::backend::wgpu::batch::Batcher,

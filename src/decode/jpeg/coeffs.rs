@@ -204,7 +204,7 @@ impl Coefficients {
                     c.h_samp, c.v_samp
                 ));
             }
-            if self.max_h % c.h_samp != 0 || self.max_v % c.v_samp != 0 {
+            if !self.max_h.is_multiple_of(c.h_samp) || !self.max_v.is_multiple_of(c.v_samp) {
                 return Err(format!(
                     "component {i} sampling {}x{} does not divide {}x{}",
                     c.h_samp, c.v_samp, self.max_h, self.max_v
@@ -315,7 +315,7 @@ pub fn geometry(coeffs: &Coefficients, c: &Component, scale: u32) -> ComponentGe
     let (max_h, max_v) = (coeffs.max_h.max(1), coeffs.max_v.max(1));
     let (h, v) = (c.h_samp.max(1), c.v_samp.max(1));
     let mut s = m;
-    while s < 8 && (max_h * m) % (h * s * 2) == 0 && (max_v * m) % (v * s * 2) == 0 {
+    while s < 8 && (max_h * m).is_multiple_of(h * s * 2) && (max_v * m).is_multiple_of(v * s * 2) {
         s *= 2;
     }
     let dw = (u64::from(coeffs.width) * u64::from(h * s)).div_ceil(u64::from(max_h * 8)) as u32;
@@ -586,7 +586,7 @@ pub fn pack(
 /// Reads coefficient `i` (natural order) of the block at data offset `block`.
 pub fn coef_at(data: &[u32], block: usize, i: usize) -> i16 {
     let w = data[block + i / 2];
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         w as u16 as i16
     } else {
         (w >> 16) as u16 as i16
@@ -596,7 +596,7 @@ pub fn coef_at(data: &[u32], block: usize, i: usize) -> i16 {
 /// Reads quantisation entry `i` (natural order) of the table at data offset `table`.
 pub fn quant_at(data: &[u32], table: usize, i: usize) -> u16 {
     let w = data[table + i / 2];
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         w as u16
     } else {
         (w >> 16) as u16

@@ -42,20 +42,20 @@ pub fn component_value(plane: &[u8], d: &ComponentDesc, x: u32, y: u32) -> u8 {
         Upsample::Full => read(plane, d, x, y),
         Upsample::Box => read(plane, d, x / d.eh.max(1), y / d.ev.max(1)),
         Upsample::H2V1Fancy => {
-            let (i, left) = (x / 2, x % 2 == 0);
+            let (i, left) = (x / 2, x.is_multiple_of(2));
             let n = neighbour(i, left, dw);
             (3 * read(plane, d, i, y) + read(plane, d, n, y) + if left { 1 } else { 2 }) >> 2
         }
         Upsample::H1V2Fancy => {
-            let (j, above) = (y / 2, y % 2 == 0);
+            let (j, above) = (y / 2, y.is_multiple_of(2));
             let n = neighbour(j, above, dh);
             (3 * read(plane, d, x, j) + read(plane, d, x, n) + if above { 1 } else { 2 }) >> 2
         }
         Upsample::H2V2Fancy => {
-            let (j, above) = (y / 2, y % 2 == 0);
+            let (j, above) = (y / 2, y.is_multiple_of(2));
             let nj = neighbour(j, above, dh);
             let colsum = |i: u32| 3 * read(plane, d, i, j) + read(plane, d, i, nj);
-            let (i, left) = (x / 2, x % 2 == 0);
+            let (i, left) = (x / 2, x.is_multiple_of(2));
             let ni = neighbour(i, left, dw);
             (3 * colsum(i) + colsum(ni) + if left { 8 } else { 7 }) >> 4
         }

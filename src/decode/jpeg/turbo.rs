@@ -248,7 +248,7 @@ unsafe fn run(
     req: &Request,
     out: &mut Vec<u8>,
 ) -> Result<Output, DecodeError> {
-    // SAFETY (whole body): calls follow libjpeg's documented decompression sequence on a
+    // SAFETY: (whole body) calls follow libjpeg's documented decompression sequence on a
     // valid decompressor; row pointers handed to jpeg_read_scanlines point into `out`,
     // which holds `stride * rows` bytes, and each call writes one row of `stride` bytes.
     unsafe {
@@ -396,7 +396,7 @@ unsafe fn run_coefficients(
     bytes: &[u8],
     out: &mut Coefficients,
 ) -> Result<CoeffStatus, DecodeError> {
-    // SAFETY (whole body): calls follow libjpeg's documented transcoding sequence
+    // SAFETY: (whole body) calls follow libjpeg's documented transcoding sequence
     // (jpeg_read_header, jpeg_read_coefficients) on a valid decompressor. `comp_info`
     // holds `num_components` entries after jpeg_read_header; `arrays` holds one virtual
     // block array per component, each `height_in_blocks` rows (rounded up) of at least
