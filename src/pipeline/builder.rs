@@ -263,6 +263,8 @@ impl PipelineBuilder {
             gpu,
             #[cfg(feature = "wgpu")]
             device_binding,
+            #[cfg(feature = "wgpu")]
+            coeff_pool: Default::default(),
         };
         Ok(Pipeline {
             cache: (self.cache_bytes > 0).then(|| Arc::new(Cache::new(self.cache_bytes))),

@@ -623,6 +623,7 @@ impl Epoch {
                     .lock()
                     .map_err(|_| Error::Pipeline("device batcher poisoned".into()))?;
                 b.run(&jobs, &bufs)?;
+                cfg.coeff_pool.recycle(jobs);
                 Counters::add(&self.stats.device_ns, t.elapsed());
                 let ctx = b.context().clone();
                 (Some(bufs), Some(ctx))

@@ -23,6 +23,15 @@
 //! - The consumer's [`Epoch`] iterator collects `Done` messages, reorders batches, packs
 //!   the slots of skipped samples out, and hands out [`Batch`]es in order.
 //!
+//! On a device backend (wgpu) the workers stop short of the pixels: they entropy-decode
+//! each JPEG to DCT coefficients (only the blocks of the window the plan reads, at its
+//! IDCT scale), or decode on the CPU what the device path does not take. When a batch is
+//! complete the consumer packs its inputs into the next mapped staging buffer, uploads
+//! them with one copy and records the decode and augment passes into the batch's device
+//! buffers, then hands the batch out without waiting: the caller's work on the same queue
+//! runs after it, and the workers are already on the next batch
+//! ([`crate::backend::wgpu::batch`]).
+//!
 //! # Memory
 //!
 //! In flight: `K` batch buffers plus `S` staging buffers plus one decode buffer per
@@ -112,6 +121,9 @@ pub(crate) struct Config {
     /// The device's largest storage binding: a decoded window must fit in one.
     #[cfg(feature = "wgpu")]
     pub device_binding: u64,
+    /// Coefficient buffers recycled from packed batches to the workers.
+    #[cfg(feature = "wgpu")]
+    pub coeff_pool: crate::backend::wgpu::batch::CoeffPool,
 }
 
 impl Config {

@@ -18,7 +18,7 @@ use crate::augment::rng::{Rng, Stream};
 use crate::augment::SamplePlan;
 use crate::backend::cpu::memory::SlotWriter;
 #[cfg(feature = "wgpu")]
-use crate::backend::wgpu::batch::{prepare, GpuJob, GpuSample};
+use crate::backend::wgpu::batch::{prepare_reusing, GpuJob, GpuSample};
 #[cfg(feature = "wgpu")]
 use crate::decode::LabelPlane;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
@@ -330,7 +330,8 @@ fn prepare_device(
             "sample and pipeline disagree on having a mask".into(),
         ));
     }
-    let prepared = prepare(image, &opts).map_err(|e| decode_error(s, "image", &e));
+    let prepared =
+        prepare_reusing(image, &opts, &cfg.coeff_pool).map_err(|e| decode_error(s, "image", &e));
     Counters::add(&sh.stats.decode_ns, t.elapsed());
     let prepared = prepared?;
     // The decoded window must fit one storage binding of the device.

@@ -61,9 +61,52 @@ pub struct Prepared {
 /// Prepares one image for the device: a JPEG is entropy-decoded on this thread to DCT
 /// coefficients (the `opts.scale` and `opts.window` go with it); what the device path does
 /// not take (other formats, EXIF-rotated JPEGs when `opts.orientation`, and the JPEGs
-/// [`read_coefficients`](crate::decode::jpeg::turbo) reports as CPU-only) is decoded here
+/// [`read_coefficients`] reports as CPU-only) is decoded here
 /// by the CPU decoder with the same options. Limits are checked from the headers first.
 pub fn prepare(bytes: &[u8], opts: &DecodeOptions) -> Result<Prepared, DecodeError> {
+    prepare_reusing(bytes, opts, &CoeffPool::default())
+}
+
+/// Coefficient buffers handed back after their batch was packed, for the next samples:
+/// a sample's coefficients take about twice its pixel count in bytes, too much to
+/// allocate (and page in) per sample.
+#[derive(Debug, Default)]
+pub struct CoeffPool {
+    // Boxed as the jobs hold them, so a buffer goes back and forth without re-boxing.
+    #[allow(clippy::vec_box)]
+    free: std::sync::Mutex<Vec<Box<Coefficients>>>,
+}
+
+impl CoeffPool {
+    /// Keeps at most this many buffers.
+    const MAX: usize = 1024;
+
+    fn take(&self) -> Box<Coefficients> {
+        self.free
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    /// Takes back the coefficient buffers of `jobs` (the rest is dropped).
+    pub fn recycle(&self, jobs: Vec<GpuJob>) {
+        if let Ok(mut v) = self.free.lock() {
+            for j in jobs {
+                if let (GpuSample::Jpeg { coeffs, .. }, true) = (j.image, v.len() < Self::MAX) {
+                    v.push(coeffs);
+                }
+            }
+        }
+    }
+}
+
+/// [`prepare`], reusing coefficient buffers from `pool`.
+pub fn prepare_reusing(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    pool: &CoeffPool,
+) -> Result<Prepared, DecodeError> {
     let info = peek_info(bytes)?;
     check_limits(&info, &opts.limits)?;
     let reason = if info.format != Format::Jpeg {
@@ -71,7 +114,7 @@ pub fn prepare(bytes: &[u8], opts: &DecodeOptions) -> Result<Prepared, DecodeErr
     } else if opts.orientation && info.orientation != 1 {
         format!("EXIF orientation {}", info.orientation)
     } else {
-        let mut coeffs = Box::<Coefficients>::default();
+        let mut coeffs = pool.take();
         match read_coefficients(bytes, opts.strict, &mut coeffs)? {
             CoeffStatus::Ready => {
                 let scale = opts.scale.clamp(1, 8);
