@@ -52,6 +52,22 @@ pub struct Coeffs {
     row4: Vec<[u8; 4]>,
 }
 
+impl Coeffs {
+    /// The source range `[first, last)` the taps read (`empty` = `(lo, lo)` when there
+    /// are none).
+    pub fn span(&self, lo: usize) -> (usize, usize) {
+        let first = self.bounds.iter().map(|b| b.0).min().unwrap_or(lo);
+        let last = self
+            .bounds
+            .iter()
+            .map(|b| b.0 + b.1)
+            .max()
+            .unwrap_or(first)
+            .max(first);
+        (first, last)
+    }
+}
+
 fn triangle(x: f64) -> f64 {
     let x = x.abs();
     if x < 1.0 {
@@ -213,28 +229,14 @@ fn resize_rgb_impl(
     precompute(kx, ox, ox + sw, x0, x1, ow, antialias);
     precompute(ky, oy, oy + sh, y0, y1, oh, antialias);
     // Rows the vertical pass reads, in window coordinates.
-    let first = ky.bounds.iter().map(|b| b.0).min().unwrap_or(oy);
-    let last = ky
-        .bounds
-        .iter()
-        .map(|b| b.0 + b.1)
-        .max()
-        .unwrap_or(first)
-        .max(first);
+    let (first, last) = ky.span(oy);
     let rows = last - first;
     // Both passes work on 4 lanes per pixel (RGB and a zero lane) so that each tap is one
     // 4-lane multiply-add, which the vectoriser turns into SIMD; the zero lane is dropped
     // when the result is written.
     let line = ow * 4;
     set_len(horizontal, rows * line);
-    let cfirst = kx.bounds.iter().map(|b| b.0).min().unwrap_or(ox);
-    let clast = kx
-        .bounds
-        .iter()
-        .map(|b| b.0 + b.1)
-        .max()
-        .unwrap_or(cfirst)
-        .max(cfirst);
+    let (cfirst, clast) = kx.span(ox);
     let mut row4 = std::mem::take(&mut kx.row4);
     // Padded by `ksize` zero pixels so every output pixel can read a full `ksize` taps
     // (the weights past its own `n` taps are zero).

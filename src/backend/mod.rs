@@ -61,6 +61,11 @@ impl FromStr for BackendKind {
 
 /// What a backend does for the pipeline. Decoding and plan execution take the same
 /// inputs on every backend; GPU backends batch them internally.
+///
+/// The per-sample methods default to the CPU definitions ([`crate::decode::cpu`],
+/// [`crate::augment::reference`]): the CPU backend is exactly these, and a device
+/// backend uses them for the samples it hands back to the host (formats and JPEG
+/// features its device path does not take).
 pub trait Backend: Send + Sync + fmt::Debug {
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
@@ -74,7 +79,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
         bytes: &[u8],
         opts: &DecodeOptions,
         out: &mut Image8,
-    ) -> Result<ImageInfo, DecodeError>;
+    ) -> Result<ImageInfo, DecodeError> {
+        crate::decode::cpu::decode_image(bytes, opts, out)
+    }
 
     /// Decodes a label mask, reusing `out`.
     fn decode_mask(
@@ -82,13 +89,25 @@ pub trait Backend: Send + Sync + fmt::Debug {
         bytes: &[u8],
         opts: &DecodeOptions,
         out: &mut LabelPlane,
-    ) -> Result<ImageInfo, DecodeError>;
+    ) -> Result<ImageInfo, DecodeError> {
+        crate::decode::cpu::decode_mask(bytes, opts, out)
+    }
 
     /// Executes a plan on an image plane into its batch slot.
-    fn execute_image(&self, plan: &SamplePlan, src: &Image8, out: &mut [u8], scratch: &mut Scratch);
+    fn execute_image(
+        &self,
+        plan: &SamplePlan,
+        src: &Image8,
+        out: &mut [u8],
+        scratch: &mut Scratch,
+    ) {
+        crate::augment::reference::execute_image(plan, src, out, scratch);
+    }
 
     /// Executes a plan on a label plane (nearest only) into its batch slot.
-    fn execute_mask(&self, plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]);
+    fn execute_mask(&self, plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]) {
+        crate::augment::reference::execute_mask(plan, src, out);
+    }
 
     /// The wgpu device, when this backend runs batches on one.
     #[cfg(feature = "wgpu")]

@@ -64,26 +64,7 @@ fn decode_jpeg(
     opts: &DecodeOptions,
     out: &mut Image8,
 ) -> Result<(), DecodeError> {
-    match info.process {
-        Some(JpegProcess::Lossless) => {
-            return Err(DecodeError::Unsupported("lossless JPEG (SOF3)".into()))
-        }
-        Some(JpegProcess::Hierarchical) => {
-            return Err(DecodeError::Unsupported("hierarchical JPEG".into()))
-        }
-        _ => {}
-    }
-    if info.bit_depth != 8 {
-        return Err(DecodeError::Unsupported(format!(
-            "{}-bit JPEG",
-            info.bit_depth
-        )));
-    }
-    if opts.strict && !has_end_marker(bytes) {
-        return Err(DecodeError::Jpeg(
-            "truncated: no end-of-image marker".into(),
-        ));
-    }
+    jpeg_preflight(bytes, info, opts.strict)?;
     let orientation = if opts.orientation {
         info.orientation
     } else {
@@ -138,6 +119,36 @@ const WINDOW_MARGIN: u32 = 2;
 
 /// Whether an end-of-image marker is present: a file cut short has none. Bytes after
 /// the marker (trailers some cameras append) are allowed.
+/// What every JPEG decode path checks before libjpeg sees the file: the features this
+/// build does not decode (a typed `Unsupported`), and in strict mode a missing end marker.
+pub(crate) fn jpeg_preflight(
+    bytes: &[u8],
+    info: &ImageInfo,
+    strict: bool,
+) -> Result<(), DecodeError> {
+    match info.process {
+        Some(JpegProcess::Lossless) => {
+            return Err(DecodeError::Unsupported("lossless JPEG (SOF3)".into()))
+        }
+        Some(JpegProcess::Hierarchical) => {
+            return Err(DecodeError::Unsupported("hierarchical JPEG".into()))
+        }
+        _ => {}
+    }
+    if info.bit_depth != 8 {
+        return Err(DecodeError::Unsupported(format!(
+            "{}-bit JPEG",
+            info.bit_depth
+        )));
+    }
+    if strict && !has_end_marker(bytes) {
+        return Err(DecodeError::Jpeg(
+            "truncated: no end-of-image marker".into(),
+        ));
+    }
+    Ok(())
+}
+
 fn has_end_marker(bytes: &[u8]) -> bool {
     bytes.windows(2).rev().any(|w| w == [0xFF, 0xD9])
 }

@@ -46,7 +46,7 @@ use std::num::NonZeroU64;
 
 use wgpu::util::DeviceExt;
 
-use super::{shaders, WgpuContext};
+use super::{shaders, storage_entry, WgpuContext};
 use crate::augment::plan::SamplePlan;
 use crate::augment::reference::{self, Coeffs};
 use crate::decode::LabelPlane;
@@ -279,15 +279,7 @@ impl AugmentInput {
             &mut self.kx,
             &mut self.ky,
         );
-        let first = self.ky.bounds.iter().map(|b| b.0).min().unwrap_or(oy);
-        let last = self
-            .ky
-            .bounds
-            .iter()
-            .map(|b| b.0 + b.1)
-            .max()
-            .unwrap_or(first)
-            .max(first);
+        let (first, last) = self.ky.span(oy);
         let rows = (last - first) as u64;
         let items = rows * ow as u64;
         let start = self.data_start();
@@ -547,19 +539,6 @@ fn bind(buffer: &wgpu::Buffer, span: Span, binding: u32) -> wgpu::BindGroupEntry
             offset: span.offset,
             size: NonZeroU64::new(span.size),
         }),
-    }
-}
-
-fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
-            has_dynamic_offset: false,
-            min_binding_size: NonZeroU64::new(4),
-        },
-        count: None,
     }
 }
 

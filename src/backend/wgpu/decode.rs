@@ -22,7 +22,7 @@
 
 use std::num::NonZeroU64;
 
-use super::{shaders, WgpuContext};
+use super::{shaders, storage_entry, WgpuContext};
 use crate::decode::jpeg::coeffs::{
     pack, Coefficients, ComponentDesc, ImageDesc, PackedJpeg, KIND_PASSTHROUGH,
 };
@@ -359,19 +359,6 @@ pub struct DecodeKernels {
     color: wgpu::ComputePipeline,
     idct_layout: wgpu::BindGroupLayout,
     color_layout: wgpu::BindGroupLayout,
-}
-
-fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
-    wgpu::BindGroupLayoutEntry {
-        binding,
-        visibility: wgpu::ShaderStages::COMPUTE,
-        ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
-            has_dynamic_offset: false,
-            min_binding_size: NonZeroU64::new(4),
-        },
-        count: None,
-    }
 }
 
 fn bind(buffer: &wgpu::Buffer, binding: u32, offset: u64, size: u64) -> wgpu::BindGroupEntry<'_> {

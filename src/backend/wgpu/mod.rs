@@ -15,9 +15,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{Backend, BackendKind};
-use crate::augment::reference::{self, Scratch};
-use crate::augment::SamplePlan;
-use crate::decode::{self as dec, DecodeError, DecodeOptions, Image8, ImageInfo, LabelPlane};
 use crate::error::{Error, Result};
 
 /// Environment variable: when `1`, [`WgpuContext::new`] also accepts a software adapter
@@ -84,6 +81,20 @@ fn describe(info: &wgpu::AdapterInfo) -> String {
         info.backend,
         info.device_type
     )
+}
+
+/// A compute-stage storage buffer entry of a bind group layout.
+pub(crate) fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: std::num::NonZeroU64::new(4),
+        },
+        count: None,
+    }
 }
 
 /// Every adapter wgpu finds on this machine, in words (for logs and `stoker bench`).
@@ -291,38 +302,6 @@ impl Backend for WgpuBackend {
 
     fn device(&self) -> String {
         self.ctx.name().to_string()
-    }
-
-    fn decode_image(
-        &self,
-        bytes: &[u8],
-        opts: &DecodeOptions,
-        out: &mut Image8,
-    ) -> Result<ImageInfo, DecodeError> {
-        dec::cpu::decode_image(bytes, opts, out)
-    }
-
-    fn decode_mask(
-        &self,
-        bytes: &[u8],
-        opts: &DecodeOptions,
-        out: &mut LabelPlane,
-    ) -> Result<ImageInfo, DecodeError> {
-        dec::cpu::decode_mask(bytes, opts, out)
-    }
-
-    fn execute_image(
-        &self,
-        plan: &SamplePlan,
-        src: &Image8,
-        out: &mut [u8],
-        scratch: &mut Scratch,
-    ) {
-        reference::execute_image(plan, src, out, scratch);
-    }
-
-    fn execute_mask(&self, plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]) {
-        reference::execute_mask(plan, src, out);
     }
 
     fn wgpu_context(&self) -> Option<&WgpuContext> {

@@ -18,7 +18,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use mozjpeg_sys as ffi;
 
 use crate::decode::jpeg::coeffs::{CoeffStatus, Coefficients, ColorModel};
-use crate::decode::{DecodeError, JpegProcess};
+use crate::decode::DecodeError;
 
 /// What to decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -357,26 +357,7 @@ pub(crate) fn read_coefficients(
 ) -> Result<CoeffStatus, DecodeError> {
     // The same checks the CPU decoder makes before libjpeg sees the file.
     let info = crate::decode::jpeg::markers::peek(bytes)?;
-    match info.process {
-        Some(JpegProcess::Lossless) => {
-            return Err(DecodeError::Unsupported("lossless JPEG (SOF3)".into()))
-        }
-        Some(JpegProcess::Hierarchical) => {
-            return Err(DecodeError::Unsupported("hierarchical JPEG".into()))
-        }
-        _ => {}
-    }
-    if info.bit_depth != 8 {
-        return Err(DecodeError::Unsupported(format!(
-            "{}-bit JPEG",
-            info.bit_depth
-        )));
-    }
-    if strict && !bytes.windows(2).rev().any(|w| w == [0xFF, 0xD9]) {
-        return Err(DecodeError::Jpeg(
-            "truncated: no end-of-image marker".into(),
-        ));
-    }
+    crate::decode::cpu::jpeg_preflight(bytes, &info, strict)?;
     out.clear();
     out.adobe_inverted = info.adobe_transform.is_some();
     let status = with_decoder(|dec| dec.read_coefficients(bytes, strict, out))?;
