@@ -20,7 +20,7 @@ command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
     missing+=(mesa-vulkan-drivers)
 fi
-if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
+if ! compgen -G '/usr/lib/*/libvulkan.so.1' >/dev/null && ! compgen -G '/usr/lib/libvulkan.so.1' >/dev/null; then
     missing+=(libvulkan1)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
