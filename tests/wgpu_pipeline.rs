@@ -26,8 +26,19 @@ struct Epoch {
 }
 
 fn run(subset: &Subset, aug: &Augment, backend: BackendKind, epochs: u64) -> Vec<Epoch> {
+    run_cached(subset, aug, backend, epochs, 0)
+}
+
+fn run_cached(
+    subset: &Subset,
+    aug: &Augment,
+    backend: BackendKind,
+    epochs: u64,
+    cache_bytes: u64,
+) -> Vec<Epoch> {
     let pipe = Pipeline::builder(subset.clone())
         .backend(backend)
+        .cache_bytes(cache_bytes)
         .augment(aug.clone())
         .batch_size(4)
         .workers(2)
@@ -98,7 +109,11 @@ fn levels(bytes: &[u8], aug: &Augment, std: [f32; 3]) -> Vec<f64> {
 fn compare(subset: &Subset, aug: &Augment, std: [f32; 3], expect_gpu: bool) {
     let cpu = run(subset, aug, BackendKind::Cpu, 2);
     let gpu = run(subset, aug, BackendKind::Wgpu, 2);
-    for (e, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
+    check(&cpu, &gpu, aug, std, expect_gpu);
+}
+
+fn check(cpu: &[Epoch], gpu: &[Epoch], aug: &Augment, std: [f32; 3], expect_gpu: bool) {
+    for (e, (c, g)) in cpu.iter().zip(gpu).enumerate() {
         assert_eq!(c.ids, g.ids, "epoch {e}: samples or order differ");
         assert_eq!(c.labels, g.labels);
         assert_eq!(c.plans, g.plans, "epoch {e}: plans differ");
@@ -248,4 +263,23 @@ fn masks_follow_the_image_exactly() {
         .normalize(MEAN, STD)
         .dtype(DType::F32);
     compare(&subset, &aug, STD, true);
+}
+
+#[test]
+fn the_decoded_sample_cache_gives_the_same_batches() {
+    if common::wgpu_context().is_none() {
+        return;
+    }
+    // With the cache on, images are decoded whole on the CPU (then cached) and augmented
+    // on the device; the second epoch is served from the cache.
+    let aug = Augment::new()
+        .random_resized_crop(24, (0.2, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .color_jitter(0.2, 0.2, 0.2)
+        .dtype(DType::U8);
+    let cpu = run_cached(&photos(), &aug, BackendKind::Cpu, 2, 64 << 20);
+    let gpu = run_cached(&photos(), &aug, BackendKind::Wgpu, 2, 64 << 20);
+    check(&cpu, &gpu, &aug, [1.0 / 255.0; 3], false);
+    assert_eq!(gpu[0].fallbacks, 6, "the cache keeps CPU decodes");
+    assert_eq!(gpu[1].fallbacks, 0, "epoch 1 is served from the cache");
 }
