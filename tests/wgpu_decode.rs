@@ -283,3 +283,79 @@ fn small_bindings_split_a_batch_into_chunks() {
     assert!(input.push_jpeg(&coeffs, 1, [5, 5, 5, 9]).is_err());
     assert!(input.push_rgb(&Image8::default()).is_err());
 }
+
+/// EXIF-rotated JPEGs on the device path: decoded whole at the IDCT scale, then turned
+/// upright by `shaders/orient.wgsl`; the same pixels as the CPU decoder's (decode whole,
+/// then `exif_transpose`), at every scale, for every orientation the corpus holds.
+#[test]
+fn exif_orientation_on_the_device_matches_the_cpu() {
+    use stoker::backend::wgpu::batch::{prepare, Batcher, GpuSample};
+    let Some(ctx) = common::wgpu_context() else {
+        return;
+    };
+    let mut files = vec![common::data_dir().join("jpeg/pil_hopper_orientation_6.jpg")];
+    if let Some(corpus) = common::corpus_dir() {
+        for name in [
+            "landscape_0",
+            "landscape_1",
+            "landscape_2",
+            "landscape_3",
+            "landscape_4",
+            "landscape_5",
+            "portrait_6",
+            "portrait_7",
+            "portrait_8",
+        ] {
+            files.push(corpus.join(format!("jpeg/exif_{name}.jpg")));
+        }
+    }
+    let mut batcher = Batcher::new(&ctx, 2).expect("pipelines");
+    let mut orientations = std::collections::BTreeSet::new();
+    for scale in [1, 2, 4, 8] {
+        let opts = DecodeOptions {
+            scale,
+            ..DecodeOptions::default()
+        };
+        // One batch per scale, every file in it: windows and upright copies side by side.
+        let mut samples = Vec::new();
+        let mut want = Vec::new();
+        for f in &files {
+            let bytes = std::fs::read(f).expect("jpeg");
+            let p = prepare(&bytes, &opts).expect("prepares");
+            assert!(
+                p.cpu_reason.is_none(),
+                "{}: {:?}",
+                f.display(),
+                p.cpu_reason
+            );
+            if let GpuSample::Jpeg { orientation, .. } = &p.image {
+                orientations.insert(*orientation);
+            }
+            let mut cpu = Image8::default();
+            stoker::decode::cpu::decode_image(&bytes, &opts, &mut cpu).expect("cpu decode");
+            samples.push(p.image);
+            want.push((f.clone(), cpu));
+        }
+        let got = batcher.decode_to_host(&samples).expect("device decode");
+        for (img, (f, cpu)) in got.iter().zip(&want) {
+            assert_eq!(
+                (img.width, img.height, img.full, img.origin),
+                (cpu.width, cpu.height, cpu.full, cpu.origin),
+                "{} at 1/{scale}",
+                f.display()
+            );
+            let max = img
+                .data
+                .iter()
+                .zip(&cpu.data)
+                .map(|(a, b)| a.abs_diff(*b))
+                .max()
+                .unwrap_or(0);
+            assert_eq!(max, 0, "{} at 1/{scale}: max diff {max}", f.display());
+        }
+    }
+    println!("orientations checked: {orientations:?}");
+    if common::corpus_dir().is_some() {
+        assert_eq!(orientations.len(), 8, "{orientations:?}");
+    }
+}

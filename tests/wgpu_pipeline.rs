@@ -283,3 +283,34 @@ fn the_decoded_sample_cache_gives_the_same_batches() {
     assert_eq!(gpu[0].fallbacks, 6, "the cache keeps CPU decodes");
     assert_eq!(gpu[1].fallbacks, 0, "epoch 1 is served from the cache");
 }
+
+#[test]
+fn exif_rotated_jpegs_take_the_device_path_with_the_same_pixels() {
+    if common::wgpu_context().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut files = vec![common::data_dir().join("jpeg/pil_hopper_orientation_6.jpg")];
+    if let Some(corpus) = common::corpus_dir() {
+        for o in [
+            "landscape_2",
+            "landscape_3",
+            "landscape_5",
+            "portrait_6",
+            "portrait_8",
+        ] {
+            files.push(corpus.join(format!("jpeg/exif_{o}.jpg")));
+        }
+    }
+    for f in &files {
+        let name = f.file_name().and_then(|n| n.to_str()).expect("name");
+        common::write(dir.path(), name, &std::fs::read(f).expect("jpeg"));
+    }
+    let subset = Dataset::flat(dir.path()).expect("folder").all();
+    let aug = Augment::new()
+        .random_resized_crop(40, (0.08, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .normalize(MEAN, STD)
+        .dtype(DType::F32);
+    compare(&subset, &aug, STD, true);
+}

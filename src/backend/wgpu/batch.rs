@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use super::augment::{AugmentInput, AugmentKernels, AugmentScratch};
 use super::decode::{DecodeInput, DecodeKernels, DecodeScratch, GpuImage};
+use super::orient::{OrientJob, OrientKernel, OrientScratch};
 use super::WgpuContext;
 use crate::augment::SamplePlan;
 use crate::decode::jpeg::coeffs::{read_coefficients, CoeffStatus, Coefficients};
@@ -39,8 +40,11 @@ pub enum GpuSample {
         coeffs: Box<Coefficients>,
         /// IDCT scale denominator (1, 2, 4, 8).
         scale: u32,
-        /// `[x0, y0, x1, y1)` in the scaled image.
+        /// `[x0, y0, x1, y1)` in the scaled image, as stored (before any orientation).
         window: [u32; 4],
+        /// EXIF orientation to apply after decoding (1: none; 2-8: the whole decoded
+        /// image is turned upright on the device, as the CPU decoder does).
+        orientation: u8,
     },
     /// Pixels the CPU decoded (other formats, JPEG features the GPU path does not take,
     /// cached samples).
@@ -59,10 +63,11 @@ pub struct Prepared {
 }
 
 /// Prepares one image for the device: a JPEG is entropy-decoded on this thread to DCT
-/// coefficients (the `opts.scale` and `opts.window` go with it); what the device path does
-/// not take (other formats, EXIF-rotated JPEGs when `opts.orientation`, and the JPEGs
-/// [`read_coefficients`] reports as CPU-only) is decoded here
-/// by the CPU decoder with the same options. Limits are checked from the headers first.
+/// coefficients (the `opts.scale` and `opts.window` go with it; an EXIF-rotated JPEG, when
+/// `opts.orientation`, is decoded whole and turned upright on the device, as the CPU
+/// decoder does); what the device path does not take (other formats, and the JPEGs
+/// [`read_coefficients`] reports as CPU-only) is decoded here by the CPU decoder with the
+/// same options. Limits are checked from the headers first.
 pub fn prepare(bytes: &[u8], opts: &DecodeOptions) -> Result<Prepared, DecodeError> {
     prepare_reusing(bytes, opts, &CoeffPool::default())
 }
@@ -111,20 +116,28 @@ pub fn prepare_reusing(
     check_limits(&info, &opts.limits)?;
     let reason = if info.format != Format::Jpeg {
         "not a JPEG".to_string()
-    } else if opts.orientation && info.orientation != 1 {
-        format!("EXIF orientation {}", info.orientation)
     } else {
         let mut coeffs = pool.take();
         match read_coefficients(bytes, opts.strict, &mut coeffs)? {
             CoeffStatus::Ready => {
                 let scale = opts.scale.clamp(1, 8);
                 let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
-                let window = opts.window.unwrap_or([0, 0, full[0], full[1]]);
+                // A window is in the upright frame; a rotated image is decoded whole.
+                let orientation = if opts.orientation && (2..=8).contains(&info.orientation) {
+                    info.orientation
+                } else {
+                    1
+                };
+                let window = match (orientation, opts.window) {
+                    (1, Some(w)) => w,
+                    _ => [0, 0, full[0], full[1]],
+                };
                 return Ok(Prepared {
                     image: GpuSample::Jpeg {
                         coeffs,
                         scale,
                         window,
+                        orientation,
                     },
                     info,
                     cpu_reason: None,
@@ -217,21 +230,24 @@ fn ensure(
     label: &str,
     bytes: u64,
     usage: wgpu::BufferUsages,
-) -> wgpu::Buffer {
+) -> Result<wgpu::Buffer> {
     let need = round4(bytes);
     match slot {
-        Some(b) if b.size() >= need => b.clone(),
+        Some(b) if b.size() >= need => Ok(b.clone()),
         _ => {
-            // Grow by half again so a slowly growing input does not reallocate each batch.
-            let size = need + need / 2;
-            let b = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+            // Grow by half again so a slowly growing input does not reallocate each batch,
+            // within what the device allows.
+            let max = ctx.device().limits().max_buffer_size;
+            let size = round4((need + need / 2).min(max).max(need));
+            *slot = None;
+            let b = ctx.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
-                size: round4(size),
+                size,
                 usage,
                 mapped_at_creation: false,
-            });
+            })?;
             *slot = Some(b.clone());
-            b
+            Ok(b)
         }
     }
 }
@@ -258,6 +274,11 @@ pub struct Batcher {
     augment_buffer: Option<wgpu::Buffer>,
     windows: Option<wgpu::Buffer>,
     images: Vec<GpuImage>,
+    orient: OrientKernel,
+    orient_scratch: OrientScratch,
+    orient_jobs: Vec<OrientJob>,
+    /// Words of the windows buffer this batch uses: decoded windows, then upright ones.
+    window_words: u64,
 }
 
 impl std::fmt::Debug for Batcher {
@@ -275,6 +296,10 @@ impl Batcher {
         Ok(Batcher {
             decode: DecodeKernels::new(ctx)?,
             augment: AugmentKernels::new(ctx)?,
+            orient: OrientKernel::new(ctx)?,
+            orient_scratch: OrientScratch::default(),
+            orient_jobs: Vec::new(),
+            window_words: 0,
             ctx: ctx.clone(),
             decode_in: DecodeInput::new().with_max_binding(max_binding(ctx)),
             augment_in: AugmentInput::default(),
@@ -347,17 +372,53 @@ impl Batcher {
     fn pack_decode<'a>(&mut self, images: impl Iterator<Item = &'a GpuSample>) -> Result<()> {
         self.decode_in.clear();
         self.images.clear();
+        self.orient_jobs.clear();
         for img in images {
             let g = match img {
                 GpuSample::Jpeg {
                     coeffs,
                     scale,
                     window,
-                } => self.decode_in.push_jpeg(coeffs, *scale, *window)?,
+                    orientation,
+                } => {
+                    let g = self.decode_in.push_jpeg(coeffs, *scale, *window)?;
+                    if *orientation != 1 {
+                        // Placed after every decoded window once their total is known.
+                        self.orient_jobs.push(OrientJob {
+                            src: g,
+                            orientation: *orientation,
+                            dst: self.images.len() as u64,
+                        });
+                    }
+                    g
+                }
                 GpuSample::Rgb(img) => self.decode_in.push_rgb(img)?,
             };
             self.images.push(g);
         }
+        // The upright windows follow the decoded ones; the samples read those.
+        let mut next = self.decode_in.window_words();
+        for job in &mut self.orient_jobs {
+            let slot = job.dst as usize;
+            let (ow, oh) = job.size();
+            job.dst = next;
+            let offset = u32::try_from(next)
+                .map_err(|_| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
+            if let Some(g) = self.images.get_mut(slot) {
+                *g = GpuImage {
+                    offset,
+                    width: ow,
+                    height: oh,
+                    origin_x: 0,
+                    origin_y: 0,
+                    full_width: ow,
+                    full_height: oh,
+                    scale: g.scale,
+                };
+            }
+            next += u64::from(ow) * u64::from(oh);
+        }
+        self.window_words = next;
         Ok(())
     }
 
@@ -385,6 +446,25 @@ impl Batcher {
         }
         self.staging[si].buffer.unmap();
         self.staging[si].state.store(PENDING, Ordering::Release);
+        match self.record_decode(si, d_len, a_off, a_len) {
+            Ok((enc, abuf)) => Ok((enc, abuf, si)),
+            Err(e) => {
+                // Not submitted: map the staging buffer again so it is not lost.
+                self.remap(si);
+                Err(e)
+            }
+        }
+    }
+
+    /// Records the upload out of staging buffer `si` and the decode (and orientation)
+    /// passes; returns the encoder and the augment input buffer.
+    fn record_decode(
+        &mut self,
+        si: usize,
+        d_len: u64,
+        a_off: u64,
+        a_len: u64,
+    ) -> Result<(wgpu::CommandEncoder, wgpu::Buffer)> {
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
         let dbuf = ensure(
             &self.ctx,
@@ -392,21 +472,24 @@ impl Batcher {
             "stoker decode input",
             d_len,
             storage,
-        );
+        )?;
         let abuf = ensure(
             &self.ctx,
             &mut self.augment_buffer,
             "stoker augment input",
             a_len,
             storage,
-        );
+        )?;
         let windows = ensure(
             &self.ctx,
             &mut self.windows,
             "stoker decoded windows",
-            self.decode_in.window_words() * 4,
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-        );
+            self.window_words * 4,
+            wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+        )?;
+        let (dbytes, abytes) = (self.decode_in.bytes(), self.augment_in.bytes());
         let mut enc = self
             .ctx
             .device()
@@ -428,7 +511,14 @@ impl Batcher {
             &windows,
             &mut self.decode_scratch,
         )?;
-        Ok((enc, abuf, si))
+        self.orient.encode(
+            &self.ctx,
+            &mut enc,
+            &self.orient_jobs,
+            &windows,
+            &mut self.orient_scratch,
+        )?;
+        Ok((enc, abuf))
     }
 
     /// Submits `enc` and maps staging buffer `si` again: the mapping completes once the
@@ -508,8 +598,7 @@ impl Batcher {
         let Some(windows) = self.windows.clone() else {
             return Ok(Vec::new());
         };
-        let words = self.decode_in.window_words();
-        let data = self.ctx.read_buffer(&windows, 0, words * 4)?;
+        let data = self.ctx.read_buffer(&windows, 0, self.window_words * 4)?;
         self.images
             .iter()
             .map(|g| {

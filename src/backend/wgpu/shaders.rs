@@ -7,9 +7,13 @@ pub const COLOR: &str = include_str!("../../../shaders/color.wgsl");
 /// The fused per-plane pass: crop, resize, flip, jitter, normalise, layout, dtype.
 pub const AUGMENT: &str = include_str!("../../../shaders/augment.wgsl");
 
+/// EXIF orientation of a decoded window.
+pub const ORIENT: &str = include_str!("../../../shaders/orient.wgsl");
+
 /// Every shader, by file name.
-pub const ALL: [(&str, &str); 3] = [
+pub const ALL: [(&str, &str); 4] = [
     ("idct.wgsl", IDCT),
     ("color.wgsl", COLOR),
     ("augment.wgsl", AUGMENT),
+    ("orient.wgsl", ORIENT),
 ];
