@@ -380,10 +380,11 @@ pub struct AugmentScratch {
 
 fn grow_buffer<'a>(
     slot: &'a mut Option<wgpu::Buffer>,
-    device: &wgpu::Device,
+    ctx: &WgpuContext,
     size: u64,
     label: &str,
 ) -> Result<&'a wgpu::Buffer> {
+    let device = ctx.device();
     let size = size.max(BIND_ALIGN).div_ceil(BIND_ALIGN) * BIND_ALIGN;
     if size > device.limits().max_buffer_size {
         return Err(Error::Device(format!(
@@ -396,12 +397,13 @@ fn grow_buffer<'a>(
         None => true,
     };
     if small {
-        *slot = Some(device.create_buffer(&wgpu::BufferDescriptor {
+        *slot = None;
+        *slot = Some(ctx.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
             usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
-        }));
+        })?);
     }
     slot.as_ref()
         .ok_or_else(|| Error::Device(format!("{label} was not allocated")))
@@ -868,13 +870,13 @@ impl AugmentKernels {
 
         let horizontal = grow_buffer(
             &mut scratch.horizontal,
-            device,
+            ctx,
             max_h,
             "stoker augment horizontal",
         )?;
         let resized = grow_buffer(
             &mut scratch.resized,
-            device,
+            ctx,
             n as u64 * npx * 4,
             "stoker augment resized",
         )?;

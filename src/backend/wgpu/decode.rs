@@ -336,19 +336,22 @@ impl DecodeScratch {
         Self::default()
     }
 
-    fn planes(&mut self, device: &wgpu::Device, bytes: u64) -> &wgpu::Buffer {
+    fn planes(&mut self, ctx: &WgpuContext, bytes: u64) -> Result<wgpu::Buffer> {
         let bytes = bytes.max(256).next_multiple_of(256);
-        if self.planes.as_ref().is_some_and(|b| b.size() < bytes) {
-            self.planes = None;
+        match &self.planes {
+            Some(b) if b.size() >= bytes => Ok(b.clone()),
+            _ => {
+                self.planes = None;
+                let b = ctx.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("stoker decode planes"),
+                    size: bytes,
+                    usage: wgpu::BufferUsages::STORAGE,
+                    mapped_at_creation: false,
+                })?;
+                self.planes = Some(b.clone());
+                Ok(b)
+            }
         }
-        self.planes.get_or_insert_with(|| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("stoker decode planes"),
-                size: bytes,
-                usage: wgpu::BufferUsages::STORAGE,
-                mapped_at_creation: false,
-            })
-        })
     }
 }
 
@@ -496,7 +499,7 @@ impl DecodeKernels {
             };
             plan.push((start, end, g_idct, g_color));
         }
-        let planes = scratch.planes(device, input.plane_words() * 4);
+        let planes = &scratch.planes(ctx, input.plane_words() * 4)?;
         for (c, &(start, end, g_idct, g_color)) in input.chunks.iter().zip(&plan) {
             let blob = bind(input_buffer, 0, start as u64 * 4, (end - start) as u64 * 4);
             let plane_bytes = (c.plane_words * 4).max(4);
