@@ -1,7 +1,9 @@
 //! Full-decode throughput of the CPU decoder next to libjpeg-turbo's own TurboJPEG API (the
 //! libjpeg-turbo 3, built by the `turbojpeg` crate) and zune-jpeg, on the same files in the
 //! same run: `cargo bench --bench decode`. Prints a table and the ratios to libjpeg-turbo.
-//! All decoders produce 8-bit RGB into a reused buffer.
+//! All decoders produce 8-bit RGB into a reused buffer; the last row is the host side of
+//! the GPU decode path (entropy decoding to DCT coefficients only), the most the host
+//! threads can feed a device.
 
 mod common;
 
@@ -64,10 +66,22 @@ fn main() {
                 }
             }
         });
+        // The host side of the GPU decode path: entropy decoding to DCT coefficients
+        // only (what the host threads do for the device), reusing one buffer per thread.
+        let coeffs = common::throughput(
+            n,
+            threads,
+            min,
+            stoker::decode::jpeg::coeffs::Coefficients::default,
+            |c, i| {
+                let _ = stoker::decode::jpeg::coeffs::read_coefficients(&files[i], true, c);
+            },
+        );
         for (name, v) in [
             ("libjpeg-turbo 3 (TurboJPEG API, turbojpeg crate)", turbo),
             ("stoker cpu (libjpeg-turbo via mozjpeg-sys)", ours),
             ("zune-jpeg", zune),
+            ("stoker gpu path, host side (coefficients only)", coeffs),
         ] {
             println!("{name:<48} {threads:>7} {v:>10.1} {:>16.3}", v / turbo);
         }

@@ -623,7 +623,7 @@ impl Epoch {
                     .lock()
                     .map_err(|_| Error::Pipeline("device batcher poisoned".into()))?;
                 b.run(&jobs, &bufs)?;
-                cfg.coeff_pool.recycle(jobs);
+                cfg.coeff_pool.recycle(jobs.into_iter().map(|j| j.image));
                 Counters::add(&self.stats.device_ns, t.elapsed());
                 let ctx = b.context().clone();
                 (Some(bufs), Some(ctx))

@@ -94,11 +94,11 @@ impl CoeffPool {
             .unwrap_or_default()
     }
 
-    /// Takes back the coefficient buffers of `jobs` (the rest is dropped).
-    pub fn recycle(&self, jobs: Vec<GpuJob>) {
+    /// Takes back the coefficient buffers of `samples` (the rest is dropped).
+    pub fn recycle(&self, samples: impl IntoIterator<Item = GpuSample>) {
         if let Ok(mut v) = self.free.lock() {
-            for j in jobs {
-                if let (GpuSample::Jpeg { coeffs, .. }, true) = (j.image, v.len() < Self::MAX) {
+            for s in samples {
+                if let (GpuSample::Jpeg { coeffs, .. }, true) = (s, v.len() < Self::MAX) {
                     v.push(coeffs);
                 }
             }

@@ -237,22 +237,32 @@ fn decode_device(
     paths: &[String],
     threads: usize,
 ) -> Res<Value> {
-    use stoker::backend::wgpu::batch::{prepare, GpuSample};
+    use stoker::backend::wgpu::batch::{prepare_reusing, CoeffPool, GpuSample};
     let opts = DecodeOptions::default();
+    let pool = CoeffPool::default();
+    // Returns the run, the CPU fallbacks, the failures, and the seconds the host threads
+    // spent preparing (entropy decoding, and CPU decodes of fallbacks).
     let pass = |dev: &mut common::DeviceDecoder,
                 repeats: usize,
                 tick: &dyn Fn(u64)|
-     -> Res<(DecodeRun, u64, Vec<Value>)> {
+     -> Res<(DecodeRun, u64, Vec<Value>, f64)> {
         let n = files.len();
         let total = n * repeats;
         let (mut images, mut pixels, mut fallbacks) = (0u64, 0u64, 0u64);
         let mut failed = Vec::new();
         let start = Instant::now();
+        let mut host = 0.0;
         let mut first = 0;
         while first < total {
             let idx: Vec<usize> = (first..(first + a.batch).min(total)).collect();
-            let prepared =
-                common::par_map(&idx, threads, |&i| prepare(&files[i % n], &opts), || {});
+            let t = Instant::now();
+            let prepared = common::par_map(
+                &idx,
+                threads,
+                |&i| prepare_reusing(&files[i % n], &opts, &pool),
+                || {},
+            );
+            host += t.elapsed().as_secs_f64();
             let mut samples: Vec<GpuSample> = Vec::with_capacity(idx.len());
             for (p, &i) in prepared.into_iter().zip(&idx) {
                 match p {
@@ -269,6 +279,7 @@ fn decode_device(
                 }
             }
             dev.batcher().decode(&samples)?;
+            pool.recycle(samples);
             tick(idx.len() as u64);
             first += a.batch;
         }
@@ -278,10 +289,10 @@ fn decode_device(
             pixels,
             seconds: start.elapsed().as_secs_f64(),
         };
-        Ok((run, fallbacks, failed))
+        Ok((run, fallbacks, failed, host))
     };
     let pb = progress(ctx, files.len() as u64, &format!("{kind} warm-up"));
-    let (warm, _, failed) = pass(&mut dev, 1, &|d| pb.inc(d))?;
+    let (warm, _, failed, _) = pass(&mut dev, 1, &|d| pb.inc(d))?;
     pb.finish_and_clear();
     let repeats = a
         .repeat
@@ -291,10 +302,13 @@ fn decode_device(
         (repeats * files.len()) as u64,
         &format!("{kind} decode"),
     );
-    let (run, fallbacks, _) = pass(&mut dev, repeats, &|d| pb.inc(d))?;
+    let (run, fallbacks, _, host) = pass(&mut dev, repeats, &|d| pb.inc(d))?;
     pb.finish_and_clear();
     let s = run.seconds.max(1e-9);
     Ok(json!({
+        // The host side alone: how fast these threads feed the device (its ceiling here).
+        "host_seconds": host,
+        "host_images_per_s": run.images as f64 / host.max(1e-9),
         "backend": kind.to_string(),
         "device": be.device(),
         "images": run.images,
@@ -363,6 +377,13 @@ fn decode_text(j: &Value) -> String {
             u(r, "errors").to_string(),
             u(r, "fallbacks").to_string(),
         ]);
+        if r.get("host_images_per_s").is_some() {
+            notes.push_str(&format!(
+                "{}: host threads prepared {:.1} images/s (entropy decoding and CPU fallbacks), the most this host can feed the device\n",
+                st(r, "backend"),
+                f(r, "host_images_per_s")
+            ));
+        }
         for x in r["failed"].as_array().into_iter().flatten() {
             notes.push_str(&format!(
                 "{}: cannot decode {}: {}\n",
