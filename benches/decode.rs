@@ -23,6 +23,20 @@ fn main() {
         pixels as f64 / n.max(1) as f64 / 1e6
     );
     let min = common::min_duration();
+    // Files the device path would hand to the CPU instead (counted once, not timed).
+    {
+        let mut c = stoker::decode::jpeg::coeffs::Coefficients::default();
+        let not_ready = files
+            .iter()
+            .filter(|f| {
+                !matches!(
+                    stoker::decode::jpeg::coeffs::read_coefficients(f, true, &mut c),
+                    Ok(stoker::decode::jpeg::coeffs::CoeffStatus::Ready)
+                )
+            })
+            .count();
+        println!("({not_ready} of {n} files would not take the device path)\n");
+    }
     println!(
         "{:<48} {:>7} {:>10} {:>16}",
         "decoder", "threads", "images/s", "vs libjpeg-turbo"

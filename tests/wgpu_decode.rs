@@ -337,6 +337,8 @@ fn exif_orientation_on_the_device_matches_the_cpu() {
             want.push((f.clone(), cpu));
         }
         let got = batcher.decode_to_host(&samples).expect("device decode");
+        assert_eq!(got.len(), want.len());
+        let mut exact = 0;
         for (img, (f, cpu)) in got.iter().zip(&want) {
             assert_eq!(
                 (img.width, img.height, img.full, img.origin),
@@ -351,8 +353,14 @@ fn exif_orientation_on_the_device_matches_the_cpu() {
                 .map(|(a, b)| a.abs_diff(*b))
                 .max()
                 .unwrap_or(0);
-            assert_eq!(max, 0, "{} at 1/{scale}: max diff {max}", f.display());
+            // Bit-exact on lavapipe; real GPUs get the decode tolerance.
+            assert!(max <= 2, "{} at 1/{scale}: max diff {max}", f.display());
+            exact += usize::from(max == 0);
         }
+        println!(
+            "scale 1/{scale}: {exact} of {} rotated images bit-exact",
+            got.len()
+        );
     }
     println!("orientations checked: {orientations:?}");
     if common::corpus_dir().is_some() {

@@ -342,7 +342,8 @@ fn prepare_device(
         ),
         GpuSample::Rgb(img) => (img.width, img.height),
     };
-    let bytes = 4 * u64::from(ww) * u64::from(wh);
+    // (A binding starts on a 256-byte boundary at or before the window.)
+    let bytes = 4 * u64::from(ww) * u64::from(wh) + 256;
     if bytes > cfg.device_binding {
         return Err(SampleError::new(
             s,

@@ -94,6 +94,14 @@ impl CoeffPool {
             .unwrap_or_default()
     }
 
+    fn put(&self, coeffs: Box<Coefficients>) {
+        if let Ok(mut v) = self.free.lock() {
+            if v.len() < Self::MAX {
+                v.push(coeffs);
+            }
+        }
+    }
+
     /// Takes back the coefficient buffers of `samples` (the rest is dropped).
     pub fn recycle(&self, samples: impl IntoIterator<Item = GpuSample>) {
         if let Ok(mut v) = self.free.lock() {
@@ -143,7 +151,10 @@ pub fn prepare_reusing(
                     cpu_reason: None,
                 });
             }
-            CoeffStatus::CpuOnly(reason) => reason,
+            CoeffStatus::CpuOnly(reason) => {
+                pool.put(coeffs);
+                reason
+            }
         }
     };
     let mut img = Image8::default();
@@ -402,8 +413,11 @@ impl Batcher {
             let slot = job.dst as usize;
             let (ow, oh) = job.size();
             job.dst = next;
+            let end = next + u64::from(ow) * u64::from(oh);
             let offset = u32::try_from(next)
-                .map_err(|_| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
+                .ok()
+                .filter(|_| end <= u64::from(u32::MAX))
+                .ok_or_else(|| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
             if let Some(g) = self.images.get_mut(slot) {
                 *g = GpuImage {
                     offset,
@@ -523,10 +537,19 @@ impl Batcher {
 
     /// Submits `enc` and maps staging buffer `si` again: the mapping completes once the
     /// copy out of it has run, and only then is it written again.
-    fn submit(&mut self, enc: wgpu::CommandEncoder, si: usize) {
-        let index = self.ctx.queue().submit([enc.finish()]);
+    fn submit(&mut self, enc: wgpu::CommandEncoder, si: usize) -> Result<()> {
+        // A command the device rejects is an error here, not a panic in wgpu's handler.
+        let device = self.ctx.device();
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let commands = enc.finish();
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            self.remap(si);
+            return Err(Error::Device(format!("batch commands rejected: {e}")));
+        }
+        let index = self.ctx.queue().submit([commands]);
         self.staging[si].submission = Some(index);
         self.remap(si);
+        Ok(())
     }
 
     /// Maps staging buffer `si` again (also after a failed batch, so it is not lost).
@@ -567,10 +590,7 @@ impl Batcher {
             None => Err(Error::Device("decoded windows buffer missing".into())),
         };
         match r {
-            Ok(()) => {
-                self.submit(enc, si);
-                Ok(())
-            }
+            Ok(()) => self.submit(enc, si),
             Err(e) => {
                 self.remap(si);
                 Err(e)
@@ -587,8 +607,7 @@ impl Batcher {
         self.pack_decode(images.iter())?;
         self.augment_in.clear();
         let (enc, _, si) = self.upload_and_decode()?;
-        self.submit(enc, si);
-        Ok(())
+        self.submit(enc, si)
     }
 
     /// Decodes `images` on the device and reads the decoded windows back (to compare

@@ -140,7 +140,14 @@ impl OrientKernel {
         }
         let device = ctx.device();
         let limits = device.limits();
-        let max = limits.max_storage_buffer_binding_size;
+        // Word indices in the shader are u32: bindings stay below 2 GiB.
+        let max = limits.max_storage_buffer_binding_size.min(1 << 31);
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+        if !windows.usage().contains(usage) {
+            return Err(Error::Device(
+                "the windows buffer needs STORAGE | COPY_DST usage".into(),
+            ));
+        }
         let per_dim = u64::from(limits.max_compute_workgroups_per_dimension.max(1));
         let stride = ALIGN / 4;
         let mut records = vec![0u32; jobs.len() * stride as usize];
@@ -153,6 +160,18 @@ impl OrientKernel {
             let base = (src * 4) / ALIGN * ALIGN;
             let rel = src - base / 4;
             let span = (rel + px) * 4;
+            let src_end = src + u64::from(j.src.width) * u64::from(j.src.height);
+            let dst_overlaps = j.dst < src_end && src < j.dst + px;
+            if !(2..=8).contains(&j.orientation)
+                || (j.dst + px) * 4 > windows.size()
+                || dst_overlaps
+                || px != u64::from(j.src.width) * u64::from(j.src.height)
+            {
+                return Err(Error::Device(format!(
+                    "orientation job {k} is malformed (orientation {}, source at word {src}, destination at word {})",
+                    j.orientation, j.dst
+                )));
+            }
             let groups = px.div_ceil(64).max(1);
             let gx = groups.min(per_dim);
             let gy = groups.div_ceil(gx);
