@@ -362,7 +362,63 @@ fn exif_orientation_on_the_device_matches_the_cpu() {
             got.len()
         );
     }
-    println!("orientations checked: {orientations:?}");
+    // Windows of the upright image: the device decodes only the stored rectangle that
+    // turns into them, and the result is that part of the CPU's upright decode.
+    let mut rng = common::TestRng(0x0E1F);
+    let mut checked = 0;
+    for scale in [1, 2, 4] {
+        let mut samples = Vec::new();
+        let mut want = Vec::new();
+        for f in &files {
+            let bytes = std::fs::read(f).expect("jpeg");
+            let whole = DecodeOptions {
+                scale,
+                ..DecodeOptions::default()
+            };
+            let mut cpu = Image8::default();
+            stoker::decode::cpu::decode_image(&bytes, &whole, &mut cpu).expect("cpu decode");
+            for _ in 0..3 {
+                let (w, h) = (cpu.width, cpu.height);
+                let x0 = rng.below(u64::from(w)) as u32;
+                let y0 = rng.below(u64::from(h)) as u32;
+                let x1 = x0 + 1 + rng.below(u64::from(w - x0)) as u32;
+                let y1 = y0 + 1 + rng.below(u64::from(h - y0)) as u32;
+                let opts = DecodeOptions {
+                    window: Some([x0, y0, x1, y1]),
+                    ..whole
+                };
+                samples.push(prepare(&bytes, &opts).expect("prepares").image);
+                want.push((f.clone(), [x0, y0, x1, y1], cpu.clone()));
+            }
+        }
+        let got = batcher.decode_to_host(&samples).expect("device decode");
+        assert_eq!(got.len(), want.len());
+        for (img, (f, [x0, y0, x1, y1], cpu)) in got.iter().zip(&want) {
+            let what = format!("{} at 1/{scale}, window {x0},{y0}-{x1},{y1}", f.display());
+            let (ox, oy) = img.origin;
+            assert_eq!(img.full, (cpu.width, cpu.height), "{what}");
+            assert!(
+                ox <= *x0 && oy <= *y0 && ox + img.width >= *x1 && oy + img.height >= *y1,
+                "{what}: got {}x{} at {ox},{oy}",
+                img.width,
+                img.height
+            );
+            let mut max = 0;
+            for y in 0..img.height as usize {
+                for x in 0..img.width as usize {
+                    for c in 0..3 {
+                        let a = img.data[(y * img.width as usize + x) * 3 + c];
+                        let b = cpu.data
+                            [((oy as usize + y) * cpu.width as usize + ox as usize + x) * 3 + c];
+                        max = max.max(a.abs_diff(b));
+                    }
+                }
+            }
+            assert!(max <= 2, "{what}: max diff {max}");
+            checked += 1;
+        }
+    }
+    println!("orientations checked: {orientations:?}; {checked} upright windows");
     if common::corpus_dir().is_some() {
         assert_eq!(orientations.len(), 8, "{orientations:?}");
     }

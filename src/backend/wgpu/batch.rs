@@ -130,15 +130,16 @@ pub fn prepare_reusing(
             CoeffStatus::Ready => {
                 let scale = opts.scale.clamp(1, 8);
                 let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
-                // A window is in the upright frame; a rotated image is decoded whole.
+                // A window is in the upright frame: a rotated image decodes the stored
+                // rectangle that turns into it.
                 let orientation = if opts.orientation && (2..=8).contains(&info.orientation) {
                     info.orientation
                 } else {
                     1
                 };
-                let window = match (orientation, opts.window) {
-                    (1, Some(w)) => w,
-                    _ => [0, 0, full[0], full[1]],
+                let window = match opts.window {
+                    Some(w) => stored_window(w, orientation, full),
+                    None => [0, 0, full[0], full[1]],
                 };
                 return Ok(Prepared {
                     image: GpuSample::Jpeg {
@@ -164,6 +165,45 @@ pub fn prepare_reusing(
         info,
         cpu_reason: Some(reason),
     })
+}
+
+/// The rectangle of the stored (unrotated) image of size `full` that EXIF `orientation`
+/// turns into the upright window `w` (`[x0, y0, x1, y1)`), clamped to the image.
+fn stored_window(w: [u32; 4], orientation: u8, full: [u32; 2]) -> [u32; 4] {
+    let [sw, sh] = full;
+    // Sizes of the upright frame.
+    let (uw, uh) = if orientation >= 5 { (sh, sw) } else { (sw, sh) };
+    let [x0, y0, x1, y1] = [w[0].min(uw), w[1].min(uh), w[2].min(uw), w[3].min(uh)];
+    match orientation {
+        2 => [sw - x1, y0, sw - x0, y1],
+        3 => [sw - x1, sh - y1, sw - x0, sh - y0],
+        4 => [x0, sh - y1, x1, sh - y0],
+        5 => [y0, x0, y1, x1],
+        6 => [y0, sh - x1, y1, sh - x0],
+        7 => [sw - y1, sh - x1, sw - y0, sh - x0],
+        8 => [sw - y1, x0, sw - y0, x1],
+        _ => [x0, y0, x1, y1],
+    }
+}
+
+/// Where the decoded stored-frame window `g` lies once turned upright by `orientation`,
+/// and the size of the upright image: the inverse of [`stored_window`].
+fn upright_origin(g: &GpuImage, orientation: u8) -> ((u32, u32), (u32, u32)) {
+    let (sw, sh) = (g.full_width, g.full_height);
+    let (a, b) = (g.origin_x, g.origin_y);
+    let (ra, rb) = (sw - (a + g.width).min(sw), sh - (b + g.height).min(sh));
+    let origin = match orientation {
+        2 => (ra, b),
+        3 => (ra, rb),
+        4 => (a, rb),
+        5 => (b, a),
+        6 => (rb, a),
+        7 => (rb, ra),
+        8 => (b, ra),
+        _ => (a, b),
+    };
+    let full = if orientation >= 5 { (sh, sw) } else { (sw, sh) };
+    (origin, full)
 }
 
 /// One sample of a batch: its plan, its image input, and its label plane.
@@ -419,14 +459,15 @@ impl Batcher {
                 .filter(|_| end <= u64::from(u32::MAX))
                 .ok_or_else(|| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
             if let Some(g) = self.images.get_mut(slot) {
+                let (origin, full) = upright_origin(g, job.orientation);
                 *g = GpuImage {
                     offset,
                     width: ow,
                     height: oh,
-                    origin_x: 0,
-                    origin_y: 0,
-                    full_width: ow,
-                    full_height: oh,
+                    origin_x: origin.0,
+                    origin_y: origin.1,
+                    full_width: full.0,
+                    full_height: full.1,
                     scale: g.scale,
                 };
             }
