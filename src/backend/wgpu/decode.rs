@@ -20,9 +20,7 @@
 //! the windows buffer, so they can be bound there). [`DecodeKernels::encode`] records two
 //! dispatches per chunk, the IDCT then colour conversion.
 
-use std::num::NonZeroU64;
-
-use super::{shaders, storage_entry, WgpuContext};
+use super::{bind, shaders, storage_entry, WgpuContext};
 use crate::decode::jpeg::coeffs::{
     pack, Coefficients, ComponentDesc, ImageDesc, PackedJpeg, KIND_PASSTHROUGH,
 };
@@ -362,17 +360,6 @@ pub struct DecodeKernels {
     color: wgpu::ComputePipeline,
     idct_layout: wgpu::BindGroupLayout,
     color_layout: wgpu::BindGroupLayout,
-}
-
-fn bind(buffer: &wgpu::Buffer, binding: u32, offset: u64, size: u64) -> wgpu::BindGroupEntry<'_> {
-    wgpu::BindGroupEntry {
-        binding,
-        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer,
-            offset,
-            size: NonZeroU64::new(size.max(4)),
-        }),
-    }
 }
 
 fn check_storage(buffer: &wgpu::Buffer, what: &str, needed: u64) -> Result<()> {

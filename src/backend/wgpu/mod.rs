@@ -98,6 +98,23 @@ pub(crate) fn storage_entry(binding: u32, read_only: bool) -> wgpu::BindGroupLay
     }
 }
 
+/// A bind group entry for `size` bytes (at least 4) of `buffer` at `offset`.
+pub(crate) fn bind(
+    buffer: &wgpu::Buffer,
+    binding: u32,
+    offset: u64,
+    size: u64,
+) -> wgpu::BindGroupEntry<'_> {
+    wgpu::BindGroupEntry {
+        binding,
+        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer,
+            offset,
+            size: std::num::NonZeroU64::new(size.max(4)),
+        }),
+    }
+}
+
 /// Every adapter wgpu finds on this machine, in words (for logs and `stoker bench`).
 pub fn adapters() -> Vec<String> {
     let instance = instance();

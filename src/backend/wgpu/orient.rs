@@ -6,7 +6,7 @@
 use std::num::NonZeroU64;
 
 use super::decode::GpuImage;
-use super::{shaders, storage_entry, WgpuContext};
+use super::{bind, shaders, storage_entry, WgpuContext};
 use crate::error::{Error, Result};
 
 /// Binding offsets are multiples of this (the WebGPU default, and the largest any
@@ -42,17 +42,6 @@ impl OrientJob {
 pub struct OrientScratch {
     out: Option<wgpu::Buffer>,
     params: Option<wgpu::Buffer>,
-}
-
-fn span(buffer: &wgpu::Buffer, offset: u64, size: u64, binding: u32) -> wgpu::BindGroupEntry<'_> {
-    wgpu::BindGroupEntry {
-        binding,
-        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer,
-            offset,
-            size: NonZeroU64::new(size.max(4)),
-        }),
-    }
 }
 
 /// The orientation pipeline, built once per device.
@@ -217,9 +206,9 @@ impl OrientKernel {
                 label: Some("stoker orient"),
                 layout: &self.layout,
                 entries: &[
-                    span(windows, base, size, 0),
-                    span(&out, 0, px * 4, 1),
-                    span(&params, k as u64 * ALIGN, 4 * PARAM_WORDS as u64, 2),
+                    bind(windows, 0, base, size),
+                    bind(&out, 1, 0, px * 4),
+                    bind(&params, 2, k as u64 * ALIGN, 4 * PARAM_WORDS as u64),
                 ],
             });
             {
