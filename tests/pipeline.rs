@@ -328,9 +328,16 @@ fn validation_order_is_fixed_and_shards_cover_the_epoch() {
 
 #[test]
 fn holding_every_batch_does_not_deadlock() {
+    for backend in common::backends() {
+        hold_on(backend);
+    }
+}
+
+fn hold_on(backend: BackendKind) {
     let dir = tempfile::tempdir().expect("tempdir");
     common::png_folder(dir.path(), 2, 10, 6);
     let pipe = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+        .backend(backend)
         .augment(Augment::new().resize(8, 8))
         .batch_size(2)
         .prefetch(2)

@@ -43,7 +43,15 @@ fn dropping_mid_epoch_stops_every_thread_quickly() {
     let data = Dataset::from_samples(None, samples, vec![])
         .expect("dataset")
         .with_read_latency(Duration::from_millis(200));
-    let pipe = Pipeline::builder(data.all())
+    // On every backend: a device backend adds its collector thread.
+    for backend in common::backends() {
+        drop_on(&data, backend);
+    }
+}
+
+fn drop_on(data: &Dataset, backend: stoker::BackendKind) {
+    let pipe = Pipeline::builder(data.clone().all())
+        .backend(backend)
         .augment(Augment::new().resize(4, 4))
         .batch_size(16)
         .readers(16)
@@ -69,7 +77,10 @@ fn dropping_mid_epoch_stops_every_thread_quickly() {
         rx.recv_timeout(Duration::from_secs(5))
             .expect("dropping the epoch hung for 5 s");
         let took = t.elapsed();
-        assert!(took < Duration::from_secs(1), "drop took {took:?}");
+        assert!(
+            took < Duration::from_secs(1),
+            "{backend}: drop took {took:?}"
+        );
         assert_eq!(
             stoker_threads(),
             Vec::<String>::new(),

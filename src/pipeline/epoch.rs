@@ -385,20 +385,49 @@ pub struct Epoch {
     epoch: u64,
     cfg: Arc<Config>,
     num_batches: usize,
-    next: usize,
     finished: bool,
-    done_rx: Receiver<Msg>,
-    free_tx: Sender<BatchBuffers>,
     free_rx: Receiver<BatchBuffers>,
     cancel: Option<Sender<()>>,
     threads: Vec<JoinHandle<()>>,
-    pending: HashMap<usize, Pending>,
     stats: Arc<Counters>,
     total: Arc<Counters>,
     pool: Arc<Mutex<Vec<BatchBuffers>>>,
     staging: StagingRing,
     kept_staging: Arc<Mutex<Vec<Staged>>>,
     started: Instant,
+    source: Source,
+}
+
+/// Where the consumer's batches come from.
+enum Source {
+    /// Host batches: the consumer collects the workers' outcomes itself.
+    Inline(Box<Collector>),
+    /// Device batches: a collector thread packs, uploads and submits each batch as soon
+    /// as its samples are ready, so batch `b + 1` goes to the device while the caller
+    /// works on batch `b`; it hands finished batches over this channel.
+    Thread {
+        rx: Receiver<Result<Batch>>,
+        handle: Option<JoinHandle<()>>,
+    },
+    /// Dropped.
+    Gone,
+}
+
+/// Turns the workers' outcomes into batches, in order: reorders them, packs the slots of
+/// skipped samples out, and (on a device backend) records the batch's device work.
+struct Collector {
+    epoch: u64,
+    cfg: Arc<Config>,
+    num_batches: usize,
+    next: usize,
+    /// No batch is left to hand out (all done, or the epoch failed).
+    done: bool,
+    /// Whether time spent waiting for outcomes is the consumer's input wait.
+    counts_wait: bool,
+    done_rx: Receiver<Msg>,
+    free_tx: Sender<BatchBuffers>,
+    pending: HashMap<usize, Pending>,
+    stats: Arc<Counters>,
     held: Arc<AtomicUsize>,
     allocated: usize,
 }
@@ -408,7 +437,7 @@ impl std::fmt::Debug for Epoch {
         f.debug_struct("Epoch")
             .field("epoch", &self.epoch)
             .field("num_batches", &self.num_batches)
-            .field("next", &self.next)
+            .field("finished", &self.finished)
             .finish()
     }
 }
@@ -511,26 +540,56 @@ impl Epoch {
             )?);
         }
         drop(done_tx);
+        let mut collector = Collector {
+            epoch: p.epoch,
+            cfg: Arc::clone(&cfg),
+            num_batches,
+            next: 0,
+            done: num_batches == 0,
+            counts_wait: true,
+            done_rx,
+            free_tx,
+            pending: HashMap::new(),
+            stats: Arc::clone(&stats),
+            held: Arc::new(AtomicUsize::new(0)),
+            allocated: ring,
+        };
+        let source = if cfg.on_device() {
+            // One batch ready ahead of the caller, the next one being packed.
+            let (tx, rx) = bounded::<Result<Batch>>(1);
+            collector.counts_wait = false;
+            let handle = spawn(
+                "stoker-collector".into(),
+                Box::new(move || {
+                    while let Some(r) = collector.next_batch() {
+                        if tx.send(r).is_err() {
+                            return;
+                        }
+                    }
+                }),
+            )?;
+            Source::Thread {
+                rx,
+                handle: Some(handle),
+            }
+        } else {
+            Source::Inline(Box::new(collector))
+        };
         Ok(Epoch {
             epoch: p.epoch,
             cfg,
             num_batches,
-            next: 0,
             finished: num_batches == 0,
-            done_rx,
-            free_tx,
             free_rx,
             cancel: Some(cancel_tx),
             threads,
-            pending: HashMap::new(),
             stats,
             total: p.total,
             pool: p.pool,
             staging: shared.staging.clone(),
             kept_staging: p.staging,
             started: Instant::now(),
-            held: Arc::new(AtomicUsize::new(0)),
-            allocated: ring,
+            source,
         })
     }
 
@@ -554,7 +613,9 @@ impl Epoch {
         }
         self.cancel = None;
     }
+}
 
+impl Collector {
     fn assemble(&mut self, index: usize, p: Pending) -> Result<Batch> {
         let cfg = &self.cfg;
         let internal = || Error::Pipeline("internal: a batch buffer is still shared".into());
@@ -704,13 +765,12 @@ impl Epoch {
                 if let Some(e) = &outcome.error {
                     self.stats.report(e);
                     if self.cfg.on_error == OnError::Fail {
-                        let e = e.clone();
-                        self.finish();
-                        return Some(Err(Error::Sample(e)));
+                        self.done = true;
+                        return Some(Err(Error::Sample(e.clone())));
                     }
                 }
                 let Some(p) = self.pending.get_mut(&batch) else {
-                    self.finish();
+                    self.done = true;
                     return Some(Err(Error::Pipeline(format!(
                         "internal: result for unknown batch {batch}"
                     ))));
@@ -725,14 +785,11 @@ impl Epoch {
             }
         }
     }
-}
 
-impl Iterator for Epoch {
-    type Item = Result<Batch>;
-
-    fn next(&mut self) -> Option<Result<Batch>> {
+    /// The next batch, waiting for its samples; `None` once none is left.
+    fn next_batch(&mut self) -> Option<Result<Batch>> {
         loop {
-            if self.finished {
+            if self.done {
                 return None;
             }
             if self
@@ -744,11 +801,11 @@ impl Iterator for Epoch {
                 let p = self.pending.remove(&index)?;
                 self.next += 1;
                 if self.next == self.num_batches {
-                    self.finish();
+                    self.done = true;
                 }
                 let r = self.assemble(index, p);
                 if r.is_err() {
-                    self.finish();
+                    self.done = true;
                 }
                 return Some(r);
             }
@@ -765,14 +822,16 @@ impl Iterator for Epoch {
                         self.allocated += 1;
                     }
                     Err(e) => {
-                        self.finish();
+                        self.done = true;
                         return Some(Err(e));
                     }
                 }
             }
             let t = Instant::now();
             let msg = self.done_rx.recv_timeout(Duration::from_millis(100));
-            Counters::add(&self.stats.wait_ns, t.elapsed());
+            if self.counts_wait {
+                Counters::add(&self.stats.wait_ns, t.elapsed());
+            }
             match msg {
                 Ok(m) => {
                     if let Some(r) = self.handle(m) {
@@ -781,7 +840,7 @@ impl Iterator for Epoch {
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
-                    self.finish();
+                    self.done = true;
                     return Some(Err(Error::Pipeline(
                         "pipeline threads stopped before the epoch was complete".into(),
                     )));
@@ -791,12 +850,59 @@ impl Iterator for Epoch {
     }
 }
 
+impl Iterator for Epoch {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        if self.finished {
+            return None;
+        }
+        let r = match &mut self.source {
+            Source::Inline(c) => {
+                let r = c.next_batch();
+                if c.done {
+                    self.finish();
+                }
+                r
+            }
+            Source::Thread { rx, .. } => {
+                let t = Instant::now();
+                let r = rx.recv().ok();
+                Counters::add(&self.stats.wait_ns, t.elapsed());
+                match &r {
+                    Some(Ok(b)) if b.index() + 1 < self.num_batches => {}
+                    // The last batch, an error, or the collector gone: the epoch is over.
+                    _ => self.finish(),
+                }
+                r
+            }
+            Source::Gone => None,
+        };
+        if r.is_none() {
+            self.finish();
+        }
+        r
+    }
+}
+
 impl Drop for Epoch {
     fn drop(&mut self) {
         self.finish();
         // Pending batches hold buffers that threads may still write; drop our handles
         // first, then join: every blocking call in the threads also waits on `cancel`.
-        self.pending.clear();
+        // A collector thread stops once its channel is gone or the workers have stopped.
+        match std::mem::replace(&mut self.source, Source::Gone) {
+            Source::Inline(mut c) => c.pending.clear(),
+            Source::Thread { rx, handle } => {
+                drop(rx);
+                if let Some(h) = handle {
+                    if h.join().is_err() {
+                        log::error!("the collector thread panicked");
+                    }
+                }
+            }
+            Source::Gone => {}
+        }
         for t in self.threads.drain(..) {
             if t.join().is_err() {
                 log::error!("a pipeline thread panicked");

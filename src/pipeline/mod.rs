@@ -26,10 +26,11 @@
 //! On a device backend (wgpu) the workers stop short of the pixels: they entropy-decode
 //! each JPEG to DCT coefficients (only the blocks of the window the plan reads, at its
 //! IDCT scale), or decode on the CPU what the device path does not take. When a batch is
-//! complete the consumer packs its inputs into the next mapped staging buffer, uploads
-//! them with one copy and records the decode and augment passes into the batch's device
-//! buffers, then hands the batch out without waiting: the caller's work on the same queue
-//! runs after it, and the workers are already on the next batch
+//! complete a collector thread (`stoker-collector`) packs its inputs into the next mapped
+//! staging buffer, uploads them with one copy, records and submits the decode and augment
+//! passes into the batch's device buffers, and queues the batch for the consumer (one
+//! ready ahead). So batch `b + 1` is packed, uploaded and on the device while the caller
+//! trains on batch `b`; the caller's own work on the same queue runs after each batch's
 //! ([`crate::backend::wgpu::batch`]).
 //!
 //! # Memory
@@ -233,8 +234,9 @@ impl Pipeline {
     }
 
     /// Bytes of the batch ring (`prefetch` batches of images and masks), fixed by the
-    /// configuration. The staging ring adds `staging_slots` buffers that each grow to the
-    /// largest file read.
+    /// configuration: host memory, or device memory on a device backend (which may lend
+    /// one more batch while one waits ready for the caller). The staging ring adds
+    /// `staging_slots` buffers that each grow to the largest file read.
     pub fn memory_in_flight(&self) -> usize {
         let c = &self.cfg;
         c.prefetch * c.batch_size * (c.image_bytes() + c.mask_bytes())

@@ -143,7 +143,8 @@ pub struct Stats {
     /// GPU backends: images the CPU decoded instead, one sample at a time (other formats,
     /// JPEG features the device path does not take, cached samples).
     pub cpu_fallbacks: u64,
-    /// GPU backends: consumer time spent packing, uploading and submitting batches.
+    /// GPU backends: time the collector thread spent packing, uploading and submitting
+    /// batches (off the consumer's thread).
     pub device_submit_seconds: f64,
     /// Reported sample errors (the first [`MAX_KEPT_ERRORS`]).
     pub errors: Vec<SampleError>,
