@@ -22,8 +22,17 @@ fn context_opens_and_reads_back() {
 }
 
 #[test]
-fn lists_adapters() {
-    for a in stoker::backend::wgpu::adapters() {
+fn the_opened_adapter_is_among_those_listed() {
+    let Some(ctx) = common::wgpu_context() else {
+        return;
+    };
+    let adapters = stoker::backend::wgpu::adapters();
+    for a in &adapters {
         println!("adapter: {a}");
     }
+    assert!(
+        adapters.iter().any(|a| a == ctx.name()),
+        "{} not in {adapters:?}",
+        ctx.name()
+    );
 }

@@ -208,7 +208,7 @@ impl PipelineBuilder {
             .batches_of(self.batch_size, self.drop_last)?;
         let selected = backend::select_with(self.backend, workers, &self.backend_opts)?;
         #[cfg(feature = "wgpu")]
-        let (gpu, device_binding) = match selected.backend.wgpu_context() {
+        let gpu = match selected.backend.wgpu_context() {
             Some(ctx) => {
                 // The batch buffers must fit the device: say so now, not mid-epoch.
                 let limits = ctx.device().limits();
@@ -231,12 +231,9 @@ impl PipelineBuilder {
                     )));
                 }
                 let batcher = backend::wgpu::batch::Batcher::new(ctx, self.prefetch.max(2))?;
-                (
-                    Some(Arc::new(Mutex::new(batcher))),
-                    backend::wgpu::batch::max_binding(ctx),
-                )
+                Some(Arc::new(Mutex::new(batcher)))
             }
-            None => (None, 0),
+            None => None,
         };
         let mut augment = self.augment;
         if self.cache_bytes > 0 && augment.is_crop_aware() {
@@ -261,8 +258,6 @@ impl PipelineBuilder {
             replace_attempts: 16,
             #[cfg(feature = "wgpu")]
             gpu,
-            #[cfg(feature = "wgpu")]
-            device_binding,
             #[cfg(feature = "wgpu")]
             coeff_pool: Default::default(),
         };

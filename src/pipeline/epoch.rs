@@ -222,48 +222,62 @@ impl Batch {
     /// The images as raw bytes (little-endian elements). For a device batch, a host copy
     /// read back on first use (empty, with the error logged, if the device fails).
     pub fn image_bytes(&self) -> &[u8] {
-        let n = self.images_len_bytes();
         #[cfg(feature = "wgpu")]
         if self.device.is_some() {
-            let copy = self.host_images.get_or_init(|| self.download(false, n));
-            return copy.bytes().get(..n).unwrap_or_default();
+            return self.logged(self.host_copy(false));
         }
+        let n = self.images_len_bytes();
         self.buffers
             .as_ref()
             .and_then(|b| b.images.bytes().get(..n))
             .unwrap_or_default()
     }
 
-    /// Reads `n` bytes of the device images (or masks) into a host buffer.
+    /// The host copy of a device batch's images (or masks), read back once on first use;
+    /// `None` when it has none.
     #[cfg(feature = "wgpu")]
-    fn download(&self, masks: bool, n: usize) -> HostBuffer {
-        let buffer = if masks {
-            self.wgpu_masks()
+    fn host_copy(&self, masks: bool) -> Result<Option<&[u8]>> {
+        let (cell, buffer, n) = if masks {
+            let n = 2 * self.len * self.width * self.height;
+            (&self.host_masks, self.wgpu_masks(), n)
         } else {
-            self.wgpu_images()
+            (
+                &self.host_images,
+                self.wgpu_images(),
+                self.images_len_bytes(),
+            )
         };
-        let mut out = HostBuffer::new(n);
-        let r = match (&self.device, buffer) {
-            (Some(ctx), Some(b)) => ctx.read_buffer(b, 0, n as u64),
-            _ => Ok(Vec::new()),
+        let (Some(ctx), Some(buffer)) = (&self.device, buffer) else {
+            return Ok(None);
         };
-        match r {
-            Ok(v) if v.len() == n => out.bytes_mut().copy_from_slice(&v),
-            Ok(_) => return HostBuffer::new(0),
-            Err(e) => {
-                log::error!("cannot read batch {} back from the device: {e}", self.index);
-                return HostBuffer::new(0);
-            }
+        if let Some(h) = cell.get() {
+            return Ok(Some(h.bytes()));
         }
-        out
+        let data = ctx.read_buffer(buffer, 0, n as u64)?;
+        let mut copy = HostBuffer::new(n);
+        match data.get(..n) {
+            Some(d) => copy.bytes_mut().copy_from_slice(d),
+            None => return Err(Error::Device("a batch read back short".into())),
+        }
+        Ok(Some(cell.get_or_init(|| copy).bytes()))
     }
 
-    /// The images on the host, wherever the batch lives: borrowed bytes copied for a host
-    /// batch, read back (blocking) for a device batch.
+    /// A host copy's bytes, or none with the error logged (for the infallible accessors).
+    #[cfg(feature = "wgpu")]
+    fn logged<'a>(&self, r: Result<Option<&'a [u8]>>) -> &'a [u8] {
+        r.unwrap_or_else(|e| {
+            log::error!("cannot read batch {} back from the device: {e}", self.index);
+            None
+        })
+        .unwrap_or_default()
+    }
+
+    /// The images on the host, wherever the batch lives: copied for a host batch, read
+    /// back (blocking, once) for a device batch.
     pub fn read_images(&self) -> Result<Vec<u8>> {
         #[cfg(feature = "wgpu")]
-        if let (Some(ctx), Some(b)) = (&self.device, self.wgpu_images()) {
-            return ctx.read_buffer(b, 0, self.images_len_bytes() as u64);
+        if self.device.is_some() {
+            return Ok(self.host_copy(false)?.unwrap_or_default().to_vec());
         }
         Ok(self.image_bytes().to_vec())
     }
@@ -271,15 +285,9 @@ impl Batch {
     /// The label masks on the host, wherever the batch lives (see [`Batch::read_images`]).
     pub fn read_masks(&self) -> Result<Option<Vec<u16>>> {
         #[cfg(feature = "wgpu")]
-        if let (Some(ctx), Some(b)) = (&self.device, self.wgpu_masks()) {
-            let n = self.len * self.width * self.height;
-            let bytes = ctx.read_buffer(b, 0, 2 * n as u64)?;
-            return Ok(Some(
-                bytes
-                    .chunks_exact(2)
-                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                    .collect(),
-            ));
+        if self.device.is_some() {
+            let bytes = self.host_copy(true)?;
+            return Ok(bytes.and_then(|b| bytemuck::try_cast_slice(b).ok().map(<[u16]>::to_vec)));
         }
         Ok(self.masks().map(<[u16]>::to_vec))
     }
@@ -327,8 +335,7 @@ impl Batch {
         #[cfg(feature = "wgpu")]
         if self.device.is_some() {
             self.wgpu_masks()?;
-            let copy = self.host_masks.get_or_init(|| self.download(true, 2 * n));
-            return bytemuck::try_cast_slice::<u8, u16>(copy.bytes().get(..n * 2)?).ok();
+            return bytemuck::try_cast_slice::<u8, u16>(self.logged(self.host_copy(true))).ok();
         }
         let m = self.buffers.as_ref()?.masks.as_ref()?;
         bytemuck::try_cast_slice::<u8, u16>(m.bytes().get(..n * 2)?).ok()

@@ -119,9 +119,6 @@ pub(crate) struct Config {
     /// The device path, when the backend runs batches on a wgpu device.
     #[cfg(feature = "wgpu")]
     pub gpu: Option<Arc<Mutex<crate::backend::wgpu::batch::Batcher>>>,
-    /// The device's largest storage binding: a decoded window must fit in one.
-    #[cfg(feature = "wgpu")]
-    pub device_binding: u64,
     /// Coefficient buffers recycled from packed batches to the workers.
     #[cfg(feature = "wgpu")]
     pub coeff_pool: crate::backend::wgpu::batch::CoeffPool,

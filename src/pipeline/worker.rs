@@ -18,7 +18,7 @@ use crate::augment::rng::{Rng, Stream};
 use crate::augment::SamplePlan;
 use crate::backend::cpu::memory::SlotWriter;
 #[cfg(feature = "wgpu")]
-use crate::backend::wgpu::batch::{prepare_reusing, GpuJob, GpuSample};
+use crate::backend::wgpu::batch::{max_binding, prepare_from, GpuJob, GpuSample};
 #[cfg(feature = "wgpu")]
 use crate::decode::LabelPlane;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
@@ -313,16 +313,8 @@ fn prepare_device(
         sh.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
         return Ok((plan, device_job(plan, &ws.decoded)));
     }
-    let info = peek_info(image).map_err(|e| decode_error(s, "image", &e))?;
-    check_limits(&info, &cfg.limits).map_err(|e| decode_error(s, "image", &e))?;
-    let (w, h) = info.oriented_size();
-    let plan = cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h);
-    let opts = DecodeOptions {
-        limits: cfg.limits,
-        strict: cfg.strict_decode,
-        ..DecodeOptions::default()
-    }
-    .for_plan(&plan, &info);
+    let (info, plan) = plan_from_headers(sh, s, image)?;
+    let opts = base_options(cfg).for_plan(&plan, &info);
     if s.mask.is_some() != cfg.has_masks {
         return Err(SampleError::new(
             s,
@@ -331,7 +323,7 @@ fn prepare_device(
         ));
     }
     let prepared =
-        prepare_reusing(image, &opts, &cfg.coeff_pool).map_err(|e| decode_error(s, "image", &e));
+        prepare_from(image, info, &opts, &cfg.coeff_pool).map_err(|e| decode_error(s, "image", &e));
     Counters::add(&sh.stats.decode_ns, t.elapsed());
     let prepared = prepared?;
     // The decoded window must fit one storage binding of the device.
@@ -344,13 +336,13 @@ fn prepare_device(
     };
     // (A binding starts on a 256-byte boundary at or before the window.)
     let bytes = 4 * u64::from(ww) * u64::from(wh) + 256;
-    if bytes > cfg.device_binding {
+    let largest = cfg.backend.wgpu_context().map_or(u64::MAX, max_binding);
+    if bytes > largest {
         return Err(SampleError::new(
             s,
             SampleErrorKind::Limit,
             format!(
-                "image: its decoded window ({ww}x{wh}, {bytes} bytes) exceeds the device's largest storage binding ({} bytes)",
-                cfg.device_binding
+                "image: its decoded window ({ww}x{wh}, {bytes} bytes) exceeds the device's largest storage binding ({largest} bytes)",
             ),
         ));
     }
@@ -363,7 +355,14 @@ fn prepare_device(
             sh.stats.gpu_decoded.fetch_add(1, Ordering::Relaxed);
         }
     }
-    let mask = decode_mask(sh, s, mask, (w, h))?;
+    let mask = match s.mask {
+        Some(_) => {
+            let mut m = LabelPlane::default();
+            decode_mask_into(sh, s, mask, &mut m, info.oriented_size())?;
+            Some(m)
+        }
+        None => None,
+    };
     Ok((
         plan,
         Box::new(GpuJob {
@@ -374,33 +373,42 @@ fn prepare_device(
     ))
 }
 
-/// Decodes a sample's label mask (when it has one) and checks it matches the image.
-#[cfg(feature = "wgpu")]
-fn decode_mask(
+/// The decode options the pipeline's configuration sets: limits and strictness.
+fn base_options(cfg: &super::Config) -> DecodeOptions {
+    DecodeOptions {
+        limits: cfg.limits,
+        strict: cfg.strict_decode,
+        ..DecodeOptions::default()
+    }
+}
+
+/// Reads a sample's headers, checks them against the limits and makes its plan (in the
+/// upright frame), before anything is decoded.
+fn plan_from_headers(
+    sh: &Shared,
+    s: &Sample,
+    image: &[u8],
+) -> Result<(crate::decode::ImageInfo, SamplePlan), SampleError> {
+    let cfg = &sh.cfg;
+    let info = peek_info(image).map_err(|e| decode_error(s, "image", &e))?;
+    check_limits(&info, &cfg.limits).map_err(|e| decode_error(s, "image", &e))?;
+    let (w, h) = info.oriented_size();
+    Ok((info, cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h)))
+}
+
+/// Decodes a sample's label mask into `out` and checks it matches the image's size.
+fn decode_mask_into(
     sh: &Shared,
     s: &Sample,
     bytes: &[u8],
-    (w, h): (u32, u32),
-) -> Result<Option<LabelPlane>, SampleError> {
-    if s.mask.is_none() {
-        return Ok(None);
-    }
-    let mut m = LabelPlane::default();
+    out: &mut crate::decode::LabelPlane,
+    size: (u32, u32),
+) -> Result<(), SampleError> {
     sh.cfg
         .backend
-        .decode_mask(bytes, &mask_options(sh), &mut m)
+        .decode_mask(bytes, &base_options(&sh.cfg), out)
         .map_err(|e| decode_error(s, "mask", &e))?;
-    check_mask(s, &m, (w, h))?;
-    Ok(Some(m))
-}
-
-#[cfg(feature = "wgpu")]
-fn mask_options(sh: &Shared) -> DecodeOptions {
-    DecodeOptions {
-        limits: sh.cfg.limits,
-        strict: sh.cfg.strict_decode,
-        ..DecodeOptions::default()
-    }
+    check_mask(s, out, size)
 }
 
 fn check_mask(
@@ -436,15 +444,8 @@ fn decode_into(
 ) -> Result<SamplePlan, SampleError> {
     let t = Instant::now();
     let cfg = &sh.cfg;
-    let info = peek_info(image).map_err(|e| decode_error(s, "image", &e))?;
-    check_limits(&info, &cfg.limits).map_err(|e| decode_error(s, "image", &e))?;
-    let (w, h) = info.oriented_size();
-    let plan = cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h);
-    let base = DecodeOptions {
-        limits: cfg.limits,
-        strict: cfg.strict_decode,
-        ..DecodeOptions::default()
-    };
+    let (info, plan) = plan_from_headers(sh, s, image)?;
+    let base = base_options(cfg);
     // With the cache on, decode whole images so any later crop can be served.
     let opts = if sh.cache.is_some() {
         base
@@ -461,9 +462,7 @@ fn decode_into(
                 return Ok(());
             }
             let m = out.mask.get_or_insert_with(Default::default);
-            be.decode_mask(mask, &opts, m)
-                .map_err(|e| decode_error(s, "mask", &e))?;
-            check_mask(s, m, (w, h))
+            decode_mask_into(sh, s, mask, m, info.oriented_size())
         });
     Counters::add(&sh.stats.decode_ns, t.elapsed());
     if r.is_ok() {

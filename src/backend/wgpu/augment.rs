@@ -378,37 +378,6 @@ pub struct AugmentScratch {
     resized: Option<wgpu::Buffer>,
 }
 
-fn grow_buffer<'a>(
-    slot: &'a mut Option<wgpu::Buffer>,
-    ctx: &WgpuContext,
-    size: u64,
-    label: &str,
-) -> Result<&'a wgpu::Buffer> {
-    let device = ctx.device();
-    let size = size.max(BIND_ALIGN).div_ceil(BIND_ALIGN) * BIND_ALIGN;
-    if size > device.limits().max_buffer_size {
-        return Err(Error::Device(format!(
-            "{label}: {size} bytes exceed the device's largest buffer ({})",
-            device.limits().max_buffer_size
-        )));
-    }
-    let small = match slot {
-        Some(b) => b.size() < size,
-        None => true,
-    };
-    if small {
-        *slot = None;
-        *slot = Some(ctx.create_buffer(&wgpu::BufferDescriptor {
-            label: Some(label),
-            size,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        })?);
-    }
-    slot.as_ref()
-        .ok_or_else(|| Error::Device(format!("{label} was not allocated")))
-}
-
 /// The augmentation pipelines, built once per device.
 #[derive(Debug)]
 pub struct AugmentKernels {
@@ -868,17 +837,18 @@ impl AugmentKernels {
             }
         }
 
-        let horizontal = grow_buffer(
+        let storage = wgpu::BufferUsages::STORAGE;
+        let horizontal = &ctx.grow_buffer(
             &mut scratch.horizontal,
-            ctx,
-            max_h,
             "stoker augment horizontal",
+            max_h,
+            storage,
         )?;
-        let resized = grow_buffer(
+        let resized = &ctx.grow_buffer(
             &mut scratch.resized,
-            ctx,
-            n as u64 * npx * 4,
             "stoker augment resized",
+            n as u64 * npx * 4,
+            storage,
         )?;
         let mut records = Vec::with_capacity(dispatches.len() * (PARAM_STRIDE as usize / 4));
         for d in &dispatches {

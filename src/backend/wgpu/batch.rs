@@ -122,6 +122,17 @@ pub fn prepare_reusing(
 ) -> Result<Prepared, DecodeError> {
     let info = peek_info(bytes)?;
     check_limits(&info, &opts.limits)?;
+    prepare_from(bytes, info, opts, pool)
+}
+
+/// [`prepare_reusing`] for a caller that has read the headers and checked them against
+/// `opts.limits` already (the pipeline does, to make the plan).
+pub fn prepare_from(
+    bytes: &[u8],
+    info: ImageInfo,
+    opts: &DecodeOptions,
+    pool: &CoeffPool,
+) -> Result<Prepared, DecodeError> {
     let reason = if info.format != Format::Jpeg {
         "not a JPEG".to_string()
     } else {
@@ -272,35 +283,6 @@ struct Staging {
     state: Arc<AtomicU8>,
     /// The submission that copies out of it, to wait for that one alone.
     submission: Option<wgpu::SubmissionIndex>,
-}
-
-/// A grow-only device-local buffer.
-fn ensure(
-    ctx: &WgpuContext,
-    slot: &mut Option<wgpu::Buffer>,
-    label: &str,
-    bytes: u64,
-    usage: wgpu::BufferUsages,
-) -> Result<wgpu::Buffer> {
-    let need = round4(bytes);
-    match slot {
-        Some(b) if b.size() >= need => Ok(b.clone()),
-        _ => {
-            // Grow by half again so a slowly growing input does not reallocate each batch,
-            // within what the device allows.
-            let max = ctx.device().limits().max_buffer_size;
-            let size = round4((need + need / 2).min(max).max(need));
-            *slot = None;
-            let b = ctx.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size,
-                usage,
-                mapped_at_creation: false,
-            })?;
-            *slot = Some(b.clone());
-            Ok(b)
-        }
-    }
 }
 
 /// The largest storage binding the device takes.
@@ -521,22 +503,19 @@ impl Batcher {
         a_len: u64,
     ) -> Result<(wgpu::CommandEncoder, wgpu::Buffer)> {
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-        let dbuf = ensure(
-            &self.ctx,
+        let dbuf = self.ctx.grow_buffer(
             &mut self.decode_buffer,
             "stoker decode input",
             d_len,
             storage,
         )?;
-        let abuf = ensure(
-            &self.ctx,
+        let abuf = self.ctx.grow_buffer(
             &mut self.augment_buffer,
             "stoker augment input",
             a_len,
             storage,
         )?;
-        let windows = ensure(
-            &self.ctx,
+        let windows = self.ctx.grow_buffer(
             &mut self.windows,
             "stoker decoded windows",
             self.window_words * 4,

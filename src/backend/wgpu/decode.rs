@@ -333,24 +333,6 @@ impl DecodeScratch {
     pub fn new() -> Self {
         Self::default()
     }
-
-    fn planes(&mut self, ctx: &WgpuContext, bytes: u64) -> Result<wgpu::Buffer> {
-        let bytes = bytes.max(256).next_multiple_of(256);
-        match &self.planes {
-            Some(b) if b.size() >= bytes => Ok(b.clone()),
-            _ => {
-                self.planes = None;
-                let b = ctx.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("stoker decode planes"),
-                    size: bytes,
-                    usage: wgpu::BufferUsages::STORAGE,
-                    mapped_at_creation: false,
-                })?;
-                self.planes = Some(b.clone());
-                Ok(b)
-            }
-        }
-    }
 }
 
 /// The decode pipelines, built once per device.
@@ -486,7 +468,12 @@ impl DecodeKernels {
             };
             plan.push((start, end, g_idct, g_color));
         }
-        let planes = &scratch.planes(ctx, input.plane_words() * 4)?;
+        let planes = &ctx.grow_buffer(
+            &mut scratch.planes,
+            "stoker decode planes",
+            input.plane_words() * 4,
+            wgpu::BufferUsages::STORAGE,
+        )?;
         for (c, &(start, end, g_idct, g_color)) in input.chunks.iter().zip(&plan) {
             let blob = bind(input_buffer, 0, start as u64 * 4, (end - start) as u64 * 4);
             let plane_bytes = (c.plane_words * 4).max(4);

@@ -252,6 +252,34 @@ impl WgpuContext {
         }
     }
 
+    /// A grow-only buffer kept in `slot`: the one there when it holds `bytes`, else a new
+    /// one half as large again (within the device's largest buffer), in whole 256-byte
+    /// blocks so that any 256-aligned span of it can be bound.
+    pub(crate) fn grow_buffer(
+        &self,
+        slot: &mut Option<wgpu::Buffer>,
+        label: &str,
+        bytes: u64,
+        usage: wgpu::BufferUsages,
+    ) -> Result<wgpu::Buffer> {
+        let need = bytes.max(256).next_multiple_of(256);
+        if let Some(b) = slot.as_ref().filter(|b| b.size() >= need) {
+            return Ok(b.clone());
+        }
+        // Drop the old one first: its memory may be needed for the new one.
+        *slot = None;
+        let max = self.device().limits().max_buffer_size;
+        let size = (need + need / 2).next_multiple_of(256).min(max).max(need);
+        let b = self.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage,
+            mapped_at_creation: false,
+        })?;
+        *slot = Some(b.clone());
+        Ok(b)
+    }
+
     /// Copies `len` bytes at `offset` of `buffer` (which needs `COPY_SRC`) to the host.
     /// For tests, previews and users who want a batch on the host; blocks until done.
     pub fn read_buffer(&self, buffer: &wgpu::Buffer, offset: u64, len: u64) -> Result<Vec<u8>> {

@@ -51,30 +51,6 @@ pub struct OrientKernel {
     layout: wgpu::BindGroupLayout,
 }
 
-fn grow(
-    ctx: &WgpuContext,
-    slot: &mut Option<wgpu::Buffer>,
-    label: &str,
-    bytes: u64,
-    usage: wgpu::BufferUsages,
-) -> Result<wgpu::Buffer> {
-    let bytes = bytes.max(ALIGN).next_multiple_of(ALIGN);
-    match slot {
-        Some(b) if b.size() >= bytes => Ok(b.clone()),
-        _ => {
-            *slot = None;
-            let b = ctx.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: bytes,
-                usage,
-                mapped_at_creation: false,
-            })?;
-            *slot = Some(b.clone());
-            Ok(b)
-        }
-    }
-}
-
 impl OrientKernel {
     /// Compiles `shaders/orient.wgsl`; a rejected shader is [`Error::Device`].
     pub fn new(ctx: &WgpuContext) -> Result<Self> {
@@ -184,15 +160,13 @@ impl OrientKernel {
             largest = largest.max(px * 4);
             plans.push((base, span, px, gx as u32, gy as u32));
         }
-        let params = grow(
-            ctx,
+        let params = ctx.grow_buffer(
             &mut scratch.params,
             "stoker orient params",
             records.len() as u64 * 4,
             wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
         )?;
-        let out = grow(
-            ctx,
+        let out = ctx.grow_buffer(
             &mut scratch.out,
             "stoker orient scratch",
             largest,

@@ -54,6 +54,50 @@ struct DecodeRun {
     seconds: f64,
 }
 
+impl DecodeRun {
+    /// One backend's result object of `bench decode`.
+    #[allow(clippy::too_many_arguments)]
+    fn json(
+        &self,
+        kind: BackendKind,
+        be: &dyn Backend,
+        fallbacks: u64,
+        failed: Vec<Value>,
+        threads: usize,
+        repeats: usize,
+        a: &DecodeBenchArgs,
+        files: usize,
+        bytes: u64,
+    ) -> Value {
+        let s = self.seconds.max(1e-9);
+        json!({
+            "backend": kind.to_string(),
+            "device": be.device(),
+            "images": self.images,
+            "seconds": self.seconds,
+            "images_per_s": self.images as f64 / s,
+            "megapixels_per_s": self.pixels as f64 / 1e6 / s,
+            "fallbacks": fallbacks,
+            "errors": failed.len(),
+            "threads": threads,
+            "repeats": repeats,
+            "batch": a.batch,
+            "files": files,
+            "bytes": bytes,
+            "failed": failed,
+        })
+    }
+}
+
+impl DecodeBenchArgs {
+    /// `--repeat`, or enough passes for about a second after a warm-up pass of
+    /// `warm_seconds` (1 to 50).
+    fn repeats_after(&self, warm_seconds: f64) -> usize {
+        self.repeat
+            .unwrap_or_else(|| ((1.0 / warm_seconds.max(1e-6)).ceil() as usize).clamp(1, 50))
+    }
+}
+
 /// Decodes `repeats` passes over `files` on `threads` threads, work taken `batch` at a
 /// time from an atomic index; counts successful decodes and their pixels.
 fn decode_pass(
@@ -180,9 +224,7 @@ pub fn decode(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
                     .map(|e| json!({"path": p, "reason": common::reason(e)}))
             })
             .collect();
-        let repeats = a
-            .repeat
-            .unwrap_or_else(|| ((1.0 / warm.max(1e-6)).ceil() as usize).clamp(1, 50));
+        let repeats = a.repeats_after(warm);
         let pb = progress(
             ctx,
             (repeats * files.len()) as u64,
@@ -190,25 +232,8 @@ pub fn decode(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
         );
         let run = decode_pass(be, &files, repeats, threads, a.batch, &|d| pb.inc(d));
         pb.finish_and_clear();
-        let s = run.seconds.max(1e-9);
-        results.push(json!({
-            "backend": kind.to_string(),
-            "device": be.device(),
-            "images": run.images,
-            "seconds": run.seconds,
-            "images_per_s": run.images as f64 / s,
-            "megapixels_per_s": run.pixels as f64 / 1e6 / s,
-            // The Backend trait does not expose per-sample CPU fallbacks; the CPU backend
-            // never falls back.
-            "fallbacks": 0,
-            "errors": failed.len(),
-            "threads": threads,
-            "repeats": repeats,
-            "batch": a.batch,
-            "files": files.len(),
-            "bytes": bytes,
-            "failed": failed,
-        }));
+        // The CPU backend decodes every file itself: it never falls back.
+        results.push(run.json(kind, be, 0, failed, threads, repeats, a, files.len(), bytes));
     }
     let json = json!({
         "results": results,
@@ -294,9 +319,7 @@ fn decode_device(
     let pb = progress(ctx, files.len() as u64, &format!("{kind} warm-up"));
     let (warm, _, failed, _) = pass(&mut dev, 1, &|d| pb.inc(d))?;
     pb.finish_and_clear();
-    let repeats = a
-        .repeat
-        .unwrap_or_else(|| ((1.0 / warm.seconds.max(1e-6)).ceil() as usize).clamp(1, 50));
+    let repeats = a.repeats_after(warm.seconds);
     let pb = progress(
         ctx,
         (repeats * files.len()) as u64,
@@ -304,26 +327,27 @@ fn decode_device(
     );
     let (run, fallbacks, _, host) = pass(&mut dev, repeats, &|d| pb.inc(d))?;
     pb.finish_and_clear();
-    let s = run.seconds.max(1e-9);
-    Ok(json!({
+    let bytes = files.iter().map(|f| f.len() as u64).sum();
+    let mut r = run.json(
+        kind,
+        be,
+        fallbacks,
+        failed,
+        threads,
+        repeats,
+        a,
+        files.len(),
+        bytes,
+    );
+    if let Some(o) = r.as_object_mut() {
         // The host side alone: how fast these threads feed the device (its ceiling here).
-        "host_seconds": host,
-        "host_images_per_s": run.images as f64 / host.max(1e-9),
-        "backend": kind.to_string(),
-        "device": be.device(),
-        "images": run.images,
-        "seconds": run.seconds,
-        "images_per_s": run.images as f64 / s,
-        "megapixels_per_s": run.pixels as f64 / 1e6 / s,
-        "fallbacks": fallbacks,
-        "errors": failed.len(),
-        "threads": threads,
-        "repeats": repeats,
-        "batch": a.batch,
-        "files": files.len(),
-        "bytes": files.iter().map(|f| f.len() as u64).sum::<u64>(),
-        "failed": failed,
-    }))
+        o.insert("host_seconds".into(), json!(host));
+        o.insert(
+            "host_images_per_s".into(),
+            json!(run.images as f64 / host.max(1e-9)),
+        );
+    }
+    Ok(r)
 }
 
 fn f(v: &Value, k: &str) -> f64 {
