@@ -6,6 +6,9 @@
 //! fallback, never an abort.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod device;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 

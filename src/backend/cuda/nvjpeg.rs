@@ -1,0 +1,1 @@
+//! nvJPEG, loaded at run time.

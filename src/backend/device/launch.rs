@@ -1,0 +1,146 @@
+//! Kernel launches as data: what every GPU backend runs, planned once on the host.
+//!
+//! The decode, orientation and augmentation passes are planned into a list of
+//! [`Launch`]es: which kernel, over how many workgroups, reading and writing which byte
+//! ranges of which batch buffers, with which parameter words. The wgpu backend turns each
+//! launch into a bind group and a dispatch of the WGSL entry point of the same name; the
+//! CUDA backend into a kernel launch of the `extern "C"` function of the same name in
+//! `kernels/`. Both run the same plan, so both run the same arithmetic on the same data.
+//!
+//! # The kernel contract
+//! - The entry points are those of `shaders/*.wgsl` and `kernels/*.cu`: [`Kernel::name`].
+//! - `bindings[i]` is the entry point's `i`-th *storage* binding in binding order (WGSL:
+//!   `@binding` numbers after any uniform; CUDA: `KernelArgs::ptr[i]`, with its length in
+//!   u32 words in `KernelArgs::words[i]`). Offsets are multiples of 256 bytes.
+//! - `params` are the entry point's parameter words (WGSL: the uniform or parameter record
+//!   the entry point reads; CUDA: `KernelArgs::params`).
+//! - A workgroup (CUDA block) has [`Kernel::workgroup`] invocations along x; the grid is
+//!   `grid[0] x grid[1]` workgroups; an invocation's global id is
+//!   `workgroup id * workgroup size + local id` per dimension, as in WGSL.
+
+/// The kernels (WGSL entry points and CUDA functions of the same name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// `idct`: dequantisation and inverse DCT of a decode chunk's blocks into planes.
+    Idct,
+    /// `color`: upsampling and colour conversion of planes into RGBA windows.
+    Color,
+    /// `orient`: one window turned upright (EXIF orientation 2-8).
+    Orient,
+    /// `horizontal`: the horizontal resize of a group of samples.
+    Horizontal,
+    /// `vertical_jitter`: the vertical resize and colour jitter, one workgroup per sample.
+    VerticalJitter,
+    /// `write_image`: flips, normalisation, layout and dtype into the batch's images.
+    WriteImage,
+    /// `write_mask`: nearest-neighbour label planes into the batch's masks.
+    WriteMask,
+}
+
+impl Kernel {
+    /// Every kernel.
+    pub const ALL: [Kernel; 7] = [
+        Kernel::Idct,
+        Kernel::Color,
+        Kernel::Orient,
+        Kernel::Horizontal,
+        Kernel::VerticalJitter,
+        Kernel::WriteImage,
+        Kernel::WriteMask,
+    ];
+
+    /// The entry point's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Idct => "idct",
+            Kernel::Color => "color",
+            Kernel::Orient => "orient",
+            Kernel::Horizontal => "horizontal",
+            Kernel::VerticalJitter => "vertical_jitter",
+            Kernel::WriteImage => "write_image",
+            Kernel::WriteMask => "write_mask",
+        }
+    }
+
+    /// Invocations per workgroup (CUDA threads per block), as the WGSL declares.
+    pub fn workgroup(self) -> u32 {
+        match self {
+            Kernel::Idct | Kernel::Color | Kernel::Orient => 64,
+            Kernel::Horizontal
+            | Kernel::VerticalJitter
+            | Kernel::WriteImage
+            | Kernel::WriteMask => 256,
+        }
+    }
+
+    /// The source file (under `kernels/` and `shaders/`, without the extension).
+    pub fn source(self) -> &'static str {
+        match self {
+            Kernel::Idct => "idct",
+            Kernel::Color => "color",
+            Kernel::Orient => "orient",
+            _ => "augment",
+        }
+    }
+}
+
+/// The batch buffers a launch reads or writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Buffer {
+    /// The decode upload ([`super::DecodeInput::bytes`]).
+    DecodeInput,
+    /// Component planes (decode scratch).
+    Planes,
+    /// Decoded RGBA windows, one u32 per pixel.
+    Windows,
+    /// Upright windows before they are copied back into [`Buffer::Windows`].
+    Oriented,
+    /// The augment upload ([`super::AugmentInput::bytes`]).
+    AugmentInput,
+    /// The horizontal pass's output (augment scratch).
+    Horizontal,
+    /// The vertical pass's output (augment scratch).
+    Resized,
+    /// The batch's images.
+    Images,
+    /// The batch's label planes.
+    Masks,
+}
+
+/// A byte range of one buffer bound to a launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Binding {
+    /// Which buffer.
+    pub buffer: Buffer,
+    /// First byte (a multiple of 256).
+    pub offset: u64,
+    /// Bytes (a multiple of 4, at least 4).
+    pub size: u64,
+}
+
+/// One kernel launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Workgroups along x and y.
+    pub grid: [u32; 2],
+    /// The storage bindings, in binding order.
+    pub bindings: Vec<Binding>,
+    /// Parameter words (unused ones zero).
+    pub params: [u32; PARAM_WORDS],
+}
+
+/// Parameter words of a launch.
+pub const PARAM_WORDS: usize = 16;
+/// Most storage bindings of any kernel.
+pub const MAX_BINDINGS: usize = 8;
+
+/// Workgroup counts `(x, y)` covering `invocations` of `workgroup` each, with at most
+/// `per_dim` along each dimension; `None` when that is not enough.
+pub fn grid(invocations: u64, workgroup: u32, per_dim: u64) -> Option<[u32; 2]> {
+    let groups = invocations.div_ceil(u64::from(workgroup.max(1)));
+    let x = groups.min(per_dim).max(1);
+    let y = groups.div_ceil(x).max(1);
+    (y <= per_dim).then_some([x as u32, y as u32])
+}
