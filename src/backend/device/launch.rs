@@ -144,3 +144,18 @@ pub fn grid(invocations: u64, workgroup: u32, per_dim: u64) -> Option<[u32; 2]> 
     let y = groups.div_ceil(x).max(1);
     (y <= per_dim).then_some([x as u32, y as u32])
 }
+
+/// One step of a batch's device work, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// A kernel launch.
+    Launch(Launch),
+    /// A copy of `src.size` bytes from `src` to `dst` (sizes equal; offsets multiples of
+    /// 4).
+    Copy {
+        /// Where from.
+        src: Binding,
+        /// Where to.
+        dst: Binding,
+    },
+}

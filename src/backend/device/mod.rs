@@ -1,3 +1,21 @@
 //! What every GPU backend shares: the host side of a device batch.
+//!
+//! Worker threads [`job::prepare`] each sample (entropy decoding to DCT coefficients, or a
+//! CPU decode for what the device path does not take); the batch's collector packs the
+//! samples into one upload and plans the kernel launches ([`batch::BatchPlan`]); the
+//! backend (wgpu or CUDA) only allocates buffers, uploads and runs the planned
+//! [`launch::Step`]s. The same plan runs on every backend.
 
+pub mod augment;
+pub mod batch;
+pub mod decode;
+pub mod job;
 pub mod launch;
+pub mod orient;
+
+pub use augment::AugmentInput;
+pub use batch::{BatchPlan, Limits, Sizes};
+pub use decode::{DecodeInput, GpuImage};
+pub use job::{prepare, prepare_from, prepare_reusing, CoeffPool, GpuJob, GpuSample, Prepared};
+pub use launch::{Binding, Buffer, Kernel, Launch, Step};
+pub use orient::OrientJob;

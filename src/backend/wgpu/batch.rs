@@ -19,214 +19,16 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use super::augment::{AugmentInput, AugmentKernels, AugmentScratch};
-use super::decode::{DecodeInput, DecodeKernels, DecodeScratch, GpuImage};
-use super::orient::{OrientJob, OrientKernel, OrientScratch};
+use super::kernels::Pipelines;
 use super::WgpuContext;
-use crate::augment::SamplePlan;
-use crate::decode::jpeg::coeffs::{read_coefficients, CoeffStatus, Coefficients};
-use crate::decode::{
-    check_limits, peek_info, DecodeError, DecodeOptions, Format, Image8, ImageInfo, LabelPlane,
-};
+use crate::backend::device::batch::{BatchPlan, Limits};
+use crate::backend::device::launch::{Buffer, Kernel};
+use crate::decode::Image8;
 use crate::error::{Error, Result};
 
-/// What the host hands the GPU for one sample.
-#[derive(Debug)]
-pub enum GpuSample {
-    /// A JPEG, entropy-decoded: the GPU dequantises, transforms, upsamples and converts
-    /// the `window` of the image scaled by `1/scale`.
-    Jpeg {
-        /// The coefficients.
-        coeffs: Box<Coefficients>,
-        /// IDCT scale denominator (1, 2, 4, 8).
-        scale: u32,
-        /// `[x0, y0, x1, y1)` in the scaled image, as stored (before any orientation).
-        window: [u32; 4],
-        /// EXIF orientation to apply after decoding (1: none; 2-8: the whole decoded
-        /// image is turned upright on the device, as the CPU decoder does).
-        orientation: u8,
-    },
-    /// Pixels the CPU decoded (other formats, JPEG features the GPU path does not take,
-    /// cached samples).
-    Rgb(Image8),
-}
-
-/// A sample's image, ready for the device, and why the CPU decoded it if it did.
-#[derive(Debug)]
-pub struct Prepared {
-    /// The device input.
-    pub image: GpuSample,
-    /// What the headers say.
-    pub info: ImageInfo,
-    /// `Some(reason)` when the CPU decoded the image (a fallback, counted in the stats).
-    pub cpu_reason: Option<String>,
-}
-
-/// Prepares one image for the device: a JPEG is entropy-decoded on this thread to DCT
-/// coefficients (the `opts.scale` and `opts.window` go with it; an EXIF-rotated JPEG, when
-/// `opts.orientation`, is decoded whole and turned upright on the device, as the CPU
-/// decoder does); what the device path does not take (other formats, and the JPEGs
-/// [`read_coefficients`] reports as CPU-only) is decoded here by the CPU decoder with the
-/// same options. Limits are checked from the headers first.
-pub fn prepare(bytes: &[u8], opts: &DecodeOptions) -> Result<Prepared, DecodeError> {
-    prepare_reusing(bytes, opts, &CoeffPool::default())
-}
-
-/// Coefficient buffers handed back after their batch was packed, for the next samples:
-/// a sample's coefficients take about twice its pixel count in bytes, too much to
-/// allocate (and page in) per sample.
-#[derive(Debug, Default)]
-pub struct CoeffPool {
-    // Boxed as the jobs hold them, so a buffer goes back and forth without re-boxing.
-    #[allow(clippy::vec_box)]
-    free: std::sync::Mutex<Vec<Box<Coefficients>>>,
-}
-
-impl CoeffPool {
-    /// Keeps at most this many buffers.
-    const MAX: usize = 1024;
-
-    fn take(&self) -> Box<Coefficients> {
-        self.free
-            .lock()
-            .ok()
-            .and_then(|mut v| v.pop())
-            .unwrap_or_default()
-    }
-
-    fn put(&self, coeffs: Box<Coefficients>) {
-        if let Ok(mut v) = self.free.lock() {
-            if v.len() < Self::MAX {
-                v.push(coeffs);
-            }
-        }
-    }
-
-    /// Takes back the coefficient buffers of `samples` (the rest is dropped).
-    pub fn recycle(&self, samples: impl IntoIterator<Item = GpuSample>) {
-        if let Ok(mut v) = self.free.lock() {
-            for s in samples {
-                if let (GpuSample::Jpeg { coeffs, .. }, true) = (s, v.len() < Self::MAX) {
-                    v.push(coeffs);
-                }
-            }
-        }
-    }
-}
-
-/// [`prepare`], reusing coefficient buffers from `pool`.
-pub fn prepare_reusing(
-    bytes: &[u8],
-    opts: &DecodeOptions,
-    pool: &CoeffPool,
-) -> Result<Prepared, DecodeError> {
-    let info = peek_info(bytes)?;
-    check_limits(&info, &opts.limits)?;
-    prepare_from(bytes, info, opts, pool)
-}
-
-/// [`prepare_reusing`] for a caller that has read the headers and checked them against
-/// `opts.limits` already (the pipeline does, to make the plan).
-pub fn prepare_from(
-    bytes: &[u8],
-    info: ImageInfo,
-    opts: &DecodeOptions,
-    pool: &CoeffPool,
-) -> Result<Prepared, DecodeError> {
-    let reason = if info.format != Format::Jpeg {
-        "not a JPEG".to_string()
-    } else {
-        let mut coeffs = pool.take();
-        match read_coefficients(bytes, opts.strict, &mut coeffs)? {
-            CoeffStatus::Ready => {
-                let scale = opts.scale.clamp(1, 8);
-                let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
-                // A window is in the upright frame: a rotated image decodes the stored
-                // rectangle that turns into it.
-                let orientation = if opts.orientation && (2..=8).contains(&info.orientation) {
-                    info.orientation
-                } else {
-                    1
-                };
-                let window = match opts.window {
-                    Some(w) => stored_window(w, orientation, full),
-                    None => [0, 0, full[0], full[1]],
-                };
-                return Ok(Prepared {
-                    image: GpuSample::Jpeg {
-                        coeffs,
-                        scale,
-                        window,
-                        orientation,
-                    },
-                    info,
-                    cpu_reason: None,
-                });
-            }
-            CoeffStatus::CpuOnly(reason) => {
-                pool.put(coeffs);
-                reason
-            }
-        }
-    };
-    let mut img = Image8::default();
-    let info = crate::decode::cpu::decode_image(bytes, opts, &mut img)?;
-    Ok(Prepared {
-        image: GpuSample::Rgb(img),
-        info,
-        cpu_reason: Some(reason),
-    })
-}
-
-/// The rectangle of the stored (unrotated) image of size `full` that EXIF `orientation`
-/// turns into the upright window `w` (`[x0, y0, x1, y1)`), clamped to the image.
-fn stored_window(w: [u32; 4], orientation: u8, full: [u32; 2]) -> [u32; 4] {
-    let [sw, sh] = full;
-    // Sizes of the upright frame.
-    let (uw, uh) = if orientation >= 5 { (sh, sw) } else { (sw, sh) };
-    let [x0, y0, x1, y1] = [w[0].min(uw), w[1].min(uh), w[2].min(uw), w[3].min(uh)];
-    match orientation {
-        2 => [sw - x1, y0, sw - x0, y1],
-        3 => [sw - x1, sh - y1, sw - x0, sh - y0],
-        4 => [x0, sh - y1, x1, sh - y0],
-        5 => [y0, x0, y1, x1],
-        6 => [y0, sh - x1, y1, sh - x0],
-        7 => [sw - y1, sh - x1, sw - y0, sh - x0],
-        8 => [sw - y1, x0, sw - y0, x1],
-        _ => [x0, y0, x1, y1],
-    }
-}
-
-/// Where the decoded stored-frame window `g` lies once turned upright by `orientation`,
-/// and the size of the upright image: the inverse of [`stored_window`].
-fn upright_origin(g: &GpuImage, orientation: u8) -> ((u32, u32), (u32, u32)) {
-    let (sw, sh) = (g.full_width, g.full_height);
-    let (a, b) = (g.origin_x, g.origin_y);
-    let (ra, rb) = (sw - (a + g.width).min(sw), sh - (b + g.height).min(sh));
-    let origin = match orientation {
-        2 => (ra, b),
-        3 => (ra, rb),
-        4 => (a, rb),
-        5 => (b, a),
-        6 => (rb, a),
-        7 => (rb, ra),
-        8 => (b, ra),
-        _ => (a, b),
-    };
-    let full = if orientation >= 5 { (sh, sw) } else { (sw, sh) };
-    (origin, full)
-}
-
-/// One sample of a batch: its plan, its image input, and its label plane.
-#[derive(Debug)]
-pub struct GpuJob {
-    /// The plan.
-    pub plan: SamplePlan,
-    /// The image.
-    pub image: GpuSample,
-    /// The label plane, for segmentation sets.
-    pub mask: Option<LabelPlane>,
-}
+pub use crate::backend::device::job::{
+    prepare, prepare_from, prepare_reusing, CoeffPool, GpuJob, GpuSample, Prepared,
+};
 
 /// The output buffers of one batch in flight.
 #[derive(Debug)]
@@ -294,24 +96,25 @@ pub fn max_binding(ctx: &WgpuContext) -> u64 {
 /// consumer); everything it allocates is reused from batch to batch.
 pub struct Batcher {
     ctx: WgpuContext,
-    decode: DecodeKernels,
-    augment: AugmentKernels,
-    decode_in: DecodeInput,
-    augment_in: AugmentInput,
-    decode_scratch: DecodeScratch,
-    augment_scratch: AugmentScratch,
+    pipelines: Pipelines,
+    plan: BatchPlan,
     staging: Vec<Staging>,
     ring: usize,
     next: usize,
-    decode_buffer: Option<wgpu::Buffer>,
-    augment_buffer: Option<wgpu::Buffer>,
+    scratch: Scratch,
+}
+
+/// Grow-only device buffers of the batches (one set: submissions on one queue run in
+/// order).
+#[derive(Debug, Default)]
+struct Scratch {
+    decode_input: Option<wgpu::Buffer>,
+    augment_input: Option<wgpu::Buffer>,
+    planes: Option<wgpu::Buffer>,
     windows: Option<wgpu::Buffer>,
-    images: Vec<GpuImage>,
-    orient: OrientKernel,
-    orient_scratch: OrientScratch,
-    orient_jobs: Vec<OrientJob>,
-    /// Words of the windows buffer this batch uses: decoded windows, then upright ones.
-    window_words: u64,
+    oriented: Option<wgpu::Buffer>,
+    horizontal: Option<wgpu::Buffer>,
+    resized: Option<wgpu::Buffer>,
 }
 
 impl std::fmt::Debug for Batcher {
@@ -326,25 +129,18 @@ impl std::fmt::Debug for Batcher {
 impl Batcher {
     /// Compiles the pipelines on `ctx`; `ring` staging buffers (at least 2).
     pub fn new(ctx: &WgpuContext, ring: usize) -> Result<Self> {
+        let limits = ctx.device().limits();
         Ok(Batcher {
-            decode: DecodeKernels::new(ctx)?,
-            augment: AugmentKernels::new(ctx)?,
-            orient: OrientKernel::new(ctx)?,
-            orient_scratch: OrientScratch::default(),
-            orient_jobs: Vec::new(),
-            window_words: 0,
+            pipelines: Pipelines::new(ctx, &Kernel::ALL)?,
+            plan: BatchPlan::new(Limits {
+                max_binding: limits.max_storage_buffer_binding_size,
+                per_dim: u64::from(limits.max_compute_workgroups_per_dimension.max(1)),
+            }),
             ctx: ctx.clone(),
-            decode_in: DecodeInput::new().with_max_binding(max_binding(ctx)),
-            augment_in: AugmentInput::default(),
-            decode_scratch: DecodeScratch::default(),
-            augment_scratch: AugmentScratch::default(),
             staging: Vec::new(),
             ring: ring.max(2),
             next: 0,
-            decode_buffer: None,
-            augment_buffer: None,
-            windows: None,
-            images: Vec::new(),
+            scratch: Scratch::default(),
         })
     }
 
@@ -401,90 +197,27 @@ impl Batcher {
         })
     }
 
-    /// Packs the decode inputs of `images` and returns the windows they decode to.
-    fn pack_decode<'a>(&mut self, images: impl Iterator<Item = &'a GpuSample>) -> Result<()> {
-        self.decode_in.clear();
-        self.images.clear();
-        self.orient_jobs.clear();
-        for img in images {
-            let g = match img {
-                GpuSample::Jpeg {
-                    coeffs,
-                    scale,
-                    window,
-                    orientation,
-                } => {
-                    let g = self.decode_in.push_jpeg(coeffs, *scale, *window)?;
-                    if *orientation != 1 {
-                        // Placed after every decoded window once their total is known.
-                        self.orient_jobs.push(OrientJob {
-                            src: g,
-                            orientation: *orientation,
-                            dst: self.images.len() as u64,
-                        });
-                    }
-                    g
-                }
-                GpuSample::Rgb(img) => self.decode_in.push_rgb(img)?,
-            };
-            self.images.push(g);
-        }
-        // The upright windows follow the decoded ones; the samples read those.
-        let mut next = self.decode_in.window_words();
-        for job in &mut self.orient_jobs {
-            let slot = job.dst as usize;
-            let (ow, oh) = job.size();
-            job.dst = next;
-            let end = next + u64::from(ow) * u64::from(oh);
-            let offset = u32::try_from(next)
-                .ok()
-                .filter(|_| end <= u64::from(u32::MAX))
-                .ok_or_else(|| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
-            if let Some(g) = self.images.get_mut(slot) {
-                let (origin, full) = upright_origin(g, job.orientation);
-                *g = GpuImage {
-                    offset,
-                    width: ow,
-                    height: oh,
-                    origin_x: origin.0,
-                    origin_y: origin.1,
-                    full_width: full.0,
-                    full_height: full.1,
-                    scale: g.scale,
-                };
-            }
-            next += u64::from(ow) * u64::from(oh);
-        }
-        self.window_words = next;
-        Ok(())
-    }
-
-    /// Writes the packed inputs into the next staging buffer and records their upload and
-    /// the decode pass; returns the encoder, the augment input buffer and the staging slot.
-    fn upload_and_decode(&mut self) -> Result<(wgpu::CommandEncoder, wgpu::Buffer, usize)> {
-        // The augment blob starts at an aligned offset of the one staging buffer, both
-        // blobs padded to whole words.
-        let d_len = round4(self.decode_in.bytes().len() as u64);
-        let a_off = d_len.div_ceil(256) * 256;
-        let a_len = round4(self.augment_in.bytes().len() as u64);
-        let total = a_off + a_len;
-        let si = self.staging(total)?;
-        let (dbytes, abytes) = (self.decode_in.bytes(), self.augment_in.bytes());
+    /// Writes the planned upload into the next staging buffer and records its copy and
+    /// every planned step (into `out` when the plan augments); returns the encoder and the
+    /// staging slot.
+    fn record(&mut self, out: Option<&GpuBatchBuffers>) -> Result<(wgpu::CommandEncoder, usize)> {
+        let sizes = self.plan.sizes();
+        let si = self.staging(sizes.upload)?;
         {
             let st = &self.staging[si];
             let mut view = st
                 .buffer
-                .slice(..total)
+                .slice(..sizes.upload)
                 .get_mapped_range_mut()
                 .map_err(|e| Error::Device(format!("staging view failed: {e}")))?;
-            view.slice(..dbytes.len()).copy_from_slice(dbytes);
-            view.slice(a_off as usize..a_off as usize + abytes.len())
-                .copy_from_slice(abytes);
+            for (at, part) in self.plan.upload_parts() {
+                view.slice(at..at + part.len()).copy_from_slice(part);
+            }
         }
         self.staging[si].buffer.unmap();
         self.staging[si].state.store(PENDING, Ordering::Release);
-        match self.record_decode(si, d_len, a_off, a_len) {
-            Ok((enc, abuf)) => Ok((enc, abuf, si)),
+        match self.record_steps(si, out) {
+            Ok(enc) => Ok((enc, si)),
             Err(e) => {
                 // Not submitted: map the staging buffer again so it is not lost.
                 self.remap(si);
@@ -493,66 +226,81 @@ impl Batcher {
         }
     }
 
-    /// Records the upload out of staging buffer `si` and the decode (and orientation)
-    /// passes; returns the encoder and the augment input buffer.
-    fn record_decode(
+    fn record_steps(
         &mut self,
         si: usize,
-        d_len: u64,
-        a_off: u64,
-        a_len: u64,
-    ) -> Result<(wgpu::CommandEncoder, wgpu::Buffer)> {
-        let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-        let dbuf = self.ctx.grow_buffer(
-            &mut self.decode_buffer,
+        out: Option<&GpuBatchBuffers>,
+    ) -> Result<wgpu::CommandEncoder> {
+        use wgpu::BufferUsages as U;
+        let sizes = self.plan.sizes();
+        let ctx = &self.ctx;
+        let sc = &mut self.scratch;
+        let storage = U::STORAGE | U::COPY_DST;
+        let dbuf = ctx.grow_buffer(
+            &mut sc.decode_input,
             "stoker decode input",
-            d_len,
+            sizes.decode_input,
             storage,
         )?;
-        let abuf = self.ctx.grow_buffer(
-            &mut self.augment_buffer,
+        let abuf = ctx.grow_buffer(
+            &mut sc.augment_input,
             "stoker augment input",
-            a_len,
+            sizes.augment_input,
             storage,
         )?;
-        let windows = self.ctx.grow_buffer(
-            &mut self.windows,
-            "stoker decoded windows",
-            self.window_words * 4,
-            wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
+        let planes = ctx.grow_buffer(
+            &mut sc.planes,
+            "stoker decode planes",
+            sizes.planes,
+            U::STORAGE,
         )?;
-        let (dbytes, abytes) = (self.decode_in.bytes(), self.augment_in.bytes());
-        let mut enc = self
-            .ctx
+        let windows = ctx.grow_buffer(
+            &mut sc.windows,
+            "stoker decoded windows",
+            sizes.windows,
+            U::STORAGE | U::COPY_SRC | U::COPY_DST,
+        )?;
+        let oriented = ctx.grow_buffer(
+            &mut sc.oriented,
+            "stoker oriented",
+            sizes.oriented,
+            U::STORAGE | U::COPY_SRC,
+        )?;
+        let horizontal = ctx.grow_buffer(
+            &mut sc.horizontal,
+            "stoker augment horizontal",
+            sizes.horizontal,
+            U::STORAGE,
+        )?;
+        let resized = ctx.grow_buffer(
+            &mut sc.resized,
+            "stoker augment resized",
+            sizes.resized,
+            U::STORAGE,
+        )?;
+        let mut enc = ctx
             .device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("stoker batch"),
             });
         let sbuf = &self.staging[si].buffer;
-        if !dbytes.is_empty() {
-            enc.copy_buffer_to_buffer(sbuf, 0, &dbuf, 0, d_len);
+        enc.copy_buffer_to_buffer(sbuf, 0, &dbuf, 0, sizes.decode_input);
+        if sizes.augment_input > 4 {
+            enc.copy_buffer_to_buffer(sbuf, sizes.augment_offset, &abuf, 0, sizes.augment_input);
         }
-        if !abytes.is_empty() {
-            enc.copy_buffer_to_buffer(sbuf, a_off, &abuf, 0, a_len);
-        }
-        self.decode.encode(
-            &self.ctx,
-            &mut enc,
-            &self.decode_in,
-            &dbuf,
-            &windows,
-            &mut self.decode_scratch,
-        )?;
-        self.orient.encode(
-            &self.ctx,
-            &mut enc,
-            &self.orient_jobs,
-            &windows,
-            &mut self.orient_scratch,
-        )?;
-        Ok((enc, abuf))
+        self.pipelines
+            .record(ctx, &mut enc, self.plan.steps(), |b| match b {
+                Buffer::DecodeInput => Some(&dbuf),
+                Buffer::AugmentInput => Some(&abuf),
+                Buffer::Planes => Some(&planes),
+                Buffer::Windows => Some(&windows),
+                Buffer::Oriented => Some(&oriented),
+                Buffer::Horizontal => Some(&horizontal),
+                Buffer::Resized => Some(&resized),
+                Buffer::Images => out.map(|o| &o.images),
+                Buffer::Masks => out.and_then(|o| o.masks.as_ref()),
+            })?;
+        Ok(enc)
     }
 
     /// Submits `enc` and maps staging buffer `si` again: the mapping completes once the
@@ -590,32 +338,9 @@ impl Batcher {
         if jobs.is_empty() {
             return Ok(());
         }
-        self.pack_decode(jobs.iter().map(|j| &j.image))?;
-        self.augment_in.clear();
-        for (j, img) in jobs.iter().zip(&self.images) {
-            self.augment_in.push(&j.plan, *img, j.mask.as_ref())?;
-        }
-        let (mut enc, abuf, si) = self.upload_and_decode()?;
-        let r = match self.windows.clone() {
-            Some(windows) => self.augment.encode(
-                &self.ctx,
-                &mut enc,
-                &self.augment_in,
-                &abuf,
-                &windows,
-                &out.images,
-                out.masks.as_ref(),
-                &mut self.augment_scratch,
-            ),
-            None => Err(Error::Device("decoded windows buffer missing".into())),
-        };
-        match r {
-            Ok(()) => self.submit(enc, si),
-            Err(e) => {
-                self.remap(si);
-                Err(e)
-            }
-        }
+        self.plan.plan(jobs, out.masks.is_some())?;
+        let (enc, si) = self.record(Some(out))?;
+        self.submit(enc, si)
     }
 
     /// Decodes `images` on the device and submits the work without waiting (for decode
@@ -624,9 +349,8 @@ impl Batcher {
         if images.is_empty() {
             return Ok(());
         }
-        self.pack_decode(images.iter())?;
-        self.augment_in.clear();
-        let (enc, _, si) = self.upload_and_decode()?;
+        self.plan.plan_decode(images.iter())?;
+        let (enc, si) = self.record(None)?;
         self.submit(enc, si)
     }
 
@@ -634,30 +358,12 @@ impl Batcher {
     /// backends and write previews). Blocks until done.
     pub fn decode_to_host(&mut self, images: &[GpuSample]) -> Result<Vec<Image8>> {
         self.decode(images)?;
-        let Some(windows) = self.windows.clone() else {
+        let Some(windows) = self.scratch.windows.clone() else {
             return Ok(Vec::new());
         };
-        let data = self.ctx.read_buffer(&windows, 0, self.window_words * 4)?;
-        self.images
-            .iter()
-            .map(|g| {
-                let start = g.offset as usize * 4;
-                let n = g.width as usize * g.height as usize;
-                let px = data.get(start..start + 4 * n).ok_or_else(|| {
-                    Error::Device("a decoded window lies outside the windows buffer".into())
-                })?;
-                Ok(Image8 {
-                    width: g.width,
-                    height: g.height,
-                    data: px
-                        .chunks_exact(4)
-                        .flat_map(|p| [p[0], p[1], p[2]])
-                        .collect(),
-                    origin: (g.origin_x, g.origin_y),
-                    full: (g.full_width, g.full_height),
-                    scale: g.scale,
-                })
-            })
-            .collect()
+        let data = self
+            .ctx
+            .read_buffer(&windows, 0, self.plan.sizes().windows)?;
+        self.plan.windows_to_host(&data)
     }
 }

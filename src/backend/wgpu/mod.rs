@@ -9,7 +9,7 @@
 pub mod augment;
 pub mod batch;
 pub mod decode;
-pub mod orient;
+pub mod kernels;
 pub mod shaders;
 
 use std::fmt;

@@ -1,0 +1,716 @@
+//! The fused augmentation pass of the GPU backends (`shaders/augment.wgsl`,
+//! `kernels/augment.cu`): decoded windows in, batch slots out, pixel for pixel what [`crate::augment::reference`] makes
+//! (resize exactly, jitter and normalisation within one 0-255 level).
+//!
+//! The host side is two pieces. [`AugmentInput`] collects a batch's plans and computes on
+//! the host what the CPU path computes in f64 (the resize coefficient tables, Pillow's
+//! nearest tables for label planes), into one blob to upload. [`AugmentInput::launches`]
+//! plans the passes over it.
+//!
+//! # The upload blob ([`AugmentInput::bytes`]), in little-endian u32 words
+//!
+//! | words | what |
+//! | --- | --- |
+//! | 0..16 | header: sample count, output width, height, dtype, layout, image bytes, word offsets of the descriptors, plans and data section, 7 zero words |
+//! | 16.. | `capacity` descriptors of 16 words (see below) |
+//! | then | `capacity` [`SamplePlan`]s, 28 words each, as they are |
+//! | then | the data section: per sample, contiguous, in sample order: x bounds (`(first window column, taps)` per output column), x weights (`kx` per output column, i32 with 22 fractional bits, zero past a column's taps), y bounds (`(first row of the horizontal result, taps)` per output row), y weights, and with a mask: the nearest source column per output column, the source row per output row, then the label plane, two u16 per word, low half first |
+//!
+//! A descriptor is: window offset (word in the windows buffer), window width, window height,
+//! first window row and row count the horizontal pass reads, first horizontal item (prefix
+//! sum of `rows * out_width`), then data-relative word offsets of x bounds, x weights, `kx`,
+//! y bounds, y weights, `ky`, mask pixels, mask width (0: no mask), mask height, nearest
+//! tables. `capacity` grows by doubling and is kept across [`AugmentInput::clear`], so the
+//! blob layout is stable from batch to batch.
+//!
+//! # Passes ([`AugmentInput::launches`])
+//!
+//! 1. `horizontal`: one invocation per `(sample, window row read, output column)`, all
+//!    samples of a group flattened (a binary search finds the sample), 256 per workgroup,
+//!    a 2D grid of workgroups. Writes u8 RGB, one word per pixel, to a scratch buffer.
+//! 2. `vertical_jitter`: one workgroup of 256 per sample (2D grid): the vertical resize,
+//!    then the jitter ops in the plan's order; contrast reduces an exact integer sum of
+//!    the floored grayscale in workgroup memory. Writes one word per output pixel to a
+//!    second scratch buffer holding the whole batch.
+//! 3. `write_image`: one invocation per u32 word of the batch output (2D grid): flips,
+//!    normalise, layout and dtype (u8 four per word, f16 rounded to nearest even, f32).
+//!    A word may hold elements of two samples; every word is written by one invocation.
+//! 4. `write_mask` (when a mask output is given): one invocation per word of two u16
+//!    labels: nearest through the host tables, flips; samples without a mask get 0.
+//!
+//! No binding is larger than the device's `max_storage_buffer_binding_size`: samples are
+//! processed in groups whose windows, tables and intermediates fit, and the outputs in
+//! chunks of words, each with its own bind group and parameter record.
+
+use super::launch::{Binding, Buffer, Kernel, Launch, PARAM_WORDS};
+use crate::augment::plan::SamplePlan;
+use crate::augment::reference::{self, Coeffs};
+use crate::decode::LabelPlane;
+use crate::error::{Error, Result};
+
+use super::decode::GpuImage;
+
+const HEADER_WORDS: usize = 16;
+const DESC_WORDS: usize = 16;
+const PLAN_WORDS: usize = 28;
+const WORKGROUP: u64 = 256;
+/// Binding offsets are kept at multiples of this (a multiple of every valid alignment).
+const BIND_ALIGN: u64 = 256;
+
+/// Output shape shared by every sample of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    width: u32,
+    height: u32,
+    dtype: u32,
+    layout: u32,
+}
+
+impl Shape {
+    fn pixels(&self) -> u64 {
+        u64::from(self.width) * u64::from(self.height)
+    }
+
+    fn image_bytes(&self) -> u64 {
+        3 * self.pixels() * dtype_size(self.dtype)
+    }
+}
+
+fn dtype_size(dtype: u32) -> u64 {
+    match dtype {
+        1 => 2,
+        2 => 4,
+        _ => 1,
+    }
+}
+
+/// The host half of a batch: plans, coefficient tables, mask pixels and descriptors in one
+/// blob ([`AugmentInput::bytes`]) to upload into the buffer [`AugmentInput::launches`]
+/// reads. Reuse one per batch slot: [`AugmentInput::clear`] keeps the allocations.
+#[derive(Debug, Default)]
+pub struct AugmentInput {
+    words: Vec<u32>,
+    capacity: usize,
+    n: usize,
+    shape: Option<Shape>,
+    items: u64,
+    /// Per sample: first horizontal item.
+    item_starts: Vec<u64>,
+    /// Per sample: data words `[start, end)` relative to the data section.
+    data: Vec<(u64, u64)>,
+    /// Per sample: window words `[start, end)` in the windows buffer.
+    windows: Vec<(u64, u64)>,
+    kx: Coeffs,
+    ky: Coeffs,
+}
+
+impl AugmentInput {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forgets every sample, keeping the allocations and the blob layout.
+    pub fn clear(&mut self) {
+        let start = self.data_start();
+        self.words.truncate(start);
+        self.n = 0;
+        self.shape = None;
+        self.items = 0;
+        self.item_starts.clear();
+        self.data.clear();
+        self.windows.clear();
+        self.write_header();
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether no sample was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Bytes of one image slot (0 when empty).
+    pub fn image_bytes(&self) -> u64 {
+        self.shape.map_or(0, |s| s.image_bytes())
+    }
+
+    /// Bytes the image output buffer needs: every slot, rounded up to 4.
+    pub fn images_bytes(&self) -> u64 {
+        (self.n as u64 * self.image_bytes()).div_ceil(4) * 4
+    }
+
+    /// Bytes the mask output buffer needs: `out_width * out_height` u16 per sample,
+    /// rounded up to 4.
+    pub fn masks_bytes(&self) -> u64 {
+        let pixels = self.shape.map_or(0, |s| s.pixels());
+        (self.n as u64 * pixels * 2).div_ceil(4) * 4
+    }
+
+    /// The blob to upload (see the module documentation for its layout).
+    pub fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.words)
+    }
+
+    fn data_start(&self) -> usize {
+        HEADER_WORDS + self.capacity * (DESC_WORDS + PLAN_WORDS)
+    }
+
+    fn write_header(&mut self) {
+        if self.words.len() < HEADER_WORDS {
+            self.words.resize(HEADER_WORDS, 0);
+        }
+        let shape = self.shape.unwrap_or(Shape {
+            width: 0,
+            height: 0,
+            dtype: 0,
+            layout: 0,
+        });
+        let header = [
+            self.n as u32,
+            shape.width,
+            shape.height,
+            shape.dtype,
+            shape.layout,
+            shape.image_bytes() as u32,
+            HEADER_WORDS as u32,
+            (HEADER_WORDS + self.capacity * DESC_WORDS) as u32,
+            self.data_start() as u32,
+        ];
+        self.words[..header.len()].copy_from_slice(&header);
+    }
+
+    /// Doubles the descriptor and plan capacity, moving the data section up.
+    fn grow(&mut self) {
+        let old_cap = self.capacity;
+        let old_start = self.data_start();
+        if self.words.len() < old_start {
+            self.words.resize(old_start, 0);
+        }
+        let new_cap = (old_cap * 2).max(16);
+        let mut words = vec![0u32; HEADER_WORDS + new_cap * (DESC_WORDS + PLAN_WORDS)];
+        let descs = HEADER_WORDS;
+        words[descs..descs + old_cap * DESC_WORDS]
+            .copy_from_slice(&self.words[descs..descs + old_cap * DESC_WORDS]);
+        let (old_plans, new_plans) = (
+            HEADER_WORDS + old_cap * DESC_WORDS,
+            HEADER_WORDS + new_cap * DESC_WORDS,
+        );
+        words[new_plans..new_plans + old_cap * PLAN_WORDS]
+            .copy_from_slice(&self.words[old_plans..old_plans + old_cap * PLAN_WORDS]);
+        words.extend_from_slice(self.words.get(old_start..).unwrap_or(&[]));
+        self.words = words;
+        self.capacity = new_cap;
+        self.write_header();
+    }
+
+    /// Adds a sample: its plan, its decoded window in the windows buffer, and its label
+    /// plane when the batch has masks. Every sample of a batch must have the same output
+    /// size, dtype and layout ([`Error::Config`] otherwise, as for a mask whose data does
+    /// not match its size, or a batch beyond the 32-bit offsets of the blob).
+    pub fn push(
+        &mut self,
+        plan: &SamplePlan,
+        image: GpuImage,
+        mask: Option<&LabelPlane>,
+    ) -> Result<()> {
+        let shape = Shape {
+            width: plan.out_width,
+            height: plan.out_height,
+            dtype: plan.dtype() as u32,
+            layout: plan.layout() as u32,
+        };
+        if shape.width == 0 || shape.height == 0 {
+            return Err(Error::Config(format!(
+                "output size {}x{} is empty",
+                shape.width, shape.height
+            )));
+        }
+        if shape.image_bytes() > u64::from(u32::MAX) {
+            return Err(Error::Config(format!(
+                "output size {}x{} is too large for one slot",
+                shape.width, shape.height
+            )));
+        }
+        match self.shape {
+            Some(s) if s != shape => {
+                return Err(Error::Config(format!(
+                    "sample {} of the batch has output {}x{} dtype {} layout {}, the batch has {}x{} dtype {} layout {}",
+                    self.n, shape.width, shape.height, shape.dtype, shape.layout,
+                    s.width, s.height, s.dtype, s.layout
+                )))
+            }
+            _ => {}
+        }
+        if let Some(m) = mask {
+            if m.width == 0 || m.height == 0 || m.data.len() != m.width as usize * m.height as usize
+            {
+                return Err(Error::Config(format!(
+                    "label plane of sample {}: {}x{} with {} ids",
+                    self.n,
+                    m.width,
+                    m.height,
+                    m.data.len()
+                )));
+            }
+        }
+        if self.n == self.capacity {
+            self.grow();
+        }
+        let (ow, oh) = (shape.width as usize, shape.height as usize);
+        let (ox, oy) = (image.origin_x as usize, image.origin_y as usize);
+        reference::resize_coeffs(
+            plan,
+            (image.origin_x, image.origin_y),
+            (image.width, image.height),
+            image.scale.max(1),
+            &mut self.kx,
+            &mut self.ky,
+        );
+        let (first, last) = self.ky.span(oy);
+        let rows = (last - first) as u64;
+        let items = rows * ow as u64;
+        let start = self.data_start();
+        let data0 = self.words.len();
+        let rel = |words: &Vec<u32>| (words.len() - start) as u32;
+        let xb = rel(&self.words);
+        for &(x, n) in &self.kx.bounds {
+            self.words.extend([(x - ox) as u32, n as u32]);
+        }
+        let xw = rel(&self.words);
+        self.words.extend(self.kx.weights.iter().map(|&w| w as u32));
+        let yb = rel(&self.words);
+        for &(y, n) in &self.ky.bounds {
+            self.words.extend([(y - first) as u32, n as u32]);
+        }
+        let yw = rel(&self.words);
+        self.words.extend(self.ky.weights.iter().map(|&w| w as u32));
+        let (mut mask_at, mut mask_w, mut mask_h, mut nearest) = (0, 0, 0, 0);
+        if let Some(m) = mask {
+            nearest = rel(&self.words);
+            let cols = reference::nearest_table(
+                f64::from(plan.crop_x),
+                f64::from(plan.crop_w),
+                ow,
+                m.width as usize,
+            );
+            let rows = reference::nearest_table(
+                f64::from(plan.crop_y),
+                f64::from(plan.crop_h),
+                oh,
+                m.height as usize,
+            );
+            self.words
+                .extend(cols.iter().chain(&rows).map(|&i| i as u32));
+            mask_at = rel(&self.words);
+            self.words.extend(
+                m.data
+                    .chunks(2)
+                    .map(|p| u32::from(p[0]) | (u32::from(p.get(1).copied().unwrap_or(0)) << 16)),
+            );
+            (mask_w, mask_h) = (m.width, m.height);
+        }
+        if self.words.len() > u32::MAX as usize || self.items + items > u64::from(u32::MAX) {
+            self.words.truncate(data0);
+            return Err(Error::Config(format!(
+                "batch input too large at sample {}: {} words of tables, {} resize items",
+                self.n,
+                self.words.len(),
+                self.items + items
+            )));
+        }
+        let desc: [u32; DESC_WORDS] = [
+            image.offset,
+            image.width,
+            image.height,
+            (first - oy) as u32,
+            rows as u32,
+            self.items as u32,
+            xb,
+            xw,
+            self.kx.ksize as u32,
+            yb,
+            yw,
+            self.ky.ksize as u32,
+            mask_at,
+            mask_w,
+            mask_h,
+            nearest,
+        ];
+        let d = HEADER_WORDS + self.n * DESC_WORDS;
+        self.words[d..d + DESC_WORDS].copy_from_slice(&desc);
+        let p = HEADER_WORDS + self.capacity * DESC_WORDS + self.n * PLAN_WORDS;
+        self.words[p..p + PLAN_WORDS]
+            .copy_from_slice(bytemuck::cast_slice(std::slice::from_ref(plan)));
+        self.item_starts.push(self.items);
+        self.items += items;
+        self.data
+            .push(((data0 - start) as u64, (self.words.len() - start) as u64));
+        let win0 = u64::from(image.offset);
+        self.windows.push((
+            win0,
+            win0 + u64::from(image.width) * u64::from(image.height),
+        ));
+        self.shape = Some(shape);
+        self.n += 1;
+        self.write_header();
+        Ok(())
+    }
+
+    /// The launches that augment the batch: images into [`Buffer::Images`] (sample `i`
+    /// at byte `i * image_bytes`; [`Self::images_bytes`] long) and, with `masks`, label
+    /// planes into [`Buffer::Masks`] (sample `i` at byte `i * out_width * out_height * 2`,
+    /// u16 little-endian; [`Self::masks_bytes`]). They read [`Buffer::AugmentInput`]
+    /// ([`Self::bytes`]) and the decoded windows ([`Buffer::Windows`], `windows_bytes`
+    /// long) and use the scratch buffers [`Buffer::Horizontal`] and [`Buffer::Resized`]
+    /// of the sizes returned.
+    ///
+    /// No binding exceeds `max_binding` bytes and no grid `per_dim` workgroups along a
+    /// dimension: samples go in groups whose windows, tables and intermediates fit, and
+    /// the outputs in chunks of words, each with its own bindings and parameters. A window
+    /// outside the windows buffer or a sample too large for the limits is
+    /// [`Error::Device`].
+    pub fn launches(
+        &self,
+        windows_bytes: u64,
+        masks: bool,
+        max_binding: u64,
+        per_dim: u64,
+    ) -> Result<(Vec<Launch>, ScratchSizes)> {
+        let (n, Some(shape)) = (self.n, self.shape) else {
+            return Ok((Vec::new(), ScratchSizes::default()));
+        };
+        // Word indices in the kernels are u32: bindings stay below 2 GiB.
+        let max = max_binding.min(1 << 31) / 4 * 4;
+        for (i, &(w0, w1)) in self.windows.iter().enumerate() {
+            if w1 > w0 && w1 * 4 > windows_bytes {
+                return Err(Error::Device(format!(
+                    "sample {i}: window words {w0}..{w1} lie outside the {windows_bytes}-byte windows buffer"
+                )));
+            }
+        }
+        let head = |buffer: Buffer, bytes: u64| Binding {
+            buffer,
+            offset: 0,
+            size: (bytes.min(max) / 4 * 4).max(4),
+        };
+        let span = |buffer: Buffer, start: u64, end: u64| {
+            let s = Span::covering(start, end);
+            Binding {
+                buffer,
+                offset: s.offset,
+                size: s.size,
+            }
+        };
+        let data_start = self.data_start() as u64;
+        let meta = Binding {
+            buffer: Buffer::AugmentInput,
+            offset: 0,
+            size: data_start * 4,
+        };
+        if meta.size > max {
+            return Err(Error::Device(format!(
+                "{n} plans take {} bytes, more than one binding may hold ({max})",
+                meta.size
+            )));
+        }
+        let data_span = |s0: usize, s1: usize| {
+            span(
+                Buffer::AugmentInput,
+                (data_start + self.data[s0].0) * 4,
+                (data_start + self.data[s1 - 1].1) * 4,
+            )
+        };
+        let npx = shape.pixels();
+        let resized_span = |s0: u64, s1: u64| span(Buffer::Resized, s0 * npx * 4, s1 * npx * 4);
+        let item_end = |s: usize| self.item_starts.get(s).copied().unwrap_or(self.items);
+        let windows_head = head(Buffer::Windows, windows_bytes);
+        let word = |b: &Binding| (b.offset / 4) as u32;
+        let mut launches = Vec::new();
+        let mut push = |kernel: Kernel, groups: u64, p: Params, bindings: Vec<Binding>| {
+            let x = groups.min(per_dim).max(1);
+            let y = groups.div_ceil(x).max(1);
+            if y > per_dim {
+                return Err(Error::Device(format!(
+                    "{groups} workgroups exceed the device's grid"
+                )));
+            }
+            launches.push(Launch {
+                kernel,
+                grid: [x as u32, y as u32],
+                bindings,
+                params: p.words(),
+            });
+            Ok(())
+        };
+
+        // Groups of samples for the resize passes.
+        let mut max_h = 4;
+        let mut s0 = 0;
+        while s0 < n {
+            let mut s1 = s0;
+            let (mut lo, mut hi) = (u64::MAX, 0);
+            loop {
+                let (w0, w1) = self.windows[s1];
+                let (nlo, nhi) = if w1 > w0 {
+                    (lo.min(w0), hi.max(w1))
+                } else {
+                    (lo, hi)
+                };
+                let win = if nhi > nlo {
+                    span(Buffer::Windows, nlo * 4, nhi * 4)
+                } else {
+                    windows_head
+                };
+                let h = (item_end(s1 + 1) - self.item_starts[s0]) * 4;
+                let fits = win.size <= max
+                    && data_span(s0, s1 + 1).size <= max
+                    && h <= max
+                    && resized_span(s0 as u64, s1 as u64 + 1).size <= max;
+                if !fits {
+                    if s1 == s0 {
+                        return Err(Error::Device(format!(
+                            "sample {s0} needs bindings larger than the device allows ({max} bytes): window {} bytes, horizontal pass {h} bytes",
+                            win.size
+                        )));
+                    }
+                    break;
+                }
+                (lo, hi) = (nlo, nhi);
+                s1 += 1;
+                if s1 == n {
+                    break;
+                }
+            }
+            let win = if hi > lo {
+                span(Buffer::Windows, lo * 4, hi * 4)
+            } else {
+                windows_head
+            };
+            let (item0, items) = (self.item_starts[s0], item_end(s1) - self.item_starts[s0]);
+            max_h = max_h.max(items * 4);
+            let data = data_span(s0, s1);
+            let resized = resized_span(s0 as u64, s1 as u64);
+            let params = Params {
+                s0: s0 as u32,
+                s1: s1 as u32,
+                item0: item0 as u32,
+                items: items as u32,
+                win_base: word(&win),
+                data_base: word(&data),
+                r_base: word(&resized),
+                h_base: item0 as u32,
+                ..Params::default()
+            };
+            let bindings = vec![
+                meta,
+                data,
+                win,
+                Binding {
+                    buffer: Buffer::Horizontal,
+                    offset: 0,
+                    size: (items * 4).max(4),
+                },
+                resized,
+                head(Buffer::Images, self.images_bytes()),
+            ];
+            if items > 0 {
+                push(
+                    Kernel::Horizontal,
+                    items.div_ceil(WORKGROUP),
+                    params,
+                    bindings.clone(),
+                )?;
+            }
+            push(Kernel::VerticalJitter, (s1 - s0) as u64, params, bindings)?;
+            s0 = s1;
+        }
+
+        // Chunks of output words for the write passes.
+        let step = BIND_ALIGN / 4;
+        let image_bytes = shape.image_bytes();
+        let total = n as u64 * image_bytes;
+        let covered = |w0: u64, w1: u64, slot: u64| {
+            let first = (w0 * 4 / slot).min(n as u64 - 1);
+            let last = ((w1 * 4 - 1) / slot).min(n as u64 - 1);
+            (first, last)
+        };
+        let scratch_h = Binding {
+            buffer: Buffer::Horizontal,
+            offset: 0,
+            size: 4,
+        };
+        let image_chunks = chunks(total.div_ceil(4), step, |w0, w1| {
+            let (first, last) = covered(w0, w1, image_bytes);
+            (w1 - w0) * 4 <= max && resized_span(first, last + 1).size <= max
+        })
+        .ok_or_else(|| {
+            Error::Device(format!(
+                "one output image ({image_bytes} bytes) is too large for the binding limit ({max})"
+            ))
+        })?;
+        for (w0, w1) in image_chunks {
+            let (first, last) = covered(w0, w1, image_bytes);
+            let resized = resized_span(first, last + 1);
+            let params = Params {
+                s0: first as u32,
+                s1: last as u32 + 1,
+                r_base: word(&resized),
+                byte0: (w0 * 4 - first * image_bytes) as u32,
+                words: (w1 - w0) as u32,
+                ..Params::default()
+            };
+            let out = Binding {
+                buffer: Buffer::Images,
+                offset: w0 * 4,
+                size: (w1 - w0) * 4,
+            };
+            let bindings = vec![meta, meta, windows_head, scratch_h, resized, out];
+            push(
+                Kernel::WriteImage,
+                (w1 - w0).div_ceil(WORKGROUP),
+                params,
+                bindings,
+            )?;
+        }
+        if masks {
+            let slot = npx * 2;
+            let mask_chunks = chunks((n as u64 * slot).div_ceil(4), step, |w0, w1| {
+                let (first, last) = covered(w0, w1, slot);
+                (w1 - w0) * 4 <= max && data_span(first as usize, last as usize + 1).size <= max
+            })
+            .ok_or_else(|| {
+                Error::Device(format!(
+                    "a label plane's tables are too large for the binding limit ({max})"
+                ))
+            })?;
+            for (w0, w1) in mask_chunks {
+                let (first, last) = covered(w0, w1, slot);
+                let data = data_span(first as usize, last as usize + 1);
+                let params = Params {
+                    s0: first as u32,
+                    s1: last as u32 + 1,
+                    data_base: word(&data),
+                    byte0: (w0 * 4 - first * slot) as u32,
+                    words: (w1 - w0) as u32,
+                    ..Params::default()
+                };
+                let resized = Binding {
+                    buffer: Buffer::Resized,
+                    offset: 0,
+                    size: 4,
+                };
+                let out = Binding {
+                    buffer: Buffer::Masks,
+                    offset: w0 * 4,
+                    size: (w1 - w0) * 4,
+                };
+                let bindings = vec![meta, data, windows_head, scratch_h, resized, out];
+                push(
+                    Kernel::WriteMask,
+                    (w1 - w0).div_ceil(WORKGROUP),
+                    params,
+                    bindings,
+                )?;
+            }
+        }
+        Ok((
+            launches,
+            ScratchSizes {
+                horizontal: max_h,
+                resized: (n as u64 * npx * 4).max(4),
+            },
+        ))
+    }
+}
+
+/// Bytes of the scratch buffers [`AugmentInput::launches`] uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScratchSizes {
+    /// [`Buffer::Horizontal`].
+    pub horizontal: u64,
+    /// [`Buffer::Resized`].
+    pub resized: u64,
+}
+
+/// A buffer range: byte offset (a multiple of [`BIND_ALIGN`]) and size.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    offset: u64,
+    size: u64,
+}
+
+impl Span {
+    /// The aligned span covering bytes `[start, end)`, at least one word.
+    fn covering(start: u64, end: u64) -> Span {
+        let offset = start / BIND_ALIGN * BIND_ALIGN;
+        let end = end.max(offset + 4).div_ceil(4) * 4;
+        Span {
+            offset,
+            size: end - offset,
+        }
+    }
+}
+
+/// One launch's parameters (the kernels' `Params`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Params {
+    s0: u32,
+    s1: u32,
+    item0: u32,
+    items: u32,
+    win_base: u32,
+    data_base: u32,
+    r_base: u32,
+    h_base: u32,
+    byte0: u32,
+    words: u32,
+}
+
+impl Params {
+    fn words(&self) -> [u32; PARAM_WORDS] {
+        let mut w = [0; PARAM_WORDS];
+        w[..10].copy_from_slice(&[
+            self.s0,
+            self.s1,
+            self.item0,
+            self.items,
+            self.win_base,
+            self.data_base,
+            self.r_base,
+            self.h_base,
+            self.byte0,
+            self.words,
+        ]);
+        w
+    }
+}
+
+/// Splits `[0, total)` words into chunks starting at multiples of `step` words, each as
+/// long as `fits(start, end)` allows; `None` when not even one step fits.
+fn chunks(total: u64, step: u64, fits: impl Fn(u64, u64) -> bool) -> Option<Vec<(u64, u64)>> {
+    let mut out = Vec::new();
+    let mut w0 = 0;
+    while w0 < total {
+        let end = |k: u64| (w0 + k * step).min(total);
+        let most = (total - w0).div_ceil(step);
+        if !fits(w0, end(1)) {
+            return None;
+        }
+        let (mut lo, mut hi) = (1, most);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if fits(w0, end(mid)) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        out.push((w0, end(lo)));
+        w0 = end(lo);
+    }
+    Some(out)
+}

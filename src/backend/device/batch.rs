@@ -1,0 +1,297 @@
+//! One batch of device work, planned on the host: the samples' inputs packed into one
+//! upload, the windows they decode to, and the ordered [`Step`]s that decode, turn
+//! upright and augment them. Each GPU backend allocates the buffers [`Sizes`] asks for,
+//! copies [`BatchPlan::write_upload`] in, and runs the steps.
+
+use super::augment::AugmentInput;
+use super::decode::{DecodeInput, GpuImage};
+use super::job::{upright_origin, GpuJob, GpuSample};
+use super::launch::{Buffer, Step};
+use super::orient::{self, OrientJob};
+use crate::decode::Image8;
+use crate::error::{Error, Result};
+
+/// What the device allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest storage binding, in bytes.
+    pub max_binding: u64,
+    /// Most workgroups along one grid dimension.
+    pub per_dim: u64,
+}
+
+impl Limits {
+    /// Limits that bind nothing in practice (a CUDA device): 2 GiB bindings (the kernels
+    /// index words with u32) and 65535 blocks along y.
+    pub const UNBOUNDED: Limits = Limits {
+        max_binding: 1 << 31,
+        per_dim: 65535,
+    };
+}
+
+/// Bytes of each buffer a planned batch uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sizes {
+    /// The whole upload: the decode blob at 0, the augment blob at `augment_offset`.
+    pub upload: u64,
+    /// [`Buffer::DecodeInput`].
+    pub decode_input: u64,
+    /// Where the augment blob starts in the upload (a multiple of 256).
+    pub augment_offset: u64,
+    /// [`Buffer::AugmentInput`].
+    pub augment_input: u64,
+    /// [`Buffer::Planes`].
+    pub planes: u64,
+    /// [`Buffer::Windows`].
+    pub windows: u64,
+    /// [`Buffer::Oriented`].
+    pub oriented: u64,
+    /// [`Buffer::Horizontal`].
+    pub horizontal: u64,
+    /// [`Buffer::Resized`].
+    pub resized: u64,
+    /// [`Buffer::Images`] (0 when the batch only decodes).
+    pub images: u64,
+    /// [`Buffer::Masks`] (0 without masks).
+    pub masks: u64,
+}
+
+impl Sizes {
+    /// Bytes of `buffer`.
+    pub fn of(&self, buffer: Buffer) -> u64 {
+        match buffer {
+            Buffer::DecodeInput => self.decode_input,
+            Buffer::Planes => self.planes,
+            Buffer::Windows => self.windows,
+            Buffer::Oriented => self.oriented,
+            Buffer::AugmentInput => self.augment_input,
+            Buffer::Horizontal => self.horizontal,
+            Buffer::Resized => self.resized,
+            Buffer::Images => self.images,
+            Buffer::Masks => self.masks,
+        }
+    }
+}
+
+fn round4(n: u64) -> u64 {
+    n.div_ceil(4).max(1) * 4
+}
+
+/// The host side of one batch, reused batch after batch (its allocations are kept).
+#[derive(Debug)]
+pub struct BatchPlan {
+    limits: Limits,
+    decode_in: DecodeInput,
+    augment_in: AugmentInput,
+    images: Vec<GpuImage>,
+    orient_jobs: Vec<OrientJob>,
+    window_words: u64,
+    steps: Vec<Step>,
+    sizes: Sizes,
+}
+
+impl BatchPlan {
+    /// An empty plan for a device with `limits`.
+    pub fn new(limits: Limits) -> Self {
+        BatchPlan {
+            limits,
+            decode_in: DecodeInput::new().with_max_binding(limits.max_binding),
+            augment_in: AugmentInput::new(),
+            images: Vec::new(),
+            orient_jobs: Vec::new(),
+            window_words: 0,
+            steps: Vec::new(),
+            sizes: Sizes::default(),
+        }
+    }
+
+    /// Plans the decode and augmentation of `jobs` (slot `i` for job `i`; label planes
+    /// into [`Buffer::Masks`] when `masks`).
+    pub fn plan(&mut self, jobs: &[GpuJob], masks: bool) -> Result<()> {
+        self.pack_decode(jobs.iter().map(|j| &j.image))?;
+        for (j, img) in jobs.iter().zip(&self.images) {
+            self.augment_in.push(&j.plan, *img, j.mask.as_ref())?;
+        }
+        self.finish(masks)
+    }
+
+    /// Plans the decode of `images` alone (the windows stay in [`Buffer::Windows`]).
+    pub fn plan_decode<'a>(&mut self, images: impl Iterator<Item = &'a GpuSample>) -> Result<()> {
+        self.pack_decode(images)?;
+        self.finish(false)
+    }
+
+    /// The steps, in order.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+
+    /// The buffer sizes the steps need.
+    pub fn sizes(&self) -> Sizes {
+        self.sizes
+    }
+
+    /// The decoded (and upright) window of each sample, in order.
+    pub fn images(&self) -> &[GpuImage] {
+        &self.images
+    }
+
+    /// Samples planned.
+    pub fn len(&self) -> usize {
+        self.images.len()
+    }
+
+    /// Whether nothing is planned.
+    pub fn is_empty(&self) -> bool {
+        self.images.is_empty()
+    }
+
+    /// The upload as `(byte offset, bytes)` parts: the decode blob, then the augment blob.
+    pub fn upload_parts(&self) -> [(usize, &[u8]); 2] {
+        [
+            (0, self.decode_in.bytes()),
+            (self.sizes.augment_offset as usize, self.augment_in.bytes()),
+        ]
+    }
+
+    /// Writes the upload into `dst` ([`Sizes::upload`] bytes at least).
+    pub fn write_upload(&self, dst: &mut [u8]) -> Result<()> {
+        let len = dst.len();
+        for (at, part) in self.upload_parts() {
+            dst.get_mut(at..at + part.len())
+                .ok_or_else(|| {
+                    Error::Device(format!(
+                        "staging area of {len} bytes, the batch uploads {}",
+                        self.sizes.upload
+                    ))
+                })?
+                .copy_from_slice(part);
+        }
+        Ok(())
+    }
+
+    /// The decoded windows, read back from the windows buffer's bytes, as host images.
+    pub fn windows_to_host(&self, windows: &[u8]) -> Result<Vec<Image8>> {
+        self.images
+            .iter()
+            .map(|g| {
+                let start = g.offset as usize * 4;
+                let n = g.width as usize * g.height as usize;
+                let px = windows.get(start..start + 4 * n).ok_or_else(|| {
+                    Error::Device("a decoded window lies outside the windows buffer".into())
+                })?;
+                Ok(Image8 {
+                    width: g.width,
+                    height: g.height,
+                    data: px
+                        .chunks_exact(4)
+                        .flat_map(|p| [p[0], p[1], p[2]])
+                        .collect(),
+                    origin: (g.origin_x, g.origin_y),
+                    full: (g.full_width, g.full_height),
+                    scale: g.scale,
+                })
+            })
+            .collect()
+    }
+
+    /// Packs the decode inputs of `images`; places the upright windows of rotated ones
+    /// after every decoded window.
+    fn pack_decode<'a>(&mut self, images: impl Iterator<Item = &'a GpuSample>) -> Result<()> {
+        self.decode_in.clear();
+        self.augment_in.clear();
+        self.images.clear();
+        self.orient_jobs.clear();
+        self.steps.clear();
+        for img in images {
+            let g = match img {
+                GpuSample::Jpeg {
+                    coeffs,
+                    scale,
+                    window,
+                    orientation,
+                } => {
+                    let g = self.decode_in.push_jpeg(coeffs, *scale, *window)?;
+                    if *orientation != 1 {
+                        // Placed after every decoded window once their total is known.
+                        self.orient_jobs.push(OrientJob {
+                            src: g,
+                            orientation: *orientation,
+                            dst: self.images.len() as u64,
+                        });
+                    }
+                    g
+                }
+                GpuSample::Rgb(img) => self.decode_in.push_rgb(img)?,
+            };
+            self.images.push(g);
+        }
+        let mut next = self.decode_in.window_words();
+        for job in &mut self.orient_jobs {
+            let slot = job.dst as usize;
+            let (ow, oh) = job.size();
+            job.dst = next;
+            let end = next + u64::from(ow) * u64::from(oh);
+            let offset = u32::try_from(next)
+                .ok()
+                .filter(|_| end <= u64::from(u32::MAX))
+                .ok_or_else(|| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
+            if let Some(g) = self.images.get_mut(slot) {
+                let (origin, full) = upright_origin(g, job.orientation);
+                *g = GpuImage {
+                    offset,
+                    width: ow,
+                    height: oh,
+                    origin_x: origin.0,
+                    origin_y: origin.1,
+                    full_width: full.0,
+                    full_height: full.1,
+                    scale: g.scale,
+                };
+            }
+            next = end;
+        }
+        self.window_words = next;
+        Ok(())
+    }
+
+    /// Plans the steps and sizes of what was packed.
+    fn finish(&mut self, masks: bool) -> Result<()> {
+        let Limits {
+            max_binding,
+            per_dim,
+        } = self.limits;
+        let windows = round4(self.window_words * 4);
+        let decode = self.decode_in.launches(max_binding, per_dim)?;
+        let (orient, oriented) =
+            orient::launches(&self.orient_jobs, windows, max_binding, per_dim)?;
+        let (augment, scratch) = self
+            .augment_in
+            .launches(windows, masks, max_binding, per_dim)?;
+        self.steps.clear();
+        self.steps.extend(decode.into_iter().map(Step::Launch));
+        self.steps.extend(orient);
+        self.steps.extend(augment.into_iter().map(Step::Launch));
+        let decode_input = round4(self.decode_in.bytes().len() as u64);
+        let augment_offset = decode_input.div_ceil(256) * 256;
+        let augment_input = round4(self.augment_in.bytes().len() as u64);
+        self.sizes = Sizes {
+            upload: augment_offset + augment_input,
+            decode_input,
+            augment_offset,
+            augment_input,
+            planes: round4(self.decode_in.plane_words() * 4),
+            windows,
+            oriented: round4(oriented),
+            horizontal: round4(scratch.horizontal),
+            resized: round4(scratch.resized),
+            images: self.augment_in.images_bytes(),
+            masks: if masks {
+                self.augment_in.masks_bytes()
+            } else {
+                0
+            },
+        };
+        Ok(())
+    }
+}

@@ -1,0 +1,374 @@
+//! Host side of the hybrid JPEG decode on a GPU: entropy decoding happened on the host
+//! ([`crate::decode::jpeg::coeffs::read_coefficients`]); the `idct` kernel dequantises
+//! and inverse-transforms the blocks a window needs into component planes, and the
+//! `color` kernel upsamples and converts them into RGBA windows (`shaders/*.wgsl`,
+//! `kernels/*.cu`).
+//!
+//! [`DecodeInput`] gathers a batch into one upload blob ([`DecodeInput::bytes`]), made of
+//! *chunks*, each small enough to bind whole (128 MiB by default, WebGPU's guaranteed
+//! `max_storage_buffer_binding_size`). A chunk starts on a 256-byte boundary and is:
+//!
+//! | words | what |
+//! | --- | --- |
+//! | 0-63 | header: 0 images, 1 components, 2 image table offset, 3 component table offset, 4 IDCT invocations, 5 output pixels, 6 plane words, 7 output words, 8-63 zero |
+//! | 64.. | image table: [`ImageDesc`] records (16 words), `IMAGES_PER_CHUNK` slots |
+//! | .. | component table: [`ComponentDesc`] records (16 words), `COMPONENTS_PER_CHUNK` slots |
+//! | .. | data: quantisation tables, blocks, passthrough pixels (see `decode::jpeg::coeffs`) |
+//!
+//! Offsets in a chunk's records are relative to the chunk: data offsets to its first word,
+//! plane offsets to the start of the plane scratch buffer (reused by every chunk), output
+//! offsets to the chunk's first output word (chunks' outputs start on 64-word boundaries in
+//! the windows buffer, so they can be bound there). [`DecodeInput::launches`] plans two
+//! launches per chunk, the IDCT then colour conversion.
+
+use super::launch::{grid, Binding, Buffer, Kernel, Launch};
+use crate::decode::jpeg::coeffs::{
+    pack, Coefficients, ComponentDesc, ImageDesc, PackedJpeg, KIND_PASSTHROUGH,
+};
+use crate::decode::{DecodeError, Image8};
+use crate::error::{Error, Result};
+
+/// One decoded window in the windows buffer: `width * height` RGBA words (R in the low
+/// byte, A = 255), row-major, from word `offset`. The record the augment pass reads.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct GpuImage {
+    /// First word of the window in the windows buffer.
+    pub offset: u32,
+    /// Window width.
+    pub width: u32,
+    /// Window height.
+    pub height: u32,
+    /// Window origin x in the scaled full image.
+    pub origin_x: u32,
+    /// Window origin y in the scaled full image.
+    pub origin_y: u32,
+    /// Scaled full image width.
+    pub full_width: u32,
+    /// Scaled full image height.
+    pub full_height: u32,
+    /// IDCT scale denominator.
+    pub scale: u32,
+}
+
+/// Words in a chunk header.
+const HEADER_WORDS: usize = 64;
+/// Image records a chunk holds.
+pub const IMAGES_PER_CHUNK: usize = 64;
+/// Component records a chunk holds.
+pub const COMPONENTS_PER_CHUNK: usize = 256;
+const RECORD_WORDS: usize = 16;
+/// Chunk starts (in the blob) and chunk outputs (in the windows buffer) are aligned to
+/// this many words: 256 bytes, a multiple of every offset alignment a device may ask for.
+const ALIGN_WORDS: usize = 64;
+const IMAGE_TABLE: usize = HEADER_WORDS;
+const COMPONENT_TABLE: usize = IMAGE_TABLE + IMAGES_PER_CHUNK * RECORD_WORDS;
+const DATA_START: usize = COMPONENT_TABLE + COMPONENTS_PER_CHUNK * RECORD_WORDS;
+/// Default per-binding budget: WebGPU's guaranteed `max_storage_buffer_binding_size`.
+const DEFAULT_BINDING_BYTES: u64 = 128 << 20;
+
+/// Host bookkeeping of one chunk.
+#[derive(Debug, Clone, Copy, Default)]
+struct Chunk {
+    /// First word of the chunk in the blob.
+    start: usize,
+    images: usize,
+    components: usize,
+    idct: u64,
+    pixels: u64,
+    plane_words: u64,
+    /// First output word of the chunk in the windows buffer.
+    out_base: u64,
+    out_words: u64,
+}
+
+/// A batch's upload for the decode shaders, built on the host and reused batch after
+/// batch ([`Self::clear`]).
+#[derive(Debug, Clone)]
+pub struct DecodeInput {
+    blob: Vec<u32>,
+    chunks: Vec<Chunk>,
+    packed: PackedJpeg,
+    max_binding_words: u64,
+}
+
+impl Default for DecodeInput {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DecodeInput {
+    /// An empty batch whose chunks fit bindings of 128 MiB.
+    pub fn new() -> Self {
+        DecodeInput {
+            blob: Vec::new(),
+            chunks: Vec::new(),
+            packed: PackedJpeg::default(),
+            max_binding_words: DEFAULT_BINDING_BYTES / 4,
+        }
+    }
+
+    /// Keeps every chunk's blob, planes and outputs within `bytes` (at least 64 KiB):
+    /// for devices with smaller storage bindings, and for tests of the chunking.
+    pub fn with_max_binding(mut self, bytes: u64) -> Self {
+        self.max_binding_words = bytes.max(64 << 10) / 4;
+        self
+    }
+
+    /// Empties the batch, keeping the allocations.
+    pub fn clear(&mut self) {
+        self.blob.clear();
+        self.chunks.clear();
+    }
+
+    /// Samples in the batch.
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(|c| c.images).sum()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The upload: everything the shaders read, to be written to the input buffer.
+    pub fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.blob)
+    }
+
+    /// Words the windows buffer needs (4 bytes each).
+    pub fn window_words(&self) -> u64 {
+        self.chunks.last().map_or(0, |c| c.out_base + c.out_words)
+    }
+
+    /// Plane scratch words the largest chunk needs.
+    pub fn plane_words(&self) -> u64 {
+        self.chunks.iter().map(|c| c.plane_words).max().unwrap_or(0)
+    }
+
+    /// Adds the window `[x0, y0, x1, y1)` of `coeffs` decoded at IDCT scale `1/scale`
+    /// (see [`pack`]; the window is clamped to the scaled image). Errors: what [`pack`]
+    /// refuses, and a window too large for one binding.
+    pub fn push_jpeg(
+        &mut self,
+        coeffs: &Coefficients,
+        scale: u32,
+        window: [u32; 4],
+    ) -> std::result::Result<GpuImage, DecodeError> {
+        let mut packed = std::mem::take(&mut self.packed);
+        let r = pack(coeffs, scale, window, &mut packed).and_then(|()| self.append(&packed));
+        self.packed = packed;
+        r
+    }
+
+    /// Adds an image decoded on the host (the CPU fallback): its pixels are copied into
+    /// the windows as RGBA words. `img.data` must hold `width * height` RGB pixels.
+    pub fn push_rgb(&mut self, img: &Image8) -> std::result::Result<GpuImage, DecodeError> {
+        let n = img.width as usize * img.height as usize;
+        if img.data.len() != n * 3 || n == 0 {
+            return Err(DecodeError::BadHeader(format!(
+                "{}x{} image holds {} bytes",
+                img.width,
+                img.height,
+                img.data.len()
+            )));
+        }
+        let mut packed = std::mem::take(&mut self.packed);
+        packed.components.clear();
+        packed.data.clear();
+        packed.plane_words = 0;
+        packed.data.extend(
+            img.data
+                .chunks_exact(3)
+                .map(|p| u32::from_le_bytes([p[0], p[1], p[2], 255])),
+        );
+        packed.image = ImageDesc {
+            kind: KIND_PASSTHROUGH,
+            x0: img.origin.0,
+            y0: img.origin.1,
+            width: img.width,
+            height: img.height,
+            full_width: img.full.0,
+            full_height: img.full.1,
+            scale: img.scale,
+            ..ImageDesc::default()
+        };
+        let r = self.append(&packed);
+        self.packed = packed;
+        r
+    }
+
+    /// Places a packed image in the open chunk, or in a new one when it does not fit.
+    fn append(&mut self, p: &PackedJpeg) -> std::result::Result<GpuImage, DecodeError> {
+        let pixels = u64::from(p.image.width) * u64::from(p.image.height);
+        let data = p.data.len() as u64;
+        let comps = p.components.len();
+        let idct: u64 = p.components.iter().map(|c| u64::from(c.groups)).sum();
+        let fits = |c: &Chunk, blob_len: usize| {
+            c.images < IMAGES_PER_CHUNK
+                && c.components + comps <= COMPONENTS_PER_CHUNK
+                && (blob_len - c.start) as u64 + data <= self.max_binding_words
+                && c.plane_words + u64::from(p.plane_words) <= self.max_binding_words
+                && c.out_words + pixels <= self.max_binding_words
+                && c.idct + idct <= u64::from(u32::MAX)
+        };
+        if DATA_START as u64 + data > self.max_binding_words
+            || u64::from(p.plane_words) > self.max_binding_words
+            || pixels > self.max_binding_words
+        {
+            return Err(DecodeError::Unsupported(format!(
+                "a {}x{} window needs more than one {}-byte GPU binding",
+                p.image.width,
+                p.image.height,
+                self.max_binding_words * 4
+            )));
+        }
+        let open = self.chunks.last().is_some_and(|c| fits(c, self.blob.len()));
+        if !open {
+            self.open_chunk();
+        }
+        let blob_len = self.blob.len();
+        if self
+            .chunks
+            .last()
+            .is_some_and(|c| c.out_base + c.out_words + pixels > u64::from(u32::MAX))
+        {
+            return Err(DecodeError::Unsupported(
+                "batch output exceeds 2^32 words".into(),
+            ));
+        }
+        let Some(chunk) = self.chunks.last_mut() else {
+            return Err(DecodeError::Panicked("no open chunk".into()));
+        };
+        let base = (blob_len - chunk.start) as u32;
+        let mut image = p.image;
+        image.first_component = chunk.components as u32;
+        image.out_offset = chunk.out_words as u32;
+        image.pixel_start = chunk.pixels as u32;
+        if image.kind == KIND_PASSTHROUGH {
+            image.src_offset = base;
+        }
+        let at = chunk.start + IMAGE_TABLE + chunk.images * RECORD_WORDS;
+        self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[image]));
+        for (i, c) in p.components.iter().enumerate() {
+            let d = ComponentDesc {
+                coef_offset: c.coef_offset + base,
+                quant_offset: c.quant_offset + base,
+                plane_offset: c.plane_offset + chunk.plane_words as u32,
+                group_start: chunk.idct as u32,
+                ..*c
+            };
+            chunk.idct += u64::from(c.groups);
+            let at = chunk.start + COMPONENT_TABLE + (chunk.components + i) * RECORD_WORDS;
+            self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[d]));
+        }
+        let out = GpuImage {
+            offset: (chunk.out_base + chunk.out_words) as u32,
+            width: image.width,
+            height: image.height,
+            origin_x: image.x0,
+            origin_y: image.y0,
+            full_width: image.full_width,
+            full_height: image.full_height,
+            scale: image.scale,
+        };
+        chunk.images += 1;
+        chunk.components += comps;
+        chunk.pixels += pixels;
+        chunk.out_words += pixels;
+        chunk.plane_words += u64::from(p.plane_words);
+        let chunk = *chunk;
+        self.blob.extend_from_slice(&p.data);
+        self.write_header(&chunk);
+        Ok(out)
+    }
+
+    fn open_chunk(&mut self) {
+        let start = self.blob.len().next_multiple_of(ALIGN_WORDS);
+        let out_base = self.chunks.last().map_or(0, |c| {
+            (c.out_base + c.out_words).next_multiple_of(ALIGN_WORDS as u64)
+        });
+        self.blob.resize(start + DATA_START, 0);
+        let chunk = Chunk {
+            start,
+            out_base,
+            ..Chunk::default()
+        };
+        self.chunks.push(chunk);
+        self.write_header(&chunk);
+    }
+
+    fn write_header(&mut self, c: &Chunk) {
+        let h = &mut self.blob[c.start..c.start + 8];
+        h.copy_from_slice(&[
+            c.images as u32,
+            c.components as u32,
+            IMAGE_TABLE as u32,
+            COMPONENT_TABLE as u32,
+            c.idct as u32,
+            c.pixels as u32,
+            c.plane_words as u32,
+            c.out_words as u32,
+        ]);
+    }
+
+    /// Word range of chunk `i` in the blob.
+    fn chunk_words(&self, i: usize) -> (usize, usize) {
+        let start = self.chunks[i].start;
+        let end = self.chunks.get(i + 1).map_or(self.blob.len(), |c| c.start);
+        (start, end)
+    }
+
+    /// The launches that decode the batch: per chunk the IDCT into [`Buffer::Planes`]
+    /// ([`Self::plane_words`] words), then colour conversion into [`Buffer::Windows`]
+    /// ([`Self::window_words`] words), reading [`Buffer::DecodeInput`] ([`Self::bytes`]).
+    /// No binding exceeds `max_binding` bytes and no grid `per_dim` workgroups along a
+    /// dimension ([`Error::Device`] otherwise).
+    pub fn launches(&self, max_binding: u64, per_dim: u64) -> Result<Vec<Launch>> {
+        let mut out = Vec::with_capacity(self.chunks.len() * 2);
+        for (i, c) in self.chunks.iter().enumerate() {
+            let (start, end) = self.chunk_words(i);
+            let blob = Binding {
+                buffer: Buffer::DecodeInput,
+                offset: start as u64 * 4,
+                size: (end - start) as u64 * 4,
+            };
+            let planes = Binding {
+                buffer: Buffer::Planes,
+                offset: 0,
+                size: (c.plane_words * 4).max(4),
+            };
+            let windows = Binding {
+                buffer: Buffer::Windows,
+                offset: c.out_base * 4,
+                size: (c.out_words * 4).max(4),
+            };
+            if let Some(s) = [blob.size, planes.size, windows.size]
+                .into_iter()
+                .find(|&s| s > max_binding)
+            {
+                return Err(Error::Device(format!(
+                    "decode chunk binds {s} bytes; the device allows {max_binding} \
+                     (use DecodeInput::with_max_binding)"
+                )));
+            }
+            let too_many = || Error::Device("decode chunk needs too many workgroups".into());
+            if c.idct > 0 {
+                out.push(Launch {
+                    kernel: Kernel::Idct,
+                    grid: grid(c.idct, Kernel::Idct.workgroup(), per_dim).ok_or_else(too_many)?,
+                    bindings: vec![blob, planes],
+                    params: Default::default(),
+                });
+            }
+            out.push(Launch {
+                kernel: Kernel::Color,
+                grid: grid(c.pixels, Kernel::Color.workgroup(), per_dim).ok_or_else(too_many)?,
+                bindings: vec![blob, planes, windows],
+                params: Default::default(),
+            });
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,208 @@
+//! The host half of a device sample: what a worker thread prepares for the GPU (DCT
+//! coefficients, or pixels the CPU decoded), shared by every GPU backend.
+
+use crate::augment::SamplePlan;
+use crate::decode::jpeg::coeffs::{read_coefficients, CoeffStatus, Coefficients};
+use crate::decode::{
+    check_limits, peek_info, DecodeError, DecodeOptions, Format, Image8, ImageInfo, LabelPlane,
+};
+
+use super::decode::GpuImage;
+
+/// What the host hands the GPU for one sample.
+#[derive(Debug)]
+pub enum GpuSample {
+    /// A JPEG, entropy-decoded: the GPU dequantises, transforms, upsamples and converts
+    /// the `window` of the image scaled by `1/scale`.
+    Jpeg {
+        /// The coefficients.
+        coeffs: Box<Coefficients>,
+        /// IDCT scale denominator (1, 2, 4, 8).
+        scale: u32,
+        /// `[x0, y0, x1, y1)` in the scaled image, as stored (before any orientation).
+        window: [u32; 4],
+        /// EXIF orientation to apply after decoding (1: none; 2-8: the whole decoded
+        /// image is turned upright on the device, as the CPU decoder does).
+        orientation: u8,
+    },
+    /// Pixels the CPU decoded (other formats, JPEG features the GPU path does not take,
+    /// cached samples).
+    Rgb(Image8),
+}
+
+/// A sample's image, ready for the device, and why the CPU decoded it if it did.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The device input.
+    pub image: GpuSample,
+    /// What the headers say.
+    pub info: ImageInfo,
+    /// `Some(reason)` when the CPU decoded the image (a fallback, counted in the stats).
+    pub cpu_reason: Option<String>,
+}
+
+/// Prepares one image for the device: a JPEG is entropy-decoded on this thread to DCT
+/// coefficients (the `opts.scale` and `opts.window` go with it; an EXIF-rotated JPEG, when
+/// `opts.orientation`, is decoded whole and turned upright on the device, as the CPU
+/// decoder does); what the device path does not take (other formats, and the JPEGs
+/// [`read_coefficients`] reports as CPU-only) is decoded here by the CPU decoder with the
+/// same options. Limits are checked from the headers first.
+pub fn prepare(bytes: &[u8], opts: &DecodeOptions) -> Result<Prepared, DecodeError> {
+    prepare_reusing(bytes, opts, &CoeffPool::default())
+}
+
+/// Coefficient buffers handed back after their batch was packed, for the next samples:
+/// a sample's coefficients take about twice its pixel count in bytes, too much to
+/// allocate (and page in) per sample.
+#[derive(Debug, Default)]
+pub struct CoeffPool {
+    // Boxed as the jobs hold them, so a buffer goes back and forth without re-boxing.
+    #[allow(clippy::vec_box)]
+    free: std::sync::Mutex<Vec<Box<Coefficients>>>,
+}
+
+impl CoeffPool {
+    /// Keeps at most this many buffers.
+    const MAX: usize = 1024;
+
+    fn take(&self) -> Box<Coefficients> {
+        self.free
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    fn put(&self, coeffs: Box<Coefficients>) {
+        if let Ok(mut v) = self.free.lock() {
+            if v.len() < Self::MAX {
+                v.push(coeffs);
+            }
+        }
+    }
+
+    /// Takes back the coefficient buffers of `samples` (the rest is dropped).
+    pub fn recycle(&self, samples: impl IntoIterator<Item = GpuSample>) {
+        if let Ok(mut v) = self.free.lock() {
+            for s in samples {
+                if let (GpuSample::Jpeg { coeffs, .. }, true) = (s, v.len() < Self::MAX) {
+                    v.push(coeffs);
+                }
+            }
+        }
+    }
+}
+
+/// [`prepare`], reusing coefficient buffers from `pool`.
+pub fn prepare_reusing(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    pool: &CoeffPool,
+) -> Result<Prepared, DecodeError> {
+    let info = peek_info(bytes)?;
+    check_limits(&info, &opts.limits)?;
+    prepare_from(bytes, info, opts, pool)
+}
+
+/// [`prepare_reusing`] for a caller that has read the headers and checked them against
+/// `opts.limits` already (the pipeline does, to make the plan).
+pub fn prepare_from(
+    bytes: &[u8],
+    info: ImageInfo,
+    opts: &DecodeOptions,
+    pool: &CoeffPool,
+) -> Result<Prepared, DecodeError> {
+    let reason = if info.format != Format::Jpeg {
+        "not a JPEG".to_string()
+    } else {
+        let mut coeffs = pool.take();
+        match read_coefficients(bytes, opts.strict, &mut coeffs)? {
+            CoeffStatus::Ready => {
+                let scale = opts.scale.clamp(1, 8);
+                let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
+                // A window is in the upright frame: a rotated image decodes the stored
+                // rectangle that turns into it.
+                let orientation = if opts.orientation && (2..=8).contains(&info.orientation) {
+                    info.orientation
+                } else {
+                    1
+                };
+                let window = match opts.window {
+                    Some(w) => stored_window(w, orientation, full),
+                    None => [0, 0, full[0], full[1]],
+                };
+                return Ok(Prepared {
+                    image: GpuSample::Jpeg {
+                        coeffs,
+                        scale,
+                        window,
+                        orientation,
+                    },
+                    info,
+                    cpu_reason: None,
+                });
+            }
+            CoeffStatus::CpuOnly(reason) => {
+                pool.put(coeffs);
+                reason
+            }
+        }
+    };
+    let mut img = Image8::default();
+    let info = crate::decode::cpu::decode_image(bytes, opts, &mut img)?;
+    Ok(Prepared {
+        image: GpuSample::Rgb(img),
+        info,
+        cpu_reason: Some(reason),
+    })
+}
+
+/// The rectangle of the stored (unrotated) image of size `full` that EXIF `orientation`
+/// turns into the upright window `w` (`[x0, y0, x1, y1)`), clamped to the image.
+pub(crate) fn stored_window(w: [u32; 4], orientation: u8, full: [u32; 2]) -> [u32; 4] {
+    let [sw, sh] = full;
+    // Sizes of the upright frame.
+    let (uw, uh) = if orientation >= 5 { (sh, sw) } else { (sw, sh) };
+    let [x0, y0, x1, y1] = [w[0].min(uw), w[1].min(uh), w[2].min(uw), w[3].min(uh)];
+    match orientation {
+        2 => [sw - x1, y0, sw - x0, y1],
+        3 => [sw - x1, sh - y1, sw - x0, sh - y0],
+        4 => [x0, sh - y1, x1, sh - y0],
+        5 => [y0, x0, y1, x1],
+        6 => [y0, sh - x1, y1, sh - x0],
+        7 => [sw - y1, sh - x1, sw - y0, sh - x0],
+        8 => [sw - y1, x0, sw - y0, x1],
+        _ => [x0, y0, x1, y1],
+    }
+}
+
+/// Where the decoded stored-frame window `g` lies once turned upright by `orientation`,
+/// and the size of the upright image: the inverse of [`stored_window`].
+pub(crate) fn upright_origin(g: &GpuImage, orientation: u8) -> ((u32, u32), (u32, u32)) {
+    let (sw, sh) = (g.full_width, g.full_height);
+    let (a, b) = (g.origin_x, g.origin_y);
+    let (ra, rb) = (sw - (a + g.width).min(sw), sh - (b + g.height).min(sh));
+    let origin = match orientation {
+        2 => (ra, b),
+        3 => (ra, rb),
+        4 => (a, rb),
+        5 => (b, a),
+        6 => (rb, a),
+        7 => (rb, ra),
+        8 => (b, ra),
+        _ => (a, b),
+    };
+    let full = if orientation >= 5 { (sh, sw) } else { (sw, sh) };
+    (origin, full)
+}
+
+/// One sample of a batch: its plan, its image input, and its label plane.
+#[derive(Debug)]
+pub struct GpuJob {
+    /// The plan.
+    pub plan: SamplePlan,
+    /// The image.
+    pub image: GpuSample,
+    /// The label plane, for segmentation sets.
+    pub mask: Option<LabelPlane>,
+}

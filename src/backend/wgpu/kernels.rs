@@ -1,0 +1,293 @@
+//! Runs planned [`Step`]s on a wgpu device: one compute pipeline per [`Kernel`], a bind
+//! group per launch, parameter records in one buffer, copies between passes.
+
+use std::num::NonZeroU64;
+
+use wgpu::util::DeviceExt;
+
+use super::{bind, shaders, storage_entry, WgpuContext};
+use crate::backend::device::launch::{Buffer, Kernel, Launch, Step, PARAM_WORDS};
+use crate::error::{Error, Result};
+
+/// Bytes between parameter records: the largest offset alignment a device may ask for.
+const PARAM_STRIDE: u64 = 256;
+
+/// How a kernel receives its parameter words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Params {
+    /// It reads none.
+    None,
+    /// A uniform record of 16 words at binding 0; storage bindings from 1.
+    Uniform,
+    /// A read-only storage record of 8 words after the storage bindings.
+    Storage,
+}
+
+/// The WGSL source, storage bindings (read-only or not) and parameter binding of a kernel.
+fn spec(kernel: Kernel) -> (&'static str, &'static [bool], Params) {
+    const AUGMENT: &[bool] = &[true, true, true, false, false, false];
+    match kernel {
+        Kernel::Idct => (shaders::IDCT, &[true, false], Params::None),
+        Kernel::Color => (shaders::COLOR, &[true, true, false], Params::None),
+        Kernel::Orient => (shaders::ORIENT, &[true, false], Params::Storage),
+        Kernel::Horizontal | Kernel::VerticalJitter | Kernel::WriteImage | Kernel::WriteMask => {
+            (shaders::AUGMENT, AUGMENT, Params::Uniform)
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Pipeline {
+    kernel: Kernel,
+    pipeline: wgpu::ComputePipeline,
+    layout: wgpu::BindGroupLayout,
+}
+
+/// Compiled pipelines for a set of kernels, built once per device.
+#[derive(Debug)]
+pub struct Pipelines {
+    pipelines: Vec<Pipeline>,
+}
+
+impl Pipelines {
+    /// Compiles `kernels` (each source once) with explicit bind group layouts. A shader or
+    /// pipeline the device rejects is [`Error::Device`].
+    pub fn new(ctx: &WgpuContext, kernels: &[Kernel]) -> Result<Self> {
+        let device = ctx.device();
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let mut modules: Vec<(&str, wgpu::ShaderModule)> = Vec::new();
+        let mut pipelines = Vec::with_capacity(kernels.len());
+        for &kernel in kernels {
+            let (source, storages, params) = spec(kernel);
+            let module = match modules.iter().find(|(s, _)| std::ptr::eq(*s, source)) {
+                Some((_, m)) => m.clone(),
+                None => {
+                    let m = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                        label: Some(kernel.source()),
+                        source: wgpu::ShaderSource::Wgsl(source.into()),
+                    });
+                    modules.push((source, m.clone()));
+                    m
+                }
+            };
+            let first = u32::from(params == Params::Uniform);
+            let mut entries: Vec<wgpu::BindGroupLayoutEntry> = storages
+                .iter()
+                .enumerate()
+                .map(|(i, &ro)| storage_entry(first + i as u32, ro))
+                .collect();
+            match params {
+                Params::None => {}
+                Params::Uniform => entries.push(wgpu::BindGroupLayoutEntry {
+                    binding: 0,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: false,
+                        min_binding_size: NonZeroU64::new((PARAM_WORDS * 4) as u64),
+                    },
+                    count: None,
+                }),
+                Params::Storage => {
+                    let mut e = storage_entry(storages.len() as u32, true);
+                    if let wgpu::BindingType::Buffer {
+                        min_binding_size, ..
+                    } = &mut e.ty
+                    {
+                        *min_binding_size = NonZeroU64::new(4 * 8);
+                    }
+                    entries.push(e);
+                }
+            }
+            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(kernel.name()),
+                entries: &entries,
+            });
+            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(kernel.name()),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(kernel.name()),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(kernel.name()),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            pipelines.push(Pipeline {
+                kernel,
+                pipeline,
+                layout,
+            });
+        }
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Device(format!("shader rejected: {e}")));
+        }
+        Ok(Pipelines { pipelines })
+    }
+
+    fn get(&self, kernel: Kernel) -> Result<&Pipeline> {
+        self.pipelines
+            .iter()
+            .find(|p| p.kernel == kernel)
+            .ok_or_else(|| Error::Device(format!("no pipeline for {}", kernel.name())))
+    }
+
+    /// Records `steps` into `encoder`, binding each [`Buffer`] to what `buffer` returns.
+    /// A missing buffer, or a binding outside its buffer or without `STORAGE` usage, is
+    /// [`Error::Device`], reported before anything is recorded.
+    pub fn record<'b>(
+        &self,
+        ctx: &WgpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        steps: &[Step],
+        buffer: impl Fn(Buffer) -> Option<&'b wgpu::Buffer>,
+    ) -> Result<()> {
+        let resolve = |b: crate::backend::device::Binding, usage: wgpu::BufferUsages| {
+            let buf = buffer(b.buffer)
+                .ok_or_else(|| Error::Device(format!("no {:?} buffer bound", b.buffer)))?;
+            if !buf.usage().contains(usage) {
+                return Err(Error::Device(format!(
+                    "the {:?} buffer lacks {usage:?} usage",
+                    b.buffer
+                )));
+            }
+            if b.offset + b.size.max(4) > buf.size() {
+                return Err(Error::Device(format!(
+                    "the {:?} buffer holds {} bytes, the batch binds {}..{}",
+                    b.buffer,
+                    buf.size(),
+                    b.offset,
+                    b.offset + b.size
+                )));
+            }
+            Ok(buf)
+        };
+        // Validate everything and gather the parameter records first.
+        let mut records: Vec<u32> = Vec::new();
+        let mut record_of = Vec::with_capacity(steps.len());
+        for step in steps {
+            match step {
+                Step::Launch(l) => {
+                    let (_, storages, params) = spec(l.kernel);
+                    if l.bindings.len() != storages.len() {
+                        return Err(Error::Device(format!(
+                            "{} takes {} bindings, the launch has {}",
+                            l.kernel.name(),
+                            storages.len(),
+                            l.bindings.len()
+                        )));
+                    }
+                    for b in &l.bindings {
+                        resolve(*b, wgpu::BufferUsages::STORAGE)?;
+                    }
+                    if params == Params::None {
+                        record_of.push(None);
+                    } else {
+                        record_of.push(Some(records.len() as u64 * 4));
+                        records.extend_from_slice(&l.params);
+                        records
+                            .resize(records.len() + (PARAM_STRIDE / 4) as usize - PARAM_WORDS, 0);
+                    }
+                }
+                Step::Copy { src, dst } => {
+                    if src.size != dst.size || src.size % 4 != 0 || dst.offset % 4 != 0 {
+                        return Err(Error::Device("malformed copy step".into()));
+                    }
+                    resolve(*src, wgpu::BufferUsages::COPY_SRC)?;
+                    resolve(*dst, wgpu::BufferUsages::COPY_DST)?;
+                    record_of.push(None);
+                }
+            }
+        }
+        let device = ctx.device();
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let params = (!records.is_empty()).then(|| {
+            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("stoker launch params"),
+                contents: bytemuck::cast_slice(&records),
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::STORAGE,
+            })
+        });
+        let mut groups = Vec::with_capacity(steps.len());
+        for (step, rec) in steps.iter().zip(&record_of) {
+            let Step::Launch(l) = step else {
+                groups.push(None);
+                continue;
+            };
+            groups.push(Some(self.bind_group(
+                ctx,
+                l,
+                params.as_ref(),
+                *rec,
+                &resolve,
+            )?));
+        }
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Device(format!("bindings rejected: {e}")));
+        }
+        let mut i = 0;
+        while i < steps.len() {
+            match &steps[i] {
+                Step::Copy { src, dst } => {
+                    let (s, d) = (
+                        resolve(*src, wgpu::BufferUsages::COPY_SRC)?,
+                        resolve(*dst, wgpu::BufferUsages::COPY_DST)?,
+                    );
+                    encoder.copy_buffer_to_buffer(s, src.offset, d, dst.offset, src.size);
+                    i += 1;
+                }
+                Step::Launch(_) => {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some("stoker batch"),
+                        timestamp_writes: None,
+                    });
+                    while let Some(Step::Launch(l)) = steps.get(i) {
+                        pass.set_pipeline(&self.get(l.kernel)?.pipeline);
+                        if let Some(Some(g)) = groups.get(i) {
+                            pass.set_bind_group(0, g, &[]);
+                        }
+                        pass.dispatch_workgroups(l.grid[0], l.grid[1], 1);
+                        i += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn bind_group<'b>(
+        &self,
+        ctx: &WgpuContext,
+        l: &Launch,
+        params: Option<&wgpu::Buffer>,
+        record: Option<u64>,
+        resolve: &impl Fn(
+            crate::backend::device::Binding,
+            wgpu::BufferUsages,
+        ) -> Result<&'b wgpu::Buffer>,
+    ) -> Result<wgpu::BindGroup> {
+        let p = self.get(l.kernel)?;
+        let (_, storages, mode) = spec(l.kernel);
+        let first = u32::from(mode == Params::Uniform);
+        let mut entries = Vec::with_capacity(storages.len() + 1);
+        for (i, b) in l.bindings.iter().enumerate() {
+            let buf = resolve(*b, wgpu::BufferUsages::STORAGE)?;
+            entries.push(bind(buf, first + i as u32, b.offset, b.size));
+        }
+        if let (Some(params), Some(at)) = (params, record) {
+            match mode {
+                Params::Uniform => entries.push(bind(params, 0, at, (PARAM_WORDS * 4) as u64)),
+                Params::Storage => entries.push(bind(params, storages.len() as u32, at, 32)),
+                Params::None => {}
+            }
+        }
+        Ok(ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(l.kernel.name()),
+            layout: &p.layout,
+            entries: &entries,
+        }))
+    }
+}
