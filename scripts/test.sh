@@ -17,6 +17,8 @@ fi
 missing=()
 command -v nasm >/dev/null 2>&1 || missing+=(nasm)
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+# g++ runs the CUDA kernels on the CPU (tests/kernels_host.rs): no GPU here.
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
 if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
     missing+=(mesa-vulkan-drivers)
 fi
@@ -33,6 +35,40 @@ if [ ${#missing[@]} -gt 0 ]; then
         exit 1
     fi
 fi
+
+# CUDA without a GPU: NVRTC compiles every kernel and ptxas assembles it for sm_90
+# (tests/kernels_compile.rs), and nvJPEG loads, from NVIDIA's PyPI wheels, pinned to
+# 13.0.x (a later NVRTC writes PTX that CUDA 13.0's ptxas and driver reject) and
+# installed without their dependencies (which would pull in 13.x releases) into a local
+# virtual environment. Nothing CUDA is needed to build; the tests that need a GPU say
+# they were skipped.
+CUDA_WHEELS=(nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-nvcc==13.0.88 nvidia-cuda-runtime==13.0.96
+    nvidia-cuda-crt==13.0.88 nvidia-nvjpeg==13.0.4.44)
+venv=.venv-cuda
+if [ ! -x "$venv/bin/pip" ]; then
+    if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "== installing python3-venv"
+            apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip >/dev/null
+            rm -rf "$venv"
+            python3 -m venv "$venv"
+        else
+            echo "error: python3 -m venv failed; install python3-venv" >&2
+            exit 1
+        fi
+    fi
+fi
+if ! "$venv/bin/pip" freeze 2>/dev/null | grep -qx "nvidia-nvjpeg==13.0.4.44"; then
+    echo "== installing the CUDA 13.0 wheels (NVRTC, ptxas, nvJPEG)"
+    "$venv/bin/pip" install --quiet --no-deps "${CUDA_WHEELS[@]}"
+fi
+CUDA_HOME="$("$venv/bin/python" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')"
+export CUDA_HOME
+export LD_LIBRARY_PATH="$CUDA_HOME/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export STOKER_REQUIRE_NVRTC=1
+export STOKER_REQUIRE_NVJPEG=1
+export STOKER_REQUIRE_KERNEL_HOST=1
 
 # The corpus tests also read ../shared/corpus when it exists beside the checkout, and say
 # "skipped" when it does not.
