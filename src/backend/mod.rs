@@ -112,6 +112,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
         crate::augment::reference::execute_mask(plan, src, out);
     }
 
+    /// The CUDA device, when this backend runs batches on one.
+    #[cfg(feature = "cuda")]
+    fn cuda_device(&self) -> Option<&cuda::CudaDevice> {
+        None
+    }
+
     /// The wgpu device, when this backend runs batches on one.
     #[cfg(feature = "wgpu")]
     fn wgpu_context(&self) -> Option<&wgpu::WgpuContext> {
@@ -139,9 +145,30 @@ pub struct BackendOptions {
     /// The caller's own wgpu device and queue: batches are made on it.
     #[cfg(feature = "wgpu")]
     pub wgpu: Option<wgpu::WgpuContext>,
+    /// The caller's own CUDA context and stream: batches are made on it.
+    #[cfg(feature = "cuda")]
+    pub cuda: Option<cuda::CudaDevice>,
 }
 
-const NO_CUDA_IN_BUILD: &str = "the CUDA backend is not part of this release";
+/// Opens the CUDA backend (GPU 0, or the caller's context), or says why not.
+#[cfg(feature = "cuda")]
+fn open_cuda(opts: &BackendOptions) -> Result<(Arc<dyn Backend>, String)> {
+    let device = match &opts.cuda {
+        Some(d) => d.clone(),
+        None => cuda::CudaDevice::new(0)?,
+    };
+    let backend = cuda::CudaBackend::new(device);
+    let name = backend.device();
+    Ok((Arc::new(backend), name))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_: &BackendOptions) -> Result<(Arc<dyn Backend>, String)> {
+    Err(Error::BackendUnavailable {
+        backend: "cuda".into(),
+        reason: "this build of stoker has no CUDA backend (the `cuda` feature is off)".into(),
+    })
+}
 
 /// Opens the wgpu backend as asked, or says why not.
 #[cfg(feature = "wgpu")]
@@ -172,8 +199,8 @@ fn open_wgpu(_: &BackendOptions, _: bool) -> Result<(Arc<dyn Backend>, String)> 
     })
 }
 
-/// Resolves `kind` to a backend. `Auto` never fails: it tries wgpu, falls back to the CPU
-/// and logs why. An explicit GPU kind that is unavailable is an error naming the reason.
+/// Resolves `kind` to a backend. `Auto` never fails: it tries CUDA, then wgpu (a hardware
+/// adapter), then falls back to the CPU, and logs why. An explicit GPU kind that is unavailable is an error naming the reason.
 pub fn select(kind: BackendKind, threads: usize) -> Result<Selected> {
     select_with(kind, threads, &BackendOptions::default())
 }
@@ -194,21 +221,28 @@ pub fn select_with(kind: BackendKind, threads: usize, opts: &BackendOptions) -> 
                 reason: format!("wgpu backend requested: {name}"),
             }
         }
-        BackendKind::Auto => match open_wgpu(opts, false) {
+        BackendKind::Auto => match open_cuda(opts) {
             Ok((backend, name)) => Selected {
                 backend,
-                reason: format!("auto: chose wgpu on {name} ({NO_CUDA_IN_BUILD})"),
+                reason: format!("auto: chose cuda on {name}"),
             },
-            Err(e) => Selected {
-                backend: cpu(),
-                reason: format!("auto: chose cpu because {NO_CUDA_IN_BUILD} and {e}"),
+            Err(cuda_err) => match open_wgpu(opts, false) {
+                Ok((backend, name)) => Selected {
+                    backend,
+                    reason: format!("auto: chose wgpu on {name} (cuda: {cuda_err})"),
+                },
+                Err(e) => Selected {
+                    backend: cpu(),
+                    reason: format!("auto: chose cpu (cuda: {cuda_err}; wgpu: {e})"),
+                },
             },
         },
         BackendKind::Cuda => {
-            return Err(Error::BackendUnavailable {
-                backend: kind.to_string(),
-                reason: NO_CUDA_IN_BUILD.into(),
-            })
+            let (backend, name) = open_cuda(opts)?;
+            Selected {
+                backend,
+                reason: format!("cuda backend requested: {name}"),
+            }
         }
     };
     log::info!("backend: {}", selected.reason);

@@ -30,6 +30,11 @@ pub struct PipelineBuilder {
     shard: Option<(usize, usize)>,
     shard_from_env: bool,
     drop_last: bool,
+    #[cfg(feature = "cuda")]
+    cuda_user: Option<(
+        std::sync::Arc<cudarc::driver::CudaContext>,
+        std::sync::Arc<cudarc::driver::CudaStream>,
+    )>,
 }
 
 impl PipelineBuilder {
@@ -52,6 +57,8 @@ impl PipelineBuilder {
             shard: None,
             shard_from_env: false,
             drop_last: false,
+            #[cfg(feature = "cuda")]
+            cuda_user: None,
         }
     }
 
@@ -69,6 +76,22 @@ impl PipelineBuilder {
     pub fn wgpu_device(mut self, device: ::wgpu::Device, queue: ::wgpu::Queue) -> Self {
         self.backend_opts.wgpu = Some(backend::wgpu::WgpuContext::from_device(device, queue));
         self.backend = BackendKind::Wgpu;
+        self
+    }
+
+    /// Runs the CUDA backend on the caller's own context and stream: every batch is a
+    /// `CudaSlice` on that context ([`crate::Batch::cuda_images`]), and `stream` waits for
+    /// each batch before the caller receives it (no host synchronisation), so the
+    /// caller's kernels on `stream` read the finished batch. Selects [`BackendKind::Cuda`]
+    /// (an error at [`Self::build`] if NVRTC is missing).
+    #[cfg(feature = "cuda")]
+    pub fn cuda_stream(
+        mut self,
+        ctx: std::sync::Arc<cudarc::driver::CudaContext>,
+        stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    ) -> Self {
+        self.cuda_user = Some((ctx, stream));
+        self.backend = BackendKind::Cuda;
         self
     }
 
@@ -206,35 +229,20 @@ impl PipelineBuilder {
         let sampler = Sampler::new(samples.len(), self.seed, shuffle)
             .shard(rank, world)?
             .batches_of(self.batch_size, self.drop_last)?;
-        let selected = backend::select_with(self.backend, workers, &self.backend_opts)?;
-        #[cfg(feature = "wgpu")]
-        let gpu = match selected.backend.wgpu_context() {
-            Some(ctx) => {
-                // The batch buffers must fit the device: say so now, not mid-epoch.
-                let limits = ctx.device().limits();
-                let (w, h) = self.augment.out_size();
-                let masks = if has_masks {
-                    2 * w as u64 * h as u64
-                } else {
-                    0
-                };
-                let per_sample = (self.augment.image_bytes() as u64).max(masks);
-                let need = per_sample.saturating_mul(self.batch_size as u64);
-                let max = limits
-                    .max_buffer_size
-                    .min(limits.max_storage_buffer_binding_size);
-                if need > max {
-                    return Err(Error::Config(format!(
-                        "a batch of {} samples needs {need} bytes, more than {} allows in one buffer ({max}); use smaller batches",
-                        self.batch_size,
-                        ctx.name()
-                    )));
-                }
-                let batcher = backend::wgpu::batch::Batcher::new(ctx, self.prefetch.max(2))?;
-                Some(Arc::new(Mutex::new(batcher)))
+        #[cfg(feature = "cuda")]
+        let selected = {
+            let mut opts = self.backend_opts.clone();
+            if let Some((ctx, stream)) = &self.cuda_user {
+                opts.cuda = Some(backend::cuda::CudaDevice::from_context(
+                    Arc::clone(ctx),
+                    Arc::clone(stream),
+                )?);
             }
-            None => None,
+            backend::select_with(self.backend, workers, &opts)?
         };
+        #[cfg(not(feature = "cuda"))]
+        let selected = backend::select_with(self.backend, workers, &self.backend_opts)?;
+        let (gpu, device_max_binding) = self.device_batcher(&selected, has_masks)?;
         let mut augment = self.augment;
         if self.cache_bytes > 0 && augment.is_crop_aware() {
             // The cache keeps whole images so any later crop can be served from it.
@@ -256,9 +264,8 @@ impl PipelineBuilder {
             strict_decode: self.strict_decode,
             has_masks,
             replace_attempts: 16,
-            #[cfg(feature = "wgpu")]
             gpu,
-            #[cfg(feature = "wgpu")]
+            device_max_binding,
             coeff_pool: Default::default(),
         };
         Ok(Pipeline {
@@ -271,5 +278,58 @@ impl PipelineBuilder {
             staging: Arc::new(Mutex::new(Vec::new())),
             workers: Arc::new(Mutex::new(Vec::new())),
         })
+    }
+
+    /// The device batcher of the selected backend, if it runs batches on a device, and
+    /// the largest storage binding there. A batch too large for the device's buffers is
+    /// an error now, not mid-epoch.
+    fn device_batcher(
+        &self,
+        selected: &backend::Selected,
+        has_masks: bool,
+    ) -> Result<(Option<Arc<Mutex<super::device::DeviceBatcher>>>, u64)> {
+        let (w, h) = self.augment.out_size();
+        let masks = if has_masks {
+            2 * w as u64 * h as u64
+        } else {
+            0
+        };
+        let per_sample = (self.augment.image_bytes() as u64).max(masks);
+        let need = per_sample.saturating_mul(self.batch_size as u64);
+        let _ = (need, has_masks);
+        #[cfg(feature = "cuda")]
+        if let Some(device) = selected.backend.cuda_device() {
+            let batcher = backend::cuda::batch::CudaBatcher::new(device, self.prefetch.max(2))?;
+            let limits = backend::device::Limits::UNBOUNDED;
+            return Ok((
+                Some(Arc::new(Mutex::new(super::device::DeviceBatcher::Cuda(
+                    Box::new(batcher),
+                )))),
+                limits.max_binding,
+            ));
+        }
+        #[cfg(feature = "wgpu")]
+        if let Some(ctx) = selected.backend.wgpu_context() {
+            let limits = ctx.device().limits();
+            let max = limits
+                .max_buffer_size
+                .min(limits.max_storage_buffer_binding_size);
+            if need > max {
+                return Err(Error::Config(format!(
+                    "a batch of {} samples needs {need} bytes, more than {} allows in one buffer ({max}); use smaller batches",
+                    self.batch_size,
+                    ctx.name()
+                )));
+            }
+            let batcher = backend::wgpu::batch::Batcher::new(ctx, self.prefetch.max(2))?;
+            return Ok((
+                Some(Arc::new(Mutex::new(super::device::DeviceBatcher::Wgpu(
+                    Box::new(batcher),
+                )))),
+                limits.max_storage_buffer_binding_size,
+            ));
+        }
+        let _ = selected;
+        Ok((None, u64::MAX))
     }
 }

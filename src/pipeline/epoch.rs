@@ -11,16 +11,14 @@ use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, 
 use half::f16;
 
 use super::cache::{Cache, Decoded};
+use super::device::{DeviceBuffers, DeviceHandle};
 use super::staging::{Staged, StagingRing};
 use super::stats::Counters;
 use super::worker::{reader, worker, WorkerState};
 use super::{Config, OnError};
 use crate::augment::{DType, Layout, SamplePlan};
 use crate::backend::cpu::memory::{HostBuffer, SlotMemory};
-#[cfg(feature = "wgpu")]
-use crate::backend::wgpu::batch::{GpuBatchBuffers, GpuJob};
-#[cfg(feature = "wgpu")]
-use crate::backend::wgpu::WgpuContext;
+use crate::backend::device::job::GpuJob;
 use crate::error::{Error, Result, SampleError};
 use crate::source::Subset;
 
@@ -29,10 +27,9 @@ use crate::source::Subset;
 pub(crate) struct BatchBuffers {
     pub images: HostBuffer,
     pub masks: Option<HostBuffer>,
-    /// The device buffers, when batches are made on a wgpu device (the host ones are
-    /// then empty).
-    #[cfg(feature = "wgpu")]
-    pub gpu: Option<GpuBatchBuffers>,
+    /// The device buffers, when batches are made on a device (the host ones are then
+    /// empty).
+    pub gpu: Option<DeviceBuffers>,
 }
 
 impl BatchBuffers {
@@ -42,21 +39,12 @@ impl BatchBuffers {
             masks: cfg
                 .has_masks
                 .then(|| HostBuffer::new(cfg.batch_size * cfg.host_mask_bytes())),
-            #[cfg(feature = "wgpu")]
             gpu: match &cfg.gpu {
-                Some(g) => {
-                    let ctx = g
-                        .lock()
+                Some(g) => Some(
+                    g.lock()
                         .map_err(|_| Error::Pipeline("device batcher poisoned".into()))?
-                        .context()
-                        .clone();
-                    Some(GpuBatchBuffers::new(
-                        &ctx,
-                        cfg.batch_size,
-                        cfg.image_bytes(),
-                        cfg.mask_bytes(),
-                    )?)
-                }
+                        .buffers(cfg.batch_size, cfg.image_bytes(), cfg.mask_bytes())?,
+                ),
                 None => None,
             },
         })
@@ -88,7 +76,6 @@ pub(super) struct Delivered {
     pub(super) replaced: Option<u64>,
     pub(super) plan: SamplePlan,
     /// What the device needs for this sample, when batches are made on one.
-    #[cfg(feature = "wgpu")]
     pub(super) gpu: Option<Box<GpuJob>>,
 }
 
@@ -102,8 +89,7 @@ pub(super) enum Msg {
         batch: usize,
         images: Arc<SlotMemory>,
         masks: Option<Arc<SlotMemory>>,
-        #[cfg(feature = "wgpu")]
-        gpu: Option<GpuBatchBuffers>,
+        gpu: Option<DeviceBuffers>,
         len: usize,
     },
     Done {
@@ -154,12 +140,9 @@ pub struct Batch {
     replacements: Vec<Replacement>,
     return_tx: Sender<BatchBuffers>,
     held: Arc<AtomicUsize>,
-    #[cfg(feature = "wgpu")]
-    device: Option<WgpuContext>,
+    device: Option<DeviceHandle>,
     /// Host copies of a device batch, read back on first use of a host accessor.
-    #[cfg(feature = "wgpu")]
     host_images: std::sync::OnceLock<HostBuffer>,
-    #[cfg(feature = "wgpu")]
     host_masks: std::sync::OnceLock<HostBuffer>,
 }
 
@@ -207,7 +190,6 @@ impl Batch {
     /// to the host once, on first use, and block for that; a device consumer uses
     /// [`Batch::wgpu_images`] instead, with no copy.
     pub fn on_device(&self) -> bool {
-        #[cfg(feature = "wgpu")]
         if self.device.is_some() {
             return true;
         }
@@ -222,7 +204,6 @@ impl Batch {
     /// The images as raw bytes (little-endian elements). For a device batch, a host copy
     /// read back on first use (empty, with the error logged, if the device fails).
     pub fn image_bytes(&self) -> &[u8] {
-        #[cfg(feature = "wgpu")]
         if self.device.is_some() {
             return self.logged(self.host_copy(false));
         }
@@ -235,25 +216,24 @@ impl Batch {
 
     /// The host copy of a device batch's images (or masks), read back once on first use;
     /// `None` when it has none.
-    #[cfg(feature = "wgpu")]
     fn host_copy(&self, masks: bool) -> Result<Option<&[u8]>> {
-        let (cell, buffer, n) = if masks {
-            let n = 2 * self.len * self.width * self.height;
-            (&self.host_masks, self.wgpu_masks(), n)
+        let (cell, n) = if masks {
+            (&self.host_masks, 2 * self.len * self.width * self.height)
         } else {
-            (
-                &self.host_images,
-                self.wgpu_images(),
-                self.images_len_bytes(),
-            )
+            (&self.host_images, self.images_len_bytes())
         };
-        let (Some(ctx), Some(buffer)) = (&self.device, buffer) else {
+        let (Some(device), Some(bufs)) = (
+            &self.device,
+            self.buffers.as_ref().and_then(|b| b.gpu.as_ref()),
+        ) else {
             return Ok(None);
         };
         if let Some(h) = cell.get() {
             return Ok(Some(h.bytes()));
         }
-        let data = ctx.read_buffer(buffer, 0, n as u64)?;
+        let Some(data) = device.read(bufs, masks, n)? else {
+            return Ok(None);
+        };
         let mut copy = HostBuffer::new(n);
         match data.get(..n) {
             Some(d) => copy.bytes_mut().copy_from_slice(d),
@@ -263,7 +243,6 @@ impl Batch {
     }
 
     /// A host copy's bytes, or none with the error logged (for the infallible accessors).
-    #[cfg(feature = "wgpu")]
     fn logged<'a>(&self, r: Result<Option<&'a [u8]>>) -> &'a [u8] {
         r.unwrap_or_else(|e| {
             log::error!("cannot read batch {} back from the device: {e}", self.index);
@@ -275,7 +254,6 @@ impl Batch {
     /// The images on the host, wherever the batch lives: copied for a host batch, read
     /// back (blocking, once) for a device batch.
     pub fn read_images(&self) -> Result<Vec<u8>> {
-        #[cfg(feature = "wgpu")]
         if self.device.is_some() {
             return Ok(self.host_copy(false)?.unwrap_or_default().to_vec());
         }
@@ -284,7 +262,6 @@ impl Batch {
 
     /// The label masks on the host, wherever the batch lives (see [`Batch::read_images`]).
     pub fn read_masks(&self) -> Result<Option<Vec<u16>>> {
-        #[cfg(feature = "wgpu")]
         if self.device.is_some() {
             let bytes = self.host_copy(true)?;
             return Ok(bytes.and_then(|b| bytemuck::try_cast_slice(b).ok().map(<[u16]>::to_vec)));
@@ -294,17 +271,72 @@ impl Batch {
 
     /// The images as a buffer on the wgpu device (`STORAGE | COPY_SRC | COPY_DST`): slot
     /// `i` at byte `i * 3 * width * height * dtype size`, in the batch's layout and dtype.
-    /// `None` for host batches. Valid until the batch is dropped; work submitted on the
+    /// `None` for other batches. Valid until the batch is dropped; work submitted on the
     /// same queue before the drop is ordered before the buffer is written again.
     #[cfg(feature = "wgpu")]
     pub fn wgpu_images(&self) -> Option<&::wgpu::Buffer> {
-        Some(&self.buffers.as_ref()?.gpu.as_ref()?.images)
+        match self.buffers.as_ref()?.gpu.as_ref()? {
+            DeviceBuffers::Wgpu(b) => Some(&b.images),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
     }
 
     /// The label masks as a buffer on the wgpu device: `u16` class ids, `[N, H, W]`.
     #[cfg(feature = "wgpu")]
     pub fn wgpu_masks(&self) -> Option<&::wgpu::Buffer> {
-        self.buffers.as_ref()?.gpu.as_ref()?.masks.as_ref()
+        match self.buffers.as_ref()?.gpu.as_ref()? {
+            DeviceBuffers::Wgpu(b) => b.masks.as_ref(),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// The images in CUDA device memory: slot `i` at byte
+    /// `i * 3 * width * height * dtype size`, in the batch's layout and dtype. `None` for
+    /// other batches. The pipeline's consumer stream already waits for the batch
+    /// ([`Batch::cuda_event`] is the event, for other streams). Valid until the batch is
+    /// dropped: work the consumer stream has been given by then is ordered before the
+    /// buffer is written again.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_images(&self) -> Option<&cudarc::driver::CudaSlice<u8>> {
+        match self.buffers.as_ref()?.gpu.as_ref()? {
+            DeviceBuffers::Cuda(b) => Some(&b.images),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// The label masks in CUDA device memory: `u16` class ids, `[N, H, W]`.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_masks(&self) -> Option<&cudarc::driver::CudaSlice<u8>> {
+        match self.buffers.as_ref()?.gpu.as_ref()? {
+            DeviceBuffers::Cuda(b) => b.masks.as_ref(),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// The event that completes when this CUDA batch is ready: a stream other than the
+    /// pipeline's consumer stream waits on it before reading the batch.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_event(&self) -> Option<&cudarc::driver::CudaEvent> {
+        match self.device.as_ref()? {
+            DeviceHandle::Cuda { ready, .. } => Some(ready),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// Whether the device batch has label masks.
+    fn device_masks_present(&self) -> bool {
+        match self.buffers.as_ref().and_then(|b| b.gpu.as_ref()) {
+            #[cfg(feature = "wgpu")]
+            Some(DeviceBuffers::Wgpu(b)) => b.masks.is_some(),
+            #[cfg(feature = "cuda")]
+            Some(DeviceBuffers::Cuda(b)) => b.masks.is_some(),
+            _ => false,
+        }
     }
 
     /// The images, if the dtype is u8.
@@ -332,9 +364,10 @@ impl Batch {
     /// device batch, as [`Batch::image_bytes`]).
     pub fn masks(&self) -> Option<&[u16]> {
         let n = self.len * self.width * self.height;
-        #[cfg(feature = "wgpu")]
         if self.device.is_some() {
-            self.wgpu_masks()?;
+            if !self.device_masks_present() {
+                return None;
+            }
             return bytemuck::try_cast_slice::<u8, u16>(self.logged(self.host_copy(true))).ok();
         }
         let m = self.buffers.as_ref()?.masks.as_ref()?;
@@ -370,7 +403,10 @@ impl Batch {
 impl Drop for Batch {
     fn drop(&mut self) {
         self.held.fetch_sub(1, Ordering::AcqRel);
-        if let Some(b) = self.buffers.take() {
+        if let Some(mut b) = self.buffers.take() {
+            if let (Some(d), Some(g)) = (&self.device, b.gpu.as_mut()) {
+                d.release(g);
+            }
             // Fails only when the epoch is gone; the buffers are then simply freed.
             let _ = self.return_tx.send(b);
         }
@@ -380,8 +416,7 @@ impl Drop for Batch {
 struct Pending {
     images: Option<Arc<SlotMemory>>,
     masks: Option<Arc<SlotMemory>>,
-    #[cfg(feature = "wgpu")]
-    gpu: Option<GpuBatchBuffers>,
+    gpu: Option<DeviceBuffers>,
     outcomes: Vec<Option<Outcome>>,
     remaining: usize,
 }
@@ -642,7 +677,6 @@ impl Collector {
         let mut errors = Vec::new();
         let mut replacements = Vec::new();
         let (ib, mb) = (cfg.host_image_bytes(), cfg.host_mask_bytes());
-        #[cfg(feature = "wgpu")]
         let mut jobs: Vec<GpuJob> = Vec::new();
         for (slot, o) in p.outcomes.into_iter().enumerate() {
             let Some(o) = o else {
@@ -655,7 +689,6 @@ impl Collector {
             }
             if let Some(d) = o.delivered {
                 let k = ids.len();
-                #[cfg(feature = "wgpu")]
                 if cfg.on_device() {
                     let job = d.gpu.ok_or_else(|| {
                         Error::Pipeline(format!("internal: slot {slot} has no device input"))
@@ -683,18 +716,16 @@ impl Collector {
                 plans.push(d.plan);
             }
         }
-        #[cfg(feature = "wgpu")]
         let (gpu, device) = match (&cfg.gpu, p.gpu) {
-            (Some(batcher), Some(bufs)) => {
+            (Some(batcher), Some(mut bufs)) => {
                 let t = Instant::now();
                 let mut b = batcher
                     .lock()
                     .map_err(|_| Error::Pipeline("device batcher poisoned".into()))?;
-                b.run(&jobs, &bufs)?;
+                let handle = b.run(&jobs, &mut bufs)?;
                 cfg.coeff_pool.recycle(jobs.into_iter().map(|j| j.image));
                 Counters::add(&self.stats.device_ns, t.elapsed());
-                let ctx = b.context().clone();
-                (Some(bufs), Some(ctx))
+                (Some(bufs), Some(handle))
             }
             (None, None) => (None, None),
             _ => return Err(Error::Pipeline("internal: device buffers missing".into())),
@@ -716,17 +747,9 @@ impl Collector {
             height: h as usize,
             dtype: cfg.augment.out_dtype(),
             layout: cfg.augment.out_layout(),
-            buffers: Some(BatchBuffers {
-                images,
-                masks,
-                #[cfg(feature = "wgpu")]
-                gpu,
-            }),
-            #[cfg(feature = "wgpu")]
+            buffers: Some(BatchBuffers { images, masks, gpu }),
             device,
-            #[cfg(feature = "wgpu")]
             host_images: std::sync::OnceLock::new(),
-            #[cfg(feature = "wgpu")]
             host_masks: std::sync::OnceLock::new(),
             labels,
             ids,
@@ -744,21 +767,18 @@ impl Collector {
                 batch,
                 images,
                 masks,
-                #[cfg(feature = "wgpu")]
                 gpu,
                 len,
             } => {
                 let p = self.pending.entry(batch).or_insert_with(|| Pending {
                     images: None,
                     masks: None,
-                    #[cfg(feature = "wgpu")]
                     gpu: None,
                     outcomes: (0..len).map(|_| None).collect(),
                     remaining: len,
                 });
                 p.images = Some(images);
                 p.masks = masks;
-                #[cfg(feature = "wgpu")]
                 {
                     p.gpu = gpu;
                 }
@@ -975,7 +995,6 @@ fn planner(
                 batch: b,
                 images,
                 masks,
-                #[cfg(feature = "wgpu")]
                 gpu: bufs.gpu,
                 len: n,
             })

@@ -54,6 +54,7 @@
 
 mod builder;
 mod cache;
+mod device;
 mod epoch;
 mod readers;
 mod staging;
@@ -116,12 +117,12 @@ pub(crate) struct Config {
     pub strict_decode: bool,
     pub has_masks: bool,
     pub replace_attempts: usize,
-    /// The device path, when the backend runs batches on a wgpu device.
-    #[cfg(feature = "wgpu")]
-    pub gpu: Option<Arc<Mutex<crate::backend::wgpu::batch::Batcher>>>,
+    /// The device path, when the backend runs batches on a device.
+    pub gpu: Option<Arc<Mutex<device::DeviceBatcher>>>,
+    /// The largest storage binding of the device (a decoded window must fit one).
+    pub device_max_binding: u64,
     /// Coefficient buffers recycled from packed batches to the workers.
-    #[cfg(feature = "wgpu")]
-    pub coeff_pool: crate::backend::wgpu::batch::CoeffPool,
+    pub coeff_pool: crate::backend::device::job::CoeffPool,
 }
 
 impl Config {
@@ -131,11 +132,7 @@ impl Config {
 
     /// Whether batches are made on a device (workers prepare inputs, the device writes).
     pub(crate) fn on_device(&self) -> bool {
-        #[cfg(feature = "wgpu")]
-        if self.gpu.is_some() {
-            return true;
-        }
-        false
+        self.gpu.is_some()
     }
 
     /// Bytes of one image slot in host batch memory: none when batches live on a device.
@@ -236,7 +233,12 @@ impl Pipeline {
     /// `staging_slots` buffers that each grow to the largest file read.
     pub fn memory_in_flight(&self) -> usize {
         let c = &self.cfg;
-        c.prefetch * c.batch_size * (c.image_bytes() + c.mask_bytes())
+        let device = c
+            .gpu
+            .as_ref()
+            .and_then(|g| g.lock().ok().map(|g| g.memory_in_flight()))
+            .unwrap_or(0);
+        c.prefetch * c.batch_size * (c.image_bytes() + c.mask_bytes()) + device as usize
     }
 
     /// Waits until the device has finished every batch handed out so far (a no-op on the
@@ -245,6 +247,10 @@ impl Pipeline {
         #[cfg(feature = "wgpu")]
         if let Some(ctx) = self.cfg.backend.wgpu_context() {
             return ctx.wait();
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(device) = self.cfg.backend.cuda_device() {
+            return device.wait();
         }
         Ok(())
     }

@@ -17,9 +17,7 @@ use crate::augment::reference::Scratch;
 use crate::augment::rng::{Rng, Stream};
 use crate::augment::SamplePlan;
 use crate::backend::cpu::memory::SlotWriter;
-#[cfg(feature = "wgpu")]
-use crate::backend::wgpu::batch::{max_binding, prepare_from, GpuJob, GpuSample};
-#[cfg(feature = "wgpu")]
+use crate::backend::device::job::{prepare_from, GpuJob, GpuSample};
 use crate::decode::LabelPlane;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
 use crate::error::{SampleError, SampleErrorKind};
@@ -191,15 +189,12 @@ fn process(
     };
     let error = match first {
         Ok((plan, gpu)) => {
-            #[cfg(not(feature = "wgpu"))]
-            let _ = gpu;
             return Outcome {
                 delivered: Some(Delivered {
                     id: sample.id,
                     label: sample.label.map_or(-1, i64::from),
                     replaced: None,
                     plan,
-                    #[cfg(feature = "wgpu")]
                     gpu,
                 }),
                 error: None,
@@ -227,15 +222,12 @@ fn process(
         ws.replace = st;
         match r {
             Ok((plan, gpu)) => {
-                #[cfg(not(feature = "wgpu"))]
-                let _ = gpu;
                 return Outcome {
                     delivered: Some(Delivered {
                         id: cand.id,
                         label: cand.label.map_or(-1, i64::from),
                         replaced: Some(sample.id),
                         plan,
-                        #[cfg(feature = "wgpu")]
                         gpu,
                     }),
                     error: Some(error),
@@ -251,10 +243,7 @@ fn process(
 }
 
 /// What the device needs for one sample, when batches are made on a device.
-#[cfg(feature = "wgpu")]
 type DeviceJob = Option<Box<GpuJob>>;
-#[cfg(not(feature = "wgpu"))]
-type DeviceJob = Option<std::convert::Infallible>;
 
 /// Decodes (or, on a device, prepares) one sample from its bytes and fills its slot.
 fn attempt(
@@ -266,7 +255,6 @@ fn attempt(
     mask_writer: Option<&mut SlotWriter>,
     ws: &mut WorkerState,
 ) -> Result<(SamplePlan, DeviceJob), SampleError> {
-    #[cfg(feature = "wgpu")]
     if sh.cfg.on_device() {
         return prepare_device(sh, s, image, mask, ws).map(|(p, j)| (p, Some(j)));
     }
@@ -275,7 +263,6 @@ fn attempt(
 }
 
 /// The device input of a CPU-decoded (or cached) sample: its image and mask.
-#[cfg(feature = "wgpu")]
 fn device_job(plan: SamplePlan, d: &Decoded) -> Box<GpuJob> {
     Box::new(GpuJob {
         plan,
@@ -284,20 +271,13 @@ fn device_job(plan: SamplePlan, d: &Decoded) -> Box<GpuJob> {
     })
 }
 
-#[cfg(feature = "wgpu")]
 fn device_job_cached(plan: &SamplePlan, d: &Decoded) -> DeviceJob {
     Some(device_job(*plan, d))
-}
-
-#[cfg(not(feature = "wgpu"))]
-fn device_job_cached(_: &SamplePlan, _: &Decoded) -> DeviceJob {
-    None
 }
 
 /// The device input of one sample: a JPEG entropy-decoded to coefficients for the
 /// device's decode (only the window its plan reads, at the plan's IDCT scale), or, for
 /// what that path does not take, the CPU decode, counted as a fallback.
-#[cfg(feature = "wgpu")]
 fn prepare_device(
     sh: &Shared,
     s: &Sample,
@@ -336,7 +316,7 @@ fn prepare_device(
     };
     // (A binding starts on a 256-byte boundary at or before the window.)
     let bytes = 4 * u64::from(ww) * u64::from(wh) + 256;
-    let largest = cfg.backend.wgpu_context().map_or(u64::MAX, max_binding);
+    let largest = cfg.device_max_binding;
     if bytes > largest {
         return Err(SampleError::new(
             s,

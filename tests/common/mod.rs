@@ -175,5 +175,39 @@ pub fn backends() -> Vec<stoker::BackendKind> {
     if wgpu_context().is_some() {
         v.push(stoker::BackendKind::Wgpu);
     }
+    if cuda_present() {
+        v.push(stoker::BackendKind::Cuda);
+    }
     v
+}
+
+/// Whether a CUDA device can be opened (driver, GPU and NVRTC). With
+/// `STOKER_REQUIRE_CUDA=1` (set on GPU machines) its absence fails the test instead.
+#[allow(dead_code)]
+pub fn cuda_present() -> bool {
+    cuda_device().is_some()
+}
+
+/// The CUDA device for tests, or `None` (with the reason printed) where there is none;
+/// with `STOKER_REQUIRE_CUDA=1` a missing device fails the test.
+#[allow(dead_code)]
+#[cfg(feature = "cuda")]
+pub fn cuda_device() -> Option<stoker::backend::cuda::CudaDevice> {
+    match stoker::backend::cuda::CudaDevice::new(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            assert!(
+                std::env::var("STOKER_REQUIRE_CUDA").as_deref() != Ok("1"),
+                "STOKER_REQUIRE_CUDA=1 but {e}"
+            );
+            eprintln!("skipped (cuda): {e}");
+            None
+        }
+    }
+}
+
+#[allow(dead_code)]
+#[cfg(not(feature = "cuda"))]
+pub fn cuda_device() -> Option<()> {
+    None
 }

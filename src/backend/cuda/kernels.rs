@@ -103,9 +103,11 @@ fn find_nvrtc() -> std::result::Result<(), String> {
             return Ok(());
         }
     }
-    Err("NVRTC (libnvrtc.so.13) was not found: install the CUDA 13 toolkit or the \
+    Err(
+        "NVRTC (libnvrtc.so.13) was not found: install the CUDA 13 toolkit or the \
          nvidia-cuda-nvrtc wheel and put its lib/ on LD_LIBRARY_PATH or in CUDA_HOME"
-        .into())
+            .into(),
+    )
 }
 
 /// Compiles `file` (one of [`SOURCES`]) to PTX for `arch` (`compute_90`, ...). An NVRTC
@@ -138,10 +140,12 @@ pub fn compile(file: &str, arch: &str) -> Result<String> {
     }
 }
 
-/// Every kernel source compiled for `arch`, cached for the process: `(file, PTX)`.
-pub fn compile_all(arch: &str) -> Result<Arc<Vec<(&'static str, String)>>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Vec<(&'static str, String)>>>>> =
-        OnceLock::new();
+/// PTX of every kernel source, `(file, PTX)`.
+pub type Compiled = Arc<Vec<(&'static str, String)>>;
+
+/// Every kernel source compiled for `arch`, cached for the process.
+pub fn compile_all(arch: &str) -> Result<Compiled> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Compiled>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(hit) = cache.lock().ok().and_then(|c| c.get(arch).cloned()) {
         return Ok(hit);

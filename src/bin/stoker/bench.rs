@@ -193,7 +193,6 @@ pub fn decode(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
             }
         };
         let be = sel.backend.as_ref();
-        #[cfg(feature = "wgpu")]
         if let Some(dev) = common::device_decoder(be)? {
             results.push(decode_device(
                 ctx, a, kind, be, dev, &files, &paths, threads,
@@ -250,7 +249,6 @@ pub fn decode(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
 /// time (CPU-only files are decoded whole by the CPU, counted as fallbacks), and the
 /// device decodes each group while the threads work on the next; the clock stops after
 /// the device has finished.
-#[cfg(feature = "wgpu")]
 #[allow(clippy::too_many_arguments)]
 fn decode_device(
     ctx: Ctx,
@@ -262,7 +260,7 @@ fn decode_device(
     paths: &[String],
     threads: usize,
 ) -> Res<Value> {
-    use stoker::backend::wgpu::batch::{prepare_reusing, CoeffPool, GpuSample};
+    use stoker::backend::device::{prepare_reusing, CoeffPool, GpuSample};
     let opts = DecodeOptions::default();
     let pool = CoeffPool::default();
     // Returns the run, the CPU fallbacks, the failures, and the seconds the host threads
@@ -303,12 +301,12 @@ fn decode_device(
                     Err(_) => {}
                 }
             }
-            dev.batcher().decode(&samples)?;
+            dev.submit(&samples)?;
             pool.recycle(samples);
             tick(idx.len() as u64);
             first += a.batch;
         }
-        dev.batcher().context().wait()?;
+        dev.wait()?;
         let run = DecodeRun {
             images,
             pixels,

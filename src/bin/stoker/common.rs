@@ -389,57 +389,88 @@ pub fn par_map<T: Sync, R: Send>(
         .collect()
 }
 
-/// Decodes single files through a backend's device path (decode on the device, read
-/// back), for `stoker decode` and the decode benchmark.
-#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
-pub struct DeviceDecoder {
+/// Decodes files through a backend's device path (host entropy decoding, decode on the
+/// device), for `stoker decode` and the decode benchmark.
+pub enum DeviceDecoder {
+    /// No device backend in this build.
+    #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+    #[allow(dead_code)]
+    None(std::convert::Infallible),
+    /// wgpu.
     #[cfg(feature = "wgpu")]
-    batcher: stoker::backend::wgpu::batch::Batcher,
+    Wgpu(Box<stoker::backend::wgpu::batch::Batcher>),
+    /// CUDA.
+    #[cfg(feature = "cuda")]
+    Cuda(Box<stoker::backend::cuda::batch::CudaBatcher>),
 }
 
 impl DeviceDecoder {
     /// Decodes `bytes` on the device into `out` (a CPU-only file falls back to the CPU).
-    #[cfg(feature = "wgpu")]
     pub fn decode(
         &mut self,
         bytes: &[u8],
         opts: &stoker::decode::DecodeOptions,
         out: &mut stoker::decode::Image8,
     ) -> Result<stoker::decode::ImageInfo, String> {
-        let p = stoker::backend::wgpu::batch::prepare(bytes, opts).map_err(reason)?;
+        let p = stoker::backend::device::prepare(bytes, opts).map_err(reason)?;
         let mut imgs = self
-            .batcher
             .decode_to_host(std::slice::from_ref(&p.image))
             .map_err(|e| e.to_string())?;
         *out = imgs.pop().ok_or("the device returned no image")?;
         Ok(p.info)
     }
 
-    /// Without a device backend compiled in there is nothing to decode on.
-    #[cfg(not(feature = "wgpu"))]
-    pub fn decode(
+    /// Decodes `samples` on the device and reads the windows back. Blocks.
+    pub fn decode_to_host(
         &mut self,
-        _: &[u8],
-        _: &stoker::decode::DecodeOptions,
-        _: &mut stoker::decode::Image8,
-    ) -> Result<stoker::decode::ImageInfo, String> {
-        Err("no device backend in this build".into())
+        samples: &[stoker::backend::device::GpuSample],
+    ) -> stoker::Result<Vec<stoker::decode::Image8>> {
+        match self {
+            #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+            DeviceDecoder::None(n) => match *n {},
+            #[cfg(feature = "wgpu")]
+            DeviceDecoder::Wgpu(b) => b.decode_to_host(samples),
+            #[cfg(feature = "cuda")]
+            DeviceDecoder::Cuda(b) => b.decode_to_host(samples),
+        }
     }
 
-    /// The device backend's batcher.
-    #[cfg(feature = "wgpu")]
-    pub fn batcher(&mut self) -> &mut stoker::backend::wgpu::batch::Batcher {
-        &mut self.batcher
+    /// Submits the decode of `samples` without waiting.
+    pub fn submit(&mut self, samples: &[stoker::backend::device::GpuSample]) -> stoker::Result<()> {
+        match self {
+            #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+            DeviceDecoder::None(n) => match *n {},
+            #[cfg(feature = "wgpu")]
+            DeviceDecoder::Wgpu(b) => b.decode(samples),
+            #[cfg(feature = "cuda")]
+            DeviceDecoder::Cuda(b) => b.decode(samples).map(|_| ()),
+        }
+    }
+
+    /// Waits until everything submitted is done.
+    pub fn wait(&self) -> stoker::Result<()> {
+        match self {
+            #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+            DeviceDecoder::None(n) => match *n {},
+            #[cfg(feature = "wgpu")]
+            DeviceDecoder::Wgpu(b) => b.context().wait(),
+            #[cfg(feature = "cuda")]
+            DeviceDecoder::Cuda(b) => b.wait(),
+        }
     }
 }
 
 /// The device decoder of `be`, or `None` for host backends.
 pub fn device_decoder(be: &dyn stoker::backend::Backend) -> Result<Option<DeviceDecoder>, String> {
+    #[cfg(feature = "cuda")]
+    if let Some(dev) = be.cuda_device() {
+        let b = stoker::backend::cuda::batch::CudaBatcher::new(dev, 2).map_err(|e| e.to_string())?;
+        return Ok(Some(DeviceDecoder::Cuda(Box::new(b))));
+    }
     #[cfg(feature = "wgpu")]
     if let Some(ctx) = be.wgpu_context() {
-        let batcher =
-            stoker::backend::wgpu::batch::Batcher::new(ctx, 2).map_err(|e| e.to_string())?;
-        return Ok(Some(DeviceDecoder { batcher }));
+        let b = stoker::backend::wgpu::batch::Batcher::new(ctx, 2).map_err(|e| e.to_string())?;
+        return Ok(Some(DeviceDecoder::Wgpu(Box::new(b))));
     }
     let _ = be;
     Ok(None)

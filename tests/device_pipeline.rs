@@ -1,9 +1,9 @@
-//! The wgpu backend against the CPU backend through the whole pipeline: the same batches
-//! of the same epochs hold the same samples, in the same order, with the same plans; the
-//! pixels agree within the decode and augment tolerances; masks are equal.
+//! The device backends (wgpu, CUDA) against the CPU backend through the whole pipeline:
+//! the same batches of the same epochs hold the same samples, in the same order, with the
+//! same plans; the pixels agree within the decode and augment tolerances; masks are equal.
 //!
-//! Runs on lavapipe in CI (`STOKER_REQUIRE_WGPU=1` makes a missing adapter a failure).
-#![cfg(feature = "wgpu")]
+//! wgpu runs on lavapipe in CI (`STOKER_REQUIRE_WGPU=1` makes a missing adapter a
+//! failure); CUDA where there is a GPU (`STOKER_REQUIRE_CUDA=1` makes its absence one).
 
 mod common;
 
@@ -62,7 +62,7 @@ fn run_cached(
             for b in ep.by_ref() {
                 let b = b.expect("batch");
                 assert!(b.errors().is_empty(), "{:?}", b.errors());
-                assert_eq!(b.on_device(), backend == BackendKind::Wgpu);
+                assert_eq!(b.on_device(), backend != BackendKind::Cpu);
                 out.ids.extend_from_slice(b.ids());
                 out.labels.extend_from_slice(b.labels());
                 out.plans.extend_from_slice(b.plans());
@@ -106,10 +106,22 @@ fn levels(bytes: &[u8], aug: &Augment, std: [f32; 3]) -> Vec<f64> {
     }
 }
 
+/// Every device backend this machine has against the CPU backend.
 fn compare(subset: &Subset, aug: &Augment, std: [f32; 3], expect_gpu: bool) {
     let cpu = run(subset, aug, BackendKind::Cpu, 2);
-    let gpu = run(subset, aug, BackendKind::Wgpu, 2);
-    check(&cpu, &gpu, aug, std, expect_gpu);
+    for backend in devices() {
+        println!("{backend}:");
+        let gpu = run(subset, aug, backend, 2);
+        check(&cpu, &gpu, aug, std, expect_gpu);
+    }
+}
+
+/// The device backends present (each test is a no-op where there is none).
+fn devices() -> Vec<BackendKind> {
+    common::backends()
+        .into_iter()
+        .filter(|b| *b != BackendKind::Cpu)
+        .collect()
 }
 
 fn check(cpu: &[Epoch], gpu: &[Epoch], aug: &Augment, std: [f32; 3], expect_gpu: bool) {
@@ -162,9 +174,6 @@ const STD: [f32; 3] = [0.229, 0.224, 0.225];
 
 #[test]
 fn same_batches_and_pixels_as_the_cpu_backend() {
-    if common::wgpu_context().is_none() {
-        return;
-    }
     let base = Augment::new()
         .random_resized_crop(40, (0.08, 1.0), (0.75, 1.333))
         .flip_horizontal(0.5)
@@ -251,9 +260,6 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[test]
 fn masks_follow_the_image_exactly() {
-    if common::wgpu_context().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().expect("tempdir");
     let subset = jpegs_with_masks(dir.path());
     let aug = Augment::new()
@@ -267,9 +273,6 @@ fn masks_follow_the_image_exactly() {
 
 #[test]
 fn the_decoded_sample_cache_gives_the_same_batches() {
-    if common::wgpu_context().is_none() {
-        return;
-    }
     // With the cache on, images are decoded whole on the CPU (then cached) and augmented
     // on the device; the second epoch is served from the cache.
     let aug = Augment::new()
@@ -278,17 +281,16 @@ fn the_decoded_sample_cache_gives_the_same_batches() {
         .color_jitter(0.2, 0.2, 0.2)
         .dtype(DType::U8);
     let cpu = run_cached(&photos(), &aug, BackendKind::Cpu, 2, 64 << 20);
-    let gpu = run_cached(&photos(), &aug, BackendKind::Wgpu, 2, 64 << 20);
-    check(&cpu, &gpu, &aug, [1.0 / 255.0; 3], false);
-    assert_eq!(gpu[0].fallbacks, 6, "the cache keeps CPU decodes");
-    assert_eq!(gpu[1].fallbacks, 0, "epoch 1 is served from the cache");
+    for backend in devices() {
+        let gpu = run_cached(&photos(), &aug, backend, 2, 64 << 20);
+        check(&cpu, &gpu, &aug, [1.0 / 255.0; 3], false);
+        assert_eq!(gpu[0].fallbacks, 6, "the cache keeps CPU decodes");
+        assert_eq!(gpu[1].fallbacks, 0, "epoch 1 is served from the cache");
+    }
 }
 
 #[test]
 fn exif_rotated_jpegs_take_the_device_path_with_the_same_pixels() {
-    if common::wgpu_context().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().expect("tempdir");
     let mut files = vec![common::data_dir().join("jpeg/pil_hopper_orientation_6.jpg")];
     if let Some(corpus) = common::corpus_dir() {

@@ -1,0 +1,546 @@
+// The fused augmentation of a batch: a line-by-line port of shaders/augment.wgsl, the GPU
+// side of src/augment/reference.rs. See the WGSL file for the passes and the blob layout
+// (`AugmentInput`: header, per-sample descriptors, plans, data section).
+//
+// Entry points, 256 threads per block:
+// - `horizontal`: one thread per (sample, window row read, output column): the
+//   horizontal resize, u8 RGB into `hbuf` (one word per pixel).
+// - `vertical_jitter`: one block per sample: the vertical resize into `rbuf`, then the
+//   colour jitter ops in the plan's order (contrast's mean reduced in shared memory).
+// - `write_image`: one thread per u32 word of the batch's image output.
+// - `write_mask`: one thread per u32 word of the mask output (two u16 labels).
+// Bindings, the same for every entry point (the WGSL storage bindings 1-6): 0 `hdr` (the
+// blob's header, descriptors and plans; read), 1 `data` (a range of the data section;
+// read), 2 `windows` (decoded RGBA windows; read), 3 `hbuf` (horizontal pass output),
+// 4 `rbuf` (resized pixels), 5 `outw` (images or masks).
+// Params (the WGSL uniform `P`): 0 s0, 1 s1 (samples [s0, s1)), 2 item0, 3 items
+// (horizontal items [item0, item0 + items)), 4 win_base, 5 data_base, 6 r_base (word of
+// `windows`, of the blob and of the resized buffer where the bindings start), 7 h_base
+// (first item held by `hbuf`), 8 byte0 (byte of sample s0's slot where a write chunk
+// starts), 9 words (its word count), 10-15 unused.
+//
+// Integer resize math is the CPU's: acc = (1 << 21) + sum(pixel * weight), then
+// clamp(acc >> 22, 0, 255), wrapping as WGSL's i32 does (carried in u32 here). Jitter uses
+// the CPU's f32 operations in the same order.
+
+// Constants as enumerators, not variables: NVRTC would emit every namespace-scope
+// constant as a global.
+enum : u32 {
+    WG = 256u,
+
+    // Header words.
+    H_N = 0u,
+    H_OUT_W = 1u,
+    H_OUT_H = 2u,
+    H_DTYPE = 3u,
+    H_LAYOUT = 4u,
+    H_DESCS = 6u,
+    H_PLANS = 7u,
+    H_DATA = 8u,
+
+    // Descriptor words (16 per sample). Table offsets are relative to the data section.
+    DESC_WORDS = 16u,
+    D_WIN = 0u,      // first word of the window in `windows`
+    D_WIN_W = 1u,    // window width (row stride in words)
+    D_ROW0 = 3u,     // first window row the horizontal pass reads
+    D_ITEM = 5u,     // first horizontal item (= first word in the horizontal buffer)
+    D_XB = 6u,       // x bounds: (first window column, taps) per output column
+    D_XW = 7u,       // x weights: KX per output column
+    D_KX = 8u,
+    D_YB = 9u,       // y bounds: (first horizontal-buffer row, taps) per output row
+    D_YW = 10u,
+    D_KY = 11u,
+    D_MASK = 12u,    // mask pixels, two u16 per word, low half first
+    D_MASK_W = 13u,  // mask width (0: no mask, the output is 0)
+    D_NEAREST = 15u, // source column per output column, then source row per row
+
+    // SamplePlan words.
+    PLAN_WORDS = 28u,
+    P_FLAGS = 10u,
+    P_ORDER = 11u,
+    P_BRIGHTNESS = 12u,
+    P_CONTRAST = 13u,
+    P_SATURATION = 14u,
+    P_HUE = 15u,
+    P_MEAN = 16u,
+    P_STD = 20u,
+
+    FLIP_H = 1u,
+    FLIP_V = 2u,
+    JITTER = 4u,
+    NORMALIZE = 8u,
+
+    OP_BRIGHTNESS = 1u,
+    OP_CONTRAST = 2u,
+    OP_SATURATION = 3u,
+    OP_HUE = 4u,
+
+    ROUND = 2097152u, // 1 << 21
+    PRECISION = 22u,
+
+    // Params words.
+    S0 = 0u,
+    S1 = 1u,
+    ITEM0 = 2u,
+    ITEMS = 3u,
+    WIN_BASE = 4u,
+    DATA_BASE = 5u,
+    R_BASE = 6u,
+    H_BASE = 7u,
+    BYTE0 = 8u,
+    WORDS = 9u,
+};
+
+// The WGSL module's bindings and uniform.
+struct Aug {
+    const u32* hdr;
+    const u32* data;
+    const u32* windows;
+    u32* hbuf;
+    u32* rbuf;
+    u32* outw;
+    const u32* P;
+};
+
+struct U3 {
+    u32 x, y, z;
+};
+struct F3 {
+    float x, y, z;
+};
+
+static __device__ __forceinline__ Aug bindings(const KernelArgs& a) {
+    return Aug{(const u32*)a.ptr[0], (const u32*)a.ptr[1], (const u32*)a.ptr[2], (u32*)a.ptr[3],
+        (u32*)a.ptr[4], (u32*)a.ptr[5], a.params};
+}
+
+static __device__ __forceinline__ u32 desc(const Aug& g, u32 s, u32 k) {
+    return g.hdr[g.hdr[H_DESCS] + s * DESC_WORDS + k];
+}
+
+static __device__ __forceinline__ u32 plan_u(const Aug& g, u32 s, u32 k) {
+    return g.hdr[g.hdr[H_PLANS] + s * PLAN_WORDS + k];
+}
+
+static __device__ __forceinline__ float plan_f(const Aug& g, u32 s, u32 k) {
+    return as_f32(plan_u(g, s, k));
+}
+
+// A word of the data section, by its offset relative to the section.
+static __device__ __forceinline__ u32 table(const Aug& g, u32 rel) {
+    return g.data[g.hdr[H_DATA] + rel - g.P[DATA_BASE]];
+}
+
+static __device__ __forceinline__ U3 unpack_rgb(u32 p) {
+    return U3{p & 255u, (p >> 8u) & 255u, (p >> 16u) & 255u};
+}
+
+static __device__ __forceinline__ u32 pack_rgb(U3 v) {
+    return v.x | (v.y << 8u) | (v.z << 16u);
+}
+
+// Wrapping i32 accumulators (carried in u32) to bytes.
+static __device__ __forceinline__ U3 clip8(U3 acc) {
+    return U3{(u32)iclamp(as_i32(sra(acc.x, PRECISION)), 0, 255),
+        (u32)iclamp(as_i32(sra(acc.y, PRECISION)), 0, 255),
+        (u32)iclamp(as_i32(sra(acc.z, PRECISION)), 0, 255)};
+}
+
+// The thread's index in a 2D grid of 1D blocks.
+static __device__ __forceinline__ u32 linear_id() {
+    return (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * WG
+        + local_invocation_index();
+}
+
+extern "C" __global__ void horizontal(const KernelArgs a) {
+    const Aug g = bindings(a);
+    const u32 t = linear_id();
+    if (t >= g.P[ITEMS]) {
+        return;
+    }
+    const u32 item = g.P[ITEM0] + t;
+    // The sample holding this item: the last with D_ITEM <= item.
+    u32 lo = g.P[S0];
+    u32 hi = g.P[S1];
+    while (hi - lo > 1u) {
+        const u32 mid = (lo + hi) / 2u;
+        if (desc(g, mid, D_ITEM) <= item) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    const u32 s = lo;
+    const u32 ow = g.hdr[H_OUT_W];
+    const u32 local = item - desc(g, s, D_ITEM);
+    const u32 r = udiv(local, ow);
+    const u32 xx = urem(local, ow);
+    const u32 row = desc(g, s, D_WIN) + (desc(g, s, D_ROW0) + r) * desc(g, s, D_WIN_W)
+        - g.P[WIN_BASE];
+    const u32 start = table(g, desc(g, s, D_XB) + 2u * xx);
+    const u32 n = table(g, desc(g, s, D_XB) + 2u * xx + 1u);
+    const u32 wbase = desc(g, s, D_XW) + xx * desc(g, s, D_KX);
+    U3 acc = {ROUND, ROUND, ROUND};
+    for (u32 k = 0u; k < n; k++) {
+        const u32 w = table(g, wbase + k);
+        const U3 p = unpack_rgb(g.windows[row + start + k]);
+        acc.x += p.x * w;
+        acc.y += p.y * w;
+        acc.z += p.z * w;
+    }
+    g.hbuf[item - g.P[H_BASE]] = pack_rgb(clip8(acc));
+}
+
+static __device__ __forceinline__ float gray(U3 v) {
+    const F3 f = {(float)v.x, (float)v.y, (float)v.z};
+    return 0.2989f * f.x + 0.587f * f.y + 0.114f * f.z;
+}
+
+// torchvision's _blend on u8: clamp(a * r + b * (1 - r), 0, 255), truncated.
+static __device__ __forceinline__ U3 blend(U3 a, float b, float r) {
+    return U3{f32_to_u32(fclamp((float)a.x * r + b * (1.0f - r), 0.0f, 255.0f)),
+        f32_to_u32(fclamp((float)a.y * r + b * (1.0f - r), 0.0f, 255.0f)),
+        f32_to_u32(fclamp((float)a.z * r + b * (1.0f - r), 0.0f, 255.0f))};
+}
+
+// Rust's f32 `rem_euclid(1.0)` for |x| < 2^23.
+static __device__ __forceinline__ float rem1(float x) {
+    const float r = x - truncf(x);
+    return r < 0.0f ? r + 1.0f : r;
+}
+
+static __device__ __forceinline__ U3 hue_shift(U3 p, float shift) {
+    const float r = (float)p.x / 255.0f;
+    const float g = (float)p.y / 255.0f;
+    const float b = (float)p.z / 255.0f;
+    const float maxc = fmaxf(fmaxf(r, g), b);
+    const float minc = fminf(fminf(r, g), b);
+    const bool eqc = maxc == minc;
+    const float range = maxc - minc;
+    const float s = range / (eqc ? 1.0f : maxc);
+    const float div = eqc ? 1.0f : range;
+    const float rc = (maxc - r) / div;
+    const float gc = (maxc - g) / div;
+    const float bc = (maxc - b) / div;
+    float h;
+    if (maxc == r) {
+        h = bc - gc;
+    } else if (maxc == g) {
+        h = 2.0f + rc - bc;
+    } else {
+        h = 4.0f + gc - rc;
+    }
+    h = rem1(h / 6.0f + 1.0f);
+    h = rem1(h + shift);
+    const float v = maxc;
+    const float h6 = h * 6.0f;
+    const float fi = floorf(h6);
+    const float f = h6 - fi;
+    const i32 i = ((f32_to_i32(fi) % 6) + 6) % 6;
+    const float q = fclamp((1.0f - s * f) * v, 0.0f, 1.0f);
+    const float t = fclamp((s * f + (1.0f - s)) * v, 0.0f, 1.0f);
+    const float pp = fclamp((1.0f - s) * v, 0.0f, 1.0f);
+    F3 o;
+    switch (i) {
+        case 0: o = F3{v, t, pp}; break;
+        case 1: o = F3{q, v, pp}; break;
+        case 2: o = F3{pp, v, t}; break;
+        case 3: o = F3{pp, q, v}; break;
+        case 4: o = F3{t, pp, v}; break;
+        default: o = F3{v, pp, q}; break;
+    }
+    // WGSL's `256.0 - 1e-3` is an abstract-float constant; as f32 it is 255.999f (0x437fffbe),
+    // the value the CPU oracle's f32 `255.0 + 1.0 - 1e-3` also gives.
+    const float scale = 255.999f;
+    return U3{f32_to_u32(fclamp(o.x * scale, 0.0f, 255.0f)),
+        f32_to_u32(fclamp(o.y * scale, 0.0f, 255.0f)),
+        f32_to_u32(fclamp(o.z * scale, 0.0f, 255.0f))};
+}
+
+// The jitter op at position k of the plan's order (0 when none or jitter is off).
+static __device__ __forceinline__ u32 op_at(const Aug& g, u32 s, u32 k) {
+    if ((plan_u(g, s, P_FLAGS) & JITTER) == 0u || k >= 4u) {
+        return 0u;
+    }
+    return (plan_u(g, s, P_ORDER) >> (8u * k)) & 255u;
+}
+
+// Number of ops in the plan's order.
+static __device__ __forceinline__ u32 op_count(const Aug& g, u32 s) {
+    u32 k = 0u;
+    while (k < 4u && op_at(g, s, k) != 0u) {
+        k++;
+    }
+    return k;
+}
+
+// Whether op k is a contrast change (the ops that need the whole image).
+static __device__ __forceinline__ bool is_contrast(const Aug& g, u32 s, u32 k) {
+    return op_at(g, s, k) == OP_CONTRAST && plan_f(g, s, P_CONTRAST) != 1.0f;
+}
+
+// The first contrast op at or after k, or the op count.
+static __device__ __forceinline__ u32 next_contrast(const Aug& g, u32 s, u32 k, u32 count) {
+    u32 j = k;
+    while (j < count && !is_contrast(g, s, j)) {
+        j++;
+    }
+    return j;
+}
+
+// Applies the per-pixel ops [first, end) (no contrast among them) to one pixel.
+static __device__ __forceinline__ U3 pixel_ops(const Aug& g, u32 s, U3 v0, u32 first, u32 end) {
+    U3 v = v0;
+    for (u32 k = first; k < end; k++) {
+        const u32 op = op_at(g, s, k);
+        if (op == OP_BRIGHTNESS) {
+            const float f = plan_f(g, s, P_BRIGHTNESS);
+            if (f != 1.0f) {
+                v = U3{f32_to_u32(fclamp((float)v.x * f, 0.0f, 255.0f)),
+                    f32_to_u32(fclamp((float)v.y * f, 0.0f, 255.0f)),
+                    f32_to_u32(fclamp((float)v.z * f, 0.0f, 255.0f))};
+            }
+        } else if (op == OP_SATURATION) {
+            const float f = plan_f(g, s, P_SATURATION);
+            if (f != 1.0f) {
+                v = blend(v, floorf(gray(v)), f);
+            }
+        } else if (op == OP_HUE) {
+            const float f = plan_f(g, s, P_HUE);
+            if (f != 0.0f) {
+                v = hue_shift(v, f);
+            }
+        }
+    }
+    return v;
+}
+
+extern "C" __global__ void vertical_jitter(const KernelArgs a) {
+    __shared__ u32 red_lo[WG];
+    __shared__ u32 red_hi[WG];
+    const Aug g = bindings(a);
+    const u32 li = local_invocation_index();
+    // One block per sample: everything below that depends on `s` is uniform, so every
+    // thread of the block returns here or reaches every barrier.
+    const u32 s = g.P[S0] + workgroup_id_y() * num_workgroups_x() + workgroup_id_x();
+    if (s >= g.P[S1]) {
+        return;
+    }
+    const u32 ow = g.hdr[H_OUT_W];
+    const u32 npx = ow * g.hdr[H_OUT_H];
+    const u32 rb = s * npx - g.P[R_BASE];
+    const u32 hb = desc(g, s, D_ITEM) - g.P[H_BASE];
+    const u32 yb = desc(g, s, D_YB);
+    const u32 yw = desc(g, s, D_YW);
+    const u32 ky = desc(g, s, D_KY);
+    const u32 count = op_count(g, s);
+    u32 k = next_contrast(g, s, 0u, count);
+    // Vertical resize and the ops before the first contrast change.
+    for (u32 p = li; p < npx; p += WG) {
+        const u32 xx = urem(p, ow);
+        const u32 yy = udiv(p, ow);
+        const u32 start = table(g, yb + 2u * yy);
+        const u32 n = table(g, yb + 2u * yy + 1u);
+        const u32 wbase = yw + yy * ky;
+        U3 acc = {ROUND, ROUND, ROUND};
+        for (u32 t = 0u; t < n; t++) {
+            const u32 w = table(g, wbase + t);
+            const U3 px = unpack_rgb(g.hbuf[hb + (start + t) * ow + xx]);
+            acc.x += px.x * w;
+            acc.y += px.y * w;
+            acc.z += px.z * w;
+        }
+        g.rbuf[rb + p] = pack_rgb(pixel_ops(g, s, clip8(acc), 0u, k));
+    }
+    // Each contrast change, then the per-pixel ops up to the next one.
+    const float c = plan_f(g, s, P_CONTRAST);
+    while (k < count) {
+        u32 sum = 0u;
+        for (u32 p = li; p < npx; p += WG) {
+            sum += f32_to_u32(floorf(gray(unpack_rgb(g.rbuf[rb + p]))));
+        }
+        red_lo[li] = sum;
+        red_hi[li] = 0u;
+        __syncthreads();
+        for (u32 stride = WG / 2u; stride > 0u; stride >>= 1u) {
+            if (li < stride) {
+                const u32 a0 = red_lo[li];
+                const u32 lo = a0 + red_lo[li + stride];
+                red_lo[li] = lo;
+                red_hi[li] = red_hi[li] + red_hi[li + stride] + (lo < a0 ? 1u : 0u);
+            }
+            __syncthreads();
+        }
+        const u32 lo = red_lo[0];
+        const u32 hi = red_hi[0];
+        const u32 n = umax(npx, 1u);
+        float mean;
+        if (hi == 0u && lo < 16777216u) {
+            mean = (float)lo / (float)n;
+        } else {
+            mean = ((float)hi * 4294967296.0f + (float)lo) / (float)n;
+        }
+        const u32 next = next_contrast(g, s, k + 1u, count);
+        for (u32 p = li; p < npx; p += WG) {
+            const U3 v = blend(unpack_rgb(g.rbuf[rb + p]), mean, c);
+            g.rbuf[rb + p] = pack_rgb(pixel_ops(g, s, v, k + 1u, next));
+        }
+
+        k = next;
+    }
+}
+
+struct Elem {
+    u32 v;
+    u32 c;
+};
+
+// One element of a sample's slot: channel value (0-255) after flips, and its channel.
+static __device__ __forceinline__ Elem element(const Aug& g, u32 s, u32 l) {
+    const u32 ow = g.hdr[H_OUT_W];
+    const u32 oh = g.hdr[H_OUT_H];
+    const u32 npx = ow * oh;
+    u32 c;
+    u32 q;
+    if (g.hdr[H_LAYOUT] == 1u) {
+        c = l % 3u;
+        q = l / 3u;
+    } else {
+        c = udiv(l, npx);
+        q = urem(l, npx);
+    }
+    u32 x = urem(q, ow);
+    u32 y = udiv(q, ow);
+    const u32 flags = plan_u(g, s, P_FLAGS);
+    if ((flags & FLIP_H) != 0u) {
+        x = ow - 1u - x;
+    }
+    if ((flags & FLIP_V) != 0u) {
+        y = oh - 1u - y;
+    }
+    const u32 v = (g.rbuf[s * npx - g.P[R_BASE] + y * ow + x] >> (8u * c)) & 255u;
+    return Elem{v, c};
+}
+
+static __device__ __forceinline__ float element_f(const Aug& g, u32 s, u32 l) {
+    const Elem e = element(g, s, l);
+    const float x = (float)e.v / 255.0f;
+    if ((plan_u(g, s, P_FLAGS) & NORMALIZE) != 0u) {
+        return (x - plan_f(g, s, P_MEAN + e.c)) / plan_f(g, s, P_STD + e.c);
+    }
+    return x;
+}
+
+// IEEE binary16 bits of `x`, rounded to nearest even (as the CPU's `half::f16::from_f32`).
+static __device__ __forceinline__ u32 f16_bits(float x) {
+    const u32 b = as_u32(x);
+    const u32 sign = (b >> 16u) & 0x8000u;
+    const i32 e = (i32)((b >> 23u) & 255u);
+    const u32 m = b & 0x7fffffu;
+    if (e == 255) {
+        return sign | 0x7c00u | (m != 0u ? 0x200u | (m >> 13u) : 0u);
+    }
+    const i32 he = e - 112;
+    if (he >= 31) {
+        return sign | 0x7c00u;
+    }
+    if (he <= 0) {
+        if (he < -10) {
+            return sign;
+        }
+        const u32 m24 = m | 0x800000u;
+        const u32 shift = (u32)(14 - he);
+        u32 r = m24 >> shift;
+        const u32 rem = m24 & ((1u << shift) - 1u);
+        const u32 halfway = 1u << (shift - 1u);
+        if (rem > halfway || (rem == halfway && (r & 1u) != 0u)) {
+            r += 1u;
+        }
+        return sign | r;
+    }
+    u32 r = ((u32)he << 10u) | (m >> 13u);
+    const u32 rem = m & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u) != 0u)) {
+        r += 1u;
+    }
+    return sign | r;
+}
+
+extern "C" __global__ void write_image(const KernelArgs a) {
+    const Aug g = bindings(a);
+    const u32 t = linear_id();
+    if (t >= g.P[WORDS]) {
+        return;
+    }
+    const u32 n = g.hdr[H_N];
+    const u32 dtype = g.hdr[H_DTYPE];
+    const u32 per = 3u * g.hdr[H_OUT_W] * g.hdr[H_OUT_H];
+    const u32 b = g.P[BYTE0] + 4u * t;
+    u32 word = 0u;
+    if (dtype == 0u) {
+#pragma unroll
+        for (u32 k = 0u; k < 4u; k++) {
+            const u32 e = b + k;
+            const u32 s = g.P[S0] + udiv(e, per);
+            if (s < n) {
+                word |= element(g, s, urem(e, per)).v << (8u * k);
+            }
+        }
+    } else if (dtype == 1u) {
+#pragma unroll
+        for (u32 k = 0u; k < 2u; k++) {
+            const u32 e = b / 2u + k;
+            const u32 s = g.P[S0] + udiv(e, per);
+            if (s < n) {
+                word |= f16_bits(element_f(g, s, urem(e, per))) << (16u * k);
+            }
+        }
+    } else {
+        const u32 e = b / 4u;
+        const u32 s = g.P[S0] + udiv(e, per);
+        if (s < n) {
+            word = as_u32(element_f(g, s, urem(e, per)));
+        }
+    }
+    g.outw[t] = word;
+}
+
+extern "C" __global__ void write_mask(const KernelArgs a) {
+    const Aug g = bindings(a);
+    const u32 t = linear_id();
+    if (t >= g.P[WORDS]) {
+        return;
+    }
+    const u32 n = g.hdr[H_N];
+    const u32 ow = g.hdr[H_OUT_W];
+    const u32 oh = g.hdr[H_OUT_H];
+    const u32 npx = ow * oh;
+    const u32 e0 = (g.P[BYTE0] + 4u * t) / 2u;
+    u32 word = 0u;
+#pragma unroll
+    for (u32 k = 0u; k < 2u; k++) {
+        const u32 e = e0 + k;
+        const u32 s = g.P[S0] + udiv(e, npx);
+        u32 mw = 0u;
+        if (s < n) {
+            mw = desc(g, s, D_MASK_W);
+        }
+        if (mw != 0u) {
+            const u32 l = urem(e, npx);
+            u32 x = urem(l, ow);
+            u32 y = udiv(l, ow);
+            const u32 flags = plan_u(g, s, P_FLAGS);
+            if ((flags & FLIP_H) != 0u) {
+                x = ow - 1u - x;
+            }
+            if ((flags & FLIP_V) != 0u) {
+                y = oh - 1u - y;
+            }
+            const u32 nt = desc(g, s, D_NEAREST);
+            const u32 idx = table(g, nt + ow + y) * mw + table(g, nt + x);
+            const u32 v = (table(g, desc(g, s, D_MASK) + idx / 2u) >> (16u * (idx & 1u))) & 65535u;
+            word |= v << (16u * k);
+        }
+    }
+    g.outw[t] = word;
+}

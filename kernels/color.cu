@@ -1,0 +1,220 @@
+// Chroma upsampling and colour conversion: a line-by-line port of shaders/color.wgsl
+// (itself a port of the scalar oracle src/decode/jpeg/color.rs: libjpeg-turbo's jdsample.c
+// with fancy upsampling, jdcolor.c), over the packed layout documented in
+// src/decode/jpeg/coeffs.rs.
+//
+// Entry point `color`, 64 threads per block, one thread per output pixel of every window
+// in the chunk.
+// Bindings: 0 `blob` (the decode chunk; read), 1 `planes` (what `idct` wrote; read),
+// 2 `windows` (bound at the chunk's first output word; written: one RGBA word per pixel,
+// R in the low byte, A = 255). No params.
+
+// Constants as enumerators, not variables: NVRTC would emit every namespace-scope
+// constant as a global.
+enum : u32 {
+    // Chunk header words.
+    H_IMAGES = 0u, // number of image records
+    H_IMAGE_TABLE = 2u,
+    H_COMPONENT_TABLE = 3u,
+    H_PIXELS = 5u, // output pixels in this chunk
+
+    // ImageDesc words.
+    I_KIND = 0u,
+    I_FLAGS = 1u,
+    I_COMPONENTS = 2u,
+    I_FIRST_COMPONENT = 3u,
+    I_OUT = 4u,
+    I_X0 = 5u,
+    I_Y0 = 6u,
+    I_WIDTH = 7u,
+    I_PIXEL_START = 12u,
+    I_SRC = 13u,
+
+    // ComponentDesc words.
+    C_BX0 = 2u,
+    C_BY0 = 3u,
+    C_DCT = 6u,
+    C_PLANE = 7u,
+    C_STRIDE = 8u,
+    C_DW = 9u,
+    C_DH = 10u,
+    C_METHOD = 11u,
+    C_EH = 12u,
+    C_EV = 13u,
+
+    KIND_GRAY = 0u,
+    KIND_YCBCR = 1u,
+    KIND_RGB = 2u,
+    KIND_CMYK = 3u,
+    KIND_YCCK = 4u,
+    KIND_PASSTHROUGH = 5u,
+
+    UP_FULL = 0u,
+    UP_BOX = 1u,
+    UP_H2V1 = 2u,
+    UP_H1V2 = 3u,
+    UP_H2V2 = 4u,
+};
+
+struct ColorU3 {
+    u32 x, y, z;
+};
+struct ColorI3 {
+    i32 x, y, z;
+};
+
+static __device__ __forceinline__ u32 image_word(const u32* blob, u32 i, u32 w) {
+    return blob[blob[H_IMAGE_TABLE] + i * 16u + w];
+}
+
+static __device__ __forceinline__ u32 comp_word(const u32* blob, u32 c, u32 w) {
+    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
+}
+
+// Plane sample (sx, sy) in whole-component coordinates.
+static __device__ __forceinline__ u32 plane_sample(
+    const u32* blob, const u32* planes, u32 c, u32 sx, u32 sy) {
+    const u32 size = comp_word(blob, c, C_DCT);
+    const u32 x = sx - comp_word(blob, c, C_BX0) * size;
+    const u32 y = sy - comp_word(blob, c, C_BY0) * size;
+    const u32 word = planes[comp_word(blob, c, C_PLANE)
+        + y * comp_word(blob, c, C_STRIDE) + x / 4u];
+    return (word >> (8u * (x % 4u))) & 255u;
+}
+
+// i - 1 (up) or i + 1, clamped to 0..n.
+static __device__ __forceinline__ u32 neighbour(u32 i, bool up, u32 n) {
+    if (up) {
+        return i == 0u ? 0u : i - 1u;
+    }
+    return umin(i + 1u, umax(n, 1u) - 1u);
+}
+
+// Component c's upsampled value at pixel (x, y) of the scaled image.
+static __device__ __forceinline__ u32 component_value(
+    const u32* blob, const u32* planes, u32 c, u32 x, u32 y) {
+    const u32 method = comp_word(blob, c, C_METHOD);
+    if (method == UP_FULL) {
+        return plane_sample(blob, planes, c, x, y);
+    }
+    if (method == UP_H2V1) {
+        const u32 i = x / 2u;
+        const bool left = x % 2u == 0u;
+        const u32 n = neighbour(i, left, comp_word(blob, c, C_DW));
+        return (3u * plane_sample(blob, planes, c, i, y) + plane_sample(blob, planes, c, n, y)
+                   + (left ? 1u : 2u))
+            >> 2u;
+    }
+    if (method == UP_H1V2) {
+        const u32 j = y / 2u;
+        const bool above = y % 2u == 0u;
+        const u32 n = neighbour(j, above, comp_word(blob, c, C_DH));
+        return (3u * plane_sample(blob, planes, c, x, j) + plane_sample(blob, planes, c, x, n)
+                   + (above ? 1u : 2u))
+            >> 2u;
+    }
+    if (method == UP_H2V2) {
+        const u32 j = y / 2u;
+        const bool above = y % 2u == 0u;
+        const u32 nj = neighbour(j, above, comp_word(blob, c, C_DH));
+        const u32 i = x / 2u;
+        const bool left = x % 2u == 0u;
+        const u32 ni = neighbour(i, left, comp_word(blob, c, C_DW));
+        const u32 here =
+            3u * plane_sample(blob, planes, c, i, j) + plane_sample(blob, planes, c, i, nj);
+        const u32 there =
+            3u * plane_sample(blob, planes, c, ni, j) + plane_sample(blob, planes, c, ni, nj);
+        return (3u * here + there + (left ? 8u : 7u)) >> 4u;
+    }
+    // UP_BOX
+    return plane_sample(blob, planes, c, x / umax(comp_word(blob, c, C_EH), 1u),
+        y / umax(comp_word(blob, c, C_EV), 1u));
+}
+
+// jdcolor.c's table entries for one Cb/Cr pair: offsets to add to Y for R, G, B. The
+// inputs are bytes, so nothing here overflows.
+static __device__ __forceinline__ ColorI3 ycc_offsets(u32 cb_in, u32 cr_in) {
+    const i32 cb = (i32)cb_in - 128;
+    const i32 cr = (i32)cr_in - 128;
+    const i32 r = (91881 * cr + 32768) >> 16;
+    const i32 b = (116130 * cb + 32768) >> 16;
+    const i32 g = (-46802 * cr + (-22554 * cb + 32768)) >> 16;
+    return ColorI3{r, g, b};
+}
+
+static __device__ __forceinline__ u32 clamp255(i32 v) { return (u32)iclamp(v, 0, 255); }
+
+static __device__ __forceinline__ u32 ink(u32 v, bool inverted) {
+    return inverted ? v : 255u - v;
+}
+
+// CMYK (as stored) to RGB, as decode::cpu's cmyk_to_rgb.
+static __device__ __forceinline__ ColorU3 cmyk_to_rgb(u32 c, u32 m, u32 y, u32 k, bool inverted) {
+    const u32 kk = ink(k, inverted);
+    return ColorU3{
+        (ink(c, inverted) * kk + 127u) / 255u,
+        (ink(m, inverted) * kk + 127u) / 255u,
+        (ink(y, inverted) * kk + 127u) / 255u,
+    };
+}
+
+extern "C" __global__ void color(const KernelArgs a) {
+    const u32* blob = (const u32*)a.ptr[0];
+    const u32* planes = (const u32*)a.ptr[1];
+    u32* windows = (u32*)a.ptr[2];
+    const u32 gid =
+        (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * 64u + local_invocation_index();
+    if (gid >= blob[H_PIXELS]) {
+        return;
+    }
+    u32 lo = 0u;
+    u32 hi = blob[H_IMAGES];
+    while (hi - lo > 1u) {
+        const u32 mid = (lo + hi) / 2u;
+        if (image_word(blob, mid, I_PIXEL_START) <= gid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    const u32 img = lo;
+    const u32 local = gid - image_word(blob, img, I_PIXEL_START);
+    const u32 out = image_word(blob, img, I_OUT) + local;
+    const u32 kind = image_word(blob, img, I_KIND);
+    if (kind == KIND_PASSTHROUGH) {
+        windows[out] = blob[image_word(blob, img, I_SRC) + local];
+        return;
+    }
+    const u32 width = image_word(blob, img, I_WIDTH);
+    const u32 x = image_word(blob, img, I_X0) + urem(local, width);
+    const u32 y = image_word(blob, img, I_Y0) + udiv(local, width);
+    const u32 first = image_word(blob, img, I_FIRST_COMPONENT);
+    const u32 n = umin(image_word(blob, img, I_COMPONENTS), 4u);
+    u32 v[4] = {0u, 0u, 0u, 0u};
+    // WGSL's `c < n` loop, bounded by 4 so that v's indices stay constant.
+#pragma unroll
+    for (u32 c = 0u; c < 4u; c++) {
+        if (c < n) {
+            v[c] = component_value(blob, planes, first + c, x, y);
+        }
+    }
+    const bool inverted = (image_word(blob, img, I_FLAGS) & 1u) != 0u;
+    ColorU3 rgb = {0u, 0u, 0u};
+    if (kind == KIND_GRAY) {
+        rgb = ColorU3{v[0], v[0], v[0]};
+    } else if (kind == KIND_YCBCR) {
+        const ColorI3 o = ycc_offsets(v[1], v[2]);
+        const i32 yy = (i32)v[0];
+        rgb = ColorU3{clamp255(yy + o.x), clamp255(yy + o.y), clamp255(yy + o.z)};
+    } else if (kind == KIND_RGB) {
+        rgb = ColorU3{v[0], v[1], v[2]};
+    } else if (kind == KIND_CMYK) {
+        rgb = cmyk_to_rgb(v[0], v[1], v[2], v[3], inverted);
+    } else if (kind == KIND_YCCK) {
+        const ColorI3 o = ycc_offsets(v[1], v[2]);
+        const i32 yy = (i32)v[0];
+        rgb = cmyk_to_rgb(clamp255(255 - (yy + o.x)), clamp255(255 - (yy + o.y)),
+            clamp255(255 - (yy + o.z)), v[3], inverted);
+    }
+    windows[out] = rgb.x | (rgb.y << 8u) | (rgb.z << 16u) | (255u << 24u);
+}

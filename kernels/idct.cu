@@ -1,0 +1,420 @@
+// Dequantisation and inverse DCT of JPEG blocks: a line-by-line port of shaders/idct.wgsl
+// (itself a port of the scalar oracle src/decode/jpeg/idct.rs: libjpeg-turbo's
+// jpeg_idct_islow and jidctred.c's 4x4, 2x2, 1x1), over the packed layout documented in
+// src/decode/jpeg/coeffs.rs.
+//
+// Entry point `idct`, 64 threads per block, one thread per group of blocks side by side
+// (1 block for 8x8 and 4x4 outputs, 2 for 2x2, 4 for 1x1), so it writes whole plane words
+// and no two threads write the same word.
+// Bindings: 0 `blob` (the decode chunk: header, image and component tables, data; read),
+// 1 `planes` (component planes; written). No params.
+//
+// The oracle's i32 arithmetic wraps; here every such value is carried in a u32 (same bits,
+// defined wrapping) and shifted right arithmetically with sra().
+
+// Constants as enumerators, not variables: NVRTC would emit every namespace-scope
+// constant as a global.
+enum : u32 {
+    // Chunk header words.
+    H_COMPONENTS = 1u, // number of component records
+    H_COMPONENT_TABLE = 3u,
+    H_IDCT = 4u, // IDCT invocations in this chunk
+
+    // ComponentDesc words.
+    C_COEF = 0u,
+    C_QUANT = 1u,
+    C_BW = 4u,
+    C_BH = 5u,
+    C_DCT = 6u,
+    C_PLANE = 7u,
+    C_STRIDE = 8u,
+    C_GROUP_START = 14u,
+
+    CONST_BITS = 13u,
+    PASS1_BITS = 2u,
+
+    FIX_0_298631336 = 2446u,
+    FIX_0_390180644 = 3196u,
+    FIX_0_541196100 = 4433u,
+    FIX_0_765366865 = 6270u,
+    FIX_0_899976223 = 7373u,
+    FIX_1_175875602 = 9633u,
+    FIX_1_501321110 = 12299u,
+    FIX_1_847759065 = 15137u,
+    FIX_1_961570560 = 16069u,
+    FIX_2_053119869 = 16819u,
+    FIX_2_562915447 = 20995u,
+    FIX_3_072711026 = 25172u,
+    FIX_0_211164243 = 1730u,
+    FIX_0_509795579 = 4176u,
+    FIX_0_601344887 = 4926u,
+    FIX_0_720959822 = 5906u,
+    FIX_0_850430095 = 6967u,
+    FIX_1_061594337 = 8697u,
+    FIX_1_272758580 = 10426u,
+    FIX_1_451774981 = 11893u,
+    FIX_2_172734803 = 17799u,
+    FIX_3_624509785 = 29692u,
+};
+
+// WGSL's module-scope private arrays (pass-1 results and output samples, row * 8 +
+// column) live in the kernel's frame; every index is constant once the loops are unrolled,
+// so they stay in registers.
+struct IdctState {
+    u32 ws[64];
+    u32 samples[64];
+};
+
+static __device__ __forceinline__ u32 comp_word(const u32* blob, u32 c, u32 w) {
+    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
+}
+
+// Low or high signed 16-bit half of a word, by index parity.
+static __device__ __forceinline__ u32 half16(u32 word, u32 i) {
+    if ((i & 1u) == 0u) {
+        return sra(word << 16u, 16u);
+    }
+    return sra(word, 16u);
+}
+
+static __device__ __forceinline__ u32 coef(const u32* blob, u32 at, u32 i) {
+    return half16(blob[at + i / 2u], i);
+}
+
+// DEQUANTIZE: coefficient times the quantiser, taken as a short.
+static __device__ __forceinline__ u32 deq(const u32* blob, u32 at, u32 qt, u32 i) {
+    return coef(blob, at, i) * half16(blob[qt + i / 2u], i);
+}
+
+static __device__ __forceinline__ u32 descale(u32 x, u32 n) {
+    return sra(x + (1u << (n - 1u)), n);
+}
+
+// libjpeg's post-IDCT range limit (see range_limit in idct.rs).
+static __device__ __forceinline__ u32 range_limit(u32 x) {
+    const u32 i = x & 1023u;
+    if (i < 128u) {
+        return i + 128u;
+    }
+    if (i < 512u) {
+        return 255u;
+    }
+    if (i < 896u) {
+        return 0u;
+    }
+    return i - 896u;
+}
+
+static __device__ __forceinline__ void idct8_1d(const u32 x[8], u32 shift, u32 out[8]) {
+    const u32 z2 = x[2];
+    const u32 z3 = x[6];
+    const u32 z1 = (z2 + z3) * FIX_0_541196100;
+    const u32 tmp2 = z1 + z3 * (0u - FIX_1_847759065);
+    const u32 tmp3 = z1 + z2 * FIX_0_765366865;
+    const u32 tmp0 = (x[0] + x[4]) << CONST_BITS;
+    const u32 tmp1 = (x[0] - x[4]) << CONST_BITS;
+    const u32 tmp10 = tmp0 + tmp3;
+    const u32 tmp13 = tmp0 - tmp3;
+    const u32 tmp11 = tmp1 + tmp2;
+    const u32 tmp12 = tmp1 - tmp2;
+    u32 t0 = x[7];
+    u32 t1 = x[5];
+    u32 t2 = x[3];
+    u32 t3 = x[1];
+    const u32 o1 = t0 + t3;
+    const u32 o2 = t1 + t2;
+    const u32 o3 = t0 + t2;
+    const u32 o4 = t1 + t3;
+    const u32 z5 = (o3 + o4) * FIX_1_175875602;
+    t0 = t0 * FIX_0_298631336;
+    t1 = t1 * FIX_2_053119869;
+    t2 = t2 * FIX_3_072711026;
+    t3 = t3 * FIX_1_501321110;
+    const u32 m1 = o1 * (0u - FIX_0_899976223);
+    const u32 m2 = o2 * (0u - FIX_2_562915447);
+    const u32 m3 = o3 * (0u - FIX_1_961570560) + z5;
+    const u32 m4 = o4 * (0u - FIX_0_390180644) + z5;
+    t0 = t0 + m1 + m3;
+    t1 = t1 + m2 + m4;
+    t2 = t2 + m2 + m3;
+    t3 = t3 + m1 + m4;
+    out[0] = descale(tmp10 + t3, shift);
+    out[1] = descale(tmp11 + t2, shift);
+    out[2] = descale(tmp12 + t1, shift);
+    out[3] = descale(tmp13 + t0, shift);
+    out[4] = descale(tmp13 - t0, shift);
+    out[5] = descale(tmp12 - t1, shift);
+    out[6] = descale(tmp11 - t2, shift);
+    out[7] = descale(tmp10 - t3, shift);
+}
+
+static __device__ __forceinline__ void idct4_1d(const u32 x[8], u32 shift, u32 out[4]) {
+    const u32 tmp0 = x[0] << (CONST_BITS + 1u);
+    const u32 tmp2 = x[2] * FIX_1_847759065 + x[6] * (0u - FIX_0_765366865);
+    const u32 tmp10 = tmp0 + tmp2;
+    const u32 tmp12 = tmp0 - tmp2;
+    const u32 z1 = x[7];
+    const u32 z2 = x[5];
+    const u32 z3 = x[3];
+    const u32 z4 = x[1];
+    const u32 t0 = z1 * (0u - FIX_0_211164243) + z2 * FIX_1_451774981
+        + z3 * (0u - FIX_2_172734803) + z4 * FIX_1_061594337;
+    const u32 t2 = z1 * (0u - FIX_0_509795579) + z2 * (0u - FIX_0_601344887)
+        + z3 * FIX_0_899976223 + z4 * FIX_2_562915447;
+    out[0] = descale(tmp10 + t2, shift);
+    out[1] = descale(tmp12 + t0, shift);
+    out[2] = descale(tmp12 - t0, shift);
+    out[3] = descale(tmp10 - t2, shift);
+}
+
+static __device__ __forceinline__ void idct2_1d(const u32 x[8], u32 shift, u32 out[2]) {
+    const u32 tmp10 = x[0] << (CONST_BITS + 2u);
+    const u32 tmp0 = x[7] * (0u - FIX_0_720959822) + x[5] * FIX_0_850430095
+        + x[3] * (0u - FIX_1_272758580) + x[1] * FIX_3_624509785;
+    out[0] = descale(tmp10 + tmp0, shift);
+    out[1] = descale(tmp10 - tmp0, shift);
+}
+
+// jpeg_idct_islow: block at `at`, quantisation table at `qt`, into st.samples.
+static __device__ __forceinline__ void idct_8x8(const u32* blob, u32 at, u32 qt, IdctState& st) {
+#pragma unroll
+    for (u32 col = 0u; col < 8u; col++) {
+        bool zero = true;
+#pragma unroll
+        for (u32 r = 1u; r < 8u; r++) {
+            zero = zero && coef(blob, at, r * 8u + col) == 0u;
+        }
+        if (zero) {
+            const u32 dc = deq(blob, at, qt, col) << PASS1_BITS;
+#pragma unroll
+            for (u32 r = 0u; r < 8u; r++) {
+                st.ws[r * 8u + col] = dc;
+            }
+            continue;
+        }
+        u32 x[8];
+#pragma unroll
+        for (u32 r = 0u; r < 8u; r++) {
+            x[r] = deq(blob, at, qt, r * 8u + col);
+        }
+        u32 o[8];
+        idct8_1d(x, CONST_BITS - PASS1_BITS, o);
+#pragma unroll
+        for (u32 r = 0u; r < 8u; r++) {
+            st.ws[r * 8u + col] = o[r];
+        }
+    }
+#pragma unroll
+    for (u32 row = 0u; row < 8u; row++) {
+        u32 x[8];
+        bool zero = true;
+#pragma unroll
+        for (u32 i = 0u; i < 8u; i++) {
+            x[i] = st.ws[row * 8u + i];
+            if (i > 0u) {
+                zero = zero && x[i] == 0u;
+            }
+        }
+        if (zero) {
+            const u32 v = range_limit(descale(x[0], PASS1_BITS + 3u));
+#pragma unroll
+            for (u32 i = 0u; i < 8u; i++) {
+                st.samples[row * 8u + i] = v;
+            }
+            continue;
+        }
+        u32 o[8];
+        idct8_1d(x, CONST_BITS + PASS1_BITS + 3u, o);
+#pragma unroll
+        for (u32 i = 0u; i < 8u; i++) {
+            st.samples[row * 8u + i] = range_limit(o[i]);
+        }
+    }
+}
+
+// jpeg_idct_4x4 into st.samples (rows 0-3, columns 0-3).
+static __device__ __forceinline__ void idct_4x4(const u32* blob, u32 at, u32 qt, IdctState& st) {
+#pragma unroll
+    for (u32 col = 0u; col < 8u; col++) {
+        if (col == 4u) {
+            continue;
+        }
+        const bool zero = coef(blob, at, 8u + col) == 0u && coef(blob, at, 16u + col) == 0u
+            && coef(blob, at, 24u + col) == 0u && coef(blob, at, 40u + col) == 0u
+            && coef(blob, at, 48u + col) == 0u && coef(blob, at, 56u + col) == 0u;
+        if (zero) {
+            const u32 dc = deq(blob, at, qt, col) << PASS1_BITS;
+#pragma unroll
+            for (u32 r = 0u; r < 4u; r++) {
+                st.ws[r * 8u + col] = dc;
+            }
+            continue;
+        }
+        const u32 x[8] = {
+            deq(blob, at, qt, col), deq(blob, at, qt, 8u + col), deq(blob, at, qt, 16u + col),
+            deq(blob, at, qt, 24u + col), 0u, deq(blob, at, qt, 40u + col),
+            deq(blob, at, qt, 48u + col), deq(blob, at, qt, 56u + col),
+        };
+        u32 o[4];
+        idct4_1d(x, CONST_BITS - PASS1_BITS + 1u, o);
+#pragma unroll
+        for (u32 r = 0u; r < 4u; r++) {
+            st.ws[r * 8u + col] = o[r];
+        }
+    }
+#pragma unroll
+    for (u32 row = 0u; row < 4u; row++) {
+        const u32 b = row * 8u;
+        const u32 x[8] = {
+            st.ws[b], st.ws[b + 1u], st.ws[b + 2u], st.ws[b + 3u], 0u, st.ws[b + 5u],
+            st.ws[b + 6u], st.ws[b + 7u],
+        };
+        if (x[1] == 0u && x[2] == 0u && x[3] == 0u && x[5] == 0u && x[6] == 0u && x[7] == 0u) {
+            const u32 v = range_limit(descale(x[0], PASS1_BITS + 3u));
+#pragma unroll
+            for (u32 i = 0u; i < 4u; i++) {
+                st.samples[b + i] = v;
+            }
+            continue;
+        }
+        u32 o[4];
+        idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u, o);
+#pragma unroll
+        for (u32 i = 0u; i < 4u; i++) {
+            st.samples[b + i] = range_limit(o[i]);
+        }
+    }
+}
+
+// jpeg_idct_2x2 into st.samples (rows 0-1, columns 0-1).
+static __device__ __forceinline__ void idct_2x2(const u32* blob, u32 at, u32 qt, IdctState& st) {
+#pragma unroll
+    for (u32 k = 0u; k < 5u; k++) {
+        const u32 col = k == 0u ? 0u : 2u * k - 1u;
+        const bool zero = coef(blob, at, 8u + col) == 0u && coef(blob, at, 24u + col) == 0u
+            && coef(blob, at, 40u + col) == 0u && coef(blob, at, 56u + col) == 0u;
+        if (zero) {
+            const u32 dc = deq(blob, at, qt, col) << PASS1_BITS;
+            st.ws[col] = dc;
+            st.ws[8u + col] = dc;
+            continue;
+        }
+        const u32 x[8] = {
+            deq(blob, at, qt, col), deq(blob, at, qt, 8u + col), 0u,
+            deq(blob, at, qt, 24u + col), 0u, deq(blob, at, qt, 40u + col), 0u,
+            deq(blob, at, qt, 56u + col),
+        };
+        u32 o[2];
+        idct2_1d(x, CONST_BITS - PASS1_BITS + 2u, o);
+        st.ws[col] = o[0];
+        st.ws[8u + col] = o[1];
+    }
+#pragma unroll
+    for (u32 row = 0u; row < 2u; row++) {
+        const u32 b = row * 8u;
+        const u32 x[8] = {
+            st.ws[b], st.ws[b + 1u], 0u, st.ws[b + 3u], 0u, st.ws[b + 5u], 0u, st.ws[b + 7u],
+        };
+        if (x[1] == 0u && x[3] == 0u && x[5] == 0u && x[7] == 0u) {
+            const u32 v = range_limit(descale(x[0], PASS1_BITS + 3u));
+            st.samples[b] = v;
+            st.samples[b + 1u] = v;
+            continue;
+        }
+        u32 o[2];
+        idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u, o);
+        st.samples[b] = range_limit(o[0]);
+        st.samples[b + 1u] = range_limit(o[1]);
+    }
+}
+
+// jpeg_idct_1x1.
+static __device__ __forceinline__ u32 idct_1x1(const u32* blob, u32 at, u32 qt) {
+    return range_limit(descale(deq(blob, at, qt, 0u), 3u));
+}
+
+extern "C" __global__ void idct(const KernelArgs a) {
+    const u32* blob = (const u32*)a.ptr[0];
+    u32* planes = (u32*)a.ptr[1];
+    const u32 gid =
+        (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * 64u + local_invocation_index();
+    if (gid >= blob[H_IDCT]) {
+        return;
+    }
+    // The component whose invocations contain gid: the last one starting at or before it.
+    u32 lo = 0u;
+    u32 hi = blob[H_COMPONENTS];
+    while (hi - lo > 1u) {
+        const u32 mid = (lo + hi) / 2u;
+        if (comp_word(blob, mid, C_GROUP_START) <= gid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    const u32 c = lo;
+    const u32 size = comp_word(blob, c, C_DCT);
+    const u32 bw = comp_word(blob, c, C_BW);
+    const u32 bh = comp_word(blob, c, C_BH);
+    const u32 per = umax(udiv(4u, size), 1u);
+    const u32 gw = (bw + per - 1u) / per;
+    const u32 local = gid - comp_word(blob, c, C_GROUP_START);
+    const u32 gy = udiv(local, gw);
+    const u32 gx = urem(local, gw);
+    if (gy >= bh) {
+        return;
+    }
+    const u32 qt = comp_word(blob, c, C_QUANT);
+    const u32 coefs = comp_word(blob, c, C_COEF);
+    const u32 plane = comp_word(blob, c, C_PLANE);
+    const u32 stride = comp_word(blob, c, C_STRIDE);
+    const u32 block0 = gy * bw + gx * per;
+    IdctState st;
+    if (size == 8u) {
+        idct_8x8(blob, coefs + 32u * block0, qt, st);
+#pragma unroll
+        for (u32 r = 0u; r < 8u; r++) {
+            const u32 row = plane + (gy * 8u + r) * stride + gx * 2u;
+            const u32 s = r * 8u;
+            planes[row] = st.samples[s] | (st.samples[s + 1u] << 8u)
+                | (st.samples[s + 2u] << 16u) | (st.samples[s + 3u] << 24u);
+            planes[row + 1u] = st.samples[s + 4u] | (st.samples[s + 5u] << 8u)
+                | (st.samples[s + 6u] << 16u) | (st.samples[s + 7u] << 24u);
+        }
+    } else if (size == 4u) {
+        idct_4x4(blob, coefs + 32u * block0, qt, st);
+#pragma unroll
+        for (u32 r = 0u; r < 4u; r++) {
+            const u32 s = r * 8u;
+            planes[plane + (gy * 4u + r) * stride + gx] = st.samples[s]
+                | (st.samples[s + 1u] << 8u) | (st.samples[s + 2u] << 16u)
+                | (st.samples[s + 3u] << 24u);
+        }
+    } else if (size == 2u) {
+        u32 words[2] = {0u, 0u};
+#pragma unroll
+        for (u32 k = 0u; k < 2u; k++) {
+            if (gx * 2u + k < bw) {
+                idct_2x2(blob, coefs + 32u * (block0 + k), qt, st);
+#pragma unroll
+                for (u32 r = 0u; r < 2u; r++) {
+                    words[r] = words[r]
+                        | ((st.samples[r * 8u] | (st.samples[r * 8u + 1u] << 8u)) << (16u * k));
+                }
+            }
+        }
+#pragma unroll
+        for (u32 r = 0u; r < 2u; r++) {
+            planes[plane + (gy * 2u + r) * stride + gx] = words[r];
+        }
+    } else {
+        u32 word = 0u;
+#pragma unroll
+        for (u32 k = 0u; k < 4u; k++) {
+            if (gx * 4u + k < bw) {
+                word = word | (idct_1x1(blob, coefs + 32u * (block0 + k), qt) << (8u * k));
+            }
+        }
+        planes[plane + gy * stride + gx] = word;
+    }
+}

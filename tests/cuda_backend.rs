@@ -1,0 +1,198 @@
+//! The CUDA backend on a GPU: decode parity with the CPU decoder, the caller's own
+//! context and stream, `Auto` choosing CUDA, and device memory that does not grow over
+//! a thousand batches. Pipeline parity (augment within ±1, masks exact, every sample
+//! once) runs for CUDA in `device_pipeline.rs`, `pipeline.rs` and `shutdown.rs` through
+//! `common::backends()`.
+//!
+//! Skipped where there is no CUDA device; `STOKER_REQUIRE_CUDA=1` (set on GPU machines)
+//! makes that a failure.
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use stoker::backend::cuda::batch::CudaBatcher;
+use stoker::backend::cuda::cudarc::driver::CudaContext;
+use stoker::backend::device::job::prepare;
+use stoker::decode::{DecodeOptions, Image8};
+use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};
+
+/// Decoded pixels may differ from the CPU decoder's by this many levels (the hybrid
+/// path is exact by construction; the bound is the contract).
+const DECODE_LEVELS: i32 = 2;
+
+#[test]
+fn hybrid_decode_matches_the_cpu_decoder_at_every_scale() {
+    let Some(device) = common::cuda_device() else {
+        return;
+    };
+    let mut batcher = CudaBatcher::new(&device, 2).expect("kernels load");
+    let mut checked = 0;
+    for scale in [1, 2, 4, 8] {
+        let opts = DecodeOptions {
+            scale,
+            ..DecodeOptions::default()
+        };
+        let mut samples = Vec::new();
+        let mut want = Vec::new();
+        for f in common::decode_test_jpegs() {
+            let bytes = std::fs::read(&f).expect("jpeg");
+            let mut cpu = Image8::default();
+            if stoker::decode::cpu::decode_image(&bytes, &opts, &mut cpu).is_err() {
+                continue; // corrupt files: the CPU reports them, and so does the device path
+            }
+            let Ok(p) = prepare(&bytes, &opts) else {
+                panic!("{}: the CPU decodes it, prepare refuses", f.display());
+            };
+            samples.push(p.image);
+            want.push((f, cpu));
+        }
+        let got = batcher.decode_to_host(&samples).expect("device decode");
+        assert_eq!(got.len(), want.len());
+        for (img, (f, cpu)) in got.iter().zip(&want) {
+            assert_eq!(
+                (img.width, img.height, img.origin, img.full),
+                (cpu.width, cpu.height, cpu.origin, cpu.full),
+                "{} at 1/{scale}",
+                f.display()
+            );
+            let worst = img
+                .data
+                .iter()
+                .zip(&cpu.data)
+                .map(|(a, b)| (i32::from(*a) - i32::from(*b)).abs())
+                .max()
+                .unwrap_or(0);
+            assert!(
+                worst <= DECODE_LEVELS,
+                "{} at 1/{scale}: {worst} levels from the CPU decode",
+                f.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} images decoded");
+}
+
+fn photos() -> stoker::Subset {
+    Dataset::image_folder(common::data_dir().join("samples"))
+        .expect("samples")
+        .all()
+}
+
+#[test]
+fn batches_arrive_on_the_callers_stream() {
+    if common::cuda_device().is_none() {
+        return;
+    }
+    let ctx = CudaContext::new(0).expect("context");
+    let stream = ctx.new_stream().expect("stream");
+    let aug = Augment::new()
+        .random_resized_crop(32, (0.2, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .dtype(DType::U8);
+    let pipe = Pipeline::builder(photos())
+        .cuda_stream(ctx.clone(), stream.clone())
+        .augment(aug.clone())
+        .batch_size(4)
+        .seed(5)
+        .build()
+        .expect("pipeline");
+    assert_eq!(pipe.backend().0.kind(), BackendKind::Cuda);
+    let cpu = Pipeline::builder(photos())
+        .backend(BackendKind::Cpu)
+        .augment(aug)
+        .batch_size(4)
+        .seed(5)
+        .build()
+        .expect("cpu pipeline");
+    let mut host = cpu.epoch(0).expect("epoch");
+    for b in pipe.epoch(0).expect("epoch") {
+        let b = b.expect("batch");
+        let c = host.next().expect("same batch count").expect("cpu batch");
+        assert_eq!(b.ids(), c.ids());
+        let images = b.cuda_images().expect("a CUDA batch");
+        assert!(b.cuda_event().is_some());
+        #[cfg(feature = "wgpu")]
+        assert!(b.wgpu_images().is_none());
+        // The caller's stream already waits for the batch: a copy on it sees the pixels.
+        let n = b.images_len_bytes();
+        let got = stream
+            .clone_dtoh(&images.slice(..n))
+            .expect("copy on the caller's stream");
+        let want = c.image_bytes();
+        let worst = got
+            .iter()
+            .zip(want)
+            .map(|(a, b)| (i32::from(*a) - i32::from(*b)).abs())
+            .max()
+            .unwrap_or(0);
+        assert!(
+            worst <= 3,
+            "batch {}: {worst} levels from the CPU",
+            b.index()
+        );
+    }
+}
+
+#[test]
+fn auto_prefers_cuda() {
+    if common::cuda_device().is_none() {
+        return;
+    }
+    let pipe = Pipeline::builder(photos())
+        .augment(Augment::new().resize(16, 16))
+        .build()
+        .expect("pipeline");
+    let (backend, reason) = pipe.backend();
+    assert_eq!(backend.kind(), BackendKind::Cuda, "{reason}");
+}
+
+#[test]
+fn device_memory_does_not_grow_over_a_thousand_batches() {
+    let Some(device) = common::cuda_device() else {
+        return;
+    };
+    let aug = Augment::new()
+        .random_resized_crop(64, (0.08, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .color_jitter(0.4, 0.4, 0.4)
+        .normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+        .dtype(DType::F16);
+    let pipe = Pipeline::builder(photos())
+        .backend(BackendKind::Cuda)
+        .augment(aug)
+        .batch_size(2)
+        .drop_last(true)
+        .seed(9)
+        .build()
+        .expect("pipeline");
+    let mut batches = 0;
+    let mut epoch = 0;
+    let mut baseline = None;
+    while batches < 1000 {
+        for b in pipe.epoch(epoch).expect("epoch") {
+            b.expect("batch");
+            batches += 1;
+        }
+        epoch += 1;
+        if epoch == 5 {
+            // Every buffer has grown to its size by now.
+            pipe.wait_device().expect("sync");
+            baseline = Some((
+                device.memory().expect("mem info").0,
+                pipe.memory_in_flight(),
+            ));
+        }
+    }
+    pipe.wait_device().expect("sync");
+    let (free0, flight0) = baseline.expect("baseline");
+    let (free1, _) = device.memory().expect("mem info");
+    let flight1 = pipe.memory_in_flight();
+    println!("{batches} batches: free {free0} -> {free1} bytes; in flight {flight0} -> {flight1}");
+    assert_eq!(flight0, flight1, "memory in flight changed");
+    assert!(
+        free1 + (8 << 20) >= free0,
+        "device memory shrank by {} bytes",
+        free0 - free1
+    );
+}
