@@ -385,7 +385,8 @@ extern "C" __global__ void vertical_jitter(const KernelArgs a) {
             const U3 v = blend(unpack_rgb(g.rbuf[rb + p]), mean, c);
             g.rbuf[rb + p] = pack_rgb(pixel_ops(g, s, v, k + 1u, next));
         }
-
+        // Everyone has read the sums before the next reduction overwrites them.
+        __syncthreads();
         k = next;
     }
 }

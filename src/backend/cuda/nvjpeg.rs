@@ -1,1 +1,1034 @@
-//! nvJPEG, loaded at run time.
+//! nvJPEG, loaded at run time: batched JPEG decode into caller-owned device memory.
+//!
+//! # Why our own FFI, not `nvjpeg-sys`
+//! `nvjpeg-sys` 0.1 was generated from the nvJPEG **11.9** headers (CUDA 11.8), and its
+//! build script always prints `cargo:rustc-link-lib=dylib=nvjpeg` with no `links =` key to
+//! override it. A build then needs nvJPEG at link time, and the binary gets a `NEEDED
+//! libnvjpeg.so.*` entry, so it does not even start on a machine without CUDA.
+//!
+//! This module instead opens `libnvjpeg.so.13` with `libloading` when a [`Library`] is
+//! loaded, and resolves every function it uses up front. Building needs nothing from CUDA;
+//! one binary runs with or without CUDA, and a missing library or GPU is an `Err`, never a
+//! crash. It declares only the 13 functions, 3 opaque handles and one struct it uses, copied
+//! from the 13.0 header (`nvjpeg.h` of the `nvidia-nvjpeg` 13.0.4.44 wheel), whose
+//! `nvjpegImage_t` and enum values are unchanged since 11.x.
+//!
+//! # Use
+//! ```no_run
+//! # fn main() -> stoker::Result<()> {
+//! use stoker::backend::cuda::nvjpeg::{Decoder, DeviceImage, Library};
+//! let lib = Library::load()?; // Err(BackendUnavailable) without libnvjpeg
+//! let mut dec = Decoder::new(&lib, 64)?; // Err without a GPU; bind the CUDA context first
+//! let bytes: &[u8] = &[]; // a JPEG file
+//! let info = dec.image_info(bytes)?; // size the output from this
+//! let hw = dec.hardware_supports(bytes); // false: take this image through the hybrid path
+//! # let (ptr, stream) = (0, std::ptr::null_mut());
+//! let out = DeviceImage::packed(ptr, info.width, info.height);
+//! // SAFETY (example): `ptr` holds `out.min_bytes()` bytes of device memory, owned by us
+//! // until `stream` has finished, and `bytes` outlives that too.
+//! let results = unsafe { dec.decode_batch(stream, &[bytes], &[out]) }?;
+//! # let _ = (hw, results);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! nvJPEG works in the CUDA context current on the calling thread (the runtime's primary
+//! context of the current device when none is): bind the context that owns the stream and
+//! the output memory (`CudaContext::bind_to_thread`) before creating a [`Decoder`] and
+//! before every call on it.
+
+use std::ffi::{c_int, c_uchar, c_uint, OsStr, OsString};
+use std::fmt;
+use std::path::Path;
+use std::ptr;
+use std::sync::{Arc, OnceLock};
+
+use cudarc::driver::sys::{CUdeviceptr, CUstream};
+
+use crate::decode::DecodeError;
+use crate::error::{Error, Result};
+
+/// The subset of `nvjpeg.h` (13.0) this module uses.
+#[allow(non_camel_case_types)]
+mod ffi {
+    use std::ffi::{c_int, c_uchar, c_uint, c_void};
+    use std::marker::{PhantomData, PhantomPinned};
+
+    use cudarc::driver::sys::CUstream;
+
+    /// `struct nvjpegHandle` (opaque).
+    #[repr(C)]
+    pub struct nvjpegHandle {
+        _data: [u8; 0],
+        _marker: PhantomData<(*mut u8, PhantomPinned)>,
+    }
+    /// `struct nvjpegJpegState` (opaque).
+    #[repr(C)]
+    pub struct nvjpegJpegState {
+        _data: [u8; 0],
+        _marker: PhantomData<(*mut u8, PhantomPinned)>,
+    }
+    /// `struct nvjpegJpegStream` (opaque).
+    #[repr(C)]
+    pub struct nvjpegJpegStream {
+        _data: [u8; 0],
+        _marker: PhantomData<(*mut u8, PhantomPinned)>,
+    }
+
+    pub type nvjpegHandle_t = *mut nvjpegHandle;
+    pub type nvjpegJpegState_t = *mut nvjpegJpegState;
+    pub type nvjpegJpegStream_t = *mut nvjpegJpegStream;
+    /// `nvjpegStatus_t`, a C enum (an `int` on every supported ABI).
+    pub type nvjpegStatus_t = c_int;
+
+    pub const NVJPEG_STATUS_SUCCESS: nvjpegStatus_t = 0;
+    pub const NVJPEG_STATUS_BAD_JPEG: nvjpegStatus_t = 3;
+    pub const NVJPEG_STATUS_JPEG_NOT_SUPPORTED: nvjpegStatus_t = 4;
+    pub const NVJPEG_STATUS_EXECUTION_FAILED: nvjpegStatus_t = 6;
+    pub const NVJPEG_STATUS_ARCH_MISMATCH: nvjpegStatus_t = 7;
+    pub const NVJPEG_STATUS_INCOMPLETE_BITSTREAM: nvjpegStatus_t = 10;
+    /// `nvjpegBackend_t` values.
+    pub const NVJPEG_BACKEND_DEFAULT: c_int = 0;
+    pub const NVJPEG_BACKEND_HARDWARE: c_int = 3;
+    /// `nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI`: interleaved RGB in `channel[0]`.
+    pub const NVJPEG_OUTPUT_RGBI: c_int = 5;
+    pub const NVJPEG_FLAGS_DEFAULT: c_uint = 0;
+    pub const NVJPEG_MAX_COMPONENT: usize = 4;
+    /// `libraryPropertyType` (`library_types.h`).
+    pub const MAJOR_VERSION: c_int = 0;
+    pub const MINOR_VERSION: c_int = 1;
+    pub const PATCH_LEVEL: c_int = 2;
+
+    /// `nvjpegImage_t`: output planes (device pointers) and their pitches in bytes.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct nvjpegImage_t {
+        pub channel: [*mut c_uchar; NVJPEG_MAX_COMPONENT],
+        pub pitch: [usize; NVJPEG_MAX_COMPONENT],
+    }
+
+    pub type GetProperty = unsafe extern "C" fn(c_int, *mut c_int) -> nvjpegStatus_t;
+    /// `nvjpegCreateEx(backend, dev_allocator, pinned_allocator, flags, handle)`; the
+    /// allocators are only ever passed as null (nvJPEG's defaults).
+    pub type CreateEx = unsafe extern "C" fn(
+        c_int,
+        *mut c_void,
+        *mut c_void,
+        c_uint,
+        *mut nvjpegHandle_t,
+    ) -> nvjpegStatus_t;
+    pub type Destroy = unsafe extern "C" fn(nvjpegHandle_t) -> nvjpegStatus_t;
+    pub type GetHardwareDecoderInfo =
+        unsafe extern "C" fn(nvjpegHandle_t, *mut c_uint, *mut c_uint) -> nvjpegStatus_t;
+    pub type JpegStateCreate =
+        unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegJpegState_t) -> nvjpegStatus_t;
+    pub type JpegStateDestroy = unsafe extern "C" fn(nvjpegJpegState_t) -> nvjpegStatus_t;
+    /// `nvjpegGetImageInfo(handle, data, length, nComponents, subsampling, widths, heights)`;
+    /// `subsampling` is an `nvjpegChromaSubsampling_t` (an `int`), widths/heights arrays of
+    /// `NVJPEG_MAX_COMPONENT`.
+    pub type GetImageInfo = unsafe extern "C" fn(
+        nvjpegHandle_t,
+        *const c_uchar,
+        usize,
+        *mut c_int,
+        *mut c_int,
+        *mut c_int,
+        *mut c_int,
+    ) -> nvjpegStatus_t;
+    /// `nvjpegDecodeBatchedInitialize(handle, state, batch_size, max_cpu_threads, format)`.
+    pub type DecodeBatchedInitialize = unsafe extern "C" fn(
+        nvjpegHandle_t,
+        nvjpegJpegState_t,
+        c_int,
+        c_int,
+        c_int,
+    ) -> nvjpegStatus_t;
+    /// `nvjpegDecodeBatched(handle, state, data, lengths, destinations, stream)`.
+    pub type DecodeBatched = unsafe extern "C" fn(
+        nvjpegHandle_t,
+        nvjpegJpegState_t,
+        *const *const c_uchar,
+        *const usize,
+        *mut nvjpegImage_t,
+        CUstream,
+    ) -> nvjpegStatus_t;
+    pub type JpegStreamCreate =
+        unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegJpegStream_t) -> nvjpegStatus_t;
+    pub type JpegStreamDestroy = unsafe extern "C" fn(nvjpegJpegStream_t) -> nvjpegStatus_t;
+    /// `nvjpegJpegStreamParse(handle, data, length, save_metadata, save_stream, jpeg_stream)`.
+    pub type JpegStreamParse = unsafe extern "C" fn(
+        nvjpegHandle_t,
+        *const c_uchar,
+        usize,
+        c_int,
+        c_int,
+        nvjpegJpegStream_t,
+    ) -> nvjpegStatus_t;
+    /// `nvjpegDecodeBatchedSupported(handle, jpeg_stream, is_supported)`: 0 means supported.
+    pub type DecodeBatchedSupported =
+        unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegStream_t, *mut c_int) -> nvjpegStatus_t;
+}
+
+/// The name of an `nvjpegStatus_t`, with its number: `NVJPEG_STATUS_BAD_JPEG (3)`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Status(ffi::nvjpegStatus_t);
+
+impl Status {
+    fn name(self) -> &'static str {
+        match self.0 {
+            0 => "NVJPEG_STATUS_SUCCESS",
+            1 => "NVJPEG_STATUS_NOT_INITIALIZED",
+            2 => "NVJPEG_STATUS_INVALID_PARAMETER",
+            3 => "NVJPEG_STATUS_BAD_JPEG",
+            4 => "NVJPEG_STATUS_JPEG_NOT_SUPPORTED",
+            5 => "NVJPEG_STATUS_ALLOCATOR_FAILURE",
+            6 => "NVJPEG_STATUS_EXECUTION_FAILED",
+            7 => "NVJPEG_STATUS_ARCH_MISMATCH",
+            8 => "NVJPEG_STATUS_INTERNAL_ERROR",
+            9 => "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED",
+            10 => "NVJPEG_STATUS_INCOMPLETE_BITSTREAM",
+            _ => "NVJPEG_STATUS_UNKNOWN",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.0)
+    }
+}
+
+/// `"<call> failed: <STATUS> (<n>)"`.
+fn failed(call: &str, status: ffi::nvjpegStatus_t) -> String {
+    format!("{call} failed: {}", Status(status))
+}
+
+fn device_err(call: &str, status: ffi::nvjpegStatus_t) -> Error {
+    Error::Device(format!("nvJPEG: {}", failed(call, status)))
+}
+
+fn unavailable(reason: String) -> Error {
+    Error::BackendUnavailable {
+        backend: "nvjpeg".to_string(),
+        reason,
+    }
+}
+
+/// Logs a status that is deliberately ignored (clean-up paths).
+fn log_ignored(call: &str, status: ffi::nvjpegStatus_t) {
+    if status != ffi::NVJPEG_STATUS_SUCCESS {
+        log::debug!("nvJPEG: {} (ignored)", failed(call, status));
+    }
+}
+
+/// The resolved functions, and the library that keeps them valid.
+struct Api {
+    get_property: ffi::GetProperty,
+    create_ex: ffi::CreateEx,
+    destroy: ffi::Destroy,
+    get_hardware_decoder_info: ffi::GetHardwareDecoderInfo,
+    jpeg_state_create: ffi::JpegStateCreate,
+    jpeg_state_destroy: ffi::JpegStateDestroy,
+    get_image_info: ffi::GetImageInfo,
+    decode_batched_initialize: ffi::DecodeBatchedInitialize,
+    decode_batched: ffi::DecodeBatched,
+    jpeg_stream_create: ffi::JpegStreamCreate,
+    jpeg_stream_destroy: ffi::JpegStreamDestroy,
+    jpeg_stream_parse: ffi::JpegStreamParse,
+    decode_batched_supported: ffi::DecodeBatchedSupported,
+    /// What was opened (a file name or path).
+    path: String,
+    /// Never unloaded before the function pointers above: they live in the same `Api`,
+    /// shared through an `Arc` by every [`Library`] and [`Decoder`].
+    _lib: libloading::Library,
+}
+
+/// An error with its sources: libloading's `Display` alone says only "dlopen failed".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// Resolves `name` in `lib` as a function pointer of type `T`.
+///
+/// # Safety
+/// `T` must be the C signature of `name` (an `unsafe extern "C" fn`), and the result must
+/// not be called after `lib` is unloaded.
+unsafe fn symbol<T: Copy>(lib: &libloading::Library, name: &str, path: &str) -> Result<T, String> {
+    // SAFETY: the caller guarantees `T` is the symbol's type; the pointer is copied out of
+    // the `Symbol` and kept next to `lib` (see `Api::_lib`).
+    unsafe { lib.get::<T>(name) }
+        .map(|s| *s)
+        .map_err(|e| format!("{path}: missing symbol {name}: {}", chain(&e)))
+}
+
+impl Api {
+    fn open(file: &OsStr) -> Result<Api, String> {
+        let path = file.to_string_lossy().into_owned();
+        // SAFETY: loading runs libnvjpeg's initialisers. It is NVIDIA's library, whose
+        // constructors do not touch process state we rely on; the same as any dlopen.
+        let lib = unsafe { libloading::Library::new(file) }.map_err(|e| chain(&e))?;
+        // SAFETY: for every `symbol` call below, the field's type in `ffi` is copied from
+        // the declaration of the same name in nvjpeg.h 13.0, and the pointers are stored
+        // with `lib` in one `Api`, so they are never called after it is unloaded.
+        unsafe {
+            Ok(Api {
+                get_property: symbol(&lib, "nvjpegGetProperty", &path)?,
+                create_ex: symbol(&lib, "nvjpegCreateEx", &path)?,
+                destroy: symbol(&lib, "nvjpegDestroy", &path)?,
+                get_hardware_decoder_info: symbol(&lib, "nvjpegGetHardwareDecoderInfo", &path)?,
+                jpeg_state_create: symbol(&lib, "nvjpegJpegStateCreate", &path)?,
+                jpeg_state_destroy: symbol(&lib, "nvjpegJpegStateDestroy", &path)?,
+                get_image_info: symbol(&lib, "nvjpegGetImageInfo", &path)?,
+                decode_batched_initialize: symbol(&lib, "nvjpegDecodeBatchedInitialize", &path)?,
+                decode_batched: symbol(&lib, "nvjpegDecodeBatched", &path)?,
+                jpeg_stream_create: symbol(&lib, "nvjpegJpegStreamCreate", &path)?,
+                jpeg_stream_destroy: symbol(&lib, "nvjpegJpegStreamDestroy", &path)?,
+                jpeg_stream_parse: symbol(&lib, "nvjpegJpegStreamParse", &path)?,
+                decode_batched_supported: symbol(&lib, "nvjpegDecodeBatchedSupported", &path)?,
+                path,
+                _lib: lib,
+            })
+        }
+    }
+}
+
+/// Where [`Library::load`] looks, in order: the loader's search path (`LD_LIBRARY_PATH`,
+/// the ld.so cache), `$CUDA_HOME/lib`, `$CUDA_HOME/lib64`, `/usr/local/cuda/lib64`, and
+/// last the unversioned development name `libnvjpeg.so`.
+fn candidates() -> Vec<OsString> {
+    let mut out = vec![OsString::from("libnvjpeg.so.13")];
+    if let Some(home) = std::env::var_os("CUDA_HOME").filter(|h| !h.is_empty()) {
+        for sub in ["lib", "lib64"] {
+            out.push(Path::new(&home).join(sub).join("libnvjpeg.so.13").into());
+        }
+    }
+    out.push(OsString::from("/usr/local/cuda/lib64/libnvjpeg.so.13"));
+    out.push(OsString::from("libnvjpeg.so"));
+    out
+}
+
+/// The first library loaded in this process, shared by later [`Library::load`] calls.
+static LOADED: OnceLock<Arc<Api>> = OnceLock::new();
+
+/// libnvjpeg, opened at run time with every function this module needs resolved.
+///
+/// Cheap to clone; the library stays loaded while any clone or [`Decoder`] lives.
+#[derive(Clone)]
+pub struct Library {
+    api: Arc<Api>,
+}
+
+impl fmt::Debug for Library {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Library")
+            .field("path", &self.api.path)
+            .finish()
+    }
+}
+
+impl Library {
+    /// Finds and opens libnvjpeg (see the search order below), once per process.
+    ///
+    /// Tries `libnvjpeg.so.13` through the loader's search path, then
+    /// `$CUDA_HOME/lib/libnvjpeg.so.13`, `$CUDA_HOME/lib64/libnvjpeg.so.13`,
+    /// `/usr/local/cuda/lib64/libnvjpeg.so.13` and `libnvjpeg.so`. A candidate that opens
+    /// but lacks a needed function is skipped. Fails with [`Error::BackendUnavailable`]
+    /// naming every attempt. Needs no GPU.
+    pub fn load() -> Result<Library> {
+        if let Some(api) = LOADED.get() {
+            return Ok(Library { api: api.clone() });
+        }
+        let mut tried = Vec::new();
+        for file in candidates() {
+            match Api::open(&file) {
+                Ok(api) => {
+                    log::debug!("nvJPEG: loaded {}", api.path);
+                    let api = LOADED.get_or_init(|| Arc::new(api)).clone();
+                    return Ok(Library { api });
+                }
+                Err(e) => tried.push(e),
+            }
+        }
+        Err(unavailable(format!(
+            "libnvjpeg.so.13 not found (tried: {})",
+            tried.join("; ")
+        )))
+    }
+
+    /// Opens the library at `path` (a file name for the loader's search path, or a path),
+    /// bypassing the search and the per-process cache of [`Library::load`].
+    pub fn load_from(path: impl AsRef<OsStr>) -> Result<Library> {
+        Api::open(path.as_ref())
+            .map(|api| Library { api: Arc::new(api) })
+            .map_err(unavailable)
+    }
+
+    /// What was opened: a file name resolved by the loader, or a path.
+    pub fn path(&self) -> &str {
+        &self.api.path
+    }
+
+    /// The library's `(major, minor, patch)` version, from `nvjpegGetProperty`. Needs no
+    /// GPU.
+    pub fn version(&self) -> Result<(i32, i32, i32)> {
+        let mut v = [0 as c_int; 3];
+        let props = [ffi::MAJOR_VERSION, ffi::MINOR_VERSION, ffi::PATCH_LEVEL];
+        for (slot, prop) in v.iter_mut().zip(props) {
+            // SAFETY: `prop` is a valid libraryPropertyType and `slot` a valid out-pointer.
+            let st = unsafe { (self.api.get_property)(prop, slot) };
+            if st != ffi::NVJPEG_STATUS_SUCCESS {
+                return Err(device_err("nvjpegGetProperty", st));
+            }
+        }
+        Ok((v[0], v[1], v[2]))
+    }
+}
+
+/// The version of the libnvjpeg [`Library::load`] finds: `(major, minor, patch)`, e.g.
+/// `(13, 0, 4)`. Needs no GPU.
+pub fn version() -> Result<(i32, i32, i32)> {
+    Library::load()?.version()
+}
+
+/// Chroma subsampling of a JPEG, as nvJPEG classifies it (`nvjpegChromaSubsampling_t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Subsampling {
+    /// 4:4:4, no chroma subsampling.
+    Css444,
+    /// 4:2:2, chroma halved horizontally.
+    Css422,
+    /// 4:2:0, chroma halved both ways.
+    Css420,
+    /// 4:4:0, chroma halved vertically.
+    Css440,
+    /// 4:1:1, chroma quartered horizontally.
+    Css411,
+    /// 4:1:0, chroma quartered horizontally and halved vertically.
+    Css410,
+    /// nvJPEG's second 4:1:0 layout (`NVJPEG_CSS_410V`).
+    Css410V,
+    /// One component: greyscale.
+    Gray,
+    /// Sampling factors nvJPEG does not name (or 2/4 components).
+    Unknown,
+}
+
+impl Subsampling {
+    fn from_raw(v: c_int) -> Subsampling {
+        match v {
+            0 => Subsampling::Css444,
+            1 => Subsampling::Css422,
+            2 => Subsampling::Css420,
+            3 => Subsampling::Css440,
+            4 => Subsampling::Css411,
+            5 => Subsampling::Css410,
+            6 => Subsampling::Gray,
+            7 => Subsampling::Css410V,
+            _ => Subsampling::Unknown,
+        }
+    }
+}
+
+/// A JPEG's header, as `nvjpegGetImageInfo` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// Width of component 0 (the full image width), in pixels.
+    pub width: u32,
+    /// Height of component 0 (the full image height), in pixels.
+    pub height: u32,
+    /// Number of encoded components (1 to 4).
+    pub components: u32,
+    /// Chroma subsampling.
+    pub subsampling: Subsampling,
+}
+
+impl ImageInfo {
+    /// Bytes in one row of the interleaved RGB output: `width * 3`.
+    pub fn rgb_row_bytes(&self) -> usize {
+        self.width as usize * 3
+    }
+}
+
+/// Caller-owned device memory that receives one image as interleaved RGB (`RGBRGB...`,
+/// 8 bits per channel), `height` rows of `pitch` bytes starting at `ptr`.
+///
+/// `width` and `height` are the capacity in pixels: an image up to that size is written
+/// to the top-left corner and the rest is left untouched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceImage {
+    /// Device address of the first row.
+    pub ptr: CUdeviceptr,
+    /// Bytes from one row to the next; at least `3 * width` of the image decoded.
+    pub pitch: usize,
+    /// Capacity in pixels per row.
+    pub width: u32,
+    /// Capacity in rows.
+    pub height: u32,
+}
+
+impl DeviceImage {
+    /// An output with rows packed back to back: `pitch = 3 * width`.
+    pub fn packed(ptr: CUdeviceptr, width: u32, height: u32) -> DeviceImage {
+        DeviceImage {
+            ptr,
+            pitch: width as usize * 3,
+            width,
+            height,
+        }
+    }
+
+    /// The bytes the memory at `ptr` must hold: `pitch * height`.
+    pub fn min_bytes(&self) -> usize {
+        self.pitch.saturating_mul(self.height as usize)
+    }
+}
+
+/// A batched nvJPEG decoder: a library handle, a decode state and a parsed-stream object,
+/// on the hardware JPEG engines when the GPU has them.
+///
+/// `Send` but not `Sync`: the decode state and the parsed-stream object may move between
+/// threads but must not be used by two at once. nvJPEG binds them to the CUDA device current
+/// when the decoder is created; use and drop it with that device's context current, and
+/// after the streams it decoded on have finished (dropping frees its device buffers).
+pub struct Decoder {
+    api: Arc<Api>,
+    handle: ffi::nvjpegHandle_t,
+    state: ffi::nvjpegJpegState_t,
+    jpeg_stream: ffi::nvjpegJpegStream_t,
+    hardware: bool,
+    engines: (u32, u32),
+    /// The batch size the state is initialised for; `None` after a failed batch.
+    initialized: Option<usize>,
+    // Host arrays handed to nvjpegDecodeBatched, kept to reuse their allocations. They are
+    // cleared after each call, so they never hold pointers past it.
+    data: Vec<*const c_uchar>,
+    lengths: Vec<usize>,
+    destinations: Vec<ffi::nvjpegImage_t>,
+}
+
+// SAFETY: nvJPEG's library handle is thread safe; the decode state and the JPEG stream have
+// no thread affinity and need only exclusive use, which `&mut self` (and `Decoder: !Sync`,
+// from its raw pointers) provide. The pointer vectors are empty between calls.
+unsafe impl Send for Decoder {}
+
+impl fmt::Debug for Decoder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decoder")
+            .field("library", &self.api.path)
+            .field("hardware", &self.hardware)
+            .field("engines", &self.engines)
+            .field("batch_size", &self.initialized)
+            .finish()
+    }
+}
+
+/// `batch_size` as the `int` nvJPEG takes, refusing 0.
+fn batch_int(batch_size: usize) -> Result<c_int> {
+    match c_int::try_from(batch_size) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(Error::Config(format!(
+            "nvJPEG batch size must be 1..={}, got {batch_size}",
+            c_int::MAX
+        ))),
+    }
+}
+
+impl Decoder {
+    /// A decoder for batches of `batch_size` images, on the hardware JPEG engines when
+    /// `nvjpegGetHardwareDecoderInfo` reports some, else on nvJPEG's default backend.
+    ///
+    /// Call it with the CUDA context of the target device current on this thread. Without
+    /// a CUDA driver or GPU, nvJPEG cannot create a handle and this returns
+    /// [`Error::BackendUnavailable`] with the nvJPEG status (typically
+    /// `NVJPEG_STATUS_EXECUTION_FAILED`).
+    pub fn new(library: &Library, batch_size: usize) -> Result<Decoder> {
+        Decoder::with_hardware(library, batch_size, true)
+    }
+
+    /// As [`Decoder::new`]; with `allow_hardware == false`, always nvJPEG's default
+    /// (hybrid CPU/GPU) backend.
+    pub fn with_hardware(
+        library: &Library,
+        batch_size: usize,
+        allow_hardware: bool,
+    ) -> Result<Decoder> {
+        let api = library.api.clone();
+        let batch = batch_int(batch_size)?;
+        let mut handle: ffi::nvjpegHandle_t = ptr::null_mut();
+        let mut hardware = false;
+        let mut engines = (0, 0);
+        let mut hardware_note = String::new();
+        if allow_hardware {
+            let mut h: ffi::nvjpegHandle_t = ptr::null_mut();
+            // SAFETY: null allocators select nvJPEG's defaults (cudaMalloc, cudaHostAlloc),
+            // flags 0 is NVJPEG_FLAGS_DEFAULT, and `h` is a valid out-pointer.
+            let st = unsafe {
+                (api.create_ex)(
+                    ffi::NVJPEG_BACKEND_HARDWARE,
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                    ffi::NVJPEG_FLAGS_DEFAULT,
+                    &mut h,
+                )
+            };
+            if st == ffi::NVJPEG_STATUS_SUCCESS && !h.is_null() {
+                let (mut n, mut cores): (c_uint, c_uint) = (0, 0);
+                // SAFETY: `h` is the live handle created above; both are valid out-pointers.
+                let st = unsafe { (api.get_hardware_decoder_info)(h, &mut n, &mut cores) };
+                if st == ffi::NVJPEG_STATUS_SUCCESS && n > 0 {
+                    handle = h;
+                    hardware = true;
+                    engines = (n, cores);
+                } else {
+                    hardware_note = if st == ffi::NVJPEG_STATUS_SUCCESS {
+                        engines = (n, cores);
+                        "no hardware JPEG engines".to_string()
+                    } else {
+                        failed("nvjpegGetHardwareDecoderInfo", st)
+                    };
+                    // SAFETY: `h` was created above and is not used after this.
+                    log_ignored("nvjpegDestroy", unsafe { (api.destroy)(h) });
+                }
+            } else {
+                hardware_note = failed("nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE)", st);
+            }
+            if !hardware {
+                log::debug!("nvJPEG: hardware backend not used: {hardware_note}");
+            }
+        }
+        if handle.is_null() {
+            let mut h: ffi::nvjpegHandle_t = ptr::null_mut();
+            // SAFETY: as for the hardware backend above.
+            let st = unsafe {
+                (api.create_ex)(
+                    ffi::NVJPEG_BACKEND_DEFAULT,
+                    ptr::null_mut(),
+                    ptr::null_mut(),
+                    ffi::NVJPEG_FLAGS_DEFAULT,
+                    &mut h,
+                )
+            };
+            if st != ffi::NVJPEG_STATUS_SUCCESS || h.is_null() {
+                let mut reason = failed("nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT)", st);
+                if st == ffi::NVJPEG_STATUS_EXECUTION_FAILED
+                    || st == ffi::NVJPEG_STATUS_ARCH_MISMATCH
+                {
+                    reason.push_str(" (no usable CUDA driver or GPU?)");
+                }
+                if !hardware_note.is_empty() {
+                    reason.push_str("; hardware backend: ");
+                    reason.push_str(&hardware_note);
+                }
+                return Err(unavailable(reason));
+            }
+            handle = h;
+        }
+        // From here on, `Drop` releases whatever has been created.
+        let mut dec = Decoder {
+            api,
+            handle,
+            state: ptr::null_mut(),
+            jpeg_stream: ptr::null_mut(),
+            hardware,
+            engines,
+            initialized: None,
+            data: Vec::with_capacity(batch_size),
+            lengths: Vec::with_capacity(batch_size),
+            destinations: Vec::with_capacity(batch_size),
+        };
+        // SAFETY: `dec.handle` is live; `dec.state` is a valid out-pointer.
+        let st = unsafe { (dec.api.jpeg_state_create)(dec.handle, &mut dec.state) };
+        if st != ffi::NVJPEG_STATUS_SUCCESS || dec.state.is_null() {
+            return Err(device_err("nvjpegJpegStateCreate", st));
+        }
+        // SAFETY: `dec.handle` is live; `dec.jpeg_stream` is a valid out-pointer.
+        let st = unsafe { (dec.api.jpeg_stream_create)(dec.handle, &mut dec.jpeg_stream) };
+        if st != ffi::NVJPEG_STATUS_SUCCESS || dec.jpeg_stream.is_null() {
+            return Err(device_err("nvjpegJpegStreamCreate", st));
+        }
+        dec.initialize(batch)?;
+        log::debug!(
+            "nvJPEG: decoder on the {} backend (engines {:?}), batch {batch_size}",
+            if hardware { "hardware" } else { "default" },
+            engines
+        );
+        Ok(dec)
+    }
+
+    /// Whether the hardware JPEG engines decode (`NVJPEG_BACKEND_HARDWARE`); `false` means
+    /// nvJPEG's default backend.
+    pub fn hardware(&self) -> bool {
+        self.hardware
+    }
+
+    /// `(engines, cores per engine)` from `nvjpegGetHardwareDecoderInfo`; `(0, 0)` when it
+    /// was not asked or failed.
+    pub fn engines(&self) -> (u32, u32) {
+        self.engines
+    }
+
+    /// The batch size the decoder is currently initialised for, if any.
+    pub fn batch_size(&self) -> Option<usize> {
+        self.initialized
+    }
+
+    /// Runs `nvjpegDecodeBatchedInitialize` for `batch` images (RGBI output).
+    fn initialize(&mut self, batch: c_int) -> Result<()> {
+        self.initialized = None;
+        // SAFETY: handle and state are live and owned by `self`; no batched decode of this
+        // state is running on the host (we hold `&mut self`). max_cpu_threads = 1: the
+        // parameter is unused by current nvJPEG, and 0 is rejected by some versions.
+        let st = unsafe {
+            (self.api.decode_batched_initialize)(
+                self.handle,
+                self.state,
+                batch,
+                1,
+                ffi::NVJPEG_OUTPUT_RGBI,
+            )
+        };
+        if st != ffi::NVJPEG_STATUS_SUCCESS {
+            return Err(device_err("nvjpegDecodeBatchedInitialize", st));
+        }
+        self.initialized = usize::try_from(batch).ok();
+        Ok(())
+    }
+
+    /// The header of a JPEG, by `nvjpegGetImageInfo`: size the output from `width` and
+    /// `height` (interleaved RGB needs `3 * width` bytes per row).
+    ///
+    /// Malformed data is [`Error::Decode`]; nvJPEG failing otherwise is [`Error::Device`].
+    pub fn image_info(&self, bytes: &[u8]) -> Result<ImageInfo> {
+        if bytes.is_empty() {
+            return Err(Error::Decode(DecodeError::Empty));
+        }
+        let mut components: c_int = 0;
+        let mut subsampling: c_int = -1;
+        let mut widths = [0 as c_int; ffi::NVJPEG_MAX_COMPONENT];
+        let mut heights = [0 as c_int; ffi::NVJPEG_MAX_COMPONENT];
+        // SAFETY: the handle is live; `bytes` is readable for `bytes.len()` bytes for the
+        // call; the outputs are valid, and the arrays have NVJPEG_MAX_COMPONENT elements as
+        // the header requires. nvjpegGetImageInfo is documented thread safe.
+        let st = unsafe {
+            (self.api.get_image_info)(
+                self.handle,
+                bytes.as_ptr(),
+                bytes.len(),
+                &mut components,
+                &mut subsampling,
+                widths.as_mut_ptr(),
+                heights.as_mut_ptr(),
+            )
+        };
+        match st {
+            ffi::NVJPEG_STATUS_SUCCESS => {}
+            ffi::NVJPEG_STATUS_BAD_JPEG | ffi::NVJPEG_STATUS_INCOMPLETE_BITSTREAM => {
+                return Err(Error::Decode(DecodeError::Jpeg(failed(
+                    "nvjpegGetImageInfo",
+                    st,
+                ))))
+            }
+            ffi::NVJPEG_STATUS_JPEG_NOT_SUPPORTED => {
+                return Err(Error::Decode(DecodeError::Unsupported(failed(
+                    "nvjpegGetImageInfo",
+                    st,
+                ))))
+            }
+            _ => return Err(device_err("nvjpegGetImageInfo", st)),
+        }
+        let (width, height) = match (u32::try_from(widths[0]), u32::try_from(heights[0])) {
+            (Ok(w), Ok(h)) if w > 0 && h > 0 => (w, h),
+            _ => {
+                return Err(Error::Decode(DecodeError::ZeroSize {
+                    width: widths[0].max(0) as u32,
+                    height: heights[0].max(0) as u32,
+                }))
+            }
+        };
+        let components = match u32::try_from(components) {
+            Ok(c @ 1..=4) => c,
+            _ => {
+                return Err(Error::Decode(DecodeError::BadHeader(format!(
+                    "nvjpegGetImageInfo reported {components} components"
+                ))))
+            }
+        };
+        Ok(ImageInfo {
+            width,
+            height,
+            components,
+            subsampling: Subsampling::from_raw(subsampling),
+        })
+    }
+
+    /// Whether the hardware engines can decode this JPEG (`nvjpegJpegStreamParse`, then
+    /// `nvjpegDecodeBatchedSupported`). Always `false` on the default backend, and for data
+    /// nvJPEG cannot parse.
+    ///
+    /// With the hardware backend, send only images for which this is `true` to
+    /// [`Decoder::decode_batch`] and decode the rest another way: one unsupported image
+    /// (progressive, 4:1:1, ...) can fail the whole batch.
+    pub fn hardware_supports(&self, bytes: &[u8]) -> bool {
+        if !self.hardware || bytes.is_empty() {
+            return false;
+        }
+        // SAFETY: handle and jpeg stream are live and owned by `self`, which is not `Sync`,
+        // so no other thread uses the stream object. `bytes` is readable for its length.
+        // With save_stream = 0 the stream object may keep a pointer into `bytes`, but it is
+        // only read by the query below and replaced by the next parse.
+        let st = unsafe {
+            (self.api.jpeg_stream_parse)(
+                self.handle,
+                bytes.as_ptr(),
+                bytes.len(),
+                0,
+                0,
+                self.jpeg_stream,
+            )
+        };
+        if st != ffi::NVJPEG_STATUS_SUCCESS {
+            log::debug!("nvJPEG: {}", failed("nvjpegJpegStreamParse", st));
+            return false;
+        }
+        let mut is_supported: c_int = -1;
+        // SAFETY: handle and the stream parsed above are live; `is_supported` is a valid
+        // out-pointer.
+        let st = unsafe {
+            (self.api.decode_batched_supported)(self.handle, self.jpeg_stream, &mut is_supported)
+        };
+        if st != ffi::NVJPEG_STATUS_SUCCESS {
+            log::debug!("nvJPEG: {}", failed("nvjpegDecodeBatchedSupported", st));
+            return false;
+        }
+        // nvjpeg.h: "sets is_supported value to 0 if decoder is capable to handle jpeg_stream".
+        is_supported == 0
+    }
+
+    /// Why `bytes` cannot go to nvJPEG into `out`, checked on the host before the batch.
+    fn check_output(&self, bytes: &[u8], out: &DeviceImage) -> Result<(), String> {
+        if out.ptr == 0 {
+            return Err("output pointer is null".to_string());
+        }
+        let info = self.image_info(bytes).map_err(|e| e.to_string())?;
+        match info.components {
+            1 | 3 => {}
+            4 => {
+                return Err("4-component JPEG (CMYK/YCCK) is not decoded by nvJPEG here".to_string())
+            }
+            n => return Err(format!("{n}-component JPEG is not supported by nvJPEG")),
+        }
+        if info.subsampling == Subsampling::Unknown {
+            return Err("chroma subsampling that nvJPEG does not recognise".to_string());
+        }
+        if info.width > out.width || info.height > out.height {
+            return Err(format!(
+                "image is {}x{} but the output holds {}x{}",
+                info.width, info.height, out.width, out.height
+            ));
+        }
+        if out.pitch < info.rgb_row_bytes() {
+            return Err(format!(
+                "output pitch {} is less than {} bytes per RGB row",
+                out.pitch,
+                info.rgb_row_bytes()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Decodes `images[i]` into `outputs[i]` as interleaved RGB, in one
+    /// `nvjpegDecodeBatched` call on `stream`. Asynchronous: the pixels are there once
+    /// `stream` has finished the work queued here.
+    ///
+    /// Each image's header is read first (`nvjpegGetImageInfo`); an image that is
+    /// malformed, not 1 or 3 components, of a subsampling nvJPEG does not name, or larger
+    /// than its output gets `Err(reason)` in the returned vector and is left out of the
+    /// batch; the others get `Ok(())`. The state is re-initialised when the number of
+    /// images sent differs from the last call. If nvJPEG fails the batch as a whole, this
+    /// returns `Err` (the outputs' contents are then unspecified) and the next call
+    /// re-initialises. With the hardware backend, filter with
+    /// [`Decoder::hardware_supports`] first.
+    ///
+    /// `images.len() != outputs.len()` is [`Error::Config`].
+    ///
+    /// # Safety
+    /// - `stream` is null (the legacy default stream) or a live stream of the CUDA context
+    ///   current on this thread, the context this decoder was created in.
+    /// - Each `outputs[i].ptr` is device memory of that context, at least
+    ///   `outputs[i].min_bytes()` long, that nothing else reads or writes until `stream`
+    ///   has finished this work, and that stays allocated until then.
+    /// - Each `images[i]` stays alive and unchanged until `stream` has finished this work:
+    ///   nvJPEG does not document whether every backend is done reading its host input when
+    ///   the call returns.
+    pub unsafe fn decode_batch(
+        &mut self,
+        stream: CUstream,
+        images: &[&[u8]],
+        outputs: &[DeviceImage],
+    ) -> Result<Vec<Result<(), String>>> {
+        if images.len() != outputs.len() {
+            return Err(Error::Config(format!(
+                "nvJPEG decode_batch: {} images but {} outputs",
+                images.len(),
+                outputs.len()
+            )));
+        }
+        self.data.clear();
+        self.lengths.clear();
+        self.destinations.clear();
+        let mut results = Vec::with_capacity(images.len());
+        for (bytes, out) in images.iter().zip(outputs) {
+            let checked = self.check_output(bytes, out).and_then(|()| {
+                usize::try_from(out.ptr)
+                    .map_err(|_| "output pointer does not fit in a host pointer".to_string())
+            });
+            match checked {
+                Ok(addr) => {
+                    let mut dest = ffi::nvjpegImage_t {
+                        channel: [ptr::null_mut(); ffi::NVJPEG_MAX_COMPONENT],
+                        pitch: [0; ffi::NVJPEG_MAX_COMPONENT],
+                    };
+                    // A device address, only ever dereferenced by nvJPEG on the GPU.
+                    dest.channel[0] = ptr::with_exposed_provenance_mut::<c_uchar>(addr);
+                    dest.pitch[0] = out.pitch;
+                    self.data.push(bytes.as_ptr());
+                    self.lengths.push(bytes.len());
+                    self.destinations.push(dest);
+                    results.push(Ok(()));
+                }
+                Err(reason) => results.push(Err(reason)),
+            }
+        }
+        let n = self.data.len();
+        if n == 0 {
+            return Ok(results);
+        }
+        if self.initialized != Some(n) {
+            if let Err(e) = self.initialize(batch_int(n)?) {
+                self.data.clear();
+                self.lengths.clear();
+                self.destinations.clear();
+                return Err(e);
+            }
+        }
+        // SAFETY: handle and state are live and owned by `self` (exclusive through
+        // `&mut self`), and the state is initialised for `n` images with RGBI output. The
+        // three arrays hold exactly `n` entries: host pointers to `images` (readable for
+        // their lengths, alive for as long as the caller guarantees) and output descriptors
+        // whose channel[0]/pitch[0] name device memory large enough for the image (checked
+        // above against nvjpegGetImageInfo; validity guaranteed by the caller). `stream` is
+        // valid by the caller's contract.
+        let st = unsafe {
+            (self.api.decode_batched)(
+                self.handle,
+                self.state,
+                self.data.as_ptr(),
+                self.lengths.as_ptr(),
+                self.destinations.as_mut_ptr(),
+                stream,
+            )
+        };
+        self.data.clear();
+        self.lengths.clear();
+        self.destinations.clear();
+        if st != ffi::NVJPEG_STATUS_SUCCESS {
+            // nvJPEG: "if the batch decoding fails, call nvjpegDecodeBatchedInitialize again".
+            self.initialized = None;
+            return Err(device_err("nvjpegDecodeBatched", st));
+        }
+        Ok(results)
+    }
+}
+
+impl Drop for Decoder {
+    fn drop(&mut self) {
+        // Order: decode state, parsed-stream object, then the library handle they came from.
+        if !self.state.is_null() {
+            // SAFETY: created by nvjpegJpegStateCreate on `self.handle`, destroyed once.
+            log_ignored("nvjpegJpegStateDestroy", unsafe {
+                (self.api.jpeg_state_destroy)(self.state)
+            });
+            self.state = ptr::null_mut();
+        }
+        if !self.jpeg_stream.is_null() {
+            // SAFETY: created by nvjpegJpegStreamCreate on `self.handle`, destroyed once.
+            log_ignored("nvjpegJpegStreamDestroy", unsafe {
+                (self.api.jpeg_stream_destroy)(self.jpeg_stream)
+            });
+            self.jpeg_stream = ptr::null_mut();
+        }
+        if !self.handle.is_null() {
+            // SAFETY: created by nvjpegCreateEx, its state and stream are gone, destroyed once.
+            log_ignored("nvjpegDestroy", unsafe { (self.api.destroy)(self.handle) });
+            self.handle = ptr::null_mut();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_names() {
+        assert_eq!(Status(6).to_string(), "NVJPEG_STATUS_EXECUTION_FAILED (6)");
+        assert_eq!(Status(42).to_string(), "NVJPEG_STATUS_UNKNOWN (42)");
+        assert_eq!(
+            failed("nvjpegCreateEx", 7),
+            "nvjpegCreateEx failed: NVJPEG_STATUS_ARCH_MISMATCH (7)"
+        );
+    }
+
+    #[test]
+    fn subsampling_from_raw() {
+        assert_eq!(Subsampling::from_raw(0), Subsampling::Css444);
+        assert_eq!(Subsampling::from_raw(6), Subsampling::Gray);
+        assert_eq!(Subsampling::from_raw(7), Subsampling::Css410V);
+        assert_eq!(Subsampling::from_raw(-1), Subsampling::Unknown);
+        assert_eq!(Subsampling::from_raw(99), Subsampling::Unknown);
+    }
+
+    #[test]
+    fn ffi_layout() {
+        // nvjpegImage_t: 4 pointers then 4 size_t.
+        assert_eq!(
+            std::mem::size_of::<ffi::nvjpegImage_t>(),
+            8 * std::mem::size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn thread_traits() {
+        fn send<T: Send>() {}
+        fn send_sync<T: Send + Sync>() {}
+        send::<Decoder>();
+        send_sync::<Library>();
+    }
+
+    #[test]
+    fn batch_sizes() {
+        assert!(batch_int(0).is_err());
+        assert_eq!(batch_int(1).ok(), Some(1));
+        assert!(batch_int(usize::MAX).is_err());
+    }
+
+    #[test]
+    fn packed_output() {
+        let out = DeviceImage::packed(0x1000, 150, 103);
+        assert_eq!(out.pitch, 450);
+        assert_eq!(out.min_bytes(), 450 * 103);
+    }
+
+    #[test]
+    fn missing_library_is_an_error() {
+        let err = Library::load_from("/nonexistent/libnvjpeg.so.13").err();
+        assert!(matches!(err, Some(Error::BackendUnavailable { .. })));
+    }
+}
