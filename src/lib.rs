@@ -49,8 +49,10 @@
 //! | backend | status in this release | fallback |
 //! | --- | --- | --- |
 //! | CPU (`BackendKind::Cpu`) | always available | none needed |
+//! | CUDA (`BackendKind::Cuda`, feature `cuda`) | JPEG decode and augmentation in NVRTC-compiled CUDA kernels ([`backend::cuda`]); every CUDA library loaded at run time | `Auto` falls back to wgpu, then CPU, logged |
 //! | wgpu (`BackendKind::Wgpu`, feature `wgpu`) | JPEG decode and augmentation in WGSL ([`backend::wgpu`]) | `Auto` falls back to CPU, logged |
-//! | CUDA (`BackendKind::Cuda`) | not yet compiled in | `Auto` falls back to CPU, logged |
+//!
+//! Both GPU backends run the same host-planned kernel launches ([`backend::device`]).
 
 #![warn(missing_docs)]
 
@@ -62,6 +64,7 @@ pub mod pipeline;
 pub mod source;
 
 pub use augment::{Augment, DType, Layout, SamplePlan};
+pub use backend::device::job::HardwareDecode;
 pub use backend::BackendKind;
 pub use decode::Limits;
 pub use error::{Error, Result, SampleError, SampleErrorKind};

@@ -83,7 +83,11 @@ fn every_kernel_compiles_for_sm_90_without_spills() {
                     .any(|part| !part.trim().starts_with("0 bytes"))
             })
             .collect::<Vec<_>>();
-        assert!(spills.is_empty(), "{file} spills registers:\n{}", spills.join("\n"));
+        assert!(
+            spills.is_empty(),
+            "{file} spills registers:\n{}",
+            spills.join("\n")
+        );
         assert!(
             log.contains("Used") && log.contains("registers"),
             "ptxas printed no register report for {file}:\n{log}"

@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{cache::Cache, stats::Counters, Config, OnError, Pipeline};
 use crate::augment::Augment;
+use crate::backend::device::job::HardwareDecode;
 use crate::backend::{self, BackendKind};
 use crate::decode::Limits;
 use crate::error::{Error, Result};
@@ -30,6 +31,7 @@ pub struct PipelineBuilder {
     shard: Option<(usize, usize)>,
     shard_from_env: bool,
     drop_last: bool,
+    hardware_decode: HardwareDecode,
     #[cfg(feature = "cuda")]
     cuda_user: Option<(
         std::sync::Arc<cudarc::driver::CudaContext>,
@@ -57,6 +59,7 @@ impl PipelineBuilder {
             shard: None,
             shard_from_env: false,
             drop_last: false,
+            hardware_decode: HardwareDecode::default(),
             #[cfg(feature = "cuda")]
             cuda_user: None,
         }
@@ -76,6 +79,15 @@ impl PipelineBuilder {
     pub fn wgpu_device(mut self, device: ::wgpu::Device, queue: ::wgpu::Queue) -> Self {
         self.backend_opts.wgpu = Some(backend::wgpu::WgpuContext::from_device(device, queue));
         self.backend = BackendKind::Wgpu;
+        self
+    }
+
+    /// Which JPEGs go to the GPU's hardware JPEG decoder (nvJPEG's engines, on the CUDA
+    /// backend, where the card has them): [`HardwareDecode::Exact`] by default, those
+    /// whose pixels it gives as the CPU decoder does; [`HardwareDecode::All`] for speed
+    /// over exactness; [`HardwareDecode::Off`]. The rest take the hybrid path.
+    pub fn hardware_decode(mut self, which: HardwareDecode) -> Self {
+        self.hardware_decode = which;
         self
     }
 
@@ -242,7 +254,8 @@ impl PipelineBuilder {
         };
         #[cfg(not(feature = "cuda"))]
         let selected = backend::select_with(self.backend, workers, &self.backend_opts)?;
-        let (gpu, device_max_binding) = self.device_batcher(&selected, has_masks)?;
+        let (gpu, device_max_binding, hardware_decode) =
+            self.device_batcher(&selected, has_masks)?;
         let mut augment = self.augment;
         if self.cache_bytes > 0 && augment.is_crop_aware() {
             // The cache keeps whole images so any later crop can be served from it.
@@ -266,6 +279,7 @@ impl PipelineBuilder {
             replace_attempts: 16,
             gpu,
             device_max_binding,
+            hardware_decode,
             coeff_pool: Default::default(),
         };
         Ok(Pipeline {
@@ -280,14 +294,10 @@ impl PipelineBuilder {
         })
     }
 
-    /// The device batcher of the selected backend, if it runs batches on a device, and
-    /// the largest storage binding there. A batch too large for the device's buffers is
+    /// The device batcher of the selected backend, if it runs batches on a device, the
+    /// largest storage binding there, and which JPEGs its hardware decoder takes. A batch too large for the device's buffers is
     /// an error now, not mid-epoch.
-    fn device_batcher(
-        &self,
-        selected: &backend::Selected,
-        has_masks: bool,
-    ) -> Result<(Option<Arc<Mutex<super::device::DeviceBatcher>>>, u64)> {
+    fn device_batcher(&self, selected: &backend::Selected, has_masks: bool) -> Result<DeviceSetup> {
         let (w, h) = self.augment.out_size();
         let masks = if has_masks {
             2 * w as u64 * h as u64
@@ -299,13 +309,17 @@ impl PipelineBuilder {
         let _ = (need, has_masks);
         #[cfg(feature = "cuda")]
         if let Some(device) = selected.backend.cuda_device() {
-            let batcher = backend::cuda::batch::CudaBatcher::new(device, self.prefetch.max(2))?;
+            let batcher = backend::cuda::batch::CudaBatcher::new(device, self.prefetch.max(2))?
+                .with_hardware_decode(self.hardware_decode, self.batch_size)
+                .strict(self.strict_decode);
+            let hardware = batcher.hardware_decode();
             let limits = backend::device::Limits::UNBOUNDED;
             return Ok((
                 Some(Arc::new(Mutex::new(super::device::DeviceBatcher::Cuda(
                     Box::new(batcher),
                 )))),
                 limits.max_binding,
+                hardware,
             ));
         }
         #[cfg(feature = "wgpu")]
@@ -327,9 +341,18 @@ impl PipelineBuilder {
                     Box::new(batcher),
                 )))),
                 limits.max_storage_buffer_binding_size,
+                HardwareDecode::Off,
             ));
         }
         let _ = selected;
-        Ok((None, u64::MAX))
+        Ok((None, u64::MAX, HardwareDecode::Off))
     }
 }
+
+/// What [`PipelineBuilder::device_batcher`] sets up: the batcher (none on the CPU), the
+/// largest storage binding, and which JPEGs go to the hardware decoder.
+type DeviceSetup = (
+    Option<Arc<Mutex<super::device::DeviceBatcher>>>,
+    u64,
+    HardwareDecode,
+);

@@ -121,6 +121,8 @@ pub(crate) struct Config {
     pub gpu: Option<Arc<Mutex<device::DeviceBatcher>>>,
     /// The largest storage binding of the device (a decoded window must fit one).
     pub device_max_binding: u64,
+    /// Which JPEGs the workers hand to the device's hardware decoder whole.
+    pub hardware_decode: crate::backend::device::job::HardwareDecode,
     /// Coefficient buffers recycled from packed batches to the workers.
     pub coeff_pool: crate::backend::device::job::CoeffPool,
 }

@@ -17,7 +17,7 @@ use crate::augment::reference::Scratch;
 use crate::augment::rng::{Rng, Stream};
 use crate::augment::SamplePlan;
 use crate::backend::cpu::memory::SlotWriter;
-use crate::backend::device::job::{prepare_from, GpuJob, GpuSample};
+use crate::backend::device::job::{prepare_for, GpuJob, GpuSample};
 use crate::decode::LabelPlane;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
 use crate::error::{SampleError, SampleErrorKind};
@@ -302,13 +302,13 @@ fn prepare_device(
             "sample and pipeline disagree on having a mask".into(),
         ));
     }
-    let prepared =
-        prepare_from(image, info, &opts, &cfg.coeff_pool).map_err(|e| decode_error(s, "image", &e));
+    let prepared = prepare_for(image, info, &opts, &cfg.coeff_pool, cfg.hardware_decode)
+        .map_err(|e| decode_error(s, "image", &e));
     Counters::add(&sh.stats.decode_ns, t.elapsed());
     let prepared = prepared?;
     // The decoded window must fit one storage binding of the device.
     let (ww, wh) = match &prepared.image {
-        GpuSample::Jpeg { window, .. } => (
+        GpuSample::Jpeg { window, .. } | GpuSample::Encoded { window, .. } => (
             window[2].saturating_sub(window[0]),
             window[3].saturating_sub(window[1]),
         ),

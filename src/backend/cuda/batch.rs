@@ -21,11 +21,12 @@ use std::sync::Arc;
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
 
 use super::memory::{self, address, DeviceBuffer, KernelArgs, Pinned};
+use super::nvjpeg;
 use super::{device_err, kernels, CudaDevice};
-use crate::backend::device::batch::{BatchPlan, Limits};
-use crate::backend::device::job::{GpuJob, GpuSample};
+use crate::backend::device::batch::{BatchPlan, EncodedJob, Limits};
+use crate::backend::device::job::{GpuJob, GpuSample, HardwareDecode};
 use crate::backend::device::launch::{Buffer, Kernel, Step};
-use crate::decode::Image8;
+use crate::decode::{DecodeOptions, Image8};
 use crate::error::{Error, Result};
 
 /// The output buffers of one batch in flight, on the device.
@@ -86,6 +87,15 @@ struct Scratch {
     oriented: DeviceBuffer,
     horizontal: DeviceBuffer,
     resized: DeviceBuffer,
+    rgbi: DeviceBuffer,
+}
+
+/// nvJPEG on the device: the hardware decoder, and nvJPEG's own GPU decoder for what the
+/// hardware refuses.
+struct Hardware {
+    policy: HardwareDecode,
+    engine: nvjpeg::Decoder,
+    fallback: Option<nvjpeg::Decoder>,
 }
 
 /// Runs batches on one CUDA device. Used by one thread at a time (the pipeline's
@@ -99,6 +109,9 @@ pub struct CudaBatcher {
     slots: Vec<Slot>,
     next: usize,
     scratch: Scratch,
+    hardware: Option<Hardware>,
+    /// Whether what nvJPEG refuses is decoded strictly by the CPU (as the pipeline's).
+    strict: bool,
 }
 
 impl std::fmt::Debug for CudaBatcher {
@@ -153,7 +166,64 @@ impl CudaBatcher {
             slots,
             next: 0,
             scratch: Scratch::default(),
+            hardware: None,
+            strict: true,
         })
+    }
+
+    /// Uses nvJPEG's hardware decoder for the JPEGs `policy` takes, when the device has
+    /// one; without one (or without nvJPEG) everything stays on the hybrid path, logged.
+    pub fn with_hardware_decode(mut self, policy: HardwareDecode, batch_size: usize) -> Self {
+        self.hardware = None;
+        if policy == HardwareDecode::Off {
+            return self;
+        }
+        match self.open_hardware(policy, batch_size) {
+            Ok(h) => {
+                let (engines, cores) = h.engine.engines();
+                log::info!(
+                    "cuda: nvJPEG hardware decoder ({engines} engines, {cores} cores) for {policy:?} JPEGs"
+                );
+                self.hardware = Some(h);
+            }
+            Err(e) => log::info!("cuda: no hardware JPEG decoder ({e}); hybrid decode only"),
+        }
+        self
+    }
+
+    fn open_hardware(&self, policy: HardwareDecode, batch_size: usize) -> Result<Hardware> {
+        let lib = nvjpeg::Library::load()?;
+        self.device.context().bind_to_thread().map_err(device_err)?;
+        let engine = nvjpeg::Decoder::with_hardware(&lib, batch_size.max(1), true)?;
+        if !engine.hardware() {
+            return Err(Error::BackendUnavailable {
+                backend: "nvjpeg".into(),
+                reason: "the device has no JPEG decode engines".into(),
+            });
+        }
+        let fallback = nvjpeg::Decoder::with_hardware(&lib, batch_size.max(1), false)
+            .map_err(|e| log::info!("cuda: nvJPEG's GPU decoder unavailable ({e})"))
+            .ok();
+        Ok(Hardware {
+            policy,
+            engine,
+            fallback,
+        })
+    }
+
+    /// Decodes what the hardware decoder refuses strictly (the default) or leniently, as
+    /// the pipeline decodes.
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// Which JPEGs the workers should hand over whole ([`GpuSample::Encoded`]): the
+    /// policy when a hardware decoder is open, else [`HardwareDecode::Off`].
+    pub fn hardware_decode(&self) -> HardwareDecode {
+        self.hardware
+            .as_ref()
+            .map_or(HardwareDecode::Off, |h| h.policy)
     }
 
     /// The device.
@@ -174,6 +244,7 @@ impl CudaBatcher {
             + s.oriented.bytes()
             + s.horizontal.bytes()
             + s.resized.bytes()
+            + s.rgbi.bytes()
     }
 
     /// Decodes and augments `jobs` into `out` (slot `i` for job `i`). Returns without
@@ -183,14 +254,14 @@ impl CudaBatcher {
         if let Some(released) = out.released.take() {
             self.compute.wait(&released).map_err(device_err)?;
         }
-        self.submit(Some(out))
+        self.submit(Some(out), &|i| jobs.get(i).map(|j| &j.image))
     }
 
     /// Decodes `images` and returns without waiting, with the event that completes when
     /// the windows are decoded (for decode benchmarks).
     pub fn decode(&mut self, images: &[GpuSample]) -> Result<CudaEvent> {
         self.plan.plan_decode(images.iter())?;
-        self.submit(None)
+        self.submit(None, &|i| images.get(i))
     }
 
     /// Decodes `images` and reads the windows back (to compare backends). Blocks.
@@ -209,7 +280,11 @@ impl CudaBatcher {
     }
 
     /// Uploads the plan through the next slot and enqueues its steps.
-    fn submit(&mut self, out: Option<&CudaBatchBuffers>) -> Result<CudaEvent> {
+    fn submit<'a>(
+        &mut self,
+        out: Option<&CudaBatchBuffers>,
+        sample: &dyn Fn(usize) -> Option<&'a GpuSample>,
+    ) -> Result<CudaEvent> {
         let sizes = self.plan.sizes();
         let k = self.next % self.slots.len();
         self.next += 1;
@@ -239,6 +314,9 @@ impl CudaBatcher {
         s.oriented.ensure(c, sizes.oriented)?;
         s.horizontal.ensure(c, sizes.horizontal)?;
         s.resized.ensure(c, sizes.resized)?;
+        if sizes.rgbi > 0 {
+            s.rgbi.ensure(c, sizes.rgbi)?;
+        }
         let scratch = |b: &DeviceBuffer| b.get().map(|x| (address(x, c), x.len() as u64));
         let mut bases: HashMap<Buffer, (u64, u64)> = HashMap::new();
         bases.insert(Buffer::DecodeInput, (input, sizes.decode_input));
@@ -252,6 +330,7 @@ impl CudaBatcher {
             (Buffer::Oriented, &s.oriented),
             (Buffer::Horizontal, &s.horizontal),
             (Buffer::Resized, &s.resized),
+            (Buffer::Rgbi, &s.rgbi),
         ] {
             if let Some(x) = scratch(b) {
                 bases.insert(buffer, x);
@@ -293,8 +372,16 @@ impl CudaBatcher {
                     resolve(src)?;
                     resolve(dst)?;
                 }
+                Step::Hardware => {
+                    if self.hardware.is_none() {
+                        return Err(Error::Device(
+                            "a batch for the hardware decoder, and none is open".into(),
+                        ));
+                    }
+                }
             }
         }
+        let rgbi = bases.get(&Buffer::Rgbi).copied().unwrap_or((0, 0));
         for step in self.plan.steps() {
             match step {
                 Step::Launch(l) => {
@@ -315,6 +402,19 @@ impl CudaBatcher {
                 Step::Copy { src, dst } => {
                     memory::copy_dtod(c, resolve(dst)?, resolve(src)?, src.size as usize)?;
                 }
+                Step::Hardware => {
+                    if let Some(h) = self.hardware.as_mut() {
+                        hardware_decode(
+                            &self.device,
+                            c,
+                            h,
+                            self.plan.encoded(),
+                            sample,
+                            rgbi,
+                            self.strict,
+                        )?;
+                    }
+                }
             }
         }
         self.slots[k].consumed.record(c).map_err(device_err)?;
@@ -325,4 +425,111 @@ impl CudaBatcher {
     pub fn wait(&self) -> Result<()> {
         self.compute.synchronize().map_err(device_err)
     }
+}
+
+/// Decodes the batch's [`EncodedJob`]s whole into [`Buffer::Rgbi`] (`rgbi`: address and
+/// length) where the plan puts them: the hardware decoder; nvJPEG's GPU decoder for what
+/// it refuses; the CPU decoder, uploaded, for what neither decodes. Enqueued on `c`;
+/// returns once the stream has finished with the input bytes. The plan's `pack_rgbi`
+/// launches then place the windows.
+fn hardware_decode<'a>(
+    device: &CudaDevice,
+    c: &Arc<CudaStream>,
+    h: &mut Hardware,
+    jobs: &[EncodedJob],
+    sample: &dyn Fn(usize) -> Option<&'a GpuSample>,
+    rgbi: (u64, u64),
+    strict: bool,
+) -> Result<()> {
+    let (base, len) = rgbi;
+    let mut bytes: Vec<&[u8]> = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        if j.rgbi.0 + j.rgbi_bytes() > len {
+            return Err(Error::Device(format!(
+                "sample {}: its decoded image lies outside the RGB buffer",
+                j.sample
+            )));
+        }
+        match sample(j.sample) {
+            Some(GpuSample::Encoded { bytes: b, .. }) => bytes.push(b.as_slice()),
+            _ => {
+                return Err(Error::Device(format!(
+                    "sample {} is not an encoded JPEG",
+                    j.sample
+                )))
+            }
+        }
+    }
+    let out = |k: usize| nvjpeg::DeviceImage {
+        ptr: base + jobs[k].rgbi.0,
+        pitch: jobs[k].rgbi.1 as usize,
+        width: jobs[k].full[0],
+        height: jobs[k].full[1],
+    };
+    device.context().bind_to_thread().map_err(device_err)?;
+    // The hardware engines, for what they take; nvJPEG's GPU decoder for the rest.
+    let (mut engine, mut other): (Vec<usize>, Vec<usize>) =
+        (0..jobs.len()).partition(|&k| h.engine.hardware_supports(bytes[k]));
+    let mut failed = Vec::new();
+    for (decoder, set) in [
+        (Some(&mut h.engine), &mut engine),
+        (h.fallback.as_mut(), &mut other),
+    ] {
+        if set.is_empty() {
+            continue;
+        }
+        let Some(decoder) = decoder else {
+            failed.append(set);
+            continue;
+        };
+        let imgs: Vec<&[u8]> = set.iter().map(|&k| bytes[k]).collect();
+        let outs: Vec<nvjpeg::DeviceImage> = set.iter().map(|&k| out(k)).collect();
+        match memory::nvjpeg_decode(decoder, c, &imgs, &outs) {
+            Ok(results) => {
+                for (&k, r) in set.iter().zip(results) {
+                    if let Err(e) = r {
+                        log::debug!("nvJPEG refused sample {}: {e}", jobs[k].sample);
+                        failed.push(k);
+                    }
+                }
+            }
+            Err(e) => {
+                log::debug!("nvJPEG batch failed: {e}");
+                failed.extend(set.iter().copied());
+            }
+        }
+    }
+    // What nvJPEG did not decode: the CPU decoder (as strict as the pipeline), uploaded.
+    // The host copies live until the stream is synchronised below.
+    let mut uploads = Vec::new();
+    for k in failed {
+        let j = &jobs[k];
+        let opts = DecodeOptions {
+            orientation: false,
+            strict,
+            ..DecodeOptions::default()
+        };
+        let mut img = Image8::default();
+        crate::decode::cpu::decode_image(bytes[k], &opts, &mut img)
+            .map_err(|e| Error::Device(format!("sample {}: {e}", j.sample)))?;
+        if (img.width, img.height) != (j.full[0], j.full[1]) {
+            return Err(Error::Device(format!(
+                "sample {}: decoded {}x{}, expected {}x{}",
+                j.sample, img.width, img.height, j.full[0], j.full[1]
+            )));
+        }
+        let pitch = j.rgbi.1 as usize;
+        let row = 3 * img.width as usize;
+        let mut host = vec![0u8; pitch * img.height as usize];
+        for (dst, src) in host.chunks_exact_mut(pitch).zip(img.data.chunks_exact(row)) {
+            dst[..row].copy_from_slice(src);
+        }
+        memory::upload(c, base + j.rgbi.0, &host)?;
+        uploads.push(host);
+    }
+    // nvJPEG may read the host bytes while the stream runs: they belong to the batch's
+    // jobs, so finish with them before the batch is handed back.
+    c.synchronize().map_err(device_err)?;
+    drop(uploads);
+    Ok(())
 }

@@ -37,9 +37,20 @@ pub(crate) fn launch(
     l: &Launch,
     args: &KernelArgs,
 ) -> Result<()> {
+    launch_raw(stream, func, l.grid, l.kernel.workgroup(), args)
+}
+
+/// Enqueues `func` over `grid` blocks of `block` threads on `stream` with `args`.
+pub(crate) fn launch_raw(
+    stream: &Arc<CudaStream>,
+    func: &CudaFunction,
+    grid: [u32; 2],
+    block: u32,
+    args: &KernelArgs,
+) -> Result<()> {
     let cfg = LaunchConfig {
-        grid_dim: (l.grid[0], l.grid[1], 1),
-        block_dim: (l.kernel.workgroup(), 1, 1),
+        grid_dim: (grid[0], grid[1], 1),
+        block_dim: (block, 1, 1),
         shared_mem_bytes: 0,
     };
     let mut b = stream.launch_builder(func);
@@ -180,4 +191,31 @@ impl Pinned {
         }
         .map_err(device_err)
     }
+}
+
+/// Enqueues nvJPEG's batched decode of `images` into `outputs` on `stream`; per-image
+/// results as [`super::nvjpeg::Decoder::decode_batch`] gives them.
+pub(crate) fn nvjpeg_decode(
+    decoder: &mut super::nvjpeg::Decoder,
+    stream: &CudaStream,
+    images: &[&[u8]],
+    outputs: &[super::nvjpeg::DeviceImage],
+) -> Result<Vec<std::result::Result<(), String>>> {
+    // SAFETY: `stream` belongs to the context bound on this thread (the batcher binds it
+    // first); every output addresses `pitch * height` bytes of one device buffer that
+    // nothing else touches until the stream has passed this batch (the batcher's
+    // ordering); the input slices are owned by the batch's jobs, which outlive the
+    // stream's use of them because the batcher synchronises the stream before returning
+    // from a batch that used the hardware decoder.
+    unsafe { decoder.decode_batch(stream.cu_stream(), images, outputs) }
+}
+
+/// Enqueues the copy of `host` to device address `dst` on `stream`. The caller keeps
+/// `host` alive until the stream has passed the copy.
+pub(crate) fn upload(stream: &CudaStream, dst: CUdeviceptr, host: &[u8]) -> Result<()> {
+    // SAFETY: the caller checked `dst` addresses at least `host.len()` bytes of a live
+    // device allocation of this context, and keeps `host` alive and unchanged until the
+    // stream has passed the copy.
+    unsafe { cudarc::driver::result::memcpy_htod_async(dst, host, stream.cu_stream()) }
+        .map_err(device_err)
 }

@@ -6,7 +6,7 @@
 use super::augment::AugmentInput;
 use super::decode::{DecodeInput, GpuImage};
 use super::job::{upright_origin, GpuJob, GpuSample};
-use super::launch::{Buffer, Step};
+use super::launch::{grid, Binding, Buffer, Kernel, Launch, Step, PARAM_WORDS};
 use super::orient::{self, OrientJob};
 use crate::decode::Image8;
 use crate::error::{Error, Result};
@@ -54,6 +54,8 @@ pub struct Sizes {
     pub images: u64,
     /// [`Buffer::Masks`] (0 without masks).
     pub masks: u64,
+    /// [`Buffer::Rgbi`] (0 without hardware-decoded samples).
+    pub rgbi: u64,
 }
 
 impl Sizes {
@@ -69,12 +71,37 @@ impl Sizes {
             Buffer::Resized => self.resized,
             Buffer::Images => self.images,
             Buffer::Masks => self.masks,
+            Buffer::Rgbi => self.rgbi,
         }
     }
 }
 
 fn round4(n: u64) -> u64 {
     n.div_ceil(4).max(1) * 4
+}
+
+/// A sample for the hardware decoder: the whole image decoded, its `window` placed in the
+/// windows buffer at word `dst` (`window` width by height RGBA words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodedJob {
+    /// Index of the sample in the batch.
+    pub sample: usize,
+    /// `[x0, y0, x1, y1)` in the stored image.
+    pub window: [u32; 4],
+    /// The stored image's size.
+    pub full: [u32; 2],
+    /// First word of the window in the windows buffer.
+    pub dst: u64,
+    /// Where the decoder writes the whole image in [`Buffer::Rgbi`]: byte offset (a
+    /// multiple of 256) and bytes between rows (a multiple of 256, at least 3 * width).
+    pub rgbi: (u64, u64),
+}
+
+impl EncodedJob {
+    /// Bytes of the whole decoded image in [`Buffer::Rgbi`].
+    pub fn rgbi_bytes(&self) -> u64 {
+        self.rgbi.1 * u64::from(self.full[1])
+    }
 }
 
 /// The host side of one batch, reused batch after batch (its allocations are kept).
@@ -85,6 +112,7 @@ pub struct BatchPlan {
     augment_in: AugmentInput,
     images: Vec<GpuImage>,
     orient_jobs: Vec<OrientJob>,
+    encoded: Vec<EncodedJob>,
     window_words: u64,
     steps: Vec<Step>,
     sizes: Sizes,
@@ -99,6 +127,7 @@ impl BatchPlan {
             augment_in: AugmentInput::new(),
             images: Vec::new(),
             orient_jobs: Vec::new(),
+            encoded: Vec::new(),
             window_words: 0,
             steps: Vec::new(),
             sizes: Sizes::default(),
@@ -134,6 +163,11 @@ impl BatchPlan {
     /// The decoded (and upright) window of each sample, in order.
     pub fn images(&self) -> &[GpuImage] {
         &self.images
+    }
+
+    /// The samples for the hardware decoder ([`Step::Hardware`]).
+    pub fn encoded(&self) -> &[EncodedJob] {
+        &self.encoded
     }
 
     /// Samples planned.
@@ -202,7 +236,9 @@ impl BatchPlan {
         self.augment_in.clear();
         self.images.clear();
         self.orient_jobs.clear();
+        self.encoded.clear();
         self.steps.clear();
+        let mut upright = Vec::new();
         for img in images {
             let g = match img {
                 GpuSample::Jpeg {
@@ -223,10 +259,66 @@ impl BatchPlan {
                     g
                 }
                 GpuSample::Rgb(img) => self.decode_in.push_rgb(img)?,
+                GpuSample::Encoded {
+                    window,
+                    full,
+                    orientation,
+                    ..
+                } => {
+                    // Placed after the decoded windows, once their total is known.
+                    self.encoded.push(EncodedJob {
+                        sample: self.images.len(),
+                        window: *window,
+                        full: *full,
+                        dst: 0,
+                        rgbi: (0, 0),
+                    });
+                    upright.push(*orientation);
+                    GpuImage::default()
+                }
             };
             self.images.push(g);
         }
         let mut next = self.decode_in.window_words();
+        let mut rgbi = 0u64;
+        for (job, &orientation) in self.encoded.iter_mut().zip(&upright) {
+            let pitch = (3 * u64::from(job.full[0])).next_multiple_of(256);
+            job.rgbi = (rgbi, pitch);
+            rgbi += (pitch * u64::from(job.full[1])).next_multiple_of(256);
+            let [x0, y0, x1, y1] = job.window;
+            let (w, h) = (x1.saturating_sub(x0), y1.saturating_sub(y0));
+            if w == 0 || h == 0 || x1 > job.full[0] || y1 > job.full[1] {
+                return Err(Error::Device(format!(
+                    "sample {}: window {:?} of a {}x{} image",
+                    job.sample, job.window, job.full[0], job.full[1]
+                )));
+            }
+            next = next.next_multiple_of(64);
+            job.dst = next;
+            let offset = u32::try_from(next)
+                .map_err(|_| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
+            let g = GpuImage {
+                offset,
+                width: w,
+                height: h,
+                origin_x: x0,
+                origin_y: y0,
+                full_width: job.full[0],
+                full_height: job.full[1],
+                scale: 1,
+            };
+            if let Some(slot) = self.images.get_mut(job.sample) {
+                *slot = g;
+            }
+            if orientation != 1 {
+                self.orient_jobs.push(OrientJob {
+                    src: g,
+                    orientation,
+                    dst: job.sample as u64,
+                });
+            }
+            next += u64::from(w) * u64::from(h);
+        }
         for job in &mut self.orient_jobs {
             let slot = job.dst as usize;
             let (ow, oh) = job.size();
@@ -263,6 +355,7 @@ impl BatchPlan {
         } = self.limits;
         let windows = round4(self.window_words * 4);
         let decode = self.decode_in.launches(max_binding, per_dim)?;
+        let (pack, rgbi) = self.pack_launches(max_binding, per_dim)?;
         let (orient, oriented) =
             orient::launches(&self.orient_jobs, windows, max_binding, per_dim)?;
         let (augment, scratch) = self
@@ -270,6 +363,10 @@ impl BatchPlan {
             .launches(windows, masks, max_binding, per_dim)?;
         self.steps.clear();
         self.steps.extend(decode.into_iter().map(Step::Launch));
+        if !self.encoded.is_empty() {
+            self.steps.push(Step::Hardware);
+            self.steps.extend(pack.into_iter().map(Step::Launch));
+        }
         self.steps.extend(orient);
         self.steps.extend(augment.into_iter().map(Step::Launch));
         let decode_input = round4(self.decode_in.bytes().len() as u64);
@@ -291,7 +388,50 @@ impl BatchPlan {
             } else {
                 0
             },
+            rgbi,
         };
         Ok(())
+    }
+
+    /// The `pack_rgbi` launches that copy each hardware-decoded window into place, and
+    /// the bytes [`Buffer::Rgbi`] needs.
+    fn pack_launches(&self, max_binding: u64, per_dim: u64) -> Result<(Vec<Launch>, u64)> {
+        let mut out = Vec::with_capacity(self.encoded.len());
+        let mut end = 0;
+        for j in &self.encoded {
+            let [x0, y0, x1, y1] = j.window;
+            let (w, h) = (x1 - x0, y1 - y0);
+            let px = u64::from(w) * u64::from(h);
+            let src = Binding {
+                buffer: Buffer::Rgbi,
+                offset: j.rgbi.0,
+                size: round4(j.rgbi_bytes()),
+            };
+            let dst = Binding {
+                buffer: Buffer::Windows,
+                offset: j.dst * 4,
+                size: px * 4,
+            };
+            let wg = Kernel::PackRgbi.workgroup();
+            let g = grid(px, wg, per_dim).filter(|_| src.size.max(dst.size) <= max_binding);
+            let Some(g) = g else {
+                return Err(Error::Device(format!(
+                    "a {}x{} hardware-decoded image does not fit the device's limits",
+                    j.full[0], j.full[1]
+                )));
+            };
+            let pitch = u32::try_from(j.rgbi.1)
+                .map_err(|_| Error::Device("an image row over 4 GiB".into()))?;
+            let mut params = [0u32; PARAM_WORDS];
+            params[..6].copy_from_slice(&[pitch, x0, y0, w, h, g[0] * wg]);
+            out.push(Launch {
+                kernel: Kernel::PackRgbi,
+                grid: g,
+                bindings: vec![src, dst],
+                params,
+            });
+            end = end.max(j.rgbi.0 + src.size);
+        }
+        Ok((out, end))
     }
 }

@@ -28,6 +28,60 @@ pub enum GpuSample {
     /// Pixels the CPU decoded (other formats, JPEG features the GPU path does not take,
     /// cached samples).
     Rgb(Image8),
+    /// A JPEG for a hardware decoder (nvJPEG on the CUDA backend), as read: decoded whole
+    /// at full size, then its `window` goes where the augment pass reads it.
+    Encoded {
+        /// The file's bytes.
+        bytes: Vec<u8>,
+        /// `[x0, y0, x1, y1)` in the image, as stored (before any orientation).
+        window: [u32; 4],
+        /// The image's stored size.
+        full: [u32; 2],
+        /// EXIF orientation to apply after decoding (1: none).
+        orientation: u8,
+    },
+}
+
+/// Which JPEGs a hardware decoder (nvJPEG's, on the CUDA backend) takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HardwareDecode {
+    /// None: every JPEG takes the hybrid path (host entropy decoding, our kernels).
+    Off,
+    /// Those whose pixels the hardware gives as the CPU decoder does (within the decode
+    /// tolerance): baseline 8-bit JPEGs without chroma subsampling (4:4:4, grayscale),
+    /// decoded at full size. Subsampled chroma is upsampled differently by the hardware,
+    /// so those take the hybrid path. The default.
+    #[default]
+    Exact,
+    /// Every baseline 8-bit JPEG decoded at full size, subsampled ones too: fastest, but
+    /// chroma edges differ from the CPU decoder's fancy upsampling by more than the
+    /// decode tolerance.
+    All,
+}
+
+impl HardwareDecode {
+    /// Whether a JPEG with these headers goes to the hardware decoder, decoded with
+    /// `opts`.
+    pub fn takes(self, bytes: &[u8], info: &ImageInfo, opts: &DecodeOptions) -> bool {
+        use crate::decode::JpegProcess;
+        if self == HardwareDecode::Off
+            || info.format != Format::Jpeg
+            || info.process != Some(JpegProcess::Baseline)
+            || info.bit_depth != 8
+            || !matches!(info.components, 1 | 3)
+            || opts.scale.clamp(1, 8) != 1
+            // Strict decoding refuses damaged files; the commonest damage, a cut-off
+            // file, shows at its end, and such files take the path that reports them.
+            || (opts.strict && !bytes.ends_with(&[0xFF, 0xD9]))
+            || (info.components == 3 && info.adobe_transform == Some(0))
+        {
+            return false;
+        }
+        self == HardwareDecode::All
+            || crate::decode::jpeg::markers::sampling_factors(bytes)
+                .is_some_and(|f| f.iter().all(|&s| s == f[0]))
+    }
 }
 
 /// A sample's image, ready for the device, and why the CPU decoded it if it did.
@@ -99,9 +153,19 @@ pub fn prepare_reusing(
     opts: &DecodeOptions,
     pool: &CoeffPool,
 ) -> Result<Prepared, DecodeError> {
+    prepare_with(bytes, opts, pool, HardwareDecode::Off)
+}
+
+/// [`prepare_reusing`], handing the JPEGs `hardware` takes to a hardware decoder whole.
+pub fn prepare_with(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    pool: &CoeffPool,
+    hardware: HardwareDecode,
+) -> Result<Prepared, DecodeError> {
     let info = peek_info(bytes)?;
     check_limits(&info, &opts.limits)?;
-    prepare_from(bytes, info, opts, pool)
+    prepare_for(bytes, info, opts, pool, hardware)
 }
 
 /// [`prepare_reusing`] for a caller that has read the headers and checked them against
@@ -112,6 +176,32 @@ pub fn prepare_from(
     opts: &DecodeOptions,
     pool: &CoeffPool,
 ) -> Result<Prepared, DecodeError> {
+    prepare_for(bytes, info, opts, pool, HardwareDecode::Off)
+}
+
+/// [`prepare_from`], handing the JPEGs `hardware` takes to a hardware decoder as they are
+/// ([`GpuSample::Encoded`]).
+pub fn prepare_for(
+    bytes: &[u8],
+    info: ImageInfo,
+    opts: &DecodeOptions,
+    pool: &CoeffPool,
+    hardware: HardwareDecode,
+) -> Result<Prepared, DecodeError> {
+    if hardware.takes(bytes, &info, opts) {
+        let full = [info.width, info.height];
+        let (window, orientation) = stored_request(&info, opts, full);
+        return Ok(Prepared {
+            image: GpuSample::Encoded {
+                bytes: bytes.to_vec(),
+                window,
+                full,
+                orientation,
+            },
+            info,
+            cpu_reason: None,
+        });
+    }
     let reason = if info.format != Format::Jpeg {
         "not a JPEG".to_string()
     } else {
@@ -120,17 +210,7 @@ pub fn prepare_from(
             CoeffStatus::Ready => {
                 let scale = opts.scale.clamp(1, 8);
                 let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
-                // A window is in the upright frame: a rotated image decodes the stored
-                // rectangle that turns into it.
-                let orientation = if opts.orientation && (2..=8).contains(&info.orientation) {
-                    info.orientation
-                } else {
-                    1
-                };
-                let window = match opts.window {
-                    Some(w) => stored_window(w, orientation, full),
-                    None => [0, 0, full[0], full[1]],
-                };
+                let (window, orientation) = stored_request(&info, opts, full);
                 return Ok(Prepared {
                     image: GpuSample::Jpeg {
                         coeffs,
@@ -155,6 +235,22 @@ pub fn prepare_from(
         info,
         cpu_reason: Some(reason),
     })
+}
+
+/// The stored rectangle to decode of an image of (scaled) size `full`, and the EXIF
+/// orientation to apply after: `opts.window` is in the upright frame, so a rotated image
+/// decodes the stored rectangle that turns into it.
+fn stored_request(info: &ImageInfo, opts: &DecodeOptions, full: [u32; 2]) -> ([u32; 4], u8) {
+    let orientation = if opts.orientation && (2..=8).contains(&info.orientation) {
+        info.orientation
+    } else {
+        1
+    };
+    let window = match opts.window {
+        Some(w) => stored_window(w, orientation, full),
+        None => [0, 0, full[0], full[1]],
+    };
+    (window, orientation)
 }
 
 /// The rectangle of the stored (unrotated) image of size `full` that EXIF `orientation`

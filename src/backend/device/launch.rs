@@ -35,11 +35,14 @@ pub enum Kernel {
     WriteImage,
     /// `write_mask`: nearest-neighbour label planes into the batch's masks.
     WriteMask,
+    /// `pack_rgbi` (CUDA only): a window of the hardware decoder's interleaved RGB output
+    /// into RGBA windows.
+    PackRgbi,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 7] = [
+    pub const ALL: [Kernel; 8] = [
         Kernel::Idct,
         Kernel::Color,
         Kernel::Orient,
@@ -47,7 +50,13 @@ impl Kernel {
         Kernel::VerticalJitter,
         Kernel::WriteImage,
         Kernel::WriteMask,
+        Kernel::PackRgbi,
     ];
+
+    /// The kernels that have a WGSL entry point (all but the hardware decoder's, last).
+    pub fn wgsl() -> &'static [Kernel] {
+        &Kernel::ALL[..7]
+    }
 
     /// The entry point's name.
     pub fn name(self) -> &'static str {
@@ -59,13 +68,14 @@ impl Kernel {
             Kernel::VerticalJitter => "vertical_jitter",
             Kernel::WriteImage => "write_image",
             Kernel::WriteMask => "write_mask",
+            Kernel::PackRgbi => "pack_rgbi",
         }
     }
 
     /// Invocations per workgroup (CUDA threads per block), as the WGSL declares.
     pub fn workgroup(self) -> u32 {
         match self {
-            Kernel::Idct | Kernel::Color | Kernel::Orient => 64,
+            Kernel::Idct | Kernel::Color | Kernel::Orient | Kernel::PackRgbi => 64,
             Kernel::Horizontal
             | Kernel::VerticalJitter
             | Kernel::WriteImage
@@ -79,6 +89,7 @@ impl Kernel {
             Kernel::Idct => "idct",
             Kernel::Color => "color",
             Kernel::Orient => "orient",
+            Kernel::PackRgbi => "pack",
             _ => "augment",
         }
     }
@@ -105,6 +116,8 @@ pub enum Buffer {
     Images,
     /// The batch's label planes.
     Masks,
+    /// The hardware decoder's interleaved RGB images (CUDA with nvJPEG).
+    Rgbi,
 }
 
 /// A byte range of one buffer bound to a launch.
@@ -158,4 +171,7 @@ pub enum Step {
         /// Where to.
         dst: Binding,
     },
+    /// The batch's [`super::batch::EncodedJob`]s decoded whole by the hardware decoder
+    /// into [`Buffer::Rgbi`] (CUDA with nvJPEG only); `pack_rgbi` launches follow.
+    Hardware,
 }

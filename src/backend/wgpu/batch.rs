@@ -131,7 +131,7 @@ impl Batcher {
     pub fn new(ctx: &WgpuContext, ring: usize) -> Result<Self> {
         let limits = ctx.device().limits();
         Ok(Batcher {
-            pipelines: Pipelines::new(ctx, &Kernel::ALL)?,
+            pipelines: Pipelines::new(ctx, Kernel::wgsl())?,
             plan: BatchPlan::new(Limits {
                 max_binding: limits.max_storage_buffer_binding_size,
                 per_dim: u64::from(limits.max_compute_workgroups_per_dimension.max(1)),
@@ -299,6 +299,7 @@ impl Batcher {
                 Buffer::Resized => Some(&resized),
                 Buffer::Images => out.map(|o| &o.images),
                 Buffer::Masks => out.and_then(|o| o.masks.as_ref()),
+                Buffer::Rgbi => None,
             })?;
         Ok(enc)
     }

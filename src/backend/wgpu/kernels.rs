@@ -33,6 +33,8 @@ fn spec(kernel: Kernel) -> (&'static str, &'static [bool], Params) {
         Kernel::Horizontal | Kernel::VerticalJitter | Kernel::WriteImage | Kernel::WriteMask => {
             (shaders::AUGMENT, AUGMENT, Params::Uniform)
         }
+        // CUDA only: never asked of wgpu (its batcher compiles Kernel::wgsl()).
+        Kernel::PackRgbi => ("", &[true, false], Params::Storage),
     }
 }
 
@@ -200,6 +202,11 @@ impl Pipelines {
                     resolve(*dst, wgpu::BufferUsages::COPY_DST)?;
                     record_of.push(None);
                 }
+                Step::Hardware => {
+                    return Err(Error::Device(
+                        "the wgpu backend has no hardware JPEG decoder".into(),
+                    ))
+                }
             }
         }
         let device = ctx.device();
@@ -239,6 +246,8 @@ impl Pipelines {
                     encoder.copy_buffer_to_buffer(s, src.offset, d, dst.offset, src.size);
                     i += 1;
                 }
+                // Refused above.
+                Step::Hardware => i += 1,
                 Step::Launch(_) => {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                         label: Some("stoker batch"),

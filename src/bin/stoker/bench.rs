@@ -46,6 +46,10 @@ pub struct DecodeBenchArgs {
     /// Decoding threads (default: available cores).
     #[arg(long, value_parser = positive)]
     threads: Option<usize>,
+    /// JPEGs for the GPU's hardware decoder (CUDA with nvJPEG engines): exact (those it
+    /// decodes as the CPU does), all, or off.
+    #[arg(long, default_value = "exact", value_parser = crate::parse_hardware)]
+    hardware: stoker::HardwareDecode,
 }
 
 struct DecodeRun {
@@ -193,7 +197,7 @@ pub fn decode(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
             }
         };
         let be = sel.backend.as_ref();
-        if let Some(dev) = common::device_decoder(be)? {
+        if let Some(dev) = common::device_decoder(be, a.hardware, a.batch)? {
             results.push(decode_device(
                 ctx, a, kind, be, dev, &files, &paths, threads,
             )?);
@@ -260,9 +264,11 @@ fn decode_device(
     paths: &[String],
     threads: usize,
 ) -> Res<Value> {
-    use stoker::backend::device::{prepare_reusing, CoeffPool, GpuSample};
+    use stoker::backend::device::job::prepare_with;
+    use stoker::backend::device::{CoeffPool, GpuSample};
     let opts = DecodeOptions::default();
     let pool = CoeffPool::default();
+    let hardware = dev.hardware_decode();
     // Returns the run, the CPU fallbacks, the failures, and the seconds the host threads
     // spent preparing (entropy decoding, and CPU decodes of fallbacks).
     let pass = |dev: &mut common::DeviceDecoder,
@@ -282,7 +288,7 @@ fn decode_device(
             let prepared = common::par_map(
                 &idx,
                 threads,
-                |&i| prepare_reusing(&files[i % n], &opts, &pool),
+                |&i| prepare_with(&files[i % n], &opts, &pool, hardware),
                 || {},
             );
             host += t.elapsed().as_secs_f64();
@@ -474,6 +480,10 @@ pub struct PipelineBenchArgs {
     /// Training seed.
     #[arg(long, default_value = "0")]
     seed: u64,
+    /// JPEGs for the GPU's hardware decoder (CUDA with nvJPEG engines): exact (those it
+    /// decodes as the CPU does), all, or off.
+    #[arg(long, default_value = "exact", value_parser = crate::parse_hardware)]
+    hardware: stoker::HardwareDecode,
 }
 
 pub fn pipeline(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
@@ -499,6 +509,7 @@ pub fn pipeline(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
             .prefetch(a.prefetch)
             .readers(a.readers)
             .seed(a.seed)
+            .hardware_decode(a.hardware)
             .cache_bytes(a.cache_mb.saturating_mul(1 << 20));
         if let Some(w) = a.workers {
             b = b.workers(w);

@@ -412,7 +412,10 @@ impl DeviceDecoder {
         opts: &stoker::decode::DecodeOptions,
         out: &mut stoker::decode::Image8,
     ) -> Result<stoker::decode::ImageInfo, String> {
-        let p = stoker::backend::device::prepare(bytes, opts).map_err(reason)?;
+        let pool = stoker::backend::device::CoeffPool::default();
+        let p =
+            stoker::backend::device::job::prepare_with(bytes, opts, &pool, self.hardware_decode())
+                .map_err(reason)?;
         let mut imgs = self
             .decode_to_host(std::slice::from_ref(&p.image))
             .map_err(|e| e.to_string())?;
@@ -425,6 +428,7 @@ impl DeviceDecoder {
         &mut self,
         samples: &[stoker::backend::device::GpuSample],
     ) -> stoker::Result<Vec<stoker::decode::Image8>> {
+        let _ = &samples;
         match self {
             #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
             DeviceDecoder::None(n) => match *n {},
@@ -437,6 +441,7 @@ impl DeviceDecoder {
 
     /// Submits the decode of `samples` without waiting.
     pub fn submit(&mut self, samples: &[stoker::backend::device::GpuSample]) -> stoker::Result<()> {
+        let _ = &samples;
         match self {
             #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
             DeviceDecoder::None(n) => match *n {},
@@ -444,6 +449,18 @@ impl DeviceDecoder {
             DeviceDecoder::Wgpu(b) => b.decode(samples),
             #[cfg(feature = "cuda")]
             DeviceDecoder::Cuda(b) => b.decode(samples).map(|_| ()),
+        }
+    }
+
+    /// Which JPEGs to prepare for the hardware decoder.
+    pub fn hardware_decode(&self) -> stoker::HardwareDecode {
+        match self {
+            #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
+            DeviceDecoder::None(n) => match *n {},
+            #[cfg(feature = "wgpu")]
+            DeviceDecoder::Wgpu(_) => stoker::HardwareDecode::Off,
+            #[cfg(feature = "cuda")]
+            DeviceDecoder::Cuda(b) => b.hardware_decode(),
         }
     }
 
@@ -460,11 +477,19 @@ impl DeviceDecoder {
     }
 }
 
-/// The device decoder of `be`, or `None` for host backends.
-pub fn device_decoder(be: &dyn stoker::backend::Backend) -> Result<Option<DeviceDecoder>, String> {
+/// The device decoder of `be`, or `None` for host backends. `hardware`: which JPEGs go
+/// to the device's hardware decoder, where it has one (batches of `batch`).
+pub fn device_decoder(
+    be: &dyn stoker::backend::Backend,
+    hardware: stoker::HardwareDecode,
+    batch: usize,
+) -> Result<Option<DeviceDecoder>, String> {
+    let _ = (hardware, batch);
     #[cfg(feature = "cuda")]
     if let Some(dev) = be.cuda_device() {
-        let b = stoker::backend::cuda::batch::CudaBatcher::new(dev, 2).map_err(|e| e.to_string())?;
+        let b = stoker::backend::cuda::batch::CudaBatcher::new(dev, 2)
+            .map_err(|e| e.to_string())?
+            .with_hardware_decode(hardware, batch);
         return Ok(Some(DeviceDecoder::Cuda(Box::new(b))));
     }
     #[cfg(feature = "wgpu")]

@@ -73,7 +73,7 @@ pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
     let mut img = Image8::default();
     // On a device backend, files decode through the device path (CPU-only files fall
     // back as in the pipeline) and are read back.
-    let mut device = common::device_decoder(be)?;
+    let mut device = common::device_decoder(be, stoker::HardwareDecode::Exact, 1)?;
     let pb = progress(ctx, a.files.len() as u64, "decoding");
     for file in &a.files {
         let name = out_name(file, &mut used);

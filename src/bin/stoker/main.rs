@@ -83,6 +83,18 @@ pub fn parse_dtype(s: &str) -> Result<DType, String> {
     }
 }
 
+/// `--hardware`: exact, all or off.
+pub fn parse_hardware(s: &str) -> Result<stoker::HardwareDecode, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "exact" => Ok(stoker::HardwareDecode::Exact),
+        "all" => Ok(stoker::HardwareDecode::All),
+        "off" => Ok(stoker::HardwareDecode::Off),
+        other => Err(format!(
+            "unknown hardware decode {other:?} (expected exact, all or off)"
+        )),
+    }
+}
+
 /// The default values of an argument group, as if given no arguments.
 pub fn defaults<T: Args + clap::FromArgMatches>() -> Res<T> {
     let cmd = T::augment_args(clap::Command::new("defaults"));

@@ -137,6 +137,41 @@ pub fn exif_orientation(tiff: &[u8]) -> Option<u8> {
     None
 }
 
+/// The `(horizontal, vertical)` sampling factors of each component, from the frame
+/// header; `None` when there is no readable one.
+pub fn sampling_factors(bytes: &[u8]) -> Option<Vec<(u8, u8)>> {
+    let mut i = 2;
+    while i + 4 <= bytes.len() {
+        if bytes[i] != 0xFF {
+            i += 1;
+            continue;
+        }
+        let marker = bytes[i + 1];
+        if marker == 0xFF || marker == 0x01 || (0xD0..=0xD8).contains(&marker) {
+            i += if marker == 0xFF { 1 } else { 2 };
+            continue;
+        }
+        if marker == 0xD9 || marker == 0xDA {
+            return None;
+        }
+        let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
+        let is_sof = (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
+        if is_sof {
+            let body = bytes.get(i + 4..i + 2 + len)?;
+            let n = usize::from(*body.get(5)?);
+            let comps = body.get(6..6 + 3 * n)?;
+            return Some(
+                comps
+                    .chunks_exact(3)
+                    .map(|c| (c[1] >> 4, c[1] & 15))
+                    .collect(),
+            );
+        }
+        i += 2 + len.max(2);
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +189,25 @@ mod tests {
         assert_eq!(exif_orientation(&be), Some(8));
         assert_eq!(exif_orientation(&le[..12]), None);
         assert_eq!(exif_orientation(b"garbage"), None);
+    }
+
+    #[test]
+    fn sampling_factors_read_the_frame_header() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jpeg");
+        let read = |f: &str| std::fs::read(dir.join(f)).expect("test file");
+        assert_eq!(
+            sampling_factors(&read("go_video-001_q50_444.jpg")),
+            Some(vec![(1, 1), (1, 1), (1, 1)])
+        );
+        assert_eq!(
+            sampling_factors(&read("go_video-001_q50_411.jpg")),
+            Some(vec![(4, 1), (1, 1), (1, 1)])
+        );
+        assert_eq!(
+            sampling_factors(&read("jd_moz_jpg-gray.jpg")).map(|f| f.len()),
+            Some(1)
+        );
+        assert_eq!(sampling_factors(&read("jd_crash_missing-sof.jpg")), None);
+        assert_eq!(sampling_factors(&[0xFF, 0xD8]), None);
     }
 }
