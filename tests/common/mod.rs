@@ -3,14 +3,23 @@
 
 use std::path::{Path, PathBuf};
 
-/// The repository's bundled test data.
+pub mod cases;
+
+/// The repository's bundled test data (`STOKER_TEST_DATA` overrides it: test binaries
+/// built here and run on another machine, as `scripts/device-check.sh` does).
 pub fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+    match std::env::var_os("STOKER_TEST_DATA") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data"),
+    }
 }
 
-/// The shared corpus beside the checkout, when present.
+/// The shared corpus beside the checkout, when present (`STOKER_CORPUS` overrides it).
 pub fn corpus_dir() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let p = match std::env::var_os("STOKER_CORPUS") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"),
+    };
     p.is_dir().then_some(p)
 }
 
