@@ -97,3 +97,6 @@ if [ "$STOKER_REQUIRE_WGPU" = 1 ]; then
     echo "== the wgpu example on this machine's adapter"
     cargo run --locked --quiet --example wgpu_consumer >/dev/null
 fi
+
+echo "== the CUDA example (it says so and exits where there is no GPU)"
+cargo run --locked --quiet --example cuda_consumer
