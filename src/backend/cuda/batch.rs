@@ -39,6 +39,20 @@ pub struct CudaBatchBuffers {
     /// Recorded on the consumer's stream when the batch was handed back: the next batch
     /// written here waits for it.
     pub released: Option<CudaEvent>,
+    /// The stream that last wrote the buffers: finished before they are freed.
+    writer: Option<Arc<CudaStream>>,
+}
+
+impl Drop for CudaBatchBuffers {
+    fn drop(&mut self) {
+        // The buffers are freed on the stream they were made on; the kernels writing
+        // them run on another, so let those finish first.
+        if let Some(w) = &self.writer {
+            if let Err(e) = w.synchronize() {
+                log::warn!("cuda: finishing a batch before freeing it: {e}");
+            }
+        }
+    }
 }
 
 impl CudaBatchBuffers {
@@ -66,6 +80,7 @@ impl CudaBatchBuffers {
                 m => Some(make(m)?),
             },
             released: None,
+            writer: None,
         })
     }
 }
@@ -254,6 +269,7 @@ impl CudaBatcher {
         if let Some(released) = out.released.take() {
             self.compute.wait(&released).map_err(device_err)?;
         }
+        out.writer = Some(Arc::clone(&self.compute));
         self.submit(Some(out), &|i| jobs.get(i).map(|j| &j.image))
     }
 
@@ -424,6 +440,18 @@ impl CudaBatcher {
     /// Blocks until every batch enqueued so far is done.
     pub fn wait(&self) -> Result<()> {
         self.compute.synchronize().map_err(device_err)
+    }
+}
+
+impl Drop for CudaBatcher {
+    fn drop(&mut self) {
+        // Staging, inputs and scratch are freed on their streams, but the host may not
+        // unpin memory a copy still reads: finish both streams first.
+        for s in [&self.copy, &self.compute] {
+            if let Err(e) = s.synchronize() {
+                log::warn!("cuda: finishing the batcher's work: {e}");
+            }
+        }
     }
 }
 
