@@ -82,7 +82,7 @@ run() {
     export PATH="$CUDA_HOME/bin:$PATH"
     export STOKER_REQUIRE_CUDA=1 STOKER_REQUIRE_NVRTC=1 STOKER_REQUIRE_NVJPEG=1
     export STOKER_TEST_DATA="$PWD/tests/data" RUST_BACKTRACE=1
-    nvidia-smi | tee "$OUT/nvidia-smi.txt"
+    nvidia-smi 2>&1 | tee "$OUT/nvidia-smi.txt" || true
     local bin=/tmp/stoker-device-bin
     mkdir -p "$bin"
     tar -C "$bin" -xJf "$PKG/bin.tar.xz"
@@ -114,7 +114,7 @@ run() {
         || echo '{"error": "bench pipeline failed"}' >"$OUT/bench-pipeline-all.json"
     timeout 120 python3 scripts/bench_torchvision_gpu.py "$images" --batch 256 --seconds 15 \
         >"$OUT/torchvision.json" || echo '{"error": "torchvision failed"}' >"$OUT/torchvision.json"
-    nvidia-smi | tee -a "$OUT/nvidia-smi.txt"
+    nvidia-smi 2>&1 | tee -a "$OUT/nvidia-smi.txt" || true
     python3 - "$OUT" "${failed[*]:-}" <<'PY'
 import json, sys, os
 out, failed = sys.argv[1], sys.argv[2].split()
