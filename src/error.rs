@@ -83,6 +83,8 @@ pub enum SampleErrorKind {
     Unsupported,
     /// The label mask is missing, unreadable or does not match the image.
     Mask,
+    /// A shard record is damaged: a checksum fails, a length is wrong, it is cut short.
+    Corrupt,
     /// An internal failure while processing the sample (a bug: please report it).
     Internal,
 }

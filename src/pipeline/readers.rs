@@ -25,6 +25,12 @@ pub(crate) fn read_location(
 ) -> Result<(), SampleError> {
     buf.clear();
     match loc {
+        Location::Record(field) => crate::source::shards::read_field(field, limits.max_bytes, buf)
+            .map_err(|e| SampleError::new(s, SampleErrorKind::Corrupt, format!("{what}: {e}"))),
+        Location::Range { path, offset, len } => {
+            crate::source::shards::read_range(path, *offset, *len, limits.max_bytes, buf)
+                .map_err(|e| SampleError::new(s, SampleErrorKind::Corrupt, format!("{what}: {e}")))
+        }
         Location::Memory(bytes) => {
             if bytes.len() as u64 > limits.max_bytes {
                 return Err(SampleError::new(

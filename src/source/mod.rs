@@ -15,6 +15,7 @@
 
 pub mod files;
 pub mod sampler;
+pub mod shards;
 pub mod split;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +35,17 @@ pub enum Location {
     File(PathBuf),
     /// Bytes already in memory (generated data, tests, benchmarks).
     Memory(Arc<[u8]>),
+    /// A bytes feature of a TFRecord record's example (see [`shards`]).
+    Record(shards::RecordField),
+    /// A byte range of a file (a tar member).
+    Range {
+        /// The file.
+        path: PathBuf,
+        /// First byte.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+    },
 }
 
 /// One sample: an image, its optional class label and label mask, and a stable id.
@@ -109,6 +121,24 @@ impl Dataset {
     /// Every image file under `root` (recursively), without labels.
     pub fn flat(root: impl AsRef<Path>) -> Result<Self> {
         files::flat(root.as_ref())
+    }
+
+    /// TFRecord shards (files, or folders of `*.tfrecord` files) of `tf.train.Example`
+    /// records with the default keys (`image/encoded`, `image/class/label`,
+    /// `image/segmentation/class/encoded`). See [`shards`].
+    pub fn tfrecord(paths: &[PathBuf]) -> Result<Self> {
+        shards::tfrecord(paths, &shards::ExampleKeys::default())
+    }
+
+    /// [`Dataset::tfrecord`] with other feature keys.
+    pub fn tfrecord_with_keys(paths: &[PathBuf], keys: &shards::ExampleKeys) -> Result<Self> {
+        shards::tfrecord(paths, keys)
+    }
+
+    /// WebDataset tar shards (files, or folders of `*.tar` files): `key.jpg` (or another
+    /// image), `key.cls`, `key.png` for a mask. See [`shards`].
+    pub fn tar(paths: &[PathBuf]) -> Result<Self> {
+        shards::tar(paths)
     }
 
     /// Pairs each image with the label mask of the same file stem in `mask_dir`.

@@ -271,7 +271,9 @@ impl CudaBatcher {
         }
         if out.writer.is_none() {
             // First use: the buffers were made (and zeroed) on the consumer's stream.
-            self.compute.join(self.device.stream()).map_err(device_err)?;
+            self.compute
+                .join(self.device.stream())
+                .map_err(device_err)?;
         }
         out.writer = Some(Arc::clone(&self.compute));
         self.submit(Some(out), &|i| jobs.get(i).map(|j| &j.image))

@@ -276,6 +276,26 @@ fn holds_images(dir: &Path, depth: usize) -> bool {
 /// itself holds none directly, else every image below the folder without labels. A file
 /// is read as a file list (`path [label]` per line).
 pub fn open_dataset(path: &Path) -> Res<Dataset> {
+    let name = path.to_string_lossy();
+    let is = |exts: &[&str]| exts.iter().any(|e| name.ends_with(e));
+    let shards = |exts: &[&str]| {
+        path.is_dir()
+            && std::fs::read_dir(path).is_ok_and(|rd| {
+                rd.flatten().any(|e| {
+                    exts.iter()
+                        .any(|x| e.file_name().to_string_lossy().ends_with(x))
+                })
+            })
+    };
+    const TFRECORD: [&str; 3] = [".tfrecord", ".tfrecords", ".record"];
+    if (path.is_file() && is(&TFRECORD)) || shards(&TFRECORD) {
+        log::info!("{}: TFRecord shards", path.display());
+        return Ok(Dataset::tfrecord(&[path.to_path_buf()])?);
+    }
+    if (path.is_file() && is(&[".tar"])) || shards(&[".tar"]) {
+        log::info!("{}: WebDataset tar shards", path.display());
+        return Ok(Dataset::tar(&[path.to_path_buf()])?);
+    }
     if path.is_file() {
         log::info!("{} is a file: reading it as a file list", path.display());
         return Ok(Dataset::files(path)?);
@@ -317,6 +337,16 @@ pub fn open_dataset(path: &Path) -> Res<Dataset> {
 /// Reads a sample's bytes, refusing a file over `max_bytes` before reading it.
 pub fn read_location(loc: &Location, max_bytes: u64) -> Result<Vec<u8>, String> {
     match loc {
+        Location::Record(field) => {
+            let mut buf = Vec::new();
+            stoker::source::shards::read_field(field, max_bytes, &mut buf)?;
+            Ok(buf)
+        }
+        Location::Range { path, offset, len } => {
+            let mut buf = Vec::new();
+            stoker::source::shards::read_range(path, *offset, *len, max_bytes, &mut buf)?;
+            Ok(buf)
+        }
         Location::Memory(b) => {
             if b.len() as u64 > max_bytes {
                 return Err(format!(
@@ -344,7 +374,7 @@ pub fn read_location(loc: &Location, max_bytes: u64) -> Result<Vec<u8>, String> 
 pub fn sample_display(s: &Sample) -> String {
     match &s.location {
         Location::File(p) => p.display().to_string(),
-        Location::Memory(_) => s.path.clone(),
+        Location::Memory(_) | Location::Record(_) | Location::Range { .. } => s.path.clone(),
     }
 }
 

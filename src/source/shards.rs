@@ -1,0 +1,809 @@
+//! Samples in shards: TFRecord files of `tf.train.Example` records, and tar files in the
+//! WebDataset layout. Each shard is indexed once (every record's offset and length, its
+//! label, whether it has a mask) into a sidecar file beside it, `<shard>.stoker-index`,
+//! checked against the shard's size and modification time and rebuilt when either
+//! changed, so that any sample is read by offset and the sampler's full permutation works
+//! across shards.
+//!
+//! A sample's id is stable: it is [`super::sample_id`] of `<shard file name>/<record>`
+//! (the record's index, 8 digits, for TFRecord; the sample key for tar).
+//!
+//! Damage is found when a sample is read, and reported as a [`crate::SampleError`] with
+//! the shard and record: a TFRecord record is read with both of its masked CRC-32C
+//! checks verified (a bad length checksum, a bad data checksum, a record cut short); a
+//! tar member that runs past the end of the file is cut short. Indexing skips past a
+//! damaged TFRecord header by looking for the next header whose checksum holds, so the
+//! rest of the shard is still delivered.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use serde::{Deserialize, Serialize};
+
+use super::{sample_id, Dataset, Location, Sample};
+use crate::error::{Error, Result};
+
+/// The `tf.train.Example` feature keys a TFRecord source reads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ExampleKeys {
+    /// The encoded image (bytes). Default `image/encoded`.
+    pub image: String,
+    /// The class label (int64). Default `image/class/label`.
+    pub label: String,
+    /// The encoded label mask (bytes), when records have one. Default
+    /// `image/segmentation/class/encoded`.
+    pub mask: String,
+}
+
+impl Default for ExampleKeys {
+    fn default() -> Self {
+        ExampleKeys {
+            image: "image/encoded".into(),
+            label: "image/class/label".into(),
+            mask: "image/segmentation/class/encoded".into(),
+        }
+    }
+}
+
+/// What to read from a TFRecord record: the bytes feature `key` of its example.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordField {
+    /// The shard.
+    pub shard: PathBuf,
+    /// Where the record starts (its length field).
+    pub offset: u64,
+    /// Bytes of the record's data.
+    pub len: u64,
+    /// Index of the record in the shard (for reports).
+    pub index: u64,
+    /// The bytes feature to return.
+    pub key: Arc<str>,
+}
+
+// ---------------------------------------------------------------------------------------
+// CRC-32C and TFRecord framing.
+
+const fn crc32c_table() -> [u32; 256] {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0x82F6_3B78
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+}
+
+static CRC32C: [u32; 256] = crc32c_table();
+
+/// CRC-32C (Castagnoli) of `data`.
+pub fn crc32c(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c = CRC32C[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
+    }
+    !c
+}
+
+/// TFRecord's masked CRC-32C.
+pub fn masked_crc(data: &[u8]) -> u32 {
+    let c = crc32c(data);
+    (c.rotate_right(15)).wrapping_add(0xA282_EAD8)
+}
+
+/// Reads the record whose length field starts at `offset` in `f`, checking both
+/// checksums, into `buf`; `expect_len` is the indexed length.
+fn read_record(
+    f: &mut File,
+    offset: u64,
+    expect_len: u64,
+    buf: &mut Vec<u8>,
+) -> Result<(), String> {
+    let mut head = [0u8; 12];
+    f.seek(SeekFrom::Start(offset))
+        .and_then(|_| f.read_exact(&mut head))
+        .map_err(|e| format!("record header cut short ({e})"))?;
+    let len = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
+    let crc = u32::from_le_bytes(head[8..12].try_into().unwrap_or_default());
+    if masked_crc(&head[..8]) != crc {
+        return Err("length checksum mismatch".into());
+    }
+    if len != expect_len {
+        return Err(format!("length {len}, the index says {expect_len}"));
+    }
+    buf.clear();
+    buf.resize(len as usize, 0);
+    let mut tail = [0u8; 4];
+    f.read_exact(buf)
+        .and_then(|()| f.read_exact(&mut tail))
+        .map_err(|e| format!("record cut short ({e})"))?;
+    if masked_crc(buf) != u32::from_le_bytes(tail) {
+        return Err("data checksum mismatch".into());
+    }
+    Ok(())
+}
+
+/// Reads `field` (the bytes feature of a TFRecord example) into `buf`; `max_bytes` bounds
+/// the record. Errors say what is wrong with the record.
+pub fn read_field(field: &RecordField, max_bytes: u64, buf: &mut Vec<u8>) -> Result<(), String> {
+    if field.len > max_bytes {
+        return Err(format!(
+            "record of {} bytes exceeds the limit of {max_bytes}",
+            field.len
+        ));
+    }
+    let at = |e: String| {
+        format!(
+            "{} record {} (offset {}): {e}",
+            field.shard.display(),
+            field.index,
+            field.offset
+        )
+    };
+    let mut f = File::open(&field.shard).map_err(|e| at(e.to_string()))?;
+    let mut record = Vec::new();
+    read_record(&mut f, field.offset, field.len, &mut record).map_err(at)?;
+    let ex = Example::parse(&record).map_err(at)?;
+    match ex.bytes(&field.key) {
+        Some(b) => {
+            buf.clear();
+            buf.extend_from_slice(b);
+            Ok(())
+        }
+        None => Err(at(format!("no bytes feature {:?}", &*field.key))),
+    }
+}
+
+/// Reads bytes `[offset, offset + len)` of `path` into `buf` (a tar member).
+pub fn read_range(
+    path: &Path,
+    offset: u64,
+    len: u64,
+    max_bytes: u64,
+    buf: &mut Vec<u8>,
+) -> Result<(), String> {
+    if len > max_bytes {
+        return Err(format!(
+            "member of {len} bytes exceeds the limit of {max_bytes}"
+        ));
+    }
+    let mut f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    buf.clear();
+    buf.resize(len as usize, 0);
+    f.seek(SeekFrom::Start(offset))
+        .and_then(|_| f.read_exact(buf))
+        .map_err(|e| format!("{} at {offset}: member cut short ({e})", path.display()))
+}
+
+// ---------------------------------------------------------------------------------------
+// tf.train.Example, the few fields we need, straight from the protobuf wire format.
+
+/// The features of one `tf.train.Example`: for each key, its first bytes value or first
+/// int64 value.
+#[derive(Debug, Default)]
+struct Example<'a> {
+    bytes: Vec<(&'a [u8], &'a [u8])>,
+    ints: Vec<(&'a [u8], i64)>,
+}
+
+struct Wire<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Wire<'a> {
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = self.b.split_first().ok_or("varint cut short")?;
+            self.b = rest;
+            v |= u64::from(byte & 0x7F) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("varint too long".into())
+    }
+
+    /// The next field: number, wire type, and for length-delimited fields the bytes.
+    fn field(&mut self) -> Result<(u64, u8, &'a [u8], u64), String> {
+        let tag = self.varint()?;
+        let (num, wt) = (tag >> 3, (tag & 7) as u8);
+        match wt {
+            0 => Ok((num, wt, &[], self.varint()?)),
+            1 | 5 => {
+                let n = if wt == 1 { 8 } else { 4 };
+                if self.b.len() < n {
+                    return Err("fixed field cut short".into());
+                }
+                let (v, rest) = self.b.split_at(n);
+                self.b = rest;
+                Ok((num, wt, v, 0))
+            }
+            2 => {
+                let n = usize::try_from(self.varint()?).map_err(|_| "length too large")?;
+                if self.b.len() < n {
+                    return Err("length-delimited field cut short".into());
+                }
+                let (v, rest) = self.b.split_at(n);
+                self.b = rest;
+                Ok((num, wt, v, 0))
+            }
+            _ => Err(format!("unsupported wire type {wt}")),
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.b.is_empty()
+    }
+}
+
+impl<'a> Example<'a> {
+    fn parse(data: &'a [u8]) -> Result<Self, String> {
+        let mut ex = Example::default();
+        let mut top = Wire { b: data };
+        while !top.done() {
+            let (num, wt, features, _) = top.field()?;
+            if num != 1 || wt != 2 {
+                continue;
+            }
+            let mut fs = Wire { b: features };
+            while !fs.done() {
+                let (num, wt, entry, _) = fs.field()?;
+                if num != 1 || wt != 2 {
+                    continue;
+                }
+                let (mut key, mut feature) = (None, None);
+                let mut e = Wire { b: entry };
+                while !e.done() {
+                    match e.field()? {
+                        (1, 2, k, _) => key = Some(k),
+                        (2, 2, f, _) => feature = Some(f),
+                        _ => {}
+                    }
+                }
+                if let (Some(key), Some(feature)) = (key, feature) {
+                    ex.feature(key, feature)?;
+                }
+            }
+        }
+        Ok(ex)
+    }
+
+    /// One `Feature`: a BytesList (1) or Int64List (3); FloatLists are not needed.
+    fn feature(&mut self, key: &'a [u8], f: &'a [u8]) -> Result<(), String> {
+        let mut w = Wire { b: f };
+        while !w.done() {
+            let (num, wt, list, _) = w.field()?;
+            if wt != 2 {
+                continue;
+            }
+            let mut l = Wire { b: list };
+            match num {
+                1 => {
+                    while !l.done() {
+                        if let (1, 2, v, _) = l.field()? {
+                            self.bytes.push((key, v));
+                            break;
+                        }
+                    }
+                }
+                3 => {
+                    while !l.done() {
+                        match l.field()? {
+                            // Packed (the default for proto3 repeated scalars).
+                            (1, 2, packed, _) => {
+                                let mut p = Wire { b: packed };
+                                if !p.done() {
+                                    self.ints.push((key, p.varint()? as i64));
+                                }
+                                break;
+                            }
+                            (1, 0, _, v) => {
+                                self.ints.push((key, v as i64));
+                                break;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn bytes(&self, key: &str) -> Option<&'a [u8]> {
+        self.bytes
+            .iter()
+            .find(|(k, _)| *k == key.as_bytes())
+            .map(|(_, v)| *v)
+    }
+
+    fn int(&self, key: &str) -> Option<i64> {
+        self.ints
+            .iter()
+            .find(|(k, _)| *k == key.as_bytes())
+            .map(|(_, v)| *v)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Indexes.
+
+/// One indexed sample of a shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Entry {
+    /// TFRecord: the record index (8 digits); tar: the sample key.
+    name: String,
+    /// TFRecord: the record's offset; tar: the image member's data offset.
+    offset: u64,
+    /// TFRecord: the record's data length; tar: the image member's length.
+    len: u64,
+    /// The class label, when the record or sample has one.
+    label: Option<u32>,
+    /// Tar: the mask member (offset, length); TFRecord: `(0, 0)` when the example has the
+    /// mask feature.
+    mask: Option<(u64, u64)>,
+}
+
+/// A shard's sidecar index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Index {
+    version: u32,
+    kind: String,
+    size: u64,
+    mtime_ns: u128,
+    keys: Option<ExampleKeys>,
+    entries: Vec<Entry>,
+}
+
+const INDEX_VERSION: u32 = 1;
+
+fn stamp(path: &Path) -> Result<(u64, u128)> {
+    let m = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let mtime = m
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Ok((m.len(), mtime))
+}
+
+/// The sidecar index path of `shard`.
+pub fn index_path(shard: &Path) -> PathBuf {
+    let mut name = shard.file_name().unwrap_or_default().to_os_string();
+    name.push(".stoker-index");
+    shard.with_file_name(name)
+}
+
+/// The shard's index: the sidecar when it matches the shard (size, modification time,
+/// kind, keys), else built now and saved (a sidecar that cannot be written is logged, not
+/// an error: read-only datasets index in memory).
+fn index(shard: &Path, kind: &str, keys: Option<&ExampleKeys>) -> Result<Index> {
+    let (size, mtime_ns) = stamp(shard)?;
+    let side = index_path(shard);
+    if let Ok(text) = std::fs::read(&side) {
+        if let Ok(ix) = serde_json::from_slice::<Index>(&text) {
+            if ix.version == INDEX_VERSION
+                && ix.size == size
+                && ix.mtime_ns == mtime_ns
+                && ix.kind == kind
+                && ix.keys.as_ref() == keys
+            {
+                return Ok(ix);
+            }
+        }
+    }
+    let entries = match (kind, keys) {
+        ("tfrecord", Some(k)) => index_tfrecord(shard, size, k)?,
+        _ => index_tar(shard, size)?,
+    };
+    let ix = Index {
+        version: INDEX_VERSION,
+        kind: kind.into(),
+        size,
+        mtime_ns,
+        keys: keys.cloned(),
+        entries,
+    };
+    match serde_json::to_vec(&ix) {
+        Ok(bytes) => {
+            if let Err(e) = std::fs::write(&side, bytes) {
+                log::info!("{}: index kept in memory ({e})", side.display());
+            }
+        }
+        Err(e) => log::info!("{}: index not saved ({e})", side.display()),
+    }
+    Ok(ix)
+}
+
+/// Indexes a TFRecord shard: every record's offset and length, label and mask presence.
+/// A header whose length checksum fails is skipped by searching for the next header whose
+/// checksum holds (the damaged span becomes one entry that fails when read); a record
+/// whose data checksum fails is indexed and fails when read; a record cut short at the
+/// end is indexed and fails when read.
+fn index_tfrecord(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<Entry>> {
+    let data = std::fs::read(shard).map_err(|e| Error::io(shard, e))?;
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    let header_at = |p: usize| -> Option<u64> {
+        let h = data.get(p..p + 12)?;
+        let len = u64::from_le_bytes(h[..8].try_into().ok()?);
+        let crc = u32::from_le_bytes(h[8..12].try_into().ok()?);
+        (masked_crc(&h[..8]) == crc).then_some(len)
+    };
+    while (at as u64) < size {
+        let index = out.len();
+        let name = format!("{index:08}");
+        match header_at(at) {
+            Some(len) => {
+                let start = at + 12;
+                let end = start as u64 + len + 4;
+                let (mut label, mut mask) = (None, None);
+                if end <= size {
+                    let rec = &data[start..start + len as usize];
+                    let tail = &data[start + len as usize..end as usize];
+                    if masked_crc(rec) == u32::from_le_bytes(tail.try_into().unwrap_or_default()) {
+                        if let Ok(ex) = Example::parse(rec) {
+                            label = ex.int(&keys.label).and_then(|v| u32::try_from(v).ok());
+                            mask = ex.bytes(&keys.mask).map(|_| (0, 0));
+                        }
+                    }
+                }
+                out.push(Entry {
+                    name,
+                    offset: at as u64,
+                    len,
+                    label,
+                    mask,
+                });
+                at = usize::try_from(end).unwrap_or(usize::MAX);
+            }
+            None => {
+                // A damaged header: one entry for it (it fails when read), then resume at
+                // the next position whose header checksum holds.
+                out.push(Entry {
+                    name,
+                    offset: at as u64,
+                    len: 0,
+                    label: None,
+                    mask: None,
+                });
+                let next =
+                    (at + 1..data.len().saturating_sub(11)).find(|&p| header_at(p).is_some());
+                log::warn!(
+                    "{}: damaged record header at offset {at}; resuming at {:?}",
+                    shard.display(),
+                    next
+                );
+                match next {
+                    Some(p) => at = p,
+                    None => break,
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The name and data size of the tar member whose 512-byte header is `h`, with a PAX or
+/// GNU long name applied.
+fn tar_octal(field: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(field).ok()?;
+    let s = s.trim_matches(|c: char| c == '\0' || c == ' ');
+    if s.is_empty() {
+        return Some(0);
+    }
+    u64::from_str_radix(s, 8).ok()
+}
+
+/// A tar member of a sample: its extension, data offset and length.
+type Member = (String, u64, u64);
+
+/// Indexes a WebDataset tar shard: members grouped by key (the member name up to the
+/// first dot of its file name): the image (`jpg`, `jpeg`, `png`, `webp`, `bmp`; with both
+/// a JPEG and a PNG, the PNG is the label mask), the label (`cls`, a decimal integer).
+fn index_tar(shard: &Path, size: u64) -> Result<Vec<Entry>> {
+    let f = File::open(shard).map_err(|e| Error::io(shard, e))?;
+    let mut r = BufReader::with_capacity(1 << 20, f);
+    let mut at = 0u64;
+    let mut long_name: Option<String> = None;
+    let mut groups: Vec<(String, Vec<Member>)> = Vec::new();
+    let mut h = [0u8; 512];
+    while at + 512 <= size {
+        r.read_exact(&mut h).map_err(|e| Error::io(shard, e))?;
+        at += 512;
+        if h.iter().all(|&b| b == 0) {
+            break;
+        }
+        let Some(len) = tar_octal(&h[124..136]) else {
+            return Err(Error::Source(format!(
+                "{}: bad tar header at offset {}",
+                shard.display(),
+                at - 512
+            )));
+        };
+        let data_at = at;
+        let padded = len.div_ceil(512) * 512;
+        let typeflag = h[156];
+        let mut content = Vec::new();
+        if matches!(typeflag, b'x' | b'L') && len < (1 << 20) {
+            content.resize(len as usize, 0);
+            r.read_exact(&mut content)
+                .map_err(|e| Error::io(shard, e))?;
+            r.seek_relative((padded - len) as i64)
+                .map_err(|e| Error::io(shard, e))?;
+        } else {
+            r.seek_relative(padded as i64)
+                .map_err(|e| Error::io(shard, e))?;
+        }
+        at += padded;
+        match typeflag {
+            b'L' => {
+                long_name = Some(
+                    String::from_utf8_lossy(&content)
+                        .trim_end_matches('\0')
+                        .to_string(),
+                );
+                continue;
+            }
+            b'x' => {
+                // PAX records: "<len> key=value\n"; only `path` matters here.
+                let text = String::from_utf8_lossy(&content);
+                for rec in text.split('\n') {
+                    if let Some((_, kv)) = rec.split_once(' ') {
+                        if let Some(p) = kv.strip_prefix("path=") {
+                            long_name = Some(p.to_string());
+                        }
+                    }
+                }
+                continue;
+            }
+            b'0' | 0 => {}
+            _ => {
+                long_name = None;
+                continue;
+            }
+        }
+        let name = match long_name.take() {
+            Some(n) => n,
+            None => {
+                let field = |b: &[u8]| {
+                    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                    String::from_utf8_lossy(&b[..end]).to_string()
+                };
+                let (name, prefix) = (field(&h[0..100]), field(&h[345..500]));
+                if prefix.is_empty() || &h[257..262] != b"ustar" {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                }
+            }
+        };
+        let (dir, file) = match name.rsplit_once('/') {
+            Some((d, f)) => (format!("{d}/"), f.to_string()),
+            None => (String::new(), name.clone()),
+        };
+        let Some((stem, ext)) = file.split_once('.') else {
+            continue;
+        };
+        let key = format!("{dir}{stem}");
+        let ext = ext.to_ascii_lowercase();
+        match groups.last_mut() {
+            Some((k, members)) if *k == key => members.push((ext, data_at, len)),
+            _ => groups.push((key, vec![(ext, data_at, len)])),
+        }
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for (key, members) in groups {
+        let find = |exts: &[&str]| {
+            members
+                .iter()
+                .find(|(e, _, _)| exts.contains(&e.as_str()))
+                .map(|&(_, o, l)| (o, l))
+        };
+        let jpeg = find(&["jpg", "jpeg"]);
+        let png = find(&["png"]);
+        let (image, mask) = match (jpeg, png) {
+            (Some(j), p) => (Some(j), p),
+            (None, Some(p)) => (Some(p), None),
+            (None, None) => (find(&["webp", "bmp"]), None),
+        };
+        let Some((offset, len)) = image else {
+            log::warn!("{}: sample {key:?} has no image member", shard.display());
+            continue;
+        };
+        let label = match find(&["cls"]) {
+            Some((o, l)) if l <= 64 => {
+                let mut b = Vec::new();
+                read_range(shard, o, l, 64, &mut b)
+                    .ok()
+                    .and_then(|()| String::from_utf8(b).ok())
+                    .and_then(|s| s.trim().parse::<u32>().ok())
+            }
+            _ => None,
+        };
+        out.push(Entry {
+            name: key,
+            offset,
+            len,
+            label,
+            mask,
+        });
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------
+// Datasets.
+
+/// The shards `paths` name: files as given, folders searched (not recursively) for files
+/// ending in `ext`. Sorted, so the listing does not depend on the order given.
+fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let rd = std::fs::read_dir(p).map_err(|e| Error::io(p, e))?;
+            for e in rd.flatten() {
+                let q = e.path();
+                let name = q.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                if q.is_file() && ext.iter().any(|x| name.ends_with(x)) {
+                    out.push(q);
+                }
+            }
+        } else if p.is_file() {
+            out.push(p.clone());
+        } else {
+            return Err(Error::Source(format!("no shard at {}", p.display())));
+        }
+    }
+    out.sort();
+    out.dedup();
+    if out.is_empty() {
+        return Err(Error::Source(format!(
+            "no shards ({}) in {:?}",
+            ext.join(", "),
+            paths
+        )));
+    }
+    Ok(out)
+}
+
+fn shard_name(shard: &Path) -> String {
+    shard
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default()
+}
+
+fn dataset(root: Option<PathBuf>, samples: Vec<Sample>) -> Result<Dataset> {
+    let max = samples.iter().filter_map(|s| s.label).max();
+    let classes = match max {
+        Some(m) => (0..=m).map(|i| i.to_string()).collect(),
+        None => Vec::new(),
+    };
+    Dataset::from_samples(root, samples, classes)
+}
+
+/// A TFRecord dataset: every record of the shards (`*.tfrecord`, `*.tfrecords`,
+/// `*.record` files and folders of them) is a sample, read through `keys`.
+pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
+    let shards = shard_paths(paths, &[".tfrecord", ".tfrecords", ".record"])?;
+    let (image, mask): (Arc<str>, Arc<str>) =
+        (keys.image.as_str().into(), keys.mask.as_str().into());
+    let mut samples = Vec::new();
+    for shard in &shards {
+        let ix = index(shard, "tfrecord", Some(keys))?;
+        let name = shard_name(shard);
+        for (i, e) in ix.entries.iter().enumerate() {
+            let path = format!("{name}/{}", e.name);
+            let field = |key: &Arc<str>| RecordField {
+                shard: shard.clone(),
+                offset: e.offset,
+                len: e.len,
+                index: i as u64,
+                key: Arc::clone(key),
+            };
+            samples.push(Sample {
+                id: sample_id(&path),
+                path,
+                location: Location::Record(field(&image)),
+                label: e.label,
+                mask: e.mask.map(|_| Location::Record(field(&mask))),
+                group: None,
+            });
+        }
+    }
+    dataset(
+        shards
+            .first()
+            .and_then(|s| s.parent())
+            .map(Path::to_path_buf),
+        samples,
+    )
+}
+
+/// A WebDataset tar dataset: every sample key of the shards (`*.tar` files and folders
+/// of them) is a sample: its image member, its `cls` label, its PNG mask beside a JPEG.
+pub fn tar(paths: &[PathBuf]) -> Result<Dataset> {
+    let shards = shard_paths(paths, &[".tar"])?;
+    let mut samples = Vec::new();
+    for shard in &shards {
+        let ix = index(shard, "tar", None)?;
+        let name = shard_name(shard);
+        for e in &ix.entries {
+            let path = format!("{name}/{}", e.name);
+            samples.push(Sample {
+                id: sample_id(&path),
+                path,
+                location: Location::Range {
+                    path: shard.clone(),
+                    offset: e.offset,
+                    len: e.len,
+                },
+                label: e.label,
+                mask: e.mask.map(|(offset, len)| Location::Range {
+                    path: shard.clone(),
+                    offset,
+                    len,
+                }),
+                group: None,
+            });
+        }
+    }
+    dataset(
+        shards
+            .first()
+            .and_then(|s| s.parent())
+            .map(Path::to_path_buf),
+        samples,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32c_matches_the_standard_check_value() {
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+        assert_eq!(crc32c(b""), 0);
+    }
+
+    #[test]
+    fn example_parsing_reads_bytes_and_packed_or_unpacked_ints() {
+        // Example{features{feature{key:"a" value{bytes_list{value:"xy"}}}
+        //                  feature{key:"n" value{int64_list{value:[300]}}}}}
+        fn ld(num: u8, body: &[u8]) -> Vec<u8> {
+            let mut v = vec![num << 3 | 2, body.len() as u8];
+            v.extend_from_slice(body);
+            v
+        }
+        let bytes_feature = ld(1, &ld(1, b"xy"));
+        let packed = ld(3, &ld(1, &[0xAC, 0x02]));
+        let unpacked = ld(3, &[1 << 3, 0xAC, 0x02]);
+        for ints in [packed, unpacked] {
+            let entry_a = [ld(1, b"a"), ld(2, &bytes_feature)].concat();
+            let entry_n = [ld(1, b"n"), ld(2, &ints)].concat();
+            let features = [ld(1, &entry_a), ld(1, &entry_n)].concat();
+            let ex_bytes = ld(1, &features);
+            let ex = Example::parse(&ex_bytes).expect("parses");
+            assert_eq!(ex.bytes("a"), Some(&b"xy"[..]));
+            assert_eq!(ex.int("n"), Some(300));
+            assert_eq!(ex.bytes("n"), None);
+        }
+        assert!(Example::parse(&[0x0A, 0x05, 0x0A]).is_err());
+    }
+}

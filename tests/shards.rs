@@ -1,0 +1,471 @@
+//! TFRecord and WebDataset tar shards as sources: the samples, labels and masks they hold,
+//! stable ids, sidecar indexes, exactly-once delivery through a pipeline, and damaged
+//! records reported with their shard and record while the rest is delivered.
+//!
+//! The shards here are written by the test itself (TFRecord framing and `tf.train.Example`
+//! protobuf encoding, ustar headers), byte by byte from the formats' definitions.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::TestRng;
+use stoker::source::shards::{index_path, masked_crc};
+use stoker::{Augment, BackendKind, DType, Dataset, OnError, Pipeline, SampleErrorKind};
+
+// ---------------------------------------------------------------------------------------
+// Writers.
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn field(num: u64, body: &[u8]) -> Vec<u8> {
+    let mut v = Vec::new();
+    varint(num << 3 | 2, &mut v);
+    varint(body.len() as u64, &mut v);
+    v.extend_from_slice(body);
+    v
+}
+
+/// A `tf.train.Example` with bytes and int64 (packed) features.
+fn example(bytes: &[(&str, &[u8])], ints: &[(&str, i64)]) -> Vec<u8> {
+    let mut features = Vec::new();
+    for (k, v) in bytes {
+        let feature = field(1, &field(1, v));
+        features.extend(field(
+            1,
+            &[field(1, k.as_bytes()), field(2, &feature)].concat(),
+        ));
+    }
+    for (k, v) in ints {
+        let mut packed = Vec::new();
+        varint(*v as u64, &mut packed);
+        let feature = field(3, &field(1, &packed));
+        features.extend(field(
+            1,
+            &[field(1, k.as_bytes()), field(2, &feature)].concat(),
+        ));
+    }
+    field(1, &features)
+}
+
+fn tfrecord(records: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in records {
+        let len = (r.len() as u64).to_le_bytes();
+        out.extend_from_slice(&len);
+        out.extend_from_slice(&masked_crc(&len).to_le_bytes());
+        out.extend_from_slice(r);
+        out.extend_from_slice(&masked_crc(r).to_le_bytes());
+    }
+    out
+}
+
+fn tar(members: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, data) in members {
+        let mut h = [0u8; 512];
+        h[..name.len()].copy_from_slice(name.as_bytes());
+        h[100..107].copy_from_slice(b"0000644");
+        h[108..115].copy_from_slice(b"0000000");
+        h[116..123].copy_from_slice(b"0000000");
+        h[124..135].copy_from_slice(format!("{:011o}", data.len()).as_bytes());
+        h[136..147].copy_from_slice(b"00000000000");
+        h[156] = b'0';
+        h[257..263].copy_from_slice(b"ustar\0");
+        h[263..265].copy_from_slice(b"00");
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+        h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+        out.extend_from_slice(&h);
+        out.extend_from_slice(data);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+    }
+    out.resize(out.len() + 1024, 0);
+    out
+}
+
+/// One sample: its image, label and mask.
+struct Item {
+    image: Vec<u8>,
+    label: u32,
+    mask: Option<Vec<u8>>,
+}
+
+/// `n` samples; every one with a mask when `masks` (a pipeline pairs masks for all or
+/// none).
+fn items(n: usize, seed: u64, masks: bool) -> Vec<Item> {
+    let mut rng = TestRng(seed);
+    (0..n)
+        .map(|i| {
+            let (w, h) = (16 + rng.below(24) as u32, 16 + rng.below(24) as u32);
+            let rgb = common::random_rgb(&mut rng, w, h);
+            let mask = masks.then(|| {
+                let ids: Vec<u16> = (0..w * h).map(|p| ((p / 7) % 3) as u16).collect();
+                common::png_labels(w, h, &ids, false)
+            });
+            Item {
+                image: common::png_rgb(w, h, &rgb),
+                label: (i % 5) as u32,
+                mask,
+            }
+        })
+        .collect()
+}
+
+fn records(items: &[Item]) -> Vec<Vec<u8>> {
+    items
+        .iter()
+        .map(|it| {
+            let mut bytes: Vec<(&str, &[u8])> = vec![("image/encoded", &it.image)];
+            if let Some(m) = &it.mask {
+                bytes.push(("image/segmentation/class/encoded", m));
+            }
+            example(&bytes, &[("image/class/label", i64::from(it.label))])
+        })
+        .collect()
+}
+
+fn tar_members(items: &[Item], first: usize) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (i, it) in items.iter().enumerate() {
+        let key = format!("s{:05}", first + i);
+        // A JPEG-named member is what WebDataset writers produce for photos; the bytes
+        // here are PNG (the decoder goes by content), and a PNG beside it is the mask.
+        out.push((format!("{key}.jpg"), it.image.clone()));
+        out.push((format!("{key}.cls"), it.label.to_string().into_bytes()));
+        if let Some(m) = &it.mask {
+            out.push((format!("{key}.png"), m.clone()));
+        }
+    }
+    out
+}
+
+/// Delivers every sample of `subset` once through a CPU pipeline; returns, by id, the
+/// label, and the reported errors.
+fn deliver(subset: stoker::Subset) -> (BTreeMap<u64, i64>, Vec<stoker::SampleError>) {
+    let pipe = Pipeline::builder(subset)
+        .backend(BackendKind::Cpu)
+        .augment(Augment::new().resize(8, 8).dtype(DType::U8))
+        .batch_size(3)
+        .on_error(OnError::Skip)
+        .build()
+        .expect("pipeline");
+    let mut seen = BTreeMap::new();
+    let mut errors = Vec::new();
+    for b in pipe.epoch(0).expect("epoch") {
+        let b = b.expect("batch");
+        for (id, label) in b.ids().iter().zip(b.labels()) {
+            assert!(
+                seen.insert(*id, *label).is_none(),
+                "{id:016x} delivered twice"
+            );
+        }
+        errors.extend(b.errors().iter().cloned());
+    }
+    (seen, errors)
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    common::write(dir, name, bytes)
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests.
+
+#[test]
+fn tfrecord_shards_list_read_and_deliver_every_record_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all = items(11, 1, true);
+    let (a, b) = all.split_at(6);
+    write(dir.path(), "train-0.tfrecord", &tfrecord(&records(a)));
+    write(dir.path(), "train-1.tfrecord", &tfrecord(&records(b)));
+    let data = Dataset::tfrecord(&[dir.path().to_path_buf()]).expect("listing");
+    assert_eq!(data.len(), 11);
+    assert!(index_path(&dir.path().join("train-0.tfrecord")).is_file());
+    // Stable ids: the same listing again (from the sidecar index) gives the same samples.
+    let again = Dataset::tfrecord(&[
+        dir.path().join("train-1.tfrecord"),
+        dir.path().join("train-0.tfrecord"),
+    ])
+    .expect("listing from the index");
+    assert_eq!(
+        data.samples()
+            .iter()
+            .map(|s| (s.id, s.label))
+            .collect::<Vec<_>>(),
+        again
+            .samples()
+            .iter()
+            .map(|s| (s.id, s.label))
+            .collect::<Vec<_>>()
+    );
+    for (s, it) in data.samples().iter().zip(&all) {
+        assert_eq!(s.label, Some(it.label), "{}", s.path);
+        assert_eq!(s.mask.is_some(), it.mask.is_some(), "{}", s.path);
+    }
+    // Every record's image and mask bytes read back as written.
+    for (s, it) in data.samples().iter().zip(&all) {
+        let stoker::source::Location::Record(f) = &s.location else {
+            panic!("{}: not a record", s.path);
+        };
+        let mut buf = Vec::new();
+        stoker::source::shards::read_field(f, u64::MAX, &mut buf).expect("reads");
+        assert_eq!(buf, it.image, "{}", s.path);
+    }
+    let (seen, errors) = deliver(data.all());
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(seen.len(), 11);
+}
+
+#[test]
+fn damaged_tfrecords_are_reported_with_shard_and_record_and_the_rest_is_delivered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all = items(8, 2, false);
+    let recs = records(&all);
+    let mut shard = tfrecord(&recs);
+    // Record 2: one flipped byte in its data (the data checksum fails).
+    let start2: usize = recs[..2].iter().map(|r| r.len() + 16).sum();
+    shard[start2 + 12 + 20] ^= 0x40;
+    // Record 5: a damaged length (the length checksum fails); indexing resumes after it.
+    let start5: usize = recs[..5].iter().map(|r| r.len() + 16).sum();
+    shard[start5] ^= 0x01;
+    // The shard cut short inside its last record.
+    let cut = shard.len() - 9;
+    shard.truncate(cut);
+    write(dir.path(), "bad.tfrecord", &shard);
+    let data = Dataset::tfrecord(&[dir.path().join("bad.tfrecord")]).expect("listing");
+    let (seen, errors) = deliver(data.all());
+    let bad: Vec<(String, SampleErrorKind)> =
+        errors.iter().map(|e| (e.path.clone(), e.kind)).collect();
+    println!("{errors:#?}");
+    for e in &errors {
+        assert_eq!(e.kind, SampleErrorKind::Corrupt, "{e}");
+        assert!(e.reason.contains("bad.tfrecord record"), "{e}");
+    }
+    assert!(
+        bad.iter().any(|(p, _)| p == "bad.tfrecord/00000002"),
+        "{bad:?}"
+    );
+    assert!(errors.iter().any(|e| e.reason.contains("checksum")));
+    assert!(errors.iter().any(|e| e.reason.contains("cut short")));
+    // Records 0, 1, 3, 4 and 6 are intact and delivered; 2, 5 and 7 are reported.
+    assert_eq!(seen.len(), 5, "{seen:?}");
+    assert_eq!(
+        seen.len() + errors.len(),
+        data_len(&dir.path().join("bad.tfrecord"))
+    );
+}
+
+fn data_len(shard: &Path) -> usize {
+    Dataset::tfrecord(&[shard.to_path_buf()])
+        .expect("listing")
+        .len()
+}
+
+#[test]
+fn a_changed_shard_is_indexed_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all = items(4, 3, false);
+    let p = write(dir.path(), "s.tfrecord", &tfrecord(&records(&all[..2])));
+    assert_eq!(
+        Dataset::tfrecord(std::slice::from_ref(&p))
+            .expect("listing")
+            .len(),
+        2
+    );
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(dir.path(), "s.tfrecord", &tfrecord(&records(&all)));
+    assert_eq!(
+        Dataset::tfrecord(std::slice::from_ref(&p))
+            .expect("listing")
+            .len(),
+        4
+    );
+    // A garbled sidecar is ignored and rebuilt.
+    std::fs::write(index_path(&p), b"{not json").expect("write");
+    assert_eq!(Dataset::tfrecord(&[p]).expect("listing").len(), 4);
+}
+
+#[test]
+fn tar_shards_group_members_by_key_with_labels_and_masks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all = items(9, 4, true);
+    let (a, b) = all.split_at(5);
+    write(dir.path(), "train-000000.tar", &tar(&tar_members(a, 0)));
+    write(dir.path(), "train-000001.tar", &tar(&tar_members(b, 5)));
+    let data = Dataset::tar(&[dir.path().to_path_buf()]).expect("listing");
+    assert_eq!(data.len(), 9);
+    for (s, it) in data.samples().iter().zip(&all) {
+        assert_eq!(s.label, Some(it.label), "{}", s.path);
+        assert_eq!(s.mask.is_some(), it.mask.is_some(), "{}", s.path);
+        let stoker::source::Location::Range { path, offset, len } = &s.location else {
+            panic!("{}: not a range", s.path);
+        };
+        let mut buf = Vec::new();
+        stoker::source::shards::read_range(path, *offset, *len, u64::MAX, &mut buf).expect("reads");
+        assert_eq!(buf, it.image, "{}", s.path);
+    }
+    assert_eq!(data.samples()[0].path, "train-000000.tar/s00000");
+    let (seen, errors) = deliver(data.all());
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(seen.len(), 9);
+}
+
+#[test]
+fn a_truncated_tar_reports_the_cut_member_and_delivers_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all = items(4, 5, false);
+    let mut bytes = tar(&tar_members(&all, 0));
+    // Cut inside the last sample's image member (before its label and mask).
+    let members = tar_members(&all, 0);
+    let mut at = 0;
+    for (name, data) in &members {
+        if name == "s00003.jpg" {
+            at += 512 + data.len() / 2;
+            break;
+        }
+        at += 512 + data.len().div_ceil(512) * 512;
+    }
+    bytes.truncate(at);
+    write(dir.path(), "cut.tar", &bytes);
+    let data = Dataset::tar(&[dir.path().join("cut.tar")]).expect("listing");
+    assert_eq!(data.len(), 4);
+    let (seen, errors) = deliver(data.all());
+    assert_eq!(seen.len(), 3);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "cut.tar/s00003");
+    assert!(errors[0].reason.contains("cut short"), "{}", errors[0]);
+}
+
+#[test]
+fn splits_and_shards_of_shard_datasets_are_fixed_and_disjoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all = items(20, 6, false);
+    write(dir.path(), "a.tfrecord", &tfrecord(&records(&all)));
+    let split = |seed| {
+        Dataset::tfrecord(&[dir.path().to_path_buf()])
+            .expect("listing")
+            .split(stoker::SplitSpec::fraction(0.25).seed(seed))
+            .expect("split")
+    };
+    let (s1, s2) = (split(7), split(7));
+    let ids = |s: &stoker::Subset| s.samples().iter().map(|x| x.id).collect::<Vec<_>>();
+    assert_eq!(ids(&s1.train()), ids(&s2.train()));
+    assert_eq!(ids(&s1.val()), ids(&s2.val()));
+    let train: std::collections::BTreeSet<u64> = ids(&s1.train()).into_iter().collect();
+    assert!(ids(&s1.val()).iter().all(|id| !train.contains(id)));
+    assert_eq!(train.len() + s1.val().len(), 20);
+}
+
+// ---------------------------------------------------------------------------------------
+// Shards written by the real tools (tests/data/shards, see its README.md).
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex(&sha2::Sha256::digest(bytes))
+}
+
+#[test]
+fn shards_written_by_tensorflow_and_webdataset_read_as_they_wrote_them() {
+    let root = common::data_dir().join("shards");
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("expected.json")).expect("expected.json"))
+            .expect("json");
+    // Copies, so the sidecar indexes go to a scratch folder, not into the repository.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for sub in ["tfrecord", "tar"] {
+        for e in std::fs::read_dir(root.join(sub))
+            .expect("fixtures")
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().to_string();
+            if !name.ends_with(".stoker-index") {
+                std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+                std::fs::copy(e.path(), dir.path().join(sub).join(&name)).expect("copy");
+            }
+        }
+    }
+    let tf = Dataset::tfrecord(&[dir.path().join("tfrecord")]).expect("tfrecord listing");
+    let wds = Dataset::tar(&[dir.path().join("tar")]).expect("tar listing");
+    let mut checked = 0;
+    for shard in expected["shards"].as_array().expect("shards") {
+        let path = shard["path"].as_str().expect("path");
+        let file = path.rsplit('/').next().expect("file name");
+        let data = if path.starts_with("tfrecord/") {
+            &tf
+        } else {
+            &wds
+        };
+        let samples: Vec<&stoker::Sample> = data
+            .samples()
+            .iter()
+            .filter(|s| s.path.starts_with(&format!("{file}/")))
+            .collect();
+        let want = shard["samples"].as_array().expect("samples");
+        assert_eq!(samples.len(), want.len(), "{path}");
+        for (s, w) in samples.iter().zip(want) {
+            assert_eq!(
+                s.label.map(i64::from),
+                w["label"].as_i64(),
+                "{path}: {}",
+                s.path
+            );
+            let read = |loc: &stoker::source::Location| {
+                let mut buf = Vec::new();
+                match loc {
+                    stoker::source::Location::Record(f) => {
+                        stoker::source::shards::read_field(f, u64::MAX, &mut buf)
+                    }
+                    stoker::source::Location::Range { path, offset, len } => {
+                        stoker::source::shards::read_range(path, *offset, *len, u64::MAX, &mut buf)
+                    }
+                    other => panic!("{other:?}"),
+                }
+                .expect("reads");
+                buf
+            };
+            assert_eq!(
+                sha256(&read(&s.location)),
+                w["image_sha256"].as_str().expect("hash"),
+                "{path}: {}",
+                s.path
+            );
+            let mask = s.mask.as_ref().map(|m| sha256(&read(m)));
+            assert_eq!(
+                mask.as_deref(),
+                w["mask_sha256"].as_str(),
+                "{path}: {}",
+                s.path
+            );
+            if let Some(key) = w["key"].as_str().filter(|_| path.starts_with("tar/")) {
+                assert_eq!(s.path, format!("{file}/{key}"));
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 18, "9 samples in each format");
+    // And every image decodes through a pipeline (read without the masks, which only
+    // some records have).
+    let keys = stoker::source::shards::ExampleKeys {
+        mask: "no/such/feature".into(),
+        ..Default::default()
+    };
+    let (seen, errors) = deliver(
+        Dataset::tfrecord_with_keys(&[dir.path().join("tfrecord")], &keys)
+            .expect("listing")
+            .all(),
+    );
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(seen.len(), 9);
+}
