@@ -324,7 +324,8 @@ def check_tfrecord(path: Path) -> list[dict]:
 
     spec = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
-        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+        # Unlabelled datasets (a flat folder) have no label feature.
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
         "image/format": tf.io.FixedLenFeature([], tf.string, default_value=b""),
         "image/filename": tf.io.FixedLenFeature([], tf.string, default_value=b""),
         MASK_KEY: tf.io.FixedLenFeature([], tf.string, default_value=b""),
@@ -343,7 +344,8 @@ def check_tfrecord(path: Path) -> list[dict]:
             {
                 "record": j,
                 "key": ex["image/filename"].numpy().decode() or None,
-                "label": int(ex["image/class/label"].numpy()),
+                "label": (int(ex["image/class/label"].numpy())
+                          if int(ex["image/class/label"].numpy()) >= 0 else None),
                 "image_sha256": sha256(img),
                 "mask_sha256": sha256(mask),
             }
@@ -357,10 +359,16 @@ def check_tar(path: Path) -> list[dict]:
     ds = wds.WebDataset(str(path), shardshuffle=False, empty_check=False)
     out = []
     for j, s in enumerate(ds):
-        if "cls" not in s or not any(k in s for k in ("jpg", "jpeg")):
-            raise ValueError(f"sample {j} ({s.get('__key__')}): keys {sorted(s)}")
-        img = s.get("jpg", s.get("jpeg"))
-        mask = s.get("png")
+        # The image: jpg/jpeg, else png; the mask: mask.png or seg.png, else a png beside
+        # a JPEG (the layout the fixtures use). `cls` is absent for unlabelled datasets.
+        jpeg = s.get("jpg", s.get("jpeg"))
+        named_mask = s.get("mask.png", s.get("seg.png"))
+        if jpeg is not None:
+            img, mask = jpeg, named_mask if named_mask is not None else s.get("png")
+        elif "png" in s:
+            img, mask = s["png"], named_mask
+        else:
+            raise ValueError(f"sample {j} ({s.get('__key__')}): no image in keys {sorted(s)}")
         with Image.open(io.BytesIO(img)) as im:
             im.load()
             size = im.size
@@ -373,7 +381,7 @@ def check_tar(path: Path) -> list[dict]:
             {
                 "record": j,
                 "key": s["__key__"],
-                "label": int(s["cls"].decode().strip()),
+                "label": int(s["cls"].decode().strip()) if "cls" in s else None,
                 "image_sha256": sha256(img),
                 "mask_sha256": sha256(mask),
             }

@@ -209,3 +209,40 @@ fn the_wgpu_backend_runs_from_the_command_line() {
         "the device decode differs from the CPU's"
     );
 }
+
+#[test]
+fn convert_writes_shards_that_inspect_and_bench_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let samples = common::data_dir().join("samples");
+    let samples = samples.to_str().expect("utf-8 path");
+    for (to, ext) in [("tfrecord", "tfrecord"), ("tar", "tar")] {
+        let out = dir.path().join(to);
+        let out_s = out.to_str().expect("utf-8 path");
+        let o = stoker(&[
+            "convert",
+            samples,
+            "--to",
+            to,
+            "--shard-size",
+            "300KiB",
+            "--out",
+            out_s,
+        ]);
+        has(
+            &o,
+            &["out", "format", "samples", "bytes", "shards", "errors"],
+        );
+        assert_eq!(o["samples"], 6);
+        let shards = o["shards"].as_array().expect("shards");
+        assert!(shards.len() >= 2, "{o}");
+        assert!(shards
+            .iter()
+            .all(|s| s.as_str().is_some_and(|s| s.ends_with(ext))));
+        let i = stoker(&["inspect", out_s]);
+        assert_eq!(i["samples"], 6, "{i}");
+        let b = stoker(&[
+            "bench", "pipeline", "--images", out_s, "--size", "32", "--batch", "4", "--epochs", "1",
+        ]);
+        assert_eq!(b["results"][0]["delivered"], 6, "{b}");
+    }
+}

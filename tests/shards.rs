@@ -421,20 +421,7 @@ fn shards_written_by_tensorflow_and_webdataset_read_as_they_wrote_them() {
                 "{path}: {}",
                 s.path
             );
-            let read = |loc: &stoker::source::Location| {
-                let mut buf = Vec::new();
-                match loc {
-                    stoker::source::Location::Record(f) => {
-                        stoker::source::shards::read_field(f, u64::MAX, &mut buf)
-                    }
-                    stoker::source::Location::Range { path, offset, len } => {
-                        stoker::source::shards::read_range(path, *offset, *len, u64::MAX, &mut buf)
-                    }
-                    other => panic!("{other:?}"),
-                }
-                .expect("reads");
-                buf
-            };
+            let read = |loc: &stoker::source::Location| loc.read(u64::MAX).expect("reads");
             assert_eq!(
                 sha256(&read(&s.location)),
                 w["image_sha256"].as_str().expect("hash"),
@@ -468,4 +455,46 @@ fn shards_written_by_tensorflow_and_webdataset_read_as_they_wrote_them() {
     );
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(seen.len(), 9);
+}
+
+// ---------------------------------------------------------------------------------------
+// Conversion.
+
+#[test]
+fn a_folder_converted_to_shards_reads_back_with_the_same_images_labels_and_masks() {
+    use stoker::source::shards::{ShardFormat, ShardWriter};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all = items(13, 7, true);
+    for format in [ShardFormat::TfRecord, ShardFormat::Tar] {
+        let out = dir.path().join(format!("{format:?}"));
+        let mut w = ShardWriter::new(format, &out, "train", 4000).expect("writer");
+        for (i, it) in all.iter().enumerate() {
+            w.add(
+                &format!("class{}/img{i:03}.png", it.label),
+                &it.image,
+                Some(it.label),
+                it.mask.as_deref(),
+            )
+            .expect("add");
+        }
+        let shards = w.finish().expect("finish");
+        assert!(shards.len() > 2, "{format:?}: {} shards", shards.len());
+        let data = match format {
+            ShardFormat::TfRecord => Dataset::tfrecord(std::slice::from_ref(&out)),
+            ShardFormat::Tar => Dataset::tar(std::slice::from_ref(&out)),
+        }
+        .expect("listing");
+        assert_eq!(data.len(), all.len(), "{format:?}");
+        // Shard and record order is the order written.
+        for (s, it) in data.samples().iter().zip(&all) {
+            assert_eq!(s.label, Some(it.label), "{format:?} {}", s.path);
+            let read = |loc: &stoker::source::Location| loc.read(u64::MAX).expect("reads");
+            assert_eq!(read(&s.location), it.image, "{format:?} {}", s.path);
+            let mask = s.mask.as_ref().map(read);
+            assert_eq!(mask.as_deref(), it.mask.as_deref(), "{format:?} {}", s.path);
+        }
+        let (seen, errors) = deliver(data.all());
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(seen.len(), all.len());
+    }
 }

@@ -48,6 +48,40 @@ pub enum Location {
     },
 }
 
+impl Location {
+    /// Reads the bytes, refusing more than `max_bytes`; the error says why, and where.
+    pub fn read(&self, max_bytes: u64) -> std::result::Result<Vec<u8>, String> {
+        let too_big = |n: u64| format!("{n} bytes exceed the limit of {max_bytes}");
+        match self {
+            Location::Memory(b) => {
+                if b.len() as u64 > max_bytes {
+                    return Err(too_big(b.len() as u64));
+                }
+                Ok(b.to_vec())
+            }
+            Location::File(p) => {
+                let len = std::fs::metadata(p)
+                    .map_err(|e| format!("{}: {e}", p.display()))?
+                    .len();
+                if len > max_bytes {
+                    return Err(too_big(len));
+                }
+                std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))
+            }
+            Location::Record(field) => {
+                let mut buf = Vec::new();
+                shards::read_field(field, max_bytes, &mut buf)?;
+                Ok(buf)
+            }
+            Location::Range { path, offset, len } => {
+                let mut buf = Vec::new();
+                shards::read_range(path, *offset, *len, max_bytes, &mut buf)?;
+                Ok(buf)
+            }
+        }
+    }
+}
+
 /// One sample: an image, its optional class label and label mask, and a stable id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sample {

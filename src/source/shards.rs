@@ -513,8 +513,9 @@ fn tar_octal(field: &[u8]) -> Option<u64> {
 type Member = (String, u64, u64);
 
 /// Indexes a WebDataset tar shard: members grouped by key (the member name up to the
-/// first dot of its file name): the image (`jpg`, `jpeg`, `png`, `webp`, `bmp`; with both
-/// a JPEG and a PNG, the PNG is the label mask), the label (`cls`, a decimal integer).
+/// first dot of its file name): the image (`jpg`, `jpeg`, `png`, `webp`, `bmp`), the label
+/// mask (`mask.png` or `seg.png`; or `png` beside a JPEG), the label (`cls`, a decimal
+/// integer).
 fn index_tar(shard: &Path, size: u64) -> Result<Vec<Entry>> {
     let f = File::open(shard).map_err(|e| Error::io(shard, e))?;
     let mut r = BufReader::with_capacity(1 << 20, f);
@@ -616,10 +617,11 @@ fn index_tar(shard: &Path, size: u64) -> Result<Vec<Entry>> {
         };
         let jpeg = find(&["jpg", "jpeg"]);
         let png = find(&["png"]);
+        let named_mask = find(&["mask.png", "seg.png"]);
         let (image, mask) = match (jpeg, png) {
-            (Some(j), p) => (Some(j), p),
-            (None, Some(p)) => (Some(p), None),
-            (None, None) => (find(&["webp", "bmp"]), None),
+            (Some(j), p) => (Some(j), named_mask.or(p)),
+            (None, Some(p)) => (Some(p), named_mask),
+            (None, None) => (find(&["webp", "bmp"]), named_mask),
         };
         let Some((offset, len)) = image else {
             log::warn!("{}: sample {key:?} has no image member", shard.display());
@@ -644,6 +646,222 @@ fn index_tar(shard: &Path, size: u64) -> Result<Vec<Entry>> {
         });
     }
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing shards (`stoker convert`).
+
+/// The shard formats [`ShardWriter`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardFormat {
+    /// TFRecord files of `tf.train.Example` records.
+    TfRecord,
+    /// WebDataset tar files.
+    Tar,
+}
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn delimited(num: u64, body: &[u8], out: &mut Vec<u8>) {
+    varint(num << 3 | 2, out);
+    varint(body.len() as u64, out);
+    out.extend_from_slice(body);
+}
+
+/// Encodes a `tf.train.Example` with bytes features and int64 features.
+pub fn encode_example(bytes: &[(&str, &[u8])], ints: &[(&str, i64)]) -> Vec<u8> {
+    let mut features = Vec::new();
+    let mut entry = |key: &str, feature: Vec<u8>| {
+        let mut e = Vec::new();
+        delimited(1, key.as_bytes(), &mut e);
+        delimited(2, &feature, &mut e);
+        delimited(1, &e, &mut features);
+    };
+    for (k, v) in bytes {
+        let (mut list, mut feature) = (Vec::new(), Vec::new());
+        delimited(1, v, &mut list);
+        delimited(1, &list, &mut feature);
+        entry(k, feature);
+    }
+    for (k, v) in ints {
+        let (mut packed, mut list, mut feature) = (Vec::new(), Vec::new(), Vec::new());
+        varint(*v as u64, &mut packed);
+        delimited(1, &packed, &mut list);
+        delimited(3, &list, &mut feature);
+        entry(k, feature);
+    }
+    let mut out = Vec::new();
+    delimited(1, &features, &mut out);
+    out
+}
+
+/// Appends one TFRecord record (length, its masked CRC, data, its masked CRC).
+pub fn frame_record(data: &[u8], out: &mut Vec<u8>) {
+    let len = (data.len() as u64).to_le_bytes();
+    out.extend_from_slice(&len);
+    out.extend_from_slice(&masked_crc(&len).to_le_bytes());
+    out.extend_from_slice(data);
+    out.extend_from_slice(&masked_crc(data).to_le_bytes());
+}
+
+/// Appends one ustar member (a regular file) to a tar stream.
+fn tar_member(name: &str, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    if name.len() > 100 {
+        return Err(Error::Source(format!("tar member name too long: {name:?}")));
+    }
+    let mut h = [0u8; 512];
+    h[..name.len()].copy_from_slice(name.as_bytes());
+    h[100..107].copy_from_slice(b"0000644");
+    h[108..115].copy_from_slice(b"0000000");
+    h[116..123].copy_from_slice(b"0000000");
+    h[124..135].copy_from_slice(format!("{:011o}", data.len()).as_bytes());
+    h[136..147].copy_from_slice(b"00000000000");
+    h[148..156].copy_from_slice(b"        ");
+    h[156] = b'0';
+    h[257..263].copy_from_slice(b"ustar\0");
+    h[263..265].copy_from_slice(b"00");
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
+    out.extend_from_slice(&h);
+    out.extend_from_slice(data);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+    Ok(())
+}
+
+/// The extension of an encoded image, from its magic bytes.
+fn image_ext(bytes: &[u8]) -> &'static str {
+    match bytes {
+        [0xFF, 0xD8, ..] => "jpg",
+        [0x89, b'P', b'N', b'G', ..] => "png",
+        [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => "webp",
+        [b'B', b'M', ..] => "bmp",
+        _ => "bin",
+    }
+}
+
+/// Writes samples into shards of about `shard_bytes` each (`<prefix>-00000.tfrecord` or
+/// `.tar` in `dir`), each indexed when it is closed. Samples keep their order.
+#[derive(Debug)]
+pub struct ShardWriter {
+    format: ShardFormat,
+    dir: PathBuf,
+    prefix: String,
+    shard_bytes: u64,
+    buf: Vec<u8>,
+    in_shard: usize,
+    written: Vec<PathBuf>,
+    keys: ExampleKeys,
+}
+
+impl ShardWriter {
+    /// A writer into `dir` (created if missing).
+    pub fn new(format: ShardFormat, dir: &Path, prefix: &str, shard_bytes: u64) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        Ok(ShardWriter {
+            format,
+            dir: dir.to_path_buf(),
+            prefix: prefix.into(),
+            shard_bytes: shard_bytes.max(1),
+            buf: Vec::new(),
+            in_shard: 0,
+            written: Vec::new(),
+            keys: ExampleKeys::default(),
+        })
+    }
+
+    /// Adds a sample: its encoded image, label, mask, and a name (kept as
+    /// `image/filename`, and as the tar key's suffix).
+    pub fn add(
+        &mut self,
+        name: &str,
+        image: &[u8],
+        label: Option<u32>,
+        mask: Option<&[u8]>,
+    ) -> Result<()> {
+        match self.format {
+            ShardFormat::TfRecord => {
+                let mut bytes: Vec<(&str, &[u8])> = vec![
+                    (&self.keys.image, image),
+                    ("image/filename", name.as_bytes()),
+                    ("image/format", image_ext(image).as_bytes()),
+                ];
+                if let Some(m) = mask {
+                    bytes.push((&self.keys.mask, m));
+                }
+                let ints: Vec<(&str, i64)> = label
+                    .map(|l| vec![(self.keys.label.as_str(), i64::from(l))])
+                    .unwrap_or_default();
+                frame_record(&encode_example(&bytes, &ints), &mut self.buf);
+            }
+            ShardFormat::Tar => {
+                // WebDataset keys hold no dots (the first dot starts the extension).
+                let stem: String = name
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .take(60)
+                    .collect();
+                let key = format!("{:06}_{stem}", self.in_shard);
+                tar_member(&format!("{key}.{}", image_ext(image)), image, &mut self.buf)?;
+                if let Some(l) = label {
+                    tar_member(
+                        &format!("{key}.cls"),
+                        l.to_string().as_bytes(),
+                        &mut self.buf,
+                    )?;
+                }
+                if let Some(m) = mask {
+                    tar_member(&format!("{key}.mask.png"), m, &mut self.buf)?;
+                }
+            }
+        }
+        self.in_shard += 1;
+        if self.buf.len() as u64 >= self.shard_bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the open shard (and its index), if it holds any sample.
+    fn flush(&mut self) -> Result<()> {
+        if self.in_shard == 0 {
+            return Ok(());
+        }
+        let (ext, kind) = match self.format {
+            ShardFormat::TfRecord => ("tfrecord", "tfrecord"),
+            ShardFormat::Tar => ("tar", "tar"),
+        };
+        if self.format == ShardFormat::Tar {
+            self.buf.resize(self.buf.len() + 1024, 0);
+        }
+        let path = self
+            .dir
+            .join(format!("{}-{:05}.{ext}", self.prefix, self.written.len()));
+        std::fs::write(&path, &self.buf).map_err(|e| Error::io(&path, e))?;
+        let keys = (self.format == ShardFormat::TfRecord).then_some(&self.keys);
+        index(&path, kind, keys)?;
+        self.written.push(path);
+        self.buf.clear();
+        self.in_shard = 0;
+        Ok(())
+    }
+
+    /// Writes the last shard and returns every shard written.
+    pub fn finish(mut self) -> Result<Vec<PathBuf>> {
+        self.flush()?;
+        Ok(std::mem::take(&mut self.written))
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -336,38 +336,7 @@ pub fn open_dataset(path: &Path) -> Res<Dataset> {
 
 /// Reads a sample's bytes, refusing a file over `max_bytes` before reading it.
 pub fn read_location(loc: &Location, max_bytes: u64) -> Result<Vec<u8>, String> {
-    match loc {
-        Location::Record(field) => {
-            let mut buf = Vec::new();
-            stoker::source::shards::read_field(field, max_bytes, &mut buf)?;
-            Ok(buf)
-        }
-        Location::Range { path, offset, len } => {
-            let mut buf = Vec::new();
-            stoker::source::shards::read_range(path, *offset, *len, max_bytes, &mut buf)?;
-            Ok(buf)
-        }
-        Location::Memory(b) => {
-            if b.len() as u64 > max_bytes {
-                return Err(format!(
-                    "file of {} bytes exceeds the limit of {max_bytes}",
-                    b.len()
-                ));
-            }
-            Ok(b.to_vec())
-        }
-        Location::File(p) => {
-            let len = std::fs::metadata(p)
-                .map_err(|e| format!("{}: {e}", p.display()))?
-                .len();
-            if len > max_bytes {
-                return Err(format!(
-                    "file of {len} bytes exceeds the limit of {max_bytes}"
-                ));
-            }
-            std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))
-        }
-    }
+    loc.read(max_bytes)
 }
 
 /// The display path of a sample: the file on disk if it has one, else its relative path.

@@ -7,6 +7,7 @@
 
 mod bench;
 mod common;
+mod convert;
 mod files;
 mod render;
 mod split;
@@ -50,6 +51,8 @@ enum Command {
     Split(split::SplitArgs),
     /// A contact sheet PNG of original and augmented samples, masks overlaid.
     Render(render::RenderArgs),
+    /// Export a folder dataset to TFRecord or WebDataset tar shards with their indexes.
+    Convert(convert::ConvertArgs),
 }
 
 #[derive(Debug, Args)]
@@ -118,6 +121,7 @@ fn run(cli: &Cli) -> Res<Report> {
         Command::Inspect(a) => files::inspect(ctx, a),
         Command::Split(a) => split::split(ctx, a),
         Command::Render(a) => render::render(ctx, a),
+        Command::Convert(a) => convert::run(ctx, a),
     }
 }
 

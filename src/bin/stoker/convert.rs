@@ -1,0 +1,122 @@
+//! `stoker convert`: export a folder dataset (images, labels, masks) to TFRecord or
+//! WebDataset tar shards with their indexes, so a dataset is exported once and trained on
+//! many times.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+use stoker::source::shards::{ShardFormat, ShardWriter};
+
+use crate::common::{self, kv, progress, Ctx, Report, Res};
+
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The dataset: an image folder (class sub-folders or flat) or a file list.
+    dir: PathBuf,
+    /// Label masks paired by file stem from this folder.
+    #[arg(long)]
+    masks: Option<PathBuf>,
+    /// Shard format: tfrecord or tar.
+    #[arg(long, value_parser = parse_format)]
+    to: ShardFormat,
+    /// Bytes per shard (a shard closes once it holds this much), e.g. 256MiB, 1GB.
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+    shard_size: u64,
+    /// Shard file names: PREFIX-00000.tfrecord, ...
+    #[arg(long, default_value = "shard")]
+    prefix: String,
+    /// Where to write the shards.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+fn parse_format(s: &str) -> Result<ShardFormat, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "tfrecord" => Ok(ShardFormat::TfRecord),
+        "tar" | "webdataset" => Ok(ShardFormat::Tar),
+        other => Err(format!(
+            "unknown shard format {other:?} (expected tfrecord or tar)"
+        )),
+    }
+}
+
+/// `256MiB`, `1GB`, `4096`, ...: bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("bad size {s:?}"))?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "kib" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "g" | "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        other => return Err(format!("unknown size unit {other:?} in {s:?}")),
+    };
+    let v = n * mult;
+    if !(1.0..=1e15).contains(&v) {
+        return Err(format!("size {s:?} out of range"));
+    }
+    Ok(v as u64)
+}
+
+pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
+    let mut data = common::open_dataset(&a.dir)?;
+    if let Some(m) = &a.masks {
+        data = data.with_masks(m)?;
+    }
+    let mut w = ShardWriter::new(a.to, &a.out, &a.prefix, a.shard_size)?;
+    let pb = progress(ctx, data.len() as u64, "converting");
+    let (mut written, mut bytes) = (0u64, 0u64);
+    let mut errors = Vec::new();
+    for s in data.samples() {
+        let read = common::read_location(&s.location, u64::MAX).and_then(|img| {
+            let mask = match &s.mask {
+                Some(m) => Some(common::read_location(m, u64::MAX)?),
+                None => None,
+            };
+            Ok((img, mask))
+        });
+        match read {
+            Ok((img, mask)) => {
+                w.add(&s.path, &img, s.label, mask.as_deref())?;
+                written += 1;
+                bytes += (img.len() + mask.as_ref().map_or(0, Vec::len)) as u64;
+            }
+            Err(reason) => {
+                errors.push(json!({"path": common::sample_display(s), "reason": reason}))
+            }
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let shards = w.finish()?;
+    let names: Vec<String> = shards.iter().map(|p| p.display().to_string()).collect();
+    let json = json!({
+        "out": a.out.display().to_string(),
+        "format": match a.to { ShardFormat::TfRecord => "tfrecord", ShardFormat::Tar => "tar" },
+        "samples": written,
+        "bytes": bytes,
+        "shards": names,
+        "errors": errors,
+    });
+    let mut text = kv(&[
+        ("out", a.out.display().to_string()),
+        ("samples", written.to_string()),
+        ("shards", shards.len().to_string()),
+        ("bytes", bytes.to_string()),
+    ]);
+    for e in &errors {
+        text.push_str(&format!("unreadable: {e}\n"));
+    }
+    let code = u8::from(!errors.is_empty());
+    let mut r = Report::ok(json, text);
+    r.code = code;
+    Ok(r)
+}
