@@ -498,3 +498,38 @@ fn a_folder_converted_to_shards_reads_back_with_the_same_images_labels_and_masks
         assert_eq!(seen.len(), all.len());
     }
 }
+
+#[test]
+fn data_parallel_ranks_split_shard_datasets_disjointly_and_completely() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all = items(17, 8, false);
+    write(dir.path(), "a.tfrecord", &tfrecord(&records(&all[..9])));
+    write(dir.path(), "b.tfrecord", &tfrecord(&records(&all[9..])));
+    let subset = || {
+        Dataset::tfrecord(&[dir.path().to_path_buf()])
+            .expect("listing")
+            .all()
+    };
+    for epoch in 0..2 {
+        let mut union = std::collections::BTreeSet::new();
+        let mut total = 0;
+        for rank in 0..3 {
+            let pipe = Pipeline::builder(subset())
+                .backend(BackendKind::Cpu)
+                .augment(Augment::new().resize(8, 8).dtype(DType::U8))
+                .batch_size(2)
+                .shard(rank, 3)
+                .build()
+                .expect("pipeline");
+            for b in pipe.epoch(epoch).expect("epoch") {
+                let b = b.expect("batch");
+                total += b.len();
+                union.extend(b.ids().iter().copied());
+            }
+        }
+        // Ranks are padded to equal length, so a sample may appear on two ranks only as
+        // padding; every sample appears somewhere.
+        assert_eq!(union.len(), 17, "epoch {epoch}");
+        assert!((17..17 + 3).contains(&total), "epoch {epoch}: {total}");
+    }
+}

@@ -906,12 +906,40 @@ fn shard_name(shard: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn dataset(root: Option<PathBuf>, samples: Vec<Sample>) -> Result<Dataset> {
-    let max = samples.iter().filter_map(|s| s.label).max();
-    let classes = match max {
+/// The dataset of `shards`: each shard's index (of `kind`, read through `keys` for
+/// TFRecord), each entry a sample at `<shard file name>/<entry name>` whose image and
+/// mask locations `locate` gives (shard, entry index, entry).
+fn dataset(
+    shards: &[PathBuf],
+    kind: &str,
+    keys: Option<&ExampleKeys>,
+    locate: impl Fn(&Path, usize, &Entry) -> (Location, Option<Location>),
+) -> Result<Dataset> {
+    let mut samples = Vec::new();
+    for shard in shards {
+        let ix = index(shard, kind, keys)?;
+        let name = shard_name(shard);
+        for (i, e) in ix.entries.iter().enumerate() {
+            let path = format!("{name}/{}", e.name);
+            let (location, mask) = locate(shard, i, e);
+            samples.push(Sample {
+                id: sample_id(&path),
+                path,
+                location,
+                label: e.label,
+                mask,
+                group: None,
+            });
+        }
+    }
+    let classes = match samples.iter().filter_map(|s| s.label).max() {
         Some(m) => (0..=m).map(|i| i.to_string()).collect(),
         None => Vec::new(),
     };
+    let root = shards
+        .first()
+        .and_then(|s| s.parent())
+        .map(Path::to_path_buf);
     Dataset::from_samples(root, samples, classes)
 }
 
@@ -921,73 +949,32 @@ pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tfrecord", ".tfrecords", ".record"])?;
     let (image, mask): (Arc<str>, Arc<str>) =
         (keys.image.as_str().into(), keys.mask.as_str().into());
-    let mut samples = Vec::new();
-    for shard in &shards {
-        let ix = index(shard, "tfrecord", Some(keys))?;
-        let name = shard_name(shard);
-        for (i, e) in ix.entries.iter().enumerate() {
-            let path = format!("{name}/{}", e.name);
-            let field = |key: &Arc<str>| RecordField {
-                shard: shard.clone(),
+    dataset(&shards, "tfrecord", Some(keys), |shard, i, e| {
+        let field = |key: &Arc<str>| {
+            Location::Record(RecordField {
+                shard: shard.to_path_buf(),
                 offset: e.offset,
                 len: e.len,
                 index: i as u64,
                 key: Arc::clone(key),
-            };
-            samples.push(Sample {
-                id: sample_id(&path),
-                path,
-                location: Location::Record(field(&image)),
-                label: e.label,
-                mask: e.mask.map(|_| Location::Record(field(&mask))),
-                group: None,
-            });
-        }
-    }
-    dataset(
-        shards
-            .first()
-            .and_then(|s| s.parent())
-            .map(Path::to_path_buf),
-        samples,
-    )
+            })
+        };
+        (field(&image), e.mask.map(|_| field(&mask)))
+    })
 }
 
 /// A WebDataset tar dataset: every sample key of the shards (`*.tar` files and folders
-/// of them) is a sample: its image member, its `cls` label, its PNG mask beside a JPEG.
+/// of them) is a sample: its image member, its `cls` label, its mask member.
 pub fn tar(paths: &[PathBuf]) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tar"])?;
-    let mut samples = Vec::new();
-    for shard in &shards {
-        let ix = index(shard, "tar", None)?;
-        let name = shard_name(shard);
-        for e in &ix.entries {
-            let path = format!("{name}/{}", e.name);
-            samples.push(Sample {
-                id: sample_id(&path),
-                path,
-                location: Location::Range {
-                    path: shard.clone(),
-                    offset: e.offset,
-                    len: e.len,
-                },
-                label: e.label,
-                mask: e.mask.map(|(offset, len)| Location::Range {
-                    path: shard.clone(),
-                    offset,
-                    len,
-                }),
-                group: None,
-            });
-        }
-    }
-    dataset(
-        shards
-            .first()
-            .and_then(|s| s.parent())
-            .map(Path::to_path_buf),
-        samples,
-    )
+    dataset(&shards, "tar", None, |shard, _, e| {
+        let range = |offset, len| Location::Range {
+            path: shard.to_path_buf(),
+            offset,
+            len,
+        };
+        (range(e.offset, e.len), e.mask.map(|(o, l)| range(o, l)))
+    })
 }
 
 #[cfg(test)]
