@@ -28,12 +28,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use common::cases::{random_augment, random_mask, random_sample, Sample, MEAN, STD};
+use common::cases::{
+    check_batch, random_augment, random_mask, random_sample, Sample, Worst, MEAN, STD,
+};
 use common::TestRng;
-use half::f16;
-use stoker::augment::plan::NORMALIZE;
-use stoker::augment::reference::{execute_image, execute_mask, needed_window, Scratch};
-use stoker::augment::SamplePlan;
+use stoker::augment::reference::{execute_image, needed_window, Scratch};
 use stoker::backend::device::launch::{grid, Binding, Buffer, Kernel, Launch, Step, PARAM_WORDS};
 use stoker::backend::device::orient::{self, OrientJob};
 use stoker::backend::device::{
@@ -1011,14 +1010,6 @@ fn run_augment(
     }
 }
 
-/// Worst difference seen, in 0-255 levels.
-#[derive(Default, Debug)]
-struct Worst {
-    levels: f64,
-    elements: usize,
-    off: usize,
-}
-
 impl Worst {
     /// Prints the worst difference, and checks that differing elements stay rare: the
     /// kernels do the reference's f32 operations in its order, so a difference is a
@@ -1035,114 +1026,6 @@ impl Worst {
             self.off,
             self.elements
         );
-    }
-}
-
-/// Compares one slot with the reference: u8 within one level, f16 and f32 within one
-/// level after normalisation (plus the f16 rounding step).
-fn compare(plan: &SamplePlan, got: &[u8], cpu: &[u8], what: &str, worst: &mut Worst) {
-    assert_eq!(got.len(), cpu.len());
-    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
-    let channel = |i: usize| match plan.layout() {
-        Layout::Nchw => i / (w * h),
-        Layout::Nhwc => i % 3,
-    };
-    let level = |c: usize| {
-        if plan.has(NORMALIZE) {
-            1.0 / 255.0 / f64::from(plan.std[c])
-        } else {
-            1.0 / 255.0
-        }
-    };
-    let mut check = |i: usize, g: f64, c: f64, step: f64| {
-        let lv = level(channel(i));
-        let d = (g - c).abs();
-        let levels = if plan.dtype() == DType::U8 { d } else { d / lv };
-        worst.elements += 1;
-        if d > 0.0 {
-            worst.off += 1;
-        }
-        worst.levels = worst.levels.max(levels);
-        let tol = if plan.dtype() == DType::U8 {
-            1.0
-        } else {
-            lv * 1.0001 + step
-        };
-        assert!(
-            d <= tol,
-            "{what}: element {i} (channel {}): kernel {g} cpu {c} ({levels:.3} levels); plan {plan:?}",
-            channel(i)
-        );
-    };
-    match plan.dtype() {
-        DType::U8 => {
-            for (i, (g, c)) in got.iter().zip(cpu).enumerate() {
-                check(i, f64::from(*g), f64::from(*c), 0.0);
-            }
-        }
-        DType::F16 => {
-            for (i, (g, c)) in got.chunks_exact(2).zip(cpu.chunks_exact(2)).enumerate() {
-                let g = f16::from_le_bytes([g[0], g[1]]).to_f64();
-                let c = f16::from_le_bytes([c[0], c[1]]).to_f64();
-                let step = (c.abs().max(6.1e-5)).log2().floor().exp2() / 1024.0;
-                check(i, g, c, step);
-            }
-        }
-        DType::F32 => {
-            for (i, (g, c)) in got.chunks_exact(4).zip(cpu.chunks_exact(4)).enumerate() {
-                let g = f64::from(f32::from_le_bytes([g[0], g[1], g[2], g[3]]));
-                let c = f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-                check(i, g, c, 1e-6 * (1.0 + c.abs()));
-            }
-        }
-    }
-}
-
-/// Checks a batch's images (and masks) against the reference, slot by slot, and that the
-/// padding after the last slot is zero.
-fn check_batch(samples: &[Sample], out: &AugmentOut, worst: &mut Worst, what: &str) {
-    let mut scratch = Scratch::default();
-    let ib = samples[0].plan.image_bytes();
-    for (i, s) in samples.iter().enumerate() {
-        let mut cpu = vec![0u8; ib];
-        execute_image(&s.plan, &s.image, &mut cpu, &mut scratch);
-        compare(
-            &s.plan,
-            &out.images[i * ib..(i + 1) * ib],
-            &cpu,
-            &format!("{what} sample {i}"),
-            worst,
-        );
-    }
-    let tail = &out.images[samples.len() * ib..];
-    assert!(tail.iter().all(|&b| b == 0), "{what}: padding {tail:?}");
-    if let Some(masks) = &out.masks {
-        let npx = (samples[0].plan.out_width * samples[0].plan.out_height) as usize;
-        let ids: Vec<u16> = masks
-            .chunks_exact(2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .collect();
-        for (i, s) in samples.iter().enumerate() {
-            let got = &ids[i * npx..(i + 1) * npx];
-            match &s.mask {
-                Some(m) => {
-                    let mut cpu = vec![0u16; npx];
-                    execute_mask(&s.plan, m, &mut cpu);
-                    assert_eq!(
-                        got,
-                        &cpu[..],
-                        "{what}: mask of sample {i}, plan {:?}",
-                        s.plan
-                    );
-                    assert!(got.iter().all(|v| m.data.contains(v)));
-                }
-                None => assert!(
-                    got.iter().all(|&v| v == 0),
-                    "{what}: sample {i} has no mask"
-                ),
-            }
-        }
-        assert!(ids[samples.len() * npx..].iter().all(|&v| v == 0));
     }
 }
 
@@ -1168,7 +1051,8 @@ fn augment_matches_the_reference_for_every_dtype_and_layout() {
                 let out = run_augment(emu, &samples, false, 1 << 31, &mut rng);
                 check_batch(
                     &samples,
-                    &out,
+                    &out.images,
+                    out.masks.as_deref(),
                     &mut worst,
                     &format!("{dtype:?} {layout:?} batch {batch}"),
                 );
@@ -1201,7 +1085,13 @@ fn every_jitter_order_matches_the_reference() {
         samples.iter().map(|s| s.plan.jitter_order).collect();
     assert!(orders.len() >= 8, "only {} orders", orders.len());
     let out = run_augment(emu, &samples, false, 1 << 31, &mut rng);
-    check_batch(&samples, &out, &mut worst, "jitter");
+    check_batch(
+        &samples,
+        &out.images,
+        out.masks.as_deref(),
+        &mut worst,
+        "jitter",
+    );
     worst.report("jitter u8");
 }
 
@@ -1224,7 +1114,13 @@ fn large_outputs_take_the_wide_contrast_sum() {
         .map(|id| random_sample(&mut rng, &aug, 3000 + id, false))
         .collect();
     let out = run_augment(emu, &samples, false, 1 << 31, &mut rng);
-    check_batch(&samples, &out, &mut worst, "large");
+    check_batch(
+        &samples,
+        &out.images,
+        out.masks.as_deref(),
+        &mut worst,
+        "large",
+    );
     worst.report("large f16");
 }
 
@@ -1243,7 +1139,13 @@ fn masks_match_the_reference_exactly() {
         // A sample without a mask in a batch with masks gets zeros.
         samples[2].mask = None;
         let out = run_augment(emu, &samples, true, 1 << 31, &mut rng);
-        check_batch(&samples, &out, &mut worst, &format!("masks {dtype:?}"));
+        check_batch(
+            &samples,
+            &out.images,
+            out.masks.as_deref(),
+            &mut worst,
+            &format!("masks {dtype:?}"),
+        );
     }
     worst.report("masks");
 }
@@ -1287,7 +1189,7 @@ fn small_bindings_split_the_augment_and_give_the_same_result() {
         assert_eq!(a.images, b.images, "{dtype:?}: split and whole differ");
         assert_eq!(a.masks, b.masks);
         let mut worst = Worst::default();
-        check_batch(&samples, &a, &mut worst, "split");
+        check_batch(&samples, &a.images, a.masks.as_deref(), &mut worst, "split");
         worst.report(&format!("split {dtype:?}"));
     }
 }
@@ -1490,7 +1392,13 @@ fn a_batch_plan_decodes_and_augments_like_the_reference() {
         };
         let what = format!("batch plan {dtype:?} {layout:?}");
         let mut worst = Worst::default();
-        check_batch(&samples, &out, &mut worst, &what);
+        check_batch(
+            &samples,
+            &out.images,
+            out.masks.as_deref(),
+            &mut worst,
+            &what,
+        );
         worst.report(&what);
     }
 }

@@ -12,11 +12,8 @@
 
 mod common;
 
-use common::cases::{random_augment, random_sample, Sample, MEAN, STD};
+use common::cases::{check_batch, random_augment, random_sample, Sample, Worst, MEAN, STD};
 use common::TestRng;
-use half::f16;
-use stoker::augment::reference::{execute_image, execute_mask, Scratch};
-use stoker::augment::SamplePlan;
 use stoker::backend::wgpu::augment::{AugmentInput, AugmentKernels, AugmentScratch, GpuImage};
 use stoker::backend::wgpu::WgpuContext;
 use stoker::decode::LabelPlane;
@@ -102,118 +99,6 @@ fn run_gpu(
     GpuOut { images, masks }
 }
 
-/// Worst difference seen, in 0-255 levels, per dtype.
-#[derive(Default, Debug)]
-struct Worst {
-    levels: f64,
-    elements: usize,
-    off: usize,
-}
-
-/// Compares one slot with the reference; returns the worst difference in levels.
-fn compare(plan: &SamplePlan, gpu: &[u8], cpu: &[u8], what: &str, worst: &mut Worst) {
-    assert_eq!(gpu.len(), cpu.len());
-    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
-    let channel = |i: usize| match plan.layout() {
-        Layout::Nchw => i / (w * h),
-        Layout::Nhwc => i % 3,
-    };
-    let level = |c: usize| {
-        if plan.has(stoker::augment::plan::NORMALIZE) {
-            1.0 / 255.0 / f64::from(plan.std[c])
-        } else {
-            1.0 / 255.0
-        }
-    };
-    let mut check = |i: usize, g: f64, c: f64, step: f64| {
-        let lv = level(channel(i));
-        let d = (g - c).abs();
-        let levels = if plan.dtype() == DType::U8 { d } else { d / lv };
-        worst.elements += 1;
-        if d > 0.0 {
-            worst.off += 1;
-        }
-        worst.levels = worst.levels.max(levels);
-        let tol = if plan.dtype() == DType::U8 {
-            1.0
-        } else {
-            lv * 1.0001 + step
-        };
-        assert!(
-            d <= tol,
-            "{what}: element {i} (channel {}): gpu {g} cpu {c} ({levels:.3} levels); plan {plan:?}",
-            channel(i)
-        );
-    };
-    match plan.dtype() {
-        DType::U8 => {
-            for (i, (g, c)) in gpu.iter().zip(cpu).enumerate() {
-                check(i, f64::from(*g), f64::from(*c), 0.0);
-            }
-        }
-        DType::F16 => {
-            for (i, (g, c)) in gpu.chunks_exact(2).zip(cpu.chunks_exact(2)).enumerate() {
-                let g = f16::from_le_bytes([g[0], g[1]]).to_f64();
-                let c = f16::from_le_bytes([c[0], c[1]]).to_f64();
-                // One f16 rounding step at this magnitude.
-                let step = (c.abs().max(6.1e-5)).log2().floor().exp2() / 1024.0;
-                check(i, g, c, step);
-            }
-        }
-        DType::F32 => {
-            for (i, (g, c)) in gpu.chunks_exact(4).zip(cpu.chunks_exact(4)).enumerate() {
-                let g = f64::from(f32::from_le_bytes([g[0], g[1], g[2], g[3]]));
-                let c = f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-                check(i, g, c, 1e-6 * (1.0 + c.abs()));
-            }
-        }
-    }
-}
-
-/// Checks a batch's image output (and masks) against the reference, slot by slot.
-fn check_batch(samples: &[Sample], out: &GpuOut, worst: &mut Worst, what: &str) {
-    let mut scratch = Scratch::default();
-    let ib = samples[0].plan.image_bytes();
-    for (i, s) in samples.iter().enumerate() {
-        let mut cpu = vec![0u8; ib];
-        execute_image(&s.plan, &s.image, &mut cpu, &mut scratch);
-        compare(
-            &s.plan,
-            &out.images[i * ib..(i + 1) * ib],
-            &cpu,
-            &format!("{what} sample {i}"),
-            worst,
-        );
-    }
-    let tail = &out.images[samples.len() * ib..];
-    assert!(tail.iter().all(|&b| b == 0), "{what}: padding {tail:?}");
-    if let Some(masks) = &out.masks {
-        let npx = (samples[0].plan.out_width * samples[0].plan.out_height) as usize;
-        let ids: Vec<u16> = masks
-            .chunks_exact(2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .collect();
-        for (i, s) in samples.iter().enumerate() {
-            let got = &ids[i * npx..(i + 1) * npx];
-            match &s.mask {
-                Some(m) => {
-                    let mut cpu = vec![0u16; npx];
-                    execute_mask(&s.plan, m, &mut cpu);
-                    assert_eq!(
-                        got,
-                        &cpu[..],
-                        "{what}: mask of sample {i}, plan {:?}",
-                        s.plan
-                    );
-                    assert!(got.iter().all(|v| m.data.contains(v)));
-                }
-                None => assert!(got.iter().all(|&v| v == 0)),
-            }
-        }
-        assert!(ids[samples.len() * npx..].iter().all(|&v| v == 0));
-    }
-}
-
 fn kernels(ctx: &WgpuContext) -> AugmentKernels {
     AugmentKernels::new(ctx).expect("augment pipelines")
 }
@@ -241,7 +126,8 @@ fn images_match_the_reference_for_every_dtype_and_layout() {
                 let out = run_gpu(&ctx, &kernels, &samples, false, &mut rng);
                 check_batch(
                     &samples,
-                    &out,
+                    &out.images,
+                    out.masks.as_deref(),
                     &mut worst,
                     &format!("{dtype:?} {layout:?} batch {batch}"),
                 );
@@ -277,7 +163,13 @@ fn every_jitter_order_matches_the_reference() {
         samples.iter().map(|s| s.plan.jitter_order).collect();
     assert!(orders.len() >= 8, "only {} orders", orders.len());
     let out = run_gpu(&ctx, &kernels, &samples, false, &mut rng);
-    check_batch(&samples, &out, &mut worst, "jitter");
+    check_batch(
+        &samples,
+        &out.images,
+        out.masks.as_deref(),
+        &mut worst,
+        "jitter",
+    );
     eprintln!(
         "jitter u8: worst difference {:.0} levels; {} of {} elements differ",
         worst.levels, worst.off, worst.elements
@@ -304,7 +196,13 @@ fn large_outputs_match_the_reference() {
         .map(|id| random_sample(&mut rng, &aug, 3000 + id, false))
         .collect();
     let out = run_gpu(&ctx, &kernels, &samples, false, &mut rng);
-    check_batch(&samples, &out, &mut worst, "large");
+    check_batch(
+        &samples,
+        &out.images,
+        out.masks.as_deref(),
+        &mut worst,
+        "large",
+    );
     eprintln!(
         "large f16: worst difference {:.3} levels; {} of {} elements differ",
         worst.levels, worst.off, worst.elements
@@ -327,7 +225,13 @@ fn masks_match_the_reference_exactly() {
         // A sample without a mask in a batch with masks gets zeros.
         samples[2].mask = None;
         let out = run_gpu(&ctx, &kernels, &samples, true, &mut rng);
-        check_batch(&samples, &out, &mut worst, &format!("masks {dtype:?}"));
+        check_batch(
+            &samples,
+            &out.images,
+            out.masks.as_deref(),
+            &mut worst,
+            &format!("masks {dtype:?}"),
+        );
     }
 }
 
@@ -364,7 +268,13 @@ fn small_bindings_split_the_batch_and_give_the_same_result() {
         let b = run_gpu(&ctx, &whole, &samples, true, &mut rng);
         assert_eq!(a.images, b.images, "{dtype:?}: split and whole differ");
         assert_eq!(a.masks, b.masks);
-        check_batch(&samples, &a, &mut Worst::default(), "split");
+        check_batch(
+            &samples,
+            &a.images,
+            a.masks.as_deref(),
+            &mut Worst::default(),
+            "split",
+        );
     }
 }
 

@@ -1,7 +1,8 @@
 //! Random augmentation cases shared by the GPU augment tests (wgpu on lavapipe, the
 //! CUDA kernels on the host emulator): plans, decoded windows and label planes.
 
-use stoker::augment::reference::needed_window;
+use half::f16;
+use stoker::augment::reference::{execute_image, execute_mask, needed_window, Scratch};
 use stoker::augment::SamplePlan;
 use stoker::decode::{Image8, LabelPlane};
 use stoker::{Augment, DType, Layout};
@@ -119,4 +120,126 @@ pub fn random_sample(rng: &mut TestRng, aug: &Augment, id: u64, mask: bool) -> S
     };
     let mask = mask.then(|| random_mask(rng, w, h));
     Sample { plan, image, mask }
+}
+
+/// Worst difference seen, in 0-255 levels, per dtype.
+#[derive(Default, Debug)]
+pub struct Worst {
+    /// Largest difference, in levels.
+    pub levels: f64,
+    /// Elements compared.
+    pub elements: usize,
+    /// Elements that differ at all.
+    pub off: usize,
+}
+
+/// Compares one slot with the reference: u8 within one level, f16 and f32 within one
+/// level after normalisation (plus the f16 rounding step).
+pub fn compare(plan: &SamplePlan, gpu: &[u8], cpu: &[u8], what: &str, worst: &mut Worst) {
+    assert_eq!(gpu.len(), cpu.len());
+    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
+    let channel = |i: usize| match plan.layout() {
+        Layout::Nchw => i / (w * h),
+        Layout::Nhwc => i % 3,
+    };
+    let level = |c: usize| {
+        if plan.has(stoker::augment::plan::NORMALIZE) {
+            1.0 / 255.0 / f64::from(plan.std[c])
+        } else {
+            1.0 / 255.0
+        }
+    };
+    let mut check = |i: usize, g: f64, c: f64, step: f64| {
+        let lv = level(channel(i));
+        let d = (g - c).abs();
+        let levels = if plan.dtype() == DType::U8 { d } else { d / lv };
+        worst.elements += 1;
+        if d > 0.0 {
+            worst.off += 1;
+        }
+        worst.levels = worst.levels.max(levels);
+        let tol = if plan.dtype() == DType::U8 {
+            1.0
+        } else {
+            lv * 1.0001 + step
+        };
+        assert!(
+            d <= tol,
+            "{what}: element {i} (channel {}): device {g} cpu {c} ({levels:.3} levels); plan {plan:?}",
+            channel(i)
+        );
+    };
+    match plan.dtype() {
+        DType::U8 => {
+            for (i, (g, c)) in gpu.iter().zip(cpu).enumerate() {
+                check(i, f64::from(*g), f64::from(*c), 0.0);
+            }
+        }
+        DType::F16 => {
+            for (i, (g, c)) in gpu.chunks_exact(2).zip(cpu.chunks_exact(2)).enumerate() {
+                let g = f16::from_le_bytes([g[0], g[1]]).to_f64();
+                let c = f16::from_le_bytes([c[0], c[1]]).to_f64();
+                // One f16 rounding step at this magnitude.
+                let step = (c.abs().max(6.1e-5)).log2().floor().exp2() / 1024.0;
+                check(i, g, c, step);
+            }
+        }
+        DType::F32 => {
+            for (i, (g, c)) in gpu.chunks_exact(4).zip(cpu.chunks_exact(4)).enumerate() {
+                let g = f64::from(f32::from_le_bytes([g[0], g[1], g[2], g[3]]));
+                let c = f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                check(i, g, c, 1e-6 * (1.0 + c.abs()));
+            }
+        }
+    }
+}
+
+/// Checks a batch's image output (and masks) against the reference, slot by slot.
+pub fn check_batch(
+    samples: &[Sample],
+    images: &[u8],
+    masks: Option<&[u8]>,
+    worst: &mut Worst,
+    what: &str,
+) {
+    let mut scratch = Scratch::default();
+    let ib = samples[0].plan.image_bytes();
+    for (i, s) in samples.iter().enumerate() {
+        let mut cpu = vec![0u8; ib];
+        execute_image(&s.plan, &s.image, &mut cpu, &mut scratch);
+        compare(
+            &s.plan,
+            &images[i * ib..(i + 1) * ib],
+            &cpu,
+            &format!("{what} sample {i}"),
+            worst,
+        );
+    }
+    let tail = &images[samples.len() * ib..];
+    assert!(tail.iter().all(|&b| b == 0), "{what}: padding {tail:?}");
+    if let Some(masks) = masks {
+        let npx = (samples[0].plan.out_width * samples[0].plan.out_height) as usize;
+        let ids: Vec<u16> = masks
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        for (i, s) in samples.iter().enumerate() {
+            let got = &ids[i * npx..(i + 1) * npx];
+            match &s.mask {
+                Some(m) => {
+                    let mut cpu = vec![0u16; npx];
+                    execute_mask(&s.plan, m, &mut cpu);
+                    assert_eq!(
+                        got,
+                        &cpu[..],
+                        "{what}: mask of sample {i}, plan {:?}",
+                        s.plan
+                    );
+                    assert!(got.iter().all(|v| m.data.contains(v)));
+                }
+                None => assert!(got.iter().all(|&v| v == 0)),
+            }
+        }
+        assert!(ids[samples.len() * npx..].iter().all(|&v| v == 0));
+    }
 }
