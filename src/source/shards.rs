@@ -504,7 +504,7 @@ fn index_tfrecord(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<Ent
         match header_at(at) {
             Some(len) => {
                 let start = at + 12;
-                let end = start as u64 + len + 4;
+                let end = (start as u64).saturating_add(len).saturating_add(4);
                 let (mut label, mut mask) = (None, None);
                 if end <= size {
                     let rec = &data[start..start + len as usize];
