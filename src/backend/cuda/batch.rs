@@ -25,7 +25,7 @@ use super::nvjpeg;
 use super::{device_err, kernels, CudaDevice};
 use crate::backend::device::batch::{BatchPlan, EncodedJob, Limits};
 use crate::backend::device::job::{GpuJob, GpuSample, HardwareDecode};
-use crate::backend::device::launch::{Buffer, Kernel, Step};
+use crate::backend::device::launch::{Buffer, Kernel, Step, MAX_BINDINGS};
 use crate::decode::{DecodeOptions, Image8};
 use crate::error::{Error, Result};
 
@@ -386,6 +386,13 @@ impl CudaBatcher {
         for step in self.plan.steps() {
             match step {
                 Step::Launch(l) => {
+                    if l.bindings.len() > MAX_BINDINGS {
+                        return Err(Error::Device(format!(
+                            "{} binds {} buffers, at most {MAX_BINDINGS}",
+                            l.kernel.name(),
+                            l.bindings.len()
+                        )));
+                    }
                     for b in &l.bindings {
                         resolve(b)?;
                     }
