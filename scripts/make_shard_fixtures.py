@@ -108,10 +108,12 @@ def sha256(b: bytes | None) -> str | None:
 def versions() -> dict:
     import google.protobuf
     import PIL
+    import pyarrow
     import tensorflow as tf
     import webdataset
 
     return {
+        "pyarrow": pyarrow.__version__,
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
         "webdataset": webdataset.__version__,
@@ -215,6 +217,46 @@ def write_tars(out: Path, samples: list[dict]) -> list[str]:
     return [f"tar/train-{i:06d}.tar" for i in range(NUM_SHARDS)]
 
 
+def write_parquets(out: Path, samples: list[dict]) -> list[tuple[str, list[dict]]]:
+    """Two Parquet files with pyarrow: `train.parquet` (columns image: binary, label:
+    int64, mask: binary with nulls; row groups of 4 rows, small data pages, snappy, a
+    page index) and `hf.parquet` in the Hugging Face `Image` layout (image: struct{bytes,
+    path}, label: int32; one row group, zstd, no page index)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    d = out / "parquet"
+    d.mkdir(parents=True)
+    plain = pa.table(
+        {
+            "image": pa.array([s["jpeg"] for s in samples], pa.binary()),
+            "label": pa.array([s["label"] for s in samples], pa.int64()),
+            "mask": pa.array([s["mask"] for s in samples], pa.binary()),
+            "filename": pa.array([s["filename"] for s in samples], pa.string()),
+        }
+    )
+    pq.write_table(
+        plain,
+        d / "train.parquet",
+        row_group_size=4,
+        data_page_size=8192,
+        compression="snappy",
+        write_page_index=True,
+        use_dictionary=False,
+    )
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    hf = pa.table(
+        {
+            "image": pa.array(
+                [{"bytes": s["jpeg"], "path": s["filename"]} for s in samples], image_type
+            ),
+            "label": pa.array([s["label"] for s in samples], pa.int32()),
+        }
+    )
+    pq.write_table(hf, d / "hf.parquet", compression="zstd")
+    return [("parquet/train.parquet", samples), ("parquet/hf.parquet", [dict(s, mask=None) for s in samples])]
+
+
 def tar_members(path: Path) -> list[dict]:
     """Regular-file members in archive order (PAX headers are consumed by
     tarfile and not listed)."""
@@ -228,11 +270,12 @@ def tar_members(path: Path) -> list[dict]:
 
 def write_fixtures(out: Path) -> None:
     samples = load_samples()
-    for sub in ("tfrecord", "tar"):
+    for sub in ("tfrecord", "tar", "parquet"):
         shutil.rmtree(out / sub, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     tfr = write_tfrecords(out, samples)
     tars = write_tars(out, samples)
+    parquets = write_parquets(out, samples)
 
     shards = []
     for shard, rel in enumerate(tfr):
@@ -294,6 +337,33 @@ def write_fixtures(out: Path) -> None:
                 "sha256": sha256(data),
                 "members": members,
                 "samples": entries,
+            }
+        )
+
+    for rel, part in parquets:
+        data = (out / rel).read_bytes()
+        shards.append(
+            {
+                "path": rel,
+                "format": "parquet",
+                "compression": "snappy" if rel.endswith("train.parquet") else "zstd",
+                "size": len(data),
+                "sha256": sha256(data),
+                "samples": [
+                    {
+                        "record": j,
+                        "key": s["filename"],
+                        "label": s["label"],
+                        "filename": s["filename"],
+                        "width": s["width"],
+                        "height": s["height"],
+                        "image_len": len(s["jpeg"]),
+                        "image_sha256": sha256(s["jpeg"]),
+                        "mask_len": None if s["mask"] is None else len(s["mask"]),
+                        "mask_sha256": sha256(s["mask"]),
+                    }
+                    for j, s in enumerate(part)
+                ],
             }
         )
 

@@ -83,20 +83,20 @@ export STOKER_REQUIRE_WGPU="${STOKER_REQUIRE_WGPU:-0}"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets --locked -- -D warnings
+echo "== cargo clippy --all-targets --features parquet -- -D warnings"
+cargo clippy --all-targets --locked --features parquet -- -D warnings
 
 echo "== cargo doc (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features parquet
 
 echo "== cargo test"
-cargo test --locked --all-targets
-cargo test --locked --doc
+cargo test --locked --all-targets --features parquet
+cargo test --locked --doc --features parquet
 
 if [ "$STOKER_REQUIRE_WGPU" = 1 ]; then
     echo "== the wgpu example on this machine's adapter"
-    cargo run --locked --quiet --example wgpu_consumer >/dev/null
+    cargo run --locked --quiet --features parquet --example wgpu_consumer >/dev/null
 fi
 
 echo "== the CUDA example (it says so and exits where there is no GPU)"
-cargo run --locked --quiet --example cuda_consumer
+cargo run --locked --quiet --features parquet --example cuda_consumer

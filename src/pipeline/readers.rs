@@ -27,6 +27,8 @@ pub(crate) fn read_location(
     match loc {
         Location::Record(field) => crate::source::shards::read_field(field, limits.max_bytes, buf)
             .map_err(|e| SampleError::new(s, SampleErrorKind::Corrupt, format!("{what}: {e}"))),
+        Location::Parquet(cell) => crate::source::shards::read_parquet(cell, limits.max_bytes, buf)
+            .map_err(|e| SampleError::new(s, SampleErrorKind::Corrupt, format!("{what}: {e}"))),
         Location::Range { path, offset, len } => {
             crate::source::shards::read_range(path, *offset, *len, limits.max_bytes, buf)
                 .map_err(|e| SampleError::new(s, SampleErrorKind::Corrupt, format!("{what}: {e}")))

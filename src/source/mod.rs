@@ -14,6 +14,8 @@
 //! ```
 
 pub mod files;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod sampler;
 pub mod shards;
 pub mod split;
@@ -37,6 +39,8 @@ pub enum Location {
     Memory(Arc<[u8]>),
     /// A bytes feature of a TFRecord record's example (see [`shards`]).
     Record(shards::RecordField),
+    /// A cell of a Parquet file (feature `parquet`).
+    Parquet(shards::ParquetCell),
     /// A byte range of a file (a tar member).
     Range {
         /// The file.
@@ -76,6 +80,11 @@ impl Location {
             Location::Range { path, offset, len } => {
                 let mut buf = Vec::new();
                 shards::read_range(path, *offset, *len, max_bytes, &mut buf)?;
+                Ok(buf)
+            }
+            Location::Parquet(cell) => {
+                let mut buf = Vec::new();
+                shards::read_parquet(cell, max_bytes, &mut buf)?;
                 Ok(buf)
             }
         }
@@ -173,6 +182,22 @@ impl Dataset {
     /// image), `key.cls`, `key.png` for a mask. See [`shards`].
     pub fn tar(paths: &[PathBuf]) -> Result<Self> {
         shards::tar(paths)
+    }
+
+    /// Parquet files (files, or folders of `*.parquet` files): a row per sample, with the
+    /// default columns `image`, `label`, `mask`. See [`parquet`].
+    #[cfg(feature = "parquet")]
+    pub fn parquet(paths: &[PathBuf]) -> Result<Self> {
+        parquet::parquet(paths, &parquet::ParquetColumns::default())
+    }
+
+    /// [`Dataset::parquet`] with other columns.
+    #[cfg(feature = "parquet")]
+    pub fn parquet_with_columns(
+        paths: &[PathBuf],
+        columns: &parquet::ParquetColumns,
+    ) -> Result<Self> {
+        parquet::parquet(paths, columns)
     }
 
     /// Pairs each image with the label mask of the same file stem in `mask_dir`.

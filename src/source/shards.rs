@@ -63,6 +63,22 @@ pub struct RecordField {
     pub key: Arc<str>,
 }
 
+/// One cell of a Parquet file: the bytes of `column` in row `row` of row group
+/// `row_group`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParquetCell {
+    /// The file.
+    pub path: PathBuf,
+    /// The row group.
+    pub row_group: usize,
+    /// The row within the row group.
+    pub row: usize,
+    /// The row's index in the file (for reports).
+    pub index: u64,
+    /// The column (binary, or struct with `bytes`).
+    pub column: Arc<str>,
+}
+
 // ---------------------------------------------------------------------------------------
 // CRC-32C and TFRecord framing.
 
@@ -130,7 +146,7 @@ fn with_shard<T>(
 ) -> std::io::Result<T> {
     CURSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let stamp = stamp(path).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let stamp = file_stamp(path).map_err(|e| std::io::Error::other(e.to_string()))?;
         if !slot
             .as_ref()
             .is_some_and(|c| c.path == path && c.stamp == stamp)
@@ -219,6 +235,20 @@ pub fn read_field(field: &RecordField, max_bytes: u64, buf: &mut Vec<u8>) -> Res
             Ok(())
         }
         None => Err(at(format!("no bytes feature {:?}", &*field.key))),
+    }
+}
+
+/// Reads a Parquet cell into `buf`; without the `parquet` feature, an error saying so.
+pub fn read_parquet(cell: &ParquetCell, max_bytes: u64, buf: &mut Vec<u8>) -> Result<(), String> {
+    #[cfg(feature = "parquet")]
+    return super::parquet::read_cell(cell, max_bytes, buf);
+    #[cfg(not(feature = "parquet"))]
+    {
+        let _ = (max_bytes, buf);
+        Err(format!(
+            "{}: this build of stoker reads no Parquet (the `parquet` feature is off)",
+            cell.path.display()
+        ))
     }
 }
 
@@ -425,7 +455,9 @@ struct Index {
 
 const INDEX_VERSION: u32 = 1;
 
-fn stamp(path: &Path) -> Result<(u64, u128)> {
+/// A file's size and modification time (ns since the epoch): what an index or a cached
+/// footer is checked against.
+pub(crate) fn file_stamp(path: &Path) -> Result<(u64, u128)> {
     let m = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let mtime = m
         .modified()
@@ -446,7 +478,7 @@ pub fn index_path(shard: &Path) -> PathBuf {
 /// kind, keys), else built now and saved (a sidecar that cannot be written is logged, not
 /// an error: read-only datasets index in memory).
 fn index(shard: &Path, kind: &str, keys: Option<&ExampleKeys>) -> Result<Index> {
-    let (size, mtime_ns) = stamp(shard)?;
+    let (size, mtime_ns) = file_stamp(shard)?;
     let side = index_path(shard);
     if let Ok(text) = std::fs::read(&side) {
         if let Ok(ix) = serde_json::from_slice::<Index>(&text) {
@@ -923,7 +955,7 @@ impl ShardWriter {
 
 /// The shards `paths` name: files as given, folders searched (not recursively) for files
 /// ending in `ext`. Sorted, so the listing does not depend on the order given.
-fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<Vec<PathBuf>> {
+pub(crate) fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
@@ -953,7 +985,7 @@ fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-fn shard_name(shard: &Path) -> String {
+pub(crate) fn shard_name(shard: &Path) -> String {
     shard
         .file_name()
         .map(|n| n.to_string_lossy().to_string())

@@ -292,6 +292,11 @@ pub fn open_dataset(path: &Path) -> Res<Dataset> {
         log::info!("{}: TFRecord shards", path.display());
         return Ok(Dataset::tfrecord(&[path.to_path_buf()])?);
     }
+    #[cfg(feature = "parquet")]
+    if (path.is_file() && is(&[".parquet"])) || shards(&[".parquet"]) {
+        log::info!("{}: Parquet files", path.display());
+        return Ok(Dataset::parquet(&[path.to_path_buf()])?);
+    }
     if (path.is_file() && is(&[".tar"])) || shards(&[".tar"]) {
         log::info!("{}: WebDataset tar shards", path.display());
         return Ok(Dataset::tar(&[path.to_path_buf()])?);
@@ -343,7 +348,10 @@ pub fn read_location(loc: &Location, max_bytes: u64) -> Result<Vec<u8>, String> 
 pub fn sample_display(s: &Sample) -> String {
     match &s.location {
         Location::File(p) => p.display().to_string(),
-        Location::Memory(_) | Location::Record(_) | Location::Range { .. } => s.path.clone(),
+        Location::Memory(_)
+        | Location::Record(_)
+        | Location::Parquet(_)
+        | Location::Range { .. } => s.path.clone(),
     }
 }
 
