@@ -130,6 +130,8 @@ struct Cursor {
     /// Size and modification time when opened: a rewritten shard is opened again.
     stamp: (u64, u128),
     file: BufReader<File>,
+    /// Where the last read ended: a read that starts there continues a sequential run.
+    end: u64,
 }
 
 thread_local! {
@@ -137,12 +139,14 @@ thread_local! {
 }
 
 /// Runs `read` on `path` positioned at `offset`, reusing this thread's open shard when it
-/// is the same one: a position inside the read-ahead buffer is reached by skipping
-/// forward in it, any other by a seek (which empties it).
+/// is the same one. A read inside the read-ahead buffer skips forward in it; a read that
+/// continues where the last one ended goes through the buffer (a sequential run: one
+/// large read serves the samples that follow); any other read seeks and reads exactly
+/// what it asks for, so random access costs no more than it reads.
 fn with_shard<T>(
     path: &Path,
     offset: u64,
-    read: impl FnOnce(&mut BufReader<File>) -> std::io::Result<T>,
+    read: impl FnOnce(&mut dyn Read) -> std::io::Result<T>,
 ) -> std::io::Result<T> {
     CURSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
@@ -155,6 +159,7 @@ fn with_shard<T>(
                 path: path.to_path_buf(),
                 stamp,
                 file: BufReader::with_capacity(READ_AHEAD, File::open(path)?),
+                end: u64::MAX,
             });
         }
         let Some(c) = slot.as_mut() else {
@@ -162,23 +167,35 @@ fn with_shard<T>(
         };
         let pos = c.file.stream_position()?;
         let ahead = offset.wrapping_sub(pos);
-        if offset >= pos && ahead <= c.file.buffer().len() as u64 {
+        let buffered = if offset >= pos && ahead <= c.file.buffer().len() as u64 {
             c.file.consume(ahead as usize);
+            true
         } else {
             c.file.seek(SeekFrom::Start(offset))?;
+            offset == c.end
+        };
+        let r = if buffered {
+            read(&mut c.file)
+        } else {
+            read(c.file.get_mut())
+        };
+        match r {
+            Ok(v) => {
+                c.end = c.file.stream_position()?;
+                Ok(v)
+            }
+            Err(e) => {
+                // Where a failed read left the file is unknown: open it afresh next time.
+                *slot = None;
+                Err(e)
+            }
         }
-        let r = read(&mut c.file);
-        if r.is_err() {
-            // Where a failed read left the file is unknown: open it afresh next time.
-            *slot = None;
-        }
-        r
     })
 }
 
 /// Reads the record at the position of `f`, checking both checksums, into `buf`;
 /// `expect_len` is the indexed length.
-fn read_record(f: &mut impl Read, expect_len: u64, buf: &mut Vec<u8>) -> Result<(), String> {
+fn read_record(f: &mut dyn Read, expect_len: u64, buf: &mut Vec<u8>) -> Result<(), String> {
     let mut head = [0u8; 12];
     f.read_exact(&mut head)
         .map_err(|e| format!("record header cut short ({e})"))?;
