@@ -709,3 +709,44 @@ fn parquet_files_written_by_pyarrow_read_as_written() {
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(seen.len(), 9);
 }
+
+#[test]
+fn every_epoch_over_shards_is_a_new_full_permutation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all = items(24, 14, false);
+    write(dir.path(), "a.tfrecord", &tfrecord(&records(&all[..12])));
+    write(dir.path(), "b.tfrecord", &tfrecord(&records(&all[12..])));
+    let pipe = Pipeline::builder(
+        Dataset::tfrecord(&[dir.path().to_path_buf()])
+            .expect("listing")
+            .all(),
+    )
+    .backend(BackendKind::Cpu)
+    .augment(Augment::new().resize(8, 8).dtype(DType::U8))
+    .batch_size(5)
+    .seed(3)
+    .build()
+    .expect("pipeline");
+    let order = |e: u64| -> Vec<u64> {
+        pipe.epoch(e)
+            .expect("epoch")
+            .flat_map(|b| b.expect("batch").ids().to_vec())
+            .collect()
+    };
+    let (e0, e1, e0_again) = (order(0), order(1), order(0));
+    let set = |v: &[u64]| v.iter().copied().collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(e0.len(), 24);
+    assert_eq!(set(&e0).len(), 24, "each record once");
+    assert_eq!(set(&e0), set(&e1), "the same records every epoch");
+    assert_ne!(e0, e1, "a new order every epoch");
+    assert_eq!(e0, e0_again, "the same order for the same epoch");
+    // Records of the two shards are interleaved, not read shard by shard.
+    let first_shard: std::collections::BTreeSet<u64> = pipe
+        .subset()
+        .samples()
+        .iter()
+        .filter(|s| s.path.starts_with("a.tfrecord/"))
+        .map(|s| s.id)
+        .collect();
+    assert!(e0[..12].iter().any(|id| !first_shard.contains(id)));
+}
