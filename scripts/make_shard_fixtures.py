@@ -268,6 +268,23 @@ def tar_members(path: Path) -> list[dict]:
         ]
 
 
+def sample_entry(j: int, s: dict, key: str, **extra) -> dict:
+    """One sample of a shard in expected.json."""
+    return {
+        "record": j,
+        "key": key,
+        "label": s["label"],
+        "filename": s["filename"],
+        "width": s["width"],
+        "height": s["height"],
+        "image_len": len(s["jpeg"]),
+        "image_sha256": sha256(s["jpeg"]),
+        "mask_len": None if s["mask"] is None else len(s["mask"]),
+        "mask_sha256": sha256(s["mask"]),
+        **extra,
+    }
+
+
 def write_fixtures(out: Path) -> None:
     samples = load_samples()
     for sub in ("tfrecord", "tar", "parquet"):
@@ -289,19 +306,7 @@ def write_fixtures(out: Path) -> None:
                 "size": len(data),
                 "sha256": sha256(data),
                 "samples": [
-                    {
-                        "record": j,
-                        "key": s["filename"],
-                        "label": s["label"],
-                        "filename": s["filename"],
-                        "width": s["width"],
-                        "height": s["height"],
-                        "image_len": len(s["jpeg"]),
-                        "image_sha256": sha256(s["jpeg"]),
-                        "mask_len": None if s["mask"] is None else len(s["mask"]),
-                        "mask_sha256": sha256(s["mask"]),
-                    }
-                    for j, s in enumerate(part)
+                    sample_entry(j, s, key=s["filename"]) for j, s in enumerate(part)
                 ],
             }
         )
@@ -313,21 +318,7 @@ def write_fixtures(out: Path) -> None:
         entries = []
         for j, s in enumerate(part):
             mine = [n for n in names if n.split(".", 1)[0] == s["key"]]
-            entries.append(
-                {
-                    "record": j,
-                    "key": s["key"],
-                    "label": s["label"],
-                    "filename": s["filename"],
-                    "width": s["width"],
-                    "height": s["height"],
-                    "image_len": len(s["jpeg"]),
-                    "image_sha256": sha256(s["jpeg"]),
-                    "mask_len": None if s["mask"] is None else len(s["mask"]),
-                    "mask_sha256": sha256(s["mask"]),
-                    "members": mine,
-                }
-            )
+            entries.append(sample_entry(j, s, key=s["key"], members=mine))
         shards.append(
             {
                 "path": rel,
@@ -350,19 +341,7 @@ def write_fixtures(out: Path) -> None:
                 "size": len(data),
                 "sha256": sha256(data),
                 "samples": [
-                    {
-                        "record": j,
-                        "key": s["filename"],
-                        "label": s["label"],
-                        "filename": s["filename"],
-                        "width": s["width"],
-                        "height": s["height"],
-                        "image_len": len(s["jpeg"]),
-                        "image_sha256": sha256(s["jpeg"]),
-                        "mask_len": None if s["mask"] is None else len(s["mask"]),
-                        "mask_sha256": sha256(s["mask"]),
-                    }
-                    for j, s in enumerate(part)
+                    sample_entry(j, s, key=s["filename"]) for j, s in enumerate(part)
                 ],
             }
         )

@@ -297,16 +297,8 @@ impl PipelineBuilder {
     /// The device batcher of the selected backend, if it runs batches on a device, the
     /// largest storage binding there, and which JPEGs its hardware decoder takes. A batch too large for the device's buffers is
     /// an error now, not mid-epoch.
+    #[cfg_attr(not(feature = "wgpu"), allow(unused_variables))]
     fn device_batcher(&self, selected: &backend::Selected, has_masks: bool) -> Result<DeviceSetup> {
-        let (w, h) = self.augment.out_size();
-        let masks = if has_masks {
-            2 * w as u64 * h as u64
-        } else {
-            0
-        };
-        let per_sample = (self.augment.image_bytes() as u64).max(masks);
-        let need = per_sample.saturating_mul(self.batch_size as u64);
-        let _ = (need, has_masks);
         #[cfg(feature = "cuda")]
         if let Some(device) = selected.backend.cuda_device() {
             let batcher = backend::cuda::batch::CudaBatcher::new(device, self.prefetch.max(2))?
@@ -325,6 +317,15 @@ impl PipelineBuilder {
         #[cfg(feature = "wgpu")]
         if let Some(ctx) = selected.backend.wgpu_context() {
             let limits = ctx.device().limits();
+            // One buffer holds a batch's images (or masks): it must fit the device.
+            let (w, h) = self.augment.out_size();
+            let masks = if has_masks {
+                2 * u64::from(w) * u64::from(h)
+            } else {
+                0
+            };
+            let per_sample = (self.augment.image_bytes() as u64).max(masks);
+            let need = per_sample.saturating_mul(self.batch_size as u64);
             let max = limits
                 .max_buffer_size
                 .min(limits.max_storage_buffer_binding_size);

@@ -165,11 +165,7 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
         }
         samples.push(file_sample(&root, root.join(rel), label)?);
     }
-    let classes = match max_label {
-        Some(m) => (0..=m).map(|l| l.to_string()).collect(),
-        None => Vec::new(),
-    };
-    Dataset::from_samples(Some(root), samples, classes)
+    Dataset::from_samples(Some(root), samples, super::numbered_classes(max_label))
 }
 
 /// Pairs every image with the mask of the same file stem in `mask_dir` (searched

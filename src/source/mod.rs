@@ -114,6 +114,11 @@ pub fn sample_id(rel_path: &str) -> u64 {
     mix64(fnv1a64(rel_path.as_bytes()))
 }
 
+/// Class names `"0"` to `max` for sources whose labels are bare ids.
+pub(crate) fn numbered_classes(max: Option<u32>) -> Vec<String> {
+    max.map_or_else(Vec::new, |m| (0..=m).map(|i| i.to_string()).collect())
+}
+
 /// A listed dataset: samples sorted by relative path, class names by class id.
 #[derive(Debug, Clone)]
 pub struct Dataset {

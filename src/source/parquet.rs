@@ -256,13 +256,5 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
             });
         }
     }
-    let classes = match samples.iter().filter_map(|s| s.label).max() {
-        Some(m) => (0..=m).map(|i| i.to_string()).collect(),
-        None => Vec::new(),
-    };
-    let root = files
-        .first()
-        .and_then(|s| s.parent())
-        .map(Path::to_path_buf);
-    Dataset::from_samples(root, samples, classes)
+    super::shards::from_files(&files, samples)
 }

@@ -1035,11 +1035,14 @@ fn dataset(
             });
         }
     }
-    let classes = match samples.iter().filter_map(|s| s.label).max() {
-        Some(m) => (0..=m).map(|i| i.to_string()).collect(),
-        None => Vec::new(),
-    };
-    let root = shards
+    from_files(shards, samples)
+}
+
+/// The dataset of `samples` listed from `files` (shards, Parquet files): rooted at the
+/// first file's folder, classes named by their ids up to the largest label.
+pub(crate) fn from_files(files: &[PathBuf], samples: Vec<Sample>) -> Result<Dataset> {
+    let classes = super::numbered_classes(samples.iter().filter_map(|s| s.label).max());
+    let root = files
         .first()
         .and_then(|s| s.parent())
         .map(Path::to_path_buf);

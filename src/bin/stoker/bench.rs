@@ -165,7 +165,7 @@ pub fn decode(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
     let mut files = Vec::new();
     let mut unreadable = Vec::new();
     for s in data.samples() {
-        match common::read_location(&s.location, limits.max_bytes) {
+        match s.location.read(limits.max_bytes) {
             Ok(b) => {
                 paths.push(common::sample_display(s));
                 files.push(b);

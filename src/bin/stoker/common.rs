@@ -339,11 +339,6 @@ pub fn open_dataset(path: &Path) -> Res<Dataset> {
     }
 }
 
-/// Reads a sample's bytes, refusing a file over `max_bytes` before reading it.
-pub fn read_location(loc: &Location, max_bytes: u64) -> Result<Vec<u8>, String> {
-    loc.read(max_bytes)
-}
-
 /// The display path of a sample: the file on disk if it has one, else its relative path.
 pub fn sample_display(s: &Sample) -> String {
     match &s.location {

@@ -76,9 +76,9 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
     let (mut written, mut bytes) = (0u64, 0u64);
     let mut errors = Vec::new();
     for s in data.samples() {
-        let read = common::read_location(&s.location, u64::MAX).and_then(|img| {
+        let read = s.location.read(u64::MAX).and_then(|img| {
             let mask = match &s.mask {
-                Some(m) => Some(common::read_location(m, u64::MAX)?),
+                Some(m) => Some(m.read(u64::MAX)?),
                 None => None,
             };
             Ok((img, mask))

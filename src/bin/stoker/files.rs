@@ -168,7 +168,7 @@ fn look(loc: &stoker::source::Location, full: bool, limits: &Limits) -> Seen {
         size: None,
         error: None,
     };
-    let bytes = match common::read_location(loc, limits.max_bytes) {
+    let bytes = match loc.read(limits.max_bytes) {
         Ok(b) => b,
         Err(e) => {
             seen.error = Some(e);
