@@ -538,28 +538,32 @@ fn index(shard: &Path, kind: &str, keys: Option<&ExampleKeys>) -> Result<Index> 
 /// whose data checksum fails is indexed and fails when read; a record cut short at the
 /// end is indexed and fails when read.
 fn index_tfrecord(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<Entry>> {
-    let data = std::fs::read(shard).map_err(|e| Error::io(shard, e))?;
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    let header_at = |p: usize| -> Option<u64> {
-        let h = data.get(p..p + 12)?;
-        let len = u64::from_le_bytes(h[..8].try_into().ok()?);
-        let crc = u32::from_le_bytes(h[8..12].try_into().ok()?);
+    let io = |e: std::io::Error| Error::io(shard, e);
+    // One sequential pass with a large buffer: shards are far larger than memory wants.
+    let mut r = BufReader::with_capacity(READ_AHEAD, File::open(shard).map_err(io)?);
+    let header = |h: &[u8]| -> Option<u64> {
+        let len = u64::from_le_bytes(h.get(..8)?.try_into().ok()?);
+        let crc = u32::from_le_bytes(h.get(8..12)?.try_into().ok()?);
         (masked_crc(&h[..8]) == crc).then_some(len)
     };
-    while (at as u64) < size {
-        let index = out.len();
-        let name = format!("{index:08}");
-        match header_at(at) {
+    let mut out = Vec::new();
+    let mut rec = Vec::new();
+    let mut at = 0u64;
+    while at < size {
+        let name = format!("{:08}", out.len());
+        let mut head = [0u8; 12];
+        let whole = at + 12 <= size && r.read_exact(&mut head).is_ok();
+        match header(&head).filter(|_| whole) {
             Some(len) => {
-                let start = at + 12;
-                let end = (start as u64).saturating_add(len).saturating_add(4);
+                let end = (at + 12).saturating_add(len).saturating_add(4);
                 let (mut label, mut mask) = (None, None);
                 if end <= size {
-                    let rec = &data[start..start + len as usize];
-                    let tail = &data[start + len as usize..end as usize];
-                    if masked_crc(rec) == u32::from_le_bytes(tail.try_into().unwrap_or_default()) {
-                        if let Ok(ex) = Example::parse(rec) {
+                    rec.resize(len as usize, 0);
+                    let mut tail = [0u8; 4];
+                    r.read_exact(&mut rec).map_err(io)?;
+                    r.read_exact(&mut tail).map_err(io)?;
+                    if masked_crc(&rec) == u32::from_le_bytes(tail) {
+                        if let Ok(ex) = Example::parse(&rec) {
                             label = ex.int(&keys.label).and_then(|v| u32::try_from(v).ok());
                             mask = ex.bytes(&keys.mask).map(|_| (0, 0));
                         }
@@ -567,32 +571,40 @@ fn index_tfrecord(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<Ent
                 }
                 out.push(Entry {
                     name,
-                    offset: at as u64,
+                    offset: at,
                     len,
                     label,
                     mask,
                 });
-                at = usize::try_from(end).unwrap_or(usize::MAX);
+                at = end;
             }
             None => {
                 // A damaged header: one entry for it (it fails when read), then resume at
-                // the next position whose header checksum holds.
+                // the next position whose header checksum holds, searched in the rest of
+                // the shard (read whole only on this rare path).
                 out.push(Entry {
                     name,
-                    offset: at as u64,
+                    offset: at,
                     len: 0,
                     label: None,
                     mask: None,
                 });
-                let next =
-                    (at + 1..data.len().saturating_sub(11)).find(|&p| header_at(p).is_some());
+                r.seek(SeekFrom::Start(at + 1)).map_err(io)?;
+                let mut rest = Vec::new();
+                r.read_to_end(&mut rest).map_err(io)?;
+                let next = (0..rest.len().saturating_sub(11))
+                    .find(|&p| header(&rest[p..]).is_some())
+                    .map(|p| at + 1 + p as u64);
                 log::warn!(
                     "{}: damaged record header at offset {at}; resuming at {:?}",
                     shard.display(),
                     next
                 );
                 match next {
-                    Some(p) => at = p,
+                    Some(p) => {
+                        r.seek(SeekFrom::Start(p)).map_err(io)?;
+                        at = p;
+                    }
                     None => break,
                 }
             }
