@@ -219,7 +219,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
         let s = by_id
             .get(&r.id)
             .ok_or("internal: batch holds an unknown sample id")?;
-        let bytes = &s
+        let bytes = s
             .location
             .read(limits.max_bytes)
             .map_err(|e| format!("{}: {e}", s.path))?;
