@@ -30,7 +30,7 @@ fn main() {
             .iter()
             .filter(|f| {
                 !matches!(
-                    stoker::decode::jpeg::coeffs::read_coefficients(f, true, &mut c),
+                    stoker::decode::jpeg::read_coefficients(f, true, &mut c),
                     Ok(stoker::decode::jpeg::coeffs::CoeffStatus::Ready)
                 )
             })
@@ -88,7 +88,7 @@ fn main() {
             min,
             stoker::decode::jpeg::coeffs::Coefficients::default,
             |c, i| {
-                let _ = stoker::decode::jpeg::coeffs::read_coefficients(&files[i], true, c);
+                let _ = stoker::decode::jpeg::read_coefficients(&files[i], true, c);
             },
         );
         for (name, v) in [

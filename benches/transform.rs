@@ -46,7 +46,7 @@ fn main() {
                     let (w, h) = info.oriented_size();
                     let plan = a.plan(1, e, i as u64, w, h);
                     let opts = if crop_aware {
-                        DecodeOptions::default().for_plan(&plan, &info)
+                        plan.decode_options(DecodeOptions::default(), &info)
                     } else {
                         DecodeOptions::default()
                     };

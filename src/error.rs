@@ -89,18 +89,6 @@ pub enum SampleErrorKind {
     Internal,
 }
 
-impl SampleError {
-    /// The report for `sample`.
-    pub fn new(sample: &crate::source::Sample, kind: SampleErrorKind, reason: String) -> Self {
-        SampleError {
-            id: sample.id,
-            path: sample.path.clone(),
-            kind,
-            reason,
-        }
-    }
-}
-
 /// A sample that could not be delivered, with where it came from and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("sample {id:016x} ({path}): {reason}")]

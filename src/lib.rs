@@ -39,7 +39,7 @@
 //! - Each epoch is a full permutation from `(seed, epoch)`, sharded into disjoint shards
 //!   that cover it ([`source::sampler`]).
 //! - All randomness is Philox4x32-10 keyed by `(seed, epoch, sample id)`
-//!   ([`augment::rng`]): the same on every backend and thread count.
+//!   ([`rng`]): the same on every backend and thread count.
 //! - Label masks are resampled nearest-neighbour only, with the image's geometry, and
 //!   never colour-jittered ([`augment::reference`]).
 //! - Every sample is delivered once or reported with its path and reason ([`pipeline`]).
@@ -61,6 +61,7 @@ pub mod backend;
 pub mod decode;
 pub mod error;
 pub mod pipeline;
+pub mod rng;
 pub mod source;
 
 pub use augment::{Augment, DType, Layout, SamplePlan};

@@ -8,8 +8,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use stoker::decode::jpeg::coeffs::{read_coefficients, CoeffStatus, Coefficients};
+use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
 use stoker::decode::jpeg::color::decode_coefficients;
+use stoker::decode::jpeg::read_coefficients;
 use stoker::decode::{check_limits, cpu, peek_info, DecodeOptions, Format, Image8, Limits};
 
 /// Largest accepted per-channel difference from the CPU decode.

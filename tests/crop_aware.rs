@@ -53,7 +53,7 @@ fn crop_aware_decode_matches_whole_decode_then_reference() {
         cpu::decode_image(&bytes, &DecodeOptions::default(), &mut whole).expect("whole");
         for id in 0..40u64 {
             let plan = aug.plan(1, 0, id, whole.width, whole.height);
-            let opts = DecodeOptions::default().for_plan(&plan, &info);
+            let opts = plan.decode_options(DecodeOptions::default(), &info);
             cpu::decode_image(&bytes, &opts, &mut part).expect("crop-aware");
             let mut a = vec![0u8; plan.image_bytes()];
             let mut b = vec![0u8; plan.image_bytes()];

@@ -329,11 +329,11 @@ fn every_corpus_jpeg_with_a_reference_matches_it_or_is_unsupported() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn every_corpus_jpeg_with_a_reference_matches_it_on_wgpu() {
-    use stoker::backend::wgpu::batch::{prepare, Batcher};
+    use stoker::backend::wgpu::batch::{prepare, WgpuBatcher};
     let Some(ctx) = common::wgpu_context() else {
         return;
     };
-    let mut batcher = Batcher::new(&ctx, 2).expect("pipelines");
+    let mut batcher = WgpuBatcher::new(&ctx, 2).expect("pipelines");
     check_corpus("wgpu", &mut |bytes, opts| {
         let p = prepare(bytes, opts)?;
         let mut imgs = batcher

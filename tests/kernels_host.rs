@@ -36,12 +36,12 @@ use stoker::augment::reference::{execute_image, needed_window, Scratch};
 use stoker::backend::device::launch::{grid, Binding, Buffer, Kernel, Launch, Step, PARAM_WORDS};
 use stoker::backend::device::orient::{self, OrientJob};
 use stoker::backend::device::{
-    prepare, AugmentInput, BatchPlan, DecodeInput, GpuImage, GpuJob, GpuSample, Limits,
+    prepare, AugmentInput, BatchPlan, DecodeInput, DeviceImage, DeviceJob, DeviceLimits,
+    DeviceSample,
 };
-use stoker::decode::jpeg::coeffs::{
-    pack, read_coefficients, CoeffStatus, Coefficients, PackedJpeg,
-};
+use stoker::decode::jpeg::coeffs::{pack, CoeffStatus, Coefficients, PackedJpeg};
 use stoker::decode::jpeg::color::decode_window;
+use stoker::decode::jpeg::read_coefficients;
 use stoker::decode::{check_limits, cpu, peek_info, DecodeOptions, Format, Image8};
 use stoker::{Augment, DType, Layout};
 
@@ -365,11 +365,11 @@ fn orient_launches_match_an_independent_reorientation() {
         assert_eq!((uw, uh), (ow as usize, oh as usize));
         want.push((dst, up));
         planner_jobs.push(OrientJob {
-            src: GpuImage {
+            src: DeviceImage {
                 offset,
                 width: w,
                 height: h,
-                ..GpuImage::default()
+                ..DeviceImage::default()
             },
             orientation: o,
             dst,
@@ -480,7 +480,7 @@ fn run_decode(emu: &Emulator, input: &DecodeInput, per_dim: u64) -> Vec<u32> {
 }
 
 /// The RGB of window `g` in the windows buffer (alpha must be 255).
-fn window_rgb(words: &[u32], g: &GpuImage) -> Vec<u8> {
+fn window_rgb(words: &[u32], g: &DeviceImage) -> Vec<u8> {
     let n = (g.width * g.height) as usize;
     words[g.offset as usize..g.offset as usize + n]
         .iter()
@@ -503,7 +503,7 @@ fn lenient(scale: u32, window: Option<[u32; 4]>) -> DecodeOptions {
 }
 
 /// One decoded window: a label, its record, the oracle's pixels.
-type Case = (String, GpuImage, Vec<u8>);
+type Case = (String, DeviceImage, Vec<u8>);
 
 #[test]
 fn decode_matches_the_oracle_bit_for_bit() {
@@ -716,7 +716,7 @@ fn rotated_jpegs_through_a_batch_plan_match_the_oracle_upright() {
                     f.display(),
                     p.cpu_reason
                 );
-                let GpuSample::Jpeg {
+                let DeviceSample::Jpeg {
                     coeffs,
                     scale: s,
                     window: stored,
@@ -744,7 +744,7 @@ fn rotated_jpegs_through_a_batch_plan_match_the_oracle_upright() {
                 want.push((f.clone(), window, up, (uw, uh)));
             }
         }
-        let mut plan = BatchPlan::new(Limits::UNBOUNDED);
+        let mut plan = BatchPlan::new(DeviceLimits::UNBOUNDED);
         plan.plan_decode(samples.iter()).expect("plan");
         let sizes = plan.sizes();
         let mut upload = vec![0u8; sizes.upload as usize];
@@ -851,7 +851,7 @@ fn hardware_decoded_jpegs_through_a_batch_plan_match_the_cpu_decoder() {
                 HardwareDecode::All
             };
             let p = prepare_with(&bytes, &opts, &pool, hw).expect("prepares");
-            if matches!(p.image, GpuSample::Encoded { .. }) {
+            if matches!(p.image, DeviceSample::Encoded { .. }) {
                 encoded += 1;
             }
             samples.push(p.image);
@@ -862,14 +862,14 @@ fn hardware_decoded_jpegs_through_a_batch_plan_match_the_cpu_decoder() {
         encoded >= 10,
         "only {encoded} samples for the hardware decoder"
     );
-    let mut plan = BatchPlan::new(Limits::UNBOUNDED);
+    let mut plan = BatchPlan::new(DeviceLimits::UNBOUNDED);
     plan.plan_decode(samples.iter()).expect("plan");
     let sizes = plan.sizes();
     assert!(sizes.rgbi > 0);
     // What nvJPEG writes: each whole image, as stored, rows `pitch` bytes apart.
     let mut rgbi = garbage(sizes.rgbi);
     for j in plan.encoded() {
-        let GpuSample::Encoded { bytes, .. } = &samples[j.sample] else {
+        let DeviceSample::Encoded { bytes, .. } = &samples[j.sample] else {
             panic!("sample {} is not encoded", j.sample);
         };
         let mut img = Image8::default();
@@ -972,7 +972,7 @@ fn run_augment(
                 .chunks_exact(3)
                 .map(|p| u32::from_le_bytes([p[0], p[1], p[2], 255])),
         );
-        let image = GpuImage {
+        let image = DeviceImage {
             offset,
             width: s.image.width,
             height: s.image.height,
@@ -1310,14 +1310,14 @@ fn a_batch_plan_decodes_and_augments_like_the_reference() {
             let image = if id % 3 == 2 {
                 let mut img = Image8::default();
                 cpu::decode_image(&bytes, &opts, &mut img).expect("cpu decode");
-                GpuSample::Rgb(img)
+                DeviceSample::Rgb(img)
             } else {
                 let p = prepare(&bytes, &opts).expect("prepare");
                 assert!(p.cpu_reason.is_none(), "{file}: {:?}", p.cpu_reason);
                 p.image
             };
             let oracle = match &image {
-                GpuSample::Jpeg {
+                DeviceSample::Jpeg {
                     coeffs,
                     scale,
                     window,
@@ -1327,16 +1327,16 @@ fn a_batch_plan_decodes_and_augments_like_the_reference() {
                     pack(coeffs, *scale, *window, &mut packed).expect("pack");
                     Some(decode_window(&packed))
                 }
-                GpuSample::Rgb(img) => Some(img.clone()),
+                DeviceSample::Rgb(img) => Some(img.clone()),
                 // Rotated windows are covered by the test above.
-                GpuSample::Jpeg { .. } => None,
+                DeviceSample::Jpeg { .. } => None,
                 other => panic!("{file}: prepare gave {other:?}"),
             };
             oracles.push(oracle);
             let mask = (id % 2 == 0).then(|| random_mask(&mut rng, w, h));
-            jobs.push(GpuJob { plan, image, mask });
+            jobs.push(DeviceJob { plan, image, mask });
         }
-        let mut plan = BatchPlan::new(Limits::UNBOUNDED);
+        let mut plan = BatchPlan::new(DeviceLimits::UNBOUNDED);
         plan.plan(&jobs, true).expect("plan");
         let sizes = plan.sizes();
         let mut upload = vec![0u8; sizes.upload as usize];

@@ -14,13 +14,13 @@ mod common;
 
 use common::cases::{check_batch, random_augment, random_sample, Sample, Worst, MEAN, STD};
 use common::TestRng;
-use stoker::backend::wgpu::augment::{AugmentInput, AugmentKernels, AugmentScratch, GpuImage};
+use stoker::backend::wgpu::augment::{AugmentInput, AugmentKernels, AugmentScratch, DeviceImage};
 use stoker::backend::wgpu::WgpuContext;
 use stoker::decode::LabelPlane;
 use stoker::{Augment, DType, Layout};
 use wgpu::util::DeviceExt;
 
-struct GpuOut {
+struct DeviceOut {
     images: Vec<u8>,
     masks: Option<Vec<u8>>,
 }
@@ -33,7 +33,7 @@ fn run_gpu(
     samples: &[Sample],
     masks: bool,
     rng: &mut TestRng,
-) -> GpuOut {
+) -> DeviceOut {
     let mut words: Vec<u32> = Vec::new();
     let mut input = AugmentInput::new();
     for s in samples {
@@ -45,7 +45,7 @@ fn run_gpu(
                 .chunks_exact(3)
                 .map(|p| u32::from_le_bytes([p[0], p[1], p[2], 255])),
         );
-        let image = GpuImage {
+        let image = DeviceImage {
             offset,
             width: s.image.width,
             height: s.image.height,
@@ -96,7 +96,7 @@ fn run_gpu(
         ctx.read_buffer(&m, 0, input.masks_bytes())
             .expect("read masks")
     });
-    GpuOut { images, masks }
+    DeviceOut { images, masks }
 }
 
 fn kernels(ctx: &WgpuContext) -> AugmentKernels {
@@ -283,13 +283,13 @@ fn inconsistent_batches_and_small_buffers_are_errors() {
     let aug = Augment::new().resize(8, 8);
     let plan = aug.plan(1, 0, 1, 20, 20);
     let other = Augment::new().resize(8, 9).plan(1, 0, 2, 20, 20);
-    let image = GpuImage {
+    let image = DeviceImage {
         width: 20,
         height: 20,
         full_width: 20,
         full_height: 20,
         scale: 1,
-        ..GpuImage::default()
+        ..DeviceImage::default()
     };
     let mut input = AugmentInput::new();
     input.push(&plan, image, None).expect("first");

@@ -7,12 +7,11 @@
 
 mod common;
 
-use stoker::backend::wgpu::decode::{DecodeInput, DecodeKernels, DecodeScratch, GpuImage};
+use stoker::backend::wgpu::decode::{DecodeInput, DecodeKernels, DecodeScratch, DeviceImage};
 use stoker::backend::wgpu::WgpuContext;
-use stoker::decode::jpeg::coeffs::{
-    pack, read_coefficients, CoeffStatus, Coefficients, PackedJpeg,
-};
+use stoker::decode::jpeg::coeffs::{pack, CoeffStatus, Coefficients, PackedJpeg};
 use stoker::decode::jpeg::color::decode_window;
+use stoker::decode::jpeg::read_coefficients;
 use stoker::decode::{check_limits, cpu, peek_info, DecodeOptions, Format, Image8, Limits};
 
 /// Runs the decode of `input` and returns the windows buffer.
@@ -51,7 +50,7 @@ fn run(ctx: &WgpuContext, kernels: &DecodeKernels, input: &DecodeInput) -> Vec<u
 }
 
 /// The RGB of window `g` in the windows buffer.
-fn window_rgb(words: &[u32], g: &GpuImage) -> Vec<u8> {
+fn window_rgb(words: &[u32], g: &DeviceImage) -> Vec<u8> {
     let n = (g.width * g.height) as usize;
     words[g.offset as usize..g.offset as usize + n]
         .iter()
@@ -64,7 +63,7 @@ fn window_rgb(words: &[u32], g: &GpuImage) -> Vec<u8> {
 }
 
 /// Largest channel difference between a window and a CPU decode, on their overlap.
-fn max_diff_vs_cpu(rgb: &[u8], g: &GpuImage, cpu: &Image8) -> u8 {
+fn max_diff_vs_cpu(rgb: &[u8], g: &DeviceImage, cpu: &Image8) -> u8 {
     let mut max = 0;
     for y in 0..g.height {
         let Some(cy) = (g.origin_y + y)
@@ -93,7 +92,7 @@ fn max_diff_vs_cpu(rgb: &[u8], g: &GpuImage, cpu: &Image8) -> u8 {
 /// One pushed case: the GPU record, the oracle's pixels, the CPU decode.
 struct Case {
     label: String,
-    gpu: GpuImage,
+    gpu: DeviceImage,
     oracle: Vec<u8>,
     cpu: Image8,
 }
@@ -289,7 +288,7 @@ fn small_bindings_split_a_batch_into_chunks() {
 /// then `exif_transpose`), at every scale, for every orientation the corpus holds.
 #[test]
 fn exif_orientation_on_the_device_matches_the_cpu() {
-    use stoker::backend::wgpu::batch::{prepare, Batcher, GpuSample};
+    use stoker::backend::wgpu::batch::{prepare, DeviceSample, WgpuBatcher};
     let Some(ctx) = common::wgpu_context() else {
         return;
     };
@@ -309,7 +308,7 @@ fn exif_orientation_on_the_device_matches_the_cpu() {
             files.push(corpus.join(format!("jpeg/exif_{name}.jpg")));
         }
     }
-    let mut batcher = Batcher::new(&ctx, 2).expect("pipelines");
+    let mut batcher = WgpuBatcher::new(&ctx, 2).expect("pipelines");
     let mut orientations = std::collections::BTreeSet::new();
     for scale in [1, 2, 4, 8] {
         let opts = DecodeOptions {
@@ -328,7 +327,7 @@ fn exif_orientation_on_the_device_matches_the_cpu() {
                 f.display(),
                 p.cpu_reason
             );
-            if let GpuSample::Jpeg { orientation, .. } = &p.image {
+            if let DeviceSample::Jpeg { orientation, .. } = &p.image {
                 orientations.insert(*orientation);
             }
             let mut cpu = Image8::default();

@@ -8,13 +8,12 @@
 
 pub mod plan;
 pub mod reference;
-pub mod rng;
 
 pub use plan::{DType, Layout, SamplePlan};
 
 use crate::error::{Error, Result};
+use crate::rng::{Rng, Stream};
 use plan::{ANTIALIAS, FLIP_H, FLIP_V, JITTER, NORMALIZE};
-use rng::{Rng, Stream};
 
 /// How the crop box is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -19,7 +19,7 @@ use super::plan::{
     OP_SATURATION,
 };
 use super::{DType, Layout};
-use crate::decode::{Image8, LabelPlane};
+use crate::decode::{set_len, Image8, LabelPlane};
 
 const PRECISION_BITS: u32 = 32 - 8 - 2;
 
@@ -316,16 +316,6 @@ fn horizontal_row<const K: usize>(kx: &Coeffs, row4: &[[u8; 4]], cfirst: usize, 
         for k in 0..4 {
             o[k] = clip8(acc[k]);
         }
-    }
-}
-
-/// Makes `v` exactly `n` long without clearing what it holds: every caller overwrites
-/// all `n` elements, and skipping the fill saves a memset per sample.
-pub(crate) fn set_len<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
-    if v.len() >= n {
-        v.truncate(n);
-    } else {
-        v.resize(n, T::default());
     }
 }
 

@@ -10,8 +10,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::jpeg::turbo;
 use super::{
-    check_limits, peek_info, DecodeError, DecodeOptions, Format, Image8, ImageInfo, JpegProcess,
-    LabelPlane,
+    check_limits, peek_info, DecodeError, DecodeOptions, Format, Image8, ImageInfo, LabelPlane,
 };
 use crate::error::panic_message;
 
@@ -64,7 +63,7 @@ fn decode_jpeg(
     opts: &DecodeOptions,
     out: &mut Image8,
 ) -> Result<(), DecodeError> {
-    jpeg_preflight(bytes, info, opts.strict)?;
+    super::jpeg::markers::jpeg_preflight(bytes, info, opts.strict)?;
     let orientation = if opts.orientation {
         info.orientation
     } else {
@@ -116,42 +115,6 @@ fn decode_jpeg(
 
 /// Extra pixels decoded around a requested window (see `decode_jpeg`).
 const WINDOW_MARGIN: u32 = 2;
-
-/// Whether an end-of-image marker is present: a file cut short has none. Bytes after
-/// the marker (trailers some cameras append) are allowed.
-/// What every JPEG decode path checks before libjpeg sees the file: the features this
-/// build does not decode (a typed `Unsupported`), and in strict mode a missing end marker.
-pub(crate) fn jpeg_preflight(
-    bytes: &[u8],
-    info: &ImageInfo,
-    strict: bool,
-) -> Result<(), DecodeError> {
-    match info.process {
-        Some(JpegProcess::Lossless) => {
-            return Err(DecodeError::Unsupported("lossless JPEG (SOF3)".into()))
-        }
-        Some(JpegProcess::Hierarchical) => {
-            return Err(DecodeError::Unsupported("hierarchical JPEG".into()))
-        }
-        _ => {}
-    }
-    if info.bit_depth != 8 {
-        return Err(DecodeError::Unsupported(format!(
-            "{}-bit JPEG",
-            info.bit_depth
-        )));
-    }
-    if strict && !has_end_marker(bytes) {
-        return Err(DecodeError::Jpeg(
-            "truncated: no end-of-image marker".into(),
-        ));
-    }
-    Ok(())
-}
-
-fn has_end_marker(bytes: &[u8]) -> bool {
-    bytes.windows(2).rev().any(|w| w == [0xFF, 0xD9])
-}
 
 /// CMYK (as stored) to RGB in place, 4 bytes per pixel in, 3 out. Adobe files store the
 /// inks inverted (Photoshop's convention): `R = C * K / 255`; others `(255 - C)(255 - K) / 255`.

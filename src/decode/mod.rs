@@ -60,30 +60,6 @@ impl Default for DecodeOptions {
     }
 }
 
-impl DecodeOptions {
-    /// The crop-aware request for `plan` on an image whose headers are `info`: the plan's
-    /// IDCT scale for JPEGs (1 for other formats) and only the window its resize reads.
-    /// `self` supplies the limits and strictness.
-    pub fn for_plan(self, plan: &crate::augment::SamplePlan, info: &ImageInfo) -> DecodeOptions {
-        let (w, h) = if self.orientation {
-            info.oriented_size()
-        } else {
-            (info.width, info.height)
-        };
-        let scale = if info.format == Format::Jpeg {
-            plan.decode_scale.max(1)
-        } else {
-            1
-        };
-        let full = (w.div_ceil(scale), h.div_ceil(scale));
-        DecodeOptions {
-            scale,
-            window: Some(crate::augment::reference::needed_window(plan, full, scale)),
-            ..self
-        }
-    }
-}
-
 /// The container format of an image, from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
@@ -383,6 +359,16 @@ fn peek_png(bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
         orientation: 1,
         adobe_transform: None,
     })
+}
+
+/// Makes `v` exactly `n` long without clearing what it holds: every caller overwrites
+/// all `n` elements, and skipping the fill saves a memset per sample.
+pub(crate) fn set_len<T: Copy + Default>(v: &mut Vec<T>, n: usize) {
+    if v.len() >= n {
+        v.truncate(n);
+    } else {
+        v.resize(n, T::default());
+    }
 }
 
 #[cfg(test)]

@@ -305,7 +305,7 @@ impl PipelineBuilder {
                 .with_hardware_decode(self.hardware_decode, self.batch_size)
                 .strict(self.strict_decode);
             let hardware = batcher.hardware_decode();
-            let limits = backend::device::Limits::UNBOUNDED;
+            let limits = backend::device::DeviceLimits::UNBOUNDED;
             return Ok((
                 Some(Arc::new(Mutex::new(super::device::DeviceBatcher::Cuda(
                     Box::new(batcher),
@@ -336,7 +336,7 @@ impl PipelineBuilder {
                     ctx.name()
                 )));
             }
-            let batcher = backend::wgpu::batch::Batcher::new(ctx, self.prefetch.max(2))?;
+            let batcher = backend::wgpu::batch::WgpuBatcher::new(ctx, self.prefetch.max(2))?;
             return Ok((
                 Some(Arc::new(Mutex::new(super::device::DeviceBatcher::Wgpu(
                     Box::new(batcher),

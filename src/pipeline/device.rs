@@ -1,13 +1,13 @@
 //! The device that makes a pipeline's batches (wgpu or CUDA), behind one interface for
 //! the collector and the [`super::Batch`] handle.
 
-use crate::backend::device::job::GpuJob;
+use crate::backend::device::job::DeviceJob;
 use crate::error::{Error, Result};
 
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::{self, batch::CudaBatchBuffers, batch::CudaBatcher};
 #[cfg(feature = "wgpu")]
-use crate::backend::wgpu::{self, batch::Batcher, batch::GpuBatchBuffers};
+use crate::backend::wgpu::{self, batch::WgpuBatchBuffers, batch::WgpuBatcher};
 
 /// Runs batches on the pipeline's device.
 #[derive(Debug)]
@@ -17,7 +17,7 @@ pub(crate) enum DeviceBatcher {
     #[allow(dead_code)]
     None(std::convert::Infallible),
     #[cfg(feature = "wgpu")]
-    Wgpu(Box<Batcher>),
+    Wgpu(Box<WgpuBatcher>),
     #[cfg(feature = "cuda")]
     Cuda(Box<CudaBatcher>),
 }
@@ -30,7 +30,7 @@ pub(crate) enum DeviceBuffers {
     #[allow(dead_code)]
     None(std::convert::Infallible),
     #[cfg(feature = "wgpu")]
-    Wgpu(GpuBatchBuffers),
+    Wgpu(WgpuBatchBuffers),
     #[cfg(feature = "cuda")]
     Cuda(CudaBatchBuffers),
 }
@@ -65,7 +65,7 @@ impl DeviceBatcher {
             #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
             DeviceBatcher::None(n) => match *n {},
             #[cfg(feature = "wgpu")]
-            DeviceBatcher::Wgpu(b) => Ok(DeviceBuffers::Wgpu(GpuBatchBuffers::new(
+            DeviceBatcher::Wgpu(b) => Ok(DeviceBuffers::Wgpu(WgpuBatchBuffers::new(
                 b.context(),
                 batch_size,
                 image_bytes,
@@ -83,7 +83,11 @@ impl DeviceBatcher {
 
     /// Decodes and augments `jobs` into `out` and submits the work; the handle orders
     /// the consumer's work after it.
-    pub(crate) fn run(&mut self, jobs: &[GpuJob], out: &mut DeviceBuffers) -> Result<DeviceHandle> {
+    pub(crate) fn run(
+        &mut self,
+        jobs: &[DeviceJob],
+        out: &mut DeviceBuffers,
+    ) -> Result<DeviceHandle> {
         let _ = &jobs;
         match (self, out) {
             #[cfg(feature = "wgpu")]

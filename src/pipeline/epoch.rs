@@ -18,7 +18,7 @@ use super::worker::{reader, worker, WorkerState};
 use super::{Config, OnError};
 use crate::augment::{DType, Layout, SamplePlan};
 use crate::backend::cpu::memory::{HostBuffer, SlotMemory};
-use crate::backend::device::job::GpuJob;
+use crate::backend::device::job::DeviceJob;
 use crate::error::{Error, Result, SampleError};
 use crate::source::Subset;
 
@@ -76,7 +76,7 @@ pub(super) struct Delivered {
     pub(super) replaced: Option<u64>,
     pub(super) plan: SamplePlan,
     /// What the device needs for this sample, when batches are made on one.
-    pub(super) gpu: Option<Box<GpuJob>>,
+    pub(super) gpu: Option<Box<DeviceJob>>,
 }
 
 pub(super) struct Outcome {
@@ -677,7 +677,7 @@ impl Collector {
         let mut errors = Vec::new();
         let mut replacements = Vec::new();
         let (ib, mb) = (cfg.host_image_bytes(), cfg.host_mask_bytes());
-        let mut jobs: Vec<GpuJob> = Vec::new();
+        let mut jobs: Vec<DeviceJob> = Vec::new();
         for (slot, o) in p.outcomes.into_iter().enumerate() {
             let Some(o) = o else {
                 return Err(Error::Pipeline(format!(

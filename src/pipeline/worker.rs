@@ -14,13 +14,13 @@ use super::staging::Staged;
 use super::stats::Counters;
 use super::OnError;
 use crate::augment::reference::Scratch;
-use crate::augment::rng::{Rng, Stream};
 use crate::augment::SamplePlan;
 use crate::backend::cpu::memory::SlotWriter;
-use crate::backend::device::job::{prepare_for, GpuJob, GpuSample};
+use crate::backend::device::job::{prepare_for, DeviceJob, DeviceSample};
 use crate::decode::LabelPlane;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
 use crate::error::{SampleError, SampleErrorKind};
+use crate::rng::{Rng, Stream};
 use crate::source::Sample;
 
 pub(super) fn reader(
@@ -243,7 +243,7 @@ fn process(
 }
 
 /// What the device needs for one sample, when batches are made on a device.
-type DeviceJob = Option<Box<GpuJob>>;
+type MaybeJob = Option<Box<DeviceJob>>;
 
 /// Decodes (or, on a device, prepares) one sample from its bytes and fills its slot.
 fn attempt(
@@ -254,7 +254,7 @@ fn attempt(
     w: &mut SlotWriter,
     mask_writer: Option<&mut SlotWriter>,
     ws: &mut WorkerState,
-) -> Result<(SamplePlan, DeviceJob), SampleError> {
+) -> Result<(SamplePlan, MaybeJob), SampleError> {
     if sh.cfg.on_device() {
         return prepare_device(sh, s, image, mask, ws).map(|(p, j)| (p, Some(j)));
     }
@@ -263,15 +263,15 @@ fn attempt(
 }
 
 /// The device input of a CPU-decoded (or cached) sample: its image and mask.
-fn device_job(plan: SamplePlan, d: &Decoded) -> Box<GpuJob> {
-    Box::new(GpuJob {
+fn device_job(plan: SamplePlan, d: &Decoded) -> Box<DeviceJob> {
+    Box::new(DeviceJob {
         plan,
-        image: GpuSample::Rgb(d.image.clone()),
+        image: DeviceSample::Rgb(d.image.clone()),
         mask: d.mask.clone(),
     })
 }
 
-fn device_job_cached(plan: &SamplePlan, d: &Decoded) -> DeviceJob {
+fn device_job_cached(plan: &SamplePlan, d: &Decoded) -> MaybeJob {
     Some(device_job(*plan, d))
 }
 
@@ -284,7 +284,7 @@ fn prepare_device(
     image: &[u8],
     mask: &[u8],
     ws: &mut WorkerState,
-) -> Result<(SamplePlan, Box<GpuJob>), SampleError> {
+) -> Result<(SamplePlan, Box<DeviceJob>), SampleError> {
     let t = Instant::now();
     let cfg = &sh.cfg;
     if sh.cache.is_some() {
@@ -294,7 +294,7 @@ fn prepare_device(
         return Ok((plan, device_job(plan, &ws.decoded)));
     }
     let (info, plan) = plan_from_headers(sh, s, image)?;
-    let opts = base_options(cfg).for_plan(&plan, &info);
+    let opts = plan.decode_options(base_options(cfg), &info);
     if s.mask.is_some() != cfg.has_masks {
         return Err(SampleError::new(
             s,
@@ -308,11 +308,11 @@ fn prepare_device(
     let prepared = prepared?;
     // The decoded window must fit one storage binding of the device.
     let (ww, wh) = match &prepared.image {
-        GpuSample::Jpeg { window, .. } | GpuSample::Encoded { window, .. } => (
+        DeviceSample::Jpeg { window, .. } | DeviceSample::Encoded { window, .. } => (
             window[2].saturating_sub(window[0]),
             window[3].saturating_sub(window[1]),
         ),
-        GpuSample::Rgb(img) => (img.width, img.height),
+        DeviceSample::Rgb(img) => (img.width, img.height),
     };
     // (A binding starts on a 256-byte boundary at or before the window.)
     let bytes = 4 * u64::from(ww) * u64::from(wh) + 256;
@@ -345,7 +345,7 @@ fn prepare_device(
     };
     Ok((
         plan,
-        Box::new(GpuJob {
+        Box::new(DeviceJob {
             plan,
             image: prepared.image,
             mask,
@@ -430,7 +430,7 @@ fn decode_into(
     let opts = if sh.cache.is_some() {
         base
     } else {
-        base.for_plan(&plan, &info)
+        plan.decode_options(base, &info)
     };
     let be = &cfg.backend;
     let r = be

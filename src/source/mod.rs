@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::augment::rng::{fnv1a64, mix64};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SampleError, SampleErrorKind};
+use crate::rng::{fnv1a64, mix64};
 
 pub use sampler::Sampler;
 pub use split::{CheckReport, Manifest, Split};
@@ -329,6 +329,18 @@ impl Subset {
     /// The dataset root, if any.
     pub fn root(&self) -> Option<&Path> {
         self.inner.root.as_deref()
+    }
+}
+
+impl SampleError {
+    /// The report for `sample`.
+    pub fn new(sample: &Sample, kind: SampleErrorKind, reason: String) -> Self {
+        SampleError {
+            id: sample.id,
+            path: sample.path.clone(),
+            kind,
+            reason,
+        }
     }
 }
 

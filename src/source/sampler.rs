@@ -7,8 +7,8 @@
 //! permutation, so the shards are disjoint and together cover the epoch; they differ in
 //! length by at most one. Validation order is the subset's sorted order, every epoch.
 
-use crate::augment::rng::{Rng, Stream};
 use crate::error::{Error, Result};
+use crate::rng::{Rng, Stream};
 
 /// Plans epochs for a subset of `len` samples.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,8 +17,8 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::{Dataset, Role, Subset};
-use crate::augment::rng::{fnv1a64, Rng, Stream};
 use crate::error::{Error, Result};
+use crate::rng::{fnv1a64, Rng, Stream};
 
 /// How to split: fraction for validation, seed, and an optional group pattern.
 #[derive(Debug, Clone)]

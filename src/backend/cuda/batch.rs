@@ -23,8 +23,8 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
 use super::memory::{self, address, DeviceBuffer, KernelArgs, Pinned};
 use super::nvjpeg;
 use super::{device_err, kernels, CudaDevice};
-use crate::backend::device::batch::{BatchPlan, EncodedJob, Limits};
-use crate::backend::device::job::{GpuJob, GpuSample, HardwareDecode};
+use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob};
+use crate::backend::device::job::{DeviceJob, DeviceSample, HardwareDecode};
 use crate::backend::device::launch::{Buffer, Kernel, Step, MAX_BINDINGS};
 use crate::decode::{DecodeOptions, Image8};
 use crate::error::{Error, Result};
@@ -177,7 +177,7 @@ impl CudaBatcher {
             copy,
             compute,
             functions,
-            plan: BatchPlan::new(Limits::UNBOUNDED),
+            plan: BatchPlan::new(DeviceLimits::UNBOUNDED),
             slots,
             next: 0,
             scratch: Scratch::default(),
@@ -233,7 +233,7 @@ impl CudaBatcher {
         self
     }
 
-    /// Which JPEGs the workers should hand over whole ([`GpuSample::Encoded`]): the
+    /// Which JPEGs the workers should hand over whole ([`DeviceSample::Encoded`]): the
     /// policy when a hardware decoder is open, else [`HardwareDecode::Off`].
     pub fn hardware_decode(&self) -> HardwareDecode {
         self.hardware
@@ -264,7 +264,7 @@ impl CudaBatcher {
 
     /// Decodes and augments `jobs` into `out` (slot `i` for job `i`). Returns without
     /// waiting, with the event that completes when the batch is ready.
-    pub fn run(&mut self, jobs: &[GpuJob], out: &mut CudaBatchBuffers) -> Result<CudaEvent> {
+    pub fn run(&mut self, jobs: &[DeviceJob], out: &mut CudaBatchBuffers) -> Result<CudaEvent> {
         self.plan.plan(jobs, out.masks.is_some())?;
         if let Some(released) = out.released.take() {
             self.compute.wait(&released).map_err(device_err)?;
@@ -281,13 +281,13 @@ impl CudaBatcher {
 
     /// Decodes `images` and returns without waiting, with the event that completes when
     /// the windows are decoded (for decode benchmarks).
-    pub fn decode(&mut self, images: &[GpuSample]) -> Result<CudaEvent> {
+    pub fn decode(&mut self, images: &[DeviceSample]) -> Result<CudaEvent> {
         self.plan.plan_decode(images.iter())?;
         self.submit(None, &|i| images.get(i))
     }
 
     /// Decodes `images` and reads the windows back (to compare backends). Blocks.
-    pub fn decode_to_host(&mut self, images: &[GpuSample]) -> Result<Vec<Image8>> {
+    pub fn decode_to_host(&mut self, images: &[DeviceSample]) -> Result<Vec<Image8>> {
         let done = self.decode(images)?;
         done.synchronize().map_err(device_err)?;
         let Some(windows) = self.scratch.windows.get() else {
@@ -305,7 +305,7 @@ impl CudaBatcher {
     fn submit<'a>(
         &mut self,
         out: Option<&CudaBatchBuffers>,
-        sample: &dyn Fn(usize) -> Option<&'a GpuSample>,
+        sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
     ) -> Result<CudaEvent> {
         let sizes = self.plan.sizes();
         let k = self.next % self.slots.len();
@@ -478,7 +478,7 @@ fn hardware_decode<'a>(
     c: &Arc<CudaStream>,
     h: &mut Hardware,
     jobs: &[EncodedJob],
-    sample: &dyn Fn(usize) -> Option<&'a GpuSample>,
+    sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
     rgbi: (u64, u64),
     strict: bool,
 ) -> Result<()> {
@@ -492,7 +492,7 @@ fn hardware_decode<'a>(
             )));
         }
         match sample(j.sample) {
-            Some(GpuSample::Encoded { bytes: b, .. }) => bytes.push(b.as_slice()),
+            Some(DeviceSample::Encoded { bytes: b, .. }) => bytes.push(b.as_slice()),
             _ => {
                 return Err(Error::Device(format!(
                     "sample {} is not an encoded JPEG",

@@ -48,7 +48,7 @@ use crate::augment::reference::{self, Coeffs};
 use crate::decode::LabelPlane;
 use crate::error::{Error, Result};
 
-use super::decode::GpuImage;
+use super::decode::DeviceImage;
 
 const HEADER_WORDS: usize = 16;
 const DESC_WORDS: usize = 16;
@@ -214,7 +214,7 @@ impl AugmentInput {
     pub fn push(
         &mut self,
         plan: &SamplePlan,
-        image: GpuImage,
+        image: DeviceImage,
         mask: Option<&LabelPlane>,
     ) -> Result<()> {
         let shape = Shape {

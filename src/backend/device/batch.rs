@@ -4,8 +4,8 @@
 //! copies [`BatchPlan::write_upload`] in, and runs the steps.
 
 use super::augment::AugmentInput;
-use super::decode::{DecodeInput, GpuImage};
-use super::job::{upright_origin, GpuJob, GpuSample};
+use super::decode::{DecodeInput, DeviceImage};
+use super::job::{upright_origin, DeviceJob, DeviceSample};
 use super::launch::{grid, Binding, Buffer, Kernel, Launch, Step, PARAM_WORDS};
 use super::orient::{self, OrientJob};
 use crate::decode::Image8;
@@ -13,17 +13,17 @@ use crate::error::{Error, Result};
 
 /// What the device allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct DeviceLimits {
     /// Largest storage binding, in bytes.
     pub max_binding: u64,
     /// Most workgroups along one grid dimension.
     pub per_dim: u64,
 }
 
-impl Limits {
+impl DeviceLimits {
     /// Limits that bind nothing in practice (a CUDA device): 2 GiB bindings (the kernels
     /// index words with u32) and 65535 blocks along y.
-    pub const UNBOUNDED: Limits = Limits {
+    pub const UNBOUNDED: DeviceLimits = DeviceLimits {
         max_binding: 1 << 31,
         per_dim: 65535,
     };
@@ -107,10 +107,10 @@ impl EncodedJob {
 /// The host side of one batch, reused batch after batch (its allocations are kept).
 #[derive(Debug)]
 pub struct BatchPlan {
-    limits: Limits,
+    limits: DeviceLimits,
     decode_in: DecodeInput,
     augment_in: AugmentInput,
-    images: Vec<GpuImage>,
+    images: Vec<DeviceImage>,
     orient_jobs: Vec<OrientJob>,
     encoded: Vec<EncodedJob>,
     window_words: u64,
@@ -120,7 +120,7 @@ pub struct BatchPlan {
 
 impl BatchPlan {
     /// An empty plan for a device with `limits`.
-    pub fn new(limits: Limits) -> Self {
+    pub fn new(limits: DeviceLimits) -> Self {
         BatchPlan {
             limits,
             decode_in: DecodeInput::new().with_max_binding(limits.max_binding),
@@ -136,7 +136,7 @@ impl BatchPlan {
 
     /// Plans the decode and augmentation of `jobs` (slot `i` for job `i`; label planes
     /// into [`Buffer::Masks`] when `masks`).
-    pub fn plan(&mut self, jobs: &[GpuJob], masks: bool) -> Result<()> {
+    pub fn plan(&mut self, jobs: &[DeviceJob], masks: bool) -> Result<()> {
         self.pack_decode(jobs.iter().map(|j| &j.image))?;
         for (j, img) in jobs.iter().zip(&self.images) {
             self.augment_in.push(&j.plan, *img, j.mask.as_ref())?;
@@ -145,7 +145,10 @@ impl BatchPlan {
     }
 
     /// Plans the decode of `images` alone (the windows stay in [`Buffer::Windows`]).
-    pub fn plan_decode<'a>(&mut self, images: impl Iterator<Item = &'a GpuSample>) -> Result<()> {
+    pub fn plan_decode<'a>(
+        &mut self,
+        images: impl Iterator<Item = &'a DeviceSample>,
+    ) -> Result<()> {
         self.pack_decode(images)?;
         self.finish(false)
     }
@@ -161,7 +164,7 @@ impl BatchPlan {
     }
 
     /// The decoded (and upright) window of each sample, in order.
-    pub fn images(&self) -> &[GpuImage] {
+    pub fn images(&self) -> &[DeviceImage] {
         &self.images
     }
 
@@ -231,7 +234,7 @@ impl BatchPlan {
 
     /// Packs the decode inputs of `images`; places the upright windows of rotated ones
     /// after every decoded window.
-    fn pack_decode<'a>(&mut self, images: impl Iterator<Item = &'a GpuSample>) -> Result<()> {
+    fn pack_decode<'a>(&mut self, images: impl Iterator<Item = &'a DeviceSample>) -> Result<()> {
         self.decode_in.clear();
         self.augment_in.clear();
         self.images.clear();
@@ -241,7 +244,7 @@ impl BatchPlan {
         let mut upright = Vec::new();
         for img in images {
             let g = match img {
-                GpuSample::Jpeg {
+                DeviceSample::Jpeg {
                     coeffs,
                     scale,
                     window,
@@ -258,8 +261,8 @@ impl BatchPlan {
                     }
                     g
                 }
-                GpuSample::Rgb(img) => self.decode_in.push_rgb(img)?,
-                GpuSample::Encoded {
+                DeviceSample::Rgb(img) => self.decode_in.push_rgb(img)?,
+                DeviceSample::Encoded {
                     window,
                     full,
                     orientation,
@@ -274,7 +277,7 @@ impl BatchPlan {
                         rgbi: (0, 0),
                     });
                     upright.push(*orientation);
-                    GpuImage::default()
+                    DeviceImage::default()
                 }
             };
             self.images.push(g);
@@ -297,7 +300,7 @@ impl BatchPlan {
             job.dst = next;
             let offset = u32::try_from(next)
                 .map_err(|_| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
-            let g = GpuImage {
+            let g = DeviceImage {
                 offset,
                 width: w,
                 height: h,
@@ -330,7 +333,7 @@ impl BatchPlan {
                 .ok_or_else(|| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
             if let Some(g) = self.images.get_mut(slot) {
                 let (origin, full) = upright_origin(g, job.orientation);
-                *g = GpuImage {
+                *g = DeviceImage {
                     offset,
                     width: ow,
                     height: oh,
@@ -349,7 +352,7 @@ impl BatchPlan {
 
     /// Plans the steps and sizes of what was packed.
     fn finish(&mut self, masks: bool) -> Result<()> {
-        let Limits {
+        let DeviceLimits {
             max_binding,
             per_dim,
         } = self.limits;

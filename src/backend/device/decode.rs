@@ -1,5 +1,5 @@
 //! Host side of the hybrid JPEG decode on a GPU: entropy decoding happened on the host
-//! ([`crate::decode::jpeg::coeffs::read_coefficients`]); the `idct` kernel dequantises
+//! ([`crate::decode::jpeg::read_coefficients`]); the `idct` kernel dequantises
 //! and inverse-transforms the blocks a window needs into component planes, and the
 //! `color` kernel upsamples and converts them into RGBA windows (`shaders/*.wgsl`,
 //! `kernels/*.cu`).
@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 /// byte, A = 255), row-major, from word `offset`. The record the augment pass reads.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-pub struct GpuImage {
+pub struct DeviceImage {
     /// First word of the window in the windows buffer.
     pub offset: u32,
     /// Window width.
@@ -155,7 +155,7 @@ impl DecodeInput {
         coeffs: &Coefficients,
         scale: u32,
         window: [u32; 4],
-    ) -> std::result::Result<GpuImage, DecodeError> {
+    ) -> std::result::Result<DeviceImage, DecodeError> {
         let mut packed = std::mem::take(&mut self.packed);
         let r = pack(coeffs, scale, window, &mut packed).and_then(|()| self.append(&packed));
         self.packed = packed;
@@ -164,7 +164,7 @@ impl DecodeInput {
 
     /// Adds an image decoded on the host (the CPU fallback): its pixels are copied into
     /// the windows as RGBA words. `img.data` must hold `width * height` RGB pixels.
-    pub fn push_rgb(&mut self, img: &Image8) -> std::result::Result<GpuImage, DecodeError> {
+    pub fn push_rgb(&mut self, img: &Image8) -> std::result::Result<DeviceImage, DecodeError> {
         let n = img.width as usize * img.height as usize;
         if img.data.len() != n * 3 || n == 0 {
             return Err(DecodeError::BadHeader(format!(
@@ -200,7 +200,7 @@ impl DecodeInput {
     }
 
     /// Places a packed image in the open chunk, or in a new one when it does not fit.
-    fn append(&mut self, p: &PackedJpeg) -> std::result::Result<GpuImage, DecodeError> {
+    fn append(&mut self, p: &PackedJpeg) -> std::result::Result<DeviceImage, DecodeError> {
         let pixels = u64::from(p.image.width) * u64::from(p.image.height);
         let data = p.data.len() as u64;
         let comps = p.components.len();
@@ -263,7 +263,7 @@ impl DecodeInput {
             let at = chunk.start + COMPONENT_TABLE + (chunk.components + i) * RECORD_WORDS;
             self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[d]));
         }
-        let out = GpuImage {
+        let out = DeviceImage {
             offset: (chunk.out_base + chunk.out_words) as u32,
             width: image.width,
             height: image.height,

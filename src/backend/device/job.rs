@@ -2,16 +2,17 @@
 //! coefficients, or pixels the CPU decoded), shared by every GPU backend.
 
 use crate::augment::SamplePlan;
-use crate::decode::jpeg::coeffs::{read_coefficients, CoeffStatus, Coefficients};
+use crate::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
+use crate::decode::jpeg::read_coefficients;
 use crate::decode::{
     check_limits, peek_info, DecodeError, DecodeOptions, Format, Image8, ImageInfo, LabelPlane,
 };
 
-use super::decode::GpuImage;
+use super::decode::DeviceImage;
 
 /// What the host hands the GPU for one sample.
 #[derive(Debug)]
-pub enum GpuSample {
+pub enum DeviceSample {
     /// A JPEG, entropy-decoded: the GPU dequantises, transforms, upsamples and converts
     /// the `window` of the image scaled by `1/scale`.
     Jpeg {
@@ -88,7 +89,7 @@ impl HardwareDecode {
 #[derive(Debug)]
 pub struct Prepared {
     /// The device input.
-    pub image: GpuSample,
+    pub image: DeviceSample,
     /// What the headers say.
     pub info: ImageInfo,
     /// `Some(reason)` when the CPU decoded the image (a fallback, counted in the stats).
@@ -136,10 +137,10 @@ impl CoeffPool {
     }
 
     /// Takes back the coefficient buffers of `samples` (the rest is dropped).
-    pub fn recycle(&self, samples: impl IntoIterator<Item = GpuSample>) {
+    pub fn recycle(&self, samples: impl IntoIterator<Item = DeviceSample>) {
         if let Ok(mut v) = self.free.lock() {
             for s in samples {
-                if let (GpuSample::Jpeg { coeffs, .. }, true) = (s, v.len() < Self::MAX) {
+                if let (DeviceSample::Jpeg { coeffs, .. }, true) = (s, v.len() < Self::MAX) {
                     v.push(coeffs);
                 }
             }
@@ -180,7 +181,7 @@ pub fn prepare_from(
 }
 
 /// [`prepare_from`], handing the JPEGs `hardware` takes to a hardware decoder as they are
-/// ([`GpuSample::Encoded`]).
+/// ([`DeviceSample::Encoded`]).
 pub fn prepare_for(
     bytes: &[u8],
     info: ImageInfo,
@@ -192,7 +193,7 @@ pub fn prepare_for(
         let full = [info.width, info.height];
         let (window, orientation) = stored_request(&info, opts, full);
         return Ok(Prepared {
-            image: GpuSample::Encoded {
+            image: DeviceSample::Encoded {
                 bytes: bytes.to_vec(),
                 window,
                 full,
@@ -212,7 +213,7 @@ pub fn prepare_for(
                 let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
                 let (window, orientation) = stored_request(&info, opts, full);
                 return Ok(Prepared {
-                    image: GpuSample::Jpeg {
+                    image: DeviceSample::Jpeg {
                         coeffs,
                         scale,
                         window,
@@ -231,7 +232,7 @@ pub fn prepare_for(
     let mut img = Image8::default();
     let info = crate::decode::cpu::decode_image(bytes, opts, &mut img)?;
     Ok(Prepared {
-        image: GpuSample::Rgb(img),
+        image: DeviceSample::Rgb(img),
         info,
         cpu_reason: Some(reason),
     })
@@ -274,7 +275,7 @@ pub(crate) fn stored_window(w: [u32; 4], orientation: u8, full: [u32; 2]) -> [u3
 
 /// Where the decoded stored-frame window `g` lies once turned upright by `orientation`,
 /// and the size of the upright image: the inverse of [`stored_window`].
-pub(crate) fn upright_origin(g: &GpuImage, orientation: u8) -> ((u32, u32), (u32, u32)) {
+pub(crate) fn upright_origin(g: &DeviceImage, orientation: u8) -> ((u32, u32), (u32, u32)) {
     let (sw, sh) = (g.full_width, g.full_height);
     let (a, b) = (g.origin_x, g.origin_y);
     let (ra, rb) = (sw - (a + g.width).min(sw), sh - (b + g.height).min(sh));
@@ -294,11 +295,11 @@ pub(crate) fn upright_origin(g: &GpuImage, orientation: u8) -> ((u32, u32), (u32
 
 /// One sample of a batch: its plan, its image input, and its label plane.
 #[derive(Debug)]
-pub struct GpuJob {
+pub struct DeviceJob {
     /// The plan.
     pub plan: SamplePlan,
     /// The image.
-    pub image: GpuSample,
+    pub image: DeviceSample,
     /// The label plane, for segmentation sets.
     pub mask: Option<LabelPlane>,
 }

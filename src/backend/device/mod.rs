@@ -14,8 +14,10 @@ pub mod launch;
 pub mod orient;
 
 pub use augment::AugmentInput;
-pub use batch::{BatchPlan, Limits, Sizes};
-pub use decode::{DecodeInput, GpuImage};
-pub use job::{prepare, prepare_from, prepare_reusing, CoeffPool, GpuJob, GpuSample, Prepared};
+pub use batch::{BatchPlan, DeviceLimits, Sizes};
+pub use decode::{DecodeInput, DeviceImage};
+pub use job::{
+    prepare, prepare_from, prepare_reusing, CoeffPool, DeviceJob, DeviceSample, Prepared,
+};
 pub use launch::{Binding, Buffer, Kernel, Launch, Step};
 pub use orient::OrientJob;

@@ -7,7 +7,7 @@
 //! source range, source width, height, orientation, upright width, height, and the
 //! invocations per grid row (`grid[0] * 64`).
 
-use super::decode::GpuImage;
+use super::decode::DeviceImage;
 use super::launch::{Binding, Buffer, Kernel, Launch, Step};
 use crate::error::{Error, Result};
 
@@ -18,7 +18,7 @@ const ALIGN: u64 = 256;
 #[derive(Debug, Clone, Copy)]
 pub struct OrientJob {
     /// The decoded (stored-frame) window.
-    pub src: GpuImage,
+    pub src: DeviceImage,
     /// EXIF orientation, 2-8.
     pub orientation: u8,
     /// First word of the upright window in the windows buffer.

@@ -8,7 +8,7 @@ use crate::backend::device::launch::{Buffer, Kernel, Step};
 use crate::error::Result;
 
 pub use crate::backend::device::augment::AugmentInput;
-pub use crate::backend::device::decode::GpuImage;
+pub use crate::backend::device::decode::DeviceImage;
 
 /// GPU buffers for the intermediates of [`AugmentKernels::encode`], grown when a batch
 /// needs more and otherwise reused. One per batch in flight.
@@ -58,7 +58,7 @@ impl AugmentKernels {
     /// `i * out_width * out_height * 2`, u16 little-endian; [`AugmentInput::masks_bytes`]).
     ///
     /// `input_buffer` holds [`AugmentInput::bytes`]; `windows` the decoded windows the
-    /// samples' [`GpuImage`]s point into. All need `STORAGE` usage. Buffers too small, a
+    /// samples' [`DeviceImage`]s point into. All need `STORAGE` usage. Buffers too small, a
     /// window outside `windows`, or a sample too large for the device's binding limit are
     /// [`crate::Error::Device`], reported before anything is recorded.
     #[allow(clippy::too_many_arguments)]

@@ -10,29 +10,29 @@
 //! - One set of device-local input and scratch buffers, grow-only. Submissions on one queue
 //!   execute in order and wgpu orders each batch's writes after the previous batch's
 //!   reads, so one set serves every batch in flight.
-//! - A ring of output buffers ([`GpuBatchBuffers`]), one per batch in flight, owned by
+//! - A ring of output buffers ([`WgpuBatchBuffers`]), one per batch in flight, owned by
 //!   the pipeline's batch ring: a batch's buffers are reused only after the caller dropped
 //!   the batch, and any work the caller submitted on them before that is ordered first.
 //!
-//! Pipelines and bind group layouts are created once, in [`Batcher::new`].
+//! Pipelines and bind group layouts are created once, in [`WgpuBatcher::new`].
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use super::kernels::Pipelines;
 use super::WgpuContext;
-use crate::backend::device::batch::{BatchPlan, Limits};
+use crate::backend::device::batch::{BatchPlan, DeviceLimits};
 use crate::backend::device::launch::{Buffer, Kernel};
 use crate::decode::Image8;
 use crate::error::{Error, Result};
 
 pub use crate::backend::device::job::{
-    prepare, prepare_from, prepare_reusing, CoeffPool, GpuJob, GpuSample, Prepared,
+    prepare, prepare_from, prepare_reusing, CoeffPool, DeviceJob, DeviceSample, Prepared,
 };
 
 /// The output buffers of one batch in flight.
 #[derive(Debug)]
-pub struct GpuBatchBuffers {
+pub struct WgpuBatchBuffers {
     /// `batch_size * image_bytes` (rounded up to 4 bytes): slot `i` at `i * image_bytes`.
     pub images: wgpu::Buffer,
     /// `batch_size * w * h` u16 class ids (rounded up to 4 bytes), for segmentation sets.
@@ -43,7 +43,7 @@ fn round4(n: u64) -> u64 {
     n.div_ceil(4).max(1) * 4
 }
 
-impl GpuBatchBuffers {
+impl WgpuBatchBuffers {
     /// Output buffers for `batch_size` samples of `image_bytes` (and `mask_bytes` when not
     /// 0). Larger than the device allows, or out of memory: [`Error::Device`].
     pub fn new(
@@ -65,7 +65,7 @@ impl GpuBatchBuffers {
                 mapped_at_creation: false,
             })
         };
-        Ok(GpuBatchBuffers {
+        Ok(WgpuBatchBuffers {
             images: make("stoker batch images", image_bytes)?,
             masks: match mask_bytes {
                 0 => None,
@@ -94,7 +94,7 @@ pub fn max_binding(ctx: &WgpuContext) -> u64 {
 
 /// Runs batches on one wgpu device. Used by one thread at a time (the pipeline's
 /// consumer); everything it allocates is reused from batch to batch.
-pub struct Batcher {
+pub struct WgpuBatcher {
     ctx: WgpuContext,
     pipelines: Pipelines,
     plan: BatchPlan,
@@ -117,22 +117,22 @@ struct Scratch {
     resized: Option<wgpu::Buffer>,
 }
 
-impl std::fmt::Debug for Batcher {
+impl std::fmt::Debug for WgpuBatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Batcher")
+        f.debug_struct("WgpuBatcher")
             .field("device", &self.ctx.name())
             .field("staging", &self.staging.len())
             .finish()
     }
 }
 
-impl Batcher {
+impl WgpuBatcher {
     /// Compiles the pipelines on `ctx`; `ring` staging buffers (at least 2).
     pub fn new(ctx: &WgpuContext, ring: usize) -> Result<Self> {
         let limits = ctx.device().limits();
-        Ok(Batcher {
+        Ok(WgpuBatcher {
             pipelines: Pipelines::new(ctx, Kernel::wgsl())?,
-            plan: BatchPlan::new(Limits {
+            plan: BatchPlan::new(DeviceLimits {
                 max_binding: limits.max_storage_buffer_binding_size,
                 per_dim: u64::from(limits.max_compute_workgroups_per_dimension.max(1)),
             }),
@@ -200,7 +200,7 @@ impl Batcher {
     /// Writes the planned upload into the next staging buffer and records its copy and
     /// every planned step (into `out` when the plan augments); returns the encoder and the
     /// staging slot.
-    fn record(&mut self, out: Option<&GpuBatchBuffers>) -> Result<(wgpu::CommandEncoder, usize)> {
+    fn record(&mut self, out: Option<&WgpuBatchBuffers>) -> Result<(wgpu::CommandEncoder, usize)> {
         let sizes = self.plan.sizes();
         let si = self.staging(sizes.upload)?;
         {
@@ -229,7 +229,7 @@ impl Batcher {
     fn record_steps(
         &mut self,
         si: usize,
-        out: Option<&GpuBatchBuffers>,
+        out: Option<&WgpuBatchBuffers>,
     ) -> Result<wgpu::CommandEncoder> {
         use wgpu::BufferUsages as U;
         let sizes = self.plan.sizes();
@@ -335,7 +335,7 @@ impl Batcher {
     /// Decodes and augments `jobs` into `out` (slot `i` for job `i`) and submits the work.
     /// Returns without waiting: work the caller submits later on the same queue sees the
     /// finished batch.
-    pub fn run(&mut self, jobs: &[GpuJob], out: &GpuBatchBuffers) -> Result<()> {
+    pub fn run(&mut self, jobs: &[DeviceJob], out: &WgpuBatchBuffers) -> Result<()> {
         if jobs.is_empty() {
             return Ok(());
         }
@@ -346,7 +346,7 @@ impl Batcher {
 
     /// Decodes `images` on the device and submits the work without waiting (for decode
     /// benchmarks: call [`WgpuContext::wait`] before stopping the clock).
-    pub fn decode(&mut self, images: &[GpuSample]) -> Result<()> {
+    pub fn decode(&mut self, images: &[DeviceSample]) -> Result<()> {
         if images.is_empty() {
             return Ok(());
         }
@@ -357,7 +357,7 @@ impl Batcher {
 
     /// Decodes `images` on the device and reads the decoded windows back (to compare
     /// backends and write previews). Blocks until done.
-    pub fn decode_to_host(&mut self, images: &[GpuSample]) -> Result<Vec<Image8>> {
+    pub fn decode_to_host(&mut self, images: &[DeviceSample]) -> Result<Vec<Image8>> {
         self.decode(images)?;
         let Some(windows) = self.scratch.windows.clone() else {
             return Ok(Vec::new());

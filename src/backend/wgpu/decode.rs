@@ -7,7 +7,7 @@ use super::WgpuContext;
 use crate::backend::device::launch::{Buffer, Kernel, Step};
 use crate::error::Result;
 
-pub use crate::backend::device::decode::{DecodeInput, GpuImage};
+pub use crate::backend::device::decode::{DecodeInput, DeviceImage};
 
 /// Grow-only GPU buffers [`DecodeKernels::encode`] uses: the component planes. One per
 /// batch in flight.
@@ -40,7 +40,7 @@ impl DecodeKernels {
 
     /// Records the decode of `input`'s batch into `encoder`. `input_buffer` holds
     /// [`DecodeInput::bytes`]; `windows` receives the RGBA windows at the offsets the
-    /// [`GpuImage`]s returned by the pushes say ([`DecodeInput::window_words`] words). Both
+    /// [`DeviceImage`]s returned by the pushes say ([`DecodeInput::window_words`] words). Both
     /// need `STORAGE` usage. Buffers too small, or chunks larger than the device binds, are
     /// [`crate::Error::Device`], reported before anything is recorded.
     pub fn encode(

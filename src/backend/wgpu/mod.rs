@@ -326,7 +326,7 @@ impl WgpuContext {
     }
 }
 
-/// The wgpu backend: the pipeline batches samples through [`batch::Batcher`]. The
+/// The wgpu backend: the pipeline batches samples through [`batch::WgpuBatcher`]. The
 /// per-sample [`Backend`] methods are the CPU paths it falls back to for samples the GPU
 /// path does not take (other formats, JPEG features the shaders do not cover).
 #[derive(Debug, Clone)]

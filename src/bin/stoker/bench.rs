@@ -265,7 +265,7 @@ fn decode_device(
     threads: usize,
 ) -> Res<Value> {
     use stoker::backend::device::job::prepare_with;
-    use stoker::backend::device::{CoeffPool, GpuSample};
+    use stoker::backend::device::{CoeffPool, DeviceSample};
     let opts = DecodeOptions::default();
     let pool = CoeffPool::default();
     let hardware = dev.hardware_decode();
@@ -292,7 +292,7 @@ fn decode_device(
                 || {},
             );
             host += t.elapsed().as_secs_f64();
-            let mut samples: Vec<GpuSample> = Vec::with_capacity(idx.len());
+            let mut samples: Vec<DeviceSample> = Vec::with_capacity(idx.len());
             for (p, &i) in prepared.into_iter().zip(&idx) {
                 match p {
                     Ok(p) => {

@@ -400,7 +400,7 @@ pub enum DeviceDecoder {
     None(std::convert::Infallible),
     /// wgpu.
     #[cfg(feature = "wgpu")]
-    Wgpu(Box<stoker::backend::wgpu::batch::Batcher>),
+    Wgpu(Box<stoker::backend::wgpu::batch::WgpuBatcher>),
     /// CUDA.
     #[cfg(feature = "cuda")]
     Cuda(Box<stoker::backend::cuda::batch::CudaBatcher>),
@@ -428,7 +428,7 @@ impl DeviceDecoder {
     /// Decodes `samples` on the device and reads the windows back. Blocks.
     pub fn decode_to_host(
         &mut self,
-        samples: &[stoker::backend::device::GpuSample],
+        samples: &[stoker::backend::device::DeviceSample],
     ) -> stoker::Result<Vec<stoker::decode::Image8>> {
         let _ = &samples;
         match self {
@@ -442,7 +442,10 @@ impl DeviceDecoder {
     }
 
     /// Submits the decode of `samples` without waiting.
-    pub fn submit(&mut self, samples: &[stoker::backend::device::GpuSample]) -> stoker::Result<()> {
+    pub fn submit(
+        &mut self,
+        samples: &[stoker::backend::device::DeviceSample],
+    ) -> stoker::Result<()> {
         let _ = &samples;
         match self {
             #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
@@ -496,7 +499,8 @@ pub fn device_decoder(
     }
     #[cfg(feature = "wgpu")]
     if let Some(ctx) = be.wgpu_context() {
-        let b = stoker::backend::wgpu::batch::Batcher::new(ctx, 2).map_err(|e| e.to_string())?;
+        let b =
+            stoker::backend::wgpu::batch::WgpuBatcher::new(ctx, 2).map_err(|e| e.to_string())?;
         return Ok(Some(DeviceDecoder::Wgpu(Box::new(b))));
     }
     let _ = be;

@@ -61,7 +61,7 @@ struct Row {
 
 /// A saturated colour per class id, hue from a hash of the id.
 fn class_colour(id: u16) -> [u8; 3] {
-    let h = (stoker::augment::rng::mix64(u64::from(id)) >> 40) as f64 / (1u64 << 24) as f64 * 6.0;
+    let h = (stoker::rng::mix64(u64::from(id)) >> 40) as f64 / (1u64 << 24) as f64 * 6.0;
     let (s, v) = (0.85, 1.0);
     let i = h.floor();
     let f = h - i;

@@ -1,4 +1,4 @@
-//! DCT coefficients of a JPEG (host entropy decoding, [`read_coefficients`]) and the
+//! DCT coefficients of a JPEG (host entropy decoding, [`read_coefficients`](super::read_coefficients)) and the
 //! `#[repr(C)]` word layout they are uploaded in: the contract between the packer
 //! ([`pack`]), the scalar oracles ([`super::idct`], [`super::color`]), the WGSL shaders
 //! (`shaders/idct.wgsl`, `shaders/color.wgsl`) and, later, the CUDA kernels.
@@ -126,7 +126,7 @@ impl Default for Component {
 }
 
 /// A JPEG's quantised DCT coefficients and what is needed to turn them into pixels.
-/// Reused across images: [`read_coefficients`] refills it, keeping its allocations.
+/// Reused across images: [`read_coefficients`](super::read_coefficients) refills it, keeping its allocations.
 #[derive(Debug, Clone, Default)]
 pub struct Coefficients {
     /// Image width in pixels.
@@ -227,7 +227,7 @@ impl Coefficients {
     }
 }
 
-/// What [`read_coefficients`] found.
+/// What [`read_coefficients`](super::read_coefficients) found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CoeffStatus {
     /// The coefficients are complete and the GPU path reproduces libjpeg's decode.
@@ -236,20 +236,6 @@ pub enum CoeffStatus {
     /// incomplete progressive refinement (libjpeg smooths blocks), damaged data in lenient
     /// mode, or a sampling layout the shaders do not take. The coefficients may be partial.
     CpuOnly(String),
-}
-
-/// Entropy-decodes `bytes` (baseline, extended, progressive or arithmetic-coded JPEG; gray,
-/// YCbCr, RGB, CMYK or YCCK) into `out`, reusing its allocations, with libjpeg-turbo on
-/// this thread's reusable decompressor. `strict` makes corrupt-data warnings errors, as
-/// [`crate::decode::DecodeOptions::strict`] does for the CPU decoder. Check the pixel limits
-/// (`decode::check_limits`) on the headers first: this allocates
-/// `width_in_blocks * height_in_blocks` blocks per component.
-pub fn read_coefficients(
-    bytes: &[u8],
-    strict: bool,
-    out: &mut Coefficients,
-) -> Result<CoeffStatus, DecodeError> {
-    super::turbo::read_coefficients(bytes, strict, out)
 }
 
 /// How a component plane is enlarged to the output grid (`jdsample.c`'s methods).

@@ -172,6 +172,42 @@ pub fn sampling_factors(bytes: &[u8]) -> Option<Vec<(u8, u8)>> {
     None
 }
 
+/// What every JPEG decode path checks before libjpeg sees the file: the features this
+/// build does not decode (a typed `Unsupported`), and in strict mode a missing end marker.
+pub(crate) fn jpeg_preflight(
+    bytes: &[u8],
+    info: &ImageInfo,
+    strict: bool,
+) -> Result<(), DecodeError> {
+    match info.process {
+        Some(JpegProcess::Lossless) => {
+            return Err(DecodeError::Unsupported("lossless JPEG (SOF3)".into()))
+        }
+        Some(JpegProcess::Hierarchical) => {
+            return Err(DecodeError::Unsupported("hierarchical JPEG".into()))
+        }
+        _ => {}
+    }
+    if info.bit_depth != 8 {
+        return Err(DecodeError::Unsupported(format!(
+            "{}-bit JPEG",
+            info.bit_depth
+        )));
+    }
+    if strict && !has_end_marker(bytes) {
+        return Err(DecodeError::Jpeg(
+            "truncated: no end-of-image marker".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether an end-of-image marker is present: a file cut short has none. Bytes after
+/// the marker (trailers some cameras append) are allowed.
+fn has_end_marker(bytes: &[u8]) -> bool {
+    bytes.windows(2).rev().any(|w| w == [0xFF, 0xD9])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,3 +8,5 @@ pub mod color;
 pub mod idct;
 pub mod markers;
 pub(crate) mod turbo;
+
+pub use turbo::read_coefficients;

@@ -283,7 +283,7 @@ unsafe fn run(
         let stride = w as usize * channels;
         let rows = (wy1 - y0) as usize;
         // Every byte is written by jpeg_read_scanlines below: no need to clear.
-        crate::augment::reference::set_len(out, stride * rows);
+        crate::decode::set_len(out, stride * rows);
         if y0 > 0 {
             let skipped = ffi::jpeg_skip_scanlines(cinfo, y0);
             if skipped != y0 {
@@ -347,17 +347,20 @@ pub(crate) fn decode(
     with_decoder(|dec| dec.decode(bytes, req, out))
 }
 
-/// Entropy-decodes `bytes` into `out` (reusing its allocations) with this thread's
-/// reusable decompressor: `jpeg_read_coefficients`, no IDCT. See
-/// [`crate::decode::jpeg::coeffs::read_coefficients`] for what is returned when.
-pub(crate) fn read_coefficients(
+/// Entropy-decodes `bytes` (baseline, extended, progressive or arithmetic-coded JPEG; gray,
+/// YCbCr, RGB, CMYK or YCCK) into `out`, reusing its allocations, with libjpeg-turbo on
+/// this thread's reusable decompressor. `strict` makes corrupt-data warnings errors, as
+/// [`crate::decode::DecodeOptions::strict`] does for the CPU decoder. Check the pixel limits
+/// (`decode::check_limits`) on the headers first: this allocates
+/// `width_in_blocks * height_in_blocks` blocks per component.
+pub fn read_coefficients(
     bytes: &[u8],
     strict: bool,
     out: &mut Coefficients,
 ) -> Result<CoeffStatus, DecodeError> {
     // The same checks the CPU decoder makes before libjpeg sees the file.
     let info = crate::decode::jpeg::markers::peek(bytes)?;
-    crate::decode::cpu::jpeg_preflight(bytes, &info, strict)?;
+    crate::decode::jpeg::markers::jpeg_preflight(bytes, &info, strict)?;
     out.clear();
     out.adobe_inverted = info.adobe_transform.is_some();
     let status = with_decoder(|dec| dec.read_coefficients(bytes, strict, out))?;

@@ -13,6 +13,9 @@
 //!   the sampler's stream, with id 0, ever reaches). The epoch is reduced to its low 32 bits.
 //!
 //! Known-answer tests against the Random123 reference vectors are in this module.
+//!
+//! Written here rather than taken from a crate: its outputs are part of saved split
+//! manifests and must match the GPU kernels bit for bit, so the definition is pinned.
 
 /// One Philox4x32-10 block: four 32-bit outputs for a counter and key.
 pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
