@@ -8,18 +8,25 @@
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+/// Stand-in for the CUDA backend in a build without the `cuda` feature.
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_dummy.rs"]
+pub mod cuda;
 pub mod device;
 #[cfg(feature = "wgpu")]
+pub mod wgpu;
+/// Stand-in for the wgpu backend in a build without the `wgpu` feature.
+#[cfg(not(feature = "wgpu"))]
+#[path = "wgpu_dummy.rs"]
 pub mod wgpu;
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::augment::reference::Scratch;
-use crate::augment::SamplePlan;
-use crate::decode::{DecodeError, DecodeOptions, Image8, ImageInfo, LabelPlane};
+use crate::decode::{DecodeError, DecodeOptions, Image8, ImageInfo};
 use crate::error::{Error, Result};
+use device::{BatcherConfig, DeviceBatcher};
 
 /// Which backend to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
@@ -62,13 +69,11 @@ impl FromStr for BackendKind {
     }
 }
 
-/// What a backend does for the pipeline. Decoding and plan execution take the same
-/// inputs on every backend; GPU backends batch them internally.
-///
-/// The per-sample methods default to the CPU definitions ([`crate::decode::cpu`],
-/// [`crate::augment::reference`]): the CPU backend is exactly these, and a device
-/// backend uses them for the samples it hands back to the host (formats and JPEG
-/// features its device path does not take).
+/// What a backend does for the pipeline: it names itself and, for a device backend,
+/// hands out the [`DeviceBatcher`] that runs its batches. Every backend gives the same
+/// samples: the CPU backend is the CPU decoder ([`crate::decode::cpu`]) and the reference
+/// augmentation ([`crate::augment::reference`]); a device backend runs the same plans in
+/// its kernels and decodes what its device path does not take with the CPU decoder.
 pub trait Backend: Send + Sync + fmt::Debug {
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
@@ -86,42 +91,12 @@ pub trait Backend: Send + Sync + fmt::Debug {
         crate::decode::cpu::decode_image(bytes, opts, out)
     }
 
-    /// Decodes a label mask, reusing `out`.
-    fn decode_mask(
-        &self,
-        bytes: &[u8],
-        opts: &DecodeOptions,
-        out: &mut LabelPlane,
-    ) -> Result<ImageInfo, DecodeError> {
-        crate::decode::cpu::decode_mask(bytes, opts, out)
-    }
-
-    /// Executes a plan on an image plane into its batch slot.
-    fn execute_image(
-        &self,
-        plan: &SamplePlan,
-        src: &Image8,
-        out: &mut [u8],
-        scratch: &mut Scratch,
-    ) {
-        crate::augment::reference::execute_image(plan, src, out, scratch);
-    }
-
-    /// Executes a plan on a label plane (nearest only) into its batch slot.
-    fn execute_mask(&self, plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]) {
-        crate::augment::reference::execute_mask(plan, src, out);
-    }
-
-    /// The CUDA device, when this backend runs batches on one.
-    #[cfg(feature = "cuda")]
-    fn cuda_device(&self) -> Option<&cuda::CudaDevice> {
-        None
-    }
-
-    /// The wgpu device, when this backend runs batches on one.
-    #[cfg(feature = "wgpu")]
-    fn wgpu_context(&self) -> Option<&wgpu::WgpuContext> {
-        None
+    /// The batcher that makes this backend's batches on its device, set up as `cfg`
+    /// says; `None` for a host backend, whose batches the pipeline's workers make with
+    /// the CPU decoder and [`crate::augment::reference`].
+    fn batcher(&self, cfg: &BatcherConfig) -> Result<Option<Box<dyn DeviceBatcher>>> {
+        let _ = cfg;
+        Ok(None)
     }
 }
 
@@ -143,15 +118,12 @@ pub struct BackendOptions {
     /// asking for `Wgpu` by name always accepts one.
     pub allow_software_gpu: bool,
     /// The caller's own wgpu device and queue: batches are made on it.
-    #[cfg(feature = "wgpu")]
     pub wgpu: Option<wgpu::WgpuContext>,
     /// The caller's own CUDA context and stream: batches are made on it.
-    #[cfg(feature = "cuda")]
     pub cuda: Option<cuda::CudaDevice>,
 }
 
 /// Opens the CUDA backend (GPU 0, or the caller's context), or says why not.
-#[cfg(feature = "cuda")]
 fn open_cuda(opts: &BackendOptions) -> Result<(Arc<dyn Backend>, String)> {
     let device = match &opts.cuda {
         Some(d) => d.clone(),
@@ -162,16 +134,7 @@ fn open_cuda(opts: &BackendOptions) -> Result<(Arc<dyn Backend>, String)> {
     Ok((Arc::new(backend), name))
 }
 
-#[cfg(not(feature = "cuda"))]
-fn open_cuda(_: &BackendOptions) -> Result<(Arc<dyn Backend>, String)> {
-    Err(Error::BackendUnavailable {
-        backend: "cuda".into(),
-        reason: "this build of stoker has no CUDA backend (the `cuda` feature is off)".into(),
-    })
-}
-
 /// Opens the wgpu backend as asked, or says why not.
-#[cfg(feature = "wgpu")]
 fn open_wgpu(opts: &BackendOptions, asked: bool) -> Result<(Arc<dyn Backend>, String)> {
     let ctx = match &opts.wgpu {
         Some(c) => c.clone(),
@@ -189,14 +152,6 @@ fn open_wgpu(opts: &BackendOptions, asked: bool) -> Result<(Arc<dyn Backend>, St
         Arc::new(wgpu::WgpuBackend::new(ctx)),
         format!("{name}{soft}"),
     ))
-}
-
-#[cfg(not(feature = "wgpu"))]
-fn open_wgpu(_: &BackendOptions, _: bool) -> Result<(Arc<dyn Backend>, String)> {
-    Err(Error::BackendUnavailable {
-        backend: "wgpu".into(),
-        reason: "this build of stoker has no wgpu backend (the `wgpu` feature is off)".into(),
-    })
 }
 
 /// Resolves `kind` to a backend. `Auto` never fails: it tries CUDA, then wgpu (a hardware

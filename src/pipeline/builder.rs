@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use super::{cache::Cache, stats::Counters, Config, OnError, Pipeline};
 use crate::augment::Augment;
 use crate::backend::device::job::HardwareDecode;
+use crate::backend::device::BatcherConfig;
 use crate::backend::{self, BackendKind};
 use crate::decode::Limits;
 use crate::error::{Error, Result};
@@ -254,8 +255,17 @@ impl PipelineBuilder {
         };
         #[cfg(not(feature = "cuda"))]
         let selected = backend::select_with(self.backend, workers, &self.backend_opts)?;
-        let (gpu, device_max_binding, hardware_decode) =
-            self.device_batcher(&selected, has_masks)?;
+        let batcher = selected.backend.batcher(&BatcherConfig {
+            ring: self.prefetch.max(2),
+            batch_size: self.batch_size,
+            batch_bytes: self.batch_bytes(has_masks),
+            hardware: self.hardware_decode,
+            strict: self.strict_decode,
+        })?;
+        let (device_max_binding, hardware_decode) = match &batcher {
+            Some(b) => (b.max_binding(), b.hardware_decode()),
+            None => (u64::MAX, HardwareDecode::Off),
+        };
         let mut augment = self.augment;
         if self.cache_bytes > 0 && augment.is_crop_aware() {
             // The cache keeps whole images so any later crop can be served from it.
@@ -277,7 +287,7 @@ impl PipelineBuilder {
             strict_decode: self.strict_decode,
             has_masks,
             replace_attempts: 16,
-            gpu,
+            batcher: batcher.map(|b| Arc::new(Mutex::new(b))),
             device_max_binding,
             hardware_decode,
             coeff_pool: Default::default(),
@@ -294,66 +304,15 @@ impl PipelineBuilder {
         })
     }
 
-    /// The device batcher of the selected backend, if it runs batches on a device, the
-    /// largest storage binding there, and which JPEGs its hardware decoder takes. A batch too large for the device's buffers is
-    /// an error now, not mid-epoch.
-    #[cfg_attr(not(feature = "wgpu"), allow(unused_variables))]
-    fn device_batcher(&self, selected: &backend::Selected, has_masks: bool) -> Result<DeviceSetup> {
-        #[cfg(feature = "cuda")]
-        if let Some(device) = selected.backend.cuda_device() {
-            let batcher = backend::cuda::batch::CudaBatcher::new(device, self.prefetch.max(2))?
-                .with_hardware_decode(self.hardware_decode, self.batch_size)
-                .strict(self.strict_decode);
-            let hardware = batcher.hardware_decode();
-            let limits = backend::device::DeviceLimits::UNBOUNDED;
-            return Ok((
-                Some(Arc::new(Mutex::new(super::device::DeviceBatcher::Cuda(
-                    Box::new(batcher),
-                )))),
-                limits.max_binding,
-                hardware,
-            ));
-        }
-        #[cfg(feature = "wgpu")]
-        if let Some(ctx) = selected.backend.wgpu_context() {
-            let limits = ctx.device().limits();
-            // One buffer holds a batch's images (or masks): it must fit the device.
-            let (w, h) = self.augment.out_size();
-            let masks = if has_masks {
-                2 * u64::from(w) * u64::from(h)
-            } else {
-                0
-            };
-            let per_sample = (self.augment.image_bytes() as u64).max(masks);
-            let need = per_sample.saturating_mul(self.batch_size as u64);
-            let max = limits
-                .max_buffer_size
-                .min(limits.max_storage_buffer_binding_size);
-            if need > max {
-                return Err(Error::Config(format!(
-                    "a batch of {} samples needs {need} bytes, more than {} allows in one buffer ({max}); use smaller batches",
-                    self.batch_size,
-                    ctx.name()
-                )));
-            }
-            let batcher = backend::wgpu::batch::WgpuBatcher::new(ctx, self.prefetch.max(2))?;
-            return Ok((
-                Some(Arc::new(Mutex::new(super::device::DeviceBatcher::Wgpu(
-                    Box::new(batcher),
-                )))),
-                limits.max_storage_buffer_binding_size,
-                HardwareDecode::Off,
-            ));
-        }
-        let _ = selected;
-        Ok((None, u64::MAX, HardwareDecode::Off))
+    /// Bytes of the largest output buffer of one batch: its images, or its masks.
+    fn batch_bytes(&self, has_masks: bool) -> u64 {
+        let (w, h) = self.augment.out_size();
+        let masks = if has_masks {
+            2 * u64::from(w) * u64::from(h)
+        } else {
+            0
+        };
+        let per_sample = (self.augment.image_bytes() as u64).max(masks);
+        per_sample.saturating_mul(self.batch_size as u64)
     }
 }
-
-/// What [`PipelineBuilder::device_batcher`] sets up: the batcher (none on the CPU), the
-/// largest storage binding, and which JPEGs go to the hardware decoder.
-type DeviceSetup = (
-    Option<Arc<Mutex<super::device::DeviceBatcher>>>,
-    u64,
-    HardwareDecode,
-);

@@ -52,10 +52,11 @@
 //! once (a worker finishes the sample it is on), and the drop joins them. Nothing is left
 //! running.
 
+mod batch;
 mod builder;
 mod cache;
-mod device;
 mod epoch;
+mod memory;
 mod readers;
 mod staging;
 mod stats;
@@ -63,11 +64,13 @@ mod worker;
 
 use std::sync::{Arc, Mutex};
 
+pub use batch::{Batch, Replacement};
 pub use builder::PipelineBuilder;
-pub use epoch::{Batch, Epoch, Replacement};
+pub use epoch::Epoch;
 pub use stats::{Stats, MAX_KEPT_ERRORS};
 
 use crate::augment::Augment;
+use crate::backend::device::DeviceBatcher;
 use crate::backend::Backend;
 use crate::decode::Limits;
 use crate::error::Result;
@@ -118,7 +121,7 @@ pub(crate) struct Config {
     pub has_masks: bool,
     pub replace_attempts: usize,
     /// The device path, when the backend runs batches on a device.
-    pub gpu: Option<Arc<Mutex<device::DeviceBatcher>>>,
+    pub batcher: Option<Arc<Mutex<Box<dyn DeviceBatcher>>>>,
     /// The largest storage binding of the device (a decoded window must fit one).
     pub device_max_binding: u64,
     /// Which JPEGs the workers hand to the device's hardware decoder whole.
@@ -134,7 +137,7 @@ impl Config {
 
     /// Whether batches are made on a device (workers prepare inputs, the device writes).
     pub(crate) fn on_device(&self) -> bool {
-        self.gpu.is_some()
+        self.batcher.is_some()
     }
 
     /// Bytes of one image slot in host batch memory: none when batches live on a device.
@@ -173,7 +176,7 @@ pub struct Pipeline {
     sampler: Sampler,
     cache: Option<Arc<cache::Cache>>,
     total: Arc<stats::Counters>,
-    pool: Arc<Mutex<Vec<epoch::BatchBuffers>>>,
+    pool: Arc<Mutex<Vec<batch::BatchBuffers>>>,
     staging: Arc<Mutex<Vec<staging::Staged>>>,
     workers: Arc<Mutex<Vec<worker::WorkerState>>>,
 }
@@ -236,7 +239,7 @@ impl Pipeline {
     pub fn memory_in_flight(&self) -> usize {
         let c = &self.cfg;
         let device = c
-            .gpu
+            .batcher
             .as_ref()
             .and_then(|g| g.lock().ok().map(|g| g.memory_in_flight()))
             .unwrap_or(0);
@@ -246,15 +249,13 @@ impl Pipeline {
     /// Waits until the device has finished every batch handed out so far (a no-op on the
     /// CPU backend). For benchmarks: stop the clock after it.
     pub fn wait_device(&self) -> Result<()> {
-        #[cfg(feature = "wgpu")]
-        if let Some(ctx) = self.cfg.backend.wgpu_context() {
-            return ctx.wait();
+        match &self.cfg.batcher {
+            Some(b) => b
+                .lock()
+                .map_err(|_| crate::error::Error::Pipeline("device batcher poisoned".into()))?
+                .wait(),
+            None => Ok(()),
         }
-        #[cfg(feature = "cuda")]
-        if let Some(device) = self.cfg.backend.cuda_device() {
-            return device.wait();
-        }
-        Ok(())
     }
 
     /// Statistics over every finished epoch.

@@ -7,21 +7,89 @@ use std::time::Instant;
 
 use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 
-use super::cache::Decoded;
-use super::epoch::{Delivered, Job, Loaded, Msg, Outcome, Payload, Shared};
+use std::sync::{Arc, Mutex};
+
+use super::cache::{Cache, Decoded};
+use super::memory::{SlotMemory, SlotWriter};
 use super::readers::read_sample;
-use super::staging::Staged;
+use super::staging::{Staged, StagingRing};
 use super::stats::Counters;
-use super::OnError;
+use super::{Config, OnError};
 use crate::augment::reference::Scratch;
 use crate::augment::SamplePlan;
-use crate::backend::cpu::memory::SlotWriter;
 use crate::backend::device::job::{prepare_for, DeviceJob, DeviceSample};
+use crate::backend::device::DeviceBuffers;
 use crate::decode::LabelPlane;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::rng::{Rng, Stream};
 use crate::source::Sample;
+use crate::source::Subset;
+
+/// One sample to read: where it goes in its batch.
+pub(super) struct Job {
+    pub(super) batch: usize,
+    pub(super) slot: usize,
+    pub(super) sample: usize,
+    pub(super) images: Arc<SlotMemory>,
+    pub(super) masks: Option<Arc<SlotMemory>>,
+}
+
+/// What a reader hands a worker for one sample.
+pub(super) enum Payload {
+    Staged(Staged),
+    Cached(Arc<Decoded>),
+    Failed(SampleError, Staged),
+}
+
+/// A sample read, with its job.
+pub(super) struct Loaded {
+    pub(super) job: Job,
+    pub(super) payload: Payload,
+}
+
+/// A sample made into its slot.
+pub(super) struct Delivered {
+    pub(super) id: u64,
+    pub(super) label: i64,
+    pub(super) replaced: Option<u64>,
+    pub(super) plan: SamplePlan,
+    /// What the device needs for this sample, when batches are made on one.
+    pub(super) gpu: Option<Box<DeviceJob>>,
+}
+
+/// What became of one sample.
+pub(super) struct Outcome {
+    pub(super) delivered: Option<Delivered>,
+    pub(super) error: Option<SampleError>,
+}
+
+/// What the planner and the workers tell the collector.
+pub(super) enum Msg {
+    Start {
+        batch: usize,
+        images: Arc<SlotMemory>,
+        masks: Option<Arc<SlotMemory>>,
+        gpu: Option<Box<dyn DeviceBuffers>>,
+        len: usize,
+    },
+    Done {
+        batch: usize,
+        slot: usize,
+        outcome: Outcome,
+    },
+}
+
+/// What every thread of an epoch shares.
+pub(super) struct Shared {
+    pub(super) cfg: Arc<Config>,
+    pub(super) subset: Subset,
+    pub(super) cache: Option<Arc<Cache>>,
+    pub(super) stats: Arc<Counters>,
+    pub(super) epoch: u64,
+    pub(super) staging: StagingRing,
+    pub(super) workers_kept: Arc<Mutex<Vec<WorkerState>>>,
+}
 
 pub(super) fn reader(
     sh: &Shared,
@@ -384,9 +452,7 @@ fn decode_mask_into(
     out: &mut crate::decode::LabelPlane,
     size: (u32, u32),
 ) -> Result<(), SampleError> {
-    sh.cfg
-        .backend
-        .decode_mask(bytes, &base_options(&sh.cfg), out)
+    crate::decode::cpu::decode_mask(bytes, &base_options(&sh.cfg), out)
         .map_err(|e| decode_error(s, "mask", &e))?;
     check_mask(s, out, size)
 }
@@ -432,9 +498,7 @@ fn decode_into(
     } else {
         plan.decode_options(base, &info)
     };
-    let be = &cfg.backend;
-    let r = be
-        .decode_image(image, &opts, &mut out.image)
+    let r = crate::decode::cpu::decode_image(image, &opts, &mut out.image)
         .map_err(|e| decode_error(s, "image", &e))
         .and_then(|_| {
             if s.mask.is_none() {
@@ -463,16 +527,14 @@ fn run(
     scratch: &mut Scratch,
 ) -> Result<SamplePlan, SampleError> {
     let t = Instant::now();
-    let cfg = &sh.cfg;
     let plan = *plan;
-    cfg.backend
-        .execute_image(&plan, &d.image, out.bytes(), scratch);
+    crate::augment::reference::execute_image(&plan, &d.image, out.bytes(), scratch);
     match (mask_out, &d.mask) {
         (Some(mo), Some(m)) => {
             let dst: &mut [u16] = bytemuck::try_cast_slice_mut(mo.bytes()).map_err(|e| {
                 SampleError::new(s, SampleErrorKind::Internal, format!("mask slot: {e}"))
             })?;
-            cfg.backend.execute_mask(&plan, m, dst);
+            crate::augment::reference::execute_mask(&plan, m, dst);
         }
         (None, None) => {}
         _ => {

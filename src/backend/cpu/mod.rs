@@ -1,8 +1,6 @@
-//! The CPU backend: decode with [`crate::decode::cpu`], execute plans with
-//! [`crate::augment::reference`] (the [`Backend`] trait's default methods), on the
-//! pipeline's worker threads.
-
-pub(crate) mod memory;
+//! The CPU backend: the pipeline's worker threads decode with [`crate::decode::cpu`] and
+//! execute plans with [`crate::augment::reference`] straight into host batch memory; it
+//! hands out no device batcher.
 
 use super::{Backend, BackendKind};
 

@@ -24,6 +24,7 @@ use super::memory::{self, address, DeviceBuffer, KernelArgs, Pinned};
 use super::nvjpeg;
 use super::{device_err, kernels, CudaDevice};
 use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob};
+use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
 use crate::backend::device::job::{DeviceJob, DeviceSample, HardwareDecode};
 use crate::backend::device::launch::{Buffer, Kernel, Step, MAX_BINDINGS};
 use crate::decode::{DecodeOptions, Image8};
@@ -41,6 +42,10 @@ pub struct CudaBatchBuffers {
     pub released: Option<CudaEvent>,
     /// The stream that last wrote the buffers: finished before they are freed.
     writer: Option<Arc<CudaStream>>,
+    /// The device, whose consumer stream reads the batch and records its release.
+    device: CudaDevice,
+    /// Completes when the batch written last is ready; the consumer's stream waits on it.
+    ready: Option<CudaEvent>,
 }
 
 impl Drop for CudaBatchBuffers {
@@ -81,6 +86,8 @@ impl CudaBatchBuffers {
             },
             released: None,
             writer: None,
+            device: device.clone(),
+            ready: None,
         })
     }
 }
@@ -465,6 +472,114 @@ impl Drop for CudaBatcher {
                 log::warn!("cuda: finishing the batcher's work: {e}");
             }
         }
+    }
+}
+
+impl CudaBatchBuffers {
+    /// The event that completes when the batch written last is ready.
+    pub fn ready(&self) -> Option<&CudaEvent> {
+        self.ready.as_ref()
+    }
+}
+
+impl DeviceBuffers for CudaBatchBuffers {
+    fn has_masks(&self) -> bool {
+        self.masks.is_some()
+    }
+
+    fn read(&self, plane: Plane, n: usize) -> Result<Option<Vec<u8>>> {
+        let buffer = match plane {
+            Plane::Images => Some(&self.images),
+            Plane::Masks => self.masks.as_ref(),
+        };
+        match buffer {
+            Some(buf) if n <= buf.len() => {
+                // On the consumer's stream, which already waits for the batch.
+                let bytes = self
+                    .device
+                    .stream()
+                    .clone_dtoh(&buf.slice(..n))
+                    .map_err(device_err)?;
+                Ok(Some(bytes))
+            }
+            Some(buf) => Err(Error::Device(format!(
+                "a batch of {} bytes read as {n}",
+                buf.len()
+            ))),
+            None => Ok(None),
+        }
+    }
+
+    fn release(&mut self) {
+        let stream = self.device.stream();
+        match stream.record_event(None) {
+            Ok(e) => self.released = Some(e),
+            Err(e) => {
+                // Without the event the next batch could overwrite buffers the consumer
+                // still reads: wait instead.
+                log::warn!("cannot record a release event ({e}); synchronising");
+                let _ = stream.synchronize();
+            }
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+impl DeviceBatcher for CudaBatcher {
+    fn buffers(
+        &self,
+        batch_size: usize,
+        image_bytes: usize,
+        mask_bytes: usize,
+    ) -> Result<Box<dyn DeviceBuffers>> {
+        Ok(Box::new(CudaBatchBuffers::new(
+            &self.device,
+            batch_size,
+            image_bytes,
+            mask_bytes,
+        )?))
+    }
+
+    fn run(&mut self, jobs: &[DeviceJob], out: &mut dyn DeviceBuffers) -> Result<()> {
+        let out = downcast_buffers::<CudaBatchBuffers>(out)?;
+        let ready = CudaBatcher::run(self, jobs, out)?;
+        // The consumer's stream waits for the batch: its work enqueued after it receives
+        // the batch sees the finished batch, with no host wait.
+        self.device.stream().wait(&ready).map_err(device_err)?;
+        out.ready = Some(ready);
+        Ok(())
+    }
+
+    fn decode(&mut self, images: &[DeviceSample]) -> Result<()> {
+        CudaBatcher::decode(self, images).map(|_| ())
+    }
+
+    fn decode_to_host(&mut self, images: &[DeviceSample]) -> Result<Vec<Image8>> {
+        CudaBatcher::decode_to_host(self, images)
+    }
+
+    fn wait(&self) -> Result<()> {
+        CudaBatcher::wait(self)?;
+        self.device.wait()
+    }
+
+    fn memory_in_flight(&self) -> u64 {
+        CudaBatcher::memory_in_flight(self)
+    }
+
+    fn hardware_decode(&self) -> HardwareDecode {
+        CudaBatcher::hardware_decode(self)
+    }
+
+    fn max_binding(&self) -> u64 {
+        DeviceLimits::UNBOUNDED.max_binding
     }
 }
 

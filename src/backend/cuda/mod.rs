@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaStream};
 
+use super::device::{BatcherConfig, DeviceBatcher};
 use super::{Backend, BackendKind};
 use crate::error::{Error, Result};
 
@@ -154,7 +155,10 @@ impl Backend for CudaBackend {
         format!("{} (sm_{major}{minor})", self.device.name)
     }
 
-    fn cuda_device(&self) -> Option<&CudaDevice> {
-        Some(&self.device)
+    fn batcher(&self, cfg: &BatcherConfig) -> Result<Option<Box<dyn DeviceBatcher>>> {
+        let batcher = batch::CudaBatcher::new(&self.device, cfg.ring)?
+            .with_hardware_decode(cfg.hardware, cfg.batch_size)
+            .strict(cfg.strict);
+        Ok(Some(Box::new(batcher)))
     }
 }

@@ -4,10 +4,12 @@
 //! CPU decode for what the device path does not take); the batch's collector packs the
 //! samples into one upload and plans the kernel launches ([`batch::BatchPlan`]); the
 //! backend (wgpu or CUDA) only allocates buffers, uploads and runs the planned
-//! [`launch::Step`]s. The same plan runs on every backend.
+//! [`launch::Step`]s. The same plan runs on every backend, and each backend runs it behind
+//! one interface, [`DeviceBatcher`] ([`batcher`]).
 
 pub mod augment;
 pub mod batch;
+pub mod batcher;
 pub mod decode;
 pub mod job;
 pub mod launch;
@@ -15,6 +17,7 @@ pub mod orient;
 
 pub use augment::AugmentInput;
 pub use batch::{BatchPlan, DeviceLimits, Sizes};
+pub use batcher::{BatcherConfig, DeviceBatcher, DeviceBuffers, Plane};
 pub use decode::{DecodeInput, DeviceImage};
 pub use job::{
     prepare, prepare_from, prepare_reusing, CoeffPool, DeviceJob, DeviceSample, Prepared,

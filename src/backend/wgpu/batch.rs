@@ -22,6 +22,8 @@ use std::sync::Arc;
 use super::kernels::Pipelines;
 use super::WgpuContext;
 use crate::backend::device::batch::{BatchPlan, DeviceLimits};
+use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
+use crate::backend::device::job::HardwareDecode;
 use crate::backend::device::launch::{Buffer, Kernel};
 use crate::decode::Image8;
 use crate::error::{Error, Result};
@@ -37,6 +39,8 @@ pub struct WgpuBatchBuffers {
     pub images: wgpu::Buffer,
     /// `batch_size * w * h` u16 class ids (rounded up to 4 bytes), for segmentation sets.
     pub masks: Option<wgpu::Buffer>,
+    /// The device they live on (reads go through its queue, after the batch's work).
+    ctx: WgpuContext,
 }
 
 fn round4(n: u64) -> u64 {
@@ -71,6 +75,7 @@ impl WgpuBatchBuffers {
                 0 => None,
                 m => Some(make("stoker batch masks", m)?),
             },
+            ctx: ctx.clone(),
         })
     }
 }
@@ -366,5 +371,95 @@ impl WgpuBatcher {
             .ctx
             .read_buffer(&windows, 0, self.plan.sizes().windows)?;
         self.plan.windows_to_host(&data)
+    }
+}
+
+impl DeviceBuffers for WgpuBatchBuffers {
+    fn has_masks(&self) -> bool {
+        self.masks.is_some()
+    }
+
+    fn read(&self, plane: Plane, n: usize) -> Result<Option<Vec<u8>>> {
+        let buffer = match plane {
+            Plane::Images => Some(&self.images),
+            Plane::Masks => self.masks.as_ref(),
+        };
+        match buffer {
+            Some(b) => Ok(Some(self.ctx.read_buffer(b, 0, n as u64)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn release(&mut self) {
+        // Submissions on one queue run in order: the caller's work on the batch comes
+        // before the next batch written here, with nothing to record.
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+impl DeviceBatcher for WgpuBatcher {
+    fn buffers(
+        &self,
+        batch_size: usize,
+        image_bytes: usize,
+        mask_bytes: usize,
+    ) -> Result<Box<dyn DeviceBuffers>> {
+        Ok(Box::new(WgpuBatchBuffers::new(
+            &self.ctx,
+            batch_size,
+            image_bytes,
+            mask_bytes,
+        )?))
+    }
+
+    fn run(&mut self, jobs: &[DeviceJob], out: &mut dyn DeviceBuffers) -> Result<()> {
+        let out = downcast_buffers::<WgpuBatchBuffers>(out)?;
+        WgpuBatcher::run(self, jobs, out)
+    }
+
+    fn decode(&mut self, images: &[DeviceSample]) -> Result<()> {
+        WgpuBatcher::decode(self, images)
+    }
+
+    fn decode_to_host(&mut self, images: &[DeviceSample]) -> Result<Vec<Image8>> {
+        WgpuBatcher::decode_to_host(self, images)
+    }
+
+    fn wait(&self) -> Result<()> {
+        self.ctx.wait()
+    }
+
+    fn memory_in_flight(&self) -> u64 {
+        let s = &self.scratch;
+        let scratch = [
+            &s.decode_input,
+            &s.augment_input,
+            &s.planes,
+            &s.windows,
+            &s.oriented,
+            &s.horizontal,
+            &s.resized,
+        ];
+        self.staging.iter().map(|st| st.buffer.size()).sum::<u64>()
+            + scratch
+                .iter()
+                .filter_map(|b| b.as_ref())
+                .map(wgpu::Buffer::size)
+                .sum::<u64>()
+    }
+
+    fn hardware_decode(&self) -> HardwareDecode {
+        HardwareDecode::Off
+    }
+
+    fn max_binding(&self) -> u64 {
+        max_binding(&self.ctx)
     }
 }

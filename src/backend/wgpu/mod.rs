@@ -15,6 +15,7 @@ pub mod shaders;
 use std::fmt;
 use std::sync::Arc;
 
+use super::device::{BatcherConfig, DeviceBatcher};
 use super::{Backend, BackendKind};
 use crate::error::{Error, Result};
 
@@ -326,9 +327,9 @@ impl WgpuContext {
     }
 }
 
-/// The wgpu backend: the pipeline batches samples through [`batch::WgpuBatcher`]. The
-/// per-sample [`Backend`] methods are the CPU paths it falls back to for samples the GPU
-/// path does not take (other formats, JPEG features the shaders do not cover).
+/// The wgpu backend: the pipeline batches samples through [`batch::WgpuBatcher`]; samples
+/// the GPU path does not take (other formats, JPEG features the shaders do not cover)
+/// are decoded by the CPU decoder and uploaded.
 #[derive(Debug, Clone)]
 pub struct WgpuBackend {
     ctx: WgpuContext,
@@ -350,7 +351,22 @@ impl Backend for WgpuBackend {
         self.ctx.name().to_string()
     }
 
-    fn wgpu_context(&self) -> Option<&WgpuContext> {
-        Some(&self.ctx)
+    fn batcher(&self, cfg: &BatcherConfig) -> Result<Option<Box<dyn DeviceBatcher>>> {
+        // One buffer holds a batch's images (or masks): it must fit the device.
+        let limits = self.ctx.device().limits();
+        let max = limits
+            .max_buffer_size
+            .min(limits.max_storage_buffer_binding_size);
+        if cfg.batch_bytes > max {
+            return Err(Error::Config(format!(
+                "a batch of {} samples needs {} bytes, more than {} allows in one buffer ({max}); use smaller batches",
+                cfg.batch_size,
+                cfg.batch_bytes,
+                self.ctx.name()
+            )));
+        }
+        Ok(Some(Box::new(batch::WgpuBatcher::new(
+            &self.ctx, cfg.ring,
+        )?)))
     }
 }

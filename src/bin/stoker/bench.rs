@@ -307,7 +307,7 @@ fn decode_device(
                     Err(_) => {}
                 }
             }
-            dev.submit(&samples)?;
+            dev.decode(&samples)?;
             pool.recycle(samples);
             tick(idx.len() as u64);
             first += a.batch;

@@ -391,96 +391,9 @@ pub fn par_map<T: Sync, R: Send>(
         .collect()
 }
 
-/// Decodes files through a backend's device path (host entropy decoding, decode on the
-/// device), for `stoker decode` and the decode benchmark.
-pub enum DeviceDecoder {
-    /// No device backend in this build.
-    #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-    #[allow(dead_code)]
-    None(std::convert::Infallible),
-    /// wgpu.
-    #[cfg(feature = "wgpu")]
-    Wgpu(Box<stoker::backend::wgpu::batch::WgpuBatcher>),
-    /// CUDA.
-    #[cfg(feature = "cuda")]
-    Cuda(Box<stoker::backend::cuda::batch::CudaBatcher>),
-}
-
-impl DeviceDecoder {
-    /// Decodes `bytes` on the device into `out` (a CPU-only file falls back to the CPU).
-    pub fn decode(
-        &mut self,
-        bytes: &[u8],
-        opts: &stoker::decode::DecodeOptions,
-        out: &mut stoker::decode::Image8,
-    ) -> Result<stoker::decode::ImageInfo, String> {
-        let pool = stoker::backend::device::CoeffPool::default();
-        let p =
-            stoker::backend::device::job::prepare_with(bytes, opts, &pool, self.hardware_decode())
-                .map_err(reason)?;
-        let mut imgs = self
-            .decode_to_host(std::slice::from_ref(&p.image))
-            .map_err(|e| e.to_string())?;
-        *out = imgs.pop().ok_or("the device returned no image")?;
-        Ok(p.info)
-    }
-
-    /// Decodes `samples` on the device and reads the windows back. Blocks.
-    pub fn decode_to_host(
-        &mut self,
-        samples: &[stoker::backend::device::DeviceSample],
-    ) -> stoker::Result<Vec<stoker::decode::Image8>> {
-        let _ = &samples;
-        match self {
-            #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-            DeviceDecoder::None(n) => match *n {},
-            #[cfg(feature = "wgpu")]
-            DeviceDecoder::Wgpu(b) => b.decode_to_host(samples),
-            #[cfg(feature = "cuda")]
-            DeviceDecoder::Cuda(b) => b.decode_to_host(samples),
-        }
-    }
-
-    /// Submits the decode of `samples` without waiting.
-    pub fn submit(
-        &mut self,
-        samples: &[stoker::backend::device::DeviceSample],
-    ) -> stoker::Result<()> {
-        let _ = &samples;
-        match self {
-            #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-            DeviceDecoder::None(n) => match *n {},
-            #[cfg(feature = "wgpu")]
-            DeviceDecoder::Wgpu(b) => b.decode(samples),
-            #[cfg(feature = "cuda")]
-            DeviceDecoder::Cuda(b) => b.decode(samples).map(|_| ()),
-        }
-    }
-
-    /// Which JPEGs to prepare for the hardware decoder.
-    pub fn hardware_decode(&self) -> stoker::HardwareDecode {
-        match self {
-            #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-            DeviceDecoder::None(n) => match *n {},
-            #[cfg(feature = "wgpu")]
-            DeviceDecoder::Wgpu(_) => stoker::HardwareDecode::Off,
-            #[cfg(feature = "cuda")]
-            DeviceDecoder::Cuda(b) => b.hardware_decode(),
-        }
-    }
-
-    /// Waits until everything submitted is done.
-    pub fn wait(&self) -> stoker::Result<()> {
-        match self {
-            #[cfg(not(any(feature = "wgpu", feature = "cuda")))]
-            DeviceDecoder::None(n) => match *n {},
-            #[cfg(feature = "wgpu")]
-            DeviceDecoder::Wgpu(b) => b.context().wait(),
-            #[cfg(feature = "cuda")]
-            DeviceDecoder::Cuda(b) => b.wait(),
-        }
-    }
-}
+/// A backend's device path (host entropy decoding, decode on the device), for
+/// `stoker decode` and the decode benchmark.
+pub type DeviceDecoder = Box<dyn stoker::backend::device::DeviceBatcher>;
 
 /// The device decoder of `be`, or `None` for host backends. `hardware`: which JPEGs go
 /// to the device's hardware decoder, where it has one (batches of `batch`).
@@ -489,22 +402,13 @@ pub fn device_decoder(
     hardware: stoker::HardwareDecode,
     batch: usize,
 ) -> Result<Option<DeviceDecoder>, String> {
-    let _ = (hardware, batch);
-    #[cfg(feature = "cuda")]
-    if let Some(dev) = be.cuda_device() {
-        let b = stoker::backend::cuda::batch::CudaBatcher::new(dev, 2)
-            .map_err(|e| e.to_string())?
-            .with_hardware_decode(hardware, batch);
-        return Ok(Some(DeviceDecoder::Cuda(Box::new(b))));
-    }
-    #[cfg(feature = "wgpu")]
-    if let Some(ctx) = be.wgpu_context() {
-        let b =
-            stoker::backend::wgpu::batch::WgpuBatcher::new(ctx, 2).map_err(|e| e.to_string())?;
-        return Ok(Some(DeviceDecoder::Wgpu(Box::new(b))));
-    }
-    let _ = be;
-    Ok(None)
+    be.batcher(&stoker::backend::device::BatcherConfig {
+        ring: 2,
+        batch_size: batch,
+        hardware,
+        ..Default::default()
+    })
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -80,7 +80,9 @@ pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
         let r: Result<Value, String> = (|| {
             let bytes = std::fs::read(file).map_err(|e| format!("cannot read: {e}"))?;
             let info = match device.as_mut() {
-                Some(d) => d.decode(&bytes, &opts, &mut img)?,
+                Some(d) => d
+                    .decode_one(&bytes, &opts, &mut img)
+                    .map_err(common::reason)?,
                 None => be
                     .decode_image(&bytes, &opts, &mut img)
                     .map_err(common::reason)?,

@@ -1,4 +1,4 @@
-//! Host batch memory: the one place the CPU backend uses `unsafe`.
+//! Host batch memory: the one place the pipeline uses `unsafe`.
 //!
 //! A batch buffer is one contiguous allocation of `slots * slot_bytes` bytes, 8-byte
 //! aligned so it can be viewed as `u16`, `f16` or `f32`. Worker threads write their samples

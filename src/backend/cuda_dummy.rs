@@ -1,0 +1,78 @@
+//! The CUDA backend's names in a build without the `cuda` feature, so code written for
+//! both builds needs no `cfg`: opening a device is [`Error::BackendUnavailable`], and no
+//! value of these types can exist.
+
+use std::convert::Infallible;
+
+use super::device::{BatcherConfig, DeviceBatcher};
+use super::{Backend, BackendKind};
+use crate::error::{Error, Result};
+
+fn not_compiled() -> Error {
+    Error::BackendUnavailable {
+        backend: "cuda".into(),
+        reason: "this build of stoker has no CUDA backend (the `cuda` feature is off)".into(),
+    }
+}
+
+/// Whether the CUDA driver library can be loaded: never, in this build.
+pub fn driver_present() -> bool {
+    false
+}
+
+/// A CUDA context and stream; none can be opened in this build.
+#[derive(Debug, Clone)]
+pub struct CudaDevice(Infallible);
+
+impl CudaDevice {
+    /// Always [`Error::BackendUnavailable`]: this build has no CUDA backend.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        let _ = ordinal;
+        Err(not_compiled())
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        match self.0 {}
+    }
+
+    /// Compute capability `(major, minor)`.
+    pub fn capability(&self) -> (i32, i32) {
+        match self.0 {}
+    }
+
+    /// Blocks until the consumer stream has finished its work.
+    pub fn wait(&self) -> Result<()> {
+        match self.0 {}
+    }
+
+    /// Free and total device memory, in bytes.
+    pub fn memory(&self) -> Result<(usize, usize)> {
+        match self.0 {}
+    }
+}
+
+/// The CUDA backend; none can be made in this build.
+#[derive(Debug)]
+pub struct CudaBackend(CudaDevice);
+
+impl CudaBackend {
+    /// A backend on `device` (which cannot exist in this build).
+    pub fn new(device: CudaDevice) -> Self {
+        CudaBackend(device)
+    }
+}
+
+impl Backend for CudaBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn device(&self) -> String {
+        match (self.0).0 {}
+    }
+
+    fn batcher(&self, _: &BatcherConfig) -> Result<Option<Box<dyn DeviceBatcher>>> {
+        match (self.0).0 {}
+    }
+}

@@ -1,0 +1,146 @@
+//! What a device backend does with a batch, behind one interface: the pipeline, the
+//! command-line tool and the tests drive the wgpu and CUDA backends through
+//! [`DeviceBatcher`] alone, with no backend named and no `cfg` at the call site.
+//!
+//! A backend hands one out through [`crate::backend::Backend::batcher`]; host backends
+//! hand out none. The batcher owns what is reused from batch to batch (staging ring,
+//! scratch, compiled kernels); each batch's output lives in [`DeviceBuffers`] from
+//! [`DeviceBatcher::buffers`], owned by the pipeline's batch ring.
+
+use std::any::Any;
+use std::fmt;
+
+use super::job::{prepare_with, CoeffPool, DeviceJob, DeviceSample, HardwareDecode};
+use crate::decode::{DecodeOptions, Image8, ImageInfo};
+use crate::error::{Error, Result};
+
+/// Which plane of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plane {
+    /// The images, in the batch's layout and dtype.
+    Images,
+    /// The label masks: `u16` class ids, `[N, H, W]`.
+    Masks,
+}
+
+/// How a batcher is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatcherConfig {
+    /// Batches in flight: staging slots of the ring (at least 2 are used).
+    pub ring: usize,
+    /// Samples per batch (sizes the hardware decoder's batches).
+    pub batch_size: usize,
+    /// Bytes of the largest output buffer of one batch (its images, or its masks): the
+    /// device must hold it in one storage binding.
+    pub batch_bytes: u64,
+    /// Which JPEGs go to the device's hardware decoder, where it has one.
+    pub hardware: HardwareDecode,
+    /// Whether what the hardware decoder refuses is decoded strictly by the CPU.
+    pub strict: bool,
+}
+
+impl Default for BatcherConfig {
+    fn default() -> Self {
+        BatcherConfig {
+            ring: 2,
+            batch_size: 1,
+            batch_bytes: 0,
+            hardware: HardwareDecode::Off,
+            strict: true,
+        }
+    }
+}
+
+/// One batch's output buffers on a device, made by [`DeviceBatcher::buffers`] and
+/// written by [`DeviceBatcher::run`]. They remember what the consumer must be ordered
+/// after (the batch's completion) and what the next write must wait for (the consumer's
+/// hand-back).
+pub trait DeviceBuffers: Send + Sync + fmt::Debug {
+    /// Whether the batch has a mask plane.
+    fn has_masks(&self) -> bool;
+
+    /// Reads the first `n` bytes of `plane` back to the host, after the batch's work.
+    /// Blocks. `None` where the batch has no such plane.
+    fn read(&self, plane: Plane, n: usize) -> Result<Option<Vec<u8>>>;
+
+    /// Called when the consumer hands the batch back: the next write into these buffers
+    /// waits for the work the consumer enqueued on them until now.
+    fn release(&mut self);
+
+    /// The buffers as [`Any`], for the typed accessors of the backend that made them
+    /// ([`crate::Batch::wgpu_images`], [`crate::Batch::cuda_images`]).
+    fn as_any(&self) -> &dyn Any;
+
+    /// The buffers as mutable [`Any`], for the batcher that writes them.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// Runs planned batches on one device. Used by one thread at a time; everything it
+/// allocates is reused from batch to batch, so memory in flight stops growing once the
+/// largest batch has been seen.
+pub trait DeviceBatcher: Send + fmt::Debug {
+    /// Output buffers for one batch: `batch_size` slots of `image_bytes`, and of
+    /// `mask_bytes` when that is not 0, zeroed.
+    fn buffers(
+        &self,
+        batch_size: usize,
+        image_bytes: usize,
+        mask_bytes: usize,
+    ) -> Result<Box<dyn DeviceBuffers>>;
+
+    /// Decodes and augments `jobs` into `out` (slot `i` for job `i`) and submits the work
+    /// without waiting. Work the consumer orders after the batch ([`crate::Batch`]'s
+    /// device accessors say how) sees it finished.
+    fn run(&mut self, jobs: &[DeviceJob], out: &mut dyn DeviceBuffers) -> Result<()>;
+
+    /// Decodes `images` on the device and submits the work without waiting (decode
+    /// benchmarks: [`Self::wait`] before the clock stops).
+    fn decode(&mut self, images: &[DeviceSample]) -> Result<()>;
+
+    /// Decodes `images` on the device and reads the decoded windows back (to compare
+    /// backends, write previews). Blocks.
+    fn decode_to_host(&mut self, images: &[DeviceSample]) -> Result<Vec<Image8>>;
+
+    /// Blocks until everything submitted so far, and every batch handed out, is done.
+    fn wait(&self) -> Result<()>;
+
+    /// Bytes of device and pinned memory held for batches in flight (staging, inputs,
+    /// scratch; not the output buffers), where the backend tracks it.
+    fn memory_in_flight(&self) -> u64;
+
+    /// Which JPEGs workers hand over whole ([`DeviceSample::Encoded`]): the policy asked
+    /// for where a hardware decoder is open, else [`HardwareDecode::Off`].
+    fn hardware_decode(&self) -> HardwareDecode;
+
+    /// The largest storage binding of the device: a decoded window must fit one.
+    fn max_binding(&self) -> u64;
+
+    /// Decodes one file through the device path into `out` and reads it back, as
+    /// `stoker decode` does to compare backends: what the device path does not take is
+    /// decoded by the CPU decoder, as in the pipeline. Blocks.
+    fn decode_one(
+        &mut self,
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        out: &mut Image8,
+    ) -> Result<ImageInfo> {
+        let pool = CoeffPool::default();
+        let p = prepare_with(bytes, opts, &pool, self.hardware_decode())?;
+        let mut images = self.decode_to_host(std::slice::from_ref(&p.image))?;
+        *out = images
+            .pop()
+            .ok_or_else(|| Error::Device("the device returned no image".into()))?;
+        Ok(p.info)
+    }
+}
+
+/// `out` as the buffer type `T` of the batcher writing it, or an error naming `T` (the
+/// buffers of another backend were handed in: a bug in the caller).
+pub fn downcast_buffers<T: 'static>(out: &mut dyn DeviceBuffers) -> Result<&mut T> {
+    out.as_any_mut().downcast_mut::<T>().ok_or_else(|| {
+        Error::Pipeline(format!(
+            "internal: buffers of another backend handed to the batcher of {}",
+            std::any::type_name::<T>()
+        ))
+    })
+}

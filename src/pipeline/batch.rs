@@ -1,0 +1,326 @@
+//! The [`Batch`] handle the consumer receives, and the buffers it returns to the ring.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use half::f16;
+
+use super::memory::HostBuffer;
+use super::Config;
+use crate::augment::{DType, Layout, SamplePlan};
+#[cfg(feature = "cuda")]
+use crate::backend::cuda::batch::CudaBatchBuffers;
+use crate::backend::device::{DeviceBuffers, Plane};
+#[cfg(feature = "wgpu")]
+use crate::backend::wgpu::batch::WgpuBatchBuffers;
+use crate::error::{Error, Result, SampleError};
+
+/// Output buffers for one batch: images, and masks for segmentation sets.
+#[derive(Debug)]
+pub(crate) struct BatchBuffers {
+    pub images: HostBuffer,
+    pub masks: Option<HostBuffer>,
+    /// The device buffers, when batches are made on a device (the host ones are then
+    /// empty).
+    pub gpu: Option<Box<dyn DeviceBuffers>>,
+}
+
+impl BatchBuffers {
+    pub(crate) fn new(cfg: &Config) -> Result<Self> {
+        Ok(BatchBuffers {
+            images: HostBuffer::new(cfg.batch_size * cfg.host_image_bytes()),
+            masks: cfg
+                .has_masks
+                .then(|| HostBuffer::new(cfg.batch_size * cfg.host_mask_bytes())),
+            gpu: match &cfg.batcher {
+                Some(g) => Some(
+                    g.lock()
+                        .map_err(|_| Error::Pipeline("device batcher poisoned".into()))?
+                        .buffers(cfg.batch_size, cfg.image_bytes(), cfg.mask_bytes())?,
+                ),
+                None => None,
+            },
+        })
+    }
+}
+
+/// A sample that was delivered by a replacement (`OnError::Replace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replacement {
+    /// Slot in the batch.
+    pub slot: usize,
+    /// The sample that failed.
+    pub failed_id: u64,
+    /// The sample delivered in its place.
+    pub by_id: u64,
+}
+
+/// A batch: images (and masks) in one contiguous host buffer, with labels and ids.
+/// Dropping it returns its buffers to the pipeline's ring.
+#[derive(Debug)]
+pub struct Batch {
+    pub(super) index: usize,
+    pub(super) epoch: u64,
+    pub(super) len: usize,
+    pub(super) width: usize,
+    pub(super) height: usize,
+    pub(super) dtype: DType,
+    pub(super) layout: Layout,
+    pub(super) buffers: Option<BatchBuffers>,
+    pub(super) labels: Vec<i64>,
+    pub(super) ids: Vec<u64>,
+    pub(super) plans: Vec<SamplePlan>,
+    pub(super) errors: Vec<SampleError>,
+    pub(super) replacements: Vec<Replacement>,
+    pub(super) return_tx: Sender<BatchBuffers>,
+    pub(super) held: Arc<AtomicUsize>,
+    /// Host copies of a device batch, read back on first use of a host accessor.
+    pub(super) host_images: std::sync::OnceLock<HostBuffer>,
+    pub(super) host_masks: std::sync::OnceLock<HostBuffer>,
+}
+
+impl Batch {
+    /// Position of this batch in its epoch.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The epoch it belongs to.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Samples in the batch.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no sample of the batch could be delivered (all were reported).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `[N, C, H, W]` or `[N, H, W, C]`, following the layout.
+    pub fn shape(&self) -> [usize; 4] {
+        match self.layout {
+            Layout::Nchw => [self.len, 3, self.height, self.width],
+            Layout::Nhwc => [self.len, self.height, self.width, 3],
+        }
+    }
+
+    /// Element type of the images.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Layout of the images.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Whether the batch lives in device memory (wgpu or CUDA backend). Its host
+    /// accessors ([`Batch::image_bytes`], [`Batch::images_f32`], [`Batch::masks`], ...)
+    /// then copy it to the host once, on first use, and block for that; a device consumer
+    /// uses the backend's accessor (`wgpu_images`, `cuda_images`) instead, with no copy.
+    pub fn on_device(&self) -> bool {
+        self.device_buffers().is_some()
+    }
+
+    /// The batch's device buffers, when it lives on a device.
+    fn device_buffers(&self) -> Option<&dyn DeviceBuffers> {
+        self.buffers.as_ref()?.gpu.as_deref()
+    }
+
+    /// The device buffers as the backend's own type `T`.
+    #[allow(dead_code)] // Unused in a build without device backends.
+    fn device_buffers_as<T: 'static>(&self) -> Option<&T> {
+        self.device_buffers()?.as_any().downcast_ref::<T>()
+    }
+
+    /// Bytes of the images of this batch: `len * 3 * width * height * dtype size`.
+    pub fn images_len_bytes(&self) -> usize {
+        self.len * 3 * self.width * self.height * self.dtype.size()
+    }
+
+    /// The images as raw bytes (little-endian elements). For a device batch, a host copy
+    /// read back on first use (empty, with the error logged, if the device fails).
+    pub fn image_bytes(&self) -> &[u8] {
+        if self.on_device() {
+            return self.logged(self.host_copy(false));
+        }
+        let n = self.images_len_bytes();
+        self.buffers
+            .as_ref()
+            .and_then(|b| b.images.bytes().get(..n))
+            .unwrap_or_default()
+    }
+
+    /// The host copy of a device batch's images (or masks), read back once on first use;
+    /// `None` when it has none.
+    fn host_copy(&self, masks: bool) -> Result<Option<&[u8]>> {
+        let (cell, n, plane) = if masks {
+            (
+                &self.host_masks,
+                2 * self.len * self.width * self.height,
+                Plane::Masks,
+            )
+        } else {
+            (&self.host_images, self.images_len_bytes(), Plane::Images)
+        };
+        let Some(bufs) = self.device_buffers() else {
+            return Ok(None);
+        };
+        if let Some(h) = cell.get() {
+            return Ok(Some(h.bytes()));
+        }
+        let Some(data) = bufs.read(plane, n)? else {
+            return Ok(None);
+        };
+        let mut copy = HostBuffer::new(n);
+        match data.get(..n) {
+            Some(d) => copy.bytes_mut().copy_from_slice(d),
+            None => return Err(Error::Device("a batch read back short".into())),
+        }
+        Ok(Some(cell.get_or_init(|| copy).bytes()))
+    }
+
+    /// A host copy's bytes, or none with the error logged (for the infallible accessors).
+    fn logged<'a>(&self, r: Result<Option<&'a [u8]>>) -> &'a [u8] {
+        r.unwrap_or_else(|e| {
+            log::error!("cannot read batch {} back from the device: {e}", self.index);
+            None
+        })
+        .unwrap_or_default()
+    }
+
+    /// The images on the host, wherever the batch lives: copied for a host batch, read
+    /// back (blocking, once) for a device batch.
+    pub fn read_images(&self) -> Result<Vec<u8>> {
+        if self.on_device() {
+            return Ok(self.host_copy(false)?.unwrap_or_default().to_vec());
+        }
+        Ok(self.image_bytes().to_vec())
+    }
+
+    /// The label masks on the host, wherever the batch lives (see [`Batch::read_images`]).
+    pub fn read_masks(&self) -> Result<Option<Vec<u16>>> {
+        if self.on_device() {
+            let bytes = self.host_copy(true)?;
+            return Ok(bytes.and_then(|b| bytemuck::try_cast_slice(b).ok().map(<[u16]>::to_vec)));
+        }
+        Ok(self.masks().map(<[u16]>::to_vec))
+    }
+
+    /// The images as a buffer on the wgpu device (`STORAGE | COPY_SRC | COPY_DST`): slot
+    /// `i` at byte `i * 3 * width * height * dtype size`, in the batch's layout and dtype.
+    /// `None` for other batches. Valid until the batch is dropped; work submitted on the
+    /// same queue before the drop is ordered before the buffer is written again.
+    #[cfg(feature = "wgpu")]
+    pub fn wgpu_images(&self) -> Option<&::wgpu::Buffer> {
+        Some(&self.device_buffers_as::<WgpuBatchBuffers>()?.images)
+    }
+
+    /// The label masks as a buffer on the wgpu device: `u16` class ids, `[N, H, W]`.
+    #[cfg(feature = "wgpu")]
+    pub fn wgpu_masks(&self) -> Option<&::wgpu::Buffer> {
+        self.device_buffers_as::<WgpuBatchBuffers>()?.masks.as_ref()
+    }
+
+    /// The images in CUDA device memory: slot `i` at byte
+    /// `i * 3 * width * height * dtype size`, in the batch's layout and dtype. `None` for
+    /// other batches. The pipeline's consumer stream already waits for the batch
+    /// ([`Batch::cuda_event`] is the event, for other streams). Valid until the batch is
+    /// dropped: work the consumer stream has been given by then is ordered before the
+    /// buffer is written again.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_images(&self) -> Option<&cudarc::driver::CudaSlice<u8>> {
+        Some(&self.device_buffers_as::<CudaBatchBuffers>()?.images)
+    }
+
+    /// The label masks in CUDA device memory: `u16` class ids, `[N, H, W]`.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_masks(&self) -> Option<&cudarc::driver::CudaSlice<u8>> {
+        self.device_buffers_as::<CudaBatchBuffers>()?.masks.as_ref()
+    }
+
+    /// The event that completes when this CUDA batch is ready: a stream other than the
+    /// pipeline's consumer stream waits on it before reading the batch.
+    #[cfg(feature = "cuda")]
+    pub fn cuda_event(&self) -> Option<&cudarc::driver::CudaEvent> {
+        self.device_buffers_as::<CudaBatchBuffers>()?.ready()
+    }
+
+    /// The images, if the dtype is u8.
+    pub fn images_u8(&self) -> Option<&[u8]> {
+        (self.dtype == DType::U8).then(|| self.image_bytes())
+    }
+
+    /// The images, if the dtype is f16.
+    pub fn images_f16(&self) -> Option<&[f16]> {
+        if self.dtype != DType::F16 {
+            return None;
+        }
+        bytemuck::try_cast_slice(self.image_bytes()).ok()
+    }
+
+    /// The images, if the dtype is f32.
+    pub fn images_f32(&self) -> Option<&[f32]> {
+        if self.dtype != DType::F32 {
+            return None;
+        }
+        bytemuck::try_cast_slice(self.image_bytes()).ok()
+    }
+
+    /// Label masks `[N, H, W]`, for segmentation sets (read back on first use for a
+    /// device batch, as [`Batch::image_bytes`]).
+    pub fn masks(&self) -> Option<&[u16]> {
+        let n = self.len * self.width * self.height;
+        if let Some(bufs) = self.device_buffers() {
+            if !bufs.has_masks() {
+                return None;
+            }
+            return bytemuck::try_cast_slice::<u8, u16>(self.logged(self.host_copy(true))).ok();
+        }
+        let m = self.buffers.as_ref()?.masks.as_ref()?;
+        bytemuck::try_cast_slice::<u8, u16>(m.bytes().get(..n * 2)?).ok()
+    }
+
+    /// Class labels, `-1` where the source has none.
+    pub fn labels(&self) -> &[i64] {
+        &self.labels
+    }
+
+    /// Stable sample ids, in slot order.
+    pub fn ids(&self) -> &[u64] {
+        &self.ids
+    }
+
+    /// The plan each slot was made with.
+    pub fn plans(&self) -> &[SamplePlan] {
+        &self.plans
+    }
+
+    /// Samples of this batch that could not be delivered, with the reason.
+    pub fn errors(&self) -> &[SampleError] {
+        &self.errors
+    }
+
+    /// Slots filled by a replacement sample.
+    pub fn replacements(&self) -> &[Replacement] {
+        &self.replacements
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        self.held.fetch_sub(1, Ordering::AcqRel);
+        if let Some(mut b) = self.buffers.take() {
+            if let Some(g) = b.gpu.as_mut() {
+                g.release();
+            }
+            // Fails only when the epoch is gone; the buffers are then simply freed.
+            let _ = self.return_tx.send(b);
+        }
+    }
+}
