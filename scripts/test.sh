@@ -86,12 +86,25 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets --features parquet -- -D warnings"
 cargo clippy --all-targets --locked --features parquet -- -D warnings
 
+# Every backend can be compiled out: each single-backend build and the CPU-only build
+# must build and lint clean, so no cfg combination rots (a compiled-out backend keeps its
+# names as stand-ins that say it is not in this build).
+for features in "--no-default-features" "--no-default-features --features wgpu" \
+    "--no-default-features --features cuda"; do
+    echo "== cargo clippy --all-targets $features -- -D warnings"
+    # shellcheck disable=SC2086
+    cargo clippy --all-targets --locked $features -- -D warnings
+done
+
 echo "== cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features parquet
 
 echo "== cargo test"
 cargo test --locked --all-targets --features parquet
 cargo test --locked --doc --features parquet
+
+echo "== cargo test --no-default-features (the CPU backend alone)"
+cargo test --locked --no-default-features --lib --bins --tests
 
 if [ "$STOKER_REQUIRE_WGPU" = 1 ]; then
     echo "== the wgpu example on this machine's adapter"

@@ -4,8 +4,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::decode::DecodeError;
-
 /// Everything that can go wrong in stoker, by category.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -101,6 +99,78 @@ pub struct SampleError {
     pub kind: SampleErrorKind,
     /// A human-readable reason.
     pub reason: String,
+}
+
+/// Why an image could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Zero bytes.
+    #[error("empty file")]
+    Empty,
+    /// Neither a JPEG nor a PNG.
+    #[error("not a JPEG or PNG (starts with {0})")]
+    UnknownFormat(String),
+    /// The headers are malformed or end early.
+    #[error("bad header: {0}")]
+    BadHeader(String),
+    /// Width or height is zero.
+    #[error("image has zero size ({width}x{height})")]
+    ZeroSize {
+        /// Width from the header.
+        width: u32,
+        /// Height from the header.
+        height: u32,
+    },
+    /// More pixels than [`crate::decode::Limits::max_pixels`].
+    #[error("{width}x{height} = {pixels} pixels exceeds the limit of {max} (decompression bomb?)")]
+    TooManyPixels {
+        /// Width from the header.
+        width: u32,
+        /// Height from the header.
+        height: u32,
+        /// Their product.
+        pixels: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// More bytes than [`crate::decode::Limits::max_bytes`].
+    #[error("file of {bytes} bytes exceeds the limit of {max}")]
+    TooManyBytes {
+        /// File size.
+        bytes: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The JPEG decoder rejected the data.
+    #[error("jpeg: {0}")]
+    Jpeg(String),
+    /// The PNG decoder rejected the data.
+    #[error("png: {0}")]
+    Png(String),
+    /// A feature this build does not decode.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// A label mask that is not a single-channel class map.
+    #[error("label mask: {0}")]
+    Mask(String),
+    /// The decoder panicked; caught and reported instead of crashing the run.
+    #[error("decoder failed internally: {0}")]
+    Panicked(String),
+}
+
+impl DecodeError {
+    /// The sample-error category of this failure.
+    pub fn kind(&self) -> SampleErrorKind {
+        match self {
+            DecodeError::TooManyPixels { .. } | DecodeError::TooManyBytes { .. } => {
+                SampleErrorKind::Limit
+            }
+            DecodeError::Unsupported(_) => SampleErrorKind::Unsupported,
+            DecodeError::Mask(_) => SampleErrorKind::Mask,
+            DecodeError::Panicked(_) => SampleErrorKind::Internal,
+            _ => SampleErrorKind::Decode,
+        }
+    }
 }
 
 /// The message of a caught panic payload (`&str` or `String`), for error reports.

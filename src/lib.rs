@@ -52,7 +52,28 @@
 //! | CUDA (`BackendKind::Cuda`, feature `cuda`) | JPEG decode and augmentation in NVRTC-compiled CUDA kernels ([`backend::cuda`]); every CUDA library loaded at run time | `Auto` falls back to wgpu, then CPU, logged |
 //! | wgpu (`BackendKind::Wgpu`, feature `wgpu`) | JPEG decode and augmentation in WGSL ([`backend::wgpu`]) | `Auto` falls back to CPU, logged |
 //!
-//! Both GPU backends run the same host-planned kernel launches ([`backend::device`]).
+//! Both GPU backends run the same host-planned kernel launches ([`backend::device`]),
+//! each behind one interface, [`backend::device::DeviceBatcher`], which a backend hands
+//! out through [`backend::Backend::batcher`]. A backend compiled out keeps its names
+//! (`backend::cuda::CudaDevice`, `backend::wgpu::WgpuContext`, ...) as stand-ins whose
+//! constructors say it is not in this build, so code written for every build needs no
+//! `cfg`.
+//!
+//! ## Layers
+//!
+//! The modules stand in layers and import only downwards (`scripts/check_layers.py`
+//! checks it in CI):
+//!
+//! | layer | owns |
+//! | --- | --- |
+//! | [`error`] | [`Error`], the per-sample report [`SampleError`], [`DecodeError`](decode::DecodeError) |
+//! | [`rng`], [`decode`] | the counter-based generator every random choice draws from; the CPU decoders, headers and limits, the JPEG coefficient layout and the scalar oracles of the device stages |
+//! | [`source`] | what exists: samples and their stable ids, folders, file lists, shards, Parquet; the split and its manifest; the epoch's order and sharding |
+//! | [`augment`] | the per-sample plan from `(seed, epoch, id)` and the reference execution of every pixel |
+//! | [`backend`] | who decodes and executes plans: the CPU, and the device backends with what they share ([`backend::device`]: job preparation, batch packing, the launch plan, the batcher interface) |
+//! | [`pipeline`] | threads, rings, backpressure and shutdown; the [`Batch`] handle |
+//!
+//! The command-line tool (`src/bin/stoker`) stands on top and uses the public API only.
 
 #![warn(missing_docs)]
 

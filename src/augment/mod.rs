@@ -2,7 +2,7 @@
 //!
 //! [`Augment`] is the configuration. [`Augment::plan`] turns `(seed, epoch, sample id,
 //! source size)` into a [`SamplePlan`] using Philox streams keyed by exactly those inputs
-//! (see [`rng`]), so the plan for a sample is the same on every backend, for every thread
+//! (see [`crate::rng`]), so the plan for a sample is the same on every backend, for every thread
 //! count and batch size, and differs across samples and epochs. [`reference`](mod@reference) defines the
 //! pixels a plan produces; GPU backends are tested against it.
 

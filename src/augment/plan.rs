@@ -4,8 +4,6 @@
 //! `kernels/*.cu`): 28 four-byte words, 112 bytes, a multiple of 16 so arrays of plans can
 //! be uploaded as storage buffers. Change it only together with every consumer.
 
-use crate::decode::{DecodeOptions, Format, ImageInfo};
-
 /// Flag: mirror left-right.
 pub const FLIP_H: u32 = 1;
 /// Flag: mirror top-bottom.
@@ -160,27 +158,5 @@ impl SamplePlan {
     /// Bytes of one image slot: `3 * out_width * out_height * dtype size`.
     pub fn image_bytes(&self) -> usize {
         3 * self.out_width as usize * self.out_height as usize * self.dtype().size()
-    }
-
-    /// The crop-aware decode request for this plan on an image whose headers are `info`:
-    /// the plan's IDCT scale for JPEGs (1 for other formats) and only the window its
-    /// resize reads. `base` supplies the limits, strictness and orientation.
-    pub fn decode_options(&self, base: DecodeOptions, info: &ImageInfo) -> DecodeOptions {
-        let (w, h) = if base.orientation {
-            info.oriented_size()
-        } else {
-            (info.width, info.height)
-        };
-        let scale = if info.format == Format::Jpeg {
-            self.decode_scale.max(1)
-        } else {
-            1
-        };
-        let full = (w.div_ceil(scale), h.div_ceil(scale));
-        DecodeOptions {
-            scale,
-            window: Some(super::reference::needed_window(self, full, scale)),
-            ..base
-        }
     }
 }

@@ -19,7 +19,7 @@ use super::plan::{
     OP_SATURATION,
 };
 use super::{DType, Layout};
-use crate::decode::{set_len, Image8, LabelPlane};
+use crate::decode::{set_len, DecodeOptions, Format, Image8, ImageInfo, LabelPlane};
 
 const PRECISION_BITS: u32 = 32 - 8 - 2;
 
@@ -179,6 +179,30 @@ pub fn resize_coeffs(
         plan.out_height as usize,
         antialias,
     );
+}
+
+impl SamplePlan {
+    /// The crop-aware decode request for this plan on an image whose headers are `info`:
+    /// the plan's IDCT scale for JPEGs (1 for other formats) and only the window its
+    /// resize reads. `base` supplies the limits, strictness and orientation.
+    pub fn decode_options(&self, base: DecodeOptions, info: &ImageInfo) -> DecodeOptions {
+        let (w, h) = if base.orientation {
+            info.oriented_size()
+        } else {
+            (info.width, info.height)
+        };
+        let scale = if info.format == Format::Jpeg {
+            self.decode_scale.max(1)
+        } else {
+            1
+        };
+        let full = (w.div_ceil(scale), h.div_ceil(scale));
+        DecodeOptions {
+            scale,
+            window: Some(needed_window(self, full, scale)),
+            ..base
+        }
+    }
 }
 
 /// The part `[x0, y0, x1, y1)` of an image of `full` size decoded at `1/scale` that the
