@@ -1,5 +1,12 @@
 //! The JPEG marker scan: the frame header, the EXIF orientation and the Adobe transform,
 //! read from the segments before the first scan without decoding anything.
+//!
+//! Written here rather than taken from a crate: the pipeline reads every file's headers
+//! before it plans (crop, scale, limits, which decode path) and must never allocate on
+//! what a header claims, so it needs a scan that stops at the first scan, borrows the
+//! bytes and fails with typed errors on anything malformed. The decoders that read
+//! headers (zune-jpeg, jpeg-decoder, libjpeg) parse them as part of setting up a decode
+//! and give neither the EXIF orientation nor the Adobe transform without decoding.
 
 use crate::decode::{DecodeError, Format, ImageInfo, JpegProcess};
 
