@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use stoker::backend::{self, Backend};
 use stoker::decode::{DecodeOptions, Image8};
 use stoker::source::{sample_id, Location, Sample};
-use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};
+use stoker::{Augment, BackendKind, DType, Dataset, HardwareDecode, Pipeline};
 
 use crate::common::{self, cores, kv, progress, secs, Ctx, Report, Res, Table, SAMPLES_DIR};
 
@@ -32,7 +32,7 @@ pub fn positive(s: &str) -> Result<usize, String> {
 #[derive(Debug, Args)]
 pub struct DecodeBenchArgs {
     /// Backends to compare, comma-separated (auto, cpu, wgpu, cuda).
-    #[arg(long, value_delimiter = ',', default_value = "cpu", value_parser = crate::parse_backend)]
+    #[arg(long, value_delimiter = ',', default_value = "cpu", value_parser = clap::value_parser!(BackendKind))]
     backend: Vec<BackendKind>,
     /// Image folder (class sub-folders or flat); default: the bundled samples.
     #[arg(long)]
@@ -48,8 +48,8 @@ pub struct DecodeBenchArgs {
     threads: Option<usize>,
     /// JPEGs for the GPU's hardware decoder (CUDA with nvJPEG engines): exact (those it
     /// decodes as the CPU does), all, or off.
-    #[arg(long, default_value = "exact", value_parser = crate::parse_hardware)]
-    hardware: stoker::HardwareDecode,
+    #[arg(long, default_value = "exact", value_parser = clap::value_parser!(HardwareDecode))]
+    hardware: HardwareDecode,
 }
 
 struct DecodeRun {
@@ -445,7 +445,7 @@ fn decode_text(j: &Value) -> String {
 #[derive(Debug, Args)]
 pub struct PipelineBenchArgs {
     /// Backends, comma-separated (auto, cpu, wgpu, cuda).
-    #[arg(long, value_delimiter = ',', default_value = "cpu", value_parser = crate::parse_backend)]
+    #[arg(long, value_delimiter = ',', default_value = "cpu", value_parser = clap::value_parser!(BackendKind))]
     backend: Vec<BackendKind>,
     /// Image folder (class sub-folders or flat); default: the bundled samples.
     #[arg(long)]
@@ -472,7 +472,7 @@ pub struct PipelineBenchArgs {
     #[arg(long, default_value = "2", value_parser = positive)]
     prefetch: usize,
     /// Batch element type: u8 (no normalisation), f16 or f32.
-    #[arg(long, default_value = "f32", value_parser = crate::parse_dtype)]
+    #[arg(long, default_value = "f32", value_parser = clap::value_parser!(DType))]
     dtype: DType,
     /// Decoded-sample cache, in MiB (0: none).
     #[arg(long, default_value = "0")]
@@ -482,8 +482,8 @@ pub struct PipelineBenchArgs {
     seed: u64,
     /// JPEGs for the GPU's hardware decoder (CUDA with nvJPEG engines): exact (those it
     /// decodes as the CPU does), all, or off.
-    #[arg(long, default_value = "exact", value_parser = crate::parse_hardware)]
-    hardware: stoker::HardwareDecode,
+    #[arg(long, default_value = "exact", value_parser = clap::value_parser!(HardwareDecode))]
+    hardware: HardwareDecode,
 }
 
 pub fn pipeline(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {

@@ -38,7 +38,7 @@ pub struct DecodeArgs {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Backend to decode on (auto, cpu, wgpu, cuda).
-    #[arg(long, default_value = "cpu", value_parser = crate::parse_backend)]
+    #[arg(long, default_value = "cpu", value_parser = clap::value_parser!(BackendKind))]
     backend: BackendKind,
     /// Folder for the PNGs (created if missing); each file becomes <stem>.png.
     #[arg(long)]

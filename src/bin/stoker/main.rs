@@ -16,7 +16,6 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use stoker::{BackendKind, DType};
 
 use common::{Ctx, Report, Res};
 
@@ -69,33 +68,6 @@ enum BenchCmd {
     Pipeline(bench::PipelineBenchArgs),
     /// The classic overlap experiment: fake load, fake step, naive vs pipelined.
     Overlap(bench::OverlapArgs),
-}
-
-/// Parses a backend name (`auto`, `cpu`, `wgpu`, `cuda`).
-pub fn parse_backend(s: &str) -> Result<BackendKind, String> {
-    s.parse::<BackendKind>().map_err(|e| e.to_string())
-}
-
-/// Parses an element type (`u8`, `f16`, `f32`).
-pub fn parse_dtype(s: &str) -> Result<DType, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "u8" => Ok(DType::U8),
-        "f16" => Ok(DType::F16),
-        "f32" => Ok(DType::F32),
-        other => Err(format!("unknown dtype {other:?} (expected u8, f16 or f32)")),
-    }
-}
-
-/// `--hardware`: exact, all or off.
-pub fn parse_hardware(s: &str) -> Result<stoker::HardwareDecode, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "exact" => Ok(stoker::HardwareDecode::Exact),
-        "all" => Ok(stoker::HardwareDecode::All),
-        "off" => Ok(stoker::HardwareDecode::Off),
-        other => Err(format!(
-            "unknown hardware decode {other:?} (expected exact, all or off)"
-        )),
-    }
 }
 
 /// The default values of an argument group, as if given no arguments.

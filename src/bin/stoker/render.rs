@@ -29,7 +29,7 @@ pub struct RenderArgs {
     #[arg(long, requires = "images")]
     masks: Option<PathBuf>,
     /// Backend (auto, cpu, wgpu, cuda).
-    #[arg(long, default_value = "auto", value_parser = crate::parse_backend)]
+    #[arg(long, default_value = "auto", value_parser = clap::value_parser!(BackendKind))]
     backend: BackendKind,
     /// Training seed.
     #[arg(long, default_value = "0")]
