@@ -63,11 +63,11 @@ struct BenchArgs {
 #[derive(Debug, Subcommand)]
 enum BenchCmd {
     /// Decode throughput per backend on the same files (all read into memory first).
-    Decode(bench::DecodeBenchArgs),
+    Decode(bench::decode::DecodeBenchArgs),
     /// The full pipeline with a simulated training step.
-    Pipeline(bench::PipelineBenchArgs),
+    Pipeline(bench::pipeline::PipelineBenchArgs),
     /// The classic overlap experiment: fake load, fake step, naive vs pipelined.
-    Overlap(bench::OverlapArgs),
+    Overlap(bench::overlap::OverlapArgs),
 }
 
 /// The default values of an argument group, as if given no arguments.
@@ -84,9 +84,9 @@ fn run(cli: &Cli) -> Res<Report> {
     };
     match &cli.cmd {
         Command::Bench(b) => match &b.cmd {
-            Some(BenchCmd::Decode(a)) => bench::decode(ctx, a),
-            Some(BenchCmd::Pipeline(a)) => bench::pipeline(ctx, a),
-            Some(BenchCmd::Overlap(a)) => bench::overlap(ctx, a),
+            Some(BenchCmd::Decode(a)) => bench::decode::run(ctx, a),
+            Some(BenchCmd::Pipeline(a)) => bench::pipeline::run(ctx, a),
+            Some(BenchCmd::Overlap(a)) => bench::overlap::run(ctx, a),
             None => bench::all(ctx),
         },
         Command::Decode(a) => files::decode(ctx, a),
