@@ -120,12 +120,9 @@ impl Report {
         })
     }
 
-    pub fn ok(json: Value, text: String) -> Self {
-        Report {
-            json,
-            text,
-            code: 0,
-        }
+    /// The same report with exit code `code`.
+    pub fn with_code(self, code: u8) -> Self {
+        Report { code, ..self }
     }
 }
 
