@@ -160,3 +160,51 @@ impl SamplePlan {
         3 * self.out_width as usize * self.out_height as usize * self.dtype().size()
     }
 }
+
+impl std::str::FromStr for DType {
+    type Err = crate::error::Error;
+    /// `u8`, `f16` or `f32`, any case: the names [`DType`] serialises to.
+    fn from_str(s: &str) -> crate::error::Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "u8" => Ok(DType::U8),
+            "f16" => Ok(DType::F16),
+            "f32" => Ok(DType::F32),
+            other => Err(crate::error::Error::Config(format!(
+                "unknown dtype {other:?} (expected u8, f16 or f32)"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod dtype_from_str {
+    use super::DType;
+
+    #[test]
+    fn parses_the_serialised_names_in_any_case() {
+        for (s, d) in [
+            ("u8", DType::U8),
+            ("f16", DType::F16),
+            ("f32", DType::F32),
+            ("F16", DType::F16),
+            (" U8 ", DType::U8),
+        ] {
+            assert_eq!(s.parse::<DType>().unwrap(), d, "{s:?}");
+        }
+        for d in [DType::U8, DType::F16, DType::F32] {
+            let name = serde_json::to_value(d).unwrap();
+            assert_eq!(name.as_str().unwrap().parse::<DType>().unwrap(), d);
+        }
+    }
+
+    #[test]
+    fn an_unknown_name_is_a_config_error_listing_the_names() {
+        let e = "f64".parse::<DType>().unwrap_err();
+        assert!(matches!(e, crate::Error::Config(_)), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("\"f64\"") && msg.contains("u8, f16 or f32"),
+            "{msg}"
+        );
+    }
+}

@@ -24,7 +24,6 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::decode::{DecodeError, DecodeOptions, Image8, ImageInfo};
 use crate::error::{Error, Result};
 use device::{BatcherConfig, DeviceBatcher};
 
@@ -80,16 +79,6 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// The device, in words (`"cpu (8 threads)"`, an adapter or GPU name).
     fn device(&self) -> String;
-
-    /// Decodes a JPEG or PNG image into 8-bit RGB, reusing `out`.
-    fn decode_image(
-        &self,
-        bytes: &[u8],
-        opts: &DecodeOptions,
-        out: &mut Image8,
-    ) -> Result<ImageInfo, DecodeError> {
-        crate::decode::cpu::decode_image(bytes, opts, out)
-    }
 
     /// The batcher that makes this backend's batches on its device, set up as `cfg`
     /// says; `None` for a host backend, whose batches the pipeline's workers make with

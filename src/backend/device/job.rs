@@ -303,3 +303,55 @@ pub struct DeviceJob {
     /// The label plane, for segmentation sets.
     pub mask: Option<LabelPlane>,
 }
+
+impl std::str::FromStr for HardwareDecode {
+    type Err = crate::error::Error;
+    /// `off`, `exact` or `all`, any case: the names [`HardwareDecode`] serialises to.
+    fn from_str(s: &str) -> crate::error::Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "off" => Ok(HardwareDecode::Off),
+            "exact" => Ok(HardwareDecode::Exact),
+            "all" => Ok(HardwareDecode::All),
+            other => Err(crate::error::Error::Config(format!(
+                "unknown hardware decode {other:?} (expected exact, all or off)"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod hardware_decode_from_str {
+    use super::HardwareDecode;
+
+    #[test]
+    fn parses_the_serialised_names_in_any_case() {
+        for (s, h) in [
+            ("off", HardwareDecode::Off),
+            ("exact", HardwareDecode::Exact),
+            ("all", HardwareDecode::All),
+            ("ALL", HardwareDecode::All),
+            (" Exact ", HardwareDecode::Exact),
+        ] {
+            assert_eq!(s.parse::<HardwareDecode>().unwrap(), h, "{s:?}");
+        }
+        for h in [
+            HardwareDecode::Off,
+            HardwareDecode::Exact,
+            HardwareDecode::All,
+        ] {
+            let name = serde_json::to_value(h).unwrap();
+            assert_eq!(name.as_str().unwrap().parse::<HardwareDecode>().unwrap(), h);
+        }
+    }
+
+    #[test]
+    fn an_unknown_name_is_a_config_error_listing_the_names() {
+        let e = "some".parse::<HardwareDecode>().unwrap_err();
+        assert!(matches!(e, crate::Error::Config(_)), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("\"some\"") && msg.contains("exact, all or off"),
+            "{msg}"
+        );
+    }
+}

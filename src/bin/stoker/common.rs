@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use log::{Level, LevelFilter, Log, Metadata, Record};
+use serde::Serialize;
 use serde_json::Value;
 use stoker::source::{Location, Sample};
 use stoker::Dataset;
@@ -96,6 +97,12 @@ pub struct Ctx {
 }
 
 /// What a subcommand produced: the JSON object, the table text and the exit code.
+///
+/// Each subcommand builds a typed `#[derive(Serialize)]` report and renders its text from
+/// it; [`Report::new`] turns the typed report into a `serde_json::Value` at the end. One
+/// concrete type (not a generic) so `main` handles every subcommand alike, and `bench`
+/// with no sub-command nests three reports in one object. The printed object keeps the
+/// key order of serde_json's map (sorted), as the hand-built objects had.
 #[derive(Debug)]
 pub struct Report {
     pub json: Value,
@@ -104,11 +111,33 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn ok(json: Value, text: String) -> Self {
-        Report {
-            json,
+    /// A report with exit code 0.
+    pub fn new(json: &impl Serialize, text: String) -> Res<Self> {
+        Ok(Report {
+            json: serde_json::to_value(json)?,
             text,
             code: 0,
+        })
+    }
+
+    /// The same report with exit code `code`.
+    pub fn with_code(self, code: u8) -> Self {
+        Report { code, ..self }
+    }
+}
+
+/// A sample or file a subcommand could not read or decode, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Failure {
+    pub path: String,
+    pub reason: String,
+}
+
+impl Failure {
+    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Failure {
+            path: path.into(),
+            reason: reason.into(),
         }
     }
 }

@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
+use serde::Serialize;
 use stoker::source::shards::{ShardFormat, ShardWriter};
 
-use crate::common::{self, kv, progress, Ctx, Report, Res};
+use crate::common::{self, kv, progress, Ctx, Failure, Report, Res};
 
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
@@ -29,6 +29,36 @@ pub struct ConvertArgs {
     /// Where to write the shards.
     #[arg(long)]
     out: PathBuf,
+}
+
+/// The JSON object of `stoker convert`.
+#[derive(Debug, Serialize)]
+struct ConvertReport {
+    out: String,
+    /// `tfrecord` or `tar`.
+    format: &'static str,
+    /// Samples written.
+    samples: u64,
+    /// Image and mask bytes written.
+    bytes: u64,
+    shards: Vec<String>,
+    /// Samples that could not be read (not written).
+    errors: Vec<Failure>,
+}
+
+impl ConvertReport {
+    fn text(&self) -> String {
+        let mut text = kv(&[
+            ("out", self.out.clone()),
+            ("samples", self.samples.to_string()),
+            ("shards", self.shards.len().to_string()),
+            ("bytes", self.bytes.to_string()),
+        ]);
+        for e in &self.errors {
+            text.push_str(&format!("unreadable: {}: {}\n", e.path, e.reason));
+        }
+        text
+    }
 }
 
 fn parse_format(s: &str) -> Result<ShardFormat, String> {
@@ -89,34 +119,23 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
                 written += 1;
                 bytes += (img.len() + mask.as_ref().map_or(0, Vec::len)) as u64;
             }
-            Err(reason) => {
-                errors.push(json!({"path": common::sample_display(s), "reason": reason}))
-            }
+            Err(reason) => errors.push(Failure::new(common::sample_display(s), reason)),
         }
         pb.inc(1);
     }
     pb.finish_and_clear();
     let shards = w.finish()?;
-    let names: Vec<String> = shards.iter().map(|p| p.display().to_string()).collect();
-    let json = json!({
-        "out": a.out.display().to_string(),
-        "format": match a.to { ShardFormat::TfRecord => "tfrecord", ShardFormat::Tar => "tar" },
-        "samples": written,
-        "bytes": bytes,
-        "shards": names,
-        "errors": errors,
-    });
-    let mut text = kv(&[
-        ("out", a.out.display().to_string()),
-        ("samples", written.to_string()),
-        ("shards", shards.len().to_string()),
-        ("bytes", bytes.to_string()),
-    ]);
-    for e in &errors {
-        text.push_str(&format!("unreadable: {e}\n"));
-    }
-    let code = u8::from(!errors.is_empty());
-    let mut r = Report::ok(json, text);
-    r.code = code;
-    Ok(r)
+    let r = ConvertReport {
+        out: a.out.display().to_string(),
+        format: match a.to {
+            ShardFormat::TfRecord => "tfrecord",
+            ShardFormat::Tar => "tar",
+        },
+        samples: written,
+        bytes,
+        shards: shards.iter().map(|p| p.display().to_string()).collect(),
+        errors,
+    };
+    let code = u8::from(!r.errors.is_empty());
+    Ok(Report::new(&r, r.text())?.with_code(code))
 }

@@ -5,12 +5,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use serde_json::{json, Value};
+use serde::Serialize;
 use stoker::backend;
 use stoker::decode::{self, DecodeOptions, Image8};
 use stoker::{BackendKind, Limits};
 
-use crate::common::{self, cores, kv, progress, Ctx, Report, Res, Table, SAMPLES_DIR};
+use crate::common::{self, cores, kv, progress, Ctx, Failure, Report, Res, Table, SAMPLES_DIR};
 
 /// Writes an 8-bit RGB image as a PNG.
 pub fn write_png_rgb(path: &Path, width: u32, height: u32, rgb: &[u8]) -> Res<()> {
@@ -38,11 +38,39 @@ pub struct DecodeArgs {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Backend to decode on (auto, cpu, wgpu, cuda).
-    #[arg(long, default_value = "cpu", value_parser = crate::parse_backend)]
+    #[arg(long, default_value = "cpu", value_parser = clap::value_parser!(BackendKind))]
     backend: BackendKind,
     /// Folder for the PNGs (created if missing); each file becomes <stem>.png.
     #[arg(long)]
     out: PathBuf,
+}
+
+/// The JSON object of `stoker decode`.
+#[derive(Debug, Serialize)]
+struct DecodeReport {
+    decoded: Vec<Decoded>,
+    errors: Vec<FileFailure>,
+    backend: String,
+    device: String,
+}
+
+/// A file decoded and written.
+#[derive(Debug, Serialize)]
+struct Decoded {
+    file: String,
+    /// The PNG written.
+    out: String,
+    width: u32,
+    height: u32,
+    /// Format and JPEG kind.
+    kind: String,
+}
+
+/// A file that could not be read, decoded or written, and why.
+#[derive(Debug, Serialize)]
+struct FileFailure {
+    file: String,
+    reason: String,
 }
 
 /// `<stem>.png`, or `<stem>-2.png`, ... when two inputs share a stem.
@@ -77,68 +105,71 @@ pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
     let pb = progress(ctx, a.files.len() as u64, "decoding");
     for file in &a.files {
         let name = out_name(file, &mut used);
-        let r: Result<Value, String> = (|| {
+        let r: Result<Decoded, String> = (|| {
             let bytes = std::fs::read(file).map_err(|e| format!("cannot read: {e}"))?;
             let info = match device.as_mut() {
                 Some(d) => d
                     .decode_one(&bytes, &opts, &mut img)
                     .map_err(common::reason)?,
-                None => be
-                    .decode_image(&bytes, &opts, &mut img)
-                    .map_err(common::reason)?,
+                None => {
+                    decode::cpu::decode_image(&bytes, &opts, &mut img).map_err(common::reason)?
+                }
             };
             let out = a.out.join(&name);
             write_png_rgb(&out, img.width, img.height, &img.data).map_err(|e| e.to_string())?;
-            Ok(json!({
-                "file": file.display().to_string(),
-                "out": out.display().to_string(),
-                "width": img.width,
-                "height": img.height,
-                "kind": info.kind(),
-            }))
+            Ok(Decoded {
+                file: file.display().to_string(),
+                out: out.display().to_string(),
+                width: img.width,
+                height: img.height,
+                kind: info.kind(),
+            })
         })();
         match r {
             Ok(v) => decoded.push(v),
-            Err(reason) => {
-                errors.push(json!({"file": file.display().to_string(), "reason": reason}))
-            }
+            Err(reason) => errors.push(FileFailure {
+                file: file.display().to_string(),
+                reason,
+            }),
         }
         pb.inc(1);
     }
     pb.finish_and_clear();
-    let mut t = Table::new(&["file", "size", "kind", "written to"]);
-    for d in &decoded {
-        t.row(vec![
-            d["file"].as_str().unwrap_or("").into(),
-            format!("{}x{}", d["width"], d["height"]),
-            d["kind"].as_str().unwrap_or("").into(),
-            d["out"].as_str().unwrap_or("").into(),
-        ]);
-    }
-    let mut text = format!(
-        "decoded {} of {} file(s) on {}\n\n{}",
-        decoded.len(),
-        a.files.len(),
-        be.device(),
-        t.render()
-    );
-    if !errors.is_empty() {
-        text.push_str("\nfailed:\n");
-        for e in &errors {
-            text.push_str(&format!(
-                "  {}: {}\n",
-                e["file"].as_str().unwrap_or(""),
-                e["reason"].as_str().unwrap_or("")
-            ));
+    let r = DecodeReport {
+        decoded,
+        errors,
+        backend: be.kind().to_string(),
+        device: be.device(),
+    };
+    Report::new(&r, r.text())
+}
+
+impl DecodeReport {
+    fn text(&self) -> String {
+        let mut t = Table::new(&["file", "size", "kind", "written to"]);
+        for d in &self.decoded {
+            t.row(vec![
+                d.file.clone(),
+                format!("{}x{}", d.width, d.height),
+                d.kind.clone(),
+                d.out.clone(),
+            ]);
         }
+        let mut text = format!(
+            "decoded {} of {} file(s) on {}\n\n{}",
+            self.decoded.len(),
+            self.decoded.len() + self.errors.len(),
+            self.device,
+            t.render()
+        );
+        if !self.errors.is_empty() {
+            text.push_str("\nfailed:\n");
+            for e in &self.errors {
+                text.push_str(&format!("  {}: {}\n", e.file, e.reason));
+            }
+        }
+        text
     }
-    let json = json!({
-        "decoded": decoded,
-        "errors": errors,
-        "backend": be.kind().to_string(),
-        "device": be.device(),
-    });
-    Ok(Report::ok(json, text))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -205,6 +236,39 @@ fn look(loc: &stoker::source::Location, full: bool, limits: &Limits) -> Seen {
     seen
 }
 
+/// The JSON object of `stoker inspect`.
+#[derive(Debug, Serialize)]
+struct InspectReport {
+    path: String,
+    samples: usize,
+    classes: usize,
+    /// Samples per class name.
+    labels: BTreeMap<String, u64>,
+    unlabeled: u64,
+    /// Files per format and JPEG kind.
+    by_kind: BTreeMap<String, u64>,
+    sizes: Sizes,
+    /// Whether every image was decoded fully (`--decode`), not just its headers.
+    decoded: bool,
+    errors: Vec<Failure>,
+}
+
+/// Image sizes over the files whose headers (or, with `--decode`, data) are fine; `null`s
+/// when there are none.
+#[derive(Debug, Serialize)]
+struct Sizes {
+    min_width: Option<u32>,
+    max_width: Option<u32>,
+    mean_width: Option<f64>,
+    min_height: Option<u32>,
+    max_height: Option<u32>,
+    mean_height: Option<f64>,
+    /// Bytes of every file read.
+    total_bytes: u64,
+    /// Files measured.
+    measured: u64,
+}
+
 pub fn inspect(ctx: Ctx, a: &InspectArgs) -> Res<Report> {
     let path = common::resolve_dir(a.path.as_deref(), SAMPLES_DIR, "a PATH")?;
     let data = common::open_dataset(&path)?;
@@ -252,7 +316,7 @@ pub fn inspect(ctx: Ctx, a: &InspectArgs) -> Res<Report> {
             *by_kind.entry(k.clone()).or_default() += 1;
         }
         if let Some(e) = &v.error {
-            errors.push(json!({"path": common::sample_display(s), "reason": e}));
+            errors.push(Failure::new(common::sample_display(s), e.as_str()));
         }
         if let Some((w, h)) = v.size {
             ok += 1;
@@ -264,95 +328,93 @@ pub fn inspect(ctx: Ctx, a: &InspectArgs) -> Res<Report> {
             sum_h += f64::from(h);
         }
     }
-    let sizes = if ok > 0 {
-        json!({
-            "min_width": min_w, "max_width": max_w, "mean_width": sum_w / ok as f64,
-            "min_height": min_h, "max_height": max_h, "mean_height": sum_h / ok as f64,
-            "total_bytes": total_bytes, "measured": ok,
-        })
-    } else {
-        json!({
-            "min_width": Value::Null, "max_width": Value::Null, "mean_width": Value::Null,
-            "min_height": Value::Null, "max_height": Value::Null, "mean_height": Value::Null,
-            "total_bytes": total_bytes, "measured": 0,
-        })
+    let any = ok > 0;
+    let sizes = Sizes {
+        min_width: any.then_some(min_w),
+        max_width: any.then_some(max_w),
+        mean_width: any.then(|| sum_w / ok as f64),
+        min_height: any.then_some(min_h),
+        max_height: any.then_some(max_h),
+        mean_height: any.then(|| sum_h / ok as f64),
+        total_bytes,
+        measured: ok,
     };
-    let json = json!({
-        "path": path.display().to_string(),
-        "samples": data.len(),
-        "classes": data.classes().len(),
-        "labels": labels,
-        "unlabeled": unlabeled,
-        "by_kind": by_kind,
-        "sizes": sizes,
-        "decoded": a.decode,
-        "errors": errors,
-    });
-    let text = inspect_text(&json, a.decode);
-    Ok(Report::ok(json, text))
+    let r = InspectReport {
+        path: path.display().to_string(),
+        samples: data.len(),
+        classes: data.classes().len(),
+        labels,
+        unlabeled,
+        by_kind,
+        sizes,
+        decoded: a.decode,
+        errors,
+    };
+    Report::new(&r, r.text())
 }
 
-fn inspect_text(j: &Value, full: bool) -> String {
-    let num = |v: &Value| -> String {
-        match v.as_f64() {
-            Some(x) if x.fract() == 0.0 => format!("{x:.0}"),
-            Some(x) => format!("{x:.1}"),
-            None => "-".into(),
-        }
-    };
-    let s = &j["sizes"];
-    let mut out = format!("{}\n\n", j["path"].as_str().unwrap_or(""));
-    out.push_str(&kv(&[
-        ("samples", j["samples"].to_string()),
-        (
-            "width (min/mean/max)",
+/// A size for the text: whole numbers without decimals, `-` when none was measured.
+fn num(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.fract() == 0.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.1}"),
+        None => "-".into(),
+    }
+}
+
+impl InspectReport {
+    fn text(&self) -> String {
+        let s = &self.sizes;
+        let min_max_mean = |min: Option<u32>, mean: Option<f64>, max: Option<u32>| {
             format!(
                 "{} / {} / {}",
-                num(&s["min_width"]),
-                num(&s["mean_width"]),
-                num(&s["max_width"])
+                num(min.map(f64::from)),
+                num(mean),
+                num(max.map(f64::from))
+            )
+        };
+        let mut out = format!("{}\n\n", self.path);
+        out.push_str(&kv(&[
+            ("samples", self.samples.to_string()),
+            (
+                "width (min/mean/max)",
+                min_max_mean(s.min_width, s.mean_width, s.max_width),
             ),
-        ),
-        (
-            "height (min/mean/max)",
-            format!(
-                "{} / {} / {}",
-                num(&s["min_height"]),
-                num(&s["mean_height"]),
-                num(&s["max_height"])
+            (
+                "height (min/mean/max)",
+                min_max_mean(s.min_height, s.mean_height, s.max_height),
             ),
-        ),
-        ("total bytes", s["total_bytes"].to_string()),
-        (
-            if full { "decoded fine" } else { "headers fine" },
-            s["measured"].to_string(),
-        ),
-    ]));
-    let mut t = Table::new(&["label", "samples"]);
-    for (k, v) in j["labels"].as_object().into_iter().flatten() {
-        t.row(vec![k.clone(), v.to_string()]);
-    }
-    if j["unlabeled"].as_u64().unwrap_or(0) > 0 {
-        t.row(vec!["(no label)".into(), j["unlabeled"].to_string()]);
-    }
-    out.push('\n');
-    out.push_str(&t.render());
-    let mut t = Table::new(&["kind", "files"]);
-    for (k, v) in j["by_kind"].as_object().into_iter().flatten() {
-        t.row(vec![k.clone(), v.to_string()]);
-    }
-    out.push('\n');
-    out.push_str(&t.render());
-    let errors = j["errors"].as_array().map_or(&[][..], Vec::as_slice);
-    if !errors.is_empty() {
-        out.push_str(&format!("\n{} unreadable:\n", errors.len()));
-        for e in errors {
-            out.push_str(&format!(
-                "  {}: {}\n",
-                e["path"].as_str().unwrap_or(""),
-                e["reason"].as_str().unwrap_or("")
-            ));
+            ("total bytes", s.total_bytes.to_string()),
+            (
+                if self.decoded {
+                    "decoded fine"
+                } else {
+                    "headers fine"
+                },
+                s.measured.to_string(),
+            ),
+        ]));
+        let mut t = Table::new(&["label", "samples"]);
+        for (k, v) in &self.labels {
+            t.row(vec![k.clone(), v.to_string()]);
         }
+        if self.unlabeled > 0 {
+            t.row(vec!["(no label)".into(), self.unlabeled.to_string()]);
+        }
+        out.push('\n');
+        out.push_str(&t.render());
+        let mut t = Table::new(&["kind", "files"]);
+        for (k, v) in &self.by_kind {
+            t.row(vec![k.clone(), v.to_string()]);
+        }
+        out.push('\n');
+        out.push_str(&t.render());
+        if !self.errors.is_empty() {
+            out.push_str(&format!("\n{} unreadable:\n", self.errors.len()));
+            for e in &self.errors {
+                out.push_str(&format!("  {}: {}\n", e.path, e.reason));
+            }
+        }
+        out
     }
-    out
 }

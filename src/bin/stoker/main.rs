@@ -16,7 +16,6 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use stoker::{BackendKind, DType};
 
 use common::{Ctx, Report, Res};
 
@@ -64,38 +63,11 @@ struct BenchArgs {
 #[derive(Debug, Subcommand)]
 enum BenchCmd {
     /// Decode throughput per backend on the same files (all read into memory first).
-    Decode(bench::DecodeBenchArgs),
+    Decode(bench::decode::DecodeBenchArgs),
     /// The full pipeline with a simulated training step.
-    Pipeline(bench::PipelineBenchArgs),
+    Pipeline(bench::pipeline::PipelineBenchArgs),
     /// The classic overlap experiment: fake load, fake step, naive vs pipelined.
-    Overlap(bench::OverlapArgs),
-}
-
-/// Parses a backend name (`auto`, `cpu`, `wgpu`, `cuda`).
-pub fn parse_backend(s: &str) -> Result<BackendKind, String> {
-    s.parse::<BackendKind>().map_err(|e| e.to_string())
-}
-
-/// Parses an element type (`u8`, `f16`, `f32`).
-pub fn parse_dtype(s: &str) -> Result<DType, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "u8" => Ok(DType::U8),
-        "f16" => Ok(DType::F16),
-        "f32" => Ok(DType::F32),
-        other => Err(format!("unknown dtype {other:?} (expected u8, f16 or f32)")),
-    }
-}
-
-/// `--hardware`: exact, all or off.
-pub fn parse_hardware(s: &str) -> Result<stoker::HardwareDecode, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "exact" => Ok(stoker::HardwareDecode::Exact),
-        "all" => Ok(stoker::HardwareDecode::All),
-        "off" => Ok(stoker::HardwareDecode::Off),
-        other => Err(format!(
-            "unknown hardware decode {other:?} (expected exact, all or off)"
-        )),
-    }
+    Overlap(bench::overlap::OverlapArgs),
 }
 
 /// The default values of an argument group, as if given no arguments.
@@ -112,9 +84,9 @@ fn run(cli: &Cli) -> Res<Report> {
     };
     match &cli.cmd {
         Command::Bench(b) => match &b.cmd {
-            Some(BenchCmd::Decode(a)) => bench::decode(ctx, a),
-            Some(BenchCmd::Pipeline(a)) => bench::pipeline(ctx, a),
-            Some(BenchCmd::Overlap(a)) => bench::overlap(ctx, a),
+            Some(BenchCmd::Decode(a)) => bench::decode::run(ctx, a),
+            Some(BenchCmd::Pipeline(a)) => bench::pipeline::run(ctx, a),
+            Some(BenchCmd::Overlap(a)) => bench::overlap::run(ctx, a),
             None => bench::all(ctx),
         },
         Command::Decode(a) => files::decode(ctx, a),

@@ -7,14 +7,14 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
+use serde::Serialize;
 use stoker::augment::plan::FLIP_H;
 use stoker::augment::{reference, Layout};
 use stoker::decode::{DecodeOptions, Image8};
 use stoker::source::Sample;
 use stoker::{Augment, BackendKind, DType, Dataset, OnError, Pipeline, SamplePlan};
 
-use crate::common::{self, Ctx, Report, Res, Table, MASK_IMAGES_DIR, MASK_LABELS_DIR};
+use crate::common::{self, Ctx, Failure, Report, Res, Table, MASK_IMAGES_DIR, MASK_LABELS_DIR};
 
 const GAP: usize = 4;
 const BACKGROUND: u8 = 40;
@@ -29,7 +29,7 @@ pub struct RenderArgs {
     #[arg(long, requires = "images")]
     masks: Option<PathBuf>,
     /// Backend (auto, cpu, wgpu, cuda).
-    #[arg(long, default_value = "auto", value_parser = crate::parse_backend)]
+    #[arg(long, default_value = "auto", value_parser = clap::value_parser!(BackendKind))]
     backend: BackendKind,
     /// Training seed.
     #[arg(long, default_value = "0")]
@@ -57,6 +57,78 @@ struct Row {
     augmented: Vec<u8>,
     /// `size * size` class ids.
     mask: Option<Vec<u16>>,
+}
+
+/// The JSON object of `stoker render`.
+#[derive(Debug, Serialize)]
+struct RenderReport {
+    /// The PNG written.
+    out: String,
+    /// Rows on the sheet.
+    samples: usize,
+    width: usize,
+    height: usize,
+    /// Whether the sheet has the mask-overlay column.
+    masks: bool,
+    backend: String,
+    device: String,
+    seed: u64,
+    size: u32,
+    rows: Vec<RowReport>,
+    /// Samples the pipeline skipped.
+    errors: Vec<Failure>,
+}
+
+/// One row's sample and its augmentation.
+#[derive(Debug, Serialize)]
+struct RowReport {
+    /// The sample id, 16 hex digits.
+    id: String,
+    path: String,
+    epoch: u64,
+    /// x, y, width, height in source pixels.
+    crop: [f32; 4],
+    flip: bool,
+    brightness: f32,
+    contrast: f32,
+    saturation: f32,
+}
+
+impl RenderReport {
+    fn text(&self) -> String {
+        let mut t = Table::new(&["sample", "epoch", "crop (x, y, w, h)", "flip", "b / c / s"]);
+        for r in &self.rows {
+            let [x, y, w, h] = r.crop;
+            t.row(vec![
+                r.path.clone(),
+                r.epoch.to_string(),
+                format!("{x:.0}, {y:.0}, {w:.0}, {h:.0}"),
+                if r.flip { "yes" } else { "no" }.into(),
+                format!(
+                    "{:.2} / {:.2} / {:.2}",
+                    r.brightness, r.contrast, r.saturation
+                ),
+            ]);
+        }
+        let columns = if self.masks {
+            "original | augmented | mask overlay"
+        } else {
+            "original | augmented"
+        };
+        let mut text = format!(
+            "wrote {} ({}x{}): {} row(s), {columns}, on {}\n\n{}",
+            self.out,
+            self.width,
+            self.height,
+            self.samples,
+            self.device,
+            t.render()
+        );
+        for e in &self.errors {
+            text.push_str(&format!("skipped {}: {}\n", e.path, e.reason));
+        }
+        text
+    }
 }
 
 /// A saturated colour per class id, hue from a hash of the id.
@@ -162,7 +234,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
         let Some(batch) = epoch.next() else { continue };
         let batch = batch?;
         for err in batch.errors() {
-            errors.push(json!({"path": err.path, "reason": err.reason}));
+            errors.push(Failure::new(err.path.as_str(), err.reason.as_str()));
         }
         let images = batch
             .images_u8()
@@ -197,13 +269,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
     if rows.is_empty() {
         let why: Vec<String> = errors
             .iter()
-            .map(|e| {
-                format!(
-                    "{}: {}",
-                    e["path"].as_str().unwrap_or(""),
-                    e["reason"].as_str().unwrap_or("")
-                )
-            })
+            .map(|e| format!("{}: {}", e.path, e.reason))
             .collect();
         return Err(format!("no sample could be rendered ({})", why.join("; ")).into());
     }
@@ -224,7 +290,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
             .read(limits.max_bytes)
             .map_err(|e| format!("{}: {e}", s.path))?;
         let mut img = Image8::default();
-        be.decode_image(
+        stoker::decode::cpu::decode_image(
             &bytes,
             &DecodeOptions {
                 limits,
@@ -272,70 +338,36 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
     crate::ensure_parent(&a.out)?;
     crate::files::write_png_rgb(&a.out, sheet_w as u32, sheet_h as u32, &sheet)?;
 
-    let mut t = Table::new(&["sample", "epoch", "crop (x, y, w, h)", "flip", "b / c / s"]);
-    let mut row_json = Vec::new();
-    for r in &rows {
-        let path = by_id.get(&r.id).map_or("?", |s| s.path.as_str());
-        let p = &r.plan;
-        t.row(vec![
-            path.to_string(),
-            r.epoch.to_string(),
-            format!(
-                "{:.0}, {:.0}, {:.0}, {:.0}",
-                p.crop_x, p.crop_y, p.crop_w, p.crop_h
-            ),
-            if p.has(FLIP_H) { "yes" } else { "no" }.into(),
-            format!(
-                "{:.2} / {:.2} / {:.2}",
-                p.brightness, p.contrast, p.saturation
-            ),
-        ]);
-        row_json.push(json!({
-            "id": format!("{:016x}", r.id),
-            "path": path,
-            "epoch": r.epoch,
-            "crop": [p.crop_x, p.crop_y, p.crop_w, p.crop_h],
-            "flip": p.has(FLIP_H),
-            "brightness": p.brightness,
-            "contrast": p.contrast,
-            "saturation": p.saturation,
-        }));
-    }
-    let columns = if has_masks {
-        "original | augmented | mask overlay"
-    } else {
-        "original | augmented"
+    let rows: Vec<RowReport> = rows
+        .iter()
+        .map(|r| {
+            let p = &r.plan;
+            RowReport {
+                id: format!("{:016x}", r.id),
+                path: by_id.get(&r.id).map_or("?", |s| s.path.as_str()).into(),
+                epoch: r.epoch,
+                crop: [p.crop_x, p.crop_y, p.crop_w, p.crop_h],
+                flip: p.has(FLIP_H),
+                brightness: p.brightness,
+                contrast: p.contrast,
+                saturation: p.saturation,
+            }
+        })
+        .collect();
+    let r = RenderReport {
+        out: a.out.display().to_string(),
+        samples: rows.len(),
+        width: sheet_w,
+        height: sheet_h,
+        masks: has_masks,
+        backend: be.kind().to_string(),
+        device: be.device(),
+        seed: a.seed,
+        size: a.size,
+        rows,
+        errors,
     };
-    let mut text = format!(
-        "wrote {} ({}x{}): {} row(s), {columns}, on {}\n\n{}",
-        a.out.display(),
-        sheet_w,
-        sheet_h,
-        rows.len(),
-        be.device(),
-        t.render()
-    );
-    for e in &errors {
-        text.push_str(&format!(
-            "skipped {}: {}\n",
-            e["path"].as_str().unwrap_or(""),
-            e["reason"].as_str().unwrap_or("")
-        ));
-    }
-    let json = json!({
-        "out": a.out.display().to_string(),
-        "samples": rows.len(),
-        "width": sheet_w,
-        "height": sheet_h,
-        "masks": has_masks,
-        "backend": be.kind().to_string(),
-        "device": be.device(),
-        "seed": a.seed,
-        "size": a.size,
-        "rows": row_json,
-        "errors": errors,
-    });
-    Ok(Report::ok(json, text))
+    Report::new(&r, r.text())
 }
 
 #[cfg(test)]

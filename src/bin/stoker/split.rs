@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::{json, Value};
+use serde::Serialize;
 use stoker::source::{CheckReport, Manifest};
 use stoker::SplitSpec;
 
@@ -46,55 +46,86 @@ fn groups_of(m: &Manifest) -> usize {
         .len()
 }
 
-fn report_json(m: &Manifest, r: &CheckReport) -> Value {
-    json!({
-        "train": m.train.len(),
-        "val": m.val.len(),
-        "groups": groups_of(m),
-        "disjoint": r.disjoint,
-        "ok": r.ok(),
-        "complete": r.complete,
-        "groups_whole": r.groups_whole,
-        "ids_match_paths": r.ids_match_paths,
-        "digest_ok": r.digest_ok,
-        "problems": r.problems,
-        "seed": m.seed,
-        "val_fraction": m.val_fraction,
-        "group_by": m.group_by,
-        "digest": m.digest,
-    })
+/// The JSON object of `stoker split`: the manifest's figures and what its check found.
+#[derive(Debug, Serialize)]
+struct SplitReport<'a> {
+    train: usize,
+    val: usize,
+    groups: usize,
+    /// Whether every check passed.
+    ok: bool,
+    /// disjoint, complete, groups_whole, ids_match_paths, digest_ok, problems.
+    #[serde(flatten)]
+    check: &'a CheckReport,
+    seed: u64,
+    val_fraction: f64,
+    group_by: &'a Option<String>,
+    digest: &'a str,
+    /// The manifest checked (`--check`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    manifest: Option<String>,
+    /// The manifest written (a new split).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    out: Option<String>,
+}
+
+impl<'a> SplitReport<'a> {
+    fn new(m: &'a Manifest, check: &'a CheckReport) -> Self {
+        SplitReport {
+            train: m.train.len(),
+            val: m.val.len(),
+            groups: groups_of(m),
+            ok: check.ok(),
+            check,
+            seed: m.seed,
+            val_fraction: m.val_fraction,
+            group_by: &m.group_by,
+            digest: &m.digest,
+            manifest: None,
+            out: None,
+        }
+    }
+
+    /// The report: exit code 1 when a check failed.
+    fn report(&self, head: &str) -> Res<Report> {
+        Ok(Report::new(self, self.text(head))?.with_code(u8::from(!self.ok)))
+    }
+
+    fn text(&self, head: &str) -> String {
+        let r = self.check;
+        let mut s = format!("{head}\n\n");
+        s.push_str(&kv(&[
+            ("train", self.train.to_string()),
+            ("val", self.val.to_string()),
+            ("groups", self.groups.to_string()),
+            ("seed", self.seed.to_string()),
+            ("val fraction", self.val_fraction.to_string()),
+            (
+                "group by",
+                self.group_by.clone().unwrap_or_else(|| "-".into()),
+            ),
+            ("disjoint", yes(r.disjoint)),
+            (
+                "complete",
+                r.complete.map_or("not checked (no --images)".into(), yes),
+            ),
+            ("groups whole", yes(r.groups_whole)),
+            ("ids match paths", yes(r.ids_match_paths)),
+            ("digest ok", yes(r.digest_ok)),
+            ("result", if self.ok { "ok" } else { "FAILED" }.into()),
+        ]));
+        if !r.problems.is_empty() {
+            s.push_str("\nproblems:\n");
+            for p in &r.problems {
+                s.push_str(&format!("  {p}\n"));
+            }
+        }
+        s
+    }
 }
 
 fn yes(b: bool) -> String {
     if b { "yes" } else { "NO" }.to_string()
-}
-
-fn report_text(head: &str, m: &Manifest, r: &CheckReport) -> String {
-    let mut s = format!("{head}\n\n");
-    s.push_str(&kv(&[
-        ("train", m.train.len().to_string()),
-        ("val", m.val.len().to_string()),
-        ("groups", groups_of(m).to_string()),
-        ("seed", m.seed.to_string()),
-        ("val fraction", m.val_fraction.to_string()),
-        ("group by", m.group_by.clone().unwrap_or_else(|| "-".into())),
-        ("disjoint", yes(r.disjoint)),
-        (
-            "complete",
-            r.complete.map_or("not checked (no --images)".into(), yes),
-        ),
-        ("groups whole", yes(r.groups_whole)),
-        ("ids match paths", yes(r.ids_match_paths)),
-        ("digest ok", yes(r.digest_ok)),
-        ("result", if r.ok() { "ok" } else { "FAILED" }.into()),
-    ]));
-    if !r.problems.is_empty() {
-        s.push_str("\nproblems:\n");
-        for p in &r.problems {
-            s.push_str(&format!("  {p}\n"));
-        }
-    }
-    s
 }
 
 pub fn split(_ctx: Ctx, a: &SplitArgs) -> Res<Report> {
@@ -105,14 +136,11 @@ pub fn split(_ctx: Ctx, a: &SplitArgs) -> Res<Report> {
             None => None,
         };
         let r = m.check(data.as_ref());
-        let mut json = report_json(&m, &r);
-        json["manifest"] = json!(file.display().to_string());
-        let text = report_text(&format!("check of {}", file.display()), &m, &r);
-        return Ok(Report {
-            json,
-            text,
-            code: if r.ok() { 0 } else { 1 },
-        });
+        let report = SplitReport {
+            manifest: Some(file.display().to_string()),
+            ..SplitReport::new(&m, &r)
+        };
+        return report.report(&format!("check of {}", file.display()));
     }
     // clap requires these without --check; say so rather than panic if that changes.
     let (Some(dir), Some(val), Some(out)) = (&a.dir, a.val, &a.out) else {
@@ -132,16 +160,13 @@ pub fn split(_ctx: Ctx, a: &SplitArgs) -> Res<Report> {
     split.save(out)?;
     let m = split.manifest();
     let r = m.check(Some(&listed));
-    let mut json = report_json(m, &r);
-    json["out"] = json!(out.display().to_string());
-    let text = report_text(
-        &format!("split of {} saved to {}", dir.display(), out.display()),
-        m,
-        &r,
-    );
-    Ok(Report {
-        json,
-        text,
-        code: if r.ok() { 0 } else { 1 },
-    })
+    let report = SplitReport {
+        out: Some(out.display().to_string()),
+        ..SplitReport::new(m, &r)
+    };
+    report.report(&format!(
+        "split of {} saved to {}",
+        dir.display(),
+        out.display()
+    ))
 }

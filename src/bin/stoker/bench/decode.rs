@@ -1,0 +1,537 @@
+//! `stoker bench decode`: decode throughput per backend on the same files, all read into
+//! memory first.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use clap::Args;
+use serde::Serialize;
+use stoker::backend::{self, Backend};
+use stoker::decode::{DecodeOptions, Image8};
+use stoker::{BackendKind, HardwareDecode};
+
+use super::{positive, unavailable_row, with_notes};
+use crate::common::{self, cores, progress, secs, Ctx, Failure, Report, Res, Table, SAMPLES_DIR};
+
+#[derive(Debug, Args)]
+pub struct DecodeBenchArgs {
+    /// Backends to compare, comma-separated (auto, cpu, wgpu, cuda).
+    #[arg(long, value_delimiter = ',', default_value = "cpu", value_parser = clap::value_parser!(BackendKind))]
+    pub(super) backend: Vec<BackendKind>,
+    /// Image folder (class sub-folders or flat); default: the bundled samples.
+    #[arg(long)]
+    images: Option<PathBuf>,
+    /// Images a thread takes at a time.
+    #[arg(long, default_value = "32", value_parser = positive)]
+    batch: usize,
+    /// Passes over the files (default: enough for >= 1 s, at most 50).
+    #[arg(long, value_parser = positive)]
+    repeat: Option<usize>,
+    /// Decoding threads (default: available cores).
+    #[arg(long, value_parser = positive)]
+    threads: Option<usize>,
+    /// JPEGs for the GPU's hardware decoder (CUDA with nvJPEG engines): exact (those it
+    /// decodes as the CPU does), all, or off.
+    #[arg(long, default_value = "exact", value_parser = clap::value_parser!(HardwareDecode))]
+    hardware: HardwareDecode,
+}
+
+impl DecodeBenchArgs {
+    /// `--repeat`, or enough passes for about a second after a warm-up pass of
+    /// `warm_seconds` (1 to 50).
+    fn repeats_after(&self, warm_seconds: f64) -> usize {
+        self.repeat
+            .unwrap_or_else(|| ((1.0 / warm_seconds.max(1e-6)).ceil() as usize).clamp(1, 50))
+    }
+}
+
+/// The JSON object of `bench decode`.
+#[derive(Debug, Serialize)]
+pub struct DecodeReport {
+    results: Vec<DecodeResult>,
+    images_dir: String,
+    /// Files that could not be read into memory (not part of any run).
+    unreadable: Vec<Failure>,
+    /// Files read into memory, each decoded per pass.
+    files: usize,
+    threads: usize,
+}
+
+/// One backend's entry of `results`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum DecodeResult {
+    Ran(DecodeMeasured),
+    Unavailable(DecodeUnavailable),
+}
+
+/// What every entry of `results` holds: the figures of the timed passes (at zero for a
+/// backend that did not run) and the threads.
+#[derive(Debug, Default, Serialize)]
+struct Figures {
+    /// Successful decodes over all timed passes.
+    images: u64,
+    seconds: f64,
+    images_per_s: f64,
+    megapixels_per_s: f64,
+    /// Files a device backend handed to the CPU whole.
+    fallbacks: u64,
+    /// Files the warm-up pass could not decode.
+    errors: usize,
+    threads: usize,
+}
+
+/// A backend's measured run.
+#[derive(Debug, Serialize)]
+struct DecodeMeasured {
+    backend: String,
+    device: String,
+    #[serde(flatten)]
+    figures: Figures,
+    /// Timed passes over the files.
+    repeats: usize,
+    batch: usize,
+    files: usize,
+    bytes: u64,
+    /// Files the warm-up pass could not decode.
+    failed: Vec<Failure>,
+    /// Device backends only.
+    #[serde(flatten)]
+    host: Option<HostFeed>,
+}
+
+/// On a device backend, the host side alone: how fast these threads feed the device (its
+/// ceiling here).
+#[derive(Debug, Serialize)]
+struct HostFeed {
+    /// Seconds the host threads spent preparing (entropy decoding, CPU decodes of
+    /// fallbacks).
+    host_seconds: f64,
+    host_images_per_s: f64,
+}
+
+/// A backend this build or machine lacks: the reason, and the figures at zero so a reader
+/// finds the fields of a measured run.
+#[derive(Debug, Serialize)]
+struct DecodeUnavailable {
+    backend: String,
+    /// Always `null`: no device was opened.
+    device: Option<String>,
+    #[serde(flatten)]
+    figures: Figures,
+    error: String,
+}
+
+impl DecodeUnavailable {
+    fn new(kind: BackendKind, threads: usize, error: String) -> Self {
+        DecodeUnavailable {
+            backend: kind.to_string(),
+            device: None,
+            figures: Figures {
+                threads,
+                ..Figures::default()
+            },
+            error,
+        }
+    }
+}
+
+/// What every backend's run takes: the files, in memory, and the threads.
+struct Inputs {
+    files: Vec<Vec<u8>>,
+    /// Display path of each file.
+    paths: Vec<String>,
+    bytes: u64,
+    threads: usize,
+}
+
+/// What the timed passes counted.
+struct DecodeRun {
+    images: u64,
+    pixels: u64,
+    /// Files handed to the CPU whole (device backends).
+    fallbacks: u64,
+    seconds: f64,
+}
+
+impl DecodeRun {
+    /// One backend's result of `bench decode`.
+    fn measured(
+        &self,
+        kind: BackendKind,
+        be: &dyn Backend,
+        failed: Vec<Failure>,
+        repeats: usize,
+        a: &DecodeBenchArgs,
+        inputs: &Inputs,
+    ) -> DecodeMeasured {
+        let s = self.seconds.max(1e-9);
+        DecodeMeasured {
+            backend: kind.to_string(),
+            device: be.device(),
+            figures: Figures {
+                images: self.images,
+                seconds: self.seconds,
+                images_per_s: self.images as f64 / s,
+                megapixels_per_s: self.pixels as f64 / 1e6 / s,
+                fallbacks: self.fallbacks,
+                errors: failed.len(),
+                threads: inputs.threads,
+            },
+            repeats,
+            batch: a.batch,
+            files: inputs.files.len(),
+            bytes: inputs.bytes,
+            failed,
+            host: None,
+        }
+    }
+}
+
+/// Decodes `repeats` passes over `files` on `threads` threads, work taken `batch` at a
+/// time from an atomic index; counts successful decodes and their pixels.
+fn decode_pass(
+    files: &[Vec<u8>],
+    repeats: usize,
+    threads: usize,
+    batch: usize,
+    tick: &(dyn Fn(u64) + Sync),
+) -> DecodeRun {
+    let n = files.len();
+    let total = n * repeats;
+    let next = AtomicUsize::new(0);
+    let opts = DecodeOptions::default();
+    let start = Instant::now();
+    let parts: Vec<(u64, u64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads.clamp(1, total.max(1)))
+            .map(|_| {
+                s.spawn(|| {
+                    let mut img = Image8::default();
+                    let (mut ok, mut px) = (0u64, 0u64);
+                    loop {
+                        let first = next.fetch_add(batch, Ordering::Relaxed);
+                        if first >= total {
+                            break;
+                        }
+                        let end = (first + batch).min(total);
+                        for i in first..end {
+                            if let Ok(info) =
+                                stoker::decode::cpu::decode_image(&files[i % n], &opts, &mut img)
+                            {
+                                ok += 1;
+                                px += info.pixels();
+                            }
+                        }
+                        tick((end - first) as u64);
+                    }
+                    (ok, px)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or((0, 0)))
+            .collect()
+    });
+    DecodeRun {
+        images: parts.iter().map(|p| p.0).sum(),
+        pixels: parts.iter().map(|p| p.1).sum(),
+        // The CPU backend decodes every file itself: it never falls back.
+        fallbacks: 0,
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+pub fn run(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
+    let r = measure(ctx, a)?;
+    Report::new(&r, r.text())
+}
+
+/// Runs the benchmark on every backend of `a`.
+pub fn measure(ctx: Ctx, a: &DecodeBenchArgs) -> Res<DecodeReport> {
+    let dir = common::resolve_dir(a.images.as_deref(), SAMPLES_DIR, "--images")?;
+    let data = common::open_dataset(&dir)?;
+    let threads = a.threads.unwrap_or_else(cores);
+    let limits = stoker::Limits::default();
+
+    // Everything into memory first: the benchmark times decoding, not the disk.
+    let pb = progress(ctx, data.len() as u64, "reading");
+    let mut inputs = Inputs {
+        files: Vec::new(),
+        paths: Vec::new(),
+        bytes: 0,
+        threads,
+    };
+    let mut unreadable = Vec::new();
+    for s in data.samples() {
+        match s.location.read(limits.max_bytes) {
+            Ok(b) => {
+                inputs.paths.push(common::sample_display(s));
+                inputs.files.push(b);
+            }
+            Err(reason) => unreadable.push(Failure::new(common::sample_display(s), reason)),
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    if inputs.files.is_empty() {
+        return Err(format!("no readable images in {}", dir.display()).into());
+    }
+    inputs.bytes = inputs.files.iter().map(|f| f.len() as u64).sum();
+    let files = &inputs.files;
+
+    let mut results = Vec::new();
+    for &kind in &a.backend {
+        let sel = match backend::select(kind, threads) {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("bench decode: {e}");
+                results.push(DecodeResult::Unavailable(DecodeUnavailable::new(
+                    kind,
+                    threads,
+                    e.to_string(),
+                )));
+                continue;
+            }
+        };
+        let be = sel.backend.as_ref();
+        if let Some(dev) = common::device_decoder(be, a.hardware, a.batch)? {
+            results.push(DecodeResult::Ran(decode_device(
+                ctx, a, kind, be, dev, &inputs,
+            )?));
+            continue;
+        }
+        // Warm-up pass, one file at a time: which files fail, and how long a pass takes.
+        let pb = progress(ctx, files.len() as u64, &format!("{kind} warm-up"));
+        let opts = DecodeOptions::default();
+        let warm_start = Instant::now();
+        let per_file = common::par_map(
+            files,
+            threads,
+            |f| {
+                let mut img = Image8::default();
+                stoker::decode::cpu::decode_image(f, &opts, &mut img).map(|_| ())
+            },
+            || pb.inc(1),
+        );
+        let warm = warm_start.elapsed().as_secs_f64();
+        pb.finish_and_clear();
+        let failed: Vec<Failure> = per_file
+            .iter()
+            .zip(&inputs.paths)
+            .filter_map(|(r, p)| {
+                r.as_ref()
+                    .err()
+                    .map(|e| Failure::new(p.as_str(), common::reason(e)))
+            })
+            .collect();
+        let repeats = a.repeats_after(warm);
+        let pb = progress(
+            ctx,
+            (repeats * files.len()) as u64,
+            &format!("{kind} decode"),
+        );
+        let run = decode_pass(files, repeats, threads, a.batch, &|d| pb.inc(d));
+        pb.finish_and_clear();
+        results.push(DecodeResult::Ran(
+            run.measured(kind, be, failed, repeats, a, &inputs),
+        ));
+    }
+    Ok(DecodeReport {
+        results,
+        images_dir: dir.display().to_string(),
+        unreadable,
+        files: files.len(),
+        threads,
+    })
+}
+
+/// `bench decode` on a device backend: host threads entropy-decode `batch` files at a
+/// time (CPU-only files are decoded whole by the CPU, counted as fallbacks), and the
+/// device decodes each group while the threads work on the next; the clock stops after
+/// the device has finished.
+fn decode_device(
+    ctx: Ctx,
+    a: &DecodeBenchArgs,
+    kind: BackendKind,
+    be: &dyn Backend,
+    mut dev: common::DeviceDecoder,
+    inputs: &Inputs,
+) -> Res<DecodeMeasured> {
+    use stoker::backend::device::job::prepare_with;
+    use stoker::backend::device::{CoeffPool, DeviceSample};
+    let (files, paths, threads) = (&inputs.files, &inputs.paths, inputs.threads);
+    let opts = DecodeOptions::default();
+    let pool = CoeffPool::default();
+    let hardware = dev.hardware_decode();
+    // Returns the run, the CPU fallbacks, the failures, and the seconds the host threads
+    // spent preparing (entropy decoding, and CPU decodes of fallbacks).
+    let pass = |dev: &mut common::DeviceDecoder,
+                repeats: usize,
+                tick: &dyn Fn(u64)|
+     -> Res<(DecodeRun, Vec<Failure>, f64)> {
+        let n = files.len();
+        let total = n * repeats;
+        let (mut images, mut pixels, mut fallbacks) = (0u64, 0u64, 0u64);
+        let mut failed = Vec::new();
+        let start = Instant::now();
+        let mut host = 0.0;
+        let mut first = 0;
+        while first < total {
+            let idx: Vec<usize> = (first..(first + a.batch).min(total)).collect();
+            let t = Instant::now();
+            let prepared = common::par_map(
+                &idx,
+                threads,
+                |&i| prepare_with(&files[i % n], &opts, &pool, hardware),
+                || {},
+            );
+            host += t.elapsed().as_secs_f64();
+            let mut samples: Vec<DeviceSample> = Vec::with_capacity(idx.len());
+            for (p, &i) in prepared.into_iter().zip(&idx) {
+                match p {
+                    Ok(p) => {
+                        images += 1;
+                        pixels += p.info.pixels();
+                        fallbacks += u64::from(p.cpu_reason.is_some());
+                        samples.push(p.image);
+                    }
+                    Err(e) if i < n => {
+                        failed.push(Failure::new(paths[i].as_str(), common::reason(e)))
+                    }
+                    Err(_) => {}
+                }
+            }
+            dev.decode(&samples)?;
+            pool.recycle(samples);
+            tick(idx.len() as u64);
+            first += a.batch;
+        }
+        dev.wait()?;
+        let run = DecodeRun {
+            images,
+            pixels,
+            fallbacks,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        Ok((run, failed, host))
+    };
+    let pb = progress(ctx, files.len() as u64, &format!("{kind} warm-up"));
+    let (warm, failed, _) = pass(&mut dev, 1, &|d| pb.inc(d))?;
+    pb.finish_and_clear();
+    let repeats = a.repeats_after(warm.seconds);
+    let pb = progress(
+        ctx,
+        (repeats * files.len()) as u64,
+        &format!("{kind} decode"),
+    );
+    let (run, _, host) = pass(&mut dev, repeats, &|d| pb.inc(d))?;
+    pb.finish_and_clear();
+    let mut r = run.measured(kind, be, failed, repeats, a, inputs);
+    r.host = Some(HostFeed {
+        host_seconds: host,
+        host_images_per_s: run.images as f64 / host.max(1e-9),
+    });
+    Ok(r)
+}
+
+impl DecodeReport {
+    /// The table of `bench decode`, with a note per unavailable backend and failure.
+    pub fn text(&self) -> String {
+        let mut t = Table::new(&[
+            "backend",
+            "device",
+            "passes",
+            "images",
+            "time",
+            "images/s",
+            "Mpx/s",
+            "errors",
+            "fallbacks",
+        ]);
+        let mut notes = String::new();
+        for r in &self.results {
+            let r = match r {
+                DecodeResult::Ran(r) => r,
+                DecodeResult::Unavailable(u) => {
+                    unavailable_row(&u.backend, &u.error, &mut t, &mut notes);
+                    continue;
+                }
+            };
+            let f = &r.figures;
+            t.row(vec![
+                r.backend.clone(),
+                r.device.clone(),
+                r.repeats.to_string(),
+                f.images.to_string(),
+                secs(f.seconds),
+                format!("{:.1}", f.images_per_s),
+                format!("{:.1}", f.megapixels_per_s),
+                f.errors.to_string(),
+                f.fallbacks.to_string(),
+            ]);
+            if let Some(h) = &r.host {
+                notes.push_str(&format!(
+                    "{}: host threads prepared {:.1} images/s (entropy decoding and CPU fallbacks), the most this host can feed the device\n",
+                    r.backend, h.host_images_per_s
+                ));
+            }
+            for x in &r.failed {
+                notes.push_str(&format!(
+                    "{}: cannot decode {}: {}\n",
+                    r.backend, x.path, x.reason
+                ));
+            }
+        }
+        for x in &self.unreadable {
+            notes.push_str(&format!("cannot read {}: {}\n", x.path, x.reason));
+        }
+        format!(
+            "decode throughput: {} ({} files, {} threads)\n\n{}",
+            self.images_dir,
+            self.files,
+            self.threads,
+            with_notes(&t, &notes)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse() {
+        let d: DecodeBenchArgs = crate::defaults().unwrap();
+        assert_eq!(d.backend, vec![BackendKind::Cpu]);
+        assert_eq!((d.batch, d.hardware), (32, HardwareDecode::Exact));
+    }
+
+    #[test]
+    fn an_unavailable_backend_keeps_the_measured_fields() {
+        let u = serde_json::to_value(DecodeResult::Unavailable(DecodeUnavailable::new(
+            BackendKind::Cuda,
+            4,
+            "not built".into(),
+        )))
+        .unwrap();
+        let keys: Vec<&str> = u.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "backend",
+                "device",
+                "error",
+                "errors",
+                "fallbacks",
+                "images",
+                "images_per_s",
+                "megapixels_per_s",
+                "seconds",
+                "threads"
+            ]
+        );
+        assert!(u["device"].is_null());
+    }
+}

@@ -1,0 +1,355 @@
+//! `stoker bench pipeline`: the full pipeline with a simulated training step.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use stoker::{Augment, BackendKind, DType, HardwareDecode, Pipeline};
+
+use super::{positive, unavailable_row, with_notes};
+use crate::common::{self, progress, Ctx, Failure, Report, Res, Table, SAMPLES_DIR};
+
+const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+/// Failures listed per backend (all are counted in `reported`).
+const LISTED_FAILURES: usize = 20;
+
+#[derive(Debug, Args)]
+pub struct PipelineBenchArgs {
+    /// Backends, comma-separated (auto, cpu, wgpu, cuda).
+    #[arg(long, value_delimiter = ',', default_value = "cpu", value_parser = clap::value_parser!(BackendKind))]
+    pub(super) backend: Vec<BackendKind>,
+    /// Image folder (class sub-folders or flat); default: the bundled samples.
+    #[arg(long)]
+    images: Option<PathBuf>,
+    /// Output size (random resized crop to size x size).
+    #[arg(long, default_value = "224", value_parser = clap::value_parser!(u32).range(1..=16384))]
+    size: u32,
+    /// Samples per batch.
+    #[arg(long, default_value = "32", value_parser = positive)]
+    batch: usize,
+    /// Epochs to run.
+    #[arg(long, default_value = "2", value_parser = positive)]
+    epochs: usize,
+    /// Simulated training step after each batch, in milliseconds.
+    #[arg(long, default_value = "0")]
+    step_ms: u64,
+    /// Decode and augment threads (default: available cores).
+    #[arg(long, value_parser = positive)]
+    workers: Option<usize>,
+    /// Reader threads.
+    #[arg(long, default_value = "8", value_parser = positive)]
+    readers: usize,
+    /// Batches prepared ahead.
+    #[arg(long, default_value = "2", value_parser = positive)]
+    prefetch: usize,
+    /// Batch element type: u8 (no normalisation), f16 or f32.
+    #[arg(long, default_value = "f32", value_parser = clap::value_parser!(DType))]
+    dtype: DType,
+    /// Decoded-sample cache, in MiB (0: none).
+    #[arg(long, default_value = "0")]
+    cache_mb: u64,
+    /// Training seed.
+    #[arg(long, default_value = "0")]
+    seed: u64,
+    /// JPEGs for the GPU's hardware decoder (CUDA with nvJPEG engines): exact (those it
+    /// decodes as the CPU does), all, or off.
+    #[arg(long, default_value = "exact", value_parser = clap::value_parser!(HardwareDecode))]
+    hardware: HardwareDecode,
+}
+
+/// The JSON object of `bench pipeline`.
+#[derive(Debug, Serialize)]
+pub struct PipelineReport {
+    results: Vec<PipelineResult>,
+    images_dir: String,
+    batch: usize,
+    size: u32,
+    dtype: DType,
+    step_ms: u64,
+    epochs: usize,
+}
+
+/// One backend's entry of `results`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum PipelineResult {
+    Ran(PipelineMeasured),
+    Unavailable(PipelineUnavailable),
+}
+
+/// What every entry of `results` holds: the counts of the run (at zero for a backend
+/// that did not run).
+#[derive(Debug, Serialize)]
+struct Counts {
+    epochs: usize,
+    samples: usize,
+    delivered: u64,
+    /// Samples reported as failed (skipped).
+    reported: u64,
+    images_per_s: f64,
+    epoch_seconds: Vec<f64>,
+}
+
+/// A backend's measured run.
+#[derive(Debug, Serialize)]
+struct PipelineMeasured {
+    backend: String,
+    device: String,
+    #[serde(flatten)]
+    counts: Counts,
+    /// The LAST epoch's (`Epoch::stats` after its iteration): the first epoch also pays
+    /// thread start-up and cache filling.
+    input_wait_fraction: f64,
+    input_wait_fraction_per_epoch: Vec<f64>,
+    batch: usize,
+    size: u32,
+    dtype: DType,
+    step_ms: u64,
+    readers: usize,
+    prefetch: usize,
+    /// The pipeline's `Stats` without its error list (`failed` lists the first ones): a
+    /// map, so a field added to `Stats` shows here unchanged.
+    stats: Map<String, Value>,
+    /// The first [`LISTED_FAILURES`] failures.
+    failed: Vec<Failure>,
+}
+
+/// A backend this build or machine lacks: the reason, and the figures at zero so a reader
+/// finds the fields of a measured run.
+#[derive(Debug, Serialize)]
+struct PipelineUnavailable {
+    backend: String,
+    #[serde(flatten)]
+    counts: Counts,
+    /// Always `null`.
+    input_wait_fraction: Option<f64>,
+    error: String,
+}
+
+pub fn run(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
+    let r = measure(ctx, a)?;
+    Report::new(&r, r.text())
+}
+
+/// Runs the benchmark on every backend of `a`.
+pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
+    let dir = common::resolve_dir(a.images.as_deref(), SAMPLES_DIR, "--images")?;
+    let data = common::open_dataset(&dir)?;
+    if data.is_empty() {
+        return Err(format!("no images in {}", dir.display()).into());
+    }
+    let mut aug = Augment::new()
+        .random_resized_crop(a.size, (0.08, 1.0), (3.0 / 4.0, 4.0 / 3.0))
+        .flip_horizontal(0.5);
+    if a.dtype != DType::U8 {
+        aug = aug.normalize(IMAGENET_MEAN, IMAGENET_STD);
+    }
+    let aug = aug.dtype(a.dtype);
+    let step = Duration::from_millis(a.step_ms);
+    let mut results = Vec::new();
+    for &kind in &a.backend {
+        let mut b = Pipeline::builder(data.clone().all())
+            .backend(kind)
+            .augment(aug.clone())
+            .batch_size(a.batch)
+            .prefetch(a.prefetch)
+            .readers(a.readers)
+            .seed(a.seed)
+            .hardware_decode(a.hardware)
+            .cache_bytes(a.cache_mb.saturating_mul(1 << 20));
+        if let Some(w) = a.workers {
+            b = b.workers(w);
+        }
+        let pipe = match b.build() {
+            Ok(p) => p,
+            Err(e @ stoker::Error::BackendUnavailable { .. }) => {
+                log::warn!("bench pipeline: {e}");
+                results.push(PipelineResult::Unavailable(PipelineUnavailable {
+                    backend: kind.to_string(),
+                    counts: Counts {
+                        epochs: a.epochs,
+                        samples: data.len(),
+                        delivered: 0,
+                        reported: 0,
+                        images_per_s: 0.0,
+                        epoch_seconds: Vec::new(),
+                    },
+                    input_wait_fraction: None,
+                    error: e.to_string(),
+                }));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let pb = progress(
+            ctx,
+            (a.epochs * pipe.num_batches()) as u64,
+            &format!("{kind} pipeline"),
+        );
+        let (mut delivered, mut reported) = (0u64, 0u64);
+        let mut epoch_seconds = Vec::new();
+        let mut wait_fractions = Vec::new();
+        let mut failed = Vec::new();
+        for e in 0..a.epochs as u64 {
+            let t = Instant::now();
+            let mut epoch = pipe.epoch(e)?;
+            for batch in &mut epoch {
+                let batch = batch?;
+                delivered += batch.len() as u64;
+                reported += batch.errors().len() as u64;
+                for err in batch.errors() {
+                    log::info!("{err}");
+                    if failed.len() < LISTED_FAILURES {
+                        failed.push(Failure::new(err.path.as_str(), err.reason.trim_end()));
+                    }
+                }
+                // The simulated training step holds the batch, as a real one would.
+                std::thread::sleep(step);
+                drop(batch);
+                pb.inc(1);
+            }
+            // A device backend may still be working on the last batches.
+            pipe.wait_device()?;
+            epoch_seconds.push(t.elapsed().as_secs_f64());
+            // Taken after the iteration: the epoch's wall clock stops at its last batch.
+            wait_fractions.push(epoch.stats().input_wait_fraction);
+        }
+        pb.finish_and_clear();
+        let total: f64 = epoch_seconds.iter().sum();
+        let stats = match serde_json::to_value(pipe.stats())? {
+            Value::Object(mut o) => {
+                o.remove("errors");
+                o
+            }
+            _ => Map::new(),
+        };
+        let (be, _) = pipe.backend();
+        results.push(PipelineResult::Ran(PipelineMeasured {
+            backend: kind.to_string(),
+            device: be.device(),
+            counts: Counts {
+                epochs: a.epochs,
+                samples: pipe.subset().len(),
+                delivered,
+                reported,
+                images_per_s: delivered as f64 / total.max(1e-9),
+                epoch_seconds,
+            },
+            input_wait_fraction: wait_fractions.last().copied().unwrap_or(0.0),
+            input_wait_fraction_per_epoch: wait_fractions,
+            batch: a.batch,
+            size: a.size,
+            dtype: a.dtype,
+            step_ms: a.step_ms,
+            readers: a.readers,
+            prefetch: a.prefetch,
+            stats,
+            failed,
+        }));
+    }
+    Ok(PipelineReport {
+        results,
+        images_dir: dir.display().to_string(),
+        batch: a.batch,
+        size: a.size,
+        dtype: a.dtype,
+        step_ms: a.step_ms,
+        epochs: a.epochs,
+    })
+}
+
+/// The name `--dtype` takes and the JSON report holds.
+fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::U8 => "u8",
+        DType::F16 => "f16",
+        DType::F32 => "f32",
+    }
+}
+
+impl PipelineReport {
+    /// The table of `bench pipeline`, with a note per unavailable backend and the listed
+    /// failures.
+    pub fn text(&self) -> String {
+        let mut t = Table::new(&[
+            "backend",
+            "samples",
+            "epochs",
+            "delivered",
+            "reported",
+            "images/s",
+            "epoch times",
+            "input wait",
+        ]);
+        let mut notes = String::new();
+        for r in &self.results {
+            let r = match r {
+                PipelineResult::Ran(r) => r,
+                PipelineResult::Unavailable(u) => {
+                    unavailable_row(&u.backend, &u.error, &mut t, &mut notes);
+                    continue;
+                }
+            };
+            let c = &r.counts;
+            let times: Vec<String> = c.epoch_seconds.iter().map(|s| format!("{s:.2}")).collect();
+            t.row(vec![
+                r.backend.clone(),
+                c.samples.to_string(),
+                c.epochs.to_string(),
+                c.delivered.to_string(),
+                c.reported.to_string(),
+                format!("{:.1}", c.images_per_s),
+                format!("{} s", times.join(" ")),
+                format!("{:.1}%", 100.0 * r.input_wait_fraction),
+            ]);
+            if !r.failed.is_empty() {
+                notes.push_str(&format!(
+                    "{}: {} sample(s) reported (skipped); the first {}:\n",
+                    r.backend,
+                    c.reported,
+                    r.failed.len()
+                ));
+                for x in &r.failed {
+                    notes.push_str(&format!("  {}: {}\n", x.path, x.reason));
+                }
+            }
+        }
+        format!(
+            "pipeline: {} (batch {}, {}x{} {}, step {} ms; input wait of the last epoch)\n\n{}",
+            self.images_dir,
+            self.batch,
+            self.size,
+            self.size,
+            dtype_name(self.dtype),
+            self.step_ms,
+            with_notes(&t, &notes)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse() {
+        let p: PipelineBenchArgs = crate::defaults().unwrap();
+        assert_eq!(p.backend, vec![BackendKind::Cpu]);
+        assert_eq!(
+            (p.size, p.batch, p.epochs, p.dtype),
+            (224, 32, 2, DType::F32)
+        );
+    }
+
+    #[test]
+    fn dtype_names_are_the_serialised_ones() {
+        for d in [DType::U8, DType::F16, DType::F32] {
+            assert_eq!(serde_json::to_value(d).unwrap(), dtype_name(d));
+            assert_eq!(dtype_name(d).parse::<DType>().unwrap(), d);
+        }
+    }
+}
