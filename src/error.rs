@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::backend::device::DeviceError;
 use crate::decode::DecodeError;
 
 /// Everything that can go wrong in stoker, by category.
@@ -40,9 +41,10 @@ pub enum Error {
         /// Why it cannot be used.
         reason: String,
     },
-    /// A GPU device failed at run time (out of memory, lost device, mapping failure).
+    /// A GPU device failed at run time (out of memory, lost device, mapping failure), or a
+    /// batch does not fit it.
     #[error("device error: {0}")]
-    Device(String),
+    Device(#[from] DeviceError),
     /// A pipeline thread stopped in a way the pipeline cannot recover from.
     #[error("pipeline error: {0}")]
     Pipeline(String),

@@ -166,10 +166,11 @@ impl DeviceHandle {
                             .map_err(crate::backend::cuda::device_err)?;
                         Ok(Some(bytes))
                     }
-                    Some(buf) => Err(Error::Device(format!(
-                        "a batch of {} bytes read as {n}",
-                        buf.len()
-                    ))),
+                    Some(buf) => Err(crate::backend::device::DeviceError::ShortRead {
+                        len: buf.len(),
+                        requested: n,
+                    }
+                    .into()),
                     None => Ok(None),
                 }
             }

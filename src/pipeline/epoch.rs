@@ -237,7 +237,13 @@ impl Batch {
         let mut copy = HostBuffer::new(n);
         match data.get(..n) {
             Some(d) => copy.bytes_mut().copy_from_slice(d),
-            None => return Err(Error::Device("a batch read back short".into())),
+            None => {
+                return Err(crate::backend::device::DeviceError::ShortRead {
+                    len: data.len(),
+                    requested: n,
+                }
+                .into())
+            }
         }
         Ok(Some(cell.get_or_init(|| copy).bytes()))
     }

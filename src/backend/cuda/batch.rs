@@ -22,10 +22,11 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
 
 use super::memory::{self, address, DeviceBuffer, KernelArgs, Pinned};
 use super::nvjpeg;
-use super::{device_err, kernels, CudaDevice};
+use super::{device_err, kernels, CudaDevice, CudaError};
 use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob};
 use crate::backend::device::job::{DeviceJob, DeviceSample, HardwareDecode};
 use crate::backend::device::launch::{Buffer, Kernel, Step, MAX_BINDINGS};
+use crate::backend::device::DeviceError;
 use crate::decode::{DecodeOptions, Image8};
 use crate::error::{Error, Result};
 
@@ -68,7 +69,11 @@ impl CudaBatchBuffers {
         let make = |bytes: usize| -> Result<CudaSlice<u8>> {
             let size = batch_size
                 .checked_mul(bytes)
-                .ok_or_else(|| Error::Device("batch size overflows".into()))?;
+                .ok_or_else(|| DeviceError::Overflow {
+                    what: "a CUDA batch".into(),
+                    count: batch_size as u64,
+                    each: bytes as u64,
+                })?;
             stream
                 .alloc_zeros::<u8>(size.div_ceil(4).max(1) * 4)
                 .map_err(device_err)
@@ -149,14 +154,18 @@ impl CudaBatcher {
         for (file, src) in ptx.iter() {
             let module = ctx
                 .load_module(cudarc::nvrtc::Ptx::from_src(src.clone()))
-                .map_err(|e| Error::Device(format!("cannot load {file}: {e}")))?;
+                .map_err(|source| CudaError::Module { file, source })?;
             for k in Kernel::ALL
                 .iter()
                 .filter(|k| kernels::file_of(**k) == *file)
             {
                 let f = module
                     .load_function(k.name())
-                    .map_err(|e| Error::Device(format!("{file} has no {}: {e}", k.name())))?;
+                    .map_err(|source| CudaError::Function {
+                        file,
+                        kernel: k.name(),
+                        source,
+                    })?;
                 functions.insert(*k, f);
             }
         }
@@ -371,14 +380,15 @@ impl CudaBatcher {
             let (base, len) = bases
                 .get(&b.buffer)
                 .copied()
-                .ok_or_else(|| Error::Device(format!("no {:?} buffer for the batch", b.buffer)))?;
+                .ok_or(DeviceError::Unbound(b.buffer))?;
             if b.offset + b.size > len {
-                return Err(Error::Device(format!(
-                    "the {:?} buffer holds {len} bytes, the batch binds {}..{}",
-                    b.buffer,
-                    b.offset,
-                    b.offset + b.size
-                )));
+                return Err(DeviceError::Bounds {
+                    buffer: b.buffer,
+                    len,
+                    start: b.offset,
+                    end: b.offset + b.size,
+                }
+                .into());
             }
             Ok(base + b.offset)
         };
@@ -387,11 +397,12 @@ impl CudaBatcher {
             match step {
                 Step::Launch(l) => {
                     if l.bindings.len() > MAX_BINDINGS {
-                        return Err(Error::Device(format!(
-                            "{} binds {} buffers, at most {MAX_BINDINGS}",
-                            l.kernel.name(),
-                            l.bindings.len()
-                        )));
+                        return Err(DeviceError::TooManyBindings {
+                            kernel: l.kernel.name(),
+                            bindings: l.bindings.len(),
+                            max: MAX_BINDINGS,
+                        }
+                        .into());
                     }
                     for b in &l.bindings {
                         resolve(b)?;
@@ -403,9 +414,7 @@ impl CudaBatcher {
                 }
                 Step::Hardware => {
                     if self.hardware.is_none() {
-                        return Err(Error::Device(
-                            "a batch for the hardware decoder, and none is open".into(),
-                        ));
+                        return Err(DeviceError::NoHardwareDecoder.into());
                     }
                 }
             }
@@ -420,12 +429,17 @@ impl CudaBatcher {
                     };
                     for (i, b) in l.bindings.iter().enumerate() {
                         args.ptr[i] = resolve(b)?;
-                        args.words[i] = u32::try_from(b.size / 4)
-                            .map_err(|_| Error::Device("binding over 16 GiB".into()))?;
+                        args.words[i] =
+                            u32::try_from(b.size / 4).map_err(|_| DeviceError::TooLarge {
+                                what: "a binding's length in words",
+                                value: b.size / 4,
+                                max: u32::MAX.into(),
+                            })?;
                     }
-                    let f = self.functions.get(&l.kernel).ok_or_else(|| {
-                        Error::Device(format!("kernel {} not loaded", l.kernel.name()))
-                    })?;
+                    let f = self
+                        .functions
+                        .get(&l.kernel)
+                        .ok_or(DeviceError::Kernel(l.kernel.name()))?;
                     memory::launch(c, f, l, &args)?;
                 }
                 Step::Copy { src, dst } => {
@@ -486,19 +500,18 @@ fn hardware_decode<'a>(
     let mut bytes: Vec<&[u8]> = Vec::with_capacity(jobs.len());
     for j in jobs {
         if j.rgbi.0 + j.rgbi_bytes() > len {
-            return Err(Error::Device(format!(
-                "sample {}: its decoded image lies outside the RGB buffer",
-                j.sample
-            )));
+            return Err(DeviceError::Outside {
+                sample: j.sample,
+                buffer: Buffer::Rgbi,
+                start: j.rgbi.0,
+                end: j.rgbi.0 + j.rgbi_bytes(),
+                len,
+            }
+            .into());
         }
         match sample(j.sample) {
             Some(DeviceSample::Encoded { bytes: b, .. }) => bytes.push(b.as_slice()),
-            _ => {
-                return Err(Error::Device(format!(
-                    "sample {} is not an encoded JPEG",
-                    j.sample
-                )))
-            }
+            _ => return Err(DeviceError::NotEncoded(j.sample).into()),
         }
     }
     let out = |k: usize| nvjpeg::DeviceImage {
@@ -551,13 +564,21 @@ fn hardware_decode<'a>(
             ..DecodeOptions::default()
         };
         let mut img = Image8::default();
-        crate::decode::cpu::decode_image(bytes[k], &opts, &mut img)
-            .map_err(|e| Error::Device(format!("sample {}: {e}", j.sample)))?;
+        crate::decode::cpu::decode_image(bytes[k], &opts, &mut img).map_err(|source| {
+            DeviceError::Fallback {
+                sample: j.sample,
+                source,
+            }
+        })?;
         if (img.width, img.height) != (j.full[0], j.full[1]) {
-            return Err(Error::Device(format!(
-                "sample {}: decoded {}x{}, expected {}x{}",
-                j.sample, img.width, img.height, j.full[0], j.full[1]
-            )));
+            return Err(DeviceError::FallbackSize {
+                sample: j.sample,
+                width: img.width,
+                height: img.height,
+                expected_width: j.full[0],
+                expected_height: j.full[1],
+            }
+            .into());
         }
         let pitch = j.rgbi.1 as usize;
         let row = 3 * img.width as usize;

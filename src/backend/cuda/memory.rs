@@ -9,9 +9,11 @@ use cudarc::driver::{
     PushKernelArg,
 };
 
+use super::error::CudaError;
+use super::nvjpeg::{self, Refusal};
 use super::{device_err, CudaDevice};
 use crate::backend::device::launch::{Launch, MAX_BINDINGS, PARAM_WORDS};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The one argument of every kernel (`struct KernelArgs` in `kernels/common.cuh`): the
 /// storage bindings' addresses and lengths in u32 words, and the parameter words.
@@ -92,16 +94,16 @@ impl DeviceBuffer {
             let size = (need + need / 2).next_multiple_of(256);
             // SAFETY: device memory of bytes; every byte the kernels read is written
             // first by an upload or an earlier kernel of the same batch.
-            let s = unsafe { stream.alloc::<u8>(size) }.map_err(|e| {
-                Error::Device(format!(
-                    "cannot allocate {size} bytes of device memory: {e}"
-                ))
+            let s = unsafe { stream.alloc::<u8>(size) }.map_err(|source| CudaError::Alloc {
+                what: "device memory",
+                bytes: size,
+                source,
             })?;
             self.slice = Some(s);
         }
         self.slice
             .as_ref()
-            .ok_or_else(|| Error::Device("device buffer missing".into()))
+            .ok_or_else(|| CudaError::Missing("device buffer").into())
     }
 
     /// The buffer, if allocated.
@@ -154,12 +156,16 @@ impl Pinned {
                     cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED,
                 )
             }
-            .map_err(|e| Error::Device(format!("cannot pin {size} bytes of host memory: {e}")))?;
+            .map_err(|source| CudaError::Alloc {
+                what: "pinned host memory",
+                bytes: size,
+                source,
+            })?;
             self.slice = Some(s);
         }
         match self.slice.as_mut() {
             Some(s) => s.as_mut_slice().map_err(device_err),
-            None => Err(Error::Device("pinned buffer missing".into())),
+            None => Err(CudaError::Missing("pinned buffer").into()),
         }
     }
 
@@ -168,18 +174,20 @@ impl Pinned {
         self.slice.as_ref().map_or(0, |s| s.len() as u64)
     }
 
-    /// Enqueues the copy of the first `bytes` into `dst` on `stream`.
+    /// Enqueues the copy of the first `bytes` into `dst` on `stream`. More bytes than
+    /// either holds is [`CudaError::Upload`].
     pub fn upload(&self, stream: &CudaStream, dst: &CudaSlice<u8>, bytes: usize) -> Result<()> {
         let src = self
             .slice
             .as_ref()
-            .ok_or_else(|| Error::Device("pinned buffer missing".into()))?;
+            .ok_or(CudaError::Missing("pinned buffer"))?;
         if bytes > src.len() || bytes > dst.len() {
-            return Err(Error::Device(format!(
-                "upload of {bytes} bytes from {} pinned into {} device bytes",
-                src.len(),
-                dst.len()
-            )));
+            return Err(CudaError::Upload {
+                bytes,
+                pinned: src.len(),
+                device: dst.len(),
+            }
+            .into());
         }
         let host = src.as_slice().map_err(device_err)?;
         let (ptr, _guard) = dst.device_ptr(stream);
@@ -194,13 +202,13 @@ impl Pinned {
 }
 
 /// Enqueues nvJPEG's batched decode of `images` into `outputs` on `stream`; per-image
-/// results as [`super::nvjpeg::Decoder::decode_batch`] gives them.
+/// results as [`nvjpeg::Decoder::decode_batch`] gives them.
 pub(crate) fn nvjpeg_decode(
-    decoder: &mut super::nvjpeg::Decoder,
+    decoder: &mut nvjpeg::Decoder,
     stream: &CudaStream,
     images: &[&[u8]],
-    outputs: &[super::nvjpeg::DeviceImage],
-) -> Result<Vec<std::result::Result<(), String>>> {
+    outputs: &[nvjpeg::DeviceImage],
+) -> Result<Vec<std::result::Result<(), Refusal>>> {
     // SAFETY: `stream` belongs to the context bound on this thread (the batcher binds it
     // first); every output addresses `pitch * height` bytes of one device buffer that
     // nothing else touches until the stream has passed this batch (the batcher's

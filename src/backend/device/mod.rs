@@ -9,6 +9,7 @@
 pub mod augment;
 pub mod batch;
 pub mod decode;
+pub mod error;
 pub mod job;
 pub mod launch;
 pub mod orient;
@@ -16,6 +17,7 @@ pub mod orient;
 pub use augment::AugmentInput;
 pub use batch::{BatchPlan, DeviceLimits, Sizes};
 pub use decode::{DecodeInput, DeviceImage};
+pub use error::DeviceError;
 pub use job::{
     prepare, prepare_from, prepare_reusing, CoeffPool, DeviceJob, DeviceSample, Prepared,
 };

@@ -19,6 +19,8 @@ use std::marker::{PhantomData, PhantomPinned};
 
 use cudarc::driver::sys::CUstream;
 
+use crate::backend::cuda::error::CudaError;
+
 /// `struct nvjpegHandle` (opaque).
 #[repr(C)]
 pub struct nvjpegHandle {
@@ -151,42 +153,42 @@ pub struct Api {
     _lib: libloading::Library,
 }
 
-/// An error with its sources: libloading's `Display` alone says only "dlopen failed".
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
 /// Resolves `name` in `lib` as a function pointer of type `T`.
 ///
 /// # Safety
 /// `T` must be the C signature of `name` (an `unsafe extern "C" fn`), and the result must
 /// not be called after `lib` is unloaded.
-unsafe fn symbol<T: Copy>(lib: &libloading::Library, name: &str, path: &str) -> Result<T, String> {
+unsafe fn symbol<T: Copy>(
+    lib: &libloading::Library,
+    name: &'static str,
+    path: &str,
+) -> Result<T, CudaError> {
     // SAFETY: the caller guarantees `T` is the symbol's type; the pointer is copied out of
     // the `Symbol` and kept next to `lib` (see `Api::_lib`).
     unsafe { lib.get::<T>(name) }
         .map(|s| *s)
-        .map_err(|e| format!("{path}: missing symbol {name}: {}", chain(&e)))
+        .map_err(|source| CudaError::Symbol {
+            path: path.to_string(),
+            name,
+            source,
+        })
 }
 
 impl Api {
     /// Opens `file` (a file name for the loader's search path, or a path) and resolves
-    /// every function above, or says why not.
-    pub fn open(file: &OsStr) -> Result<Api, String> {
+    /// every function above. A library that cannot be opened, or lacks one of them, is
+    /// [`CudaError::Load`] or [`CudaError::Symbol`].
+    pub fn open(file: &OsStr) -> Result<Api, CudaError> {
         let path = file.to_string_lossy().into_owned();
         // SAFETY: loading runs libnvjpeg's initialisers. It is NVIDIA's library, whose
         // constructors do not touch process state we rely on; the same as any dlopen.
-        let lib = unsafe { libloading::Library::new(file) }.map_err(|e| chain(&e))?;
-        // SAFETY: for every `symbol` call below, the field's type is copied from
-        // the declaration of the same name in nvjpeg.h 13.0, and the pointers are stored
-        // with `lib` in one `Api`, so they are never called after it is unloaded.
+        let lib = unsafe { libloading::Library::new(file) }.map_err(|source| CudaError::Load {
+            path: path.clone(),
+            source,
+        })?;
+        // SAFETY: for every `symbol` call below, the field's type is copied from the
+        // declaration of the same name in nvjpeg.h 13.0, and the pointers are stored with
+        // `lib` in one `Api`, so they are never called after it is unloaded.
         unsafe {
             Ok(Api {
                 get_property: symbol(&lib, "nvjpegGetProperty", &path)?,

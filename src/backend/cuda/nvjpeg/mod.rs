@@ -47,16 +47,25 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
 
+use super::error::CudaError;
 use crate::decode::DecodeError;
 use crate::error::{Error, Result};
 use ffi::Api;
 
-/// The name of an `nvjpegStatus_t`, with its number: `NVJPEG_STATUS_BAD_JPEG (3)`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Status(ffi::nvjpegStatus_t);
+/// An `nvjpegStatus_t` that is not `NVJPEG_STATUS_SUCCESS`; shown as its name and number:
+/// `NVJPEG_STATUS_BAD_JPEG (3)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status(ffi::nvjpegStatus_t);
 
 impl Status {
-    fn name(self) -> &'static str {
+    /// The status as nvJPEG returned it.
+    pub fn code(self) -> i32 {
+        self.0
+    }
+
+    /// The status's name in `nvjpeg.h` (`NVJPEG_STATUS_UNKNOWN` for a number it does not
+    /// define).
+    pub fn name(self) -> &'static str {
         match self.0 {
             0 => "NVJPEG_STATUS_SUCCESS",
             1 => "NVJPEG_STATUS_NOT_INITIALIZED",
@@ -85,8 +94,13 @@ fn failed(call: &str, status: ffi::nvjpegStatus_t) -> String {
     format!("{call} failed: {}", Status(status))
 }
 
-fn device_err(call: &str, status: ffi::nvjpegStatus_t) -> Error {
-    Error::Device(format!("nvJPEG: {}", failed(call, status)))
+/// `call` failed with `status`, as [`Error::Device`].
+fn device_err(call: &'static str, status: ffi::nvjpegStatus_t) -> Error {
+    CudaError::Nvjpeg {
+        call,
+        status: Status(status),
+    }
+    .into()
 }
 
 fn unavailable(reason: String) -> Error {
@@ -157,7 +171,7 @@ impl Library {
                     let api = LOADED.get_or_init(|| Arc::new(api)).clone();
                     return Ok(Library { api });
                 }
-                Err(e) => tried.push(e),
+                Err(e) => tried.push(e.to_string()),
             }
         }
         Err(unavailable(format!(
@@ -171,7 +185,7 @@ impl Library {
     pub fn load_from(path: impl AsRef<OsStr>) -> Result<Library> {
         Api::open(path.as_ref())
             .map(|api| Library { api: Arc::new(api) })
-            .map_err(unavailable)
+            .map_err(|e| unavailable(e.to_string()))
     }
 
     /// What was opened: a file name resolved by the loader, or a path.
@@ -292,6 +306,51 @@ impl DeviceImage {
     pub fn min_bytes(&self) -> usize {
         self.pitch.saturating_mul(self.height as usize)
     }
+}
+
+/// Why [`Decoder::decode_batch`] left an image out of the batch (checked on the host,
+/// before nvJPEG is asked to decode).
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The output's device address is 0.
+    #[error("output pointer is null")]
+    NullOutput,
+    /// The output's device address does not fit in a host pointer.
+    #[error("output pointer {0:#x} does not fit in a host pointer")]
+    PointerRange(CUdeviceptr),
+    /// `nvjpegGetImageInfo` could not read the header: [`Error::Decode`] for malformed
+    /// data, [`Error::Device`] when nvJPEG failed otherwise.
+    #[error(transparent)]
+    Header(#[from] Box<Error>),
+    /// Four components (CMYK or YCCK), which this decoder does not convert.
+    #[error("4-component JPEG (CMYK/YCCK) is not decoded by nvJPEG here")]
+    Cmyk,
+    /// Neither 1 nor 3 (nor 4) components.
+    #[error("{0}-component JPEG is not supported by nvJPEG")]
+    Components(u32),
+    /// Chroma subsampling nvJPEG does not name.
+    #[error("chroma subsampling that nvJPEG does not recognise")]
+    Subsampling,
+    /// The image is larger than its output.
+    #[error("image is {width}x{height} but the output holds {out_width}x{out_height}")]
+    TooLarge {
+        /// Image width in pixels.
+        width: u32,
+        /// Image height in pixels.
+        height: u32,
+        /// The output's capacity in pixels per row.
+        out_width: u32,
+        /// The output's capacity in rows.
+        out_height: u32,
+    },
+    /// The output's rows are too short for one row of interleaved RGB.
+    #[error("output pitch {pitch} is less than {row} bytes per RGB row")]
+    Pitch {
+        /// The output's pitch in bytes.
+        pitch: usize,
+        /// Bytes in one RGB row of the image.
+        row: usize,
+    },
 }
 
 /// A batched nvJPEG decoder: a library handle, a decode state and a parsed-stream object,
@@ -616,33 +675,32 @@ impl Decoder {
     }
 
     /// Why `bytes` cannot go to nvJPEG into `out`, checked on the host before the batch.
-    fn check_output(&self, bytes: &[u8], out: &DeviceImage) -> Result<(), String> {
+    fn check_output(&self, bytes: &[u8], out: &DeviceImage) -> Result<(), Refusal> {
         if out.ptr == 0 {
-            return Err("output pointer is null".to_string());
+            return Err(Refusal::NullOutput);
         }
-        let info = self.image_info(bytes).map_err(|e| e.to_string())?;
+        let info = self.image_info(bytes).map_err(Box::new)?;
         match info.components {
             1 | 3 => {}
-            4 => {
-                return Err("4-component JPEG (CMYK/YCCK) is not decoded by nvJPEG here".to_string())
-            }
-            n => return Err(format!("{n}-component JPEG is not supported by nvJPEG")),
+            4 => return Err(Refusal::Cmyk),
+            n => return Err(Refusal::Components(n)),
         }
         if info.subsampling == Subsampling::Unknown {
-            return Err("chroma subsampling that nvJPEG does not recognise".to_string());
+            return Err(Refusal::Subsampling);
         }
         if info.width > out.width || info.height > out.height {
-            return Err(format!(
-                "image is {}x{} but the output holds {}x{}",
-                info.width, info.height, out.width, out.height
-            ));
+            return Err(Refusal::TooLarge {
+                width: info.width,
+                height: info.height,
+                out_width: out.width,
+                out_height: out.height,
+            });
         }
         if out.pitch < info.rgb_row_bytes() {
-            return Err(format!(
-                "output pitch {} is less than {} bytes per RGB row",
-                out.pitch,
-                info.rgb_row_bytes()
-            ));
+            return Err(Refusal::Pitch {
+                pitch: out.pitch,
+                row: info.rgb_row_bytes(),
+            });
         }
         Ok(())
     }
@@ -653,7 +711,7 @@ impl Decoder {
     ///
     /// Each image's header is read first (`nvjpegGetImageInfo`); an image that is
     /// malformed, not 1 or 3 components, of a subsampling nvJPEG does not name, or larger
-    /// than its output gets `Err(reason)` in the returned vector and is left out of the
+    /// than its output gets `Err(`[`Refusal`]`)` in the returned vector and is left out of the
     /// batch; the others get `Ok(())`. The state is re-initialised when the number of
     /// images sent differs from the last call. If nvJPEG fails the batch as a whole, this
     /// returns `Err` (the outputs' contents are then unspecified) and the next call
@@ -676,7 +734,7 @@ impl Decoder {
         stream: CUstream,
         images: &[&[u8]],
         outputs: &[DeviceImage],
-    ) -> Result<Vec<Result<(), String>>> {
+    ) -> Result<Vec<Result<(), Refusal>>> {
         if images.len() != outputs.len() {
             return Err(Error::Config(format!(
                 "nvJPEG decode_batch: {} images but {} outputs",
@@ -690,8 +748,7 @@ impl Decoder {
         let mut results = Vec::with_capacity(images.len());
         for (bytes, out) in images.iter().zip(outputs) {
             let checked = self.check_output(bytes, out).and_then(|()| {
-                usize::try_from(out.ptr)
-                    .map_err(|_| "output pointer does not fit in a host pointer".to_string())
+                usize::try_from(out.ptr).map_err(|_| Refusal::PointerRange(out.ptr))
             });
             match checked {
                 Ok(addr) => {
@@ -825,5 +882,11 @@ mod tests {
     fn missing_library_is_an_error() {
         let err = Library::load_from("/nonexistent/libnvjpeg.so.13").err();
         assert!(matches!(err, Some(Error::BackendUnavailable { .. })));
+        // The loader's own message (libloading's error source) comes through.
+        let msg = err.map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            msg.contains("/nonexistent/libnvjpeg.so.13 could not be loaded: dlopen failed: "),
+            "{msg}"
+        );
     }
 }
