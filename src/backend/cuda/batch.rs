@@ -331,8 +331,17 @@ impl CudaBatcher {
             self.copy.wait(&slot.consumed).map_err(device_err)?;
         }
         let input = slot.input.ensure(&self.copy, sizes.upload)?;
-        slot.pinned
-            .upload(&self.copy, input, sizes.upload as usize)?;
+        // SAFETY: the staging buffer is written or grown again only after `uploaded`,
+        // recorded just below, has completed (the `synchronize` above, on the slot's next
+        // use), and dropped only after the batcher's drop has finished both streams.
+        // `input` is the slot's buffer, allocated (so freed) on the copy stream; the copy
+        // is ordered after the kernels of the slot's last batch (the copy stream waited for
+        // `consumed` above) and before this batch's (the compute stream waits for
+        // `uploaded`).
+        unsafe {
+            slot.pinned
+                .upload(&self.copy, input, sizes.upload as usize)?;
+        }
         slot.uploaded.record(&self.copy).map_err(device_err)?;
         slot.used = true;
         self.compute.wait(&slot.uploaded).map_err(device_err)?;
@@ -440,10 +449,25 @@ impl CudaBatcher {
                         .functions
                         .get(&l.kernel)
                         .ok_or(DeviceError::Kernel(l.kernel.name()))?;
-                    memory::launch(c, f, l, &args)?;
+                    // SAFETY: `f` was loaded from `kernels/*.cu`, whose kernels take one
+                    // `KernelArgs`; every address in `args` was resolved within its buffer
+                    // (`resolve` checks offset + size against the buffer's length). The
+                    // buffers are the slot's input, the scratch buffers and the batch's
+                    // outputs: scratch is freed on this (compute) stream, the input only
+                    // after the copy stream has waited for `consumed` (recorded below,
+                    // after these launches), and the outputs after their writer (this
+                    // stream) is synchronised. Nothing else writes them meanwhile: the next
+                    // upload into the input waits for `consumed`, the consumer for the
+                    // batch's event.
+                    unsafe { memory::launch(c, f, l, &args)? };
                 }
                 Step::Copy { src, dst } => {
-                    memory::copy_dtod(c, resolve(dst)?, resolve(src)?, src.size as usize)?;
+                    let (to, from) = (resolve(dst)?, resolve(src)?);
+                    // SAFETY: both ranges were resolved within their buffers, and the plan
+                    // only copies between distinct buffers (`Oriented` to `Windows`); the
+                    // buffers stay allocated until this stream has passed the copy, as for
+                    // the launches above.
+                    unsafe { memory::copy_dtod(c, to, from, src.size as usize)? };
                 }
                 Step::Hardware => {
                     if let Some(h) = self.hardware.as_mut() {
@@ -538,7 +562,17 @@ fn hardware_decode<'a>(
         };
         let imgs: Vec<&[u8]> = set.iter().map(|&k| bytes[k]).collect();
         let outs: Vec<nvjpeg::DeviceImage> = set.iter().map(|&k| out(k)).collect();
-        match memory::nvjpeg_decode(decoder, c, &imgs, &outs) {
+        // SAFETY: the context was bound to this thread above, and `decoder` was created in
+        // it (`open_hardware`). Each output lies within the RGB scratch buffer (checked
+        // above against its length), which stays allocated until this stream has passed
+        // the batch (scratch is freed on this stream). The inputs are the jobs' bytes,
+        // borrowed for this call, and this function synchronises the stream before it
+        // returns. Not upheld (a known gap in the ordering): the hardware backend may write
+        // the outputs while called, not in stream order, when an earlier batch's
+        // `pack_rgbi` launches on this stream may still read the RGB buffer, or when the
+        // buffer has just grown and its stream-ordered allocation has not run yet. That can
+        // give wrong pixels in device memory; host memory is never touched.
+        match unsafe { memory::nvjpeg_decode(decoder, c, &imgs, &outs) } {
             Ok(results) => {
                 for (&k, r) in set.iter().zip(results) {
                     if let Err(e) = r {
@@ -586,7 +620,11 @@ fn hardware_decode<'a>(
         for (dst, src) in host.chunks_exact_mut(pitch).zip(img.data.chunks_exact(row)) {
             dst[..row].copy_from_slice(src);
         }
-        memory::upload(c, base + j.rgbi.0, &host)?;
+        // SAFETY: `j.rgbi.0 + rgbi_bytes()` lies within the RGB scratch buffer (checked at
+        // the top), which is freed only on this stream; `host` is `pitch * height` bytes,
+        // at most `rgbi_bytes()`, and is kept in `uploads` until the stream is
+        // synchronised below.
+        unsafe { memory::upload(c, base + j.rgbi.0, &host)? };
         uploads.push(host);
     }
     // nvJPEG may read the host bytes while the stream runs: they belong to the batch's

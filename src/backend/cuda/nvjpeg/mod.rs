@@ -545,7 +545,7 @@ impl Decoder {
     /// Runs `nvjpegDecodeBatchedInitialize` for `batch` images (RGBI output).
     fn initialize(&mut self, batch: c_int) -> Result<()> {
         self.initialized = None;
-        // SAFETY: handle and state are live and owned by `self`; no batched decode of this
+        // SAFETY: handle and state are live and owned by `self`; no other call on this
         // state is running on the host (we hold `&mut self`). max_cpu_threads = 1: the
         // parameter is unused by current nvJPEG, and 0 is rejected by some versions.
         let st = unsafe {
@@ -724,8 +724,10 @@ impl Decoder {
     /// - `stream` is null (the legacy default stream) or a live stream of the CUDA context
     ///   current on this thread, the context this decoder was created in.
     /// - Each `outputs[i].ptr` is device memory of that context, at least
-    ///   `outputs[i].min_bytes()` long, that nothing else reads or writes until `stream`
-    ///   has finished this work, and that stays allocated until then.
+    ///   `outputs[i].min_bytes()` long, that stays allocated until `stream` has finished
+    ///   this work and that nothing else reads or writes from this call until then. That
+    ///   includes work enqueued on `stream` before this call and not yet finished: the
+    ///   hardware backend may write the outputs while the call runs, not in stream order.
     /// - Each `images[i]` stays alive and unchanged until `stream` has finished this work:
     ///   nvJPEG does not document whether every backend is done reading its host input when
     ///   the call returns.
