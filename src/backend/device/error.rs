@@ -1,9 +1,9 @@
 //! [`DeviceError`]: a GPU backend failing at run time, the source of
 //! [`crate::Error::Device`].
 //!
-//! It lives with the backends rather than in `crate::error`, as [`crate::decode::DecodeError`]
-//! lives with the decoders: the variants name backend types ([`Buffer`], the CUDA and wgpu
-//! errors), and `crate::error` only groups the categories.
+//! It lives with the backends rather than in `crate::error`: its variants name backend types
+//! ([`Buffer`], [`Binding`], the CUDA and wgpu errors), which `crate::error` would have to
+//! import anyway; `crate::error` only names the category.
 
 use super::launch::{Binding, Buffer};
 use crate::decode::DecodeError;
