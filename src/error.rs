@@ -38,9 +38,13 @@ pub enum Error {
         /// Why it cannot be used.
         reason: String,
     },
-    /// A GPU device failed at run time (out of memory, lost device, mapping failure).
+    /// A GPU device failed at run time (out of memory, lost device, a batch that does
+    /// not fit it). The source is a `backend::device::DeviceError` (its CUDA and wgpu
+    /// variants wrap `CudaError` and `WgpuError`, typed down to the driver's error):
+    /// boxed, so that this module names nothing above it, as candle's `Error::Cuda`
+    /// does; `DeviceError::of` finds it again.
     #[error("device error: {0}")]
-    Device(String),
+    Device(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A pipeline thread stopped in a way the pipeline cannot recover from.
     #[error("pipeline error: {0}")]
     Pipeline(String),

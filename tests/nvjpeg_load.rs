@@ -153,7 +153,7 @@ fn pitch_for(info: &ImageInfo) -> usize {
 }
 
 /// Per-image results of one batch, and each output copied back (rows `pitch` apart).
-type Decoded = (Vec<Result<(), String>>, Vec<Vec<u8>>);
+type Decoded = (Vec<Result<(), nvjpeg::Refusal>>, Vec<Vec<u8>>);
 
 /// Decodes `inputs` in one batch into fresh device buffers and copies them back.
 fn decode_on_gpu(

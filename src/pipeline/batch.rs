@@ -11,7 +11,7 @@ use super::Config;
 use crate::augment::{DType, Layout, SamplePlan};
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::batch::CudaBatchBuffers;
-use crate::backend::device::{DeviceBuffers, Plane};
+use crate::backend::device::{DeviceBuffers, DeviceError, Plane};
 #[cfg(feature = "wgpu")]
 use crate::backend::wgpu::batch::WgpuBatchBuffers;
 use crate::error::{Error, Result, SampleError};
@@ -180,7 +180,13 @@ impl Batch {
         let mut copy = HostBuffer::new(n);
         match data.get(..n) {
             Some(d) => copy.bytes_mut().copy_from_slice(d),
-            None => return Err(Error::Device("a batch read back short".into())),
+            None => {
+                return Err(DeviceError::ShortRead {
+                    len: data.len(),
+                    requested: n,
+                }
+                .into())
+            }
         }
         Ok(Some(cell.get_or_init(|| copy).bytes()))
     }

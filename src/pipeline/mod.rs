@@ -23,15 +23,17 @@
 //! - The consumer's [`Epoch`] iterator collects `Done` messages, reorders batches, packs
 //!   the slots of skipped samples out, and hands out [`Batch`]es in order.
 //!
-//! On a device backend (wgpu) the workers stop short of the pixels: they entropy-decode
-//! each JPEG to DCT coefficients (only the blocks of the window the plan reads, at its
-//! IDCT scale), or decode on the CPU what the device path does not take. When a batch is
-//! complete a collector thread (`stoker-collector`) packs its inputs into the next mapped
-//! staging buffer, uploads them with one copy, records and submits the decode and augment
-//! passes into the batch's device buffers, and queues the batch for the consumer (one
-//! ready ahead). So batch `b + 1` is packed, uploaded and on the device while the caller
-//! trains on batch `b`; the caller's own work on the same queue runs after each batch's
-//! ([`crate::backend::wgpu::batch`]).
+//! On a device backend (wgpu or CUDA) the workers stop short of the pixels: they
+//! entropy-decode each JPEG to DCT coefficients (only the blocks of the window the plan
+//! reads, at its IDCT scale), hand it over whole for nvJPEG's hardware decoder (CUDA), or
+//! decode on the CPU what the device path does not take. When a batch is complete a
+//! collector thread (`stoker-collector`) packs its inputs into the next staging buffer
+//! (mapped for wgpu, pinned for CUDA), uploads them with one copy, records and submits the
+//! decode and augment passes into the batch's device buffers, and queues the batch for the
+//! consumer (one ready ahead). So batch `b + 1` is packed, uploaded and on the device while
+//! the caller trains on batch `b`; the caller's own work on the same queue (or, on CUDA,
+//! its stream, which waits for each batch's event) runs after each batch's
+//! ([`crate::backend::wgpu::batch`], [`crate::backend::cuda::batch`]).
 //!
 //! # Memory
 //!

@@ -22,11 +22,12 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
 
 use super::memory::{self, address, DeviceBuffer, KernelArgs, Pinned};
 use super::nvjpeg;
-use super::{device_err, kernels, CudaDevice};
+use super::{device_err, kernels, CudaDevice, CudaError};
 use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob};
 use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
 use crate::backend::device::job::{DeviceJob, DeviceSample, HardwareDecode};
 use crate::backend::device::launch::{Buffer, Kernel, Step, MAX_BINDINGS};
+use crate::backend::device::DeviceError;
 use crate::decode::{DecodeOptions, Image8};
 use crate::error::{Error, Result};
 
@@ -73,7 +74,11 @@ impl CudaBatchBuffers {
         let make = |bytes: usize| -> Result<CudaSlice<u8>> {
             let size = batch_size
                 .checked_mul(bytes)
-                .ok_or_else(|| Error::Device("batch size overflows".into()))?;
+                .ok_or_else(|| DeviceError::Overflow {
+                    what: "a CUDA batch".into(),
+                    count: batch_size as u64,
+                    each: bytes as u64,
+                })?;
             stream
                 .alloc_zeros::<u8>(size.div_ceil(4).max(1) * 4)
                 .map_err(device_err)
@@ -156,14 +161,18 @@ impl CudaBatcher {
         for (file, src) in ptx.iter() {
             let module = ctx
                 .load_module(cudarc::nvrtc::Ptx::from_src(src.clone()))
-                .map_err(|e| Error::Device(format!("cannot load {file}: {e}")))?;
+                .map_err(|source| CudaError::Module { file, source })?;
             for k in Kernel::ALL
                 .iter()
                 .filter(|k| kernels::file_of(**k) == *file)
             {
                 let f = module
                     .load_function(k.name())
-                    .map_err(|e| Error::Device(format!("{file} has no {}: {e}", k.name())))?;
+                    .map_err(|source| CudaError::Function {
+                        file,
+                        kernel: k.name(),
+                        source,
+                    })?;
                 functions.insert(*k, f);
             }
         }
@@ -329,8 +338,17 @@ impl CudaBatcher {
             self.copy.wait(&slot.consumed).map_err(device_err)?;
         }
         let input = slot.input.ensure(&self.copy, sizes.upload)?;
-        slot.pinned
-            .upload(&self.copy, input, sizes.upload as usize)?;
+        // SAFETY: the staging buffer is written or grown again only after `uploaded`,
+        // recorded just below, has completed (the `synchronize` above, on the slot's next
+        // use), and dropped only after the batcher's drop has finished both streams.
+        // `input` is the slot's buffer, allocated (so freed) on the copy stream; the copy
+        // is ordered after the kernels of the slot's last batch (the copy stream waited for
+        // `consumed` above) and before this batch's (the compute stream waits for
+        // `uploaded`).
+        unsafe {
+            slot.pinned
+                .upload(&self.copy, input, sizes.upload as usize)?;
+        }
         slot.uploaded.record(&self.copy).map_err(device_err)?;
         slot.used = true;
         self.compute.wait(&slot.uploaded).map_err(device_err)?;
@@ -378,14 +396,15 @@ impl CudaBatcher {
             let (base, len) = bases
                 .get(&b.buffer)
                 .copied()
-                .ok_or_else(|| Error::Device(format!("no {:?} buffer for the batch", b.buffer)))?;
+                .ok_or(DeviceError::Unbound(b.buffer))?;
             if b.offset + b.size > len {
-                return Err(Error::Device(format!(
-                    "the {:?} buffer holds {len} bytes, the batch binds {}..{}",
-                    b.buffer,
-                    b.offset,
-                    b.offset + b.size
-                )));
+                return Err(DeviceError::Bounds {
+                    buffer: b.buffer,
+                    len,
+                    start: b.offset,
+                    end: b.offset + b.size,
+                }
+                .into());
             }
             Ok(base + b.offset)
         };
@@ -394,11 +413,12 @@ impl CudaBatcher {
             match step {
                 Step::Launch(l) => {
                     if l.bindings.len() > MAX_BINDINGS {
-                        return Err(Error::Device(format!(
-                            "{} binds {} buffers, at most {MAX_BINDINGS}",
-                            l.kernel.name(),
-                            l.bindings.len()
-                        )));
+                        return Err(DeviceError::TooManyBindings {
+                            kernel: l.kernel.name(),
+                            bindings: l.bindings.len(),
+                            max: MAX_BINDINGS,
+                        }
+                        .into());
                     }
                     for b in &l.bindings {
                         resolve(b)?;
@@ -410,9 +430,7 @@ impl CudaBatcher {
                 }
                 Step::Hardware => {
                     if self.hardware.is_none() {
-                        return Err(Error::Device(
-                            "a batch for the hardware decoder, and none is open".into(),
-                        ));
+                        return Err(DeviceError::NoHardwareDecoder.into());
                     }
                 }
             }
@@ -427,16 +445,36 @@ impl CudaBatcher {
                     };
                     for (i, b) in l.bindings.iter().enumerate() {
                         args.ptr[i] = resolve(b)?;
-                        args.words[i] = u32::try_from(b.size / 4)
-                            .map_err(|_| Error::Device("binding over 16 GiB".into()))?;
+                        args.words[i] =
+                            u32::try_from(b.size / 4).map_err(|_| DeviceError::TooLarge {
+                                what: "a binding's length in words",
+                                value: b.size / 4,
+                                max: u32::MAX.into(),
+                            })?;
                     }
-                    let f = self.functions.get(&l.kernel).ok_or_else(|| {
-                        Error::Device(format!("kernel {} not loaded", l.kernel.name()))
-                    })?;
-                    memory::launch(c, f, l, &args)?;
+                    let f = self
+                        .functions
+                        .get(&l.kernel)
+                        .ok_or(DeviceError::Kernel(l.kernel.name()))?;
+                    // SAFETY: `f` was loaded from `kernels/*.cu`, whose kernels take one
+                    // `KernelArgs`; every address in `args` was resolved within its buffer
+                    // (`resolve` checks offset + size against the buffer's length). The
+                    // buffers are the slot's input, the scratch buffers and the batch's
+                    // outputs: scratch is freed on this (compute) stream, the input only
+                    // after the copy stream has waited for `consumed` (recorded below,
+                    // after these launches), and the outputs after their writer (this
+                    // stream) is synchronised. Nothing else writes them meanwhile: the next
+                    // upload into the input waits for `consumed`, the consumer for the
+                    // batch's event.
+                    unsafe { memory::launch(c, f, l, &args)? };
                 }
                 Step::Copy { src, dst } => {
-                    memory::copy_dtod(c, resolve(dst)?, resolve(src)?, src.size as usize)?;
+                    let (to, from) = (resolve(dst)?, resolve(src)?);
+                    // SAFETY: both ranges were resolved within their buffers, and the plan
+                    // only copies between distinct buffers (`Oriented` to `Windows`); the
+                    // buffers stay allocated until this stream has passed the copy, as for
+                    // the launches above.
+                    unsafe { memory::copy_dtod(c, to, from, src.size as usize)? };
                 }
                 Step::Hardware => {
                     if let Some(h) = self.hardware.as_mut() {
@@ -502,10 +540,11 @@ impl DeviceBuffers for CudaBatchBuffers {
                     .map_err(device_err)?;
                 Ok(Some(bytes))
             }
-            Some(buf) => Err(Error::Device(format!(
-                "a batch of {} bytes read as {n}",
-                buf.len()
-            ))),
+            Some(buf) => Err(DeviceError::ShortRead {
+                len: buf.len(),
+                requested: n,
+            }
+            .into()),
             None => Ok(None),
         }
     }
@@ -601,19 +640,18 @@ fn hardware_decode<'a>(
     let mut bytes: Vec<&[u8]> = Vec::with_capacity(jobs.len());
     for j in jobs {
         if j.rgbi.0 + j.rgbi_bytes() > len {
-            return Err(Error::Device(format!(
-                "sample {}: its decoded image lies outside the RGB buffer",
-                j.sample
-            )));
+            return Err(DeviceError::Outside {
+                sample: j.sample,
+                buffer: Buffer::Rgbi,
+                start: j.rgbi.0,
+                end: j.rgbi.0 + j.rgbi_bytes(),
+                len,
+            }
+            .into());
         }
         match sample(j.sample) {
             Some(DeviceSample::Encoded { bytes: b, .. }) => bytes.push(b.as_slice()),
-            _ => {
-                return Err(Error::Device(format!(
-                    "sample {} is not an encoded JPEG",
-                    j.sample
-                )))
-            }
+            _ => return Err(DeviceError::NotEncoded(j.sample).into()),
         }
     }
     let out = |k: usize| nvjpeg::DeviceImage {
@@ -640,7 +678,17 @@ fn hardware_decode<'a>(
         };
         let imgs: Vec<&[u8]> = set.iter().map(|&k| bytes[k]).collect();
         let outs: Vec<nvjpeg::DeviceImage> = set.iter().map(|&k| out(k)).collect();
-        match memory::nvjpeg_decode(decoder, c, &imgs, &outs) {
+        // SAFETY: the context was bound to this thread above, and `decoder` was created in
+        // it (`open_hardware`). Each output lies within the RGB scratch buffer (checked
+        // above against its length), which stays allocated until this stream has passed
+        // the batch (scratch is freed on this stream). The inputs are the jobs' bytes,
+        // borrowed for this call, and this function synchronises the stream before it
+        // returns. Not upheld (a known gap in the ordering): the hardware backend may write
+        // the outputs while called, not in stream order, when an earlier batch's
+        // `pack_rgbi` launches on this stream may still read the RGB buffer, or when the
+        // buffer has just grown and its stream-ordered allocation has not run yet. That can
+        // give wrong pixels in device memory; host memory is never touched.
+        match unsafe { memory::nvjpeg_decode(decoder, c, &imgs, &outs) } {
             Ok(results) => {
                 for (&k, r) in set.iter().zip(results) {
                     if let Err(e) = r {
@@ -666,13 +714,21 @@ fn hardware_decode<'a>(
             ..DecodeOptions::default()
         };
         let mut img = Image8::default();
-        crate::decode::cpu::decode_image(bytes[k], &opts, &mut img)
-            .map_err(|e| Error::Device(format!("sample {}: {e}", j.sample)))?;
+        crate::decode::cpu::decode_image(bytes[k], &opts, &mut img).map_err(|source| {
+            DeviceError::Fallback {
+                sample: j.sample,
+                source,
+            }
+        })?;
         if (img.width, img.height) != (j.full[0], j.full[1]) {
-            return Err(Error::Device(format!(
-                "sample {}: decoded {}x{}, expected {}x{}",
-                j.sample, img.width, img.height, j.full[0], j.full[1]
-            )));
+            return Err(DeviceError::FallbackSize {
+                sample: j.sample,
+                width: img.width,
+                height: img.height,
+                expected_width: j.full[0],
+                expected_height: j.full[1],
+            }
+            .into());
         }
         let pitch = j.rgbi.1 as usize;
         let row = 3 * img.width as usize;
@@ -680,7 +736,11 @@ fn hardware_decode<'a>(
         for (dst, src) in host.chunks_exact_mut(pitch).zip(img.data.chunks_exact(row)) {
             dst[..row].copy_from_slice(src);
         }
-        memory::upload(c, base + j.rgbi.0, &host)?;
+        // SAFETY: `j.rgbi.0 + rgbi_bytes()` lies within the RGB scratch buffer (checked at
+        // the top), which is freed only on this stream; `host` is `pitch * height` bytes,
+        // at most `rgbi_bytes()`, and is kept in `uploads` until the stream is
+        // synchronised below.
+        unsafe { memory::upload(c, base + j.rgbi.0, &host)? };
         uploads.push(host);
     }
     // nvJPEG may read the host bytes while the stream runs: they belong to the batch's

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::error::CudaError;
 use crate::backend::device::launch::Kernel;
 use crate::error::{Error, Result};
 
@@ -64,9 +65,10 @@ pub fn library_dirs() -> Vec<PathBuf> {
 
 /// Makes NVRTC loadable, or says why it is not. Checked once per process.
 pub fn nvrtc_available() -> Result<()> {
+    // The reason is kept as text: it becomes `BackendUnavailable`'s reason on every call.
     static FOUND: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     FOUND
-        .get_or_init(find_nvrtc)
+        .get_or_init(|| find_nvrtc().map_err(|e| e.to_string()))
         .clone()
         .map_err(|reason| Error::BackendUnavailable {
             backend: "cuda".into(),
@@ -74,7 +76,7 @@ pub fn nvrtc_available() -> Result<()> {
         })
 }
 
-fn find_nvrtc() -> std::result::Result<(), String> {
+fn find_nvrtc() -> std::result::Result<(), CudaError> {
     // SAFETY: cudarc's probe only tries to dlopen NVRTC by name and drops the handle;
     // loading NVRTC runs no code of ours.
     if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
@@ -97,7 +99,12 @@ fn find_nvrtc() -> std::result::Result<(), String> {
             // finds it.
             match unsafe { libloading::Library::new(&lib) } {
                 Ok(l) => std::mem::forget(l),
-                Err(e) => return Err(format!("{} could not be loaded: {e}", lib.display())),
+                Err(source) => {
+                    return Err(CudaError::Load {
+                        path: lib.display().to_string(),
+                        source,
+                    })
+                }
             }
         }
         // SAFETY: as above.
@@ -105,11 +112,11 @@ fn find_nvrtc() -> std::result::Result<(), String> {
             return Ok(());
         }
     }
-    Err(
-        "NVRTC (libnvrtc.so.13) was not found: install the CUDA 13 toolkit or the \
-         nvidia-cuda-nvrtc wheel and put its lib/ on LD_LIBRARY_PATH or in CUDA_HOME"
-            .into(),
-    )
+    Err(CudaError::NotFound {
+        library: "NVRTC (libnvrtc.so.13)",
+        hint: "install the CUDA 13 toolkit or the nvidia-cuda-nvrtc wheel and put its lib/ \
+               on LD_LIBRARY_PATH or in CUDA_HOME",
+    })
 }
 
 /// Compiles `file` (one of [`SOURCES`]) to PTX for `arch` (`compute_90`, ...). An NVRTC
@@ -131,14 +138,20 @@ pub fn compile(file: &str, arch: &str) -> Result<String> {
     match cudarc::nvrtc::compile_ptx_with_opts(source, opts) {
         Ok(ptx) => Ok(ptx.to_src()),
         Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => {
-            Err(Error::Device(format!(
-                "NVRTC could not compile {file} for {arch} ({nvrtc:?}):\n{}",
-                log.to_string_lossy()
-            )))
+            Err(CudaError::Nvrtc {
+                file: file.into(),
+                arch: arch.into(),
+                status: nvrtc,
+                log: log.to_string_lossy().into_owned(),
+            }
+            .into())
         }
-        Err(e) => Err(Error::Device(format!(
-            "NVRTC could not compile {file} for {arch}: {e:?}"
-        ))),
+        Err(source) => Err(CudaError::NvrtcFailed {
+            file: file.into(),
+            arch: arch.into(),
+            source,
+        }
+        .into()),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Device and pinned memory, kernel launches and raw copies: the unsafe of the CUDA
-//! backend lives here, each block with the reason it is sound.
+//! backend lives here (with the nvJPEG FFI in [`super::nvjpeg`]), each block with the
+//! reason it is sound. Launches and raw copies take device addresses, so they are
+//! `unsafe fn`s: their callers state why the addresses are valid.
 
 use std::sync::Arc;
 
@@ -9,9 +11,11 @@ use cudarc::driver::{
     PushKernelArg,
 };
 
+use super::error::CudaError;
+use super::nvjpeg::{self, Refusal};
 use super::{device_err, CudaDevice};
 use crate::backend::device::launch::{Launch, MAX_BINDINGS, PARAM_WORDS};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The one argument of every kernel (`struct KernelArgs` in `kernels/common.cuh`): the
 /// storage bindings' addresses and lengths in u32 words, and the parameter words.
@@ -31,17 +35,33 @@ pub struct KernelArgs {
 unsafe impl DeviceRepr for KernelArgs {}
 
 /// Enqueues `launch` of `func` on `stream` with `args`.
-pub(crate) fn launch(
+///
+/// # Safety
+/// As for [`launch_raw`]: `func` takes one [`KernelArgs`], and every binding in `args`
+/// (`ptr[i]`, `words[i]` for the bindings `l` uses) is live device memory of the context
+/// that owns `stream`, not freed before `stream` has passed this launch.
+pub(crate) unsafe fn launch(
     stream: &Arc<CudaStream>,
     func: &CudaFunction,
     l: &Launch,
     args: &KernelArgs,
 ) -> Result<()> {
-    launch_raw(stream, func, l.grid, l.kernel.workgroup(), args)
+    // SAFETY: the caller upholds `launch_raw`'s contract (this function's own).
+    unsafe { launch_raw(stream, func, l.grid, l.kernel.workgroup(), args) }
 }
 
 /// Enqueues `func` over `grid` blocks of `block` threads on `stream` with `args`.
-pub(crate) fn launch_raw(
+///
+/// # Safety
+/// - `func` is a kernel of the context that owns `stream` and takes exactly one
+///   [`KernelArgs`] by value (every kernel in `kernels/*.cu` does).
+/// - For every binding the kernel reads or writes, `args.ptr[i]` is the address of at least
+///   `4 * args.words[i]` bytes of one live device allocation of that context, and that
+///   allocation is not freed before `stream` has passed this launch (freeing on `stream`
+///   itself, as cudarc does, is ordered after it).
+/// - Nothing else writes those bytes while the launch runs, other than work ordered
+///   before or after it on `stream` or by events.
+pub(crate) unsafe fn launch_raw(
     stream: &Arc<CudaStream>,
     func: &CudaFunction,
     grid: [u32; 2],
@@ -55,23 +75,28 @@ pub(crate) fn launch_raw(
     };
     let mut b = stream.launch_builder(func);
     b.arg(args);
-    // SAFETY: every kernel takes exactly one `KernelArgs` by value, which is what is
-    // pushed; the addresses in it were checked by the caller to lie within live device
-    // allocations of this context that outlive the enqueued work (they are only freed
-    // after the stream has passed the batch's completion event).
+    // SAFETY: one `KernelArgs` is pushed, the one argument the kernel takes (the caller's
+    // first point); the memory it addresses is live until the launch is done and has no
+    // unordered writer, by the caller's other two points.
     unsafe { b.launch(cfg) }.map_err(device_err)?;
     Ok(())
 }
 
-/// Enqueues a device-to-device copy of `bytes` on `stream`.
-pub(crate) fn copy_dtod(
+/// Enqueues a device-to-device copy of `bytes` from `src` to `dst` on `stream`.
+///
+/// # Safety
+/// - `src..src + bytes` and `dst..dst + bytes` each lie within one live device allocation
+///   of the context that owns `stream`, and the two ranges do not overlap.
+/// - Neither allocation is freed before `stream` has passed the copy (freeing on `stream`
+///   itself is ordered after it).
+pub(crate) unsafe fn copy_dtod(
     stream: &CudaStream,
     dst: CUdeviceptr,
     src: CUdeviceptr,
     bytes: usize,
 ) -> Result<()> {
-    // SAFETY: the caller checked both ranges lie within live device allocations of this
-    // context, which stay alive until the stream has passed this copy.
+    // SAFETY: both ranges are live device memory of this context until the stream has
+    // passed the copy, by the caller's contract.
     unsafe { cudarc::driver::result::memcpy_dtod_async(dst, src, bytes, stream.cu_stream()) }
         .map_err(device_err)
 }
@@ -90,18 +115,20 @@ impl DeviceBuffer {
         if self.slice.as_ref().is_none_or(|s| s.len() < need) {
             self.slice = None;
             let size = (need + need / 2).next_multiple_of(256);
-            // SAFETY: device memory of bytes; every byte the kernels read is written
-            // first by an upload or an earlier kernel of the same batch.
-            let s = unsafe { stream.alloc::<u8>(size) }.map_err(|e| {
-                Error::Device(format!(
-                    "cannot allocate {size} bytes of device memory: {e}"
-                ))
+            // SAFETY: the bytes are left uninitialised, which is sound for `u8` (every bit
+            // pattern is a value): a kernel reads only bytes its batch wrote first (the
+            // upload, nvJPEG or an earlier kernel), and a read-back of bytes nothing wrote
+            // (padding between windows) copies unspecified values to the host.
+            let s = unsafe { stream.alloc::<u8>(size) }.map_err(|source| CudaError::Alloc {
+                what: "device memory",
+                bytes: size,
+                source,
             })?;
             self.slice = Some(s);
         }
         self.slice
             .as_ref()
-            .ok_or_else(|| Error::Device("device buffer missing".into()))
+            .ok_or_else(|| CudaError::Missing("device buffer").into())
     }
 
     /// The buffer, if allocated.
@@ -139,27 +166,34 @@ impl std::fmt::Debug for Pinned {
 }
 
 impl Pinned {
-    /// At least `bytes`, writable. The caller has made sure no copy out of it is still
-    /// in flight.
+    /// At least `bytes`, writable. Call it only once no copy out of the buffer is in
+    /// flight: writing or growing it earlier breaks [`Pinned::upload`]'s contract.
     pub fn ensure(&mut self, device: &CudaDevice, bytes: u64) -> Result<&mut [u8]> {
         let need = bytes.max(4096).next_multiple_of(4096) as usize;
         if self.slice.as_ref().is_none_or(|s| s.len() < need) {
             self.slice = None;
             let size = (need + need / 2).next_multiple_of(4096);
-            // SAFETY: page-locked host bytes; they are written before any copy reads
-            // them.
+            // SAFETY: the bytes are left uninitialised, which is sound for `u8` (every bit
+            // pattern is a value). The host only ever writes them (through `as_mut_slice`;
+            // write-combined memory is never read back here). The copy engine may copy
+            // bytes the host did not write (padding between the parts of an upload): that
+            // leaves those device bytes unspecified, and no kernel reads them.
             let s = unsafe {
                 device.context().alloc_pinned_with_flags::<u8>(
                     size,
                     cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED,
                 )
             }
-            .map_err(|e| Error::Device(format!("cannot pin {size} bytes of host memory: {e}")))?;
+            .map_err(|source| CudaError::Alloc {
+                what: "pinned host memory",
+                bytes: size,
+                source,
+            })?;
             self.slice = Some(s);
         }
         match self.slice.as_mut() {
             Some(s) => s.as_mut_slice().map_err(device_err),
-            None => Err(Error::Device("pinned buffer missing".into())),
+            None => Err(CudaError::Missing("pinned buffer").into()),
         }
     }
 
@@ -168,24 +202,40 @@ impl Pinned {
         self.slice.as_ref().map_or(0, |s| s.len() as u64)
     }
 
-    /// Enqueues the copy of the first `bytes` into `dst` on `stream`.
-    pub fn upload(&self, stream: &CudaStream, dst: &CudaSlice<u8>, bytes: usize) -> Result<()> {
+    /// Enqueues the copy of the first `bytes` into `dst` on `stream`. More bytes than
+    /// either holds is [`CudaError::Upload`].
+    ///
+    /// # Safety
+    /// The copy reads the pinned memory after this returns, so until `stream` has passed
+    /// it (an event recorded after it has completed):
+    /// - this buffer is not written, grown ([`Pinned::ensure`]) or dropped;
+    /// - `dst` stays allocated (cudarc frees a slice on the stream it was allocated on: when
+    ///   that is `stream`, dropping it is ordered after the copy), and nothing else uses its
+    ///   first `bytes` other than work ordered before or after the copy.
+    pub unsafe fn upload(
+        &self,
+        stream: &CudaStream,
+        dst: &CudaSlice<u8>,
+        bytes: usize,
+    ) -> Result<()> {
         let src = self
             .slice
             .as_ref()
-            .ok_or_else(|| Error::Device("pinned buffer missing".into()))?;
+            .ok_or(CudaError::Missing("pinned buffer"))?;
         if bytes > src.len() || bytes > dst.len() {
-            return Err(Error::Device(format!(
-                "upload of {bytes} bytes from {} pinned into {} device bytes",
-                src.len(),
-                dst.len()
-            )));
+            return Err(CudaError::Upload {
+                bytes,
+                pinned: src.len(),
+                device: dst.len(),
+            }
+            .into());
         }
         let host = src.as_slice().map_err(device_err)?;
         let (ptr, _guard) = dst.device_ptr(stream);
-        // SAFETY: `host[..bytes]` is page-locked memory that stays allocated and is not
-        // written until the copy's completion event has been waited on (the batcher's
-        // slot discipline); `ptr` addresses at least `bytes` of live device memory.
+        // SAFETY: `host[..bytes]` is page-locked memory of this context (checked above to
+        // hold `bytes`), left allocated and unwritten until the stream has passed the copy
+        // by the caller's contract; `ptr` addresses `dst`, at least `bytes` of live device
+        // memory (checked above) that the caller keeps alive as long.
         unsafe {
             cudarc::driver::result::memcpy_htod_async(ptr, &host[..bytes], stream.cu_stream())
         }
@@ -193,29 +243,39 @@ impl Pinned {
     }
 }
 
-/// Enqueues nvJPEG's batched decode of `images` into `outputs` on `stream`; per-image
-/// results as [`super::nvjpeg::Decoder::decode_batch`] gives them.
-pub(crate) fn nvjpeg_decode(
-    decoder: &mut super::nvjpeg::Decoder,
+/// nvJPEG's batched decode of `images` into `outputs` on `stream`; per-image results as
+/// [`nvjpeg::Decoder::decode_batch`] gives them.
+///
+/// # Safety
+/// [`nvjpeg::Decoder::decode_batch`]'s contract, with `stream` for its stream: the
+/// context that owns `stream` and `decoder` is current on this thread; each output is
+/// `min_bytes()` of live device memory of it that nothing else uses while nvJPEG may
+/// write it (from this call, since the hardware backend may write when called, until
+/// `stream` has passed the work queued here); `images` stay alive and unchanged as long.
+pub(crate) unsafe fn nvjpeg_decode(
+    decoder: &mut nvjpeg::Decoder,
     stream: &CudaStream,
     images: &[&[u8]],
-    outputs: &[super::nvjpeg::DeviceImage],
-) -> Result<Vec<std::result::Result<(), String>>> {
-    // SAFETY: `stream` belongs to the context bound on this thread (the batcher binds it
-    // first); every output addresses `pitch * height` bytes of one device buffer that
-    // nothing else touches until the stream has passed this batch (the batcher's
-    // ordering); the input slices are owned by the batch's jobs, which outlive the
-    // stream's use of them because the batcher synchronises the stream before returning
-    // from a batch that used the hardware decoder.
+    outputs: &[nvjpeg::DeviceImage],
+) -> Result<Vec<std::result::Result<(), Refusal>>> {
+    // SAFETY: `stream.cu_stream()` is a live stream of the context the caller made
+    // current; the outputs and inputs are valid as long as nvJPEG uses them by the
+    // caller's contract, which is `decode_batch`'s.
     unsafe { decoder.decode_batch(stream.cu_stream(), images, outputs) }
 }
 
-/// Enqueues the copy of `host` to device address `dst` on `stream`. The caller keeps
-/// `host` alive until the stream has passed the copy.
-pub(crate) fn upload(stream: &CudaStream, dst: CUdeviceptr, host: &[u8]) -> Result<()> {
-    // SAFETY: the caller checked `dst` addresses at least `host.len()` bytes of a live
-    // device allocation of this context, and keeps `host` alive and unchanged until the
-    // stream has passed the copy.
+/// Enqueues the copy of `host` to device address `dst` on `stream`.
+///
+/// # Safety
+/// - `dst..dst + host.len()` lies within one live device allocation of the context that
+///   owns `stream`, not freed before `stream` has passed the copy (freeing on `stream`
+///   itself is ordered after it), and nothing else uses those bytes other than work
+///   ordered before or after the copy.
+/// - `host` stays allocated and unchanged until `stream` has passed the copy: from
+///   pageable memory the driver may read it after this returns.
+pub(crate) unsafe fn upload(stream: &CudaStream, dst: CUdeviceptr, host: &[u8]) -> Result<()> {
+    // SAFETY: `dst` addresses `host.len()` live device bytes and `host` outlives the copy,
+    // by the caller's contract.
     unsafe { cudarc::driver::result::memcpy_htod_async(dst, host, stream.cu_stream()) }
         .map_err(device_err)
 }

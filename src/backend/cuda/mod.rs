@@ -16,9 +16,12 @@
 pub use cudarc;
 
 pub mod batch;
+pub mod error;
 pub mod kernels;
 pub mod memory;
 pub mod nvjpeg;
+
+pub use error::CudaError;
 
 use std::fmt;
 use std::sync::Arc;
@@ -127,9 +130,9 @@ impl CudaDevice {
     }
 }
 
-/// A driver error as [`Error::Device`].
+/// A driver error as [`Error::Device`] ([`CudaError::Driver`]).
 pub(crate) fn device_err(e: cudarc::driver::DriverError) -> Error {
-    Error::Device(format!("CUDA: {e}"))
+    CudaError::Driver(e).into()
 }
 
 /// The CUDA backend: batches decoded and augmented on a CUDA device.

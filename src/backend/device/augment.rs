@@ -42,6 +42,7 @@
 //! processed in groups whose windows, tables and intermediates fit, and the outputs in
 //! chunks of words, each with its own bind group and parameter record.
 
+use super::error::DeviceError;
 use super::launch::{Binding, Buffer, Kernel, Launch, PARAM_WORDS};
 use crate::augment::plan::SamplePlan;
 use crate::augment::reference::{self, Coeffs};
@@ -387,9 +388,14 @@ impl AugmentInput {
         let max = max_binding.min(1 << 31) / 4 * 4;
         for (i, &(w0, w1)) in self.windows.iter().enumerate() {
             if w1 > w0 && w1 * 4 > windows_bytes {
-                return Err(Error::Device(format!(
-                    "sample {i}: window words {w0}..{w1} lie outside the {windows_bytes}-byte windows buffer"
-                )));
+                return Err(DeviceError::Outside {
+                    sample: i,
+                    buffer: Buffer::Windows,
+                    start: w0 * 4,
+                    end: w1 * 4,
+                    len: windows_bytes,
+                }
+                .into());
             }
         }
         let head = |buffer: Buffer, bytes: u64| Binding {
@@ -412,10 +418,12 @@ impl AugmentInput {
             size: data_start * 4,
         };
         if meta.size > max {
-            return Err(Error::Device(format!(
-                "{n} plans take {} bytes, more than one binding may hold ({max})",
-                meta.size
-            )));
+            return Err(DeviceError::Binding {
+                what: "the batch's augment plans",
+                bytes: meta.size,
+                max,
+            }
+            .into());
         }
         let data_span = |s0: usize, s1: usize| {
             span(
@@ -434,9 +442,11 @@ impl AugmentInput {
             let x = groups.min(per_dim).max(1);
             let y = groups.div_ceil(x).max(1);
             if y > per_dim {
-                return Err(Error::Device(format!(
-                    "{groups} workgroups exceed the device's grid"
-                )));
+                return Err(DeviceError::Grid {
+                    what: "an augment pass",
+                    workgroups: groups,
+                    per_dim,
+                });
             }
             launches.push(Launch {
                 kernel,
@@ -472,10 +482,13 @@ impl AugmentInput {
                     && resized_span(s0 as u64, s1 as u64 + 1).size <= max;
                 if !fits {
                     if s1 == s0 {
-                        return Err(Error::Device(format!(
-                            "sample {s0} needs bindings larger than the device allows ({max} bytes): window {} bytes, horizontal pass {h} bytes",
-                            win.size
-                        )));
+                        return Err(DeviceError::SampleBindings {
+                            sample: s0,
+                            window: win.size,
+                            horizontal: h,
+                            max,
+                        }
+                        .into());
                     }
                     break;
                 }
@@ -547,10 +560,10 @@ impl AugmentInput {
             let (first, last) = covered(w0, w1, image_bytes);
             (w1 - w0) * 4 <= max && resized_span(first, last + 1).size <= max
         })
-        .ok_or_else(|| {
-            Error::Device(format!(
-                "one output image ({image_bytes} bytes) is too large for the binding limit ({max})"
-            ))
+        .ok_or(DeviceError::Binding {
+            what: "one output image",
+            bytes: image_bytes,
+            max,
         })?;
         for (w0, w1) in image_chunks {
             let (first, last) = covered(w0, w1, image_bytes);
@@ -582,11 +595,7 @@ impl AugmentInput {
                 let (first, last) = covered(w0, w1, slot);
                 (w1 - w0) * 4 <= max && data_span(first as usize, last as usize + 1).size <= max
             })
-            .ok_or_else(|| {
-                Error::Device(format!(
-                    "a label plane's tables are too large for the binding limit ({max})"
-                ))
-            })?;
+            .ok_or(DeviceError::LabelTables { max })?;
             for (w0, w1) in mask_chunks {
                 let (first, last) = covered(w0, w1, slot);
                 let data = data_span(first as usize, last as usize + 1);

@@ -5,11 +5,12 @@
 
 use super::augment::AugmentInput;
 use super::decode::{DecodeInput, DeviceImage};
+use super::error::DeviceError;
 use super::job::{upright_origin, DeviceJob, DeviceSample};
 use super::launch::{grid, Binding, Buffer, Kernel, Launch, Step, PARAM_WORDS};
 use super::orient::{self, OrientJob};
 use crate::decode::Image8;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// What the device allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,11 +197,9 @@ impl BatchPlan {
         let len = dst.len();
         for (at, part) in self.upload_parts() {
             dst.get_mut(at..at + part.len())
-                .ok_or_else(|| {
-                    Error::Device(format!(
-                        "staging area of {len} bytes, the batch uploads {}",
-                        self.sizes.upload
-                    ))
+                .ok_or(DeviceError::Staging {
+                    len,
+                    upload: self.sizes.upload,
                 })?
                 .copy_from_slice(part);
         }
@@ -211,12 +210,19 @@ impl BatchPlan {
     pub fn windows_to_host(&self, windows: &[u8]) -> Result<Vec<Image8>> {
         self.images
             .iter()
-            .map(|g| {
+            .enumerate()
+            .map(|(sample, g)| {
                 let start = g.offset as usize * 4;
                 let n = g.width as usize * g.height as usize;
-                let px = windows.get(start..start + 4 * n).ok_or_else(|| {
-                    Error::Device("a decoded window lies outside the windows buffer".into())
-                })?;
+                let px = windows
+                    .get(start..start + 4 * n)
+                    .ok_or(DeviceError::Outside {
+                        sample,
+                        buffer: Buffer::Windows,
+                        start: start as u64,
+                        end: (start + 4 * n) as u64,
+                        len: windows.len() as u64,
+                    })?;
                 Ok(Image8 {
                     width: g.width,
                     height: g.height,
@@ -291,15 +297,21 @@ impl BatchPlan {
             let [x0, y0, x1, y1] = job.window;
             let (w, h) = (x1.saturating_sub(x0), y1.saturating_sub(y0));
             if w == 0 || h == 0 || x1 > job.full[0] || y1 > job.full[1] {
-                return Err(Error::Device(format!(
-                    "sample {}: window {:?} of a {}x{} image",
-                    job.sample, job.window, job.full[0], job.full[1]
-                )));
+                return Err(DeviceError::Window {
+                    sample: job.sample,
+                    window: job.window,
+                    width: job.full[0],
+                    height: job.full[1],
+                }
+                .into());
             }
             next = next.next_multiple_of(64);
             job.dst = next;
-            let offset = u32::try_from(next)
-                .map_err(|_| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
+            let offset = u32::try_from(next).map_err(|_| DeviceError::TooLarge {
+                what: "a decoded window's offset in words",
+                value: next,
+                max: u32::MAX.into(),
+            })?;
             let g = DeviceImage {
                 offset,
                 width: w,
@@ -330,7 +342,11 @@ impl BatchPlan {
             let offset = u32::try_from(next)
                 .ok()
                 .filter(|_| end <= u64::from(u32::MAX))
-                .ok_or_else(|| Error::Device("a batch's decoded windows exceed 16 GiB".into()))?;
+                .ok_or(DeviceError::TooLarge {
+                    what: "the end of an oriented window, in words",
+                    value: end,
+                    max: u32::MAX.into(),
+                })?;
             if let Some(g) = self.images.get_mut(slot) {
                 let (origin, full) = upright_origin(g, job.orientation);
                 *g = DeviceImage {
@@ -418,13 +434,17 @@ impl BatchPlan {
             let wg = Kernel::PackRgbi.workgroup();
             let g = grid(px, wg, per_dim).filter(|_| src.size.max(dst.size) <= max_binding);
             let Some(g) = g else {
-                return Err(Error::Device(format!(
-                    "a {}x{} hardware-decoded image does not fit the device's limits",
-                    j.full[0], j.full[1]
-                )));
+                return Err(DeviceError::HardwareImage {
+                    width: j.full[0],
+                    height: j.full[1],
+                }
+                .into());
             };
-            let pitch = u32::try_from(j.rgbi.1)
-                .map_err(|_| Error::Device("an image row over 4 GiB".into()))?;
+            let pitch = u32::try_from(j.rgbi.1).map_err(|_| DeviceError::TooLarge {
+                what: "a hardware-decoded row's pitch in bytes",
+                value: j.rgbi.1,
+                max: u32::MAX.into(),
+            })?;
             let mut params = [0u32; PARAM_WORDS];
             params[..6].copy_from_slice(&[pitch, x0, y0, w, h, g[0] * wg]);
             out.push(Launch {

@@ -10,6 +10,7 @@
 use std::any::Any;
 use std::fmt;
 
+use super::error::DeviceError;
 use super::job::{prepare_with, CoeffPool, DeviceJob, DeviceSample, HardwareDecode};
 use crate::decode::{DecodeOptions, Image8, ImageInfo};
 use crate::error::{Error, Result};
@@ -127,9 +128,10 @@ pub trait DeviceBatcher: Send + fmt::Debug {
         let pool = CoeffPool::default();
         let p = prepare_with(bytes, opts, &pool, self.hardware_decode())?;
         let mut images = self.decode_to_host(std::slice::from_ref(&p.image))?;
-        *out = images
-            .pop()
-            .ok_or_else(|| Error::Device("the device returned no image".into()))?;
+        *out = images.pop().ok_or(DeviceError::ShortRead {
+            len: 0,
+            requested: 1,
+        })?;
         Ok(p.info)
     }
 }

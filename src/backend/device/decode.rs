@@ -21,12 +21,13 @@
 //! the windows buffer, so they can be bound there). [`DecodeInput::launches`] plans two
 //! launches per chunk, the IDCT then colour conversion.
 
+use super::error::DeviceError;
 use super::launch::{grid, Binding, Buffer, Kernel, Launch};
 use crate::decode::jpeg::coeffs::{
     pack, Coefficients, ComponentDesc, ImageDesc, PackedJpeg, KIND_PASSTHROUGH,
 };
 use crate::decode::{DecodeError, Image8};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// One decoded window in the windows buffer: `width * height` RGBA words (R in the low
 /// byte, A = 255), row-major, from word `offset`. The record the augment pass reads.
@@ -324,7 +325,7 @@ impl DecodeInput {
     /// ([`Self::plane_words`] words), then colour conversion into [`Buffer::Windows`]
     /// ([`Self::window_words`] words), reading [`Buffer::DecodeInput`] ([`Self::bytes`]).
     /// No binding exceeds `max_binding` bytes and no grid `per_dim` workgroups along a
-    /// dimension ([`Error::Device`] otherwise).
+    /// dimension ([`crate::Error::Device`] otherwise).
     pub fn launches(&self, max_binding: u64, per_dim: u64) -> Result<Vec<Launch>> {
         let mut out = Vec::with_capacity(self.chunks.len() * 2);
         for (i, c) in self.chunks.iter().enumerate() {
@@ -348,23 +349,31 @@ impl DecodeInput {
                 .into_iter()
                 .find(|&s| s > max_binding)
             {
-                return Err(Error::Device(format!(
-                    "decode chunk binds {s} bytes; the device allows {max_binding} \
-                     (use DecodeInput::with_max_binding)"
-                )));
+                return Err(DeviceError::Binding {
+                    what: "a decode chunk (DecodeInput::with_max_binding splits them)",
+                    bytes: s,
+                    max: max_binding,
+                }
+                .into());
             }
-            let too_many = || Error::Device("decode chunk needs too many workgroups".into());
+            let too_many = |items: u64, k: Kernel| DeviceError::Grid {
+                what: "a decode chunk",
+                workgroups: items.div_ceil(u64::from(k.workgroup())),
+                per_dim,
+            };
             if c.idct > 0 {
                 out.push(Launch {
                     kernel: Kernel::Idct,
-                    grid: grid(c.idct, Kernel::Idct.workgroup(), per_dim).ok_or_else(too_many)?,
+                    grid: grid(c.idct, Kernel::Idct.workgroup(), per_dim)
+                        .ok_or_else(|| too_many(c.idct, Kernel::Idct))?,
                     bindings: vec![blob, planes],
                     params: Default::default(),
                 });
             }
             out.push(Launch {
                 kernel: Kernel::Color,
-                grid: grid(c.pixels, Kernel::Color.workgroup(), per_dim).ok_or_else(too_many)?,
+                grid: grid(c.pixels, Kernel::Color.workgroup(), per_dim)
+                    .ok_or_else(|| too_many(c.pixels, Kernel::Color))?,
                 bindings: vec![blob, planes, windows],
                 params: Default::default(),
             });

@@ -11,6 +11,7 @@ pub mod augment;
 pub mod batch;
 pub mod batcher;
 pub mod decode;
+pub mod error;
 pub mod job;
 pub mod launch;
 pub mod orient;
@@ -19,6 +20,7 @@ pub use augment::AugmentInput;
 pub use batch::{BatchPlan, DeviceLimits, Sizes};
 pub use batcher::{BatcherConfig, DeviceBatcher, DeviceBuffers, Plane};
 pub use decode::{DecodeInput, DeviceImage};
+pub use error::DeviceError;
 pub use job::{
     prepare, prepare_from, prepare_reusing, CoeffPool, DeviceJob, DeviceSample, Prepared,
 };

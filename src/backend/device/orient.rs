@@ -8,8 +8,9 @@
 //! invocations per grid row (`grid[0] * 64`).
 
 use super::decode::DeviceImage;
+use super::error::DeviceError;
 use super::launch::{Binding, Buffer, Kernel, Launch, Step};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Binding offsets are multiples of this.
 const ALIGN: u64 = 256;
@@ -40,7 +41,7 @@ impl OrientJob {
 /// [`Buffer::Oriented`] and a copy from there to its destination in [`Buffer::Windows`]
 /// (`windows_bytes` long). Returns the steps and the bytes [`Buffer::Oriented`] needs. A
 /// malformed job, or a window beyond `max_binding` bytes or `per_dim` workgroups per
-/// dimension, is [`Error::Device`].
+/// dimension, is [`crate::Error::Device`].
 pub fn launches(
     jobs: &[OrientJob],
     windows_bytes: u64,
@@ -65,21 +66,30 @@ pub fn launches(
             || dst_overlaps
             || px != u64::from(j.src.width) * u64::from(j.src.height)
         {
-            return Err(Error::Device(format!(
-                "orientation job {k} is malformed (orientation {}, source at word {src}, destination at word {})",
-                j.orientation, j.dst
-            )));
+            return Err(DeviceError::OrientJob {
+                job: k,
+                orientation: j.orientation,
+                src,
+                dst: j.dst,
+            }
+            .into());
         }
         let wg = u64::from(Kernel::Orient.workgroup());
         let groups = px.div_ceil(wg).max(1);
         let gx = groups.min(per_dim);
         let gy = groups.div_ceil(gx);
         if span > max || px * 4 > max || gy > per_dim || base + span > windows_bytes {
-            return Err(Error::Device(format!(
-                "an oriented window of {ow}x{oh} does not fit the device's bindings"
-            )));
+            return Err(DeviceError::OrientedWindow {
+                width: ow,
+                height: oh,
+            }
+            .into());
         }
-        let rel = u32::try_from(rel).map_err(|_| Error::Device("window offset".into()))?;
+        let rel = u32::try_from(rel).map_err(|_| DeviceError::TooLarge {
+            what: "an oriented window's offset in its binding, in words",
+            value: rel,
+            max: u32::MAX.into(),
+        })?;
         let mut params = [0u32; super::launch::PARAM_WORDS];
         params[..7].copy_from_slice(&[
             rel,

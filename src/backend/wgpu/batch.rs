@@ -21,12 +21,14 @@ use std::sync::Arc;
 
 use super::kernels::Pipelines;
 use super::WgpuContext;
+use super::WgpuError;
 use crate::backend::device::batch::{BatchPlan, DeviceLimits};
 use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
 use crate::backend::device::job::HardwareDecode;
 use crate::backend::device::launch::{Buffer, Kernel};
+use crate::backend::device::DeviceError;
 use crate::decode::Image8;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 pub use crate::backend::device::job::{
     prepare, prepare_from, prepare_reusing, CoeffPool, DeviceJob, DeviceSample, Prepared,
@@ -49,7 +51,7 @@ fn round4(n: u64) -> u64 {
 
 impl WgpuBatchBuffers {
     /// Output buffers for `batch_size` samples of `image_bytes` (and `mask_bytes` when not
-    /// 0). Larger than the device allows, or out of memory: [`Error::Device`].
+    /// 0). Larger than the device allows, or out of memory: [`crate::Error::Device`].
     pub fn new(
         ctx: &WgpuContext,
         batch_size: usize,
@@ -59,7 +61,11 @@ impl WgpuBatchBuffers {
         let make = |label: &str, bytes: usize| {
             let size = (batch_size as u64)
                 .checked_mul(bytes as u64)
-                .ok_or_else(|| Error::Device(format!("{label}: size overflows")))?;
+                .ok_or_else(|| DeviceError::Overflow {
+                    what: label.into(),
+                    count: batch_size as u64,
+                    each: bytes as u64,
+                })?;
             ctx.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
                 size: round4(size),
@@ -175,7 +181,7 @@ impl WgpuBatcher {
                     submission_index,
                     timeout: None,
                 })
-                .map_err(|e| Error::Device(format!("wgpu poll failed: {e}")))?;
+                .map_err(WgpuError::Poll)?;
             if self.staging[i].state.load(Ordering::Acquire) == PENDING {
                 self.ctx.wait()?;
             }
@@ -214,7 +220,10 @@ impl WgpuBatcher {
                 .buffer
                 .slice(..sizes.upload)
                 .get_mapped_range_mut()
-                .map_err(|e| Error::Device(format!("staging view failed: {e}")))?;
+                .map_err(|source| WgpuError::View {
+                    what: "staging",
+                    source,
+                })?;
             for (at, part) in self.plan.upload_parts() {
                 view.slice(at..at + part.len()).copy_from_slice(part);
             }
@@ -318,7 +327,11 @@ impl WgpuBatcher {
         let commands = enc.finish();
         if let Some(e) = pollster::block_on(scope.pop()) {
             self.remap(si);
-            return Err(Error::Device(format!("batch commands rejected: {e}")));
+            return Err(WgpuError::Rejected {
+                what: "batch commands",
+                source: e,
+            }
+            .into());
         }
         let index = self.ctx.queue().submit([commands]);
         self.staging[si].submission = Some(index);

@@ -5,9 +5,10 @@ use std::num::NonZeroU64;
 
 use wgpu::util::DeviceExt;
 
-use super::{bind, shaders, storage_entry, WgpuContext};
+use super::{bind, shaders, storage_entry, WgpuContext, WgpuError};
 use crate::backend::device::launch::{Buffer, Kernel, Launch, Step, PARAM_WORDS};
-use crate::error::{Error, Result};
+use crate::backend::device::DeviceError;
+use crate::error::Result;
 
 /// Bytes between parameter records: the largest offset alignment a device may ask for.
 const PARAM_STRIDE: u64 = 256;
@@ -53,7 +54,7 @@ pub struct Pipelines {
 
 impl Pipelines {
     /// Compiles `kernels` (each source once) with explicit bind group layouts. A shader or
-    /// pipeline the device rejects is [`Error::Device`].
+    /// pipeline the device rejects is [`crate::Error::Device`].
     pub fn new(ctx: &WgpuContext, kernels: &[Kernel]) -> Result<Self> {
         let device = ctx.device();
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -125,7 +126,11 @@ impl Pipelines {
             });
         }
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::Device(format!("shader rejected: {e}")));
+            return Err(WgpuError::Rejected {
+                what: "shader",
+                source: e,
+            }
+            .into());
         }
         Ok(Pipelines { pipelines })
     }
@@ -134,12 +139,12 @@ impl Pipelines {
         self.pipelines
             .iter()
             .find(|p| p.kernel == kernel)
-            .ok_or_else(|| Error::Device(format!("no pipeline for {}", kernel.name())))
+            .ok_or_else(|| DeviceError::Kernel(kernel.name()).into())
     }
 
     /// Records `steps` into `encoder`, binding each [`Buffer`] to what `buffer` returns.
     /// A missing buffer, or a binding outside its buffer or without `STORAGE` usage, is
-    /// [`Error::Device`], reported before anything is recorded.
+    /// [`crate::Error::Device`], reported before anything is recorded.
     pub fn record<'b>(
         &self,
         ctx: &WgpuContext,
@@ -148,22 +153,22 @@ impl Pipelines {
         buffer: impl Fn(Buffer) -> Option<&'b wgpu::Buffer>,
     ) -> Result<()> {
         let resolve = |b: crate::backend::device::Binding, usage: wgpu::BufferUsages| {
-            let buf = buffer(b.buffer)
-                .ok_or_else(|| Error::Device(format!("no {:?} buffer bound", b.buffer)))?;
+            let buf = buffer(b.buffer).ok_or(DeviceError::Unbound(b.buffer))?;
             if !buf.usage().contains(usage) {
-                return Err(Error::Device(format!(
-                    "the {:?} buffer lacks {usage:?} usage",
-                    b.buffer
-                )));
+                return Err(WgpuError::Usage {
+                    buffer: b.buffer,
+                    usage,
+                }
+                .into());
             }
             if b.offset + b.size.max(4) > buf.size() {
-                return Err(Error::Device(format!(
-                    "the {:?} buffer holds {} bytes, the batch binds {}..{}",
-                    b.buffer,
-                    buf.size(),
-                    b.offset,
-                    b.offset + b.size
-                )));
+                return Err(DeviceError::Bounds {
+                    buffer: b.buffer,
+                    len: buf.size(),
+                    start: b.offset,
+                    end: b.offset + b.size,
+                }
+                .into());
             }
             Ok(buf)
         };
@@ -175,12 +180,12 @@ impl Pipelines {
                 Step::Launch(l) => {
                     let (_, storages, params) = spec(l.kernel);
                     if l.bindings.len() != storages.len() {
-                        return Err(Error::Device(format!(
-                            "{} takes {} bindings, the launch has {}",
-                            l.kernel.name(),
-                            storages.len(),
-                            l.bindings.len()
-                        )));
+                        return Err(DeviceError::BindingCount {
+                            kernel: l.kernel.name(),
+                            expected: storages.len(),
+                            bindings: l.bindings.len(),
+                        }
+                        .into());
                     }
                     for b in &l.bindings {
                         resolve(*b, wgpu::BufferUsages::STORAGE)?;
@@ -196,17 +201,17 @@ impl Pipelines {
                 }
                 Step::Copy { src, dst } => {
                     if src.size != dst.size || src.size % 4 != 0 || dst.offset % 4 != 0 {
-                        return Err(Error::Device("malformed copy step".into()));
+                        return Err(DeviceError::CopyStep {
+                            src: *src,
+                            dst: *dst,
+                        }
+                        .into());
                     }
                     resolve(*src, wgpu::BufferUsages::COPY_SRC)?;
                     resolve(*dst, wgpu::BufferUsages::COPY_DST)?;
                     record_of.push(None);
                 }
-                Step::Hardware => {
-                    return Err(Error::Device(
-                        "the wgpu backend has no hardware JPEG decoder".into(),
-                    ))
-                }
+                Step::Hardware => return Err(DeviceError::NoHardwareDecoder.into()),
             }
         }
         let device = ctx.device();
@@ -233,7 +238,11 @@ impl Pipelines {
             )?));
         }
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::Device(format!("bindings rejected: {e}")));
+            return Err(WgpuError::Rejected {
+                what: "bindings",
+                source: e,
+            }
+            .into());
         }
         let mut i = 0;
         while i < steps.len() {

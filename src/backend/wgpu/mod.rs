@@ -9,11 +9,14 @@
 pub mod augment;
 pub mod batch;
 pub mod decode;
+pub mod error;
 pub mod kernels;
 pub mod shaders;
 
 use std::fmt;
 use std::sync::Arc;
+
+pub use error::WgpuError;
 
 use super::device::{BatcherConfig, DeviceBatcher};
 use super::{Backend, BackendKind};
@@ -224,7 +227,7 @@ impl WgpuContext {
             .device
             .poll(wgpu::PollType::wait_indefinitely())
             .map(|_| ())
-            .map_err(|e| Error::Device(format!("wgpu poll failed: {e}")))
+            .map_err(|e| WgpuError::Poll(e).into())
     }
 
     /// Creates a buffer, or says why not: larger than the device allows, or out of memory
@@ -234,10 +237,12 @@ impl WgpuContext {
         let max = device.limits().max_buffer_size;
         let label = desc.label.unwrap_or("buffer");
         if desc.size > max {
-            return Err(Error::Device(format!(
-                "{label}: {} bytes exceed the device's largest buffer ({max} bytes)",
-                desc.size
-            )));
+            return Err(WgpuError::BufferTooLarge {
+                label: label.into(),
+                bytes: desc.size,
+                max,
+            }
+            .into());
         }
         let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let invalid = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -245,10 +250,12 @@ impl WgpuContext {
         let invalid = pollster::block_on(invalid.pop());
         let oom = pollster::block_on(oom.pop());
         match invalid.or(oom) {
-            Some(e) => Err(Error::Device(format!(
-                "{label}: cannot create {} bytes: {e}",
-                desc.size
-            ))),
+            Some(source) => Err(WgpuError::CreateBuffer {
+                label: label.into(),
+                bytes: desc.size,
+                source,
+            }
+            .into()),
             None => Ok(buffer),
         }
     }
@@ -292,10 +299,12 @@ impl WgpuContext {
         if !offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
             || end.is_none_or(|e| e > buffer.size())
         {
-            return Err(Error::Device(format!(
-                "cannot read {len} bytes at {offset} of a {}-byte buffer",
-                buffer.size()
-            )));
+            return Err(WgpuError::ReadRange {
+                offset,
+                len,
+                size: buffer.size(),
+            }
+            .into());
         }
         let device = self.device();
         let staging = self.create_buffer(&wgpu::BufferDescriptor {
@@ -313,13 +322,19 @@ impl WgpuContext {
         });
         self.wait()?;
         rx.recv()
-            .map_err(|_| Error::Device("readback mapping never completed".into()))?
-            .map_err(|e| Error::Device(format!("readback mapping failed: {e}")))?;
+            .map_err(|_| WgpuError::MapLost("readback"))?
+            .map_err(|source| WgpuError::Map {
+                what: "readback",
+                source,
+            })?;
         let data = {
             let view = staging
                 .slice(..)
                 .get_mapped_range()
-                .map_err(|e| Error::Device(format!("readback view failed: {e}")))?;
+                .map_err(|source| WgpuError::View {
+                    what: "readback",
+                    source,
+                })?;
             view[..len as usize].to_vec()
         };
         staging.unmap();

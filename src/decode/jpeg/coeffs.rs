@@ -1,7 +1,8 @@
 //! DCT coefficients of a JPEG (host entropy decoding, [`read_coefficients`](super::read_coefficients)) and the
 //! `#[repr(C)]` word layout they are uploaded in: the contract between the packer
 //! ([`pack`]), the scalar oracles ([`super::idct`], [`super::color`]), the WGSL shaders
-//! (`shaders/idct.wgsl`, `shaders/color.wgsl`) and, later, the CUDA kernels.
+//! (`shaders/idct.wgsl`, `shaders/color.wgsl`) and the CUDA kernels (`kernels/idct.cu`,
+//! `kernels/color.cu`).
 //!
 //! # Geometry (libjpeg-turbo's, `jdmaster.c`)
 //!

@@ -1,5 +1,9 @@
 //! libjpeg-turbo's decoder (the build vendored by `mozjpeg-sys`) behind a safe wrapper:
-//! the FFI module of the CPU decoder, and so one of the two places `unsafe` lives.
+//! the FFI module of the CPU decoder. `unsafe` lives only in FFI and memory modules: here
+//! (libjpeg), `backend::cpu::memory` (the host batch slots), `backend::cuda::memory`
+//! (device and pinned memory, launches, raw copies) and `backend::cuda::nvjpeg` (the
+//! nvJPEG FFI); the rest of `backend::cuda` only probes for and loads the CUDA libraries
+//! and calls `memory`'s `unsafe fn`s, each call with its reason.
 //!
 //! It decodes at a reduced IDCT scale (1/2, 1/4, 1/8), skips the rows above a window with
 //! `jpeg_skip_scanlines`, decodes only the iMCU columns the window needs with

@@ -1,17 +1,17 @@
 //! nvJPEG, loaded at run time: batched JPEG decode into caller-owned device memory.
 //!
-//! # Why our own FFI, not `nvjpeg-sys`
-//! `nvjpeg-sys` 0.1 was generated from the nvJPEG **11.9** headers (CUDA 11.8), and its
-//! build script always prints `cargo:rustc-link-lib=dylib=nvjpeg` with no `links =` key to
-//! override it. A build then needs nvJPEG at link time, and the binary gets a `NEEDED
-//! libnvjpeg.so.*` entry, so it does not even start on a machine without CUDA.
+//! The safe layer over `ffi` (the raw declarations and the function-pointer table), as
+//! cudarc keeps `sys` apart from its safe API.
 //!
-//! This module instead opens `libnvjpeg.so.13` with `libloading` when a [`Library`] is
-//! loaded, and resolves every function it uses up front. Building needs nothing from CUDA;
-//! one binary runs with or without CUDA, and a missing library or GPU is an `Err`, never a
-//! crash. It declares only the 13 functions, 3 opaque handles and one struct it uses, copied
-//! from the 13.0 header (`nvjpeg.h` of the `nvidia-nvjpeg` 13.0.4.44 wheel), whose
-//! `nvjpegImage_t` and enum values are unchanged since 11.x.
+//! # Why our own FFI, not `nvjpeg-sys`
+//! nvJPEG is loaded at run time: `libnvjpeg.so.13` is opened with `libloading` when a
+//! [`Library`] is loaded, and every function used is resolved up front. Building needs
+//! nothing from CUDA; one binary runs with or without CUDA, and a missing library or GPU is
+//! an `Err`, never a crash. `nvjpeg-sys` 0.1 cannot do that: it binds the nvJPEG **11.9**
+//! headers (CUDA 11.8) and its build script always links `-lnvjpeg` (no `links =` key to
+//! override it), so a build needs nvJPEG at link time and the binary does not start
+//! without it. `ffi` declares only the 13 functions, 3 opaque handles and one struct used
+//! here, copied from the 13.0 header.
 //!
 //! # Use
 //! ```no_run
@@ -37,6 +37,8 @@
 //! the output memory (`CudaContext::bind_to_thread`) before creating a [`Decoder`] and
 //! before every call on it.
 
+mod ffi;
+
 use std::ffi::{c_int, c_uchar, c_uint, OsStr, OsString};
 use std::fmt;
 use std::path::Path;
@@ -45,166 +47,25 @@ use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
 
+pub use super::error::Status;
+
+use super::error::CudaError;
 use crate::decode::DecodeError;
 use crate::error::{Error, Result};
-
-/// The subset of `nvjpeg.h` (13.0) this module uses.
-#[allow(non_camel_case_types)]
-mod ffi {
-    use std::ffi::{c_int, c_uchar, c_uint, c_void};
-    use std::marker::{PhantomData, PhantomPinned};
-
-    use cudarc::driver::sys::CUstream;
-
-    /// `struct nvjpegHandle` (opaque).
-    #[repr(C)]
-    pub struct nvjpegHandle {
-        _data: [u8; 0],
-        _marker: PhantomData<(*mut u8, PhantomPinned)>,
-    }
-    /// `struct nvjpegJpegState` (opaque).
-    #[repr(C)]
-    pub struct nvjpegJpegState {
-        _data: [u8; 0],
-        _marker: PhantomData<(*mut u8, PhantomPinned)>,
-    }
-    /// `struct nvjpegJpegStream` (opaque).
-    #[repr(C)]
-    pub struct nvjpegJpegStream {
-        _data: [u8; 0],
-        _marker: PhantomData<(*mut u8, PhantomPinned)>,
-    }
-
-    pub type nvjpegHandle_t = *mut nvjpegHandle;
-    pub type nvjpegJpegState_t = *mut nvjpegJpegState;
-    pub type nvjpegJpegStream_t = *mut nvjpegJpegStream;
-    /// `nvjpegStatus_t`, a C enum (an `int` on every supported ABI).
-    pub type nvjpegStatus_t = c_int;
-
-    pub const NVJPEG_STATUS_SUCCESS: nvjpegStatus_t = 0;
-    pub const NVJPEG_STATUS_BAD_JPEG: nvjpegStatus_t = 3;
-    pub const NVJPEG_STATUS_JPEG_NOT_SUPPORTED: nvjpegStatus_t = 4;
-    pub const NVJPEG_STATUS_EXECUTION_FAILED: nvjpegStatus_t = 6;
-    pub const NVJPEG_STATUS_ARCH_MISMATCH: nvjpegStatus_t = 7;
-    pub const NVJPEG_STATUS_INCOMPLETE_BITSTREAM: nvjpegStatus_t = 10;
-    /// `nvjpegBackend_t` values.
-    pub const NVJPEG_BACKEND_DEFAULT: c_int = 0;
-    pub const NVJPEG_BACKEND_HARDWARE: c_int = 3;
-    /// `nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI`: interleaved RGB in `channel[0]`.
-    pub const NVJPEG_OUTPUT_RGBI: c_int = 5;
-    pub const NVJPEG_FLAGS_DEFAULT: c_uint = 0;
-    pub const NVJPEG_MAX_COMPONENT: usize = 4;
-    /// `libraryPropertyType` (`library_types.h`).
-    pub const MAJOR_VERSION: c_int = 0;
-    pub const MINOR_VERSION: c_int = 1;
-    pub const PATCH_LEVEL: c_int = 2;
-
-    /// `nvjpegImage_t`: output planes (device pointers) and their pitches in bytes.
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    pub struct nvjpegImage_t {
-        pub channel: [*mut c_uchar; NVJPEG_MAX_COMPONENT],
-        pub pitch: [usize; NVJPEG_MAX_COMPONENT],
-    }
-
-    pub type GetProperty = unsafe extern "C" fn(c_int, *mut c_int) -> nvjpegStatus_t;
-    /// `nvjpegCreateEx(backend, dev_allocator, pinned_allocator, flags, handle)`; the
-    /// allocators are only ever passed as null (nvJPEG's defaults).
-    pub type CreateEx = unsafe extern "C" fn(
-        c_int,
-        *mut c_void,
-        *mut c_void,
-        c_uint,
-        *mut nvjpegHandle_t,
-    ) -> nvjpegStatus_t;
-    pub type Destroy = unsafe extern "C" fn(nvjpegHandle_t) -> nvjpegStatus_t;
-    pub type GetHardwareDecoderInfo =
-        unsafe extern "C" fn(nvjpegHandle_t, *mut c_uint, *mut c_uint) -> nvjpegStatus_t;
-    pub type JpegStateCreate =
-        unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegJpegState_t) -> nvjpegStatus_t;
-    pub type JpegStateDestroy = unsafe extern "C" fn(nvjpegJpegState_t) -> nvjpegStatus_t;
-    /// `nvjpegGetImageInfo(handle, data, length, nComponents, subsampling, widths, heights)`;
-    /// `subsampling` is an `nvjpegChromaSubsampling_t` (an `int`), widths/heights arrays of
-    /// `NVJPEG_MAX_COMPONENT`.
-    pub type GetImageInfo = unsafe extern "C" fn(
-        nvjpegHandle_t,
-        *const c_uchar,
-        usize,
-        *mut c_int,
-        *mut c_int,
-        *mut c_int,
-        *mut c_int,
-    ) -> nvjpegStatus_t;
-    /// `nvjpegDecodeBatchedInitialize(handle, state, batch_size, max_cpu_threads, format)`.
-    pub type DecodeBatchedInitialize = unsafe extern "C" fn(
-        nvjpegHandle_t,
-        nvjpegJpegState_t,
-        c_int,
-        c_int,
-        c_int,
-    ) -> nvjpegStatus_t;
-    /// `nvjpegDecodeBatched(handle, state, data, lengths, destinations, stream)`.
-    pub type DecodeBatched = unsafe extern "C" fn(
-        nvjpegHandle_t,
-        nvjpegJpegState_t,
-        *const *const c_uchar,
-        *const usize,
-        *mut nvjpegImage_t,
-        CUstream,
-    ) -> nvjpegStatus_t;
-    pub type JpegStreamCreate =
-        unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegJpegStream_t) -> nvjpegStatus_t;
-    pub type JpegStreamDestroy = unsafe extern "C" fn(nvjpegJpegStream_t) -> nvjpegStatus_t;
-    /// `nvjpegJpegStreamParse(handle, data, length, save_metadata, save_stream, jpeg_stream)`.
-    pub type JpegStreamParse = unsafe extern "C" fn(
-        nvjpegHandle_t,
-        *const c_uchar,
-        usize,
-        c_int,
-        c_int,
-        nvjpegJpegStream_t,
-    ) -> nvjpegStatus_t;
-    /// `nvjpegDecodeBatchedSupported(handle, jpeg_stream, is_supported)`: 0 means supported.
-    pub type DecodeBatchedSupported =
-        unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegStream_t, *mut c_int) -> nvjpegStatus_t;
-}
-
-/// The name of an `nvjpegStatus_t`, with its number: `NVJPEG_STATUS_BAD_JPEG (3)`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Status(ffi::nvjpegStatus_t);
-
-impl Status {
-    fn name(self) -> &'static str {
-        match self.0 {
-            0 => "NVJPEG_STATUS_SUCCESS",
-            1 => "NVJPEG_STATUS_NOT_INITIALIZED",
-            2 => "NVJPEG_STATUS_INVALID_PARAMETER",
-            3 => "NVJPEG_STATUS_BAD_JPEG",
-            4 => "NVJPEG_STATUS_JPEG_NOT_SUPPORTED",
-            5 => "NVJPEG_STATUS_ALLOCATOR_FAILURE",
-            6 => "NVJPEG_STATUS_EXECUTION_FAILED",
-            7 => "NVJPEG_STATUS_ARCH_MISMATCH",
-            8 => "NVJPEG_STATUS_INTERNAL_ERROR",
-            9 => "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED",
-            10 => "NVJPEG_STATUS_INCOMPLETE_BITSTREAM",
-            _ => "NVJPEG_STATUS_UNKNOWN",
-        }
-    }
-}
-
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.name(), self.0)
-    }
-}
+use ffi::Api;
 
 /// `"<call> failed: <STATUS> (<n>)"`.
 fn failed(call: &str, status: ffi::nvjpegStatus_t) -> String {
     format!("{call} failed: {}", Status(status))
 }
 
-fn device_err(call: &str, status: ffi::nvjpegStatus_t) -> Error {
-    Error::Device(format!("nvJPEG: {}", failed(call, status)))
+/// `call` failed with `status`, as [`Error::Device`].
+fn device_err(call: &'static str, status: ffi::nvjpegStatus_t) -> Error {
+    CudaError::Nvjpeg {
+        call,
+        status: Status(status),
+    }
+    .into()
 }
 
 fn unavailable(reason: String) -> Error {
@@ -218,84 +79,6 @@ fn unavailable(reason: String) -> Error {
 fn log_ignored(call: &str, status: ffi::nvjpegStatus_t) {
     if status != ffi::NVJPEG_STATUS_SUCCESS {
         log::debug!("nvJPEG: {} (ignored)", failed(call, status));
-    }
-}
-
-/// The resolved functions, and the library that keeps them valid.
-struct Api {
-    get_property: ffi::GetProperty,
-    create_ex: ffi::CreateEx,
-    destroy: ffi::Destroy,
-    get_hardware_decoder_info: ffi::GetHardwareDecoderInfo,
-    jpeg_state_create: ffi::JpegStateCreate,
-    jpeg_state_destroy: ffi::JpegStateDestroy,
-    get_image_info: ffi::GetImageInfo,
-    decode_batched_initialize: ffi::DecodeBatchedInitialize,
-    decode_batched: ffi::DecodeBatched,
-    jpeg_stream_create: ffi::JpegStreamCreate,
-    jpeg_stream_destroy: ffi::JpegStreamDestroy,
-    jpeg_stream_parse: ffi::JpegStreamParse,
-    decode_batched_supported: ffi::DecodeBatchedSupported,
-    /// What was opened (a file name or path).
-    path: String,
-    /// Never unloaded before the function pointers above: they live in the same `Api`,
-    /// shared through an `Arc` by every [`Library`] and [`Decoder`].
-    _lib: libloading::Library,
-}
-
-/// An error with its sources: libloading's `Display` alone says only "dlopen failed".
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
-/// Resolves `name` in `lib` as a function pointer of type `T`.
-///
-/// # Safety
-/// `T` must be the C signature of `name` (an `unsafe extern "C" fn`), and the result must
-/// not be called after `lib` is unloaded.
-unsafe fn symbol<T: Copy>(lib: &libloading::Library, name: &str, path: &str) -> Result<T, String> {
-    // SAFETY: the caller guarantees `T` is the symbol's type; the pointer is copied out of
-    // the `Symbol` and kept next to `lib` (see `Api::_lib`).
-    unsafe { lib.get::<T>(name) }
-        .map(|s| *s)
-        .map_err(|e| format!("{path}: missing symbol {name}: {}", chain(&e)))
-}
-
-impl Api {
-    fn open(file: &OsStr) -> Result<Api, String> {
-        let path = file.to_string_lossy().into_owned();
-        // SAFETY: loading runs libnvjpeg's initialisers. It is NVIDIA's library, whose
-        // constructors do not touch process state we rely on; the same as any dlopen.
-        let lib = unsafe { libloading::Library::new(file) }.map_err(|e| chain(&e))?;
-        // SAFETY: for every `symbol` call below, the field's type in `ffi` is copied from
-        // the declaration of the same name in nvjpeg.h 13.0, and the pointers are stored
-        // with `lib` in one `Api`, so they are never called after it is unloaded.
-        unsafe {
-            Ok(Api {
-                get_property: symbol(&lib, "nvjpegGetProperty", &path)?,
-                create_ex: symbol(&lib, "nvjpegCreateEx", &path)?,
-                destroy: symbol(&lib, "nvjpegDestroy", &path)?,
-                get_hardware_decoder_info: symbol(&lib, "nvjpegGetHardwareDecoderInfo", &path)?,
-                jpeg_state_create: symbol(&lib, "nvjpegJpegStateCreate", &path)?,
-                jpeg_state_destroy: symbol(&lib, "nvjpegJpegStateDestroy", &path)?,
-                get_image_info: symbol(&lib, "nvjpegGetImageInfo", &path)?,
-                decode_batched_initialize: symbol(&lib, "nvjpegDecodeBatchedInitialize", &path)?,
-                decode_batched: symbol(&lib, "nvjpegDecodeBatched", &path)?,
-                jpeg_stream_create: symbol(&lib, "nvjpegJpegStreamCreate", &path)?,
-                jpeg_stream_destroy: symbol(&lib, "nvjpegJpegStreamDestroy", &path)?,
-                jpeg_stream_parse: symbol(&lib, "nvjpegJpegStreamParse", &path)?,
-                decode_batched_supported: symbol(&lib, "nvjpegDecodeBatchedSupported", &path)?,
-                path,
-                _lib: lib,
-            })
-        }
     }
 }
 
@@ -353,7 +136,7 @@ impl Library {
                     let api = LOADED.get_or_init(|| Arc::new(api)).clone();
                     return Ok(Library { api });
                 }
-                Err(e) => tried.push(e),
+                Err(e) => tried.push(e.to_string()),
             }
         }
         Err(unavailable(format!(
@@ -367,7 +150,7 @@ impl Library {
     pub fn load_from(path: impl AsRef<OsStr>) -> Result<Library> {
         Api::open(path.as_ref())
             .map(|api| Library { api: Arc::new(api) })
-            .map_err(unavailable)
+            .map_err(|e| unavailable(e.to_string()))
     }
 
     /// What was opened: a file name resolved by the loader, or a path.
@@ -488,6 +271,51 @@ impl DeviceImage {
     pub fn min_bytes(&self) -> usize {
         self.pitch.saturating_mul(self.height as usize)
     }
+}
+
+/// Why [`Decoder::decode_batch`] left an image out of the batch (checked on the host,
+/// before nvJPEG is asked to decode).
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The output's device address is 0.
+    #[error("output pointer is null")]
+    NullOutput,
+    /// The output's device address does not fit in a host pointer.
+    #[error("output pointer {0:#x} does not fit in a host pointer")]
+    PointerRange(CUdeviceptr),
+    /// `nvjpegGetImageInfo` could not read the header: [`Error::Decode`] for malformed
+    /// data, [`Error::Device`] when nvJPEG failed otherwise.
+    #[error(transparent)]
+    Header(#[from] Box<Error>),
+    /// Four components (CMYK or YCCK), which this decoder does not convert.
+    #[error("4-component JPEG (CMYK/YCCK) is not decoded by nvJPEG here")]
+    Cmyk,
+    /// Neither 1 nor 3 (nor 4) components.
+    #[error("{0}-component JPEG is not supported by nvJPEG")]
+    Components(u32),
+    /// Chroma subsampling nvJPEG does not name.
+    #[error("chroma subsampling that nvJPEG does not recognise")]
+    Subsampling,
+    /// The image is larger than its output.
+    #[error("image is {width}x{height} but the output holds {out_width}x{out_height}")]
+    TooLarge {
+        /// Image width in pixels.
+        width: u32,
+        /// Image height in pixels.
+        height: u32,
+        /// The output's capacity in pixels per row.
+        out_width: u32,
+        /// The output's capacity in rows.
+        out_height: u32,
+    },
+    /// The output's rows are too short for one row of interleaved RGB.
+    #[error("output pitch {pitch} is less than {row} bytes per RGB row")]
+    Pitch {
+        /// The output's pitch in bytes.
+        pitch: usize,
+        /// Bytes in one RGB row of the image.
+        row: usize,
+    },
 }
 
 /// A batched nvJPEG decoder: a library handle, a decode state and a parsed-stream object,
@@ -682,7 +510,7 @@ impl Decoder {
     /// Runs `nvjpegDecodeBatchedInitialize` for `batch` images (RGBI output).
     fn initialize(&mut self, batch: c_int) -> Result<()> {
         self.initialized = None;
-        // SAFETY: handle and state are live and owned by `self`; no batched decode of this
+        // SAFETY: handle and state are live and owned by `self`; no other call on this
         // state is running on the host (we hold `&mut self`). max_cpu_threads = 1: the
         // parameter is unused by current nvJPEG, and 0 is rejected by some versions.
         let st = unsafe {
@@ -812,33 +640,32 @@ impl Decoder {
     }
 
     /// Why `bytes` cannot go to nvJPEG into `out`, checked on the host before the batch.
-    fn check_output(&self, bytes: &[u8], out: &DeviceImage) -> Result<(), String> {
+    fn check_output(&self, bytes: &[u8], out: &DeviceImage) -> Result<(), Refusal> {
         if out.ptr == 0 {
-            return Err("output pointer is null".to_string());
+            return Err(Refusal::NullOutput);
         }
-        let info = self.image_info(bytes).map_err(|e| e.to_string())?;
+        let info = self.image_info(bytes).map_err(Box::new)?;
         match info.components {
             1 | 3 => {}
-            4 => {
-                return Err("4-component JPEG (CMYK/YCCK) is not decoded by nvJPEG here".to_string())
-            }
-            n => return Err(format!("{n}-component JPEG is not supported by nvJPEG")),
+            4 => return Err(Refusal::Cmyk),
+            n => return Err(Refusal::Components(n)),
         }
         if info.subsampling == Subsampling::Unknown {
-            return Err("chroma subsampling that nvJPEG does not recognise".to_string());
+            return Err(Refusal::Subsampling);
         }
         if info.width > out.width || info.height > out.height {
-            return Err(format!(
-                "image is {}x{} but the output holds {}x{}",
-                info.width, info.height, out.width, out.height
-            ));
+            return Err(Refusal::TooLarge {
+                width: info.width,
+                height: info.height,
+                out_width: out.width,
+                out_height: out.height,
+            });
         }
         if out.pitch < info.rgb_row_bytes() {
-            return Err(format!(
-                "output pitch {} is less than {} bytes per RGB row",
-                out.pitch,
-                info.rgb_row_bytes()
-            ));
+            return Err(Refusal::Pitch {
+                pitch: out.pitch,
+                row: info.rgb_row_bytes(),
+            });
         }
         Ok(())
     }
@@ -849,7 +676,7 @@ impl Decoder {
     ///
     /// Each image's header is read first (`nvjpegGetImageInfo`); an image that is
     /// malformed, not 1 or 3 components, of a subsampling nvJPEG does not name, or larger
-    /// than its output gets `Err(reason)` in the returned vector and is left out of the
+    /// than its output gets `Err(`[`Refusal`]`)` in the returned vector and is left out of the
     /// batch; the others get `Ok(())`. The state is re-initialised when the number of
     /// images sent differs from the last call. If nvJPEG fails the batch as a whole, this
     /// returns `Err` (the outputs' contents are then unspecified) and the next call
@@ -862,8 +689,10 @@ impl Decoder {
     /// - `stream` is null (the legacy default stream) or a live stream of the CUDA context
     ///   current on this thread, the context this decoder was created in.
     /// - Each `outputs[i].ptr` is device memory of that context, at least
-    ///   `outputs[i].min_bytes()` long, that nothing else reads or writes until `stream`
-    ///   has finished this work, and that stays allocated until then.
+    ///   `outputs[i].min_bytes()` long, that stays allocated until `stream` has finished
+    ///   this work and that nothing else reads or writes from this call until then. That
+    ///   includes work enqueued on `stream` before this call and not yet finished: the
+    ///   hardware backend may write the outputs while the call runs, not in stream order.
     /// - Each `images[i]` stays alive and unchanged until `stream` has finished this work:
     ///   nvJPEG does not document whether every backend is done reading its host input when
     ///   the call returns.
@@ -872,7 +701,7 @@ impl Decoder {
         stream: CUstream,
         images: &[&[u8]],
         outputs: &[DeviceImage],
-    ) -> Result<Vec<Result<(), String>>> {
+    ) -> Result<Vec<Result<(), Refusal>>> {
         if images.len() != outputs.len() {
             return Err(Error::Config(format!(
                 "nvJPEG decode_batch: {} images but {} outputs",
@@ -886,8 +715,7 @@ impl Decoder {
         let mut results = Vec::with_capacity(images.len());
         for (bytes, out) in images.iter().zip(outputs) {
             let checked = self.check_output(bytes, out).and_then(|()| {
-                usize::try_from(out.ptr)
-                    .map_err(|_| "output pointer does not fit in a host pointer".to_string())
+                usize::try_from(out.ptr).map_err(|_| Refusal::PointerRange(out.ptr))
             });
             match checked {
                 Ok(addr) => {
@@ -996,15 +824,6 @@ mod tests {
     }
 
     #[test]
-    fn ffi_layout() {
-        // nvjpegImage_t: 4 pointers then 4 size_t.
-        assert_eq!(
-            std::mem::size_of::<ffi::nvjpegImage_t>(),
-            8 * std::mem::size_of::<usize>()
-        );
-    }
-
-    #[test]
     fn thread_traits() {
         fn send<T: Send>() {}
         fn send_sync<T: Send + Sync>() {}
@@ -1030,5 +849,11 @@ mod tests {
     fn missing_library_is_an_error() {
         let err = Library::load_from("/nonexistent/libnvjpeg.so.13").err();
         assert!(matches!(err, Some(Error::BackendUnavailable { .. })));
+        // The loader's own message (libloading's error source) comes through.
+        let msg = err.map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            msg.contains("/nonexistent/libnvjpeg.so.13 could not be loaded: dlopen failed: "),
+            "{msg}"
+        );
     }
 }
