@@ -6,6 +6,7 @@ use serde::Serialize;
 
 /// Everything that can go wrong in stoker, by category.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Reading a file or folder failed.
     #[error("i/o error on {path}: {source}")]
@@ -16,14 +17,40 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A dataset source could not be listed or is inconsistent.
-    #[error("source error: {0}")]
-    Source(String),
+    #[error("source error{}: {reason}", at(path))]
+    Source {
+        /// The file, folder or shard at fault, where there is one.
+        path: Option<PathBuf>,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A split could not be made, loaded or checked.
-    #[error("split error: {0}")]
-    Split(String),
+    #[error("split error{}: {reason}", at(path))]
+    Split {
+        /// The manifest, where one was read or written.
+        path: Option<PathBuf>,
+        /// What is wrong.
+        reason: String,
+    },
     /// A configuration value is out of range or contradicts another.
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    #[error("invalid configuration: {setting}: {reason}")]
+    Config {
+        /// The setting at fault, as the builder or the environment names it
+        /// (`batch_size`, `RANK`, ...).
+        setting: String,
+        /// What is wrong with its value.
+        reason: String,
+    },
+    /// A configuration needs more of something than a limit allows.
+    #[error("{what} needs {needed} bytes, more than the {limit} allowed")]
+    Limit {
+        /// What needs it (a batch buffer on a named device, the memory in flight).
+        what: String,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes allowed.
+        limit: u64,
+    },
     /// Decoding an image outside the pipeline failed.
     #[error(transparent)]
     Decode(#[from] DecodeError),
@@ -47,7 +74,7 @@ pub enum Error {
     Device(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A pipeline thread stopped in a way the pipeline cannot recover from.
     #[error("pipeline error: {0}")]
-    Pipeline(String),
+    Pipeline(#[from] PipelineError),
     /// JSON (manifest, report) could not be read or written.
     #[error("json error in {what}: {source}")]
     Json {
@@ -58,7 +85,81 @@ pub enum Error {
     },
 }
 
+/// How a pipeline failed as a whole (not one sample: see [`SampleError`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// A lock is poisoned: a thread panicked while holding it.
+    #[error("the {what} is poisoned (a thread panicked while holding it)")]
+    Poisoned {
+        /// What the lock guards.
+        what: &'static str,
+    },
+    /// A thread could not be started.
+    #[error("cannot start the thread {name}: {source}")]
+    Spawn {
+        /// The thread's name.
+        name: String,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// The pipeline's threads stopped before the epoch was complete.
+    #[error("pipeline threads stopped before the epoch was complete")]
+    Stopped,
+    /// A broken internal invariant: a bug in stoker (please report it).
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// ` in {path}`, or nothing.
+fn at(path: &Option<PathBuf>) -> String {
+    path.as_ref()
+        .map_or_else(String::new, |p| format!(" in {}", p.display()))
+}
+
 impl Error {
+    /// An [`Error::Source`] about `path`.
+    pub fn source_at(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        Error::Source {
+            path: Some(path.into()),
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::Source`] about a dataset as a whole, no one file.
+    pub fn dataset(reason: impl Into<String>) -> Self {
+        Error::Source {
+            path: None,
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::Split`], about the manifest at `path` where there is one.
+    pub fn split(path: Option<&std::path::Path>, reason: impl Into<String>) -> Self {
+        Error::Split {
+            path: path.map(PathBuf::from),
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Error::Config`] about `setting`.
+    pub fn config(setting: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Config {
+            setting: setting.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// An internal [`PipelineError`]: a broken invariant.
+    pub(crate) fn internal(reason: impl Into<String>) -> Self {
+        Error::Pipeline(PipelineError::Internal(reason.into()))
+    }
+
+    /// A [`PipelineError::Poisoned`] lock.
+    pub(crate) fn poisoned(what: &'static str) -> Self {
+        Error::Pipeline(PipelineError::Poisoned { what })
+    }
+
     /// An [`Error::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {

@@ -89,7 +89,7 @@ pub use augment::{Augment, DType, Layout, SamplePlan};
 pub use backend::device::job::HardwareDecode;
 pub use backend::BackendKind;
 pub use decode::Limits;
-pub use error::{Error, Result, SampleError, SampleErrorKind};
+pub use error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
 pub use pipeline::{Batch, Epoch, OnError, Pipeline, PipelineBuilder, Stats};
 pub use source::split::SplitSpec;
 pub use source::{Dataset, Sample, Split, Subset};

@@ -237,39 +237,46 @@ impl Augment {
 
     /// Checks every value is in range and the options agree with each other.
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::Config(m));
+        let bad = |setting: &str, m: String| Err(Error::config(setting, m));
         if self.out_width == 0
             || self.out_height == 0
             || self.out_width > 16384
             || self.out_height > 16384
         {
-            return bad(format!(
-                "output size {}x{} must be within 1..=16384",
-                self.out_width, self.out_height
-            ));
+            return bad(
+                "size",
+                format!(
+                    "output size {}x{} must be within 1..=16384",
+                    self.out_width, self.out_height
+                ),
+            );
         }
         for (name, p) in [
             ("flip_horizontal", self.flip_h),
             ("flip_vertical", self.flip_v),
         ] {
             if !(0.0..=1.0).contains(&p) {
-                return bad(format!("{name} probability {p} is not in [0, 1]"));
+                return bad(name, format!("probability {p} is not in [0, 1]"));
             }
         }
         match self.crop {
             Crop::RandomResized { scale, ratio } => {
                 if !(scale.0 > 0.0 && scale.0 <= scale.1 && scale.1 <= 1.0) {
-                    return bad(format!(
-                        "crop scale {scale:?} must satisfy 0 < lo <= hi <= 1"
-                    ));
+                    return bad(
+                        "random_resized_crop",
+                        format!("crop scale {scale:?} must satisfy 0 < lo <= hi <= 1"),
+                    );
                 }
                 if !(ratio.0 > 0.0 && ratio.0 <= ratio.1 && ratio.1.is_finite()) {
-                    return bad(format!("crop ratio {ratio:?} must satisfy 0 < lo <= hi"));
+                    return bad(
+                        "random_resized_crop",
+                        format!("crop ratio {ratio:?} must satisfy 0 < lo <= hi"),
+                    );
                 }
             }
             Crop::ResizeCenterCrop { resize } => {
                 if resize == 0 {
-                    return bad("resize must be at least 1".into());
+                    return bad("resize_center_crop", "resize must be at least 1".into());
                 }
             }
             Crop::Full => {}
@@ -281,23 +288,27 @@ impl Augment {
                 ("saturation", j.saturation),
             ] {
                 if !(v >= 0.0 && v.is_finite()) {
-                    return bad(format!("{name} jitter {v} must be >= 0"));
+                    return bad("color_jitter", format!("{name} jitter {v} must be >= 0"));
                 }
             }
             if !(0.0..=0.5).contains(&j.hue) {
-                return bad(format!("hue jitter {} is not in [0, 0.5]", j.hue));
+                return bad(
+                    "color_jitter",
+                    format!("hue jitter {} is not in [0, 0.5]", j.hue),
+                );
             }
         }
         if let Some((mean, std)) = self.normalize {
             if self.dtype == DType::U8 {
-                return bad("normalize needs an f16 or f32 dtype".into());
+                return bad("normalize", "normalize needs an f16 or f32 dtype".into());
             }
             if std.iter().any(|s| !(s.is_finite() && *s != 0.0))
                 || mean.iter().any(|m| !m.is_finite())
             {
-                return bad(format!(
-                    "normalize mean {mean:?} / std {std:?} must be finite, std non-zero"
-                ));
+                return bad(
+                    "normalize",
+                    format!("normalize mean {mean:?} / std {std:?} must be finite, std non-zero"),
+                );
             }
         }
         Ok(())

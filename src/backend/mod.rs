@@ -61,9 +61,10 @@ impl FromStr for BackendKind {
             "cpu" => Ok(BackendKind::Cpu),
             "wgpu" => Ok(BackendKind::Wgpu),
             "cuda" => Ok(BackendKind::Cuda),
-            other => Err(Error::Config(format!(
-                "unknown backend {other:?} (expected auto, cpu, wgpu or cuda)"
-            ))),
+            other => Err(Error::config(
+                "backend",
+                format!("unknown backend {other:?} (expected auto, cpu, wgpu or cuda)"),
+            )),
         }
     }
 }

@@ -36,7 +36,7 @@ impl BatchBuffers {
             gpu: match &cfg.batcher {
                 Some(g) => Some(
                     g.lock()
-                        .map_err(|_| Error::Pipeline("device batcher poisoned".into()))?
+                        .map_err(|_| Error::poisoned("device batcher"))?
                         .buffers(cfg.batch_size, cfg.image_bytes(), cfg.mask_bytes())?,
                 ),
                 None => None,

@@ -205,24 +205,27 @@ impl PipelineBuilder {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let workers = self.workers.unwrap_or(cores);
         if workers == 0 || self.readers == 0 || self.prefetch == 0 {
-            return Err(Error::Config(
-                "workers, readers and prefetch must be at least 1".into(),
-            ));
+            let setting = match (workers, self.readers) {
+                (0, _) => "workers",
+                (_, 0) => "readers",
+                _ => "prefetch",
+            };
+            return Err(Error::config(setting, "must be at least 1"));
         }
         if self.batch_size == 0 {
-            return Err(Error::Config("batch size must be at least 1".into()));
+            return Err(Error::config("batch_size", "must be at least 1"));
         }
         let staging_slots = self
             .staging_slots
             .unwrap_or((2 * self.batch_size).max(2 * workers));
         if staging_slots == 0 {
-            return Err(Error::Config("staging slots must be at least 1".into()));
+            return Err(Error::config("staging_slots", "must be at least 1"));
         }
         let samples = self.subset.samples();
         let has_masks = samples.first().is_some_and(|s| s.mask.is_some());
         if samples.iter().any(|s| s.mask.is_some() != has_masks) {
-            return Err(Error::Source(
-                "some samples have masks and some do not; pair masks for all or none".into(),
+            return Err(Error::dataset(
+                "some samples have masks and some do not; pair masks for all or none",
             ));
         }
         let (rank, world) = match (self.shard, self.shard_from_env) {
@@ -230,8 +233,9 @@ impl PipelineBuilder {
             (None, true) => shard_from_env()?,
             (None, false) => (0, 1),
             (Some(_), true) => {
-                return Err(Error::Config(
-                    "give the shard explicitly or from the environment, not both".into(),
+                return Err(Error::config(
+                    "shard",
+                    "give the shard explicitly or from the environment, not both",
                 ))
             }
         };

@@ -18,7 +18,7 @@ use super::worker::{reader, worker, Job, Loaded, Msg, Outcome, Shared, WorkerSta
 use super::{Config, OnError};
 use crate::backend::device::job::DeviceJob;
 use crate::backend::device::DeviceBuffers;
-use crate::error::{Error, Result};
+use crate::error::{Error, PipelineError, Result};
 use crate::source::Subset;
 
 struct Pending {
@@ -112,10 +112,7 @@ impl Epoch {
         let (free_tx, free_rx) = unbounded::<BatchBuffers>();
         let ring = cfg.prefetch.max(1);
         {
-            let mut pool = p
-                .pool
-                .lock()
-                .map_err(|_| Error::Pipeline("buffer pool poisoned".into()))?;
+            let mut pool = p.pool.lock().map_err(|_| Error::poisoned("buffer pool"))?;
             for _ in 0..ring {
                 let b = match pool.pop() {
                     Some(b) => b,
@@ -147,9 +144,9 @@ impl Epoch {
         let mut threads = Vec::new();
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
-                .name(name)
+                .name(name.clone())
                 .spawn(f)
-                .map_err(|e| Error::Pipeline(format!("cannot start a thread: {e}")))
+                .map_err(|source| Error::Pipeline(PipelineError::Spawn { name, source }))
         };
         {
             let (cfg, free_rx, cancel_rx, done_tx) = (
@@ -268,7 +265,7 @@ impl Epoch {
 impl Collector {
     fn assemble(&mut self, index: usize, p: Pending) -> Result<Batch> {
         let cfg = &self.cfg;
-        let internal = || Error::Pipeline("internal: a batch buffer is still shared".into());
+        let internal = || Error::internal("a batch buffer is still shared");
         let mut images = p
             .images
             .map(SlotMemory::reclaim)
@@ -288,8 +285,8 @@ impl Collector {
         let mut jobs: Vec<DeviceJob> = Vec::new();
         for (slot, o) in p.outcomes.into_iter().enumerate() {
             let Some(o) = o else {
-                return Err(Error::Pipeline(format!(
-                    "internal: slot {slot} of batch {index} never finished"
+                return Err(Error::internal(format!(
+                    "slot {slot} of batch {index} never finished"
                 )));
             };
             if let Some(e) = o.error {
@@ -299,7 +296,7 @@ impl Collector {
                 let k = ids.len();
                 if cfg.on_device() {
                     let job = d.gpu.ok_or_else(|| {
-                        Error::Pipeline(format!("internal: slot {slot} has no device input"))
+                        Error::internal(format!("slot {slot} has no device input"))
                     })?;
                     jobs.push(*job);
                 }
@@ -329,14 +326,14 @@ impl Collector {
                 let t = Instant::now();
                 let mut b = batcher
                     .lock()
-                    .map_err(|_| Error::Pipeline("device batcher poisoned".into()))?;
+                    .map_err(|_| Error::poisoned("device batcher"))?;
                 b.run(&jobs, bufs.as_mut())?;
                 cfg.coeff_pool.recycle(jobs.into_iter().map(|j| j.image));
                 Counters::add(&self.stats.device_ns, t.elapsed());
                 Some(bufs)
             }
             (None, None) => None,
-            _ => return Err(Error::Pipeline("internal: device buffers missing".into())),
+            _ => return Err(Error::internal("device buffers missing")),
         };
         self.stats
             .samples_delivered
@@ -405,8 +402,8 @@ impl Collector {
                 }
                 let Some(p) = self.pending.get_mut(&batch) else {
                     self.done = true;
-                    return Some(Err(Error::Pipeline(format!(
-                        "internal: result for unknown batch {batch}"
+                    return Some(Err(Error::internal(format!(
+                        "result for unknown batch {batch}"
                     ))));
                 };
                 if let Some(o) = p.outcomes.get_mut(slot) {
@@ -475,9 +472,7 @@ impl Collector {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     self.done = true;
-                    return Some(Err(Error::Pipeline(
-                        "pipeline threads stopped before the epoch was complete".into(),
-                    )));
+                    return Some(Err(Error::Pipeline(PipelineError::Stopped)));
                 }
             }
         }

@@ -98,9 +98,10 @@ impl std::str::FromStr for OnError {
             "fail" => Ok(OnError::Fail),
             "skip" => Ok(OnError::Skip),
             "replace" => Ok(OnError::Replace),
-            o => Err(crate::error::Error::Config(format!(
-                "unknown error policy {o:?} (fail, skip or replace)"
-            ))),
+            o => Err(crate::error::Error::config(
+                "on_error",
+                format!("unknown error policy {o:?} (fail, skip or replace)"),
+            )),
         }
     }
 }
@@ -254,7 +255,7 @@ impl Pipeline {
         match &self.cfg.batcher {
             Some(b) => b
                 .lock()
-                .map_err(|_| crate::error::Error::Pipeline("device batcher poisoned".into()))?
+                .map_err(|_| crate::error::Error::poisoned("device batcher"))?
                 .wait(),
             None => Ok(()),
         }

@@ -27,13 +27,9 @@ fn is_hidden(path: &Path) -> bool {
 
 /// The path of `path` relative to `root`, with `/` separators.
 pub(crate) fn relative(root: &Path, path: &Path) -> Result<String> {
-    let rel = path.strip_prefix(root).map_err(|_| {
-        Error::Source(format!(
-            "{} is not under {}",
-            path.display(),
-            root.display()
-        ))
-    })?;
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| Error::source_at(path, format!("not under {}", root.display())))?;
     let parts: Vec<String> = rel
         .components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -58,10 +54,10 @@ fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
 /// All image files below `dir`, recursively, sorted.
 fn images_below(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
     if depth > MAX_DEPTH {
-        return Err(Error::Source(format!(
-            "folder nesting deeper than {MAX_DEPTH} at {} (a symlink loop?)",
-            dir.display()
-        )));
+        return Err(Error::source_at(
+            dir,
+            format!("folder nesting deeper than {MAX_DEPTH} (a symlink loop?)"),
+        ));
     }
     for p in read_dir_sorted(dir)? {
         if p.is_dir() {
@@ -89,23 +85,23 @@ fn file_sample(root: &Path, path: PathBuf, label: Option<u32>) -> Result<Sample>
 /// folder names, and every image file below a class folder (recursively) is a sample.
 pub fn image_folder(root: &Path) -> Result<Dataset> {
     if !root.is_dir() {
-        return Err(Error::Source(format!("{} is not a folder", root.display())));
+        return Err(Error::source_at(root, "not a folder"));
     }
     let classes: Vec<PathBuf> = read_dir_sorted(root)?
         .into_iter()
         .filter(|p| p.is_dir())
         .collect();
     if classes.is_empty() {
-        return Err(Error::Source(format!(
-            "{} has no class folders (expected one sub-folder per class)",
-            root.display()
-        )));
+        return Err(Error::source_at(
+            root,
+            "no class folders (expected one sub-folder per class)",
+        ));
     }
     let mut samples = Vec::new();
     let mut names = Vec::new();
     for (class_id, dir) in classes.iter().enumerate() {
         let class_id = u32::try_from(class_id)
-            .map_err(|_| Error::Source("more than 2^32 classes".to_string()))?;
+            .map_err(|_| Error::source_at(root, "more than 2^32 classes"))?;
         names.push(relative(root, dir)?);
         let mut files = Vec::new();
         images_below(dir, 1, &mut files)?;
@@ -119,7 +115,7 @@ pub fn image_folder(root: &Path) -> Result<Dataset> {
 /// Every image file below `root`, recursively, without labels.
 pub fn flat(root: &Path) -> Result<Dataset> {
     if !root.is_dir() {
-        return Err(Error::Source(format!("{} is not a folder", root.display())));
+        return Err(Error::source_at(root, "not a folder"));
     }
     let mut files = Vec::new();
     images_below(root, 0, &mut files)?;
@@ -157,11 +153,13 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
         }
         let rel = Path::new(path);
         if rel.is_absolute() || rel.components().any(|c| c.as_os_str() == "..") {
-            return Err(Error::Source(format!(
-                "{}:{}: path {path:?} must be relative and stay below the list's folder",
-                list.display(),
-                n + 1
-            )));
+            return Err(Error::source_at(
+                list,
+                format!(
+                    "line {}: path {path:?} must be relative and stay below the list's folder",
+                    n + 1
+                ),
+            ));
         }
         samples.push(file_sample(&root, root.join(rel), label)?);
     }
@@ -173,10 +171,10 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
 /// is an error that names the files: a segmentation set with holes is not silently used.
 pub fn with_masks(mut data: Dataset, mask_dir: &Path) -> Result<Dataset> {
     if !mask_dir.is_dir() {
-        return Err(Error::Source(format!(
-            "mask folder {} is not a folder",
-            mask_dir.display()
-        )));
+        return Err(Error::source_at(
+            mask_dir,
+            "the mask folder is not a folder",
+        ));
     }
     let mut files = Vec::new();
     images_below(mask_dir, 0, &mut files)?;
@@ -184,11 +182,14 @@ pub fn with_masks(mut data: Dataset, mask_dir: &Path) -> Result<Dataset> {
     for f in files {
         let stem = stem_of(&f);
         if let Some(prev) = by_stem.insert(stem.clone(), f.clone()) {
-            return Err(Error::Source(format!(
-                "two masks share the stem {stem:?}: {} and {}",
-                prev.display(),
-                f.display()
-            )));
+            return Err(Error::source_at(
+                mask_dir,
+                format!(
+                    "two masks share the stem {stem:?}: {} and {}",
+                    prev.display(),
+                    f.display()
+                ),
+            ));
         }
     }
     let mut missing = Vec::new();
@@ -201,13 +202,15 @@ pub fn with_masks(mut data: Dataset, mask_dir: &Path) -> Result<Dataset> {
     }
     if !missing.is_empty() {
         let shown: Vec<&str> = missing.iter().take(10).map(String::as_str).collect();
-        return Err(Error::Source(format!(
-            "{} image(s) have no mask with the same stem in {}: {}{}",
-            missing.len(),
-            mask_dir.display(),
-            shown.join(", "),
-            if missing.len() > 10 { ", ..." } else { "" }
-        )));
+        return Err(Error::source_at(
+            mask_dir,
+            format!(
+                "{} image(s) have no mask with the same stem: {}{}",
+                missing.len(),
+                shown.join(", "),
+                if missing.len() > 10 { ", ..." } else { "" }
+            ),
+        ));
     }
     Ok(data)
 }

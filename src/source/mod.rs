@@ -140,7 +140,7 @@ impl Dataset {
         ids.sort_unstable();
         for w in ids.windows(2) {
             if w[0].0 == w[1].0 {
-                return Err(Error::Source(format!(
+                return Err(Error::dataset(format!(
                     "two samples share id {:016x}: {:?} and {:?} (duplicate path or hash collision)",
                     w[0].0, w[0].1, w[1].1
                 )));

@@ -39,9 +39,10 @@ impl Sampler {
     /// This process's shard: `rank` of `world_size`.
     pub fn shard(mut self, rank: usize, world_size: usize) -> Result<Self> {
         if world_size == 0 || rank >= world_size {
-            return Err(Error::Config(format!(
-                "rank {rank} is not in 0..world_size ({world_size})"
-            )));
+            return Err(Error::config(
+                "shard",
+                format!("rank {rank} is not in 0..world_size ({world_size})"),
+            ));
         }
         self.rank = rank;
         self.world_size = world_size;
@@ -51,7 +52,7 @@ impl Sampler {
     /// Batch size and whether to drop the last partial batch.
     pub fn batches_of(mut self, batch_size: usize, drop_last: bool) -> Result<Self> {
         if batch_size == 0 {
-            return Err(Error::Config("batch size must be at least 1".into()));
+            return Err(Error::config("batch_size", "must be at least 1"));
         }
         self.batch_size = batch_size;
         self.drop_last = drop_last;
@@ -113,18 +114,21 @@ pub fn shard_from_env() -> Result<(usize, usize)> {
         |name: &str| -> Result<Option<usize>> {
             match std::env::var(name) {
                 Ok(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
-                    Error::Config(format!("{name}={v:?} is not a non-negative integer"))
+                    Error::config(name, format!("{v:?} is not a non-negative integer"))
                 }),
                 Err(std::env::VarError::NotPresent) => Ok(None),
-                Err(e) => Err(Error::Config(format!("{name}: {e}"))),
+                Err(e) => Err(Error::config(name, e.to_string())),
             }
         };
     match (read("RANK")?, read("WORLD_SIZE")?) {
         (None, None) => Ok((0, 1)),
         (Some(r), Some(w)) if w > 0 && r < w => Ok((r, w)),
-        (r, w) => Err(Error::Config(format!(
-            "RANK={r:?} and WORLD_SIZE={w:?} do not name a shard (both must be set, RANK < WORLD_SIZE)"
-        ))),
+        (r, w) => Err(Error::config(
+            "RANK",
+            format!(
+                "RANK={r:?} and WORLD_SIZE={w:?} do not name a shard (both must be set, RANK < WORLD_SIZE)"
+            ),
+        )),
     }
 }
 

@@ -150,11 +150,10 @@ impl Manifest {
             source: e,
         })?;
         if m.format != FORMAT {
-            return Err(Error::Split(format!(
-                "{}: format {:?}, expected {FORMAT:?}",
-                path.display(),
-                m.format
-            )));
+            return Err(Error::split(
+                Some(path),
+                format!("format {:?}, expected {FORMAT:?}", m.format),
+            ));
         }
         Ok(m)
     }
@@ -275,10 +274,10 @@ pub struct Split {
 impl Split {
     pub(crate) fn make(mut data: Dataset, spec: &SplitSpec) -> Result<Split> {
         if !(0.0..=1.0).contains(&spec.val_fraction) || spec.val_fraction.is_nan() {
-            return Err(Error::Split(format!(
-                "validation fraction {} is not in [0, 1]",
-                spec.val_fraction
-            )));
+            return Err(Error::split(
+                None,
+                format!("validation fraction {} is not in [0, 1]", spec.val_fraction),
+            ));
         }
         let n = data.samples.len();
         let target = (n as f64 * spec.val_fraction).round() as usize;
@@ -298,14 +297,14 @@ impl Split {
             }
             Some(pattern) => {
                 let re = Regex::new(pattern)
-                    .map_err(|e| Error::Split(format!("group pattern {pattern:?}: {e}")))?;
+                    .map_err(|e| Error::split(None, format!("group pattern {pattern:?}: {e}")))?;
                 let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
                 for (i, s) in data.samples.iter_mut().enumerate() {
                     let g = group_of(&re, &s.path).ok_or_else(|| {
-                        Error::Split(format!(
-                            "group pattern {pattern:?} does not match {:?}",
-                            s.path
-                        ))
+                        Error::split(
+                            None,
+                            format!("group pattern {pattern:?} does not match {:?}", s.path),
+                        )
                     })?;
                     s.group = Some(g.clone());
                     groups.entry(g).or_default().push(i);
@@ -375,11 +374,10 @@ impl Split {
         let manifest = Manifest::load(path.as_ref())?;
         let report = manifest.check(Some(&data));
         if !report.ok() {
-            return Err(Error::Split(format!(
-                "{} does not match the dataset: {}",
-                path.as_ref().display(),
-                report.problems.join("; ")
-            )));
+            return Err(Error::split(
+                Some(path.as_ref()),
+                format!("does not match the dataset: {}", report.problems.join("; ")),
+            ));
         }
         let val_paths: BTreeSet<&str> = manifest.val.iter().map(|e| e.path.as_str()).collect();
         let groups: HashMap<&str, &Option<String>> = manifest

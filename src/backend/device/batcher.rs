@@ -140,8 +140,8 @@ pub trait DeviceBatcher: Send + fmt::Debug {
 /// buffers of another backend were handed in: a bug in the caller).
 pub fn downcast_buffers<T: 'static>(out: &mut dyn DeviceBuffers) -> Result<&mut T> {
     out.as_any_mut().downcast_mut::<T>().ok_or_else(|| {
-        Error::Pipeline(format!(
-            "internal: buffers of another backend handed to the batcher of {}",
+        Error::internal(format!(
+            "buffers of another backend handed to the batcher of {}",
             std::any::type_name::<T>()
         ))
     })

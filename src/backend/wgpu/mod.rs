@@ -373,12 +373,15 @@ impl Backend for WgpuBackend {
             .max_buffer_size
             .min(limits.max_storage_buffer_binding_size);
         if cfg.batch_bytes > max {
-            return Err(Error::Config(format!(
-                "a batch of {} samples needs {} bytes, more than {} allows in one buffer ({max}); use smaller batches",
-                cfg.batch_size,
-                cfg.batch_bytes,
-                self.ctx.name()
-            )));
+            return Err(Error::Limit {
+                what: format!(
+                    "a batch of {} samples in one buffer on {} (use smaller batches)",
+                    cfg.batch_size,
+                    self.ctx.name()
+                ),
+                needed: cfg.batch_bytes,
+                limit: max,
+            });
         }
         Ok(Some(Box::new(batch::WgpuBatcher::new(
             &self.ctx, cfg.ring,
