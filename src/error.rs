@@ -66,10 +66,10 @@ pub enum Error {
         reason: String,
     },
     /// A GPU device failed at run time (out of memory, lost device, a batch that does
-    /// not fit it). The source is a `backend::device::DeviceError` (its CUDA and wgpu
-    /// variants wrap `CudaError` and `WgpuError`, typed down to the driver's error):
-    /// boxed, so that this module names nothing above it, as candle's `Error::Cuda`
-    /// does; `DeviceError::of` finds it again.
+    /// not fit it). The source is typed: a `backend::device::DeviceError` for what every
+    /// device backend shares, or the backend's own `CudaError` or `WgpuError` (down to
+    /// the driver's error). It is boxed so that this module names nothing above it, as
+    /// candle's `Error::Cuda` is; `DeviceError::of` finds the shared one again.
     #[error("device error: {0}")]
     Device(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A pipeline thread stopped in a way the pipeline cannot recover from.

@@ -61,7 +61,7 @@ fn loads_reports_version_and_fails_cleanly_without_gpu() {
 
     // A zero batch is refused before nvJPEG is asked for anything.
     let err = Decoder::new(&lib, 0).expect_err("batch size 0");
-    assert!(matches!(err, stoker::Error::Config(_)), "{err}");
+    assert!(matches!(err, stoker::Error::Config { .. }), "{err}");
 
     if env_on("STOKER_REQUIRE_CUDA") {
         return; // `decodes_like_the_cpu_decoder` covers the GPU case.

@@ -169,9 +169,10 @@ impl std::str::FromStr for DType {
             "u8" => Ok(DType::U8),
             "f16" => Ok(DType::F16),
             "f32" => Ok(DType::F32),
-            other => Err(crate::error::Error::Config(format!(
-                "unknown dtype {other:?} (expected u8, f16 or f32)"
-            ))),
+            other => Err(crate::error::Error::config(
+                "dtype",
+                format!("unknown dtype {other:?} (expected u8, f16 or f32)"),
+            )),
         }
     }
 }
@@ -200,7 +201,7 @@ mod dtype_from_str {
     #[test]
     fn an_unknown_name_is_a_config_error_listing_the_names() {
         let e = "f64".parse::<DType>().unwrap_err();
-        assert!(matches!(e, crate::Error::Config(_)), "{e:?}");
+        assert!(matches!(e, crate::Error::Config { .. }), "{e:?}");
         let msg = e.to_string();
         assert!(
             msg.contains("\"f64\"") && msg.contains("u8, f16 or f32"),

@@ -124,7 +124,7 @@ fn find_nvrtc() -> std::result::Result<(), CudaError> {
 pub fn compile(file: &str, arch: &str) -> Result<String> {
     nvrtc_available()?;
     let source =
-        full_source(file).ok_or_else(|| Error::Config(format!("no kernel source {file:?}")))?;
+        full_source(file).ok_or_else(|| Error::internal(format!("no kernel source {file:?}")))?;
     let opts = cudarc::nvrtc::CompileOptions {
         fmad: Some(false),
         options: vec![

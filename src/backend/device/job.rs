@@ -312,9 +312,10 @@ impl std::str::FromStr for HardwareDecode {
             "off" => Ok(HardwareDecode::Off),
             "exact" => Ok(HardwareDecode::Exact),
             "all" => Ok(HardwareDecode::All),
-            other => Err(crate::error::Error::Config(format!(
-                "unknown hardware decode {other:?} (expected exact, all or off)"
-            ))),
+            other => Err(crate::error::Error::config(
+                "hardware_decode",
+                format!("unknown hardware decode {other:?} (expected exact, all or off)"),
+            )),
         }
     }
 }
@@ -347,7 +348,7 @@ mod hardware_decode_from_str {
     #[test]
     fn an_unknown_name_is_a_config_error_listing_the_names() {
         let e = "some".parse::<HardwareDecode>().unwrap_err();
-        assert!(matches!(e, crate::Error::Config(_)), "{e:?}");
+        assert!(matches!(e, crate::Error::Config { .. }), "{e:?}");
         let msg = e.to_string();
         assert!(
             msg.contains("\"some\"") && msg.contains("exact, all or off"),

@@ -361,10 +361,13 @@ impl fmt::Debug for Decoder {
 fn batch_int(batch_size: usize) -> Result<c_int> {
     match c_int::try_from(batch_size) {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(Error::Config(format!(
-            "nvJPEG batch size must be 1..={}, got {batch_size}",
-            c_int::MAX
-        ))),
+        _ => Err(Error::config(
+            "batch_size",
+            format!(
+                "nvJPEG batch size must be 1..={}, got {batch_size}",
+                c_int::MAX
+            ),
+        )),
     }
 }
 
@@ -703,7 +706,7 @@ impl Decoder {
         outputs: &[DeviceImage],
     ) -> Result<Vec<Result<(), Refusal>>> {
         if images.len() != outputs.len() {
-            return Err(Error::Config(format!(
+            return Err(Error::internal(format!(
                 "nvJPEG decode_batch: {} images but {} outputs",
                 images.len(),
                 outputs.len()
