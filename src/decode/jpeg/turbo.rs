@@ -1,9 +1,16 @@
 //! libjpeg-turbo's decoder (the build vendored by `mozjpeg-sys`) behind a safe wrapper:
 //! the FFI module of the CPU decoder. `unsafe` lives only in FFI and memory modules: here
-//! (libjpeg), `backend::cpu::memory` (the host batch slots), `backend::cuda::memory`
+//! (libjpeg), `pipeline::memory` (the host batch slots), `backend::cuda::memory`
 //! (device and pinned memory, launches, raw copies) and `backend::cuda::nvjpeg` (the
 //! nvJPEG FFI); the rest of `backend::cuda` only probes for and loads the CUDA libraries
 //! and calls `memory`'s `unsafe fn`s, each call with its reason.
+//!
+//! Why a wrapper of our own over `mozjpeg-sys` rather than a safe crate (`turbojpeg`,
+//! `jpeg-decoder`, `zune-jpeg`): the pipeline needs libjpeg-turbo's exact pixels (its
+//! accurate integer IDCT and fancy upsampling, the CPU reference every backend is held
+//! to), its scaled and cropped decode (`jpeg_crop_scanline`, `jpeg_skip_scanlines`), raw
+//! DCT coefficients for the device paths (`jpeg_read_coefficients`), and corrupt-data
+//! warnings as errors in strict mode; no safe crate exposes all of these.
 //!
 //! It decodes at a reduced IDCT scale (1/2, 1/4, 1/8), skips the rows above a window with
 //! `jpeg_skip_scanlines`, decodes only the iMCU columns the window needs with
