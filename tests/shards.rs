@@ -2,8 +2,9 @@
 //! stable ids, sidecar indexes, exactly-once delivery through a pipeline, and damaged
 //! records reported with their shard and record while the rest is delivered.
 //!
-//! The shards here are written by the test itself (TFRecord framing and `tf.train.Example`
-//! protobuf encoding, ustar headers), byte by byte from the formats' definitions.
+//! The shards here are written by the test itself: TFRecord framing and `tf.train.Example`
+//! protobuf encoding byte by byte from the formats' definitions, tar files by the `tar`
+//! crate.
 
 mod common;
 
@@ -67,28 +68,18 @@ fn tfrecord(records: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
+/// A tar file of `members` (ustar headers, written by the `tar` crate).
 fn tar(members: &[(String, Vec<u8>)]) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = tar::Builder::new(Vec::new());
     for (name, data) in members {
-        let mut h = [0u8; 512];
-        h[..name.len()].copy_from_slice(name.as_bytes());
-        h[100..107].copy_from_slice(b"0000644");
-        h[108..115].copy_from_slice(b"0000000");
-        h[116..123].copy_from_slice(b"0000000");
-        h[124..135].copy_from_slice(format!("{:011o}", data.len()).as_bytes());
-        h[136..147].copy_from_slice(b"00000000000");
-        h[156] = b'0';
-        h[257..263].copy_from_slice(b"ustar\0");
-        h[263..265].copy_from_slice(b"00");
-        h[148..156].copy_from_slice(b"        ");
-        let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
-        h[148..155].copy_from_slice(format!("{sum:06o}\0").as_bytes());
-        out.extend_from_slice(&h);
-        out.extend_from_slice(data);
-        out.resize(out.len().div_ceil(512) * 512, 0);
+        let mut h = tar::Header::new_ustar();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        out.append_data(&mut h, name, &data[..])
+            .expect("tar member");
     }
-    out.resize(out.len() + 1024, 0);
-    out
+    out.into_inner().expect("tar")
 }
 
 /// One sample: its image, label and mask.

@@ -91,6 +91,26 @@ impl Location {
     }
 }
 
+/// Reads a Parquet cell into `buf`; `max_bytes` bounds it. Without the `parquet` feature,
+/// an error saying so. (Here rather than in [`shards`], which only re-exports it, so that
+/// `shards` and `parquet` need not import each other.)
+pub fn read_parquet(
+    cell: &shards::ParquetCell,
+    max_bytes: u64,
+    buf: &mut Vec<u8>,
+) -> std::result::Result<(), shards::ReadError> {
+    #[cfg(feature = "parquet")]
+    return parquet::read_cell(cell, max_bytes, buf)
+        .map_err(|e| shards::ReadError::Parquet(Box::new(e)));
+    #[cfg(not(feature = "parquet"))]
+    {
+        let _ = (max_bytes, buf);
+        Err(shards::ReadError::NoParquet {
+            path: cell.path.clone(),
+        })
+    }
+}
+
 /// One sample: an image, its optional class label and label mask, and a stable id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sample {

@@ -27,9 +27,90 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::PageIndexPolicy;
 
-use super::shards::ParquetCell;
+use super::shards::{file_stamp, from_files, shard_name, shard_paths, ParquetCell};
 use super::{sample_id, Dataset, Location, Sample};
 use crate::error::{Error, Result};
+
+/// A Parquet cell that could not be read: the file, the row, and what went wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{} row {index} (row group {row_group}): {fault}", path.display())]
+pub struct CellError {
+    /// The file.
+    pub path: PathBuf,
+    /// The row's index in the file.
+    pub index: u64,
+    /// The row group.
+    pub row_group: usize,
+    /// What went wrong.
+    pub fault: CellFault,
+}
+
+/// What went wrong reading a Parquet cell.
+#[derive(Debug, thiserror::Error)]
+pub enum CellFault {
+    /// The file's footer could not be read.
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The file has no such column (binary, or struct with `bytes`).
+    #[error("no column {0:?}")]
+    NoColumn(Arc<str>),
+    /// The file could not be opened.
+    #[error("{0}")]
+    Open(std::io::Error),
+    /// The Parquet reader failed (building it, or reading the row).
+    #[error("{0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    /// Decoding the row into Arrow failed.
+    #[error("{0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    /// The row group has fewer rows than the index says.
+    #[error("row missing")]
+    RowMissing,
+    /// The reader returned an empty batch.
+    #[error("no row read")]
+    NoRow,
+    /// A struct column without the `bytes` field of the Hugging Face `Image` layout.
+    #[error("struct column without a `bytes` field")]
+    NoBytesField,
+    /// A column of a type that holds no bytes (its Arrow type).
+    #[error("column of type {0} holds no bytes")]
+    NotBytes(arrow_schema::DataType),
+    /// The cell is null.
+    #[error("{0:?} is null")]
+    Null(Arc<str>),
+    /// The cell is larger than the limit.
+    #[error("{len} bytes exceed the limit of {limit}")]
+    TooLarge {
+        /// The cell's length.
+        len: u64,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+/// Why a Parquet file's footer could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// Its size and modification time could not be read.
+    #[error("{0}")]
+    Stamp(Error),
+    /// It could not be opened.
+    #[error("{}: {error}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// What opening it said.
+        error: std::io::Error,
+    },
+    /// It is not a Parquet file the reader can read.
+    #[error("{}: not a readable Parquet file ({error})", path.display())]
+    Footer {
+        /// The file.
+        path: PathBuf,
+        /// What the reader said.
+        error: parquet::errors::ParquetError,
+    },
+}
 
 /// The columns a Parquet source reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,19 +140,24 @@ fn options() -> ArrowReaderOptions {
 
 /// The file's footer (and page index), parsed once per process; a file whose size or
 /// modification time changed is parsed again.
-fn metadata(path: &Path) -> std::result::Result<ArrowReaderMetadata, String> {
+fn metadata(path: &Path) -> std::result::Result<ArrowReaderMetadata, FileError> {
     type Cache = Mutex<HashMap<PathBuf, ((u64, u128), ArrowReaderMetadata)>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    let stamp = super::shards::file_stamp(path).map_err(|e| e.to_string())?;
+    let stamp = file_stamp(path).map_err(FileError::Stamp)?;
     let cache = CACHE.get_or_init(Default::default);
     if let Some((s, m)) = cache.lock().ok().and_then(|c| c.get(path).cloned()) {
         if s == stamp {
             return Ok(m);
         }
     }
-    let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let m = ArrowReaderMetadata::load(&f, options())
-        .map_err(|e| format!("{}: not a readable Parquet file ({e})", path.display()))?;
+    let f = File::open(path).map_err(|error| FileError::Open {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let m = ArrowReaderMetadata::load(&f, options()).map_err(|error| FileError::Footer {
+        path: path.to_path_buf(),
+        error,
+    })?;
     if let Ok(mut c) = cache.lock() {
         c.insert(path.to_path_buf(), (stamp, m.clone()));
     }
@@ -87,17 +173,15 @@ fn leaf(m: &ArrowReaderMetadata, name: &str) -> Option<usize> {
 
 /// The bytes of the first row of a batch column: binary, large binary, or a struct's
 /// `bytes` field. `None` for a null.
-fn bytes_of(col: &dyn Array) -> std::result::Result<Option<Vec<u8>>, String> {
+fn bytes_of(col: &dyn Array) -> std::result::Result<Option<Vec<u8>>, CellFault> {
     if col.is_empty() {
-        return Err("no row read".into());
+        return Err(CellFault::NoRow);
     }
     if let Some(s) = col.as_any().downcast_ref::<StructArray>() {
         if s.is_null(0) {
             return Ok(None);
         }
-        let inner = s
-            .column_by_name("bytes")
-            .ok_or("struct column without a `bytes` field")?;
+        let inner = s.column_by_name("bytes").ok_or(CellFault::NoBytesField)?;
         return bytes_of(inner.as_ref());
     }
     if col.is_null(0) {
@@ -109,7 +193,7 @@ fn bytes_of(col: &dyn Array) -> std::result::Result<Option<Vec<u8>>, String> {
     if let Some(b) = col.as_any().downcast_ref::<LargeBinaryArray>() {
         return Ok(Some(b.value(0).to_vec()));
     }
-    Err(format!("column of type {} holds no bytes", col.data_type()))
+    Err(CellFault::NotBytes(col.data_type().clone()))
 }
 
 /// Reads `cell` into `buf`; `max_bytes` bounds it.
@@ -117,19 +201,18 @@ pub fn read_cell(
     cell: &ParquetCell,
     max_bytes: u64,
     buf: &mut Vec<u8>,
-) -> std::result::Result<(), String> {
-    let at = |e: String| {
-        format!(
-            "{} row {} (row group {}): {e}",
-            cell.path.display(),
-            cell.index,
-            cell.row_group
-        )
+) -> std::result::Result<(), CellError> {
+    let at = |fault: CellFault| CellError {
+        path: cell.path.clone(),
+        index: cell.index,
+        row_group: cell.row_group,
+        fault,
     };
-    let m = metadata(&cell.path).map_err(at)?;
-    let col = leaf(&m, &cell.column).ok_or_else(|| at(format!("no column {:?}", &*cell.column)))?;
+    let m = metadata(&cell.path).map_err(|e| at(e.into()))?;
+    let col =
+        leaf(&m, &cell.column).ok_or_else(|| at(CellFault::NoColumn(Arc::clone(&cell.column))))?;
     let mask = ProjectionMask::leaves(m.parquet_schema(), [col]);
-    let f = File::open(&cell.path).map_err(|e| at(e.to_string()))?;
+    let f = File::open(&cell.path).map_err(|e| at(CellFault::Open(e)))?;
     let mut reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, m)
         .with_row_groups(vec![cell.row_group])
         .with_projection(mask)
@@ -139,18 +222,18 @@ pub fn read_cell(
         ]))
         .with_batch_size(1)
         .build()
-        .map_err(|e| at(e.to_string()))?;
+        .map_err(|e| at(e.into()))?;
     let batch = reader
         .next()
-        .ok_or_else(|| at("row missing".into()))?
-        .map_err(|e| at(e.to_string()))?;
+        .ok_or_else(|| at(CellFault::RowMissing))?
+        .map_err(|e| at(e.into()))?;
     let value = bytes_of(batch.column(0).as_ref()).map_err(at)?;
-    let value = value.ok_or_else(|| at(format!("{:?} is null", &*cell.column)))?;
+    let value = value.ok_or_else(|| at(CellFault::Null(Arc::clone(&cell.column))))?;
     if value.len() as u64 > max_bytes {
-        return Err(at(format!(
-            "{} bytes exceed the limit of {max_bytes}",
-            value.len()
-        )));
+        return Err(at(CellFault::TooLarge {
+            len: value.len() as u64,
+            limit: max_bytes,
+        }));
     }
     *buf = value;
     Ok(())
@@ -201,12 +284,12 @@ fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option
 
 /// A Parquet dataset: every row of the files (`*.parquet` files and folders of them).
 pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
-    let files = super::shards::shard_paths(paths, &[".parquet"])?;
+    let files = shard_paths(paths, &[".parquet"])?;
     let (image, mask_col): (Arc<str>, Arc<str>) =
         (columns.image.as_str().into(), columns.mask.as_str().into());
     let mut samples = Vec::new();
     for path in &files {
-        let m = metadata(path).map_err(Error::Source)?;
+        let m = metadata(path).map_err(|e| Error::Source(e.to_string()))?;
         if leaf(&m, &columns.image).is_none() {
             return Err(Error::Source(format!(
                 "{}: no image column {:?}",
@@ -215,7 +298,7 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
             )));
         }
         let has_mask = leaf(&m, &columns.mask).is_some();
-        let name = super::shards::shard_name(path);
+        let name = shard_name(path);
         let mut rows = Vec::new();
         for (rg, g) in m.metadata().row_groups().iter().enumerate() {
             rows.extend((0..g.num_rows().max(0) as usize).map(|r| (rg, r)));
@@ -256,5 +339,5 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
             });
         }
     }
-    super::shards::from_files(&files, samples)
+    from_files(&files, samples)
 }

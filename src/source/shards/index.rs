@@ -1,0 +1,110 @@
+//! The sidecar index of a shard, `<shard>.stoker-index`: every sample's offset and length,
+//! its label, whether it has a mask (JSON), checked against the shard's size and
+//! modification time and rebuilt when either changed.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{file_stamp, tar, tfrecord, ExampleKeys};
+use crate::error::Result;
+
+/// One indexed sample of a shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Entry {
+    /// TFRecord: the record index (8 digits); tar: the sample key.
+    pub(super) name: String,
+    /// TFRecord: the record's offset; tar: the image member's data offset.
+    pub(super) offset: u64,
+    /// TFRecord: the record's data length; tar: the image member's length.
+    pub(super) len: u64,
+    /// The class label, when the record or sample has one.
+    pub(super) label: Option<u32>,
+    /// Tar: the mask member (offset, length); TFRecord: `(0, 0)` when the example has the
+    /// mask feature.
+    pub(super) mask: Option<(u64, u64)>,
+}
+
+/// A shard's sidecar index.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Index {
+    version: u32,
+    kind: String,
+    size: u64,
+    mtime_ns: u128,
+    keys: Option<ExampleKeys>,
+    pub(super) entries: Vec<Entry>,
+}
+
+const INDEX_VERSION: u32 = 1;
+
+/// The kind of a shard, and for TFRecord the feature keys its index reads.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Kind<'a> {
+    /// A TFRecord shard of `tf.train.Example` records.
+    TfRecord(&'a ExampleKeys),
+    /// A WebDataset tar shard.
+    Tar,
+}
+
+impl Kind<'_> {
+    /// The kind's name in the sidecar.
+    fn name(self) -> &'static str {
+        match self {
+            Kind::TfRecord(_) => "tfrecord",
+            Kind::Tar => "tar",
+        }
+    }
+}
+
+/// The sidecar index path of `shard`.
+pub fn index_path(shard: &Path) -> PathBuf {
+    let mut name = shard.file_name().unwrap_or_default().to_os_string();
+    name.push(".stoker-index");
+    shard.with_file_name(name)
+}
+
+/// The shard's index: the sidecar when it matches the shard (size, modification time,
+/// kind, keys), else built now and saved (a sidecar that cannot be written is logged, not
+/// an error: read-only datasets index in memory).
+pub(super) fn index(shard: &Path, kind: Kind<'_>) -> Result<Index> {
+    let (size, mtime_ns) = file_stamp(shard)?;
+    let keys = match kind {
+        Kind::TfRecord(k) => Some(k),
+        Kind::Tar => None,
+    };
+    let side = index_path(shard);
+    if let Ok(text) = std::fs::read(&side) {
+        if let Ok(ix) = serde_json::from_slice::<Index>(&text) {
+            if ix.version == INDEX_VERSION
+                && ix.size == size
+                && ix.mtime_ns == mtime_ns
+                && ix.kind == kind.name()
+                && ix.keys.as_ref() == keys
+            {
+                return Ok(ix);
+            }
+        }
+    }
+    let entries = match kind {
+        Kind::TfRecord(k) => tfrecord::index(shard, size, k)?,
+        Kind::Tar => tar::index(shard, size)?,
+    };
+    let ix = Index {
+        version: INDEX_VERSION,
+        kind: kind.name().into(),
+        size,
+        mtime_ns,
+        keys: keys.cloned(),
+        entries,
+    };
+    match serde_json::to_vec(&ix) {
+        Ok(bytes) => {
+            if let Err(e) = std::fs::write(&side, bytes) {
+                log::info!("{}: index kept in memory ({e})", side.display());
+            }
+        }
+        Err(e) => log::info!("{}: index not saved ({e})", side.display()),
+    }
+    Ok(ix)
+}
