@@ -295,7 +295,7 @@ fn inconsistent_batches_and_small_buffers_are_errors() {
     input.push(&plan, image, None).expect("first");
     assert!(matches!(
         input.push(&other, image, None),
-        Err(stoker::Error::Config(_))
+        Err(stoker::Error::Config { .. })
     ));
     let bad = LabelPlane {
         width: 3,

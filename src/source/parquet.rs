@@ -246,10 +246,10 @@ fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option
         .with_projection(ProjectionMask::leaves(m.parquet_schema(), [col]))
         .with_batch_size(8192)
         .build()
-        .map_err(|e| Error::Source(format!("{}: {e}", path.display())))?;
+        .map_err(|e| Error::source_at(path, e.to_string()))?;
     let mut out = Vec::new();
     for batch in reader {
-        let batch = batch.map_err(|e| Error::Source(format!("{}: {e}", path.display())))?;
+        let batch = batch.map_err(|e| Error::source_at(path, e.to_string()))?;
         let c = batch.column(0);
         macro_rules! ints {
             ($($t:ty),*) => {{
@@ -273,11 +273,10 @@ fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option
             UInt16Array,
             UInt8Array
         );
-        return Err(Error::Source(format!(
-            "{}: the label column is {}, not an integer",
-            path.display(),
-            c.data_type()
-        )));
+        return Err(Error::source_at(
+            path,
+            format!("the label column is {}, not an integer", c.data_type()),
+        ));
     }
     Ok(out)
 }
@@ -289,13 +288,12 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
         (columns.image.as_str().into(), columns.mask.as_str().into());
     let mut samples = Vec::new();
     for path in &files {
-        let m = metadata(path).map_err(|e| Error::Source(e.to_string()))?;
+        let m = metadata(path).map_err(|e| Error::source_at(path, e.to_string()))?;
         if leaf(&m, &columns.image).is_none() {
-            return Err(Error::Source(format!(
-                "{}: no image column {:?}",
-                path.display(),
-                columns.image
-            )));
+            return Err(Error::source_at(
+                path,
+                format!("no image column {:?}", columns.image),
+            ));
         }
         let has_mask = leaf(&m, &columns.mask).is_some();
         let name = shard_name(path);
@@ -313,12 +311,10 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
             None => vec![None; rows.len()],
         };
         if labels.len() != rows.len() {
-            return Err(Error::Source(format!(
-                "{}: {} labels for {} rows",
-                path.display(),
-                labels.len(),
-                rows.len()
-            )));
+            return Err(Error::source_at(
+                path,
+                format!("{} labels for {} rows", labels.len(), rows.len()),
+            ));
         }
         for (i, ((rg, r), label)) in rows.into_iter().zip(labels).enumerate() {
             let cell = |column: &Arc<str>| ParquetCell {

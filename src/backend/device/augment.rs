@@ -225,20 +225,23 @@ impl AugmentInput {
             layout: plan.layout() as u32,
         };
         if shape.width == 0 || shape.height == 0 {
-            return Err(Error::Config(format!(
-                "output size {}x{} is empty",
-                shape.width, shape.height
-            )));
+            return Err(Error::config(
+                "size",
+                format!("output size {}x{} is empty", shape.width, shape.height),
+            ));
         }
         if shape.image_bytes() > u64::from(u32::MAX) {
-            return Err(Error::Config(format!(
-                "output size {}x{} is too large for one slot",
-                shape.width, shape.height
-            )));
+            return Err(Error::config(
+                "size",
+                format!(
+                    "output size {}x{} is too large for one slot",
+                    shape.width, shape.height
+                ),
+            ));
         }
         match self.shape {
             Some(s) if s != shape => {
-                return Err(Error::Config(format!(
+                return Err(Error::config("augment", format!(
                     "sample {} of the batch has output {}x{} dtype {} layout {}, the batch has {}x{} dtype {} layout {}",
                     self.n, shape.width, shape.height, shape.dtype, shape.layout,
                     s.width, s.height, s.dtype, s.layout
@@ -249,13 +252,16 @@ impl AugmentInput {
         if let Some(m) = mask {
             if m.width == 0 || m.height == 0 || m.data.len() != m.width as usize * m.height as usize
             {
-                return Err(Error::Config(format!(
-                    "label plane of sample {}: {}x{} with {} ids",
-                    self.n,
-                    m.width,
-                    m.height,
-                    m.data.len()
-                )));
+                return Err(Error::config(
+                    "mask",
+                    format!(
+                        "label plane of sample {}: {}x{} with {} ids",
+                        self.n,
+                        m.width,
+                        m.height,
+                        m.data.len()
+                    ),
+                ));
             }
         }
         if self.n == self.capacity {
@@ -316,12 +322,15 @@ impl AugmentInput {
         }
         if self.words.len() > u32::MAX as usize || self.items + items > u64::from(u32::MAX) {
             self.words.truncate(data0);
-            return Err(Error::Config(format!(
-                "batch input too large at sample {}: {} words of tables, {} resize items",
-                self.n,
-                self.words.len(),
-                self.items + items
-            )));
+            return Err(Error::config(
+                "batch_size",
+                format!(
+                    "batch input too large at sample {}: {} words of tables, {} resize items",
+                    self.n,
+                    self.words.len(),
+                    self.items + items
+                ),
+            ));
         }
         let desc: [u32; DESC_WORDS] = [
             image.offset,

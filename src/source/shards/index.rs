@@ -6,24 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{file_stamp, tar, tfrecord, ExampleKeys};
+use super::{file_stamp, tar, tfrecord, Entry, ExampleKeys};
 use crate::error::Result;
-
-/// One indexed sample of a shard.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct Entry {
-    /// TFRecord: the record index (8 digits); tar: the sample key.
-    pub(super) name: String,
-    /// TFRecord: the record's offset; tar: the image member's data offset.
-    pub(super) offset: u64,
-    /// TFRecord: the record's data length; tar: the image member's length.
-    pub(super) len: u64,
-    /// The class label, when the record or sample has one.
-    pub(super) label: Option<u32>,
-    /// Tar: the mask member (offset, length); TFRecord: `(0, 0)` when the example has the
-    /// mask feature.
-    pub(super) mask: Option<(u64, u64)>,
-}
 
 /// A shard's sidecar index.
 #[derive(Debug, Clone, Serialize, Deserialize)]

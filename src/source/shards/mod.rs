@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{sample_id, Dataset, Location, Sample};
 use crate::error::{Error, Result};
-use index::{Entry, Kind};
+use index::Kind;
 
 pub use self::tar::read_range;
 pub use index::index_path;
@@ -47,6 +47,22 @@ pub use write::{ShardFormat, ShardWriter};
 // `source::parquet` need not import each other.
 #[doc(no_inline)]
 pub use super::read_parquet;
+
+/// One indexed sample of a shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Entry {
+    /// TFRecord: the record index (8 digits); tar: the sample key.
+    pub(crate) name: String,
+    /// TFRecord: the record's offset; tar: the image member's data offset.
+    pub(crate) offset: u64,
+    /// TFRecord: the record's data length; tar: the image member's length.
+    pub(crate) len: u64,
+    /// The class label, when the record or sample has one.
+    pub(crate) label: Option<u32>,
+    /// Tar: the mask member (offset, length); TFRecord: `(0, 0)` when the example has the
+    /// mask feature.
+    pub(crate) mask: Option<(u64, u64)>,
+}
 
 /// The `tf.train.Example` feature keys a TFRecord source reads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -268,13 +284,13 @@ pub(crate) fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<Vec<PathBuf
         } else if p.is_file() {
             out.push(p.clone());
         } else {
-            return Err(Error::Source(format!("no shard at {}", p.display())));
+            return Err(Error::source_at(p, "no shard here"));
         }
     }
     out.sort();
     out.dedup();
     if out.is_empty() {
-        return Err(Error::Source(format!(
+        return Err(Error::dataset(format!(
             "no shards ({}) in {:?}",
             ext.join(", "),
             paths

@@ -26,8 +26,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
-use super::index::Entry;
-use super::{with_shard, ReadError};
+use super::{with_shard, Entry, ReadError};
 use crate::error::{Error, Result};
 
 /// Reads bytes `[offset, offset + len)` of `path` into `buf` (a tar member).

@@ -7,8 +7,7 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::index::Entry;
-use super::{with_shard, ExampleKeys, ReadError, RecordField, READ_AHEAD};
+use super::{with_shard, Entry, ExampleKeys, ReadError, RecordField, READ_AHEAD};
 use crate::error::{Error, Result};
 
 /// What is wrong with a TFRecord record (the shard and record are in
