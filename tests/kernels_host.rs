@@ -72,7 +72,7 @@ fn inconsistent_augment_batches_are_errors() {
     input.push(&plan, image, None).expect("first");
     assert!(matches!(
         input.push(&other, image, None),
-        Err(stoker::Error::Config(_))
+        Err(stoker::Error::Config { .. })
     ));
     let bad = LabelPlane {
         width: 3,

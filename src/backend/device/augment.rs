@@ -553,9 +553,9 @@ impl AugmentInput {
             span: &resized_span,
         }
         .plan(n as u64, max, shared, &mut push, || {
-            format!(
+            Error::Device(format!(
                 "one output image ({image_bytes} bytes) is too large for the binding limit ({max})"
-            )
+            ))
         })?;
         if masks {
             WritePass {
@@ -566,7 +566,9 @@ impl AugmentInput {
                 span: &|s0, s1| data_span(s0 as usize, s1 as usize),
             }
             .plan(n as u64, max, shared, &mut push, || {
-                format!("a label plane's tables are too large for the binding limit ({max})")
+                Error::Device(format!(
+                    "a label plane's tables are too large for the binding limit ({max})"
+                ))
             })?;
         }
         Ok((
@@ -668,15 +670,15 @@ impl WritePass<'_> {
     /// of [`BIND_ALIGN`], each as long as its output range and its input span fit `max`
     /// bytes. `shared` are the bindings of every launch; each launch binds its input span
     /// in place of the input's slot in them (1: tables, 4: resized pixels) and its output
-    /// range after them, and goes to `push`. Not even one step fitting is
-    /// [`Error::Device`], with the message of `too_large`.
+    /// range after them, and goes to `push`. Not even one step fitting is the error
+    /// `too_large` makes.
     fn plan(
         &self,
         n: u64,
         max: u64,
         shared: [Binding; 5],
         push: &mut dyn FnMut(Kernel, u64, Params, Vec<Binding>) -> Result<()>,
-        too_large: impl FnOnce() -> String,
+        too_large: impl FnOnce() -> Error,
     ) -> Result<()> {
         // Samples `[s0, s1)` whose slots words `[w0, w1)` touch.
         let covered = |w0: u64, w1: u64| {
@@ -688,8 +690,8 @@ impl WritePass<'_> {
             let (s0, s1) = covered(w0, w1);
             (w1 - w0) * 4 <= max && (self.span)(s0, s1).size <= max
         };
-        let ranges = chunks((n * self.slot).div_ceil(4), BIND_ALIGN / 4, fits)
-            .ok_or_else(|| Error::Device(too_large()))?;
+        let ranges =
+            chunks((n * self.slot).div_ceil(4), BIND_ALIGN / 4, fits).ok_or_else(too_large)?;
         for (w0, w1) in ranges {
             let (s0, s1) = covered(w0, w1);
             let input = (self.span)(s0, s1);

@@ -453,7 +453,7 @@ pub fn short_buffers_are_refused(e: &dyn Executor) {
     let limits = e.limits();
     let short_windows = input.launches(64, false, limits.max_binding, limits.per_dim);
     assert!(
-        matches!(short_windows, Err(stoker::Error::Device(_))),
+        matches!(short_windows, Err(stoker::Error::Device { .. })),
         "{short_windows:?}"
     );
     let windows = 20 * 20 * 4;

@@ -74,7 +74,7 @@ impl Executor for WgpuExecutor {
         });
         match recorded {
             Ok(()) => {}
-            Err(stoker::Error::Device(why)) => return Err(why),
+            Err(e @ stoker::Error::Device { .. }) => return Err(e.to_string()),
             Err(e) => panic!("wgpu: {e}"),
         }
         self.ctx.queue().submit([encoder.finish()]);
