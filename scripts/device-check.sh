@@ -19,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PKG=.device-pkg
 # The CUDA tests that run there (the others need no GPU and run in CI).
-TESTS=(cuda_backend device_pipeline pipeline shutdown nvjpeg_load kernels_compile)
+TESTS=(cuda_backend wgpu_kernels device_pipeline pipeline shutdown nvjpeg_load kernels_compile)
 
 build() {
     rm -rf "$PKG"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write (or check) TFRecord and WebDataset-tar test shards with the real tools.
 
-stoker's shard readers (src/source/shards.rs) are tested on files written by
+stoker's shard readers (src/source/shards/) are tested on files written by
 TensorFlow and by webdataset themselves, not by stoker. This script writes
 those files once, by hand; the result is committed under tests/data/shards/
 and read by the Rust tests, which never run Python. It is never run by CI.

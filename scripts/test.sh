@@ -83,6 +83,9 @@ export STOKER_REQUIRE_WGPU="${STOKER_REQUIRE_WGPU:-0}"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
+echo "== the modules import only downwards (scripts/check_layers.py)"
+python3 scripts/check_layers.py
+
 echo "== cargo clippy --all-targets --features parquet -- -D warnings"
 cargo clippy --all-targets --locked --features parquet -- -D warnings
 

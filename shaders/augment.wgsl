@@ -1,6 +1,6 @@
 // The fused augmentation of a batch: the GPU side of src/augment/reference.rs.
 //
-// Input: one blob of u32 words built on the host by src/backend/wgpu/augment.rs
+// Input: one blob of u32 words built on the host by src/backend/device/augment.rs
 // (`AugmentInput`), bound twice: `hdr` holds the header, the per-sample descriptors and the
 // plans (`SamplePlan`, 28 words each, byte for byte); `data` a range of the per-sample
 // tables (resize coefficients, nearest tables, mask pixels). Decoded windows are RGBA

@@ -1,6 +1,7 @@
-//! The CUDA backend on a GPU: decode parity with the CPU decoder, the caller's own
-//! context and stream, `Auto` choosing CUDA, and device memory that does not grow over
-//! a thousand batches. Pipeline parity (augment within ±1, masks exact, every sample
+//! The CUDA backend on a GPU: every case of `common/executor/` (orientation, decode,
+//! augment, against the CPU oracles; see `common/executor/cuda_device.rs`), the caller's
+//! own context and stream, `Auto` choosing CUDA, and device memory that does not grow
+//! over a thousand batches. Pipeline parity (augment within ±1, masks exact, every sample
 //! once) runs for CUDA in `device_pipeline.rs`, `pipeline.rs` and `shutdown.rs` through
 //! `common::backends()`.
 //!
@@ -9,69 +10,13 @@
 #![cfg(feature = "cuda")]
 
 mod common;
+#[path = "common/executor/mod.rs"]
+mod executor;
 
-use stoker::backend::cuda::batch::CudaBatcher;
 use stoker::backend::cuda::cudarc::driver::CudaContext;
-use stoker::backend::device::job::prepare;
-use stoker::decode::{DecodeOptions, Image8};
 use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};
 
-/// Decoded pixels may differ from the CPU decoder's by this many levels (the hybrid
-/// path is exact by construction; the bound is the contract).
-const DECODE_LEVELS: i32 = 2;
-
-#[test]
-fn hybrid_decode_matches_the_cpu_decoder_at_every_scale() {
-    let Some(device) = common::cuda_device() else {
-        return;
-    };
-    let mut batcher = CudaBatcher::new(&device, 2).expect("kernels load");
-    let mut checked = 0;
-    for scale in [1, 2, 4, 8] {
-        let opts = DecodeOptions {
-            scale,
-            ..DecodeOptions::default()
-        };
-        let mut samples = Vec::new();
-        let mut want = Vec::new();
-        for f in common::decode_test_jpegs() {
-            let bytes = std::fs::read(&f).expect("jpeg");
-            let mut cpu = Image8::default();
-            if stoker::decode::cpu::decode_image(&bytes, &opts, &mut cpu).is_err() {
-                continue; // corrupt files: the CPU reports them, and so does the device path
-            }
-            let Ok(p) = prepare(&bytes, &opts) else {
-                panic!("{}: the CPU decodes it, prepare refuses", f.display());
-            };
-            samples.push(p.image);
-            want.push((f, cpu));
-        }
-        let got = batcher.decode_to_host(&samples).expect("device decode");
-        assert_eq!(got.len(), want.len());
-        for (img, (f, cpu)) in got.iter().zip(&want) {
-            assert_eq!(
-                (img.width, img.height, img.origin, img.full),
-                (cpu.width, cpu.height, cpu.origin, cpu.full),
-                "{} at 1/{scale}",
-                f.display()
-            );
-            let worst = img
-                .data
-                .iter()
-                .zip(&cpu.data)
-                .map(|(a, b)| (i32::from(*a) - i32::from(*b)).abs())
-                .max()
-                .unwrap_or(0);
-            assert!(
-                worst <= DECODE_LEVELS,
-                "{} at 1/{scale}: {worst} levels from the CPU decode",
-                f.display()
-            );
-            checked += 1;
-        }
-    }
-    assert!(checked > 20, "only {checked} images decoded");
-}
+executor::executor_tests!(executor::cuda_device::get());
 
 fn photos() -> stoker::Subset {
     Dataset::image_folder(common::data_dir().join("samples"))

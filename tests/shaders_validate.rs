@@ -1,9 +1,22 @@
 //! Every WGSL shader the wgpu backend compiles parses and validates with naga (the
 //! compiler wgpu itself uses), with no capability beyond naga's defaults, so a broken
-//! shader fails here, on any machine, before a device ever sees it.
+//! shader fails here, on any machine, before a device ever sees it. And the records the
+//! host writes for the shaders, mirrored by hand on both sides, agree: the augment
+//! launch's `Params` (WGSL struct and CUDA word indices against the Rust struct), the
+//! `SamplePlan` words, flags and jitter op codes the augment shader reads, and the packed
+//! JPEG's `ImageDesc` and `ComponentDesc` words, colour kinds and upsampling codes the
+//! decode shaders read. Rust offsets come from `offset_of!`, WGSL ones from naga's
+//! layouter and constants; a field added, removed or moved on one side fails.
 #![cfg(feature = "wgpu")]
 
+use std::collections::BTreeMap;
+use std::mem::{offset_of, size_of};
+
+use stoker::augment::plan::{self, SamplePlan};
+use stoker::backend::device::augment::Params;
+use stoker::backend::device::launch::PARAM_WORDS;
 use stoker::backend::wgpu::shaders;
+use stoker::decode::jpeg::coeffs::{self, ComponentDesc, ImageDesc, Upsample};
 
 fn validate(name: &str, source: &str) -> Result<(), String> {
     let module = naga::front::wgsl::parse_str(source)
@@ -50,4 +63,342 @@ fn a_broken_shader_is_reported() {
         "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }"
     )
     .is_err());
+}
+
+// ---------------------------------------------------------------------------------------
+// The records the host writes and the shaders read, mirrored by hand on both sides: the
+// Rust `#[repr(C)]` structs against the WGSL struct (names, order, offsets, sizes) or the
+// WGSL word-index constants, through naga's reflection of the parsed module.
+
+fn size_of_field<T, F>(_: impl Fn(&T) -> &F) -> usize {
+    size_of::<F>()
+}
+
+/// `(field, byte offset, bytes)` of every field of the struct `$ty`, in order (a
+/// [`Fields`]). The pattern fails to compile when the struct gains or loses a field, so
+/// the list is always all of them.
+macro_rules! fields {
+    ($ty:ident; $($field:ident),* $(,)?) => {{
+        let _every_field = |v: $ty| {
+            let $ty { $($field: _),* } = v;
+        };
+        vec![$((
+            stringify!($field),
+            offset_of!($ty, $field),
+            size_of_field(|v: &$ty| &v.$field),
+        )),*]
+    }};
+}
+
+/// `(name, value)` of Rust constants the shaders define under the same names.
+macro_rules! same_names {
+    ($module:ident :: { $($name:ident),* $(,)? }) => {
+        [$((stringify!($name), $module::$name)),*]
+    };
+}
+
+/// Every u32 `const` of a WGSL module, by name.
+fn u32_constants(module: &naga::Module) -> BTreeMap<String, u32> {
+    module
+        .constants
+        .iter()
+        .filter_map(|(_, c)| match module.global_expressions[c.init] {
+            naga::Expression::Literal(naga::Literal::U32(v)) => Some((c.name.clone()?, v)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn parse(source: &str) -> naga::Module {
+    naga::front::wgsl::parse_str(source).expect("parses")
+}
+
+/// `(member, byte offset, bytes)` of the WGSL struct `name`, a run of `_pad*` members
+/// taken as one `pad`; and the struct's size.
+fn wgsl_struct(module: &naga::Module, name: &str) -> (Vec<(String, usize, usize)>, usize) {
+    let mut layouter = naga::proc::Layouter::default();
+    layouter.update(module.to_ctx()).expect("layout");
+    let (members, span) = module
+        .types
+        .iter()
+        .find_map(|(_, t)| match &t.inner {
+            naga::TypeInner::Struct { members, span } if t.name.as_deref() == Some(name) => {
+                Some((members, *span))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no struct {name}"));
+    let mut out: Vec<(String, usize, usize)> = Vec::new();
+    for m in members {
+        let member = m.name.clone().unwrap_or_default();
+        let (offset, size) = (m.offset as usize, layouter[m.ty].size as usize);
+        match out.last_mut() {
+            Some((last, at, bytes)) if member.starts_with("_pad") && last == "pad" => {
+                assert_eq!(*at + *bytes, offset, "{name}.{member} is not contiguous");
+                *bytes += size;
+            }
+            _ if member.starts_with("_pad") => out.push(("pad".into(), offset, size)),
+            _ => out.push((member, offset, size)),
+        }
+    }
+    (out, span as usize)
+}
+
+/// Checks the word-index constants of `source` named `prefix*` against the Rust record
+/// they index: each is in `words` (constant, Rust field) and equals that field's offset
+/// in words, so that a constant without a Rust field, or a field moved on either side,
+/// fails. `fields` is the Rust struct's [`fields!`] list.
+fn check_word_constants(
+    shader: &str,
+    source: &str,
+    prefix: &str,
+    words: &[(&str, &str)],
+    fields: &[(&str, usize, usize)],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (name, value) in u32_constants(&parse(source)) {
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        let Some((_, field)) = words.iter().find(|(c, _)| *c == name) else {
+            failures.push(format!(
+                "{shader}: {name} indexes no Rust field this test knows"
+            ));
+            continue;
+        };
+        let Some(&(_, offset, _)) = fields.iter().find(|(f, _, _)| f == field) else {
+            failures.push(format!(
+                "{shader}: {name}: the Rust record has no field {field}"
+            ));
+            continue;
+        };
+        if value as usize * 4 != offset {
+            failures.push(format!(
+                "{shader}: {name} = {value}, the Rust field {field} is at word {}",
+                offset as f64 / 4.0
+            ));
+        }
+    }
+    failures
+}
+
+/// Checks that every constant `words` names is in one of `sources` (a mapping that no
+/// shader uses any more is stale; and the constant checks are not vacuous).
+fn check_mapped(sources: &[&str], words: &[(&str, &str)]) -> Vec<String> {
+    let names: Vec<String> = sources
+        .iter()
+        .flat_map(|s| u32_constants(&parse(s)).into_keys())
+        .collect();
+    words
+        .iter()
+        .filter(|(c, _)| !names.iter().any(|n| n == c))
+        .map(|(c, _)| format!("no shader has the constant {c}"))
+        .collect()
+}
+
+/// Checks that the u32 constants of `source` named in `values` hold those values.
+fn check_values(shader: &str, source: &str, values: &[(&str, u32)]) -> Vec<String> {
+    let consts = u32_constants(&parse(source));
+    values
+        .iter()
+        .filter(|(name, value)| consts.get(*name) != Some(value))
+        .map(|(name, value)| {
+            format!(
+                "{shader}: {name} is {:?}, the Rust value {value}",
+                consts.get(*name)
+            )
+        })
+        .collect()
+}
+
+type Fields = Vec<(&'static str, usize, usize)>;
+
+fn params_fields() -> Fields {
+    fields!(
+        Params;
+        s0, s1, item0, items, win_base, data_base, r_base, h_base, byte0, words, pad,
+    )
+}
+
+fn sample_plan_fields() -> Fields {
+    fields!(
+        SamplePlan;
+        id_lo, id_hi, src_width, src_height, crop_x, crop_y, crop_w, crop_h, out_width,
+        out_height, flags, jitter_order, brightness, contrast, saturation, hue, mean, layout,
+        std, dtype, decode_scale, _pad,
+    )
+}
+
+#[test]
+fn the_augment_params_struct_matches_the_rust_one() {
+    let rust = params_fields();
+    let (wgsl, span) = wgsl_struct(&parse(shaders::AUGMENT), "Params");
+    let rust: Vec<(String, usize, usize)> = rust
+        .into_iter()
+        .map(|(f, offset, size)| (f.to_string(), offset, size))
+        .collect();
+    assert_eq!(
+        wgsl, rust,
+        "augment.wgsl's Params and device::augment::Params"
+    );
+    assert_eq!(span, size_of::<Params>(), "the size of Params");
+    assert_eq!(
+        span,
+        PARAM_WORDS * 4,
+        "Params is one launch's parameter words"
+    );
+}
+
+#[test]
+fn the_augment_shader_reads_the_sample_plan_where_rust_writes_it() {
+    let fields = sample_plan_fields();
+    let words = [
+        ("P_FLAGS", "flags"),
+        ("P_ORDER", "jitter_order"),
+        ("P_BRIGHTNESS", "brightness"),
+        ("P_CONTRAST", "contrast"),
+        ("P_SATURATION", "saturation"),
+        ("P_HUE", "hue"),
+        ("P_MEAN", "mean"),
+        ("P_STD", "std"),
+    ];
+    let src = shaders::AUGMENT;
+    let mut failures = check_word_constants("augment.wgsl", src, "P_", &words, &fields);
+    failures.extend(check_mapped(&[src], &words));
+    let values = same_names!(plan::{
+        FLIP_H, FLIP_V, JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_SATURATION, OP_HUE
+    });
+    failures.extend(check_values("augment.wgsl", src, &values));
+    let plan_words = [("PLAN_WORDS", (size_of::<SamplePlan>() / 4) as u32)];
+    failures.extend(check_values("augment.wgsl", src, &plan_words));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
+    let image = fields!(
+        ImageDesc;
+        kind, flags, num_components, first_component, out_offset, x0, y0, width, height,
+        full_width, full_height, scale, pixel_start, src_offset, reserved,
+    );
+    let component = fields!(
+        ComponentDesc;
+        coef_offset, quant_offset, bx0, by0, bw, bh, dct_size, plane_offset, plane_stride,
+        downsampled_width, downsampled_height, method, eh, ev, group_start, groups,
+    );
+    // The shaders step through the tables 16 words a record.
+    assert_eq!(size_of::<ImageDesc>(), 64);
+    assert_eq!(size_of::<ComponentDesc>(), 64);
+    let image_words = [
+        ("I_KIND", "kind"),
+        ("I_FLAGS", "flags"),
+        ("I_COMPONENTS", "num_components"),
+        ("I_FIRST_COMPONENT", "first_component"),
+        ("I_OUT", "out_offset"),
+        ("I_X0", "x0"),
+        ("I_Y0", "y0"),
+        ("I_WIDTH", "width"),
+        ("I_PIXEL_START", "pixel_start"),
+        ("I_SRC", "src_offset"),
+    ];
+    let component_words = [
+        ("C_COEF", "coef_offset"),
+        ("C_QUANT", "quant_offset"),
+        ("C_BX0", "bx0"),
+        ("C_BY0", "by0"),
+        ("C_BW", "bw"),
+        ("C_BH", "bh"),
+        ("C_DCT", "dct_size"),
+        ("C_PLANE", "plane_offset"),
+        ("C_STRIDE", "plane_stride"),
+        ("C_DW", "downsampled_width"),
+        ("C_DH", "downsampled_height"),
+        ("C_METHOD", "method"),
+        ("C_EH", "eh"),
+        ("C_EV", "ev"),
+        ("C_GROUP_START", "group_start"),
+    ];
+    let mut failures = Vec::new();
+    for (shader, src) in [("idct.wgsl", shaders::IDCT), ("color.wgsl", shaders::COLOR)] {
+        failures.extend(check_word_constants(
+            shader,
+            src,
+            "I_",
+            &image_words,
+            &image,
+        ));
+        failures.extend(check_word_constants(
+            shader,
+            src,
+            "C_",
+            &component_words,
+            &component,
+        ));
+    }
+    let decode = [shaders::IDCT, shaders::COLOR];
+    failures.extend(check_mapped(&decode, &image_words));
+    failures.extend(check_mapped(&decode, &component_words));
+    let kinds = same_names!(coeffs::{
+        KIND_GRAY, KIND_YCBCR, KIND_RGB, KIND_CMYK, KIND_YCCK, KIND_PASSTHROUGH
+    });
+    failures.extend(check_values("color.wgsl", shaders::COLOR, &kinds));
+    let methods = [
+        ("UP_FULL", Upsample::Full),
+        ("UP_BOX", Upsample::Box),
+        ("UP_H2V1", Upsample::H2V1Fancy),
+        ("UP_H1V2", Upsample::H1V2Fancy),
+        ("UP_H2V2", Upsample::H2V2Fancy),
+    ]
+    .map(|(name, m)| (name, m.code()));
+    failures.extend(check_values("color.wgsl", shaders::COLOR, &methods));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A check of the checks: a WGSL struct or constant that moves fails them.
+#[test]
+fn a_moved_field_fails_the_layout_checks() {
+    let moved = shaders::AUGMENT.replacen("    s1: u32,\n", "    s1: u32,\n    extra: u32,\n", 1);
+    let (wgsl, _) = wgsl_struct(&parse(&moved), "Params");
+    assert_eq!(wgsl[2], ("extra".to_string(), 8, 4));
+    assert_eq!(
+        wgsl[3],
+        ("item0".to_string(), 12, 4),
+        "the members after it move"
+    );
+    let plan = sample_plan_fields();
+    let moved =
+        shaders::AUGMENT.replacen("const P_FLAGS: u32 = 10u;", "const P_FLAGS: u32 = 9u;", 1);
+    assert_ne!(moved, shaders::AUGMENT);
+    let f = check_word_constants("moved", &moved, "P_", &[("P_FLAGS", "flags")], &plan);
+    assert!(f.iter().any(|m| m.contains("P_FLAGS = 9")), "{f:?}");
+    assert!(f.iter().any(|m| m.contains("P_ORDER")), "{f:?}");
+}
+
+/// `kernels/augment.cu` reads the same parameter words by index (`S0` .. `WORDS`): each
+/// field of [`Params`] but the padding, upper-cased, at its word.
+#[test]
+fn the_cuda_augment_kernel_reads_the_params_where_rust_writes_them() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/augment.cu");
+    let source = std::fs::read_to_string(path).expect("kernels/augment.cu");
+    let block = source
+        .split_once("// Params words.")
+        .and_then(|(_, rest)| rest.split_once("};"))
+        .expect("the Params words block")
+        .0;
+    let cuda: Vec<(String, usize)> = block
+        .lines()
+        .filter_map(|l| {
+            let (name, value) = l.trim().trim_end_matches(',').split_once(" = ")?;
+            Some((name.to_string(), value.trim_end_matches('u').parse().ok()?))
+        })
+        .collect();
+    let rust: Vec<(String, usize)> = params_fields()
+        .into_iter()
+        .filter(|(f, _, _)| *f != "pad")
+        .map(|(f, offset, _)| (f.to_uppercase(), offset / 4))
+        .collect();
+    assert_eq!(
+        cuda, rust,
+        "kernels/augment.cu's Params words and device::augment::Params"
+    );
 }

@@ -3,8 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-pub mod cases;
-
 /// The repository's bundled test data (`STOKER_TEST_DATA` overrides it: test binaries
 /// built here and run on another machine, as `scripts/device-check.sh` does).
 pub fn data_dir() -> PathBuf {
@@ -124,6 +122,26 @@ pub fn first_batch(pipe: &stoker::Pipeline) -> stoker::Batch {
         .expect("batch ok")
 }
 
+/// `Some` of what was `found`; where it is missing, `None`, said on stderr (the test
+/// skips), unless the environment variable `require` is `1`, which makes that a failure.
+pub fn require_or_skip<T>(
+    found: Result<T, impl std::fmt::Display>,
+    require: &str,
+    what: &str,
+) -> Option<T> {
+    match found {
+        Ok(v) => Some(v),
+        Err(e) => {
+            assert!(
+                std::env::var(require).as_deref() != Ok("1"),
+                "{require}=1 but no {what}: {e}"
+            );
+            eprintln!("skipped: no {what} ({e})");
+            None
+        }
+    }
+}
+
 /// A wgpu context on this machine's adapter, software adapters allowed. `None` (the test
 /// skips, saying so) when there is none, unless `STOKER_REQUIRE_WGPU=1`, which makes a
 /// missing adapter a failure.
@@ -132,18 +150,9 @@ pub fn first_batch(pipe: &stoker::Pipeline) -> stoker::Batch {
 pub fn wgpu_context() -> Option<stoker::backend::wgpu::WgpuContext> {
     static CTX: std::sync::OnceLock<Result<stoker::backend::wgpu::WgpuContext, String>> =
         std::sync::OnceLock::new();
-    match CTX
-        .get_or_init(|| stoker::backend::wgpu::WgpuContext::new(true).map_err(|e| e.to_string()))
-    {
-        Ok(c) => Some(c.clone()),
-        Err(e) if std::env::var("STOKER_REQUIRE_WGPU").is_ok_and(|v| v == "1") => {
-            panic!("STOKER_REQUIRE_WGPU=1 but no wgpu adapter: {e}")
-        }
-        Err(e) => {
-            eprintln!("skipping: no wgpu adapter ({e})");
-            None
-        }
-    }
+    let ctx = CTX
+        .get_or_init(|| stoker::backend::wgpu::WgpuContext::new(true).map_err(|e| e.to_string()));
+    require_or_skip(ctx.as_ref(), "STOKER_REQUIRE_WGPU", "wgpu adapter").cloned()
 }
 
 /// The JPEGs the decode-path tests run over: every `.jpg` in `tests/data/jpeg` and
@@ -202,17 +211,11 @@ pub fn cuda_present() -> bool {
 #[allow(dead_code)]
 #[cfg(feature = "cuda")]
 pub fn cuda_device() -> Option<stoker::backend::cuda::CudaDevice> {
-    match stoker::backend::cuda::CudaDevice::new(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            assert!(
-                std::env::var("STOKER_REQUIRE_CUDA").as_deref() != Ok("1"),
-                "STOKER_REQUIRE_CUDA=1 but {e}"
-            );
-            eprintln!("skipped (cuda): {e}");
-            None
-        }
-    }
+    require_or_skip(
+        stoker::backend::cuda::CudaDevice::new(0),
+        "STOKER_REQUIRE_CUDA",
+        "CUDA device",
+    )
 }
 
 #[allow(dead_code)]

@@ -455,7 +455,8 @@ impl AugmentInput {
                     what: "an augment pass",
                     workgroups: groups,
                     per_dim,
-                });
+                }
+                .into());
             }
             launches.push(Launch {
                 kernel,
@@ -551,89 +552,48 @@ impl AugmentInput {
             s0 = s1;
         }
 
-        // Chunks of output words for the write passes.
-        let step = BIND_ALIGN / 4;
-        let image_bytes = shape.image_bytes();
-        let total = n as u64 * image_bytes;
-        let covered = |w0: u64, w1: u64, slot: u64| {
-            let first = (w0 * 4 / slot).min(n as u64 - 1);
-            let last = ((w1 * 4 - 1) / slot).min(n as u64 - 1);
-            (first, last)
-        };
-        let scratch_h = Binding {
-            buffer: Buffer::Horizontal,
+        // Chunks of output words for the write passes: images, then label planes.
+        let scratch = |buffer: Buffer| Binding {
+            buffer,
             offset: 0,
             size: 4,
         };
-        let image_chunks = chunks(total.div_ceil(4), step, |w0, w1| {
-            let (first, last) = covered(w0, w1, image_bytes);
-            (w1 - w0) * 4 <= max && resized_span(first, last + 1).size <= max
-        })
-        .ok_or(DeviceError::Binding {
-            what: "one output image",
-            bytes: image_bytes,
-            max,
-        })?;
-        for (w0, w1) in image_chunks {
-            let (first, last) = covered(w0, w1, image_bytes);
-            let resized = resized_span(first, last + 1);
-            let params = Params {
-                s0: first as u32,
-                s1: last as u32 + 1,
-                r_base: word(&resized),
-                byte0: (w0 * 4 - first * image_bytes) as u32,
-                words: (w1 - w0) as u32,
-                ..Params::default()
-            };
-            let out = Binding {
-                buffer: Buffer::Images,
-                offset: w0 * 4,
-                size: (w1 - w0) * 4,
-            };
-            let bindings = vec![meta, meta, windows_head, scratch_h, resized, out];
-            push(
-                Kernel::WriteImage,
-                (w1 - w0).div_ceil(WORKGROUP),
-                params,
-                bindings,
-            )?;
+        // The bindings every write launch shares; each replaces the one its pass reads
+        // per sample (`WritePass::input`) and appends its output range.
+        let shared = [
+            meta,
+            meta,
+            windows_head,
+            scratch(Buffer::Horizontal),
+            scratch(Buffer::Resized),
+        ];
+        let image_bytes = shape.image_bytes();
+        WritePass {
+            kernel: Kernel::WriteImage,
+            out: Buffer::Images,
+            slot: image_bytes,
+            input: WriteInput::Resized,
+            span: &resized_span,
         }
-        if masks {
-            let slot = npx * 2;
-            let mask_chunks = chunks((n as u64 * slot).div_ceil(4), step, |w0, w1| {
-                let (first, last) = covered(w0, w1, slot);
-                (w1 - w0) * 4 <= max && data_span(first as usize, last as usize + 1).size <= max
-            })
-            .ok_or(DeviceError::LabelTables { max })?;
-            for (w0, w1) in mask_chunks {
-                let (first, last) = covered(w0, w1, slot);
-                let data = data_span(first as usize, last as usize + 1);
-                let params = Params {
-                    s0: first as u32,
-                    s1: last as u32 + 1,
-                    data_base: word(&data),
-                    byte0: (w0 * 4 - first * slot) as u32,
-                    words: (w1 - w0) as u32,
-                    ..Params::default()
-                };
-                let resized = Binding {
-                    buffer: Buffer::Resized,
-                    offset: 0,
-                    size: 4,
-                };
-                let out = Binding {
-                    buffer: Buffer::Masks,
-                    offset: w0 * 4,
-                    size: (w1 - w0) * 4,
-                };
-                let bindings = vec![meta, data, windows_head, scratch_h, resized, out];
-                push(
-                    Kernel::WriteMask,
-                    (w1 - w0).div_ceil(WORKGROUP),
-                    params,
-                    bindings,
-                )?;
+        .plan(n as u64, max, shared, &mut push, || {
+            DeviceError::Binding {
+                what: "one output image",
+                bytes: image_bytes,
+                max,
             }
+            .into()
+        })?;
+        if masks {
+            WritePass {
+                kernel: Kernel::WriteMask,
+                out: Buffer::Masks,
+                slot: npx * 2,
+                input: WriteInput::Tables,
+                span: &|s0, s1| data_span(s0 as usize, s1 as usize),
+            }
+            .plan(n as u64, max, shared, &mut push, || {
+                DeviceError::LabelTables { max }.into()
+            })?;
         }
         Ok((
             launches,
@@ -673,37 +633,113 @@ impl Span {
     }
 }
 
-/// One launch's parameters (the kernels' `Params`).
-#[derive(Debug, Clone, Copy, Default)]
-struct Params {
-    s0: u32,
-    s1: u32,
-    item0: u32,
-    items: u32,
-    win_base: u32,
-    data_base: u32,
-    r_base: u32,
-    h_base: u32,
-    byte0: u32,
-    words: u32,
+/// The parameter words of an augment launch ([`Launch::params`]), field for field the
+/// `Params` uniform of `shaders/augment.wgsl` (`tests/shaders_validate.rs` checks the two
+/// layouts agree) and the words `S0`..`WORDS` of `kernels/augment.cu`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct Params {
+    /// First sample of the launch.
+    pub s0: u32,
+    /// One past its last sample.
+    pub s1: u32,
+    /// `horizontal`: first item of the group.
+    pub item0: u32,
+    /// `horizontal`: items of the group.
+    pub items: u32,
+    /// Word of the windows buffer where the bound range starts.
+    pub win_base: u32,
+    /// Word of the upload where the bound data range starts.
+    pub data_base: u32,
+    /// Word of the resized buffer where the bound range starts.
+    pub r_base: u32,
+    /// First item the bound horizontal buffer holds.
+    pub h_base: u32,
+    /// Write passes: byte of sample `s0`'s slot where the chunk starts.
+    pub byte0: u32,
+    /// Write passes: words in the chunk.
+    pub words: u32,
+    /// Zero: the record is [`PARAM_WORDS`] words long.
+    pub pad: [u32; PARAM_WORDS - 10],
 }
+
+const _: () = assert!(std::mem::size_of::<Params>() == PARAM_WORDS * 4);
 
 impl Params {
     fn words(&self) -> [u32; PARAM_WORDS] {
-        let mut w = [0; PARAM_WORDS];
-        w[..10].copy_from_slice(&[
-            self.s0,
-            self.s1,
-            self.item0,
-            self.items,
-            self.win_base,
-            self.data_base,
-            self.r_base,
-            self.h_base,
-            self.byte0,
-            self.words,
-        ]);
-        w
+        bytemuck::cast(*self)
+    }
+}
+
+/// Where a write launch reads each sample's input: the resized pixels (`write_image`) or
+/// the upload's tables (`write_mask`).
+#[derive(Debug, Clone, Copy)]
+enum WriteInput {
+    Resized,
+    Tables,
+}
+
+/// One write pass (`write_image` or `write_mask`): `slot` bytes of `out` per sample, from
+/// the `span(s0, s1)` of its input that samples `[s0, s1)` need.
+struct WritePass<'a> {
+    kernel: Kernel,
+    out: Buffer,
+    slot: u64,
+    input: WriteInput,
+    span: &'a dyn Fn(u64, u64) -> Binding,
+}
+
+impl WritePass<'_> {
+    /// Plans the pass over `n` samples in chunks of output words that start on multiples
+    /// of [`BIND_ALIGN`], each as long as its output range and its input span fit `max`
+    /// bytes. `shared` are the bindings of every launch; each launch binds its input span
+    /// in place of the input's slot in them (1: tables, 4: resized pixels) and its output
+    /// range after them, and goes to `push`. Not even one step fitting is the error
+    /// `too_large` makes.
+    fn plan(
+        &self,
+        n: u64,
+        max: u64,
+        shared: [Binding; 5],
+        push: &mut dyn FnMut(Kernel, u64, Params, Vec<Binding>) -> Result<()>,
+        too_large: impl FnOnce() -> Error,
+    ) -> Result<()> {
+        // Samples `[s0, s1)` whose slots words `[w0, w1)` touch.
+        let covered = |w0: u64, w1: u64| {
+            let first = (w0 * 4 / self.slot).min(n - 1);
+            let last = ((w1 * 4 - 1) / self.slot).min(n - 1);
+            (first, last + 1)
+        };
+        let fits = |w0: u64, w1: u64| {
+            let (s0, s1) = covered(w0, w1);
+            (w1 - w0) * 4 <= max && (self.span)(s0, s1).size <= max
+        };
+        let ranges =
+            chunks((n * self.slot).div_ceil(4), BIND_ALIGN / 4, fits).ok_or_else(too_large)?;
+        for (w0, w1) in ranges {
+            let (s0, s1) = covered(w0, w1);
+            let input = (self.span)(s0, s1);
+            let base = (input.offset / 4) as u32;
+            let mut params = Params {
+                s0: s0 as u32,
+                s1: s1 as u32,
+                byte0: (w0 * 4 - s0 * self.slot) as u32,
+                words: (w1 - w0) as u32,
+                ..Params::default()
+            };
+            let mut bindings = shared.to_vec();
+            match self.input {
+                WriteInput::Tables => (params.data_base, bindings[1]) = (base, input),
+                WriteInput::Resized => (params.r_base, bindings[4]) = (base, input),
+            }
+            bindings.push(Binding {
+                buffer: self.out,
+                offset: w0 * 4,
+                size: (w1 - w0) * 4,
+            });
+            push(self.kernel, (w1 - w0).div_ceil(WORKGROUP), params, bindings)?;
+        }
+        Ok(())
     }
 }
 

@@ -6,9 +6,7 @@
 //! wgpu passes their own with [`WgpuContext::from_device`] and receives each batch as a
 //! `wgpu::Buffer` on that device, usable in their own passes without a copy.
 
-pub mod augment;
 pub mod batch;
-pub mod decode;
 pub mod error;
 pub mod kernels;
 pub mod shaders;

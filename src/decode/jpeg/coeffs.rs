@@ -36,7 +36,7 @@
 //!
 //! [`ImageDesc`] (16 words) per image and [`ComponentDesc`] (16 words) per component, field
 //! by field as documented on each. Offsets named "data" are word offsets from the start of
-//! [`PackedJpeg::data`]; once uploaded (`backend::wgpu::decode`) they are rebased to word
+//! [`PackedJpeg::data`]; once uploaded (`backend::device::decode`) they are rebased to word
 //! offsets from the start of the chunk the record is in. Plane offsets are word offsets into
 //! the plane scratch buffer (from 0 for one image; rebased per chunk when uploaded).
 

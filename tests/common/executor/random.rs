@@ -1,5 +1,5 @@
-//! Random augmentation cases shared by the GPU augment tests (wgpu on lavapipe, the
-//! CUDA kernels on the host emulator): plans, decoded windows and label planes.
+//! Random augmentation inputs for the augment cases (plans, decoded windows and label
+//! planes), and their check against the CPU reference.
 
 use half::f16;
 use stoker::augment::reference::{execute_image, execute_mask, needed_window, Scratch};
@@ -7,7 +7,7 @@ use stoker::augment::SamplePlan;
 use stoker::decode::{Image8, LabelPlane};
 use stoker::{Augment, DType, Layout};
 
-use super::TestRng;
+use crate::common::TestRng;
 
 pub const MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 pub const STD: [f32; 3] = [0.229, 0.224, 0.225];
@@ -106,7 +106,7 @@ pub fn random_sample(rng: &mut TestRng, aug: &Augment, id: u64, mask: bool) -> S
     }
     let (ww, wh) = (x1 - x0, y1 - y0);
     let data = if rng.below(2) == 0 {
-        super::random_rgb(rng, ww, wh)
+        crate::common::random_rgb(rng, ww, wh)
     } else {
         (0..ww * wh * 3).map(|_| rng.below(256) as u8).collect()
     };
