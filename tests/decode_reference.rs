@@ -324,22 +324,33 @@ fn every_corpus_jpeg_with_a_reference_matches_it_or_is_unsupported() {
     });
 }
 
-/// The same references through the wgpu decode path (coefficients on the host, the rest
-/// in WGSL; the files it does not take fall back to the CPU decoder, as in the pipeline).
-#[cfg(feature = "wgpu")]
+/// The same references through every device backend's decode path, reached through
+/// `Backend::batcher` as the pipeline reaches it (coefficients on the host, the rest on the
+/// device; the files it does not take fall back to the CPU decoder, as in the pipeline).
 #[test]
-fn every_corpus_jpeg_with_a_reference_matches_it_on_wgpu() {
-    use stoker::backend::wgpu::batch::{prepare, WgpuBatcher};
-    let Some(ctx) = common::wgpu_context() else {
-        return;
+fn every_corpus_jpeg_with_a_reference_matches_it_on_every_device_backend() {
+    use stoker::backend::device::{prepare, BatcherConfig};
+    use stoker::backend::{select_with, BackendOptions};
+    let opts = BackendOptions {
+        allow_software_gpu: true,
+        ..Default::default()
     };
-    let mut batcher = WgpuBatcher::new(&ctx, 2).expect("pipelines");
-    check_corpus("wgpu", &mut |bytes, opts| {
-        let p = prepare(bytes, opts)?;
-        let mut imgs = batcher
-            .decode_to_host(std::slice::from_ref(&p.image))
-            .map_err(|e| DecodeError::Jpeg(format!("device: {e}")))?;
-        let img = imgs.pop().ok_or(DecodeError::Jpeg("no image".into()))?;
-        Ok((img, p.cpu_reason.is_none()))
-    });
+    for kind in common::backends() {
+        let selected = select_with(kind, 1, &opts).expect("a backend common::backends() found");
+        let Some(mut batcher) = selected
+            .backend
+            .batcher(&BatcherConfig::default())
+            .expect("the backend's batcher")
+        else {
+            continue; // The CPU backend: the test above.
+        };
+        check_corpus(&kind.to_string(), &mut |bytes, opts| {
+            let p = prepare(bytes, opts)?;
+            let mut imgs = batcher
+                .decode_to_host(std::slice::from_ref(&p.image))
+                .map_err(|e| DecodeError::Jpeg(format!("device: {e}")))?;
+            let img = imgs.pop().ok_or(DecodeError::Jpeg("no image".into()))?;
+            Ok((img, p.cpu_reason.is_none()))
+        });
+    }
 }
