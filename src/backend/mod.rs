@@ -13,6 +13,9 @@ pub mod cuda;
 #[path = "cuda_dummy.rs"]
 pub mod cuda;
 pub mod device;
+/// What the stand-ins for compiled-out backends share.
+#[cfg(not(all(feature = "cuda", feature = "wgpu")))]
+mod dummy;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 /// Stand-in for the wgpu backend in a build without the `wgpu` feature.
