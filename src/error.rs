@@ -288,3 +288,44 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         "unknown panic".to_string()
     }
 }
+
+/// Implements `FromStr` for the settings enum `$ty` by [`parse_choice`]: the accepted
+/// names and the variant each stands for, in the order the error lists them.
+macro_rules! from_str_by_name {
+    ($(#[$doc:meta])* $ty:ident, $setting:literal, $what:literal,
+     { $($name:literal => $variant:ident),+ $(,)? }) => {
+        impl std::str::FromStr for $ty {
+            type Err = $crate::error::Error;
+            $(#[$doc])*
+            fn from_str(s: &str) -> $crate::error::Result<Self> {
+                $crate::error::parse_choice($setting, $what, s, &[$(($name, $ty::$variant)),+])
+            }
+        }
+    };
+}
+pub(crate) use from_str_by_name;
+
+/// Parses `value` (trimmed, any case) as one of the named `choices` of `setting`, for the
+/// `FromStr` impls of the settings' enums ([`from_str_by_name`]). An unknown name is an [`Error::Config`] that
+/// quotes it and lists the accepted names in the order given:
+/// `unknown {what} "x" (expected a, b or c)`.
+pub(crate) fn parse_choice<T: Copy>(
+    setting: &str,
+    what: &str,
+    value: &str,
+    choices: &[(&str, T)],
+) -> Result<T> {
+    let v = value.trim().to_ascii_lowercase();
+    if let Some(&(_, t)) = choices.iter().find(|(name, _)| *name == v) {
+        return Ok(t);
+    }
+    let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+    let expected = match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    };
+    Err(Error::config(
+        setting,
+        format!("unknown {what} {v:?} (expected {expected})"),
+    ))
+}

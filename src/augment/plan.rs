@@ -161,20 +161,9 @@ impl SamplePlan {
     }
 }
 
-impl std::str::FromStr for DType {
-    type Err = crate::error::Error;
+crate::error::from_str_by_name! {
     /// `u8`, `f16` or `f32`, any case: the names [`DType`] serialises to.
-    fn from_str(s: &str) -> crate::error::Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "u8" => Ok(DType::U8),
-            "f16" => Ok(DType::F16),
-            "f32" => Ok(DType::F32),
-            other => Err(crate::error::Error::config(
-                "dtype",
-                format!("unknown dtype {other:?} (expected u8, f16 or f32)"),
-            )),
-        }
-    }
+    DType, "dtype", "dtype", { "u8" => U8, "f16" => F16, "f32" => F32 }
 }
 
 #[cfg(test)]

@@ -304,20 +304,10 @@ pub struct DeviceJob {
     pub mask: Option<LabelPlane>,
 }
 
-impl std::str::FromStr for HardwareDecode {
-    type Err = crate::error::Error;
+crate::error::from_str_by_name! {
     /// `off`, `exact` or `all`, any case: the names [`HardwareDecode`] serialises to.
-    fn from_str(s: &str) -> crate::error::Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "off" => Ok(HardwareDecode::Off),
-            "exact" => Ok(HardwareDecode::Exact),
-            "all" => Ok(HardwareDecode::All),
-            other => Err(crate::error::Error::config(
-                "hardware_decode",
-                format!("unknown hardware decode {other:?} (expected exact, all or off)"),
-            )),
-        }
-    }
+    HardwareDecode, "hardware_decode", "hardware decode",
+    { "exact" => Exact, "all" => All, "off" => Off }
 }
 
 #[cfg(test)]
