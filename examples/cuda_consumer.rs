@@ -54,8 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     stoker::backend::cuda::kernels::nvrtc_available()?;
     let ptx = nvrtc::compile_ptx(MEAN_KERNEL)?;
     let kernel = ctx.load_module(ptx)?.load_function("sample_means")?;
-    for batch in pipe.epoch(0)? {
-        let batch = batch?;
+    common::check_epoch(&pipe, |batch| {
         let images = batch
             .cuda_images()
             .ok_or("the batch is not on the device")?;
@@ -77,7 +76,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }?;
         let gpu = stream.clone_dtoh(&means)?;
 
-        common::check_means(&batch, &gpu)?;
-    }
-    Ok(())
+        Ok(gpu)
+    })
 }

@@ -34,9 +34,23 @@ pub fn pipeline(
     Ok(pipe)
 }
 
+/// Runs epoch 0 of `pipe`, with `means` computing each batch's per-sample means on the
+/// device, and checks them by [`check_means`].
+pub fn check_epoch(
+    pipe: &Pipeline,
+    mut means: impl FnMut(&Batch) -> Result<Vec<f32>, Box<dyn std::error::Error>>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for batch in pipe.epoch(0)? {
+        let batch = batch?;
+        let gpu = means(&batch)?;
+        check_means(&batch, &gpu)?;
+    }
+    Ok(())
+}
+
 /// Checks the per-sample means computed on the device against the same means from the
 /// batch copied to the host, printing each.
-pub fn check_means(batch: &Batch, gpu: &[f32]) -> Result<(), Box<dyn std::error::Error>> {
+fn check_means(batch: &Batch, gpu: &[f32]) -> Result<(), Box<dyn std::error::Error>> {
     let host = batch.read_images()?;
     let values: &[f32] = bytemuck::cast_slice(&host);
     for (i, m) in gpu.iter().take(batch.len()).enumerate() {
