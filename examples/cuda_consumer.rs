@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use stoker::backend::cuda::cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 use stoker::backend::cuda::cudarc::nvrtc;
-use stoker::{Augment, DType, Dataset, Pipeline};
+#[path = "common/mod.rs"]
+mod common;
 
-const SIZE: u32 = 64;
+use common::PER_SAMPLE;
 
 /// The "training step": one block per sample, a tree reduction in shared memory.
 const MEAN_KERNEL: &str = r#"
@@ -32,10 +33,6 @@ extern "C" __global__ void sample_means(const float* batch, float* means, unsign
 "#;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/samples").to_string());
-
     // The training code's own context and stream. cudarc panics when the driver library
     // is absent, so ask first.
     if !stoker::backend::cuda::driver_present() {
@@ -52,26 +49,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let stream = ctx.new_stream()?;
     println!("device: {}", ctx.name()?);
 
-    let pipe = Pipeline::builder(Dataset::image_folder(&root)?.all())
-        .cuda_stream(ctx.clone(), stream.clone())
-        .augment(
-            Augment::new()
-                .random_resized_crop(SIZE, (0.08, 1.0), (3.0 / 4.0, 4.0 / 3.0))
-                .flip_horizontal(0.5)
-                .normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
-                .dtype(DType::F32),
-        )
-        .batch_size(4)
-        .seed(42)
-        .build()?;
-    println!("backend: {}", pipe.backend().1);
+    let pipe = common::pipeline(|b| b.cuda_stream(ctx.clone(), stream.clone()))?;
 
     stoker::backend::cuda::kernels::nvrtc_available()?;
     let ptx = nvrtc::compile_ptx(MEAN_KERNEL)?;
     let kernel = ctx.load_module(ptx)?.load_function("sample_means")?;
-    let per_sample = 3 * SIZE * SIZE;
-    for batch in pipe.epoch(0)? {
-        let batch = batch?;
+    common::check_epoch(&pipe, |batch| {
         let images = batch
             .cuda_images()
             .ok_or("the batch is not on the device")?;
@@ -82,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let batch_f32 =
             unsafe { images.transmute::<f32>(images.len() / 4) }.ok_or("batch buffer too small")?;
         let mut launch = stream.launch_builder(&kernel);
-        launch.arg(&batch_f32).arg(&mut means).arg(&per_sample);
+        launch.arg(&batch_f32).arg(&mut means).arg(&PER_SAMPLE);
         // SAFETY: the arguments match the kernel's signature.
         unsafe {
             launch.launch(LaunchConfig {
@@ -93,21 +76,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }?;
         let gpu = stream.clone_dtoh(&means)?;
 
-        // The same means from the batch copied to the host.
-        let host = batch.read_images()?;
-        let values: &[f32] = bytemuck::cast_slice(&host);
-        for (i, m) in gpu.iter().take(batch.len()).enumerate() {
-            let chunk = &values[i * per_sample as usize..(i + 1) * per_sample as usize];
-            let want = chunk.iter().sum::<f32>() / per_sample as f32;
-            println!(
-                "batch {} sample {:016x}: mean {m:+.4} (host {want:+.4})",
-                batch.index(),
-                batch.ids()[i]
-            );
-            if (m - want).abs() > 1e-3 {
-                return Err(format!("device mean {m} != host mean {want}").into());
-            }
-        }
-    }
-    Ok(())
+        Ok(gpu)
+    })
 }

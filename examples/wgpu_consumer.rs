@@ -6,9 +6,10 @@
 //! each sample's mean over its `3 x 64 x 64` normalised values and checks it against the
 //! batch read back to the host.
 
-use stoker::{Augment, DType, Dataset, Pipeline};
+#[path = "common/mod.rs"]
+mod common;
 
-const SIZE: u32 = 64;
+use common::PER_SAMPLE;
 
 const MEAN_PASS: &str = r#"
 @group(0) @binding(0) var<storage, read> batch: array<f32>;
@@ -35,10 +36,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 "#;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/samples").to_string());
-
     // The training code's own device (any adapter, a software one included).
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
     let adapter =
@@ -49,19 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     }))?;
 
-    let pipe = Pipeline::builder(Dataset::image_folder(&root)?.all())
-        .wgpu_device(device.clone(), queue.clone())
-        .augment(
-            Augment::new()
-                .random_resized_crop(SIZE, (0.08, 1.0), (3.0 / 4.0, 4.0 / 3.0))
-                .flip_horizontal(0.5)
-                .normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
-                .dtype(DType::F32),
-        )
-        .batch_size(4)
-        .seed(42)
-        .build()?;
-    println!("backend: {}", pipe.backend().1);
+    let pipe = common::pipeline(|b| b.wgpu_device(device.clone(), queue.clone()))?;
 
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("mean"),
@@ -75,9 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         compilation_options: Default::default(),
         cache: None,
     });
-    let per_sample = 3 * SIZE * SIZE;
-    for batch in pipe.epoch(0)? {
-        let batch = batch?;
+    common::check_epoch(&pipe, |batch| {
         let images = batch
             .wgpu_images()
             .ok_or("the batch is not on the device")?;
@@ -94,7 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        queue.write_buffer(&len, 0, bytemuck::cast_slice(&[per_sample, n, 0, 0]));
+        queue.write_buffer(&len, 0, bytemuck::cast_slice(&[PER_SAMPLE, n, 0, 0]));
         let bind = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
             layout: &pass.get_bind_group_layout(0),
@@ -132,21 +115,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         device.poll(wgpu::PollType::wait_indefinitely())?;
         let gpu: Vec<f32> = bytemuck::cast_slice(&readback.slice(..).get_mapped_range()?).to_vec();
 
-        // The same means from the batch copied to the host.
-        let host = batch.read_images()?;
-        let values: &[f32] = bytemuck::cast_slice(&host);
-        for (i, m) in gpu.iter().take(batch.len()).enumerate() {
-            let chunk = &values[i * per_sample as usize..(i + 1) * per_sample as usize];
-            let want = chunk.iter().sum::<f32>() / per_sample as f32;
-            println!(
-                "batch {} sample {:016x}: mean {m:+.4} (host {want:+.4})",
-                batch.index(),
-                batch.ids()[i]
-            );
-            if (m - want).abs() > 1e-3 {
-                return Err(format!("device mean {m} != host mean {want}").into());
-            }
-        }
-    }
-    Ok(())
+        Ok(gpu)
+    })
 }

@@ -288,3 +288,76 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         "unknown panic".to_string()
     }
 }
+
+/// Implements `FromStr` for the settings enum `$ty` by [`parse_choice`]: the accepted
+/// names and the variant each stands for, in the order the error lists them.
+macro_rules! from_str_by_name {
+    ($(#[$doc:meta])* $ty:ident, $setting:literal, $what:literal,
+     { $($name:literal => $variant:ident),+ $(,)? }) => {
+        impl std::str::FromStr for $ty {
+            type Err = $crate::error::Error;
+            $(#[$doc])*
+            fn from_str(s: &str) -> $crate::error::Result<Self> {
+                $crate::error::parse_choice($setting, $what, s, &[$(($name, $ty::$variant)),+])
+            }
+        }
+    };
+}
+pub(crate) use from_str_by_name;
+
+/// Parses `value` (trimmed, any case) as one of the named `choices` of `setting`, for the
+/// `FromStr` impls of the settings' enums ([`from_str_by_name`]). An unknown name is an [`Error::Config`] that
+/// quotes it and lists the accepted names in the order given:
+/// `unknown {what} "x" (expected a, b or c)`.
+pub(crate) fn parse_choice<T: Copy>(
+    setting: &str,
+    what: &str,
+    value: &str,
+    choices: &[(&str, T)],
+) -> Result<T> {
+    let v = value.trim().to_ascii_lowercase();
+    if let Some(&(_, t)) = choices.iter().find(|(name, _)| *name == v) {
+        return Ok(t);
+    }
+    let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+    let expected = match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    };
+    Err(Error::config(
+        setting,
+        format!("unknown {what} {v:?} (expected {expected})"),
+    ))
+}
+
+/// Checks a settings enum's `FromStr` ([`from_str_by_name`]): each of `cases` parses, and
+/// each of `all` parses back from the name it serialises to.
+#[cfg(test)]
+pub(crate) fn assert_parses_names<T>(cases: &[(&str, T)], all: &[T])
+where
+    T: std::str::FromStr<Err = Error> + Serialize + PartialEq + std::fmt::Debug + Copy,
+{
+    for &(s, d) in cases {
+        assert_eq!(s.parse::<T>().unwrap(), d, "{s:?}");
+    }
+    for &d in all {
+        let name = serde_json::to_value(d).unwrap();
+        assert_eq!(name.as_str().unwrap().parse::<T>().unwrap(), d);
+    }
+}
+
+/// Checks that `unknown` is no name of the settings enum `T`: a config error quoting it
+/// and listing the names as `listing`.
+#[cfg(test)]
+pub(crate) fn assert_unknown_name_listed<T>(unknown: &str, listing: &str)
+where
+    T: std::str::FromStr<Err = Error> + std::fmt::Debug,
+{
+    let e = unknown.parse::<T>().unwrap_err();
+    assert!(matches!(e, Error::Config { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("{unknown:?}")) && msg.contains(listing),
+        "{msg}"
+    );
+}

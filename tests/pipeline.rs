@@ -12,7 +12,7 @@ use stoker::{
 };
 
 /// Writes a file list with good and bad samples; returns (list path, bad relative paths).
-fn mixed_list(dir: &Path) -> (std::path::PathBuf, BTreeMap<String, SampleErrorKind>) {
+fn mixed_list(dir: &Path) -> Mixed {
     let mut rng = common::TestRng(42);
     let mut lines = Vec::new();
     for i in 0..30 {
@@ -78,6 +78,17 @@ fn mixed_list(dir: &Path) -> (std::path::PathBuf, BTreeMap<String, SampleErrorKi
     (list, bad)
 }
 
+/// What a file list of [`mixed_list`] holds: the list, and the bad files with their kinds.
+type Mixed = (std::path::PathBuf, BTreeMap<String, SampleErrorKind>);
+
+/// Runs `check` on a fresh [`mixed_list`] for every backend of this build and machine.
+fn on_every_backend(check: fn(BackendKind, Mixed)) {
+    for backend in common::backends() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        check(backend, mixed_list(dir.path()));
+    }
+}
+
 fn pipeline(subset: Subset, policy: OnError, batch: usize, backend: BackendKind) -> Pipeline {
     Pipeline::builder(subset)
         .backend(backend)
@@ -97,14 +108,11 @@ fn pipeline(subset: Subset, policy: OnError, batch: usize, backend: BackendKind)
 
 #[test]
 fn skip_delivers_every_good_sample_once_and_reports_every_bad_one() {
-    for backend in common::backends() {
-        skip_on(backend);
-    }
+    on_every_backend(skip_on);
 }
 
-fn skip_on(backend: BackendKind) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (list, bad) = mixed_list(dir.path());
+fn skip_on(backend: BackendKind, mixed: Mixed) {
+    let (list, bad) = mixed;
     let data = Dataset::files(&list).expect("list");
     let all: BTreeMap<u64, String> = data
         .samples()
@@ -171,14 +179,11 @@ fn skip_on(backend: BackendKind) {
 
 #[test]
 fn replace_fills_every_slot_and_reports_the_failure() {
-    for backend in common::backends() {
-        replace_on(backend);
-    }
+    on_every_backend(replace_on);
 }
 
-fn replace_on(backend: BackendKind) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (list, mut bad) = mixed_list(dir.path());
+fn replace_on(backend: BackendKind, mixed: Mixed) {
+    let (list, mut bad) = mixed;
     bad.remove("bad/png_as_jpg.jpg");
     let data = Dataset::files(&list).expect("list");
     let n = data.len();
@@ -233,14 +238,11 @@ fn replace_on(backend: BackendKind) {
 
 #[test]
 fn fail_stops_the_epoch_with_the_sample_error() {
-    for backend in common::backends() {
-        fail_on(backend);
-    }
+    on_every_backend(fail_on);
 }
 
-fn fail_on(backend: BackendKind) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (list, bad) = mixed_list(dir.path());
+fn fail_on(backend: BackendKind, mixed: Mixed) {
+    let (list, bad) = mixed;
     let pipe = pipeline(
         Dataset::files(&list).expect("list").all(),
         OnError::Fail,

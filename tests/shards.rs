@@ -140,6 +140,14 @@ fn tar_members(items: &[Item], first: usize) -> Vec<(String, Vec<u8>)> {
 
 /// Delivers every sample of `subset` once through a CPU pipeline; returns, by id, the
 /// label, and the reported errors.
+/// [`deliver`], for a subset whose samples are all good: checks that none is reported and
+/// that `n` are delivered.
+fn deliver_all(subset: stoker::Subset, n: usize) {
+    let (seen, errors) = deliver(subset);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(seen.len(), n);
+}
+
 fn deliver(subset: stoker::Subset) -> (BTreeMap<u64, i64>, Vec<stoker::SampleError>) {
     let pipe = Pipeline::builder(subset)
         .backend(BackendKind::Cpu)
@@ -210,9 +218,7 @@ fn tfrecord_shards_list_read_and_deliver_every_record_once() {
         stoker::source::shards::read_field(f, u64::MAX, &mut buf).expect("reads");
         assert_eq!(buf, it.image, "{}", s.path);
     }
-    let (seen, errors) = deliver(data.all());
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_eq!(seen.len(), 11);
+    deliver_all(data.all(), 11);
 }
 
 #[test]
@@ -304,9 +310,7 @@ fn tar_shards_group_members_by_key_with_labels_and_masks() {
         assert_eq!(buf, it.image, "{}", s.path);
     }
     assert_eq!(data.samples()[0].path, "train-000000.tar/s00000");
-    let (seen, errors) = deliver(data.all());
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_eq!(seen.len(), 9);
+    deliver_all(data.all(), 9);
 }
 
 #[test]
@@ -442,13 +446,12 @@ fn shards_written_by_tensorflow_and_webdataset_read_as_they_wrote_them() {
         mask: "no/such/feature".into(),
         ..Default::default()
     };
-    let (seen, errors) = deliver(
+    deliver_all(
         Dataset::tfrecord_with_keys(&[dir.path().join("tfrecord")], &keys)
             .expect("listing")
             .all(),
+        9,
     );
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_eq!(seen.len(), 9);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -487,9 +490,7 @@ fn a_folder_converted_to_shards_reads_back_with_the_same_images_labels_and_masks
             let mask = s.mask.as_ref().map(read);
             assert_eq!(mask.as_deref(), it.mask.as_deref(), "{format:?} {}", s.path);
         }
-        let (seen, errors) = deliver(data.all());
-        assert!(errors.is_empty(), "{errors:?}");
-        assert_eq!(seen.len(), all.len());
+        deliver_all(data.all(), all.len());
     }
 }
 
@@ -692,13 +693,12 @@ fn parquet_files_written_by_pyarrow_read_as_written() {
     assert_eq!(checked, 18, "9 rows in each of the two files");
     // Every image through a pipeline, in any order (the sampler's permutation reads rows
     // of different row groups one by one).
-    let (seen, errors) = deliver(
+    deliver_all(
         Dataset::parquet(&[root.join("parquet/hf.parquet")])
             .expect("listing")
             .all(),
+        9,
     );
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_eq!(seen.len(), 9);
 }
 
 #[test]

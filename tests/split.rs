@@ -72,19 +72,13 @@ fn group_split_keeps_groups_whole() {
                 .group_by(r"^(patient\d+)/"),
         )
         .expect("split");
-    let group = |path: &str| path.split('/').next().map(str::to_string);
-    let tg: BTreeSet<_> = s
-        .train()
-        .samples()
-        .iter()
-        .filter_map(|x| group(&x.path))
-        .collect();
-    let vg: BTreeSet<_> = s
-        .val()
-        .samples()
-        .iter()
-        .filter_map(|x| group(&x.path))
-        .collect();
+    // The groups (first path component) of a side of the split.
+    let groups = |side: &[stoker::Sample]| -> BTreeSet<String> {
+        side.iter()
+            .filter_map(|x| x.path.split('/').next().map(str::to_string))
+            .collect()
+    };
+    let (tg, vg) = (groups(s.train().samples()), groups(s.val().samples()));
     assert!(tg.is_disjoint(&vg), "a group straddles the split");
     assert!(!vg.is_empty() && !tg.is_empty());
     // About a quarter, overshooting by less than one group.

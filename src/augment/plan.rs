@@ -161,51 +161,32 @@ impl SamplePlan {
     }
 }
 
-impl std::str::FromStr for DType {
-    type Err = crate::error::Error;
+crate::error::from_str_by_name! {
     /// `u8`, `f16` or `f32`, any case: the names [`DType`] serialises to.
-    fn from_str(s: &str) -> crate::error::Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "u8" => Ok(DType::U8),
-            "f16" => Ok(DType::F16),
-            "f32" => Ok(DType::F32),
-            other => Err(crate::error::Error::config(
-                "dtype",
-                format!("unknown dtype {other:?} (expected u8, f16 or f32)"),
-            )),
-        }
-    }
+    DType, "dtype", "dtype", { "u8" => U8, "f16" => F16, "f32" => F32 }
 }
 
 #[cfg(test)]
 mod dtype_from_str {
     use super::DType;
+    use crate::error::{assert_parses_names, assert_unknown_name_listed};
 
     #[test]
     fn parses_the_serialised_names_in_any_case() {
-        for (s, d) in [
-            ("u8", DType::U8),
-            ("f16", DType::F16),
-            ("f32", DType::F32),
-            ("F16", DType::F16),
-            (" U8 ", DType::U8),
-        ] {
-            assert_eq!(s.parse::<DType>().unwrap(), d, "{s:?}");
-        }
-        for d in [DType::U8, DType::F16, DType::F32] {
-            let name = serde_json::to_value(d).unwrap();
-            assert_eq!(name.as_str().unwrap().parse::<DType>().unwrap(), d);
-        }
+        assert_parses_names(
+            &[
+                ("u8", DType::U8),
+                ("f16", DType::F16),
+                ("f32", DType::F32),
+                ("F16", DType::F16),
+                (" U8 ", DType::U8),
+            ],
+            &[DType::U8, DType::F16, DType::F32],
+        );
     }
 
     #[test]
     fn an_unknown_name_is_a_config_error_listing_the_names() {
-        let e = "f64".parse::<DType>().unwrap_err();
-        assert!(matches!(e, crate::Error::Config { .. }), "{e:?}");
-        let msg = e.to_string();
-        assert!(
-            msg.contains("\"f64\"") && msg.contains("u8, f16 or f32"),
-            "{msg}"
-        );
+        assert_unknown_name_listed::<DType>("f64", "u8, f16 or f32");
     }
 }

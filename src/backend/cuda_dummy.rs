@@ -1,19 +1,11 @@
 //! The CUDA backend's names in a build without the `cuda` feature, so code written for
-//! both builds needs no `cfg`: opening a device is [`Error::BackendUnavailable`], and no
-//! value of these types can exist.
+//! both builds needs no `cfg`: opening a device is
+//! [`Error::BackendUnavailable`](crate::Error::BackendUnavailable), and no value of these
+//! types can exist.
 
 use std::convert::Infallible;
 
-use super::device::{BatcherConfig, DeviceBatcher};
-use super::{Backend, BackendKind};
-use crate::error::{Error, Result};
-
-fn not_compiled() -> Error {
-    Error::BackendUnavailable {
-        backend: "cuda".into(),
-        reason: "this build of stoker has no CUDA backend (the `cuda` feature is off)".into(),
-    }
-}
+use crate::error::Result;
 
 /// Whether the CUDA driver library can be loaded: never, in this build.
 pub fn driver_present() -> bool {
@@ -25,10 +17,11 @@ pub fn driver_present() -> bool {
 pub struct CudaDevice(Infallible);
 
 impl CudaDevice {
-    /// Always [`Error::BackendUnavailable`]: this build has no CUDA backend.
+    /// Always [`Error::BackendUnavailable`](crate::Error::BackendUnavailable): this build
+    /// has no CUDA backend.
     pub fn new(ordinal: usize) -> Result<Self> {
         let _ = ordinal;
-        Err(not_compiled())
+        Err(super::dummy::not_compiled("cuda", "CUDA"))
     }
 
     /// The device's name.
@@ -52,27 +45,10 @@ impl CudaDevice {
     }
 }
 
-/// The CUDA backend; none can be made in this build.
-#[derive(Debug)]
-pub struct CudaBackend(CudaDevice);
-
-impl CudaBackend {
-    /// A backend on `device` (which cannot exist in this build).
-    pub fn new(device: CudaDevice) -> Self {
-        CudaBackend(device)
-    }
-}
-
-impl Backend for CudaBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
-    }
-
-    fn device(&self) -> String {
-        match (self.0).0 {}
-    }
-
-    fn batcher(&self, _: &BatcherConfig) -> Result<Option<Box<dyn DeviceBatcher>>> {
-        match (self.0).0 {}
-    }
-}
+super::dummy::compiled_out_backend!(
+    /// The CUDA backend; none can be made in this build.
+    #[derive(Debug)]
+    CudaBackend(CudaDevice),
+    device,
+    super::BackendKind::Cuda
+);

@@ -13,6 +13,9 @@ pub mod cuda;
 #[path = "cuda_dummy.rs"]
 pub mod cuda;
 pub mod device;
+/// What the stand-ins for compiled-out backends share.
+#[cfg(not(all(feature = "cuda", feature = "wgpu")))]
+mod dummy;
 #[cfg(feature = "wgpu")]
 pub mod wgpu;
 /// Stand-in for the wgpu backend in a build without the `wgpu` feature.
@@ -21,10 +24,9 @@ pub mod wgpu;
 pub mod wgpu;
 
 use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use device::{BatcherConfig, DeviceBatcher};
 
 /// Which backend to use.
@@ -53,20 +55,9 @@ impl fmt::Display for BackendKind {
     }
 }
 
-impl FromStr for BackendKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(BackendKind::Auto),
-            "cpu" => Ok(BackendKind::Cpu),
-            "wgpu" => Ok(BackendKind::Wgpu),
-            "cuda" => Ok(BackendKind::Cuda),
-            other => Err(Error::config(
-                "backend",
-                format!("unknown backend {other:?} (expected auto, cpu, wgpu or cuda)"),
-            )),
-        }
-    }
+crate::error::from_str_by_name! {
+    BackendKind, "backend", "backend",
+    { "auto" => Auto, "cpu" => Cpu, "wgpu" => Wgpu, "cuda" => Cuda }
 }
 
 /// What a backend does for the pipeline: it names itself and, for a device backend,

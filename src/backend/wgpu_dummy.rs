@@ -1,12 +1,11 @@
 //! The wgpu backend's names in a build without the `wgpu` feature, so code written for
-//! both builds needs no `cfg`: opening a device is [`Error::BackendUnavailable`], and no
-//! value of these types can exist.
+//! both builds needs no `cfg`: opening a device is
+//! [`Error::BackendUnavailable`](crate::Error::BackendUnavailable), and no value of these
+//! types can exist.
 
 use std::convert::Infallible;
 
-use super::device::{BatcherConfig, DeviceBatcher};
-use super::{Backend, BackendKind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Environment variable: when `1`, a software adapter is accepted (no effect in this
 /// build).
@@ -27,13 +26,11 @@ pub fn adapters() -> Vec<String> {
 pub struct WgpuContext(Infallible);
 
 impl WgpuContext {
-    /// Always [`Error::BackendUnavailable`]: this build has no wgpu backend.
+    /// Always [`Error::BackendUnavailable`](crate::Error::BackendUnavailable): this build
+    /// has no wgpu backend.
     pub fn new(allow_software: bool) -> Result<Self> {
         let _ = allow_software;
-        Err(Error::BackendUnavailable {
-            backend: "wgpu".into(),
-            reason: "this build of stoker has no wgpu backend (the `wgpu` feature is off)".into(),
-        })
+        Err(super::dummy::not_compiled("wgpu", "wgpu"))
     }
 
     /// The adapter, in words.
@@ -52,27 +49,10 @@ impl WgpuContext {
     }
 }
 
-/// The wgpu backend; none can be made in this build.
-#[derive(Debug, Clone)]
-pub struct WgpuBackend(WgpuContext);
-
-impl WgpuBackend {
-    /// A backend on `ctx` (which cannot exist in this build).
-    pub fn new(ctx: WgpuContext) -> Self {
-        WgpuBackend(ctx)
-    }
-}
-
-impl Backend for WgpuBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Wgpu
-    }
-
-    fn device(&self) -> String {
-        match (self.0).0 {}
-    }
-
-    fn batcher(&self, _: &BatcherConfig) -> Result<Option<Box<dyn DeviceBatcher>>> {
-        match (self.0).0 {}
-    }
-}
+super::dummy::compiled_out_backend!(
+    /// The wgpu backend; none can be made in this build.
+    #[derive(Debug, Clone)]
+    WgpuBackend(WgpuContext),
+    ctx,
+    super::BackendKind::Wgpu
+);

@@ -142,12 +142,6 @@ impl Epoch {
             workers_kept: Arc::clone(&p.workers),
         });
         let mut threads = Vec::new();
-        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new()
-                .name(name.clone())
-                .spawn(f)
-                .map_err(|source| Error::Pipeline(PipelineError::Spawn { name, source }))
-        };
         {
             let (cfg, free_rx, cancel_rx, done_tx) = (
                 Arc::clone(&cfg),
@@ -156,36 +150,30 @@ impl Epoch {
                 done_tx.clone(),
             );
             let batches = p.batches;
-            threads.push(spawn(
-                "stoker-planner".into(),
-                Box::new(move || planner(&cfg, batches, &free_rx, &read_tx, &done_tx, &cancel_rx)),
-            )?);
+            threads.push(spawn("stoker-planner".into(), move || {
+                planner(&cfg, batches, &free_rx, &read_tx, &done_tx, &cancel_rx)
+            })?);
         }
-        for i in 0..cfg.readers {
-            let (sh, read_rx, load_tx, cancel_rx) = (
-                Arc::clone(&shared),
-                read_rx.clone(),
-                load_tx.clone(),
-                cancel_rx.clone(),
-            );
-            threads.push(spawn(
-                format!("stoker-reader-{i}"),
-                Box::new(move || reader(&sh, &read_rx, &load_tx, &cancel_rx)),
-            )?);
-        }
+        let (sh, cancel) = (&shared, &cancel_rx);
+        threads.extend(spawn_stage(
+            "reader",
+            cfg.readers,
+            reader,
+            sh,
+            &read_rx,
+            &load_tx,
+            cancel,
+        )?);
         drop(load_tx);
-        for i in 0..cfg.workers {
-            let (sh, load_rx, done_tx, cancel_rx) = (
-                Arc::clone(&shared),
-                load_rx.clone(),
-                done_tx.clone(),
-                cancel_rx.clone(),
-            );
-            threads.push(spawn(
-                format!("stoker-worker-{i}"),
-                Box::new(move || worker(&sh, &load_rx, &done_tx, &cancel_rx)),
-            )?);
-        }
+        threads.extend(spawn_stage(
+            "worker",
+            cfg.workers,
+            worker,
+            sh,
+            &load_rx,
+            &done_tx,
+            cancel,
+        )?);
         drop(done_tx);
         let mut collector = Collector {
             epoch: p.epoch,
@@ -205,16 +193,13 @@ impl Epoch {
             // One batch ready ahead of the caller, the next one being packed.
             let (tx, rx) = bounded::<Result<Batch>>(1);
             collector.counts_wait = false;
-            let handle = spawn(
-                "stoker-collector".into(),
-                Box::new(move || {
-                    while let Some(r) = collector.next_batch() {
-                        if tx.send(r).is_err() {
-                            return;
-                        }
+            let handle = spawn("stoker-collector".into(), move || {
+                while let Some(r) = collector.next_batch() {
+                    if tx.send(r).is_err() {
+                        return;
                     }
-                }),
-            )?;
+                }
+            })?;
             Source::Thread {
                 rx,
                 handle: Some(handle),
@@ -551,6 +536,35 @@ impl Drop for Epoch {
         }
         self.stats.merge_into(&self.total);
     }
+}
+
+/// Starts a thread named `name` running `f`.
+fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(f)
+        .map_err(|source| Error::Pipeline(PipelineError::Spawn { name, source }))
+}
+
+/// Starts the `n` threads `stoker-{name}-{i}` of a stage between two channels: each runs
+/// `run` on its own handles on `shared`, `rx`, `tx` and `cancel`.
+fn spawn_stage<I: Send + 'static, O: Send + 'static>(
+    name: &str,
+    n: usize,
+    run: fn(&Shared, &Receiver<I>, &Sender<O>, &Receiver<()>),
+    shared: &Arc<Shared>,
+    rx: &Receiver<I>,
+    tx: &Sender<O>,
+    cancel: &Receiver<()>,
+) -> Result<Vec<JoinHandle<()>>> {
+    (0..n)
+        .map(|i| {
+            let (sh, rx, tx, cancel) = (Arc::clone(shared), rx.clone(), tx.clone(), cancel.clone());
+            spawn(format!("stoker-{name}-{i}"), move || {
+                run(&sh, &rx, &tx, &cancel)
+            })
+        })
+        .collect()
 }
 
 fn planner(

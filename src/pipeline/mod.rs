@@ -91,19 +91,8 @@ pub enum OnError {
     Replace,
 }
 
-impl std::str::FromStr for OnError {
-    type Err = crate::error::Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "fail" => Ok(OnError::Fail),
-            "skip" => Ok(OnError::Skip),
-            "replace" => Ok(OnError::Replace),
-            o => Err(crate::error::Error::config(
-                "on_error",
-                format!("unknown error policy {o:?} (fail, skip or replace)"),
-            )),
-        }
-    }
+crate::error::from_str_by_name! {
+    OnError, "on_error", "error policy", { "fail" => Fail, "skip" => Skip, "replace" => Replace }
 }
 
 /// The resolved configuration, shared by every thread.

@@ -526,11 +526,7 @@ impl DeviceBuffers for CudaBatchBuffers {
     }
 
     fn read(&self, plane: Plane, n: usize) -> Result<Option<Vec<u8>>> {
-        let buffer = match plane {
-            Plane::Images => Some(&self.images),
-            Plane::Masks => self.masks.as_ref(),
-        };
-        match buffer {
+        match plane.pick(&self.images, self.masks.as_ref()) {
             Some(buf) if n <= buf.len() => {
                 // On the consumer's stream, which already waits for the batch.
                 let bytes = self
@@ -560,14 +556,6 @@ impl DeviceBuffers for CudaBatchBuffers {
                 let _ = stream.synchronize();
             }
         }
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
     }
 }
 

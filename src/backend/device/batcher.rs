@@ -24,6 +24,18 @@ pub enum Plane {
     Masks,
 }
 
+impl Plane {
+    /// The buffer of this plane, from a batch's image buffer and its mask buffer (where
+    /// it has one): what each backend's [`DeviceBuffers::read`] reads.
+    #[allow(dead_code)] // Unused in a build without device backends.
+    pub(crate) fn pick<'a, T>(self, images: &'a T, masks: Option<&'a T>) -> Option<&'a T> {
+        match self {
+            Plane::Images => Some(images),
+            Plane::Masks => masks,
+        }
+    }
+}
+
 /// How a batcher is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatcherConfig {
@@ -52,11 +64,33 @@ impl Default for BatcherConfig {
     }
 }
 
+/// A value as [`Any`], to be downcast to its own type: implemented for every `'static`
+/// type, so that trait objects of the traits built on it can be downcast.
+pub trait AsAny: Any {
+    /// The value as [`Any`].
+    fn as_any(&self) -> &dyn Any;
+
+    /// The value as mutable [`Any`].
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
 /// One batch's output buffers on a device, made by [`DeviceBatcher::buffers`] and
 /// written by [`DeviceBatcher::run`]. They remember what the consumer must be ordered
 /// after (the batch's completion) and what the next write must wait for (the consumer's
-/// hand-back).
-pub trait DeviceBuffers: Send + Sync + fmt::Debug {
+/// hand-back). As [`AsAny`] they are downcast to the type of the backend that made them,
+/// for its typed accessors ([`crate::Batch::wgpu_images`], [`crate::Batch::cuda_images`])
+/// and for the batcher that writes them.
+pub trait DeviceBuffers: AsAny + Send + Sync + fmt::Debug {
     /// Whether the batch has a mask plane.
     fn has_masks(&self) -> bool;
 
@@ -67,13 +101,6 @@ pub trait DeviceBuffers: Send + Sync + fmt::Debug {
     /// Called when the consumer hands the batch back: the next write into these buffers
     /// waits for the work the consumer enqueued on them until now.
     fn release(&mut self);
-
-    /// The buffers as [`Any`], for the typed accessors of the backend that made them
-    /// ([`crate::Batch::wgpu_images`], [`crate::Batch::cuda_images`]).
-    fn as_any(&self) -> &dyn Any;
-
-    /// The buffers as mutable [`Any`], for the batcher that writes them.
-    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
 /// Runs planned batches on one device. Used by one thread at a time; everything it

@@ -304,55 +304,37 @@ pub struct DeviceJob {
     pub mask: Option<LabelPlane>,
 }
 
-impl std::str::FromStr for HardwareDecode {
-    type Err = crate::error::Error;
+crate::error::from_str_by_name! {
     /// `off`, `exact` or `all`, any case: the names [`HardwareDecode`] serialises to.
-    fn from_str(s: &str) -> crate::error::Result<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "off" => Ok(HardwareDecode::Off),
-            "exact" => Ok(HardwareDecode::Exact),
-            "all" => Ok(HardwareDecode::All),
-            other => Err(crate::error::Error::config(
-                "hardware_decode",
-                format!("unknown hardware decode {other:?} (expected exact, all or off)"),
-            )),
-        }
-    }
+    HardwareDecode, "hardware_decode", "hardware decode",
+    { "exact" => Exact, "all" => All, "off" => Off }
 }
 
 #[cfg(test)]
 mod hardware_decode_from_str {
     use super::HardwareDecode;
+    use crate::error::{assert_parses_names, assert_unknown_name_listed};
 
     #[test]
     fn parses_the_serialised_names_in_any_case() {
-        for (s, h) in [
-            ("off", HardwareDecode::Off),
-            ("exact", HardwareDecode::Exact),
-            ("all", HardwareDecode::All),
-            ("ALL", HardwareDecode::All),
-            (" Exact ", HardwareDecode::Exact),
-        ] {
-            assert_eq!(s.parse::<HardwareDecode>().unwrap(), h, "{s:?}");
-        }
-        for h in [
-            HardwareDecode::Off,
-            HardwareDecode::Exact,
-            HardwareDecode::All,
-        ] {
-            let name = serde_json::to_value(h).unwrap();
-            assert_eq!(name.as_str().unwrap().parse::<HardwareDecode>().unwrap(), h);
-        }
+        assert_parses_names(
+            &[
+                ("off", HardwareDecode::Off),
+                ("exact", HardwareDecode::Exact),
+                ("all", HardwareDecode::All),
+                ("ALL", HardwareDecode::All),
+                (" Exact ", HardwareDecode::Exact),
+            ],
+            &[
+                HardwareDecode::Off,
+                HardwareDecode::Exact,
+                HardwareDecode::All,
+            ],
+        );
     }
 
     #[test]
     fn an_unknown_name_is_a_config_error_listing_the_names() {
-        let e = "some".parse::<HardwareDecode>().unwrap_err();
-        assert!(matches!(e, crate::Error::Config { .. }), "{e:?}");
-        let msg = e.to_string();
-        assert!(
-            msg.contains("\"some\"") && msg.contains("exact, all or off"),
-            "{msg}"
-        );
+        assert_unknown_name_listed::<HardwareDecode>("some", "exact, all or off");
     }
 }

@@ -393,11 +393,7 @@ impl DeviceBuffers for WgpuBatchBuffers {
     }
 
     fn read(&self, plane: Plane, n: usize) -> Result<Option<Vec<u8>>> {
-        let buffer = match plane {
-            Plane::Images => Some(&self.images),
-            Plane::Masks => self.masks.as_ref(),
-        };
-        match buffer {
+        match plane.pick(&self.images, self.masks.as_ref()) {
             Some(b) => Ok(Some(self.ctx.read_buffer(b, 0, n as u64)?)),
             None => Ok(None),
         }
@@ -406,14 +402,6 @@ impl DeviceBuffers for WgpuBatchBuffers {
     fn release(&mut self) {
         // Submissions on one queue run in order: the caller's work on the batch comes
         // before the next batch written here, with nothing to record.
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
     }
 }
 

@@ -422,18 +422,12 @@ unsafe fn run_coefficients(
             return Err(DecodeError::Jpeg("no coefficient arrays".into()));
         };
         let comps = std::slice::from_raw_parts(cinfo.comp_info, n);
-        out.max_h = comps
-            .iter()
-            .map(|c| c.h_samp_factor)
-            .max()
-            .unwrap_or(1)
-            .max(1) as u32;
-        out.max_v = comps
-            .iter()
-            .map(|c| c.v_samp_factor)
-            .max()
-            .unwrap_or(1)
-            .max(1) as u32;
+        // The largest sampling factor over the components, at least 1.
+        let max_factor = |f: fn(&ffi::jpeg_component_info) -> c_int| {
+            comps.iter().map(f).max().unwrap_or(1).max(1) as u32
+        };
+        out.max_h = max_factor(|c| c.h_samp_factor);
+        out.max_v = max_factor(|c| c.v_samp_factor);
         for (ci, comp) in comps.iter().enumerate() {
             if comp.quant_table.is_null() {
                 return Err(DecodeError::Jpeg(format!(

@@ -59,6 +59,24 @@ fn failed(call: &str, status: ffi::nvjpegStatus_t) -> String {
     format!("{call} failed: {}", Status(status))
 }
 
+/// Creates an nvJPEG handle on `backend` with the default allocators and flags: the
+/// status, and the handle (null, or not to be used, where the status is not success).
+fn create_handle(api: &Api, backend: c_int) -> (ffi::nvjpegStatus_t, ffi::nvjpegHandle_t) {
+    let mut h: ffi::nvjpegHandle_t = ptr::null_mut();
+    // SAFETY: null allocators select nvJPEG's defaults (cudaMalloc, cudaHostAlloc), flags
+    // 0 is NVJPEG_FLAGS_DEFAULT, and `h` is a valid out-pointer.
+    let st = unsafe {
+        (api.create_ex)(
+            backend,
+            ptr::null_mut(),
+            ptr::null_mut(),
+            ffi::NVJPEG_FLAGS_DEFAULT,
+            &mut h,
+        )
+    };
+    (st, h)
+}
+
 /// `call` failed with `status`, as [`Error::Device`].
 fn device_err(call: &'static str, status: ffi::nvjpegStatus_t) -> Error {
     CudaError::Nvjpeg {
@@ -397,18 +415,7 @@ impl Decoder {
         let mut engines = (0, 0);
         let mut hardware_note = String::new();
         if allow_hardware {
-            let mut h: ffi::nvjpegHandle_t = ptr::null_mut();
-            // SAFETY: null allocators select nvJPEG's defaults (cudaMalloc, cudaHostAlloc),
-            // flags 0 is NVJPEG_FLAGS_DEFAULT, and `h` is a valid out-pointer.
-            let st = unsafe {
-                (api.create_ex)(
-                    ffi::NVJPEG_BACKEND_HARDWARE,
-                    ptr::null_mut(),
-                    ptr::null_mut(),
-                    ffi::NVJPEG_FLAGS_DEFAULT,
-                    &mut h,
-                )
-            };
+            let (st, h) = create_handle(&api, ffi::NVJPEG_BACKEND_HARDWARE);
             if st == ffi::NVJPEG_STATUS_SUCCESS && !h.is_null() {
                 let (mut n, mut cores): (c_uint, c_uint) = (0, 0);
                 // SAFETY: `h` is the live handle created above; both are valid out-pointers.
@@ -435,17 +442,7 @@ impl Decoder {
             }
         }
         if handle.is_null() {
-            let mut h: ffi::nvjpegHandle_t = ptr::null_mut();
-            // SAFETY: as for the hardware backend above.
-            let st = unsafe {
-                (api.create_ex)(
-                    ffi::NVJPEG_BACKEND_DEFAULT,
-                    ptr::null_mut(),
-                    ptr::null_mut(),
-                    ffi::NVJPEG_FLAGS_DEFAULT,
-                    &mut h,
-                )
-            };
+            let (st, h) = create_handle(&api, ffi::NVJPEG_BACKEND_DEFAULT);
             if st != ffi::NVJPEG_STATUS_SUCCESS || h.is_null() {
                 let mut reason = failed("nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT)", st);
                 if st == ffi::NVJPEG_STATUS_EXECUTION_FAILED

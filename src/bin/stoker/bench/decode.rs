@@ -11,8 +11,8 @@ use stoker::backend::{self, Backend};
 use stoker::decode::{DecodeOptions, Image8};
 use stoker::{BackendKind, HardwareDecode};
 
-use super::{positive, unavailable_row, with_notes};
-use crate::common::{self, cores, progress, secs, Ctx, Failure, Report, Res, Table, SAMPLES_DIR};
+use super::{positive, results_table, with_notes, BenchResult, Unavailable};
+use crate::common::{self, cores, progress, secs, Ctx, Failure, Report, Res, SAMPLES_DIR};
 
 #[derive(Debug, Args)]
 pub struct DecodeBenchArgs {
@@ -59,12 +59,7 @@ pub struct DecodeReport {
 }
 
 /// One backend's entry of `results`.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum DecodeResult {
-    Ran(DecodeMeasured),
-    Unavailable(DecodeUnavailable),
-}
+type DecodeResult = BenchResult<DecodeMeasured, DecodeUnavailable>;
 
 /// What every entry of `results` holds: the figures of the timed passes (at zero for a
 /// backend that did not run) and the threads.
@@ -121,6 +116,16 @@ struct DecodeUnavailable {
     #[serde(flatten)]
     figures: Figures,
     error: String,
+}
+
+impl Unavailable for DecodeUnavailable {
+    fn backend(&self) -> &str {
+        &self.backend
+    }
+
+    fn error(&self) -> &str {
+        &self.error
+    }
 }
 
 impl DecodeUnavailable {
@@ -439,7 +444,7 @@ fn decode_device(
 impl DecodeReport {
     /// The table of `bench decode`, with a note per unavailable backend and failure.
     pub fn text(&self) -> String {
-        let mut t = Table::new(&[
+        let header = [
             "backend",
             "device",
             "passes",
@@ -449,16 +454,8 @@ impl DecodeReport {
             "Mpx/s",
             "errors",
             "fallbacks",
-        ]);
-        let mut notes = String::new();
-        for r in &self.results {
-            let r = match r {
-                DecodeResult::Ran(r) => r,
-                DecodeResult::Unavailable(u) => {
-                    unavailable_row(&u.backend, &u.error, &mut t, &mut notes);
-                    continue;
-                }
-            };
+        ];
+        let (t, mut notes) = results_table(&header, &self.results, |r, t, notes| {
             let f = &r.figures;
             t.row(vec![
                 r.backend.clone(),
@@ -473,9 +470,9 @@ impl DecodeReport {
             ]);
             if let Some(h) = &r.host {
                 notes.push_str(&format!(
-                    "{}: host threads prepared {:.1} images/s (entropy decoding and CPU fallbacks), the most this host can feed the device\n",
-                    r.backend, h.host_images_per_s
-                ));
+                        "{}: host threads prepared {:.1} images/s (entropy decoding and CPU fallbacks), the most this host can feed the device\n",
+                        r.backend, h.host_images_per_s
+                    ));
             }
             for x in &r.failed {
                 notes.push_str(&format!(
@@ -483,7 +480,7 @@ impl DecodeReport {
                     r.backend, x.path, x.reason
                 ));
             }
-        }
+        });
         for x in &self.unreadable {
             notes.push_str(&format!("cannot read {}: {}\n", x.path, x.reason));
         }

@@ -21,10 +21,43 @@ pub fn positive(s: &str) -> Result<usize, String> {
     }
 }
 
-/// For a backend this build or machine lacks: its table row, and a note with the reason.
-fn unavailable_row(backend: &str, error: &str, t: &mut Table, notes: &mut String) {
-    t.row(vec![backend.to_string(), "unavailable".into()]);
-    notes.push_str(&format!("{backend}: {error}\n"));
+/// One backend's entry of a report's `results`: its measured run `R`, or `U`, what the
+/// report says of a backend this build or machine lacks.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum BenchResult<R, U> {
+    Ran(R),
+    Unavailable(U),
+}
+
+/// A backend this build or machine lacks, in a report's `results`.
+trait Unavailable {
+    /// The backend's name.
+    fn backend(&self) -> &str;
+    /// Why it did not run.
+    fn error(&self) -> &str;
+}
+
+/// A report's table: `header`, then a row per entry of `results` in order, by `ran` for
+/// a measured run (which may also add notes) and `unavailable` with a note of the reason
+/// for a backend that did not run. Returns the table and its notes.
+fn results_table<R, U: Unavailable>(
+    header: &[&str],
+    results: &[BenchResult<R, U>],
+    mut ran: impl FnMut(&R, &mut Table, &mut String),
+) -> (Table, String) {
+    let mut t = Table::new(header);
+    let mut notes = String::new();
+    for r in results {
+        match r {
+            BenchResult::Ran(r) => ran(r, &mut t, &mut notes),
+            BenchResult::Unavailable(u) => {
+                t.row(vec![u.backend().to_string(), "unavailable".into()]);
+                notes.push_str(&format!("{}: {}\n", u.backend(), u.error()));
+            }
+        }
+    }
+    (t, notes)
 }
 
 /// The table, then the notes (if any) after a blank line.

@@ -8,8 +8,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use stoker::{Augment, BackendKind, DType, HardwareDecode, Pipeline};
 
-use super::{positive, unavailable_row, with_notes};
-use crate::common::{self, progress, Ctx, Failure, Report, Res, Table, SAMPLES_DIR};
+use super::{positive, results_table, with_notes, BenchResult, Unavailable};
+use crate::common::{self, progress, Ctx, Failure, Report, Res, SAMPLES_DIR};
 
 const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
@@ -74,12 +74,7 @@ pub struct PipelineReport {
 }
 
 /// One backend's entry of `results`.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum PipelineResult {
-    Ran(PipelineMeasured),
-    Unavailable(PipelineUnavailable),
-}
+type PipelineResult = BenchResult<PipelineMeasured, PipelineUnavailable>;
 
 /// What every entry of `results` holds: the counts of the run (at zero for a backend
 /// that did not run).
@@ -128,6 +123,16 @@ struct PipelineUnavailable {
     /// Always `null`.
     input_wait_fraction: Option<f64>,
     error: String,
+}
+
+impl Unavailable for PipelineUnavailable {
+    fn backend(&self) -> &str {
+        &self.backend
+    }
+
+    fn error(&self) -> &str {
+        &self.error
+    }
 }
 
 pub fn run(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
@@ -275,7 +280,7 @@ impl PipelineReport {
     /// The table of `bench pipeline`, with a note per unavailable backend and the listed
     /// failures.
     pub fn text(&self) -> String {
-        let mut t = Table::new(&[
+        let header = [
             "backend",
             "samples",
             "epochs",
@@ -284,16 +289,8 @@ impl PipelineReport {
             "images/s",
             "epoch times",
             "input wait",
-        ]);
-        let mut notes = String::new();
-        for r in &self.results {
-            let r = match r {
-                PipelineResult::Ran(r) => r,
-                PipelineResult::Unavailable(u) => {
-                    unavailable_row(&u.backend, &u.error, &mut t, &mut notes);
-                    continue;
-                }
-            };
+        ];
+        let (t, notes) = results_table(&header, &self.results, |r, t, notes| {
             let c = &r.counts;
             let times: Vec<String> = c.epoch_seconds.iter().map(|s| format!("{s:.2}")).collect();
             t.row(vec![
@@ -317,7 +314,7 @@ impl PipelineReport {
                     notes.push_str(&format!("  {}: {}\n", x.path, x.reason));
                 }
             }
-        }
+        });
         format!(
             "pipeline: {} (batch {}, {}x{} {}, step {} ms; input wait of the last epoch)\n\n{}",
             self.images_dir,
