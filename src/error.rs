@@ -329,35 +329,3 @@ pub(crate) fn parse_choice<T: Copy>(
         format!("unknown {what} {v:?} (expected {expected})"),
     ))
 }
-
-/// Checks a settings enum's `FromStr` ([`from_str_by_name`]): each of `cases` parses, and
-/// each of `all` parses back from the name it serialises to.
-#[cfg(test)]
-pub(crate) fn assert_parses_names<T>(cases: &[(&str, T)], all: &[T])
-where
-    T: std::str::FromStr<Err = Error> + Serialize + PartialEq + std::fmt::Debug + Copy,
-{
-    for &(s, d) in cases {
-        assert_eq!(s.parse::<T>().unwrap(), d, "{s:?}");
-    }
-    for &d in all {
-        let name = serde_json::to_value(d).unwrap();
-        assert_eq!(name.as_str().unwrap().parse::<T>().unwrap(), d);
-    }
-}
-
-/// Checks that `unknown` is no name of the settings enum `T`: a config error quoting it
-/// and listing the names as `listing`.
-#[cfg(test)]
-pub(crate) fn assert_unknown_name_listed<T>(unknown: &str, listing: &str)
-where
-    T: std::str::FromStr<Err = Error> + std::fmt::Debug,
-{
-    let e = unknown.parse::<T>().unwrap_err();
-    assert!(matches!(e, Error::Config { .. }), "{e:?}");
-    let msg = e.to_string();
-    assert!(
-        msg.contains(&format!("{unknown:?}")) && msg.contains(listing),
-        "{msg}"
-    );
-}

@@ -5,23 +5,18 @@
 //! - libnvjpeg but no GPU (run with `LD_LIBRARY_PATH=<wheel>/nvidia/cu13/lib`): the version is
 //!   13.x and creating a decoder is an `Err` naming an nvJPEG status, not a panic.
 //! - `STOKER_REQUIRE_CUDA=1` (a GPU machine): decodes the baseline 4:4:4 JPEGs of
-//!   `tests/data` into device memory on both backends and compares them with the CPU
+//!   `tests/data` (and of the corpus, where it is beside the checkout) into device memory on both backends and compares them with the CPU
 //!   decoder, within +-2 per channel.
 #![cfg(feature = "cuda")]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
+
+use common::data_dir;
 
 use stoker::backend::cuda::nvjpeg::{self, Decoder, DeviceImage, ImageInfo, Library, Subsampling};
 use stoker::decode::{cpu, peek_info, DecodeOptions, Format, Image8, JpegProcess};
-
-/// The bundled test data (`STOKER_TEST_DATA` overrides it, for test binaries run on
-/// another machine).
-fn data_dir() -> PathBuf {
-    match std::env::var_os("STOKER_TEST_DATA") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data"),
-    }
-}
 
 fn env_on(name: &str) -> bool {
     std::env::var(name).as_deref() == Ok("1")
@@ -87,27 +82,6 @@ fn loads_reports_version_and_fails_cleanly_without_gpu() {
             println!("a GPU is present ({dec:?}): set STOKER_REQUIRE_CUDA=1 to check decoding");
         }
     }
-}
-
-/// Every `.jpg` under `tests/data`, sorted.
-fn jpeg_files() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "jpg") {
-                out.push(p);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&data_dir(), &mut out);
-    out.sort();
-    out
 }
 
 /// The CPU decoder's RGB, without the EXIF rotation (nvJPEG does not apply it).
@@ -206,7 +180,7 @@ fn decodes_like_the_cpu_decoder() {
     assert!(culib, "STOKER_REQUIRE_CUDA=1 but libcuda is not present");
     let ctx = cudarc::driver::CudaContext::new(0).expect("CUDA device 0");
     let stream = ctx.new_stream().expect("CUDA stream");
-    let files = jpeg_files();
+    let files = common::decode_test_jpegs();
     let malformed =
         std::fs::read(data_dir().join("jpeg/jd_crash_missing-sof.jpg")).expect("malformed sample");
 

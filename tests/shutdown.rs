@@ -6,7 +6,6 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use stoker::source::{sample_id, Location};
 use stoker::{Augment, Dataset, Pipeline, Sample};
 
 fn stoker_threads() -> Vec<String> {
@@ -27,17 +26,7 @@ fn stoker_threads() -> Vec<String> {
 fn dropping_mid_epoch_stops_every_thread_quickly() {
     let png: Arc<[u8]> = common::png_rgb(4, 4, &[128; 48]).into();
     let samples = (0..5000)
-        .map(|i| {
-            let path = format!("synthetic/{i:05}.png");
-            Sample {
-                id: sample_id(&path),
-                path,
-                location: Location::Memory(Arc::clone(&png)),
-                label: Some(0),
-                mask: None,
-                group: None,
-            }
-        })
+        .map(|i| Sample::in_memory(format!("synthetic/{i:05}.png"), Arc::clone(&png), Some(0)))
         .collect();
     // A slow store: every read takes 200 ms, so threads are mid-wait when we drop.
     let data = Dataset::from_samples(None, samples, vec![])

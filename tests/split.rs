@@ -5,21 +5,14 @@ mod common;
 
 use std::collections::BTreeSet;
 
+use stoker::source::sample_id;
 use stoker::source::split::Manifest;
-use stoker::source::{sample_id, Location};
 use stoker::{Dataset, Sample, SplitSpec};
 
 fn synthetic(paths: &[String]) -> Dataset {
     let samples = paths
         .iter()
-        .map(|p| Sample {
-            id: sample_id(p),
-            path: p.clone(),
-            location: Location::Memory(vec![0u8; 1].into()),
-            label: None,
-            mask: None,
-            group: None,
-        })
+        .map(|p| Sample::in_memory(p.clone(), vec![0u8; 1].into(), None))
         .collect();
     Dataset::from_samples(None, samples, vec![]).expect("unique ids")
 }

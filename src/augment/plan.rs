@@ -165,28 +165,3 @@ crate::error::from_str_by_name! {
     /// `u8`, `f16` or `f32`, any case: the names [`DType`] serialises to.
     DType, "dtype", "dtype", { "u8" => U8, "f16" => F16, "f32" => F32 }
 }
-
-#[cfg(test)]
-mod dtype_from_str {
-    use super::DType;
-    use crate::error::{assert_parses_names, assert_unknown_name_listed};
-
-    #[test]
-    fn parses_the_serialised_names_in_any_case() {
-        assert_parses_names(
-            &[
-                ("u8", DType::U8),
-                ("f16", DType::F16),
-                ("f32", DType::F32),
-                ("F16", DType::F16),
-                (" U8 ", DType::U8),
-            ],
-            &[DType::U8, DType::F16, DType::F32],
-        );
-    }
-
-    #[test]
-    fn an_unknown_name_is_a_config_error_listing_the_names() {
-        assert_unknown_name_listed::<DType>("f64", "u8, f16 or f32");
-    }
-}

@@ -14,6 +14,39 @@ pub(super) fn not_compiled(backend: &str, title: &str) -> Error {
     }
 }
 
+/// Defines a compiled-out backend's device type, `$device`, uninhabited (a newtype over
+/// [`std::convert::Infallible`]): `new($arg: $ty)` is the not-compiled error of
+/// `$backend` (`$title` in words), and `name` and `wait` match on nothing.
+macro_rules! compiled_out_device {
+    ($(#[$attr:meta])* $device:ident, $arg:ident: $ty:ty, $backend:literal, $title:literal) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone)]
+        pub struct $device(std::convert::Infallible);
+
+        impl $device {
+            #[doc = concat!(
+                "Always [`Error::BackendUnavailable`](crate::Error::BackendUnavailable): \
+                 this build has no ", $title, " backend."
+            )]
+            pub fn new($arg: $ty) -> $crate::error::Result<Self> {
+                let _ = $arg;
+                Err($crate::backend::dummy::not_compiled($backend, $title))
+            }
+
+            /// The device, in words.
+            pub fn name(&self) -> &str {
+                match self.0 {}
+            }
+
+            /// Blocks until the device has finished the work handed to it.
+            pub fn wait(&self) -> $crate::error::Result<()> {
+                match self.0 {}
+            }
+        }
+    };
+}
+pub(super) use compiled_out_device;
+
 /// Defines a compiled-out backend's type, `$backend($device)`, made by `new($arg)`: its
 /// device type is uninhabited (a newtype over [`std::convert::Infallible`]), so every
 /// method of [`super::Backend`] but `kind` is a `match` on nothing.

@@ -3,10 +3,6 @@
 //! [`Error::BackendUnavailable`](crate::Error::BackendUnavailable), and no value of these
 //! types can exist.
 
-use std::convert::Infallible;
-
-use crate::error::Result;
-
 /// Environment variable: when `1`, a software adapter is accepted (no effect in this
 /// build).
 pub const ALLOW_SOFTWARE_ENV: &str = "STOKER_WGPU_ALLOW_SOFTWARE";
@@ -21,30 +17,17 @@ pub fn adapters() -> Vec<String> {
     Vec::new()
 }
 
-/// A wgpu device and queue; none can be opened in this build.
-#[derive(Debug, Clone)]
-pub struct WgpuContext(Infallible);
+super::dummy::compiled_out_device!(
+    /// A wgpu device and queue; none can be opened in this build.
+    WgpuContext,
+    allow_software: bool,
+    "wgpu",
+    "wgpu"
+);
 
 impl WgpuContext {
-    /// Always [`Error::BackendUnavailable`](crate::Error::BackendUnavailable): this build
-    /// has no wgpu backend.
-    pub fn new(allow_software: bool) -> Result<Self> {
-        let _ = allow_software;
-        Err(super::dummy::not_compiled("wgpu", "wgpu"))
-    }
-
-    /// The adapter, in words.
-    pub fn name(&self) -> &str {
-        match self.0 {}
-    }
-
     /// Whether the adapter is a software rasteriser.
     pub fn is_software(&self) -> bool {
-        match self.0 {}
-    }
-
-    /// Blocks until the queue is idle.
-    pub fn wait(&self) -> Result<()> {
         match self.0 {}
     }
 }

@@ -128,6 +128,23 @@ pub struct Sample {
     pub group: Option<String>,
 }
 
+impl Sample {
+    /// A sample whose bytes are in memory (`Arc`-shared, so many samples may share one
+    /// image), with the stable id of `path`: for synthetic datasets, benchmarks and tests
+    /// ([`Dataset::from_samples`] makes a dataset of them).
+    pub fn in_memory(path: impl Into<String>, bytes: Arc<[u8]>, label: Option<u32>) -> Sample {
+        let path = path.into();
+        Sample {
+            id: sample_id(&path),
+            path,
+            location: Location::Memory(bytes),
+            label,
+            mask: None,
+            group: None,
+        }
+    }
+}
+
 /// The stable id of a sample: SplitMix64's finaliser over FNV-1a-64 of its relative path
 /// (UTF-8, `/` separators). It depends on the path alone, never on listing order.
 pub fn sample_id(rel_path: &str) -> u64 {

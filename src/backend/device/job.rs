@@ -309,32 +309,3 @@ crate::error::from_str_by_name! {
     HardwareDecode, "hardware_decode", "hardware decode",
     { "exact" => Exact, "all" => All, "off" => Off }
 }
-
-#[cfg(test)]
-mod hardware_decode_from_str {
-    use super::HardwareDecode;
-    use crate::error::{assert_parses_names, assert_unknown_name_listed};
-
-    #[test]
-    fn parses_the_serialised_names_in_any_case() {
-        assert_parses_names(
-            &[
-                ("off", HardwareDecode::Off),
-                ("exact", HardwareDecode::Exact),
-                ("all", HardwareDecode::All),
-                ("ALL", HardwareDecode::All),
-                (" Exact ", HardwareDecode::Exact),
-            ],
-            &[
-                HardwareDecode::Off,
-                HardwareDecode::Exact,
-                HardwareDecode::All,
-            ],
-        );
-    }
-
-    #[test]
-    fn an_unknown_name_is_a_config_error_listing_the_names() {
-        assert_unknown_name_listed::<HardwareDecode>("some", "exact, all or off");
-    }
-}

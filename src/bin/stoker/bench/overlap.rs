@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Serialize;
-use stoker::source::{sample_id, Location, Sample};
+use stoker::source::Sample;
 use stoker::{Augment, BackendKind, Dataset, Pipeline};
 
 use super::positive;
@@ -88,15 +88,11 @@ fn synthetic_dataset(n: usize) -> Res<Dataset> {
     let png = tiny_png()?;
     let samples = (0..n)
         .map(|i| {
-            let path = format!("synthetic/{i:06}.png");
-            Sample {
-                id: sample_id(&path),
-                path,
-                location: Location::Memory(Arc::clone(&png)),
-                label: Some((i % 10) as u32),
-                mask: None,
-                group: None,
-            }
+            Sample::in_memory(
+                format!("synthetic/{i:06}.png"),
+                Arc::clone(&png),
+                Some((i % 10) as u32),
+            )
         })
         .collect();
     Ok(Dataset::from_samples(None, samples, Vec::new())?)
@@ -220,6 +216,7 @@ impl OverlapReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stoker::source::Location;
 
     #[test]
     fn defaults_parse() {
