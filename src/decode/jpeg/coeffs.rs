@@ -193,39 +193,96 @@ impl Coefficients {
 
     /// Whether the GPU path can reproduce libjpeg's decode of these components: 1, 3 or 4
     /// components whose sampling factors are 1-4 and divide the largest ones. `Err` says why.
-    pub fn check_supported(&self) -> Result<(), String> {
+    pub fn check_supported(&self) -> Result<(), LayoutError> {
         let n = self.components.len();
         if n != self.color.components() {
-            return Err(format!("{n} components for {:?}", self.color));
+            return Err(LayoutError::Components {
+                found: n,
+                color: self.color,
+            });
         }
         for (i, c) in self.components.iter().enumerate() {
-            if !(1..=4).contains(&c.h_samp) || !(1..=4).contains(&c.v_samp) {
-                return Err(format!(
-                    "component {i} has sampling factors {}x{}",
-                    c.h_samp, c.v_samp
-                ));
+            let (h, v) = (c.h_samp, c.v_samp);
+            if !(1..=4).contains(&h) || !(1..=4).contains(&v) {
+                return Err(LayoutError::Sampling { component: i, h, v });
             }
-            if !self.max_h.is_multiple_of(c.h_samp) || !self.max_v.is_multiple_of(c.v_samp) {
-                return Err(format!(
-                    "component {i} sampling {}x{} does not divide {}x{}",
-                    c.h_samp, c.v_samp, self.max_h, self.max_v
-                ));
+            if !self.max_h.is_multiple_of(h) || !self.max_v.is_multiple_of(v) {
+                return Err(LayoutError::NotDividing {
+                    component: i,
+                    h,
+                    v,
+                    max_h: self.max_h,
+                    max_v: self.max_v,
+                });
             }
             let blocks = c.width_in_blocks as usize * c.height_in_blocks as usize;
             if c.blocks.len() != blocks || c.width_in_blocks == 0 || c.height_in_blocks == 0 {
-                return Err(format!(
-                    "component {i} holds {} blocks, not {}x{}",
-                    c.blocks.len(),
-                    c.width_in_blocks,
-                    c.height_in_blocks
-                ));
+                return Err(LayoutError::Blocks {
+                    component: i,
+                    blocks: c.blocks.len(),
+                    width: c.width_in_blocks,
+                    height: c.height_in_blocks,
+                });
             }
         }
         if self.width == 0 || self.height == 0 {
-            return Err("image has zero size".into());
+            return Err(LayoutError::ZeroSize);
         }
         Ok(())
     }
+}
+
+/// Why the GPU path cannot reproduce libjpeg's decode of a component layout
+/// ([`Coefficients::check_supported`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// The component count does not match the colour model.
+    #[error("{found} components for {color:?}")]
+    Components {
+        /// Components in the frame.
+        found: usize,
+        /// The colour model.
+        color: ColorModel,
+    },
+    /// A sampling factor outside 1-4.
+    #[error("component {component} has sampling factors {h}x{v}")]
+    Sampling {
+        /// The component's index.
+        component: usize,
+        /// Horizontal factor.
+        h: u32,
+        /// Vertical factor.
+        v: u32,
+    },
+    /// A sampling factor that does not divide the largest one.
+    #[error("component {component} sampling {h}x{v} does not divide {max_h}x{max_v}")]
+    NotDividing {
+        /// The component's index.
+        component: usize,
+        /// Horizontal factor.
+        h: u32,
+        /// Vertical factor.
+        v: u32,
+        /// Largest horizontal factor.
+        max_h: u32,
+        /// Largest vertical factor.
+        max_v: u32,
+    },
+    /// The coefficient blocks do not fill the component's block grid.
+    #[error("component {component} holds {blocks} blocks, not {width}x{height}")]
+    Blocks {
+        /// The component's index.
+        component: usize,
+        /// Blocks held.
+        blocks: usize,
+        /// Blocks per row.
+        width: u32,
+        /// Block rows.
+        height: u32,
+    },
+    /// Width or height is zero.
+    #[error("image has zero size")]
+    ZeroSize,
 }
 
 /// What [`read_coefficients`](super::read_coefficients) found.
@@ -477,7 +534,9 @@ pub fn pack(
     if !matches!(scale, 1 | 2 | 4 | 8) {
         return Err(DecodeError::Unsupported(format!("IDCT scale 1/{scale}")));
     }
-    coeffs.check_supported().map_err(DecodeError::Unsupported)?;
+    coeffs
+        .check_supported()
+        .map_err(|e| DecodeError::Unsupported(e.to_string()))?;
     let full = coeffs.scaled_size(scale);
     let [x0, y0, x1, y1] = clamp_window(window, full)?;
     let m = 8 / scale;

@@ -380,7 +380,7 @@ pub fn read_coefficients(
     }
     Ok(match out.check_supported() {
         Ok(()) => CoeffStatus::Ready,
-        Err(why) => CoeffStatus::CpuOnly(why),
+        Err(why) => CoeffStatus::CpuOnly(why.to_string()),
     })
 }
 
