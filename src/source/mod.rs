@@ -54,8 +54,11 @@ pub enum Location {
 
 impl Location {
     /// Reads the bytes, refusing more than `max_bytes`; the error says why, and where.
-    pub fn read(&self, max_bytes: u64) -> std::result::Result<Vec<u8>, String> {
-        let too_big = |n: u64| format!("{n} bytes exceed the limit of {max_bytes}");
+    pub fn read(&self, max_bytes: u64) -> std::result::Result<Vec<u8>, shards::ReadError> {
+        let too_big = |bytes: u64| shards::ReadError::TooLarge {
+            bytes,
+            limit: max_bytes,
+        };
         match self {
             Location::Memory(b) => {
                 if b.len() as u64 > max_bytes {
@@ -64,13 +67,15 @@ impl Location {
                 Ok(b.to_vec())
             }
             Location::File(p) => {
-                let len = std::fs::metadata(p)
-                    .map_err(|e| format!("{}: {e}", p.display()))?
-                    .len();
+                let file = |error| shards::ReadError::File {
+                    path: p.clone(),
+                    error,
+                };
+                let len = std::fs::metadata(p).map_err(file)?.len();
                 if len > max_bytes {
                     return Err(too_big(len));
                 }
-                std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))
+                std::fs::read(p).map_err(file)
             }
             Location::Record(field) => {
                 let mut buf = Vec::new();

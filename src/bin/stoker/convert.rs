@@ -119,7 +119,7 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
                 written += 1;
                 bytes += (img.len() + mask.as_ref().map_or(0, Vec::len)) as u64;
             }
-            Err(reason) => errors.push(Failure::new(common::sample_display(s), reason)),
+            Err(reason) => errors.push(Failure::new(common::sample_display(s), reason.to_string())),
         }
         pb.inc(1);
     }

@@ -204,7 +204,7 @@ fn look(loc: &stoker::source::Location, full: bool, limits: &Limits) -> Seen {
     let bytes = match loc.read(limits.max_bytes) {
         Ok(b) => b,
         Err(e) => {
-            seen.error = Some(e);
+            seen.error = Some(e.to_string());
             return seen;
         }
     };

@@ -121,6 +121,22 @@ pub struct ParquetCell {
 /// names the file and where in it.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// The bytes are more than the limit (checked before reading them).
+    #[error("{bytes} bytes exceed the limit of {limit}")]
+    TooLarge {
+        /// Bytes there are.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A file could not be read.
+    #[error("{}: {error}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said.
+        error: std::io::Error,
+    },
     /// The indexed record is larger than the limit (checked before reading it).
     #[error("record of {len} bytes exceeds the limit of {limit}")]
     RecordTooLarge {
@@ -169,13 +185,6 @@ pub enum ReadError {
     /// A Parquet cell could not be read (`source::parquet::CellError`).
     #[error(transparent)]
     Parquet(Box<dyn std::error::Error + Send + Sync>),
-}
-
-/// What [`super::Location::read`] reports: the error's message.
-impl From<ReadError> for String {
-    fn from(e: ReadError) -> String {
-        e.to_string()
-    }
 }
 
 /// A file's size and modification time (ns since the epoch): what an index or a cached

@@ -275,7 +275,9 @@ pub fn measure(ctx: Ctx, a: &DecodeBenchArgs) -> Res<DecodeReport> {
                 inputs.paths.push(common::sample_display(s));
                 inputs.files.push(b);
             }
-            Err(reason) => unreadable.push(Failure::new(common::sample_display(s), reason)),
+            Err(reason) => {
+                unreadable.push(Failure::new(common::sample_display(s), reason.to_string()))
+            }
         }
         pb.inc(1);
     }
