@@ -109,6 +109,32 @@ pub enum PipelineError {
     /// A broken internal invariant: a bug in stoker (please report it).
     #[error("internal: {0}")]
     Internal(String),
+    /// [`OnError::Replace`](crate::OnError::Replace) promises full batches, but for these
+    /// samples every replacement candidate failed too (or the shard has no other sample).
+    #[error(
+        "OnError::Replace found no readable replacement in {attempts} attempts for {} sample(s): {}",
+        samples.len(),
+        list_samples(samples)
+    )]
+    ReplacementsExhausted {
+        /// Candidates tried per failed sample.
+        attempts: usize,
+        /// The failed samples, each with its path and reason.
+        samples: Vec<SampleError>,
+    },
+}
+
+/// Up to eight samples as `path (reason)`, then how many more.
+fn list_samples(samples: &[SampleError]) -> String {
+    let mut s: Vec<String> = samples
+        .iter()
+        .take(8)
+        .map(|e| format!("{} ({})", e.path, e.reason))
+        .collect();
+    if samples.len() > 8 {
+        s.push(format!("and {} more", samples.len() - 8));
+    }
+    s.join("; ")
 }
 
 /// ` in {path}`, or nothing.

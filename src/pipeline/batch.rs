@@ -73,6 +73,7 @@ pub struct Batch {
     pub(super) plans: Vec<SamplePlan>,
     pub(super) errors: Vec<SampleError>,
     pub(super) replacements: Vec<Replacement>,
+    pub(super) repeated: Vec<bool>,
     pub(super) return_tx: Sender<BatchBuffers>,
     pub(super) held: Arc<AtomicUsize>,
     /// Host copies of a device batch, read back on first use of a host accessor.
@@ -315,6 +316,15 @@ impl Batch {
     /// Slots filled by a replacement sample.
     pub fn replacements(&self) -> &[Replacement] {
         &self.replacements
+    }
+
+    /// Per slot, whether its sample is delivered more than once this epoch on purpose:
+    /// padding that evens out the ranks of a sharded epoch (see
+    /// [`PipelineBuilder::shard`](crate::PipelineBuilder::shard)), or a replacement for a
+    /// failed sample ([`Batch::replacements`]). Leave these out of evaluation metrics so
+    /// each sample counts once.
+    pub fn repeated(&self) -> &[bool] {
+        &self.repeated
     }
 }
 

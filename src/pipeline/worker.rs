@@ -87,6 +87,9 @@ pub(super) struct Shared {
     pub(super) cache: Option<Arc<Cache>>,
     pub(super) stats: Arc<Counters>,
     pub(super) epoch: u64,
+    /// The rank's own samples this epoch: replacements come from here, so a replacement
+    /// never appears on another rank.
+    pub(super) replace_pool: Arc<[usize]>,
     pub(super) staging: StagingRing,
     pub(super) workers_kept: Arc<Mutex<Vec<WorkerState>>>,
 }
@@ -276,11 +279,18 @@ fn process(
             error: Some(error),
         };
     }
-    // Replace: deterministic candidates keyed by (seed, epoch, failed id).
+    // Replace: deterministic candidates from the rank's own shard, keyed by
+    // (seed, epoch, failed id).
     let samples = sh.subset.samples();
+    let pool = &sh.replace_pool;
     let mut rng = Rng::new(sh.cfg.seed, sh.epoch, sample.id, Stream::Replace);
     for _ in 0..sh.cfg.replace_attempts {
-        let cand = &samples[rng.below(samples.len() as u64) as usize];
+        let Some(cand) = pool
+            .get(rng.below(pool.len() as u64) as usize)
+            .and_then(|&i| samples.get(i))
+        else {
+            break;
+        };
         if cand.id == sample.id {
             continue;
         }
