@@ -39,7 +39,7 @@ fn main() -> stoker::Result<()> {
         let mut seen = 0;
         for batch in train.epoch(epoch)? {
             let batch = batch?;
-            let images = batch.images_f32().unwrap_or_default();
+            let images = batch.images::<f32>()?;
             let mean = images.iter().sum::<f32>() / images.len().max(1) as f32;
             println!(
                 "epoch {epoch} batch {}: shape {:?}, labels {:?}, mean {mean:+.3}",

@@ -41,6 +41,14 @@ pub enum Error {
         /// What is wrong with its value.
         reason: String,
     },
+    /// A batch was read as another element type than the one it holds.
+    #[error("the batch holds {found} images; they were asked for as {asked} (set Augment::dtype, or ask for {found})")]
+    DType {
+        /// The element type asked for.
+        asked: &'static str,
+        /// The element type the batch holds.
+        found: &'static str,
+    },
     /// A configuration needs more of something than a limit allows.
     #[error("{what} needs {needed} bytes, more than the {limit} allowed")]
     Limit {

@@ -443,3 +443,41 @@ fn file_size_limit_is_checked_before_reading() {
     );
     assert!(e.reason.contains("exceeds the limit"), "{}", e.reason);
 }
+
+#[test]
+fn typed_image_accessors_say_which_dtype_the_batch_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 2, 3, 4);
+    for backend in common::backends() {
+        let data = Dataset::image_folder(dir.path()).expect("folder");
+        let p = Pipeline::builder(data.all())
+            .backend(backend)
+            .augment(Augment::new().resize(8, 6))
+            .batch_size(4)
+            .build()
+            .expect("pipeline");
+        let b = common::first_batch(&p);
+        // The default dtype is u8: asking for f32 is an error naming both, not an empty slice.
+        match b.images::<f32>() {
+            Err(Error::DType { asked, found }) => assert_eq!((asked, found), ("f32", "u8")),
+            other => panic!("{backend:?}: expected a dtype error, got {other:?}"),
+        }
+        assert!(b.images::<half::f16>().is_err());
+        let px = b.images::<u8>().expect("u8 images");
+        assert_eq!(px.len(), 4 * 3 * 8 * 6);
+        assert_eq!(px, b.raw_images().expect("raw"));
+        let f = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+            .backend(backend)
+            .augment(Augment::new().resize(8, 6).normalize([0.5; 3], [0.25; 3]))
+            .batch_size(4)
+            .build()
+            .expect("pipeline");
+        let b = common::first_batch(&f);
+        let vals = b.images::<f32>().expect("normalize gives f32");
+        assert_eq!(vals.len(), 4 * 3 * 8 * 6);
+        assert!(matches!(
+            b.images::<u8>(),
+            Err(Error::DType { found: "f32", .. })
+        ));
+    }
+}

@@ -9,7 +9,7 @@
 pub mod plan;
 pub mod reference;
 
-pub use plan::{DType, Layout, SamplePlan};
+pub use plan::{DType, Element, Layout, SamplePlan};
 
 use crate::error::{Error, Result};
 use crate::rng::{Rng, Stream};

@@ -8,7 +8,7 @@ use half::f16;
 
 use super::memory::HostBuffer;
 use super::Config;
-use crate::augment::{DType, Layout, SamplePlan};
+use crate::augment::{DType, Element, Layout, SamplePlan};
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::batch::CudaBatchBuffers;
 use crate::backend::device::{DeviceBuffers, DeviceError, Plane};
@@ -121,7 +121,7 @@ impl Batch {
     }
 
     /// Whether the batch lives in device memory (wgpu or CUDA backend). Its host
-    /// accessors ([`Batch::image_bytes`], [`Batch::images_f32`], [`Batch::masks`], ...)
+    /// accessors ([`Batch::images`], [`Batch::raw_images`], [`Batch::masks`], ...)
     /// then copy it to the host once, on first use, and block for that; a device consumer
     /// uses the backend's accessor (`wgpu_images`, `cuda_images`) instead, with no copy.
     pub fn on_device(&self) -> bool {
@@ -139,22 +139,51 @@ impl Batch {
         self.device_buffers()?.as_any().downcast_ref::<T>()
     }
 
-    /// Bytes of the images of this batch: `len * 3 * width * height * dtype size`.
+    /// Bytes of all the images of this batch: `len * 3 * width * height * dtype size`.
     pub fn images_len_bytes(&self) -> usize {
         self.len * 3 * self.width * self.height * self.dtype.size()
     }
 
-    /// The images as raw bytes (little-endian elements). For a device batch, a host copy
-    /// read back on first use (empty, with the error logged, if the device fails).
-    pub fn image_bytes(&self) -> &[u8] {
+    /// The images as `T`, `[N, 3, H, W]` or `[N, H, W, 3]` (see [`Batch::shape`]):
+    /// `batch.images::<f32>()?`. Fails with [`Error::DType`] naming the element type the
+    /// batch holds when it is not `T` (set it with
+    /// [`Augment::dtype`](crate::Augment::dtype); the default is `u8`). A device batch is
+    /// copied to the host once, on first use (blocking); a device consumer reads
+    /// `wgpu_images` / `cuda_images` instead.
+    pub fn images<T: Element>(&self) -> Result<&[T]> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::DType {
+                asked: T::DTYPE.name(),
+                found: self.dtype.name(),
+            });
+        }
+        bytemuck::try_cast_slice(self.raw_images()?).map_err(|e| {
+            Error::internal(format!(
+                "batch buffer not aligned for {}: {e}",
+                self.dtype.name()
+            ))
+        })
+    }
+
+    /// All the images of the batch as raw bytes (little-endian elements of
+    /// [`Batch::dtype`]); [`Batch::images`] gives them typed. A device batch is copied to
+    /// the host once, on first use.
+    pub fn raw_images(&self) -> Result<&[u8]> {
         if self.on_device() {
-            return self.logged(self.host_copy(false));
+            return Ok(self.host_copy(false)?.unwrap_or_default());
         }
         let n = self.images_len_bytes();
         self.buffers
             .as_ref()
             .and_then(|b| b.images.bytes().get(..n))
-            .unwrap_or_default()
+            .ok_or_else(|| Error::internal("batch buffer shorter than its images"))
+    }
+
+    /// The images as raw bytes; empty, with the error logged, if a device batch cannot be
+    /// read back.
+    #[deprecated(note = "use `raw_images()` (fallible) or `images::<T>()`")]
+    pub fn image_bytes(&self) -> &[u8] {
+        self.logged(self.raw_images().map(Some))
     }
 
     /// The host copy of a device batch's images (or masks), read back once on first use;
@@ -204,10 +233,7 @@ impl Batch {
     /// The images on the host, wherever the batch lives: copied for a host batch, read
     /// back (blocking, once) for a device batch.
     pub fn read_images(&self) -> Result<Vec<u8>> {
-        if self.on_device() {
-            return Ok(self.host_copy(false)?.unwrap_or_default().to_vec());
-        }
-        Ok(self.image_bytes().to_vec())
+        Ok(self.raw_images()?.to_vec())
     }
 
     /// The label masks on the host, wherever the batch lives (see [`Batch::read_images`]).
@@ -259,28 +285,25 @@ impl Batch {
     }
 
     /// The images, if the dtype is u8.
+    #[deprecated(note = "use `images::<u8>()`, which says which dtype the batch holds")]
     pub fn images_u8(&self) -> Option<&[u8]> {
-        (self.dtype == DType::U8).then(|| self.image_bytes())
+        self.images::<u8>().ok()
     }
 
     /// The images, if the dtype is f16.
+    #[deprecated(note = "use `images::<f16>()`, which says which dtype the batch holds")]
     pub fn images_f16(&self) -> Option<&[f16]> {
-        if self.dtype != DType::F16 {
-            return None;
-        }
-        bytemuck::try_cast_slice(self.image_bytes()).ok()
+        self.images::<f16>().ok()
     }
 
     /// The images, if the dtype is f32.
+    #[deprecated(note = "use `images::<f32>()`, which says which dtype the batch holds")]
     pub fn images_f32(&self) -> Option<&[f32]> {
-        if self.dtype != DType::F32 {
-            return None;
-        }
-        bytemuck::try_cast_slice(self.image_bytes()).ok()
+        self.images::<f32>().ok()
     }
 
     /// Label masks `[N, H, W]`, for segmentation sets (read back on first use for a
-    /// device batch, as [`Batch::image_bytes`]).
+    /// device batch, as [`Batch::images`]).
     pub fn masks(&self) -> Option<&[u16]> {
         let n = self.len * self.width * self.height;
         if let Some(bufs) = self.device_buffers() {
