@@ -33,7 +33,7 @@ fn main() -> stoker::Result<()> {
         .augment(Augment::validation(224).normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]))
         .batch_size(2)
         .build()?;
-    println!("backend: {}", train.backend().1);
+    println!("backend: {}", train.backend_reason());
 
     for epoch in 0..2 {
         let mut seen = 0;

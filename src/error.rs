@@ -209,6 +209,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Why one sample could not be delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SampleErrorKind {
     /// The file is missing or could not be read.
     Io,
@@ -229,6 +230,7 @@ pub enum SampleErrorKind {
 /// A sample that could not be delivered, with where it came from and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("sample {id:016x} ({path}): {reason}")]
+#[non_exhaustive]
 pub struct SampleError {
     /// The stable sample id.
     pub id: u64,
@@ -242,6 +244,7 @@ pub struct SampleError {
 
 /// Why an image could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// Zero bytes.
     #[error("empty file")]

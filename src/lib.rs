@@ -26,7 +26,7 @@
 //!     for batch in pipe.epoch(epoch)? {
 //!         let batch = batch?;
 //!         let _images: &[f32] = batch.images::<f32>()?; // [N, 3, 224, 224]; Err names the dtype if not f32
-//!         let _labels: &[i64] = batch.labels();
+//!         let _labels: Vec<i64> = batch.labels_i64(-100); // None (unlabelled) as -100
 //!     }
 //! }
 //! # Ok(())

@@ -222,7 +222,7 @@ fn replace_with_every_candidate_broken_names_the_samples() {
 }
 
 /// (index, ids, labels, repeated, image bytes) of each batch.
-type Seen = Vec<(usize, Vec<u64>, Vec<i64>, Vec<bool>, Vec<u8>)>;
+type Seen = Vec<(usize, Vec<u64>, Vec<Option<u32>>, Vec<bool>, Vec<u8>)>;
 
 fn collect(ep: stoker::Epoch) -> Seen {
     ep.map(|b| {

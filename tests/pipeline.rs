@@ -369,9 +369,19 @@ fn bad_configurations_are_errors_not_panics() {
     let dir = tempfile::tempdir().expect("tempdir");
     common::png_folder(dir.path(), 1, 2, 6);
     let sub = || Dataset::image_folder(dir.path()).expect("folder").all();
-    assert!(Pipeline::builder(sub()).batch_size(0).build().is_err());
-    assert!(Pipeline::builder(sub()).workers(0).build().is_err());
-    assert!(Pipeline::builder(sub()).shard(2, 2).build().is_err());
+    // No output size chosen: an error that says how to choose one, not a silent 224 x 224.
+    match Pipeline::builder(sub()).build() {
+        Err(Error::Config { setting, reason }) => {
+            assert_eq!(setting, "augment");
+            assert!(reason.contains("output size"), "{reason}");
+        }
+        other => panic!("expected a config error, got {other:?}"),
+    }
+    let b = || Pipeline::builder(sub()).augment(Augment::new().resize(8, 8));
+    assert!(b().build().is_ok());
+    assert!(b().batch_size(0).build().is_err());
+    assert!(b().workers(0).build().is_err());
+    assert!(b().shard(2, 2).build().is_err());
     assert!(Pipeline::builder(sub())
         .augment(Augment::new().flip_horizontal(1.5))
         .build()
@@ -385,16 +395,11 @@ fn bad_configurations_are_errors_not_panics() {
         .build()
         .is_err());
     // CUDA by name is an error where there is no GPU (and fine where there is one).
-    let cuda = Pipeline::builder(sub())
-        .backend(stoker::BackendKind::Cuda)
-        .build();
+    let cuda = b().backend(stoker::BackendKind::Cuda).build();
     if !common::cuda_present() {
         assert!(cuda.is_err());
     }
-    assert!(Pipeline::builder(sub())
-        .backend(stoker::BackendKind::Auto)
-        .build()
-        .is_ok());
+    assert!(b().backend(stoker::BackendKind::Auto).build().is_ok());
     assert!(Dataset::image_folder(dir.path().join("nope")).is_err());
 }
 

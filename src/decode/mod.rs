@@ -73,6 +73,7 @@ pub enum Format {
 /// The JPEG coding process named by the frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum JpegProcess {
     /// SOF0.
     Baseline,
@@ -104,6 +105,7 @@ impl JpegProcess {
 
 /// What the headers say about an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ImageInfo {
     /// Container format.
     pub format: Format,

@@ -47,6 +47,7 @@ impl BatchBuffers {
 
 /// A sample that was delivered by a replacement (`OnError::Replace`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Replacement {
     /// Slot in the batch.
     pub slot: usize,
@@ -68,7 +69,7 @@ pub struct Batch {
     pub(super) dtype: DType,
     pub(super) layout: Layout,
     pub(super) buffers: Option<BatchBuffers>,
-    pub(super) labels: Vec<i64>,
+    pub(super) labels: Vec<Option<u32>>,
     pub(super) ids: Vec<u64>,
     pub(super) plans: Vec<SamplePlan>,
     pub(super) errors: Vec<SampleError>,
@@ -316,9 +317,19 @@ impl Batch {
         bytemuck::try_cast_slice::<u8, u16>(m.bytes().get(..n * 2)?).ok()
     }
 
-    /// Class labels, `-1` where the source has none.
-    pub fn labels(&self) -> &[i64] {
+    /// Class labels in slot order, as [`Sample::label`](crate::Sample::label): `None`
+    /// where the source has none.
+    pub fn labels(&self) -> &[Option<u32>] {
         &self.labels
+    }
+
+    /// The labels as a training target tensor: `i64` class ids, `missing` where the
+    /// source has none (PyTorch's `CrossEntropyLoss` skips `-100` by default).
+    pub fn labels_i64(&self, missing: i64) -> Vec<i64> {
+        self.labels
+            .iter()
+            .map(|l| l.map_or(missing, i64::from))
+            .collect()
     }
 
     /// Stable sample ids, in slot order.

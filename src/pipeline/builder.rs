@@ -322,13 +322,13 @@ impl PipelineBuilder {
 
     /// Bytes of the largest output buffer of one batch: its images, or its masks.
     fn batch_bytes(&self, has_masks: bool) -> u64 {
-        let (w, h) = self.augment.out_size();
+        let (w, h) = self.augment.get_output_size();
         let masks = if has_masks {
             2 * u64::from(w) * u64::from(h)
         } else {
             0
         };
-        let per_sample = (self.augment.image_bytes() as u64).max(masks);
+        let per_sample = (self.augment.bytes_per_image() as u64).max(masks);
         per_sample.saturating_mul(self.batch_size as u64)
     }
 }

@@ -372,15 +372,15 @@ impl Collector {
             .fetch_add(replacements.len() as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
         self.held.fetch_add(1, Ordering::AcqRel);
-        let (w, h) = cfg.augment.out_size();
+        let (w, h) = cfg.augment.get_output_size();
         Ok(Batch {
             index: self.first + index,
             epoch: self.epoch,
             len: ids.len(),
             width: w as usize,
             height: h as usize,
-            dtype: cfg.augment.out_dtype(),
-            layout: cfg.augment.out_layout(),
+            dtype: cfg.augment.get_dtype(),
+            layout: cfg.augment.get_layout(),
             buffers: Some(BatchBuffers { images, masks, gpu }),
             host_images: std::sync::OnceLock::new(),
             host_masks: std::sync::OnceLock::new(),

@@ -124,7 +124,7 @@ pub(crate) struct Config {
 
 impl Config {
     pub(crate) fn image_bytes(&self) -> usize {
-        self.augment.image_bytes()
+        self.augment.bytes_per_image()
     }
 
     /// Whether batches are made on a device (workers prepare inputs, the device writes).
@@ -152,7 +152,7 @@ impl Config {
 
     pub(crate) fn mask_bytes(&self) -> usize {
         if self.has_masks {
-            let (w, h) = self.augment.out_size();
+            let (w, h) = self.augment.get_output_size();
             w as usize * h as usize * 2
         } else {
             0
@@ -238,9 +238,14 @@ impl Pipeline {
         &self.subset
     }
 
-    /// The backend in use, and why it was chosen.
-    pub fn backend(&self) -> (&dyn Backend, &str) {
-        (self.cfg.backend.as_ref(), &self.cfg.backend_reason)
+    /// The backend in use ([`Backend::kind`] says which).
+    pub fn backend(&self) -> &dyn Backend {
+        self.cfg.backend.as_ref()
+    }
+
+    /// Why this backend was chosen (the request, and each fallback with its reason).
+    pub fn backend_reason(&self) -> &str {
+        &self.cfg.backend_reason
     }
 
     /// The augmentation configuration.

@@ -51,7 +51,7 @@ pub(super) struct Loaded {
 /// A sample made into its slot.
 pub(super) struct Delivered {
     pub(super) id: u64,
-    pub(super) label: i64,
+    pub(super) label: Option<u32>,
     pub(super) replaced: Option<u64>,
     pub(super) plan: SamplePlan,
     /// What the device needs for this sample, when batches are made on one.
@@ -263,7 +263,7 @@ fn process(
             return Outcome {
                 delivered: Some(Delivered {
                     id: sample.id,
-                    label: sample.label.map_or(-1, i64::from),
+                    label: sample.label,
                     replaced: None,
                     plan,
                     gpu,
@@ -303,7 +303,7 @@ fn process(
                 return Outcome {
                     delivered: Some(Delivered {
                         id: cand.id,
-                        label: cand.label.map_or(-1, i64::from),
+                        label: cand.label,
                         replaced: Some(sample.id),
                         plan,
                         gpu,

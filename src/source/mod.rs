@@ -32,6 +32,7 @@ pub use split::{CheckReport, Manifest, Split};
 
 /// Where a sample's bytes live.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Location {
     /// A file on disk (absolute, or relative to the working directory).
     File(PathBuf),
@@ -117,7 +118,9 @@ pub fn read_parquet(
 }
 
 /// One sample: an image, its optional class label and label mask, and a stable id.
+/// Made by the dataset constructors, or by [`Sample::new`] / [`Sample::in_memory`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Sample {
     /// Stable id derived from `path` (see [`sample_id`]); the same in every run.
     pub id: u64,
@@ -134,19 +137,37 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// A sample whose bytes are in memory (`Arc`-shared, so many samples may share one
-    /// image), with the stable id of `path`: for synthetic datasets, benchmarks and tests
-    /// ([`Dataset::from_samples`] makes a dataset of them).
-    pub fn in_memory(path: impl Into<String>, bytes: Arc<[u8]>, label: Option<u32>) -> Sample {
+    /// A sample at `location` with the stable id of `path` (its path relative to the
+    /// dataset root, `/` separators), no mask and no group.
+    pub fn new(path: impl Into<String>, location: Location, label: Option<u32>) -> Sample {
         let path = path.into();
         Sample {
             id: sample_id(&path),
             path,
-            location: Location::Memory(bytes),
+            location,
             label,
             mask: None,
             group: None,
         }
+    }
+
+    /// The same sample with its label mask at `mask`.
+    pub fn with_mask(mut self, mask: Location) -> Sample {
+        self.mask = Some(mask);
+        self
+    }
+
+    /// The same sample in group `group` (for group-aware splits).
+    pub fn with_group(mut self, group: impl Into<String>) -> Sample {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// A sample whose bytes are in memory (`Arc`-shared, so many samples may share one
+    /// image), with the stable id of `path`: for synthetic datasets, benchmarks and tests
+    /// ([`Dataset::from_samples`] makes a dataset of them).
+    pub fn in_memory(path: impl Into<String>, bytes: Arc<[u8]>, label: Option<u32>) -> Sample {
+        Sample::new(path, Location::Memory(bytes), label)
     }
 }
 

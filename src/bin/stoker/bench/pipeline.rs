@@ -232,7 +232,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             }
             _ => Map::new(),
         };
-        let (be, _) = pipe.backend();
+        let be = pipe.backend();
         results.push(PipelineResult::Ran(PipelineMeasured {
             backend: kind.to_string(),
             device: be.device(),
