@@ -118,7 +118,25 @@ pub fn read_parquet(
 }
 
 /// One sample: an image, its optional class label and label mask, and a stable id.
-/// Made by the dataset constructors, or by [`Sample::new`] / [`Sample::in_memory`].
+/// Made by the dataset constructors, or by [`Sample::new`] / [`Sample::in_memory`]; it
+/// will grow fields, so it cannot be written as a struct literal outside stoker:
+///
+/// ```compile_fail
+/// let s = stoker::Sample {
+///     id: 0,
+///     path: "a.jpg".into(),
+///     location: stoker::source::Location::File("a.jpg".into()),
+///     label: None,
+///     mask: None,
+///     group: None,
+/// };
+/// ```
+///
+/// ```
+/// use stoker::source::{sample_id, Location};
+/// let s = stoker::Sample::new("cat/1.jpg", Location::File("data/cat/1.jpg".into()), Some(3));
+/// assert_eq!(s.id, sample_id("cat/1.jpg"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Sample {
