@@ -499,3 +499,32 @@ fn bench_plot_refuses_other_formats() {
         assert!(!plot.exists());
     }
 }
+
+#[test]
+fn bench_plot_says_which_file_it_cannot_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A folder where the file should go.
+    let plot = dir.path().join("taken.svg");
+    std::fs::create_dir(&plot).expect("mkdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
+        .args([
+            "bench",
+            "overlap",
+            "--n",
+            "2",
+            "--batch",
+            "2",
+            "--load-ms",
+            "1",
+        ])
+        .args(["--step-ms", "1", "--repeat", "1", "--plot"])
+        .arg(&plot)
+        .output()
+        .expect("run stoker");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot write the plot") && err.contains("taken.svg"),
+        "{err}"
+    );
+}

@@ -255,7 +255,7 @@ fn decode_pass(
 pub fn run(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
     if let Some(path) = &a.plot {
-        r.plot(path)?;
+        plot::save(path, |p| r.plot(p))?;
     }
     Report::new(&r, r.text())
 }

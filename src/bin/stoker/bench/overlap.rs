@@ -126,7 +126,7 @@ fn synthetic_dataset(n: usize) -> Res<Dataset> {
 pub fn run(ctx: Ctx, a: &OverlapArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
     if let Some(path) = &a.plot {
-        r.plot(path)?;
+        plot::save(path, |p| r.plot(p))?;
     }
     Report::new(&r, r.text())
 }

@@ -154,7 +154,7 @@ impl Unavailable for PipelineUnavailable {
 pub fn run(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
     if let Some(path) = &a.plot {
-        r.plot(path)?;
+        plot::save(path, |p| r.plot(p))?;
     }
     Report::new(&r, r.text())
 }

@@ -40,6 +40,11 @@ pub fn plot_file(s: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// Draws a plot to `path` with `draw`; an error says which file it could not write.
+pub fn save(path: &Path, draw: impl FnOnce(&Path) -> Res<()>) -> Res<()> {
+    draw(path).map_err(|e| format!("cannot write the plot {}: {e}", path.display()).into())
+}
+
 /// One colour of [`PALETTE`], wrapping around.
 fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
@@ -249,6 +254,120 @@ pub fn bars(path: &Path, title: &str, y_desc: &str, kinds: &[&str], bars: &[Bar]
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `(x, width)` of the `<rect>`s filled with `c`, in drawing order.
+    fn rects(svg: &str, c: RGBColor) -> Vec<(f64, f64)> {
+        let fill = format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+        let attr = |e: &str, k: &str| -> f64 {
+            let i = e.find(&format!(" {k}=\"")).unwrap() + k.len() + 3;
+            e[i..i + e[i..].find('"').unwrap()].parse().unwrap()
+        };
+        svg.split("<rect")
+            .skip(1)
+            .map(|e| &e[..e.find("/>").unwrap()])
+            .filter(|e| e.contains(&fill))
+            .map(|e| (attr(e, "x"), attr(e, "width")))
+            .collect()
+    }
+
+    #[test]
+    fn timeline_spans_are_drawn_to_scale() {
+        // Spans of random lengths and gaps (a seed from the clock, printed on failure).
+        let mut x = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            | 1;
+        let seed = x;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 1000) as f64 / 1000.0
+        };
+        let lanes: Vec<Lane> = (0..3)
+            .map(|l| {
+                let mut t = 0.0;
+                let spans = (0..5 + l)
+                    .map(|_| {
+                        let s = t + next();
+                        t = s + 0.05 + next();
+                        (s, t)
+                    })
+                    .collect();
+                Lane {
+                    name: format!("lane {l}"),
+                    spans,
+                }
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.svg");
+        timelines(&path, "test", &lanes).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for l in &lanes {
+            assert!(svg.contains(&l.name), "seed {seed}");
+        }
+        // Pixels per second, from the earliest start to the latest end of all spans.
+        let px: Vec<Vec<(f64, f64)>> = (0..lanes.len()).map(|i| rects(&svg, colour(i))).collect();
+        let all = || {
+            lanes
+                .iter()
+                .zip(&px)
+                .flat_map(|(l, d)| l.spans.iter().zip(d))
+        };
+        let first = all().min_by(|a, b| a.0 .0.total_cmp(&b.0 .0)).unwrap();
+        let last = all().max_by(|a, b| a.0 .1.total_cmp(&b.0 .1)).unwrap();
+        let scale = (last.1 .0 + last.1 .1 - first.1 .0) / (last.0 .1 - first.0 .0);
+        let origin = first.1 .0 - first.0 .0 * scale;
+        for (lane, drawn) in lanes.iter().zip(&px) {
+            assert_eq!(drawn.len(), lane.spans.len(), "seed {seed}");
+            for (&(s, e), &(x, w)) in lane.spans.iter().zip(drawn) {
+                assert!(
+                    (origin + s * scale - x).abs() <= 2.0,
+                    "seed {seed}: {s} at {x}"
+                );
+                assert!(
+                    ((e - s) * scale - w).abs() <= 2.0,
+                    "seed {seed}: {e}-{s} as {w}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_bar_without_a_value_keeps_its_label_and_draws_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.svg");
+        let b = |label: &str, value, kind| Bar {
+            label: label.into(),
+            value,
+            kind,
+        };
+        bars(
+            &path,
+            "test",
+            "images/s",
+            &["one", "two"],
+            &[
+                b("a", Some(10.0), 0),
+                b("b", None, 0),
+                b("c", Some(40.0), 1),
+            ],
+        )
+        .unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let (a, c) = (rects(&svg, colour(0)), rects(&svg, colour(1)));
+        assert_eq!((a.len(), c.len()), (1, 1));
+        // Same widths, `c` two slots right of `a`.
+        assert!((a[0].1 - c[0].1).abs() <= 1.0);
+        assert!(c[0].0 > a[0].0 + 2.0 * a[0].1);
+        for t in [
+            ">\na\n<", ">\nb\n<", ">\nc\n<", "10.0", "40.0", "one", "two",
+        ] {
+            assert!(svg.contains(t), "{t:?} missing");
+        }
+    }
 
     #[test]
     fn only_svg_is_accepted() {
