@@ -229,6 +229,10 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
     Dataset::from_samples(Some(root), samples, super::numbered_classes(max_label))
 }
 
+/// The largest label a file list takes: a class name is made for every id up to the
+/// largest label, so a stray huge number must not allocate billions of them.
+const MAX_LABEL: u32 = (1 << 20) - 1;
+
 /// One line of a file list (see [`Dataset::files`]): `None` for a blank or comment line, else
 /// the path and the label; `Err` says what is malformed.
 fn parse_list_line(raw: &str) -> std::result::Result<Option<(&str, Option<u32>)>, String> {
@@ -240,7 +244,9 @@ fn parse_list_line(raw: &str) -> std::result::Result<Option<(&str, Option<u32>)>
     let label_of = |l: &str| -> std::result::Result<u32, String> {
         if !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()) {
             l.parse::<u32>()
-                .map_err(|_| format!("label {l:?} is larger than 2^32 - 1"))
+                .ok()
+                .filter(|v| *v <= MAX_LABEL)
+                .ok_or_else(|| format!("label {l:?} is larger than {MAX_LABEL}"))
         } else {
             Err(format!(
                 "label {l:?} is not a non-negative integer (a path with spaces needs a tab before its label)"

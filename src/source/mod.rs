@@ -280,7 +280,7 @@ impl Dataset {
     ///   path, two are a path and a label; a path with spaces needs the tab form.
     ///
     /// `PATH` is relative to the list's folder, with `/` separators, and stays below it (no
-    /// absolute paths, no `..`). `LABEL` is a decimal integer from 0 to 2^32 - 1; the class
+    /// absolute paths, no `..`). `LABEL` is a decimal integer from 0 to 1048575 (2^20 - 1); the class
     /// names are the decimal strings `"0"` to the largest label. Either every sample has a
     /// label or none has. Blank lines and lines whose first non-blank character is `#` are
     /// skipped; a `\r` before the line break (a Windows file) is ignored.
