@@ -44,7 +44,11 @@ fn decode(bytes: &[u8]) -> Result<(decode::ImageInfo, Image8), DecodeError> {
 /// The largest difference between two images of the same size, in levels.
 fn worst(a: &[u8], b: &[u8]) -> u8 {
     assert_eq!(a.len(), b.len());
-    a.iter().zip(b).map(|(x, y)| x.abs_diff(*y)).max().unwrap_or(0)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| x.abs_diff(*y))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Every lossless file against its reference, exactly; the kind names the format.
@@ -300,7 +304,10 @@ fn a_mixed_folder_delivers_every_format_on_every_backend() {
             "{backend}: {} decoded on the device, {} on the CPU",
             dev.gpu_decoded, dev.cpu_fallbacks
         );
-        assert_eq!(dev.cpu_fallbacks, 5, "{backend}: the non-JPEGs take the CPU path");
+        assert_eq!(
+            dev.cpu_fallbacks, 5,
+            "{backend}: the non-JPEGs take the CPU path"
+        );
         let jpeg = stoker::source::sample_id("a.jpg");
         for ((id, a), (id2, b)) in cpu.images.iter().zip(&dev.images) {
             assert_eq!(id, id2);

@@ -46,7 +46,14 @@ fn a_flat_folder_lists_six_formats_and_reports_the_rest() {
     let paths: Vec<&str> = d.samples().iter().map(|s| s.path.as_str()).collect();
     assert_eq!(
         paths,
-        ["a.jpg", "b.PNG", "c.webp", "d.bmp", "sub/e.tif", "sub/f.gif"]
+        [
+            "a.jpg",
+            "b.PNG",
+            "c.webp",
+            "d.bmp",
+            "sub/e.tif",
+            "sub/f.gif"
+        ]
     );
     assert_eq!(
         reasons(&d),
@@ -54,7 +61,10 @@ fn a_flat_folder_lists_six_formats_and_reports_the_rest() {
             (".DS_Store".to_string(), SkipReason::Hidden),
             (".cache/".to_string(), SkipReason::Hidden),
             ("notes.txt".to_string(), SkipReason::Extension("txt".into())),
-            ("sub/README".to_string(), SkipReason::Extension(String::new())),
+            (
+                "sub/README".to_string(),
+                SkipReason::Extension(String::new())
+            ),
         ]
     );
     assert!(d.skipped()[2].reason.to_string().contains(".txt"));
@@ -76,8 +86,14 @@ fn an_image_folder_reports_files_outside_its_classes() {
     assert_eq!(
         reasons(&d),
         [
-            ("dog/2.json".to_string(), SkipReason::Extension("json".into())),
-            ("labels.csv".to_string(), SkipReason::Extension("csv".into())),
+            (
+                "dog/2.json".to_string(),
+                SkipReason::Extension("json".into())
+            ),
+            (
+                "labels.csv".to_string(),
+                SkipReason::Extension("csv".into())
+            ),
             ("stray.jpg".to_string(), SkipReason::OutsideClasses),
         ]
     );
@@ -96,7 +112,11 @@ fn inspect_counts_every_format_and_names_what_it_skipped() {
     folder_with_extras(dir.path());
     let p = dir.path().to_str().expect("utf-8 path");
     let out = stoker(&["--json", "inspect", p]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["samples"], 6, "{v}");
     let kinds = v["by_kind"].as_object().expect("by_kind");
@@ -145,19 +165,31 @@ fn file_lists_accept_the_documented_forms() {
     let d = dir.path();
     let s = |p: &str, l: Option<u32>| (p.to_string(), l);
     // Paths alone; comments, blank lines, CRLF.
-    let got = list(d, "# files\r\n\r\ngood/good_0.jpg\r\n   \n  # indented comment\ngood_1.jpg\n")
-        .expect("paths alone");
-    assert_eq!(samples(&got), [s("good/good_0.jpg", None), s("good_1.jpg", None)]);
+    let got = list(
+        d,
+        "# files\r\n\r\ngood/good_0.jpg\r\n   \n  # indented comment\ngood_1.jpg\n",
+    )
+    .expect("paths alone");
+    assert_eq!(
+        samples(&got),
+        [s("good/good_0.jpg", None), s("good_1.jpg", None)]
+    );
     assert!(got.classes().is_empty());
     // Space-separated labels, runs of spaces, surrounding spaces.
     let got = list(d, "good/good_0.jpg 3\n  good_1.jpg    0  \n").expect("space labels");
-    assert_eq!(samples(&got), [s("good/good_0.jpg", Some(3)), s("good_1.jpg", Some(0))]);
+    assert_eq!(
+        samples(&got),
+        [s("good/good_0.jpg", Some(3)), s("good_1.jpg", Some(0))]
+    );
     assert_eq!(got.classes(), ["0", "1", "2", "3"]);
     // Tab-separated: the path may hold spaces.
     let got = list(d, "my photos/a b.jpg\t7\ngood_1.jpg \t 1048575\n").expect("tab labels");
     assert_eq!(
         samples(&got),
-        [s("good_1.jpg", Some(1_048_575)), s("my photos/a b.jpg", Some(7))]
+        [
+            s("good_1.jpg", Some(1_048_575)),
+            s("my photos/a b.jpg", Some(7))
+        ]
     );
     // In the tab form a path may end in a comma and digits.
     let got = list(d, "odd,1\t2\n").expect("tab form with a comma");
@@ -172,13 +204,23 @@ fn file_lists_refuse_a_malformed_line_with_its_number() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cases = [
         // (list, line number, text of the line, what the message says)
-        ("good/good_0.jpg 1\ngood/good_0.jpg cat\n", 2, "good/good_0.jpg cat", "not a non-negative integer"),
+        (
+            "good/good_0.jpg 1\ngood/good_0.jpg cat\n",
+            2,
+            "good/good_0.jpg cat",
+            "not a non-negative integer",
+        ),
         ("# header\ngood_1.jpg,1\n", 2, "good_1.jpg,1", "comma"),
         ("my photos/a.jpg 3\n", 1, "my photos/a.jpg 3", "3 fields"),
         ("my photos/a.jpg\n", 1, "my photos/a.jpg", "tab"),
         ("a.jpg\t1\t2\n", 1, "a.jpg\t1\t2", "more than one tab"),
         ("\t3\n", 1, "\t3", "empty path"),
-        ("a.jpg\tcat\n", 1, "a.jpg\tcat", "not a non-negative integer"),
+        (
+            "a.jpg\tcat\n",
+            1,
+            "a.jpg\tcat",
+            "not a non-negative integer",
+        ),
         ("a.jpg -1\n", 1, "a.jpg -1", "not a non-negative integer"),
         ("a.jpg 1048576\n", 1, "a.jpg 1048576", "larger than 1048575"),
         ("a.jpg 99999999999\n", 1, "a.jpg 99999999999", "larger than"),

@@ -49,10 +49,7 @@ fn error(format: Format, e: ImageError) -> DecodeError {
 }
 
 /// A decoder over `bytes` with its headers read (no pixel data yet).
-fn open<'a>(
-    bytes: &'a [u8],
-    format: Format,
-) -> Result<Box<dyn ImageDecoder + 'a>, DecodeError> {
+fn open<'a>(bytes: &'a [u8], format: Format) -> Result<Box<dyn ImageDecoder + 'a>, DecodeError> {
     let r = Cursor::new(bytes);
     let dec: Result<Box<dyn ImageDecoder + 'a>, ImageError> = match format {
         Format::Webp => WebPDecoder::new(r).map(|d| Box::new(d) as Box<dyn ImageDecoder>),

@@ -178,7 +178,10 @@ pub fn flat(root: &Path) -> Result<Dataset> {
         .into_iter()
         .map(|f| file_sample(root, f, None))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Dataset::from_samples(Some(root.to_path_buf()), samples, Vec::new())?.with_skipped(skips.list))
+    Ok(
+        Dataset::from_samples(Some(root.to_path_buf()), samples, Vec::new())?
+            .with_skipped(skips.list),
+    )
 }
 
 /// A file list, in the format documented at [`Dataset::files`].

@@ -258,7 +258,11 @@ impl Dataset {
                 skipped.len(),
                 counts.join(", "),
                 shown.join(", "),
-                if skipped.len() > shown.len() { ", ..." } else { "" }
+                if skipped.len() > shown.len() {
+                    ", ..."
+                } else {
+                    ""
+                }
             );
         }
         self.skipped = skipped;
@@ -280,9 +284,9 @@ impl Dataset {
     ///   path, two are a path and a label; a path with spaces needs the tab form.
     ///
     /// `PATH` is relative to the list's folder, with `/` separators, and stays below it (no
-    /// absolute paths, no `..`). `LABEL` is a decimal integer from 0 to 1048575 (2^20 - 1); the class
-    /// names are the decimal strings `"0"` to the largest label. Either every sample has a
-    /// label or none has. Blank lines and lines whose first non-blank character is `#` are
+    /// absolute paths, no `..`). `LABEL` is a decimal integer from 0 to 1048575 (2^20 - 1);
+    /// the class names are the decimal strings `"0"` to the largest label. Either every
+    /// sample has a label or none has. Blank lines and lines whose first non-blank character is `#` are
     /// skipped; a `\r` before the line break (a Windows file) is ignored.
     ///
     /// A malformed line is refused here, with its line number and text, rather than failing
