@@ -286,8 +286,9 @@ impl Dataset {
     /// `PATH` is relative to the list's folder, with `/` separators, and stays below it (no
     /// absolute paths, no `..`). `LABEL` is a decimal integer from 0 to 1048575 (2^20 - 1);
     /// the class names are the decimal strings `"0"` to the largest label. Either every
-    /// sample has a label or none has. Blank lines and lines whose first non-blank character is `#` are
-    /// skipped; a `\r` before the line break (a Windows file) is ignored.
+    /// sample has a label or none has. Blank lines and lines whose first non-blank
+    /// character is `#` are skipped; a `\r` before the line break (a Windows file) is
+    /// ignored.
     ///
     /// A malformed line is refused here, with its line number and text, rather than failing
     /// later as a missing file: a label that is not such an integer (`a.jpg cat`, `a.jpg -1`),
