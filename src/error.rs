@@ -249,8 +249,8 @@ pub enum DecodeError {
     /// Zero bytes.
     #[error("empty file")]
     Empty,
-    /// Neither a JPEG nor a PNG.
-    #[error("not a JPEG or PNG (starts with {0})")]
+    /// Not a format stoker decodes (JPEG, PNG, WebP, BMP, TIFF, GIF).
+    #[error("not a JPEG, PNG, WebP, BMP, TIFF or GIF (starts with {0})")]
     UnknownFormat(String),
     /// The headers are malformed or end early.
     #[error("bad header: {0}")]
@@ -289,6 +289,14 @@ pub enum DecodeError {
     /// The PNG decoder rejected the data.
     #[error("png: {0}")]
     Png(String),
+    /// The WebP, BMP, TIFF or GIF decoder rejected the data (or its limits were reached).
+    #[error("{format}: {reason}")]
+    Image {
+        /// The format's lower-case name.
+        format: &'static str,
+        /// What the decoder said.
+        reason: String,
+    },
     /// A feature this build does not decode.
     #[error("unsupported: {0}")]
     Unsupported(String),
