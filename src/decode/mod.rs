@@ -64,6 +64,7 @@ impl Default for DecodeOptions {
 /// The container format of an image, from its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Format {
     /// JPEG (starts with FF D8).
     Jpeg,

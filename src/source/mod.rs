@@ -202,6 +202,7 @@ pub(crate) fn numbered_classes(max: Option<u32>) -> Vec<String> {
 
 /// A file that listing left out, and why (see [`Dataset::skipped`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct Skipped {
     /// Path relative to the dataset root, with `/` separators (a folder's ends in `/`).
     pub path: String,
@@ -212,6 +213,7 @@ pub struct Skipped {
 /// Why listing left a file (or folder) out.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SkipReason {
     /// Its extension (lower-cased; empty when it has none) is not one of
     /// [`files::IMAGE_EXTENSIONS`].
