@@ -70,7 +70,9 @@ pub struct SplitSpec {
 }
 
 impl SplitSpec {
-    /// Put `val_fraction` (in `[0, 1]`) of the samples in the validation set.
+    /// Put about `val_fraction` (in `[0, 1]`) of the samples in the validation set: each
+    /// sample (or group) independently, with that probability, keyed by the seed and its
+    /// id, so the share is within the bound of the [module docs](self).
     pub fn fraction(val_fraction: f64) -> Self {
         SplitSpec {
             val_fraction,
@@ -434,12 +436,7 @@ pub struct Split {
 
 impl Split {
     pub(crate) fn make(mut data: Dataset, spec: &SplitSpec) -> Result<Split> {
-        let mut placer = Placer::new(
-            spec.seed,
-            spec.val_fraction,
-            spec.group_by.as_deref(),
-            None,
-        )?;
+        let mut placer = Placer::new(spec.seed, spec.val_fraction, spec.group_by.as_deref(), None)?;
         let is_val = data
             .samples
             .iter_mut()
@@ -687,5 +684,116 @@ impl Split {
     /// Saves the manifest as JSON.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         self.manifest.save(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::philox4x32_10;
+    use crate::source::Sample;
+
+    fn data(paths: &[String]) -> Dataset {
+        let samples = paths
+            .iter()
+            .map(|p| Sample::in_memory(p.clone(), vec![0u8].into(), None))
+            .collect();
+        Dataset::from_samples(None, samples, vec![]).expect("unique ids")
+    }
+
+    /// The rule, written out from Philox itself: counter `[id_lo, id_hi, 0, 3 << 24]`, key
+    /// `[seed_lo, seed_hi]`, the first two words as a u64, its top 53 bits as a double.
+    fn reference_in_val(seed: u64, key: u64, f: f64) -> bool {
+        let out = philox4x32_10(
+            [key as u32, (key >> 32) as u32, 0, 3 << 24],
+            [seed as u32, (seed >> 32) as u32],
+        );
+        let bits = u64::from(out[0]) | (u64::from(out[1]) << 32);
+        let u = (bits >> 11) as f64 / (1u64 << 53) as f64;
+        u < f
+    }
+
+    #[test]
+    fn each_side_is_the_rule_of_the_sample_or_group_alone() {
+        let paths: Vec<String> = (0..400).map(|i| format!("g{}/s{i}.png", i % 37)).collect();
+        for seed in [0u64, 1, 0xDEAD_BEEF_0123_4567] {
+            for f in [0.0, 0.13, 0.5, 1.0] {
+                let s =
+                    Split::make(data(&paths), &SplitSpec::fraction(f).seed(seed)).expect("split");
+                for x in s.val().samples() {
+                    assert!(reference_in_val(seed, x.id, f), "{}", x.path);
+                }
+                for x in s.train().samples() {
+                    assert!(!reference_in_val(seed, x.id, f), "{}", x.path);
+                }
+                let spec = SplitSpec::fraction(f).seed(seed).group_by(r"^(g\d+)/");
+                let s = Split::make(data(&paths), &spec).expect("split");
+                for (side, v) in [(s.val(), true), (s.train(), false)] {
+                    for x in side.samples() {
+                        let g = x.path.split('/').next().unwrap_or_default();
+                        assert_eq!(x.group.as_deref(), Some(g));
+                        let key = fnv1a64(g.as_bytes());
+                        assert_eq!(reference_in_val(seed, key, f), v, "{}", x.path);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_bounded_then_counted() {
+        let paths: Vec<String> = (0..25).map(|i| format!("p{i}")).collect();
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let s = name_some(&refs);
+        assert_eq!(s.matches('"').count(), 2 * NAMED, "{s}");
+        assert!(
+            s.starts_with("\"p0\", \"p1\"") && s.ends_with("\"p9\" and 15 more"),
+            "{s}"
+        );
+        assert_eq!(name_some(&refs[..2]), "\"p0\", \"p1\"");
+    }
+
+    #[test]
+    fn manifests_of_unknown_formats_and_bad_fractions_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths: Vec<String> = (0..30).map(|i| format!("s{i}.png")).collect();
+        let split = Split::make(data(&paths), &SplitSpec::fraction(0.3)).expect("split");
+        let file = dir.path().join("m.json");
+        split.save(&file).expect("save");
+        // Written whole, nothing left beside it.
+        assert_eq!(std::fs::read_dir(dir.path()).expect("ls").count(), 1);
+        assert_eq!(&Manifest::load(&file).expect("load"), split.manifest());
+
+        let mut m = split.manifest().clone();
+        m.format = "stoker-split/3".into();
+        m.save(&file).expect("save");
+        let err = Manifest::load(&file)
+            .expect_err("unknown format")
+            .to_string();
+        assert!(err.contains("stoker-split/3"), "{err}");
+
+        // A fraction out of range, digest and all: extend refuses to place by it.
+        let mut m = split.manifest().clone();
+        m.val_fraction = f64::NAN;
+        m.digest = m.digest_of();
+        let mut more = paths.clone();
+        more.push("new.png".into());
+        let err = Split::extend_from(&m, data(&more)).expect_err("NaN fraction");
+        assert!(err.to_string().contains("fraction"), "{err}");
+        // Nothing new: the stored sides are kept and nothing is added.
+        let same = Split::extend_from(split.manifest(), data(&paths)).expect("extend");
+        assert_eq!(same.added(), Added::default());
+        assert_eq!(same.manifest(), split.manifest());
+    }
+
+    #[test]
+    fn a_new_path_the_group_pattern_misses_is_an_error_naming_it() {
+        let paths: Vec<String> = (0..20).map(|i| format!("p{}/s{i}.png", i % 4)).collect();
+        let spec = SplitSpec::fraction(0.5).seed(3).group_by(r"^(p\d+)/");
+        let split = Split::make(data(&paths), &spec).expect("split");
+        let mut more = paths.clone();
+        more.push("stray.png".into());
+        let err = Split::extend_from(split.manifest(), data(&more)).expect_err("stray");
+        assert!(err.to_string().contains("\"stray.png\""), "{err}");
     }
 }

@@ -143,7 +143,12 @@ impl<'a> SplitReport<'a> {
                 3,
                 (
                     "new samples",
-                    format!("{} ({} to train, {} to val)", a.train + a.val, a.train, a.val),
+                    format!(
+                        "{} ({} to train, {} to val)",
+                        a.train + a.val,
+                        a.train,
+                        a.val
+                    ),
                 ),
             );
         }
