@@ -1,34 +1,50 @@
-//! `stoker split`: make a fixed train/validation split and save its manifest, or check a
-//! saved manifest (exit 1 when the check fails).
+//! `stoker split`: make a fixed train/validation split and save its manifest, extend a
+//! saved manifest to a grown dataset (every existing assignment kept, only the new samples
+//! placed), or check a saved manifest (exit 1 when the check fails).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use clap::Args;
 use serde::Serialize;
+use stoker::source::split::Added;
 use stoker::source::{CheckReport, Manifest};
-use stoker::SplitSpec;
+use stoker::{Split, SplitSpec};
 
 use crate::common::{self, kv, Ctx, Report, Res};
 
 #[derive(Debug, Args)]
 pub struct SplitArgs {
-    /// Image folder to split (class sub-folders or flat).
+    /// Image folder to split (class sub-folders or flat); with --extend, the grown dataset.
     #[arg(required_unless_present = "check", conflicts_with = "check")]
     dir: Option<PathBuf>,
     /// Fraction of the samples for validation, in [0, 1].
-    #[arg(long, required_unless_present = "check", conflicts_with = "check")]
+    #[arg(
+        long,
+        required_unless_present_any = ["check", "extend"],
+        conflicts_with_all = ["check", "extend"]
+    )]
     val: Option<f64>,
     /// Keep groups whole: a regex over the relative path whose first capture group (or
     /// whole match) names the group.
-    #[arg(long, conflicts_with = "check")]
+    #[arg(long, conflicts_with_all = ["check", "extend"])]
     group_by: Option<String>,
-    /// Seed of the split.
-    #[arg(long, default_value = "0")]
-    seed: u64,
-    /// Where to save the manifest (JSON).
-    #[arg(long, required_unless_present = "check", conflicts_with = "check")]
+    /// Seed of the split [default: 0].
+    #[arg(long, conflicts_with = "extend")]
+    seed: Option<u64>,
+    /// Where to save the manifest (JSON); with --extend, the extended manifest
+    /// [default: the --extend FILE itself].
+    #[arg(
+        long,
+        required_unless_present_any = ["check", "extend"],
+        conflicts_with = "check"
+    )]
     out: Option<PathBuf>,
+    /// Extend the saved manifest FILE to the grown dataset DIR: every assignment it holds
+    /// is kept and only the samples it lacks are placed, by its seed, fraction and group
+    /// pattern. Samples it lists that DIR no longer has are an error.
+    #[arg(long, value_name = "FILE", conflicts_with = "check")]
+    extend: Option<PathBuf>,
     /// Check a saved manifest instead of making one.
     #[arg(long, value_name = "FILE")]
     check: Option<PathBuf>,
@@ -64,9 +80,15 @@ struct SplitReport<'a> {
     /// The manifest checked (`--check`).
     #[serde(skip_serializing_if = "Option::is_none")]
     manifest: Option<String>,
-    /// The manifest written (a new split).
+    /// The manifest written (a new or extended split).
     #[serde(skip_serializing_if = "Option::is_none")]
     out: Option<String>,
+    /// The manifest extended (`--extend`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extended: Option<String>,
+    /// With `--extend`: how many new samples went to each side (`train`, `val`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    added: Option<Added>,
 }
 
 impl<'a> SplitReport<'a> {
@@ -83,6 +105,8 @@ impl<'a> SplitReport<'a> {
             digest: &m.digest,
             manifest: None,
             out: None,
+            extended: None,
+            added: None,
         }
     }
 
@@ -94,7 +118,7 @@ impl<'a> SplitReport<'a> {
     fn text(&self, head: &str) -> String {
         let r = self.check;
         let mut s = format!("{head}\n\n");
-        s.push_str(&kv(&[
+        let mut rows = vec![
             ("train", self.train.to_string()),
             ("val", self.val.to_string()),
             ("groups", self.groups.to_string()),
@@ -113,7 +137,22 @@ impl<'a> SplitReport<'a> {
             ("ids match paths", yes(r.ids_match_paths)),
             ("digest ok", yes(r.digest_ok)),
             ("result", if self.ok { "ok" } else { "FAILED" }.into()),
-        ]));
+        ];
+        if let Some(a) = self.added {
+            rows.insert(
+                3,
+                (
+                    "new samples",
+                    format!(
+                        "{} ({} to train, {} to val)",
+                        a.train + a.val,
+                        a.train,
+                        a.val
+                    ),
+                ),
+            );
+        }
+        s.push_str(&kv(&rows));
         if !r.problems.is_empty() {
             s.push_str("\nproblems:\n");
             for p in &r.problems {
@@ -142,6 +181,9 @@ pub fn split(_ctx: Ctx, a: &SplitArgs) -> Res<Report> {
         };
         return report.report(&format!("check of {}", file.display()));
     }
+    if let Some(file) = &a.extend {
+        return extend(a, file);
+    }
     // clap requires these without --check; say so rather than panic if that changes.
     let (Some(dir), Some(val), Some(out)) = (&a.dir, a.val, &a.out) else {
         return Err("give DIR, --val and --out (or --check FILE)".into());
@@ -151,7 +193,7 @@ pub fn split(_ctx: Ctx, a: &SplitArgs) -> Res<Report> {
         return Err(format!("no images in {}", dir.display()).into());
     }
     let listed = data.clone();
-    let mut spec = SplitSpec::fraction(val).seed(a.seed);
+    let mut spec = SplitSpec::fraction(val).seed(a.seed.unwrap_or(0));
     if let Some(p) = &a.group_by {
         spec = spec.group_by(p.clone());
     }
@@ -167,6 +209,38 @@ pub fn split(_ctx: Ctx, a: &SplitArgs) -> Res<Report> {
     report.report(&format!(
         "split of {} saved to {}",
         dir.display(),
+        out.display()
+    ))
+}
+
+/// `--extend FILE DIR [--out OUT]`: the split of the grown dataset, keeping FILE's
+/// assignments, saved to OUT (FILE itself by default).
+fn extend(a: &SplitArgs, file: &std::path::Path) -> Res<Report> {
+    let Some(dir) = &a.dir else {
+        return Err("give the grown dataset DIR with --extend FILE".into());
+    };
+    let out = a.out.as_deref().unwrap_or(file);
+    let data = common::open_dataset(dir)?;
+    let listed = data.clone();
+    let split = Split::extend(file, data)?;
+    crate::ensure_parent(out)?;
+    split.save(out)?;
+    let m = split.manifest();
+    let r = m.check(Some(&listed));
+    let added = split.added();
+    let report = SplitReport {
+        out: Some(out.display().to_string()),
+        extended: Some(file.display().to_string()),
+        added: Some(added),
+        ..SplitReport::new(m, &r)
+    };
+    report.report(&format!(
+        "split {} extended to {}: {} new samples, {} to train and {} to val; saved to {}",
+        file.display(),
+        dir.display(),
+        added.train + added.val,
+        added.train,
+        added.val,
         out.display()
     ))
 }
