@@ -266,6 +266,7 @@ impl Collector {
         let mut plans = Vec::with_capacity(n);
         let mut errors = Vec::new();
         let mut replacements = Vec::new();
+        let mut warnings = Vec::new();
         let (ib, mb) = (cfg.host_image_bytes(), cfg.host_mask_bytes());
         let mut jobs: Vec<DeviceJob> = Vec::new();
         for (slot, o) in p.outcomes.into_iter().enumerate() {
@@ -301,6 +302,10 @@ impl Collector {
                         by_id: d.id,
                     });
                 }
+                if let Some(mut w) = d.warning {
+                    w.slot = k;
+                    warnings.push(w);
+                }
                 ids.push(d.id);
                 labels.push(d.label);
                 plans.push(d.plan);
@@ -326,6 +331,9 @@ impl Collector {
         self.stats
             .replacements
             .fetch_add(replacements.len() as u64, Ordering::Relaxed);
+        self.stats
+            .samples_with_warnings
+            .fetch_add(warnings.len() as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
         self.held.fetch_add(1, Ordering::AcqRel);
         let (w, h) = cfg.augment.out_size();
@@ -345,6 +353,7 @@ impl Collector {
             plans,
             errors,
             replacements,
+            warnings,
             return_tx: self.free_tx.clone(),
             held: Arc::clone(&self.held),
         })

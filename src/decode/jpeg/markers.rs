@@ -180,12 +180,10 @@ pub fn sampling_factors(bytes: &[u8]) -> Option<Vec<(u8, u8)>> {
 }
 
 /// What every JPEG decode path checks before libjpeg sees the file: the features this
-/// build does not decode (a typed `Unsupported`), and in strict mode a missing end marker.
-pub(crate) fn jpeg_preflight(
-    bytes: &[u8],
-    info: &ImageInfo,
-    strict: bool,
-) -> Result<(), DecodeError> {
+/// build does not decode (a typed `Unsupported`). A missing end marker is not refused
+/// here: where the data ends (inside a scan or after one) decides, which only the
+/// decoder knows.
+pub(crate) fn jpeg_preflight(info: &ImageInfo) -> Result<(), DecodeError> {
     match info.process {
         Some(JpegProcess::Lossless) => {
             return Err(DecodeError::Unsupported("lossless JPEG (SOF3)".into()))
@@ -201,18 +199,42 @@ pub(crate) fn jpeg_preflight(
             info.bit_depth
         )));
     }
-    if strict && !has_end_marker(bytes) {
-        return Err(DecodeError::Jpeg(
-            "truncated: no end-of-image marker".into(),
-        ));
-    }
     Ok(())
 }
 
-/// Whether an end-of-image marker is present: a file cut short has none. Bytes after
-/// the marker (trailers some cameras append) are allowed.
-fn has_end_marker(bytes: &[u8]) -> bool {
-    bytes.windows(2).rev().any(|w| w == [0xFF, 0xD9])
+/// Whether the file ends with an end-of-image marker (trailing zero padding allowed): a
+/// file cut short does not. Decoders that stop before the end of the data (a crop that
+/// ends above the last row, a hardware decoder) take only such files, so that where a
+/// file without one ends is judged by a decoder that reads it all.
+pub(crate) fn ends_with_eoi(bytes: &[u8]) -> bool {
+    let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    bytes[..end].ends_with(&[0xFF, 0xD9])
+}
+
+/// The number of components in the first scan header (SOS), `None` when there is no
+/// readable one.
+pub fn first_scan_components(bytes: &[u8]) -> Option<u8> {
+    let mut i = 2;
+    while i + 4 <= bytes.len() {
+        if bytes[i] != 0xFF {
+            i += 1;
+            continue;
+        }
+        let marker = bytes[i + 1];
+        if marker == 0xFF || marker == 0x01 || (0xD0..=0xD8).contains(&marker) {
+            i += if marker == 0xFF { 1 } else { 2 };
+            continue;
+        }
+        if marker == 0xD9 {
+            return None;
+        }
+        if marker == 0xDA {
+            return bytes.get(i + 4).copied();
+        }
+        let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
+        i += 2 + len.max(2);
+    }
+    None
 }
 
 #[cfg(test)]
