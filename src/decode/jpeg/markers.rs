@@ -211,6 +211,56 @@ pub(crate) fn ends_with_eoi(bytes: &[u8]) -> bool {
     bytes[..end].ends_with(&[0xFF, 0xD9])
 }
 
+/// The runs of extraneous bytes between marker segments (outside entropy-coded data), as
+/// libjpeg counts them: `(bytes, the marker after them)`, in file order, at most 64.
+/// Bytes after a scan's entropy-coded data are not found here: only the decoder knows
+/// where a scan's data ends.
+pub fn segment_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
+    let mut gaps = Vec::new();
+    let mut i = 2;
+    while i + 1 < bytes.len() && gaps.len() < 64 {
+        // `i` is the end of a segment: count the bytes before the next marker.
+        let start = i;
+        while i < bytes.len() && bytes[i] != 0xFF {
+            i += 1;
+        }
+        while i + 1 < bytes.len() && bytes[i + 1] == 0xFF {
+            i += 1; // fill bytes before a marker are not counted
+        }
+        let Some(&marker) = bytes.get(i + 1) else {
+            break;
+        };
+        if marker == 0x00 {
+            i += 2; // libjpeg counts a stuffed zero as two extraneous bytes and goes on
+            continue;
+        }
+        if i > start {
+            gaps.push((i - start, marker));
+        }
+        i += 2;
+        match marker {
+            0xD9 => break,
+            0xD8 | 0x01 | 0xD0..=0xD7 => continue,
+            _ => {}
+        }
+        let Some(len) = bytes.get(i..i + 2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+        else {
+            break;
+        };
+        i += len.max(2);
+        if marker == 0xDA {
+            // Skip the entropy-coded data up to the next marker that is not a restart.
+            while i + 1 < bytes.len() {
+                if bytes[i] == 0xFF && !matches!(bytes[i + 1], 0x00 | 0xFF | 0xD0..=0xD7) {
+                    break;
+                }
+                i += 1;
+            }
+        }
+    }
+    gaps
+}
+
 /// The number of components in the first scan header (SOS), `None` when there is no
 /// readable one.
 pub fn first_scan_components(bytes: &[u8]) -> Option<u8> {

@@ -17,7 +17,8 @@
 //! | `JWRN_HIT_MARKER` (the entropy decoder needed more data than its scan holds: a marker, or the end of the file, inside a scan's entropy-coded data) | | `Damaged` | refused | delivered, marked |
 //! | `JWRN_JPEG_EOF` (the data ends without an end-of-image marker) | no `JWRN_HIT_MARKER`: every scan read was complete; Huffman-coded; progressive with the DC of every component received, or sequential with one scan of every component | `Incomplete` | delivered, marked | delivered, marked |
 //! | `JWRN_JPEG_EOF` | otherwise (an arithmetic decoder fills missing data without a warning, so where its data ended is unknown; a sequential file that lacks a component's scan) | `Damaged` | refused | delivered, marked |
-//! | `JWRN_EXTRANEOUS_DATA` (bytes that belong to no segment, skipped before a marker) | nothing else | `Extraneous` | delivered, marked | delivered, marked |
+//! | `JWRN_EXTRANEOUS_DATA` (bytes skipped before a marker) | between two marker segments (outside entropy-coded data: our marker scan finds the same run), or at most 4 bytes after a scan's entropy-coded data (the padding some Motion-JPEG encoders write) | `Extraneous` | delivered, marked | delivered, marked |
+//! | `JWRN_EXTRANEOUS_DATA` | more than 4 bytes after a scan's entropy-coded data: the unread tail of a scan whose corrupt data made the Huffman decoder finish early (libjpeg-turbo's fast Huffman path does not report bad codes, so this, or `JWRN_HIT_MARKER`, is how corrupt data shows) | `Damaged` | refused | delivered, marked |
 //! | nothing | a progressive file whose coefficients are not all refined to their last bit (final scans missing, end marker present) | `Incomplete` | delivered, marked | delivered, marked |
 //!
 //! When several apply, the most severe wins (`Damaged`, then an end of file, then
@@ -31,9 +32,11 @@
 //!
 //! Limits: libjpeg cannot tell bytes appended after a scan's data from the tail of a
 //! scan that a corruption made the decoder finish early (both are "extraneous bytes
-//! before marker"), nor see a corruption that decodes to valid codes of the right
-//! length; such files are delivered as `Extraneous` or not marked at all. A crop that
-//! ends above the damage of a file that does end with its end marker does not see it.
+//! before marker"): a corruption that ends a scan at most 4 bytes early is delivered as
+//! `Extraneous` (marked, never silent), and appended garbage longer than that is
+//! refused in strict mode. A corruption that decodes to valid codes of the right length
+//! is invisible to every decoder. A crop that ends above the damage of a file that does
+//! end with its end marker does not read, so does not see, it.
 
 pub mod coeffs;
 pub mod color;

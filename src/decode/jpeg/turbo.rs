@@ -66,8 +66,10 @@ struct ErrorMgr {
 /// The warnings libjpeg emitted during one decode, by what they mean.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 struct Seen {
-    /// `JWRN_EXTRANEOUS_DATA`: the first message.
-    extraneous: Option<String>,
+    /// `JWRN_EXTRANEOUS_DATA`: the byte count, the marker and the message of each (the
+    /// first [`MAX_EXTRANEOUS`]; `extraneous_more` says there were more).
+    extraneous: Vec<(u32, u8, String)>,
+    extraneous_more: bool,
     /// `JWRN_JPEG_EOF`: the data ran out (libjpeg then inserts an end-of-image marker).
     eof: bool,
     /// `JWRN_HIT_MARKER`: the entropy decoder needed more data than its scan holds.
@@ -75,6 +77,16 @@ struct Seen {
     /// The first warning that means damaged data (every other corrupt-data code).
     damage: Option<String>,
 }
+
+/// At most this many runs of extraneous bytes are judged; a file with more is damaged.
+const MAX_EXTRANEOUS: usize = 8;
+
+/// At most this many extraneous bytes after a scan's entropy-coded data are taken as
+/// padding (some Motion-JPEG encoders and cameras write a few before the end marker);
+/// more are taken as the unread tail of a scan whose corrupt data made the Huffman
+/// decoder finish early, which is how most corruption shows: libjpeg-turbo's fast
+/// Huffman path does not report bad codes.
+const TRAILING_PADDING_MAX: u32 = 4;
 
 /// What the decoder knows, after the decode, about the scans it read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,11 +146,18 @@ unsafe extern "C-unwind" fn on_message(cinfo: &mut ffi::jpeg_common_struct, leve
     // to it is live while libjpeg runs (`message` reads only `base`, before we borrow).
     unsafe {
         let code = (*cinfo.err).msg_code;
+        // Two ints for JWRN_EXTRANEOUS_DATA (count, marker); unused for the others.
+        let parm = *(*cinfo.err).msg_parm.i();
         let msg = message(cinfo);
         let seen = &mut (*(cinfo.err as *mut ErrorMgr)).seen;
         match code {
             c if c == ffi::JWRN_EXTRANEOUS_DATA as c_int => {
-                seen.extraneous.get_or_insert(msg);
+                if seen.extraneous.len() < MAX_EXTRANEOUS {
+                    let run = (parm[0].max(0) as u32, (parm[1] & 0xFF) as u8, msg);
+                    seen.extraneous.push(run);
+                } else {
+                    seen.extraneous_more = true;
+                }
             }
             c if c == ffi::JWRN_JPEG_EOF as c_int => seen.eof = true,
             c => {
@@ -153,7 +172,7 @@ unsafe extern "C-unwind" fn on_message(cinfo: &mut ffi::jpeg_common_struct, leve
 
 /// The verdict on one decode: the warning to attach to the image (`None` when libjpeg
 /// warned of nothing). See the module docs of [`crate::decode::jpeg`] for the rules.
-fn verdict(seen: &Seen, scans: &Scans) -> Option<DecodeWarning> {
+fn verdict(seen: &Seen, scans: &Scans, bytes: &[u8]) -> Option<DecodeWarning> {
     if let Some(m) = &seen.damage {
         let m = if seen.eof && seen.hit_marker {
             format!("Premature end of JPEG file inside a scan's entropy-coded data ({m})")
@@ -186,7 +205,26 @@ fn verdict(seen: &Seen, scans: &Scans) -> Option<DecodeWarning> {
             )
         });
     }
-    if let Some(m) = &seen.extraneous {
+    if !seen.extraneous.is_empty() {
+        let gaps = crate::decode::jpeg::markers::segment_gaps(bytes);
+        for (n, marker, m) in &seen.extraneous {
+            if !gaps.contains(&(*n as usize, *marker)) && *n > TRAILING_PADDING_MAX {
+                return Some(DecodeWarning::new(
+                    WarningKind::Damaged,
+                    format!(
+                        "{m}: after a scan's entropy-coded data, the decoder stopped short \
+                         of them, as corrupt data makes it do"
+                    ),
+                ));
+            }
+        }
+        if seen.extraneous_more {
+            return Some(DecodeWarning::new(
+                WarningKind::Damaged,
+                format!("more than {MAX_EXTRANEOUS} runs of extraneous bytes"),
+            ));
+        }
+        let m = &seen.extraneous[0].2;
         return Some(DecodeWarning::new(WarningKind::Extraneous, m.clone()));
     }
     if let (true, Some(u)) = (scans.progressive, &scans.unrefined) {
@@ -280,7 +318,7 @@ impl Decoder {
         let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
             ffi::jpeg_abort_decompress(cinfo)
         }));
-        self.judge(r, req.strict)
+        self.judge(r, req.strict, bytes)
     }
 
     /// The result of a decode that may have warned: a damaged file is an error when
@@ -289,9 +327,10 @@ impl Decoder {
         &mut self,
         r: std::thread::Result<Result<(T, Scans), DecodeError>>,
         strict: bool,
+        bytes: &[u8],
     ) -> Result<(T, Option<DecodeWarning>), DecodeError> {
         match r {
-            Ok(Ok((t, scans))) => match verdict(&self.err.seen, &scans) {
+            Ok(Ok((t, scans))) => match verdict(&self.err.seen, &scans, bytes) {
                 Some(w) if strict && w.kind == WarningKind::Damaged => {
                     Err(DecodeError::Jpeg(format!("corrupt data: {}", w.message)))
                 }
@@ -323,7 +362,7 @@ impl Decoder {
         let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
             ffi::jpeg_abort_decompress(cinfo)
         }));
-        let (status, warning) = self.judge(r, strict)?;
+        let (status, warning) = self.judge(r, strict, bytes)?;
         let status = match &warning {
             Some(w) if w.kind == WarningKind::Damaged => {
                 CoeffStatus::CpuOnly(format!("corrupt data: {}", w.message))
