@@ -54,7 +54,10 @@ fn assert_same_pixels(name: &str, ours: &Image8, reference: &Image8) {
         .zip(&reference.data)
         .filter(|(a, b)| a != b)
         .count();
-    assert_eq!(differing, 0, "{name}: {differing} bytes differ from Pillow's decode");
+    assert_eq!(
+        differing, 0,
+        "{name}: {differing} bytes differ from Pillow's decode"
+    );
 }
 
 #[test]
@@ -127,13 +130,20 @@ fn damage_inside_a_scan_is_refused_strictly_and_delivered_with_a_warning_lenient
         let (img, warning) = decode(jpg, false).unwrap_or_else(|e| panic!("{jpg}: {e}"));
         let (kind, msg) = warning.unwrap_or_else(|| panic!("{jpg}: no warning"));
         assert_eq!(kind, WarningKind::Damaged, "{jpg}: {msg}");
-        assert!(msg.contains("Corrupt JPEG data") || msg.contains("Premature end"), "{jpg}: {msg}");
+        assert!(
+            msg.contains("Corrupt JPEG data") || msg.contains("Premature end"),
+            "{jpg}: {msg}"
+        );
         assert_eq!((img.width, img.height), (240, 135), "{jpg}");
     }
     // The truncated file decodes leniently as Pillow decodes it (grey where data is missing).
     let (img, w) = decode("seeding_truncated.jpg", false).expect("lenient");
     assert!(w.is_some_and(|(_, m)| m.contains("inside a scan")));
-    assert_same_pixels("seeding_truncated.jpg", &img, &reference("seeding_truncated.png"));
+    assert_same_pixels(
+        "seeding_truncated.jpg",
+        &img,
+        &reference("seeding_truncated.png"),
+    );
 }
 
 #[test]
@@ -143,7 +153,11 @@ fn a_crop_above_the_cut_does_not_hide_it() {
         window: Some([0, 0, 64, 16]),
         ..opts(true)
     };
-    let r = cpu::decode_image(&read("seeding_truncated.jpg"), &crop, &mut Image8::default());
+    let r = cpu::decode_image(
+        &read("seeding_truncated.jpg"),
+        &crop,
+        &mut Image8::default(),
+    );
     assert!(matches!(r, Err(DecodeError::Jpeg(_))), "{r:?}");
     let lenient = DecodeOptions {
         strict: false,
@@ -169,10 +183,7 @@ fn coefficients_are_judged_as_the_cpu_decode_is() {
             "seeding_progressive_cut.jpg",
             "seeding_progressive_cut_eoi.jpg",
         ] {
-            assert!(
-                read_coefficients(&read(f), strict, &mut c).is_ok(),
-                "{f}"
-            );
+            assert!(read_coefficients(&read(f), strict, &mut c).is_ok(), "{f}");
             assert_eq!(kind(&c), Some(WarningKind::Incomplete), "{f}");
         }
         // Damage: an error when strict; CPU-only, marked, when lenient.
@@ -305,5 +316,8 @@ fn a_few_stray_bytes_after_the_last_scan_are_padding() {
     let r = cpu::decode_image_report(&b, &opts(true), &mut img).expect("strict decode");
     let w = r.warning.expect("a warning");
     assert_eq!(w.kind, WarningKind::Extraneous, "{w}");
-    assert!(w.message.contains("3 extraneous bytes before marker 0xd9"), "{w}");
+    assert!(
+        w.message.contains("3 extraneous bytes before marker 0xd9"),
+        "{w}"
+    );
 }

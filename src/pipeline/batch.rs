@@ -12,9 +12,9 @@ use crate::augment::{DType, Layout, SamplePlan};
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::batch::CudaBatchBuffers;
 use crate::backend::device::{DeviceBuffers, DeviceError, Plane};
-use crate::decode::{DecodeWarning, WarningKind};
 #[cfg(feature = "wgpu")]
 use crate::backend::wgpu::batch::WgpuBatchBuffers;
+use crate::decode::{DecodeWarning, WarningKind};
 use crate::error::{Error, Result, SampleError};
 
 /// Output buffers for one batch: images, and masks for segmentation sets.

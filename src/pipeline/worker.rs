@@ -9,6 +9,7 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 
 use std::sync::{Arc, Mutex};
 
+use super::batch::SampleWarning;
 use super::cache::{Cache, Decoded};
 use super::memory::{SlotMemory, SlotWriter};
 use super::readers::read_sample;
@@ -19,9 +20,8 @@ use crate::augment::reference::Scratch;
 use crate::augment::SamplePlan;
 use crate::backend::device::job::{prepare_for, DeviceJob, DeviceSample};
 use crate::backend::device::DeviceBuffers;
-use super::batch::SampleWarning;
-use crate::decode::{DecodeWarning, LabelPlane};
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
+use crate::decode::{DecodeWarning, LabelPlane};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::rng::{Rng, Stream};
 use crate::source::Sample;

@@ -5,8 +5,8 @@ use crate::augment::SamplePlan;
 use crate::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
 use crate::decode::jpeg::read_coefficients;
 use crate::decode::{
-    check_limits, peek_info, DecodeError, DecodeOptions, DecodeWarning, Format, Image8,
-    ImageInfo, LabelPlane,
+    check_limits, peek_info, DecodeError, DecodeOptions, DecodeWarning, Format, Image8, ImageInfo,
+    LabelPlane,
 };
 
 use super::decode::DeviceImage;

@@ -218,12 +218,14 @@ pub(crate) fn ends_with_eoi(bytes: &[u8]) -> bool {
 pub fn segment_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
     let mut gaps = Vec::new();
     let mut i = 2;
+    let mut carried = 0;
     while i + 1 < bytes.len() && gaps.len() < 64 {
         // `i` is the end of a segment: count the bytes before the next marker.
         let start = i;
         while i < bytes.len() && bytes[i] != 0xFF {
             i += 1;
         }
+        let skipped = i - start;
         while i + 1 < bytes.len() && bytes[i + 1] == 0xFF {
             i += 1; // fill bytes before a marker are not counted
         }
@@ -231,19 +233,24 @@ pub fn segment_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
             break;
         };
         if marker == 0x00 {
-            i += 2; // libjpeg counts a stuffed zero as two extraneous bytes and goes on
+            // libjpeg counts `FF 00` as two extraneous bytes and looks on.
+            carried += skipped + 2;
+            i += 2;
             continue;
         }
-        if i > start {
-            gaps.push((i - start, marker));
+        if carried + skipped > 0 {
+            gaps.push((carried + skipped, marker));
         }
+        carried = 0;
         i += 2;
         match marker {
             0xD9 => break,
             0xD8 | 0x01 | 0xD0..=0xD7 => continue,
             _ => {}
         }
-        let Some(len) = bytes.get(i..i + 2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+        let Some(len) = bytes
+            .get(i..i + 2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
         else {
             break;
         };
@@ -304,6 +311,26 @@ mod tests {
         assert_eq!(exif_orientation(&be), Some(8));
         assert_eq!(exif_orientation(&le[..12]), None);
         assert_eq!(exif_orientation(b"garbage"), None);
+    }
+
+    #[test]
+    fn gaps_between_segments_are_found_but_not_inside_scans() {
+        // SOI, APP0 (len 4), 3 stray bytes, DQT-like segment (len 2), SOS (len 3, one
+        // component) with data holding a stuffed FF and a restart, 2 stray bytes, EOI.
+        let f = [
+            0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 1, 2, 7, 7, 7, 0xFF, 0xFF, 0xDB, 0x00, 0x02, 0xFF,
+            0xDA, 0x00, 0x03, 0x01, 0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD0, 0x56, 9, 9, 0xFF, 0xD9,
+        ];
+        assert_eq!(segment_gaps(&f), vec![(3, 0xDB)]);
+        assert_eq!(first_scan_components(&f), Some(1));
+        assert!(ends_with_eoi(&f));
+        let mut padded = f.to_vec();
+        padded.extend_from_slice(&[0, 0]);
+        assert!(ends_with_eoi(&padded));
+        assert!(!ends_with_eoi(&f[..f.len() - 1]));
+        assert!(!ends_with_eoi(&[]));
+        assert_eq!(segment_gaps(&f[..5]), vec![]);
+        assert_eq!(first_scan_components(&f[..12]), None);
     }
 
     #[test]

@@ -666,3 +666,71 @@ fn smoothing_needed(comps: &[ffi::jpeg_component_info], bits: &[[c_int; 64]]) ->
     }
     useful
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scans(progressive: bool, complete: bool) -> Scans {
+        Scans {
+            arithmetic: false,
+            dc_complete: progressive && complete,
+            unrefined: None,
+            sequential_complete: !progressive && complete,
+            progressive,
+        }
+    }
+
+    #[test]
+    fn the_verdict_follows_the_documented_table() {
+        let kind = |seen: &Seen, s: &Scans| verdict(seen, s, &[0xFF, 0xD8]).map(|w| w.kind);
+        let clean = Seen::default();
+        assert_eq!(kind(&clean, &scans(false, true)), None);
+        let eof = Seen {
+            eof: true,
+            ..Seen::default()
+        };
+        assert_eq!(
+            kind(&eof, &scans(false, true)),
+            Some(WarningKind::Incomplete)
+        );
+        assert_eq!(
+            kind(&eof, &scans(true, true)),
+            Some(WarningKind::Incomplete)
+        );
+        assert_eq!(kind(&eof, &scans(true, false)), Some(WarningKind::Damaged));
+        assert_eq!(kind(&eof, &scans(false, false)), Some(WarningKind::Damaged));
+        let arith = Scans {
+            arithmetic: true,
+            ..scans(false, true)
+        };
+        assert_eq!(kind(&eof, &arith), Some(WarningKind::Damaged));
+        let cut_in_scan = Seen {
+            eof: true,
+            hit_marker: true,
+            damage: Some("Corrupt JPEG data: premature end of data segment".into()),
+            ..Seen::default()
+        };
+        assert_eq!(
+            kind(&cut_in_scan, &scans(false, true)),
+            Some(WarningKind::Damaged)
+        );
+        let stray = |n| Seen {
+            extraneous: vec![(n, 0xD9, format!("{n} extraneous bytes"))],
+            ..Seen::default()
+        };
+        assert_eq!(
+            kind(&stray(TRAILING_PADDING_MAX), &scans(false, true)),
+            Some(WarningKind::Extraneous)
+        );
+        assert_eq!(
+            kind(&stray(TRAILING_PADDING_MAX + 1), &scans(false, true)),
+            Some(WarningKind::Damaged)
+        );
+        let unrefined = Scans {
+            unrefined: Some("component 0, coefficient 1 known to bit 1".into()),
+            ..scans(true, true)
+        };
+        assert_eq!(kind(&clean, &unrefined), Some(WarningKind::Incomplete));
+    }
+}
