@@ -304,7 +304,7 @@ impl Collector {
                 }
                 if let Some(mut w) = d.warning {
                     w.slot = k;
-                    warnings.push(w);
+                    warnings.push(*w);
                 }
                 ids.push(d.id);
                 labels.push(d.label);

@@ -57,8 +57,8 @@ pub(super) struct Delivered {
     pub(super) plan: SamplePlan,
     /// What the device needs for this sample, when batches are made on one.
     pub(super) gpu: Option<Box<DeviceJob>>,
-    /// What its decoder tolerated, when anything.
-    pub(super) warning: Option<SampleWarning>,
+    /// What its decoder tolerated, when anything (boxed: rare, and messages stay small).
+    pub(super) warning: Option<Box<SampleWarning>>,
 }
 
 /// What became of one sample.
@@ -271,7 +271,10 @@ fn process(
                     replaced: None,
                     plan,
                     gpu,
-                    warning: ws.warning.take().map(|w| SampleWarning::new(sample, w)),
+                    warning: ws
+                        .warning
+                        .take()
+                        .map(|w| Box::new(SampleWarning::new(sample, w))),
                 }),
                 error: None,
             };
@@ -306,7 +309,10 @@ fn process(
                         replaced: Some(sample.id),
                         plan,
                         gpu,
-                        warning: ws.warning.take().map(|w| SampleWarning::new(cand, w)),
+                        warning: ws
+                            .warning
+                            .take()
+                            .map(|w| Box::new(SampleWarning::new(cand, w))),
                     }),
                     error: Some(error),
                 };
