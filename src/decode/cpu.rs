@@ -11,7 +11,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::jpeg::turbo;
 use super::{
-    check_limits, peek_info, DecodeError, DecodeOptions, Format, Image8, ImageInfo, LabelPlane,
+    check_limits, peek_info, DecodeError, DecodeOptions, DecodeReport, DecodeWarning, Format,
+    Image8, ImageInfo, LabelPlane,
 };
 use crate::error::panic_message;
 
@@ -26,20 +27,34 @@ fn check_bytes(bytes: &[u8], opts: &DecodeOptions) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// Decodes a JPEG, PNG, WebP, BMP, TIFF or GIF into 8-bit RGB, reusing `out`'s allocation.
+/// Decodes a JPEG, PNG, WebP, BMP, TIFF or GIF into 8-bit RGB, reusing `out`'s
+/// allocation. What the decoder tolerated is dropped: [`decode_image_report`] returns it.
 pub fn decode_image(
     bytes: &[u8],
     opts: &DecodeOptions,
     out: &mut Image8,
 ) -> Result<ImageInfo, DecodeError> {
+    decode_image_report(bytes, opts, out).map(|r| r.info)
+}
+
+/// Decodes an image into 8-bit RGB, reusing `out`'s allocation, and says what the
+/// decoder tolerated ([`DecodeReport::warning`]): extraneous bytes or an end at a scan
+/// boundary in either mode, damaged data when `opts.strict` is off.
+pub fn decode_image_report(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    out: &mut Image8,
+) -> Result<DecodeReport, DecodeError> {
     let info = checked_headers(bytes, opts)?;
-    guarded(info, || match info.format {
-        Format::Jpeg => decode_jpeg(bytes, &info, opts, out),
+    let mut warning = None;
+    let info = guarded(info, || match info.format {
+        Format::Jpeg => decode_jpeg(bytes, &info, opts, out, &mut warning),
         Format::Png => decode_png_rgb(bytes, &info, out),
         Format::Webp | Format::Bmp | Format::Tiff | Format::Gif => {
             super::other::decode_rgb(bytes, &info, opts, out)
         }
-    })
+    })?;
+    Ok(DecodeReport { info, warning })
 }
 
 /// The headers, after the file size and the pixel count have passed the limits.
@@ -66,8 +81,9 @@ fn decode_jpeg(
     info: &ImageInfo,
     opts: &DecodeOptions,
     out: &mut Image8,
+    warning: &mut Option<DecodeWarning>,
 ) -> Result<(), DecodeError> {
-    super::jpeg::markers::jpeg_preflight(bytes, info, opts.strict)?;
+    super::jpeg::markers::jpeg_preflight(info)?;
     let orientation = if opts.orientation {
         info.orientation
     } else {
@@ -83,7 +99,9 @@ fn decode_jpeg(
         // Widened by a margin: libjpeg upsamples the edge columns of a cropped region (and
         // the first row after a skip) without their neighbours, so the pixels at the very
         // edge may differ from a whole decode. Outside the needed window, they do not matter.
-        window: if orientation == 1 {
+        // A file that does not end with its end marker is decoded whole, so that libjpeg
+        // reads to where its data ends and judges it whatever the crop.
+        window: if orientation == 1 && super::jpeg::markers::ends_with_eoi(bytes) {
             opts.window.map(|[x0, y0, x1, y1]| {
                 [
                     x0.saturating_sub(WINDOW_MARGIN),
@@ -97,7 +115,9 @@ fn decode_jpeg(
         },
         strict: opts.strict,
     };
-    let o = turbo::decode(bytes, &req, &mut out.data)?;
+    let hints = turbo::Hints::of(bytes, info);
+    let (o, w) = turbo::decode(bytes, &req, &hints, &mut out.data)?;
+    *warning = w;
     if o.channels == 4 {
         cmyk_to_rgb(&mut out.data, info.adobe_transform.is_some());
     } else if o.channels != 3 {

@@ -35,9 +35,12 @@ impl Default for Limits {
 pub struct DecodeOptions {
     /// Size limits.
     pub limits: Limits,
-    /// Refuse damaged JPEGs (truncated data, corrupt entropy-coded segments, stray
-    /// markers) instead of filling the damage with grey, as PyTorch/Pillow and tf.data
-    /// do by default: a damaged sample is reported, not trained on. Default: on.
+    /// Refuse damaged JPEGs (cut short inside a scan, corrupt entropy-coded segments,
+    /// stray markers) instead of filling the damage with grey, as PyTorch/Pillow and
+    /// tf.data do by default: a damaged sample is reported, not trained on. Faults that
+    /// leave the pixels as the file defines them (extraneous bytes, an end at a scan
+    /// boundary) are decoded in both modes, with a [`DecodeWarning`]; lenient decoding
+    /// delivers damaged files with a [`WarningKind::Damaged`] warning. Default: on.
     pub strict: bool,
     /// Apply the EXIF orientation, as Pillow's `exif_transpose` does. Default: on.
     pub orientation: bool,
@@ -59,6 +62,77 @@ impl Default for DecodeOptions {
             window: None,
         }
     }
+}
+
+/// What a decoder tolerated in an image it delivered: the sample is decoded, but not from
+/// a clean file. The pipeline reports it per sample (`Batch::warnings`) and counts it
+/// (`Stats::samples_with_warnings`), so no altered sample goes unnoticed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct DecodeWarning {
+    /// What kind of fault it is, and so whether the pixels are affected.
+    pub kind: WarningKind,
+    /// The decoder's message (libjpeg's for JPEGs), with where it applies.
+    pub message: String,
+}
+
+impl DecodeWarning {
+    /// A warning of `kind` with `message`.
+    pub fn new(kind: WarningKind, message: impl Into<String>) -> Self {
+        DecodeWarning {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for DecodeWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.kind.name(), self.message)
+    }
+}
+
+/// The kinds of [`DecodeWarning`], from harmless to damaging. The first two leave the
+/// pixels as the file's data defines them and are delivered in strict mode too; the last
+/// is delivered only when strict decoding is off (the [`jpeg`] module says which
+/// libjpeg messages fall in which kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum WarningKind {
+    /// Bytes that belong to no segment, skipped before a marker (libjpeg's
+    /// `JWRN_EXTRANEOUS_DATA`, common in Motion-JPEG frames).
+    Extraneous,
+    /// The file ends at a scan boundary (no end-of-image marker), or a progressive file
+    /// stops before its last refinement scans: decoded from the complete scans present,
+    /// as every JPEG decoder does; a progressive image is then coarser than intended.
+    Incomplete,
+    /// Damaged data decoded leniently: cut short inside a scan, corrupt entropy-coded
+    /// data (bad codes, a marker where data should be, lost restart markers). libjpeg
+    /// fills what it could not decode; the pixels differ from the intended image.
+    Damaged,
+}
+
+impl WarningKind {
+    /// The lower-case name, as in JSON output.
+    pub fn name(self) -> &'static str {
+        match self {
+            WarningKind::Extraneous => "extraneous",
+            WarningKind::Incomplete => "incomplete",
+            WarningKind::Damaged => "damaged",
+        }
+    }
+}
+
+/// What a successful decode returns: the headers, and what the decoder had to tolerate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DecodeReport {
+    /// What the headers say.
+    pub info: ImageInfo,
+    /// The most severe fault tolerated (the first one of that kind), `None` for a clean
+    /// file.
+    pub warning: Option<DecodeWarning>,
 }
 
 /// The container format of an image, from its first bytes.

@@ -14,6 +14,7 @@ use crate::backend::cuda::batch::CudaBatchBuffers;
 use crate::backend::device::{DeviceBuffers, DeviceError, Plane};
 #[cfg(feature = "wgpu")]
 use crate::backend::wgpu::batch::WgpuBatchBuffers;
+use crate::decode::{DecodeWarning, WarningKind};
 use crate::error::{Error, Result, SampleError};
 
 /// Output buffers for one batch: images, and masks for segmentation sets.
@@ -57,6 +58,53 @@ pub struct Replacement {
     pub by_id: u64,
 }
 
+/// A sample delivered from a file its decoder had to tolerate something in: extraneous
+/// bytes, an end at a scan boundary (delivered in strict mode too, the pixels being what
+/// the file defines), or damaged data decoded with strict decoding off
+/// ([`WarningKind::Damaged`]: libjpeg filled what it could not decode, so the pixels
+/// differ from the intended image). Listed by [`Batch::warnings`], counted in
+/// [`Stats::samples_with_warnings`](super::Stats::samples_with_warnings).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct SampleWarning {
+    /// Slot in the batch.
+    pub slot: usize,
+    /// The stable id of the sample delivered.
+    pub id: u64,
+    /// Its path (relative to the dataset root) or other location.
+    pub path: String,
+    /// What kind of fault, and so whether the pixels are affected.
+    pub kind: WarningKind,
+    /// The decoder's message (libjpeg's, for JPEGs).
+    pub message: String,
+}
+
+impl SampleWarning {
+    /// The warning `w` about `sample`, in slot 0 until the batch places it.
+    pub(crate) fn new(sample: &crate::source::Sample, w: DecodeWarning) -> Self {
+        SampleWarning {
+            slot: 0,
+            id: sample.id,
+            path: sample.path.clone(),
+            kind: w.kind,
+            message: w.message,
+        }
+    }
+}
+
+impl std::fmt::Display for SampleWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "sample {:016x} ({}): {}: {}",
+            self.id,
+            self.path,
+            self.kind.name(),
+            self.message
+        )
+    }
+}
+
 /// A batch: images (and masks) in one contiguous host buffer, with labels and ids.
 /// Dropping it returns its buffers to the pipeline's ring.
 #[derive(Debug)]
@@ -75,6 +123,7 @@ pub struct Batch {
     pub(super) errors: Vec<SampleError>,
     pub(super) replacements: Vec<Replacement>,
     pub(super) repeated: Vec<bool>,
+    pub(super) warnings: Vec<SampleWarning>,
     pub(super) return_tx: Sender<BatchBuffers>,
     pub(super) held: Arc<AtomicUsize>,
     /// Host copies of a device batch, read back on first use of a host accessor.
@@ -359,6 +408,12 @@ impl Batch {
     /// each sample counts once.
     pub fn repeated(&self) -> &[bool] {
         &self.repeated
+    }
+
+    /// Samples of this batch delivered from files the decoder had to tolerate something
+    /// in, with the decoder's message: every sample decoded leniently is listed here.
+    pub fn warnings(&self) -> &[SampleWarning] {
+        &self.warnings
     }
 }
 

@@ -8,13 +8,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use crate::decode::{Image8, LabelPlane};
+use crate::decode::{DecodeWarning, Image8, LabelPlane};
 
-/// A decoded sample: image and optional mask.
+/// A decoded sample: image and optional mask, and what the decoder tolerated (kept with
+/// the pixels, so a cached sample is marked in every epoch it is delivered).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Decoded {
     pub image: Image8,
     pub mask: Option<LabelPlane>,
+    pub warning: Option<DecodeWarning>,
 }
 
 impl Decoded {

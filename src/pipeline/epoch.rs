@@ -297,6 +297,7 @@ impl Collector {
         let mut repeated = Vec::with_capacity(n);
         let mut exhausted = Vec::new();
         let batch_size = cfg.batch_size;
+        let mut warnings = Vec::new();
         let (ib, mb) = (cfg.host_image_bytes(), cfg.host_mask_bytes());
         let mut jobs: Vec<DeviceJob> = Vec::new();
         for (slot, o) in p.outcomes.into_iter().enumerate() {
@@ -339,6 +340,10 @@ impl Collector {
                         by_id: d.id,
                     });
                 }
+                if let Some(mut w) = d.warning {
+                    w.slot = k;
+                    warnings.push(*w);
+                }
                 ids.push(d.id);
                 labels.push(d.label);
                 plans.push(d.plan);
@@ -370,6 +375,9 @@ impl Collector {
         self.stats
             .replacements
             .fetch_add(replacements.len() as u64, Ordering::Relaxed);
+        self.stats
+            .samples_with_warnings
+            .fetch_add(warnings.len() as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
         self.held.fetch_add(1, Ordering::AcqRel);
         let (w, h) = cfg.augment.get_output_size();
@@ -390,6 +398,7 @@ impl Collector {
             errors,
             replacements,
             repeated,
+            warnings,
             return_tx: self.free_tx.clone(),
             held: Arc::clone(&self.held),
         })

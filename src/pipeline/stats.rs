@@ -28,6 +28,7 @@ pub(crate) struct Counters {
     pub gpu_decoded: AtomicU64,
     pub cpu_fallbacks: AtomicU64,
     pub device_ns: AtomicU64,
+    pub samples_with_warnings: AtomicU64,
     /// The largest file read (a sizing hint for staging buffers, not a statistic).
     pub largest_file: std::sync::atomic::AtomicUsize,
     pub errors: Mutex<Vec<SampleError>>,
@@ -63,6 +64,7 @@ impl Counters {
             (&self.gpu_decoded, &total.gpu_decoded),
             (&self.cpu_fallbacks, &total.cpu_fallbacks),
             (&self.device_ns, &total.device_ns),
+            (&self.samples_with_warnings, &total.samples_with_warnings),
         ] {
             b.fetch_add(a.load(Ordering::Relaxed), Ordering::Relaxed);
         }
@@ -104,6 +106,7 @@ impl Counters {
             gpu_decoded: self.gpu_decoded.load(Ordering::Relaxed),
             cpu_fallbacks: self.cpu_fallbacks.load(Ordering::Relaxed),
             device_submit_seconds: s(&self.device_ns),
+            samples_with_warnings: self.samples_with_warnings.load(Ordering::Relaxed),
             errors: self.errors.lock().map(|v| v.clone()).unwrap_or_default(),
         }
     }
@@ -147,6 +150,10 @@ pub struct Stats {
     /// GPU backends: time the collector thread spent packing, uploading and submitting
     /// batches (off the consumer's thread).
     pub device_submit_seconds: f64,
+    /// Samples delivered from files the decoder had to tolerate something in
+    /// (extraneous bytes, an end at a scan boundary, or, with strict decoding off,
+    /// damaged data): each is listed in its batch's [`Batch::warnings`](super::Batch::warnings).
+    pub samples_with_warnings: u64,
     /// Reported sample errors (the first [`MAX_KEPT_ERRORS`]).
     pub errors: Vec<SampleError>,
 }

@@ -9,6 +9,7 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 
 use std::sync::{Arc, Mutex};
 
+use super::batch::SampleWarning;
 use super::cache::{Cache, Decoded};
 use super::memory::{SlotMemory, SlotWriter};
 use super::readers::read_sample;
@@ -19,8 +20,8 @@ use crate::augment::reference::Scratch;
 use crate::augment::SamplePlan;
 use crate::backend::device::job::{prepare_for, DeviceJob, DeviceSample};
 use crate::backend::device::DeviceBuffers;
-use crate::decode::LabelPlane;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
+use crate::decode::{DecodeWarning, LabelPlane};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::rng::{Rng, Stream};
 use crate::source::Sample;
@@ -56,6 +57,8 @@ pub(super) struct Delivered {
     pub(super) plan: SamplePlan,
     /// What the device needs for this sample, when batches are made on one.
     pub(super) gpu: Option<Box<DeviceJob>>,
+    /// What its decoder tolerated, when anything (boxed: rare, and messages stay small).
+    pub(super) warning: Option<Box<SampleWarning>>,
 }
 
 /// What became of one sample.
@@ -142,6 +145,8 @@ pub(crate) struct WorkerState {
     scratch: Scratch,
     decoded: Decoded,
     replace: Staged,
+    /// What the decoder tolerated in the sample last made (set by `attempt`).
+    warning: Option<DecodeWarning>,
 }
 
 pub(super) fn worker(
@@ -235,8 +240,10 @@ fn process(
             )),
         };
     };
+    ws.warning = None;
     let first = match payload {
         Payload::Cached(d) => {
+            ws.warning = d.warning.clone();
             let plan = cached_plan(sh, sample, d);
             if sh.cfg.on_device() {
                 Ok((plan, device_job_cached(&plan, d)))
@@ -267,6 +274,10 @@ fn process(
                     replaced: None,
                     plan,
                     gpu,
+                    warning: ws
+                        .warning
+                        .take()
+                        .map(|w| Box::new(SampleWarning::new(sample, w))),
                 }),
                 error: None,
             };
@@ -295,6 +306,7 @@ fn process(
             continue;
         }
         let mut st = std::mem::take(&mut ws.replace);
+        ws.warning = None;
         let r = read_sample(cand, &sh.cfg.limits, &mut st.image, &mut st.mask, &sh.stats)
             .and_then(|()| attempt(sh, cand, &st.image, &st.mask, w, mask_writer.as_mut(), ws));
         ws.replace = st;
@@ -307,6 +319,10 @@ fn process(
                         replaced: Some(sample.id),
                         plan,
                         gpu,
+                        warning: ws
+                            .warning
+                            .take()
+                            .map(|w| Box::new(SampleWarning::new(cand, w))),
                     }),
                     error: Some(error),
                 };
@@ -337,6 +353,7 @@ fn attempt(
         return prepare_device(sh, s, image, mask, ws).map(|(p, j)| (p, Some(j)));
     }
     let plan = decode_into(sh, s, image, mask, &mut ws.decoded)?;
+    ws.warning = ws.decoded.warning.clone();
     run(sh, s, &ws.decoded, &plan, w, mask_writer, &mut ws.scratch).map(|p| (p, None))
 }
 
@@ -368,6 +385,7 @@ fn prepare_device(
     if sh.cache.is_some() {
         // The cache keeps whole CPU-decoded images so any later crop can be served.
         let plan = decode_into(sh, s, image, mask, &mut ws.decoded)?;
+        ws.warning = ws.decoded.warning.clone();
         sh.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
         return Ok((plan, device_job(plan, &ws.decoded)));
     }
@@ -413,6 +431,7 @@ fn prepare_device(
             sh.stats.gpu_decoded.fetch_add(1, Ordering::Relaxed);
         }
     }
+    ws.warning = prepared.warning.clone();
     let mask = match s.mask {
         Some(_) => {
             let mut m = LabelPlane::default();
@@ -508,9 +527,10 @@ fn decode_into(
     } else {
         plan.decode_options(base, &info)
     };
-    let r = crate::decode::cpu::decode_image(image, &opts, &mut out.image)
+    let r = crate::decode::cpu::decode_image_report(image, &opts, &mut out.image)
         .map_err(|e| decode_error(s, "image", &e))
-        .and_then(|_| {
+        .and_then(|report| {
+            out.warning = report.warning;
             if s.mask.is_none() {
                 out.mask = None;
                 return Ok(());

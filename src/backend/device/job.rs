@@ -5,7 +5,8 @@ use crate::augment::SamplePlan;
 use crate::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
 use crate::decode::jpeg::read_coefficients;
 use crate::decode::{
-    check_limits, peek_info, DecodeError, DecodeOptions, Format, Image8, ImageInfo, LabelPlane,
+    check_limits, peek_info, DecodeError, DecodeOptions, DecodeWarning, Format, Image8, ImageInfo,
+    LabelPlane,
 };
 
 use super::decode::DeviceImage;
@@ -72,9 +73,9 @@ impl HardwareDecode {
             || info.bit_depth != 8
             || !matches!(info.components, 1 | 3)
             || opts.scale.clamp(1, 8) != 1
-            // Strict decoding refuses damaged files; the commonest damage, a cut-off
-            // file, shows at its end, and such files take the path that reports them.
-            || (opts.strict && !bytes.ends_with(&[0xFF, 0xD9]))
+            // A file cut off shows at its end: such files take the path where libjpeg
+            // reads them whole and says whether and how they are damaged (both modes).
+            || !crate::decode::jpeg::markers::ends_with_eoi(bytes)
             || (info.components == 3 && info.adobe_transform == Some(0))
         {
             return false;
@@ -94,6 +95,9 @@ pub struct Prepared {
     pub info: ImageInfo,
     /// `Some(reason)` when the CPU decoded the image (a fallback, counted in the stats).
     pub cpu_reason: Option<String>,
+    /// What libjpeg tolerated reading the file (coefficients or CPU decode), `None` for a
+    /// clean one or one handed to a hardware decoder (those all end with their end marker).
+    pub warning: Option<DecodeWarning>,
 }
 
 /// Prepares one image for the device: a JPEG is entropy-decoded on this thread to DCT
@@ -201,6 +205,7 @@ pub fn prepare_for(
             },
             info,
             cpu_reason: None,
+            warning: None,
         });
     }
     let reason = if info.format != Format::Jpeg {
@@ -209,6 +214,7 @@ pub fn prepare_for(
         let mut coeffs = pool.take();
         match read_coefficients(bytes, opts.strict, &mut coeffs)? {
             CoeffStatus::Ready => {
+                let warning = coeffs.warning.clone();
                 let scale = opts.scale.clamp(1, 8);
                 let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
                 let (window, orientation) = stored_request(&info, opts, full);
@@ -221,6 +227,7 @@ pub fn prepare_for(
                     },
                     info,
                     cpu_reason: None,
+                    warning,
                 });
             }
             CoeffStatus::CpuOnly(reason) => {
@@ -230,11 +237,12 @@ pub fn prepare_for(
         }
     };
     let mut img = Image8::default();
-    let info = crate::decode::cpu::decode_image(bytes, opts, &mut img)?;
+    let report = crate::decode::cpu::decode_image_report(bytes, opts, &mut img)?;
     Ok(Prepared {
         image: DeviceSample::Rgb(img),
-        info,
+        info: report.info,
         cpu_reason: Some(reason),
+        warning: report.warning,
     })
 }
 

@@ -145,6 +145,9 @@ pub struct Coefficients {
     pub max_v: u32,
     /// The components, in frame order.
     pub components: Vec<Component>,
+    /// What libjpeg tolerated reading them (`None` for a clean file): the pipeline
+    /// reports it with the sample, as it does the CPU decoder's.
+    pub warning: Option<crate::decode::DecodeWarning>,
     /// Components of earlier images kept for their allocations.
     spare: Vec<Component>,
 }
@@ -157,6 +160,7 @@ impl Coefficients {
         self.max_h = 1;
         self.max_v = 1;
         self.adobe_inverted = false;
+        self.warning = None;
         for mut c in self.components.drain(..) {
             c.blocks.clear();
             self.spare.push(c);
@@ -683,6 +687,7 @@ mod tests {
             max_h,
             max_v,
             components,
+            warning: None,
             spare: Vec::new(),
         }
     }

@@ -180,12 +180,10 @@ pub fn sampling_factors(bytes: &[u8]) -> Option<Vec<(u8, u8)>> {
 }
 
 /// What every JPEG decode path checks before libjpeg sees the file: the features this
-/// build does not decode (a typed `Unsupported`), and in strict mode a missing end marker.
-pub(crate) fn jpeg_preflight(
-    bytes: &[u8],
-    info: &ImageInfo,
-    strict: bool,
-) -> Result<(), DecodeError> {
+/// build does not decode (a typed `Unsupported`). A missing end marker is not refused
+/// here: where the data ends (inside a scan or after one) decides, which only the
+/// decoder knows.
+pub(crate) fn jpeg_preflight(info: &ImageInfo) -> Result<(), DecodeError> {
     match info.process {
         Some(JpegProcess::Lossless) => {
             return Err(DecodeError::Unsupported("lossless JPEG (SOF3)".into()))
@@ -201,18 +199,99 @@ pub(crate) fn jpeg_preflight(
             info.bit_depth
         )));
     }
-    if strict && !has_end_marker(bytes) {
-        return Err(DecodeError::Jpeg(
-            "truncated: no end-of-image marker".into(),
-        ));
-    }
     Ok(())
 }
 
-/// Whether an end-of-image marker is present: a file cut short has none. Bytes after
-/// the marker (trailers some cameras append) are allowed.
-fn has_end_marker(bytes: &[u8]) -> bool {
-    bytes.windows(2).rev().any(|w| w == [0xFF, 0xD9])
+/// Whether the file ends with an end-of-image marker (trailing zero padding allowed): a
+/// file cut short does not. Decoders that stop before the end of the data (a crop that
+/// ends above the last row, a hardware decoder) take only such files, so that where a
+/// file without one ends is judged by a decoder that reads it all.
+pub(crate) fn ends_with_eoi(bytes: &[u8]) -> bool {
+    let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    bytes[..end].ends_with(&[0xFF, 0xD9])
+}
+
+/// The runs of extraneous bytes between marker segments (outside entropy-coded data), as
+/// libjpeg counts them: `(bytes, the marker after them)`, in file order, at most 64.
+/// Bytes after a scan's entropy-coded data are not found here: only the decoder knows
+/// where a scan's data ends.
+pub fn segment_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
+    let mut gaps = Vec::new();
+    let mut i = 2;
+    let mut carried = 0;
+    while i + 1 < bytes.len() && gaps.len() < 64 {
+        // `i` is the end of a segment: count the bytes before the next marker.
+        let start = i;
+        while i < bytes.len() && bytes[i] != 0xFF {
+            i += 1;
+        }
+        let skipped = i - start;
+        while i + 1 < bytes.len() && bytes[i + 1] == 0xFF {
+            i += 1; // fill bytes before a marker are not counted
+        }
+        let Some(&marker) = bytes.get(i + 1) else {
+            break;
+        };
+        if marker == 0x00 {
+            // libjpeg counts `FF 00` as two extraneous bytes and looks on.
+            carried += skipped + 2;
+            i += 2;
+            continue;
+        }
+        if carried + skipped > 0 {
+            gaps.push((carried + skipped, marker));
+        }
+        carried = 0;
+        i += 2;
+        match marker {
+            0xD9 => break,
+            0xD8 | 0x01 | 0xD0..=0xD7 => continue,
+            _ => {}
+        }
+        let Some(len) = bytes
+            .get(i..i + 2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+        else {
+            break;
+        };
+        i += len.max(2);
+        if marker == 0xDA {
+            // Skip the entropy-coded data up to the next marker that is not a restart.
+            while i + 1 < bytes.len() {
+                if bytes[i] == 0xFF && !matches!(bytes[i + 1], 0x00 | 0xFF | 0xD0..=0xD7) {
+                    break;
+                }
+                i += 1;
+            }
+        }
+    }
+    gaps
+}
+
+/// The number of components in the first scan header (SOS), `None` when there is no
+/// readable one.
+pub fn first_scan_components(bytes: &[u8]) -> Option<u8> {
+    let mut i = 2;
+    while i + 4 <= bytes.len() {
+        if bytes[i] != 0xFF {
+            i += 1;
+            continue;
+        }
+        let marker = bytes[i + 1];
+        if marker == 0xFF || marker == 0x01 || (0xD0..=0xD8).contains(&marker) {
+            i += if marker == 0xFF { 1 } else { 2 };
+            continue;
+        }
+        if marker == 0xD9 {
+            return None;
+        }
+        if marker == 0xDA {
+            return bytes.get(i + 4).copied();
+        }
+        let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
+        i += 2 + len.max(2);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -232,6 +311,26 @@ mod tests {
         assert_eq!(exif_orientation(&be), Some(8));
         assert_eq!(exif_orientation(&le[..12]), None);
         assert_eq!(exif_orientation(b"garbage"), None);
+    }
+
+    #[test]
+    fn gaps_between_segments_are_found_but_not_inside_scans() {
+        // SOI, APP0 (len 4), 3 stray bytes, DQT-like segment (len 2), SOS (len 3, one
+        // component) with data holding a stuffed FF and a restart, 2 stray bytes, EOI.
+        let f = [
+            0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 1, 2, 7, 7, 7, 0xFF, 0xFF, 0xDB, 0x00, 0x02, 0xFF,
+            0xDA, 0x00, 0x03, 0x01, 0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD0, 0x56, 9, 9, 0xFF, 0xD9,
+        ];
+        assert_eq!(segment_gaps(&f), vec![(3, 0xDB)]);
+        assert_eq!(first_scan_components(&f), Some(1));
+        assert!(ends_with_eoi(&f));
+        let mut padded = f.to_vec();
+        padded.extend_from_slice(&[0, 0]);
+        assert!(ends_with_eoi(&padded));
+        assert!(!ends_with_eoi(&f[..f.len() - 1]));
+        assert!(!ends_with_eoi(&[]));
+        assert_eq!(segment_gaps(&f[..5]), vec![]);
+        assert_eq!(first_scan_components(&f[..12]), None);
     }
 
     #[test]

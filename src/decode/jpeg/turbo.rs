@@ -29,7 +29,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use mozjpeg_sys as ffi;
 
 use crate::decode::jpeg::coeffs::{CoeffStatus, Coefficients, ColorModel};
-use crate::decode::DecodeError;
+use crate::decode::{DecodeError, DecodeWarning, WarningKind};
 
 /// What to decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub(crate) struct Request {
     pub scale: u32,
     /// `[x0, y0, x1, y1)` in the scaled image; `None` for the whole image.
     pub window: Option<[u32; 4]>,
-    /// Treat libjpeg's corrupt-data warnings as errors.
+    /// Refuse damaged data (a [`WarningKind::Damaged`] verdict) instead of delivering it.
     pub strict: bool,
 }
 
@@ -60,8 +60,47 @@ pub(crate) struct Output {
 #[repr(C)]
 struct ErrorMgr {
     base: ffi::jpeg_error_mgr,
-    warnings: u32,
-    first_warning: Option<String>,
+    seen: Seen,
+}
+
+/// The warnings libjpeg emitted during one decode, by what they mean.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Seen {
+    /// `JWRN_EXTRANEOUS_DATA`: the byte count, the marker and the message of each (the
+    /// first [`MAX_EXTRANEOUS`]; `extraneous_more` says there were more).
+    extraneous: Vec<(u32, u8, String)>,
+    extraneous_more: bool,
+    /// `JWRN_JPEG_EOF`: the data ran out (libjpeg then inserts an end-of-image marker).
+    eof: bool,
+    /// `JWRN_HIT_MARKER`: the entropy decoder needed more data than its scan holds.
+    hit_marker: bool,
+    /// The first warning that means damaged data (every other corrupt-data code).
+    damage: Option<String>,
+}
+
+/// At most this many runs of extraneous bytes are judged; a file with more is damaged.
+const MAX_EXTRANEOUS: usize = 8;
+
+/// At most this many extraneous bytes after a scan's entropy-coded data are taken as
+/// padding (some Motion-JPEG encoders and cameras write a few before the end marker);
+/// more are taken as the unread tail of a scan whose corrupt data made the Huffman
+/// decoder finish early, which is how most corruption shows: libjpeg-turbo's fast
+/// Huffman path does not report bad codes.
+const TRAILING_PADDING_MAX: u32 = 4;
+
+/// What the decoder knows, after the decode, about the scans it read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Scans {
+    /// Arithmetic-coded: its decoder fills missing data without a warning.
+    arithmetic: bool,
+    /// Progressive: the DC coefficients of every component were received.
+    dc_complete: bool,
+    /// Progressive: the first coefficient not refined to its last bit, described.
+    unrefined: Option<String>,
+    /// Sequential: the scans read cover every component (one interleaved scan).
+    sequential_complete: bool,
+    /// Whether the file is progressive.
+    progressive: bool,
 }
 
 /// The unwind payload of a fatal libjpeg error: its message code and text.
@@ -104,22 +143,128 @@ unsafe extern "C-unwind" fn on_message(cinfo: &mut ffi::jpeg_common_struct, leve
     }
     // SAFETY: `cinfo.err` points to the `base` field of our `ErrorMgr`, its first field
     // in a `#[repr(C)]` struct, so the cast recovers the whole struct; no other reference
-    // to it is live while libjpeg runs.
+    // to it is live while libjpeg runs (`message` reads only `base`, before we borrow).
     unsafe {
-        let err = &mut *(cinfo.err as *mut ErrorMgr);
-        // Stray bytes just before the end-of-image marker come after every pixel: the
-        // image is whole, so this one warning is not a sign of damage.
-        let marker = (*err.base.msg_parm.i())[1];
-        if err.base.msg_code == ffi::JWRN_EXTRANEOUS_DATA as c_int && marker == 0xD9 {
-            return;
-        }
+        let code = (*cinfo.err).msg_code;
+        // Two ints for JWRN_EXTRANEOUS_DATA (count, marker); unused for the others.
+        let parm = *(*cinfo.err).msg_parm.i();
         let msg = message(cinfo);
-        let err = &mut *(cinfo.err as *mut ErrorMgr);
-        if err.warnings == 0 {
-            err.first_warning = Some(msg);
+        let seen = &mut (*(cinfo.err as *mut ErrorMgr)).seen;
+        match code {
+            c if c == ffi::JWRN_EXTRANEOUS_DATA as c_int => {
+                if seen.extraneous.len() < MAX_EXTRANEOUS {
+                    let run = (parm[0].max(0) as u32, (parm[1] & 0xFF) as u8, msg);
+                    seen.extraneous.push(run);
+                } else {
+                    seen.extraneous_more = true;
+                }
+            }
+            c if c == ffi::JWRN_JPEG_EOF as c_int => seen.eof = true,
+            c => {
+                if c == ffi::JWRN_HIT_MARKER as c_int {
+                    seen.hit_marker = true;
+                }
+                seen.damage.get_or_insert(msg);
+            }
         }
-        err.warnings += 1;
     }
+}
+
+/// The verdict on one decode: the warning to attach to the image (`None` when libjpeg
+/// warned of nothing). See the module docs of [`crate::decode::jpeg`] for the rules.
+fn verdict(seen: &Seen, scans: &Scans, bytes: &[u8]) -> Option<DecodeWarning> {
+    if let Some(m) = &seen.damage {
+        let m = if seen.eof && seen.hit_marker {
+            format!("Premature end of JPEG file inside a scan's entropy-coded data ({m})")
+        } else {
+            m.clone()
+        };
+        return Some(DecodeWarning::new(WarningKind::Damaged, m));
+    }
+    if seen.eof {
+        let at_boundary = !scans.arithmetic
+            && if scans.progressive {
+                scans.dc_complete
+            } else {
+                scans.sequential_complete
+            };
+        return Some(if at_boundary {
+            DecodeWarning::new(
+                WarningKind::Incomplete,
+                "Premature end of JPEG file, after a complete scan (no end-of-image marker)",
+            )
+        } else if scans.arithmetic {
+            DecodeWarning::new(
+                WarningKind::Damaged,
+                "Premature end of JPEG file in arithmetic-coded data (where it ends is unknown)",
+            )
+        } else {
+            DecodeWarning::new(
+                WarningKind::Damaged,
+                "Premature end of JPEG file before every component had a scan",
+            )
+        });
+    }
+    if !seen.extraneous.is_empty() {
+        let gaps = crate::decode::jpeg::markers::segment_gaps(bytes);
+        for (n, marker, m) in &seen.extraneous {
+            if !gaps.contains(&(*n as usize, *marker)) && *n > TRAILING_PADDING_MAX {
+                return Some(DecodeWarning::new(
+                    WarningKind::Damaged,
+                    format!(
+                        "{m}: after a scan's entropy-coded data, the decoder stopped short \
+                         of them, as corrupt data makes it do"
+                    ),
+                ));
+            }
+        }
+        if seen.extraneous_more {
+            return Some(DecodeWarning::new(
+                WarningKind::Damaged,
+                format!("more than {MAX_EXTRANEOUS} runs of extraneous bytes"),
+            ));
+        }
+        let m = &seen.extraneous[0].2;
+        return Some(DecodeWarning::new(WarningKind::Extraneous, m.clone()));
+    }
+    if let (true, Some(u)) = (scans.progressive, &scans.unrefined) {
+        return Some(DecodeWarning::new(
+            WarningKind::Incomplete,
+            format!("progressive JPEG without its last refinement scans ({u})"),
+        ));
+    }
+    None
+}
+
+/// Reads what [`Scans`] needs from a decompressor that has read its input.
+///
+/// # Safety
+/// `cinfo` must have read its headers (`jpeg_read_header`) and not been reset since.
+unsafe fn scans_of(cinfo: &ffi::jpeg_decompress_struct, hints: &Hints) -> Scans {
+    let n = usize::try_from(cinfo.num_components).unwrap_or(0);
+    let mut scans = Scans {
+        arithmetic: hints.arithmetic,
+        dc_complete: false,
+        unrefined: None,
+        sequential_complete: cinfo.input_scan_number == 1
+            && usize::from(hints.first_scan_components) == n,
+        progressive: !cinfo.coef_bits.is_null(),
+    };
+    if scans.progressive {
+        // SAFETY: non-null in a progressive decode: `num_components` arrays of 64 ints
+        // (libjpeg-turbo allocates twice as many; the first half is the current state).
+        let bits = unsafe { std::slice::from_raw_parts(cinfo.coef_bits as *const [c_int; 64], n) };
+        scans.dc_complete = n > 0 && bits.iter().all(|b| b[0] >= 0);
+        scans.unrefined = bits.iter().enumerate().find_map(|(ci, b)| {
+            let k = b.iter().position(|&v| v != 0)?;
+            Some(if b[k] < 0 {
+                format!("component {ci}, coefficient {k} never sent")
+            } else {
+                format!("component {ci}, coefficient {k} known to bit {}", b[k])
+            })
+        });
+    }
+    scans
 }
 
 /// One libjpeg decompressor, reused across images on a thread.
@@ -134,8 +279,7 @@ impl Decoder {
         // starting state before `jpeg_std_error` / `jpeg_create_decompress` fill them.
         let mut err = Box::new(ErrorMgr {
             base: unsafe { std::mem::zeroed() },
-            warnings: 0,
-            first_warning: None,
+            seen: Seen::default(),
         });
         // SAFETY: `err.base` is a valid, boxed (address-stable) error manager.
         unsafe { ffi::jpeg_std_error(&mut err.base) };
@@ -157,67 +301,95 @@ impl Decoder {
         &mut self,
         bytes: &[u8],
         req: &Request,
+        hints: &Hints,
         out: &mut Vec<u8>,
-    ) -> Result<Output, DecodeError> {
-        self.err.warnings = 0;
-        self.err.first_warning = None;
+    ) -> Result<(Output, Option<DecodeWarning>), DecodeError> {
+        self.err.seen = Seen::default();
         let cinfo = &mut *self.cinfo;
         // SAFETY: `cinfo` was created by jpeg_create_decompress and is reset below after
         // every use; `bytes` outlives the call (jpeg_mem_src keeps only a pointer used
-        // within it); `out` is sized before libjpeg writes rows into it (see `run`).
-        let r = catch_unwind(AssertUnwindSafe(|| unsafe { run(cinfo, bytes, req, out) }));
+        // within it); `out` is sized before libjpeg writes rows into it (see `run`);
+        // `scans_of` reads the state `run` left, before the reset.
+        let r = catch_unwind(AssertUnwindSafe(|| unsafe {
+            let o = run(cinfo, bytes, req, out)?;
+            Ok((o, scans_of(cinfo, hints)))
+        }));
         // SAFETY: returns the decompressor to its idle state, keeping it reusable.
         let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
             ffi::jpeg_abort_decompress(cinfo)
         }));
+        self.judge(r, req.strict, bytes)
+    }
+
+    /// The result of a decode that may have warned: a damaged file is an error when
+    /// `strict`; otherwise the value, with the warning [`verdict`] gives.
+    fn judge<T>(
+        &mut self,
+        r: std::thread::Result<Result<(T, Scans), DecodeError>>,
+        strict: bool,
+        bytes: &[u8],
+    ) -> Result<(T, Option<DecodeWarning>), DecodeError> {
         match r {
-            Ok(Ok(_)) if req.strict && self.err.warnings > 0 => Err(DecodeError::Jpeg(format!(
-                "corrupt data: {}",
-                self.err.first_warning.take().unwrap_or_default()
-            ))),
-            Ok(r) => r,
+            Ok(Ok((t, scans))) => match verdict(&self.err.seen, &scans, bytes) {
+                Some(w) if strict && w.kind == WarningKind::Damaged => {
+                    Err(DecodeError::Jpeg(format!("corrupt data: {}", w.message)))
+                }
+                w => Ok((t, w)),
+            },
+            Ok(Err(e)) => Err(e),
             Err(p) => Err(match p.downcast::<Fatal>() {
                 Ok(f) => classify(&f),
                 Err(p) => DecodeError::Panicked(crate::error::panic_message(p.as_ref())),
             }),
         }
     }
-}
 
-impl Decoder {
     fn read_coefficients(
         &mut self,
         bytes: &[u8],
         strict: bool,
+        hints: &Hints,
         out: &mut Coefficients,
     ) -> Result<CoeffStatus, DecodeError> {
-        self.err.warnings = 0;
-        self.err.first_warning = None;
+        self.err.seen = Seen::default();
         let cinfo = &mut *self.cinfo;
         // SAFETY: as in `decode`; `out` is plain Rust data filled by copying.
         let r = catch_unwind(AssertUnwindSafe(|| unsafe {
-            run_coefficients(cinfo, bytes, out)
+            let status = run_coefficients(cinfo, bytes, out)?;
+            Ok((status, scans_of(cinfo, hints)))
         }));
         // SAFETY: returns the decompressor to its idle state, keeping it reusable.
         let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
             ffi::jpeg_abort_decompress(cinfo)
         }));
-        let warning = |err: &mut ErrorMgr| {
-            format!(
-                "corrupt data: {}",
-                err.first_warning.take().unwrap_or_default()
-            )
-        };
-        match r {
-            Ok(Ok(_)) if self.err.warnings > 0 && strict => {
-                Err(DecodeError::Jpeg(warning(&mut self.err)))
+        let (status, warning) = self.judge(r, strict, bytes)?;
+        let status = match &warning {
+            Some(w) if w.kind == WarningKind::Damaged => {
+                CoeffStatus::CpuOnly(format!("corrupt data: {}", w.message))
             }
-            Ok(Ok(_)) if self.err.warnings > 0 => Ok(CoeffStatus::CpuOnly(warning(&mut self.err))),
-            Ok(r) => r,
-            Err(p) => Err(match p.downcast::<Fatal>() {
-                Ok(f) => classify(&f),
-                Err(p) => DecodeError::Panicked(crate::error::panic_message(p.as_ref())),
-            }),
+            _ => status,
+        };
+        out.warning = warning;
+        Ok(status)
+    }
+}
+
+/// What our own marker scan knows that the verdict needs (libjpeg keeps it private).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hints {
+    /// Arithmetic-coded (SOF9-SOF11).
+    pub arithmetic: bool,
+    /// Components in the first scan (0 when there is none).
+    pub first_scan_components: u8,
+}
+
+impl Hints {
+    /// The hints for `bytes`, whose headers are `info`.
+    pub(crate) fn of(bytes: &[u8], info: &crate::decode::ImageInfo) -> Hints {
+        Hints {
+            arithmetic: info.process == Some(crate::decode::JpegProcess::Arithmetic),
+            first_scan_components: crate::decode::jpeg::markers::first_scan_components(bytes)
+                .unwrap_or(0),
         }
     }
 }
@@ -353,15 +525,19 @@ fn with_decoder<R>(
 pub(crate) fn decode(
     bytes: &[u8],
     req: &Request,
+    hints: &Hints,
     out: &mut Vec<u8>,
-) -> Result<Output, DecodeError> {
-    with_decoder(|dec| dec.decode(bytes, req, out))
+) -> Result<(Output, Option<DecodeWarning>), DecodeError> {
+    with_decoder(|dec| dec.decode(bytes, req, hints, out))
 }
 
 /// Entropy-decodes `bytes` (baseline, extended, progressive or arithmetic-coded JPEG; gray,
 /// YCbCr, RGB, CMYK or YCCK) into `out`, reusing its allocations, with libjpeg-turbo on
-/// this thread's reusable decompressor. `strict` makes corrupt-data warnings errors, as
-/// [`crate::decode::DecodeOptions::strict`] does for the CPU decoder. Check the pixel limits
+/// this thread's reusable decompressor. Its faults are classified as the CPU decoder's
+/// (see [`crate::decode::jpeg`]): with `strict`, damaged data is an error, as
+/// [`crate::decode::DecodeOptions::strict`] makes it for the CPU decoder; what was
+/// tolerated is left in [`Coefficients::warning`], and damaged data decoded leniently is
+/// [`CoeffStatus::CpuOnly`] (libjpeg's decode fills what is missing). Check the pixel limits
 /// (`decode::check_limits`) on the headers first: this allocates
 /// `width_in_blocks * height_in_blocks` blocks per component.
 pub fn read_coefficients(
@@ -371,10 +547,11 @@ pub fn read_coefficients(
 ) -> Result<CoeffStatus, DecodeError> {
     // The same checks the CPU decoder makes before libjpeg sees the file.
     let info = crate::decode::jpeg::markers::peek(bytes)?;
-    crate::decode::jpeg::markers::jpeg_preflight(bytes, &info, strict)?;
+    crate::decode::jpeg::markers::jpeg_preflight(&info)?;
     out.clear();
     out.adobe_inverted = info.adobe_transform.is_some();
-    let status = with_decoder(|dec| dec.read_coefficients(bytes, strict, out))?;
+    let hints = Hints::of(bytes, &info);
+    let status = with_decoder(|dec| dec.read_coefficients(bytes, strict, &hints, out))?;
     if status != CoeffStatus::Ready {
         return Ok(status);
     }
@@ -488,4 +665,72 @@ fn smoothing_needed(comps: &[ffi::jpeg_component_info], bits: &[[c_int; 64]]) ->
         }
     }
     useful
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scans(progressive: bool, complete: bool) -> Scans {
+        Scans {
+            arithmetic: false,
+            dc_complete: progressive && complete,
+            unrefined: None,
+            sequential_complete: !progressive && complete,
+            progressive,
+        }
+    }
+
+    #[test]
+    fn the_verdict_follows_the_documented_table() {
+        let kind = |seen: &Seen, s: &Scans| verdict(seen, s, &[0xFF, 0xD8]).map(|w| w.kind);
+        let clean = Seen::default();
+        assert_eq!(kind(&clean, &scans(false, true)), None);
+        let eof = Seen {
+            eof: true,
+            ..Seen::default()
+        };
+        assert_eq!(
+            kind(&eof, &scans(false, true)),
+            Some(WarningKind::Incomplete)
+        );
+        assert_eq!(
+            kind(&eof, &scans(true, true)),
+            Some(WarningKind::Incomplete)
+        );
+        assert_eq!(kind(&eof, &scans(true, false)), Some(WarningKind::Damaged));
+        assert_eq!(kind(&eof, &scans(false, false)), Some(WarningKind::Damaged));
+        let arith = Scans {
+            arithmetic: true,
+            ..scans(false, true)
+        };
+        assert_eq!(kind(&eof, &arith), Some(WarningKind::Damaged));
+        let cut_in_scan = Seen {
+            eof: true,
+            hit_marker: true,
+            damage: Some("Corrupt JPEG data: premature end of data segment".into()),
+            ..Seen::default()
+        };
+        assert_eq!(
+            kind(&cut_in_scan, &scans(false, true)),
+            Some(WarningKind::Damaged)
+        );
+        let stray = |n| Seen {
+            extraneous: vec![(n, 0xD9, format!("{n} extraneous bytes"))],
+            ..Seen::default()
+        };
+        assert_eq!(
+            kind(&stray(TRAILING_PADDING_MAX), &scans(false, true)),
+            Some(WarningKind::Extraneous)
+        );
+        assert_eq!(
+            kind(&stray(TRAILING_PADDING_MAX + 1), &scans(false, true)),
+            Some(WarningKind::Damaged)
+        );
+        let unrefined = Scans {
+            unrefined: Some("component 0, coefficient 1 known to bit 1".into()),
+            ..scans(true, true)
+        };
+        assert_eq!(kind(&clean, &unrefined), Some(WarningKind::Incomplete));
+    }
 }
