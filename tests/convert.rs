@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use common::TestRng;
-use stoker::source::shards::{ShardFormat, ShardWriter};
+use stoker::source::shards::{classes_path, Converted, ShardFormat, ShardWriter};
 use stoker::{Augment, BackendKind, DType, Dataset, Pipeline, Split, SplitSpec, Subset};
 
 /// A fresh seed each run, said on stderr so that a failure can be replayed.
@@ -59,29 +59,26 @@ fn folder(dir: &Path, seed: u64) -> usize {
     n
 }
 
-/// Runs `stoker convert` (the command-line tool) and returns its JSON report.
-fn convert(dir: &Path, to: &str, out: &Path) -> serde_json::Value {
-    convert_with(dir, to, out, &["--shard-size", "6KiB"])
+/// Converts the image folder `dir` to shards of `to` in `out` (`prefix`, `shard_bytes`),
+/// as `stoker convert` does.
+fn convert_with(dir: &Path, to: &str, out: &Path, prefix: &str, shard_bytes: u64) -> Converted {
+    let format = match to {
+        "tar" => ShardFormat::Tar,
+        _ => ShardFormat::TfRecord,
+    };
+    let data = Dataset::image_folder(dir).expect("folder");
+    let done = ShardWriter::new(format, out, prefix, shard_bytes)
+        .expect("writer")
+        .write_dataset(&data, |_| ())
+        .expect("convert");
+    assert!(done.unreadable.is_empty(), "{:?}", done.unreadable);
+    assert_eq!(done.samples as usize, data.len());
+    done
 }
 
-/// [`convert`] with other options.
-fn convert_with(dir: &Path, to: &str, out: &Path, options: &[&str]) -> serde_json::Value {
-    let run = Command::new(env!("CARGO_BIN_EXE_stoker"))
-        .arg("convert")
-        .arg(dir)
-        .args(["--to", to])
-        .args(options)
-        .arg("--out")
-        .arg(out)
-        .arg("--json")
-        .output()
-        .expect("run stoker");
-    assert!(
-        run.status.success(),
-        "stoker convert failed: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    serde_json::from_slice(&run.stdout).expect("one JSON object")
+/// [`convert_with`] the default prefix, `shard`, and shards of 6 KiB.
+fn convert(dir: &Path, to: &str, out: &Path) -> Converted {
+    convert_with(dir, to, out, "shard", 6 << 10)
 }
 
 /// The shard dataset of `out`, in format `to`.
@@ -147,19 +144,18 @@ fn a_split_made_on_a_folder_loads_on_its_shards_with_the_same_classes_and_batche
     let (train, val) = (paths(&split.train()), paths(&split.val()));
     assert!(!train.is_empty() && !val.is_empty(), "{train:?} {val:?}");
     let want = batches(split.train(), seed);
+    let delivered: usize = want.iter().map(|b| b.0.len()).sum();
+    assert_eq!(delivered, 2 * train.len(), "two epochs of the training set");
+    assert!(want.iter().all(|b| b.2.len() == b.0.len() * 24 * 24 * 3));
 
     for to in ["tar", "tfrecord"] {
         let out = dir.path().join(to);
-        let report = convert(&src, to, &out);
-        assert_eq!(report["samples"], n, "{report}");
-        let written = report["shards"].as_array().expect("shards");
-        assert!(written.len() >= 2, "{to}: {report}");
+        let done = convert(&src, to, &out);
+        assert!(done.shards.len() >= 2, "{to}: {:?}", done.shards);
         // The class list beside the shards.
         let side = out.join("shard.classes.json");
-        assert_eq!(
-            report["classes"].as_str().map(PathBuf::from),
-            Some(side.clone())
-        );
+        assert_eq!(done.classes.as_ref(), Some(&side));
+        assert_eq!(classes_path(&done.shards[0]), Some(side.clone()));
         let list: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&side).expect("class list")).expect("json");
         assert_eq!(list["classes"], serde_json::json!(classes), "{to}");
@@ -208,7 +204,7 @@ fn a_path_recorded_twice_in_the_shards_is_an_error_naming_it() {
         // (one sample a shard).
         let out = dir.path().join(to);
         for (src, prefix) in [(&a, "one"), (&b, "two")] {
-            convert_with(src, to, &out, &["--shard-size", "1", "--prefix", prefix]);
+            convert_with(src, to, &out, prefix, 1);
         }
         let err = shards(to, &out)
             .expect_err("the same path in two shards")
@@ -261,5 +257,52 @@ fn the_class_list_is_checked_against_the_names_the_samples_record() {
         std::fs::write(&side, r#"{"format": "stoker-classes/1", "classes": ["a"]}"#)
             .expect("write");
         assert!(shards(to, &out).is_err(), "{to}");
+    }
+}
+
+/// `stoker convert` itself: its report names the class list, and a split saved on the
+/// folder loads on what it wrote.
+#[test]
+fn stoker_convert_keeps_paths_and_classes() {
+    let mut rng = TestRng(fresh_seed("stoker convert"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("folder");
+    let files = ["ant/0.png", "bee/1.png", "bee/sub/2.png", "ant/3.png"];
+    folder_of(&src, &files, &mut rng);
+    let manifest = dir.path().join("split.json");
+    let split = Dataset::image_folder(&src)
+        .expect("folder")
+        .split(SplitSpec::fraction(0.5).seed(3))
+        .expect("split");
+    split.save(&manifest).expect("save");
+    for to in ["tar", "tfrecord"] {
+        let out = dir.path().join(to);
+        let run = Command::new(env!("CARGO_BIN_EXE_stoker"))
+            .arg("convert")
+            .arg(&src)
+            .args(["--to", to, "--shard-size", "1", "--out"])
+            .arg(&out)
+            .arg("--json")
+            .output()
+            .expect("run stoker");
+        assert!(
+            run.status.success(),
+            "stoker convert failed: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON");
+        assert_eq!(report["samples"], 4, "{report}");
+        let side = out.join("shard.classes.json");
+        assert_eq!(
+            report["classes"].as_str().map(PathBuf::from),
+            Some(side),
+            "{report}"
+        );
+        let data = shards(to, &out).expect("listing");
+        assert_eq!(data.classes(), ["ant", "bee"], "{to}");
+        let loaded = Split::load(&manifest, data).expect("the folder's split loads");
+        let ids = |s: &Subset| s.samples().iter().map(|x| x.id).collect::<Vec<_>>();
+        assert_eq!(ids(&loaded.val()), ids(&split.val()), "{to}");
+        assert_eq!(ids(&loaded.train()), ids(&split.train()), "{to}");
     }
 }

@@ -136,42 +136,32 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
     if let Some(m) = &a.masks {
         data = data.with_masks(m)?;
     }
-    let mut w = ShardWriter::new(a.to, &a.out, &a.prefix, a.shard_size)?
-        .with_classes(data.classes().to_vec());
-    let classes = w.classes_path().map(|p| p.display().to_string());
+    let w = ShardWriter::new(a.to, &a.out, &a.prefix, a.shard_size)?;
     let pb = progress(ctx, data.len() as u64, "converting");
-    let (mut written, mut bytes) = (0u64, 0u64);
-    let mut errors = Vec::new();
-    for s in data.samples() {
-        let read = s.location.read(u64::MAX).and_then(|img| {
-            let mask = match &s.mask {
-                Some(m) => Some(m.read(u64::MAX)?),
-                None => None,
-            };
-            Ok((img, mask))
-        });
-        match read {
-            Ok((img, mask)) => {
-                w.add(&s.path, &img, s.label, mask.as_deref())?;
-                written += 1;
-                bytes += (img.len() + mask.as_ref().map_or(0, Vec::len)) as u64;
-            }
-            Err(reason) => errors.push(Failure::new(common::sample_display(s), reason.to_string())),
-        }
-        pb.inc(1);
-    }
+    let done = w.write_dataset(&data, |_| pb.inc(1))?;
     pb.finish_and_clear();
-    let shards = w.finish()?;
+    let errors = done
+        .unreadable
+        .iter()
+        .filter_map(|(i, reason)| {
+            let s = data.samples().get(*i)?;
+            Some(Failure::new(common::sample_display(s), reason.to_string()))
+        })
+        .collect();
     let r = ConvertReport {
         out: a.out.display().to_string(),
         format: match a.to {
             ShardFormat::TfRecord => "tfrecord",
             ShardFormat::Tar => "tar",
         },
-        samples: written,
-        bytes,
-        shards: shards.iter().map(|p| p.display().to_string()).collect(),
-        classes,
+        samples: done.samples,
+        bytes: done.bytes,
+        shards: done
+            .shards
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        classes: done.classes.map(|p| p.display().to_string()),
         errors,
     };
     let code = u8::from(!r.errors.is_empty());

@@ -34,6 +34,7 @@ mod tar;
 mod tfrecord;
 pub mod write;
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -51,7 +52,7 @@ pub use index::index_path;
 pub use tfrecord::{
     crc32c, encode_example, frame_record, masked_crc, read_field, RecordError, WireError,
 };
-pub use write::{ShardFormat, ShardWriter};
+pub use write::{Converted, ShardFormat, ShardWriter};
 // Kept at its old path; it lives beside `Location::read`, so that this module and
 // `source::parquet` need not import each other.
 #[doc(no_inline)]
@@ -418,18 +419,21 @@ fn read_class_list(path: &Path) -> Result<Vec<String>> {
 
 /// The class names of a shard dataset: the class list beside the shards ([`classes_path`];
 /// all the shards' lists must agree), checked against the class names the samples record
-/// (`named`: sample index, name); without a list, the recorded names of the labels, and
-/// the label's number for a label none names; without either, the labels' numbers.
+/// (`names`: by label, the name and the first sample that records it); without a list, the
+/// recorded names of the labels, and the label's number for a label none names; without
+/// either, the labels' numbers.
 fn class_names(
     shards: &[PathBuf],
     samples: &[Sample],
-    named: &[(usize, String)],
+    names: &BTreeMap<u32, (String, usize)>,
 ) -> Result<Vec<String>> {
     let mut list: Option<(PathBuf, Vec<String>)> = None;
+    let mut read = BTreeSet::new();
     for side in shards.iter().filter_map(|s| classes_path(s)) {
-        if list.as_ref().is_some_and(|(p, _)| *p == side) || !side.is_file() {
+        if read.contains(&side) || !side.is_file() {
             continue;
         }
+        read.insert(side.clone());
         let classes = read_class_list(&side)?;
         match &list {
             Some((first, c)) if *c != classes => {
@@ -447,27 +451,6 @@ fn class_names(
             None => list = Some((side, classes)),
         }
     }
-    // The names the samples record, one per label.
-    let mut names: std::collections::BTreeMap<u32, (&str, usize)> = Default::default();
-    for (i, class) in named {
-        let (Some(sample), Some(label)) = (samples.get(*i), samples.get(*i).and_then(|s| s.label))
-        else {
-            continue;
-        };
-        match names.get(&label) {
-            Some((other, j)) if *other != class.as_str() => {
-                let first = samples.get(*j).map_or("?", |s| s.path.as_str());
-                return Err(Error::dataset(format!(
-                    "label {label} is class {other:?} in {first:?} but {class:?} in {:?}",
-                    sample.path
-                )));
-            }
-            Some(_) => {}
-            None => {
-                names.insert(label, (class.as_str(), *i));
-            }
-        }
-    }
     let max_label = samples.iter().filter_map(|s| s.label).max();
     let Some((side, classes)) = list else {
         return Ok(match max_label {
@@ -475,7 +458,7 @@ fn class_names(
                 .map(|l| {
                     names
                         .get(&l)
-                        .map_or_else(|| l.to_string(), |(n, _)| n.to_string())
+                        .map_or_else(|| l.to_string(), |(n, _)| n.clone())
                 })
                 .collect(),
             m => super::numbered_classes(m),
@@ -495,9 +478,9 @@ fn class_names(
             ),
         ));
     }
-    for (label, (name, i)) in &names {
+    for (label, (name, i)) in names {
         let listed = classes.get(*label as usize).map_or("", String::as_str);
-        if listed != *name {
+        if listed != name.as_str() {
             let path = samples.get(*i).map_or("?", |s| s.path.as_str());
             return Err(Error::source_at(
                 &side,
@@ -517,10 +500,10 @@ fn dataset(
     kind: Kind<'_>,
     locate: impl Fn(&Path, usize, &Entry) -> (Location, Option<Location>),
 ) -> Result<Dataset> {
-    let mut samples = Vec::new();
-    let mut named = Vec::new();
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut names: BTreeMap<u32, (String, usize)> = BTreeMap::new();
     // Recorded paths by id: where each was recorded (shard, entry, sample).
-    let mut recorded: std::collections::HashMap<u64, (usize, usize, usize)> = Default::default();
+    let mut recorded: HashMap<u64, (usize, usize, usize)> = HashMap::new();
     let mut twice = Vec::new();
     for (k, shard) in shards.iter().enumerate() {
         let ix = index::index(shard, kind)?;
@@ -535,7 +518,7 @@ fn dataset(
                 let first = recorded.insert(id, (k, i, samples.len()));
                 // (Two paths of one id are a hash collision, which the dataset reports.)
                 if let Some((k0, i0, _)) =
-                    first.filter(|f| samples.get(f.2).is_some_and(|s: &Sample| s.path == path))
+                    first.filter(|f| samples.get(f.2).is_some_and(|s| s.path == path))
                 {
                     let first = shards.get(k0).map(|s| shard_name(s)).unwrap_or_default();
                     twice.push(format!(
@@ -543,8 +526,19 @@ fn dataset(
                     ));
                 }
             }
-            if let Some(class) = &e.class {
-                named.push((samples.len(), class.clone()));
+            if let (Some(class), Some(label)) = (&e.class, e.label) {
+                match names.get(&label) {
+                    None => {
+                        names.insert(label, (class.clone(), samples.len()));
+                    }
+                    Some((other, j)) if other != class => {
+                        let first = samples.get(*j).map_or("?", |s| s.path.as_str());
+                        return Err(Error::dataset(format!(
+                            "label {label} is class {other:?} in {first:?} but {class:?} in {path:?}"
+                        )));
+                    }
+                    Some(_) => {}
+                }
             }
             let (location, mask) = locate(shard, i, e);
             samples.push(Sample {
@@ -566,7 +560,7 @@ fn dataset(
             if n > 10 { ", ..." } else { "" }
         )));
     }
-    let classes = class_names(shards, &samples, &named)?;
+    let classes = class_names(shards, &samples, &names)?;
     let root = shards
         .first()
         .and_then(|s| s.parent())
@@ -622,4 +616,44 @@ pub fn tar(paths: &[PathBuf]) -> Result<Dataset> {
         };
         (range(e.offset, e.len), e.mask.map(|(o, l)| range(o, l)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_class_list_is_named_by_the_shards_prefix() {
+        let list = |shard: &str| classes_path(Path::new(shard));
+        assert_eq!(
+            list("d/my-train-00012.tar"),
+            Some(PathBuf::from("d/my-train.classes.json"))
+        );
+        assert_eq!(
+            list("s.v2-123456.tfrecord"),
+            Some(PathBuf::from("s.v2.classes.json"))
+        );
+        for unnumbered in [
+            "d/train.tar",
+            "d/-00001.tar",
+            "d/train-.tar",
+            "d/train-0a.tar",
+        ] {
+            assert_eq!(list(unnumbered), None, "{unnumbered}");
+        }
+    }
+
+    #[test]
+    fn recorded_text_is_utf8_without_its_line_break() {
+        assert_eq!(recorded_text(b"cat/1.jpg").as_deref(), Some("cat/1.jpg"));
+        assert_eq!(
+            recorded_text(b"cat/1.jpg\r\n").as_deref(),
+            Some("cat/1.jpg")
+        );
+        assert_eq!(recorded_text(b" a b \n").as_deref(), Some(" a b "));
+        for bad in [&b""[..], b"\n", b"a\0b", b"\xff\xfe"] {
+            assert_eq!(recorded_text(bad), None, "{bad:?}");
+        }
+        assert_eq!(recorded_text(&vec![b'a'; MAX_RECORDED as usize + 1]), None);
+    }
 }

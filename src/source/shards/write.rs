@@ -51,9 +51,9 @@ use std::collections::HashSet;
 
 use super::index::{index, Kind};
 use super::tfrecord::{encode_example, frame_record};
-use super::{classes_file_name, ClassList, ExampleKeys, CLASSES_FORMAT, MAX_RECORDED};
+use super::{classes_file_name, ClassList, ExampleKeys, ReadError, CLASSES_FORMAT, MAX_RECORDED};
 use crate::error::{Error, Result};
-use crate::source::sample_id;
+use crate::source::{sample_id, Dataset, Sample};
 
 /// The shard formats [`ShardWriter`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +126,21 @@ fn image_ext(bytes: &[u8]) -> &'static str {
         [b'B', b'M', ..] => "bmp",
         _ => "bin",
     }
+}
+
+/// What [`ShardWriter::write_dataset`] wrote.
+#[derive(Debug)]
+pub struct Converted {
+    /// The shards, in order.
+    pub shards: Vec<PathBuf>,
+    /// The class list beside them (none for a dataset without classes).
+    pub classes: Option<PathBuf>,
+    /// Samples written.
+    pub samples: u64,
+    /// Image and mask bytes written.
+    pub bytes: u64,
+    /// The samples left out (their index in the dataset's samples) and why.
+    pub unreadable: Vec<(usize, ReadError)>,
 }
 
 /// Writes samples into shards of about `shard_bytes` each (`<prefix>-00000.tfrecord` or
@@ -293,6 +308,47 @@ impl ShardWriter {
         self.written.push(path);
         self.in_shard = 0;
         Ok(())
+    }
+
+    /// Writes every sample of `data` (its image and mask bytes, its label, at its path)
+    /// with the dataset's classes ([`ShardWriter::with_classes`]), then finishes
+    /// ([`ShardWriter::finish`]). A sample whose bytes cannot be read is left out and
+    /// reported in [`Converted::unreadable`]. `progress` is called after each sample.
+    /// This is `stoker convert`.
+    pub fn write_dataset(
+        mut self,
+        data: &Dataset,
+        mut progress: impl FnMut(&Sample),
+    ) -> Result<Converted> {
+        self.classes = data.classes().to_vec();
+        let classes = self.classes_path();
+        let (mut samples, mut bytes) = (0u64, 0u64);
+        let mut unreadable = Vec::new();
+        for (i, s) in data.samples().iter().enumerate() {
+            let read = s.location.read(u64::MAX).and_then(|image| {
+                let mask = match &s.mask {
+                    Some(m) => Some(m.read(u64::MAX)?),
+                    None => None,
+                };
+                Ok((image, mask))
+            });
+            match read {
+                Ok((image, mask)) => {
+                    self.add(&s.path, &image, s.label, mask.as_deref())?;
+                    samples += 1;
+                    bytes += (image.len() + mask.as_ref().map_or(0, Vec::len)) as u64;
+                }
+                Err(e) => unreadable.push((i, e)),
+            }
+            progress(s);
+        }
+        Ok(Converted {
+            shards: self.finish()?,
+            classes,
+            samples,
+            bytes,
+            unreadable,
+        })
     }
 
     /// Writes the last shard and the class list, and returns every shard written.
