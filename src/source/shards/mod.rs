@@ -7,7 +7,7 @@
 //!
 //! A sample's id is stable: it is [`super::sample_id`] of its path. A shard written by
 //! [`ShardWriter`] (`stoker convert`) records each sample's path in the dataset it came
-//! from (see [`write`] for the layout), and that is the sample's path, so a sample has the
+//! from (see [`mod@write`] for the layout), and that is the sample's path, so a sample has the
 //! same id, split side and augmentations as a folder file and as a shard record. A sample
 //! whose shard records no path (shards written by other tools) is at
 //! `<shard file name>/<record>` (the record's index, 8 digits, for TFRecord; the sample
