@@ -433,13 +433,21 @@ fn shards_written_by_tensorflow_and_webdataset_read_as_they_wrote_them() {
                 "{path}: {}",
                 s.path
             );
+            // Shards that record no paths name samples by shard and record, as before.
             if let Some(key) = w["key"].as_str().filter(|_| path.starts_with("tar/")) {
                 assert_eq!(s.path, format!("{file}/{key}"));
+            } else {
+                let record = w["record"].as_u64().expect("record");
+                assert_eq!(s.path, format!("{file}/{record:08}"));
             }
+            assert_eq!(s.id, stoker::source::sample_id(&s.path));
             checked += 1;
         }
     }
     assert_eq!(checked, 18, "9 samples in each format");
+    // Without class names in them, the classes are the labels' numbers.
+    assert_eq!(tf.classes(), ["0", "1", "2"]);
+    assert_eq!(wds.classes(), ["0", "1", "2"]);
     // And every image decodes through a pipeline (read without the masks, which only
     // some records have).
     let keys = stoker::source::shards::ExampleKeys {
@@ -482,8 +490,16 @@ fn a_folder_converted_to_shards_reads_back_with_the_same_images_labels_and_masks
         }
         .expect("listing");
         assert_eq!(data.len(), all.len(), "{format:?}");
-        // Shard and record order is the order written.
-        for (s, it) in data.samples().iter().zip(&all) {
+        // Each sample is at the path it was written with (the samples sorted by it).
+        let mut written: Vec<(String, &Item)> = all
+            .iter()
+            .enumerate()
+            .map(|(i, it)| (format!("class{}/img{i:03}.png", it.label), it))
+            .collect();
+        written.sort_by(|a, b| a.0.cmp(&b.0));
+        for (s, (path, it)) in data.samples().iter().zip(&written) {
+            assert_eq!(&s.path, path, "{format:?}");
+            assert_eq!(s.id, stoker::source::sample_id(path), "{format:?}");
             assert_eq!(s.label, Some(it.label), "{format:?} {}", s.path);
             let read = |loc: &stoker::source::Location| loc.read(u64::MAX).expect("reads");
             assert_eq!(read(&s.location), it.image, "{format:?} {}", s.path);

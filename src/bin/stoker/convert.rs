@@ -1,6 +1,8 @@
 //! `stoker convert`: export a folder dataset (images, labels, masks) to TFRecord or
 //! WebDataset tar shards with their indexes, so a dataset is exported once and trained on
-//! many times.
+//! many times. The shards keep each sample's path and the class names (the layout:
+//! `stoker::source::shards::write`), so a sample has the same id, split side and
+//! augmentations in the shards as in the folder.
 
 use std::path::PathBuf;
 
@@ -10,7 +12,38 @@ use stoker::source::shards::{ShardFormat, ShardWriter};
 
 use crate::common::{self, kv, progress, Ctx, Failure, Report, Res};
 
+/// What `stoker convert --help` adds after the options: the layout it writes.
+const LAYOUT: &str = "\
+Layout written to OUT:
+  PREFIX-00000.EXT, PREFIX-00001.EXT, ...  the shards (EXT: tfrecord or tar), each closed
+                                          once it holds SHARD_SIZE, samples in path order
+  SHARD.stoker-index                      each shard's index (a cache, rebuilt if missing)
+  PREFIX.classes.json                     the class names by class id:
+                                          {\"format\": \"stoker-classes/1\", \"classes\": [...]}
+
+Every sample records its path in the dataset (e.g. cat/001.jpg). Reading the shards back,
+that is the sample's path and so its id: a split saved on the folder loads on the shards,
+and a sample gets the same augmentations from either. The classes are the folder's.
+
+TFRecord: one tf.train.Example per record (no compression) with
+  image/encoded (bytes)     the image file, byte for byte
+  image/format (bytes)      jpg, png, webp, bmp or bin
+  image/filename (bytes)    the sample's path
+  stoker/path (bytes)       the sample's path (what stoker reads back)
+  image/class/label (int64) the class id (labelled samples)
+  image/class/text (bytes)  the class name (labelled samples)
+  image/segmentation/class/encoded (bytes)  the mask file (with --masks)
+
+WebDataset tar: sample key NNNNNN_<path> (its number in the shard, then its path with
+every character other than A-Za-z0-9_- made _, at most 60), members
+  KEY.jpg (or png, webp, bmp)  the image file, byte for byte
+  KEY.cls                      the class id, ASCII decimal (labelled samples)
+  KEY.cls.txt                  the class name, UTF-8 (labelled samples)
+  KEY.path.txt                 the sample's path, UTF-8
+  KEY.mask.png                 the mask file (with --masks)";
+
 #[derive(Debug, Args)]
+#[command(after_long_help = LAYOUT)]
 pub struct ConvertArgs {
     /// The dataset: an image folder (class sub-folders or flat) or a file list.
     dir: PathBuf,
@@ -42,6 +75,8 @@ struct ConvertReport {
     /// Image and mask bytes written.
     bytes: u64,
     shards: Vec<String>,
+    /// The class list written beside the shards (none for a dataset without classes).
+    classes: Option<String>,
     /// Samples that could not be read (not written).
     errors: Vec<Failure>,
 }
@@ -101,39 +136,32 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
     if let Some(m) = &a.masks {
         data = data.with_masks(m)?;
     }
-    let mut w = ShardWriter::new(a.to, &a.out, &a.prefix, a.shard_size)?;
+    let w = ShardWriter::new(a.to, &a.out, &a.prefix, a.shard_size)?;
     let pb = progress(ctx, data.len() as u64, "converting");
-    let (mut written, mut bytes) = (0u64, 0u64);
-    let mut errors = Vec::new();
-    for s in data.samples() {
-        let read = s.location.read(u64::MAX).and_then(|img| {
-            let mask = match &s.mask {
-                Some(m) => Some(m.read(u64::MAX)?),
-                None => None,
-            };
-            Ok((img, mask))
-        });
-        match read {
-            Ok((img, mask)) => {
-                w.add(&s.path, &img, s.label, mask.as_deref())?;
-                written += 1;
-                bytes += (img.len() + mask.as_ref().map_or(0, Vec::len)) as u64;
-            }
-            Err(reason) => errors.push(Failure::new(common::sample_display(s), reason.to_string())),
-        }
-        pb.inc(1);
-    }
+    let done = w.write_dataset(&data, |_| pb.inc(1))?;
     pb.finish_and_clear();
-    let shards = w.finish()?;
+    let errors = done
+        .unreadable
+        .iter()
+        .filter_map(|(i, reason)| {
+            let s = data.samples().get(*i)?;
+            Some(Failure::new(common::sample_display(s), reason.to_string()))
+        })
+        .collect();
     let r = ConvertReport {
         out: a.out.display().to_string(),
         format: match a.to {
             ShardFormat::TfRecord => "tfrecord",
             ShardFormat::Tar => "tar",
         },
-        samples: written,
-        bytes,
-        shards: shards.iter().map(|p| p.display().to_string()).collect(),
+        samples: done.samples,
+        bytes: done.bytes,
+        shards: done
+            .shards
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        classes: done.classes.map(|p| p.display().to_string()),
         errors,
     };
     let code = u8::from(!r.errors.is_empty());

@@ -20,7 +20,8 @@ pub(super) struct Index {
     pub(super) entries: Vec<Entry>,
 }
 
-const INDEX_VERSION: u32 = 1;
+/// 2: entries carry the recorded path and class name.
+const INDEX_VERSION: u32 = 2;
 
 /// The kind of a shard, and for TFRecord the feature keys its index reads.
 #[derive(Debug, Clone, Copy)]

@@ -5,8 +5,17 @@
 //! when either changed, so that any sample is read by offset and the sampler's full
 //! permutation works across shards. [`ShardWriter`] writes shards (`stoker convert`).
 //!
-//! A sample's id is stable: it is [`super::sample_id`] of `<shard file name>/<record>`
-//! (the record's index, 8 digits, for TFRecord; the sample key for tar).
+//! A sample's id is stable: it is [`super::sample_id`] of its path. A shard written by
+//! [`ShardWriter`] (`stoker convert`) records each sample's path in the dataset it came
+//! from (see [`mod@write`] for the layout), and that is the sample's path, so a sample has the
+//! same id, split side and augmentations as a folder file and as a shard record. A sample
+//! whose shard records no path (shards written by other tools) is at
+//! `<shard file name>/<record>` (the record's index, 8 digits, for TFRecord; the sample
+//! key for tar). A path recorded twice is an error naming both places.
+//!
+//! Class names: the class list beside the shards (`<prefix>.classes.json`, see
+//! [`classes_path`]), checked against the class name each sample records; without it,
+//! the names the samples record; without those, the labels' numbers (`"0"`, `"1"`, ...).
 //!
 //! Damage is found when a sample is read, and reported as a [`crate::SampleError`] with
 //! the shard and record: a TFRecord record is read with both of its masked CRC-32C
@@ -23,8 +32,9 @@
 mod index;
 mod tar;
 mod tfrecord;
-mod write;
+pub mod write;
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -42,7 +52,7 @@ pub use index::index_path;
 pub use tfrecord::{
     crc32c, encode_example, frame_record, masked_crc, read_field, RecordError, WireError,
 };
-pub use write::{ShardFormat, ShardWriter};
+pub use write::{Converted, ShardFormat, ShardWriter};
 // Kept at its old path; it lives beside `Location::read`, so that this module and
 // `source::parquet` need not import each other.
 #[doc(no_inline)]
@@ -62,10 +72,19 @@ pub(crate) struct Entry {
     /// Tar: the mask member (offset, length); TFRecord: `(0, 0)` when the example has the
     /// mask feature.
     pub(crate) mask: Option<(u64, u64)>,
+    /// The sample's path as the shard records it (tar: the `path.txt` member; TFRecord:
+    /// the [`ExampleKeys::path`] feature): its path in the dataset it was converted from.
+    #[serde(default)]
+    pub(crate) path: Option<String>,
+    /// The name of its class as the shard records it (tar: the `cls.txt` member;
+    /// TFRecord: the [`ExampleKeys::class_text`] feature).
+    #[serde(default)]
+    pub(crate) class: Option<String>,
 }
 
 /// The `tf.train.Example` feature keys a TFRecord source reads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ExampleKeys {
     /// The encoded image (bytes). Default `image/encoded`.
     pub image: String,
@@ -74,6 +93,14 @@ pub struct ExampleKeys {
     /// The encoded label mask (bytes), when records have one. Default
     /// `image/segmentation/class/encoded`.
     pub mask: String,
+    /// The sample's path (bytes, UTF-8), when records have one: the sample's
+    /// [`super::Sample::path`], which its id derives from, instead of
+    /// `<shard>/<record>`. Default `stoker/path` (what `stoker convert` writes). Set it
+    /// to `image/filename` for shards whose file names are unique paths.
+    pub path: String,
+    /// The class name (bytes, UTF-8) of the record's label, when records have one.
+    /// Default `image/class/text`.
+    pub class_text: String,
 }
 
 impl Default for ExampleKeys {
@@ -82,6 +109,8 @@ impl Default for ExampleKeys {
             image: "image/encoded".into(),
             label: "image/class/label".into(),
             mask: "image/segmentation/class/encoded".into(),
+            path: "stoker/path".into(),
+            class_text: "image/class/text".into(),
         }
     }
 }
@@ -316,23 +345,204 @@ pub(crate) fn shard_name(shard: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The dataset of `shards`: each shard's index (of `kind`), each entry a sample at
-/// `<shard file name>/<entry name>` whose image and mask locations `locate` gives (shard,
-/// entry index, entry).
+/// The most bytes a recorded path or class name may have.
+pub(super) const MAX_RECORDED: u64 = 4096;
+
+/// A path or class name as a shard records it: UTF-8 without a trailing line break, not
+/// empty, without NUL, at most [`MAX_RECORDED`] bytes. `None` for anything else: the
+/// sample is then named as if the shard recorded nothing.
+pub(super) fn recorded_text(bytes: &[u8]) -> Option<String> {
+    if bytes.len() as u64 > MAX_RECORDED {
+        return None;
+    }
+    let s = std::str::from_utf8(bytes).ok()?;
+    let s = s
+        .strip_suffix('\n')
+        .map_or(s, |s| s.strip_suffix('\r').unwrap_or(s));
+    (!s.is_empty() && !s.contains('\0')).then(|| s.to_string())
+}
+
+/// The class list of shards `<prefix>-NNNNN.<ext>` (what [`ShardWriter`] writes):
+/// `<prefix>.classes.json` beside them. `None` for a shard not so named.
+pub fn classes_path(shard: &Path) -> Option<PathBuf> {
+    let name = shard.file_name()?.to_str()?;
+    let (stem, _ext) = name.rsplit_once('.')?;
+    let (prefix, n) = stem.rsplit_once('-')?;
+    let numbered = !prefix.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+    numbered.then(|| shard.with_file_name(classes_file_name(prefix)))
+}
+
+/// The file name of the class list of shards named `<prefix>-NNNNN.<ext>`.
+pub(super) fn classes_file_name(prefix: &str) -> String {
+    format!("{prefix}.classes.json")
+}
+
+/// The format tag of a class list file.
+pub(super) const CLASSES_FORMAT: &str = "stoker-classes/1";
+
+/// A class list file: the class names, indexed by class id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct ClassList {
+    /// [`CLASSES_FORMAT`].
+    pub(super) format: String,
+    /// Class names, indexed by class id.
+    pub(super) classes: Vec<String>,
+}
+
+/// The most bytes of a class list file read.
+const MAX_CLASS_LIST: u64 = 64 << 20;
+
+/// Reads the class list file `path`.
+fn read_class_list(path: &Path) -> Result<Vec<String>> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len();
+    if len > MAX_CLASS_LIST {
+        return Err(Error::source_at(
+            path,
+            format!("class list of {len} bytes exceeds the limit of {MAX_CLASS_LIST}"),
+        ));
+    }
+    let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let list: ClassList = serde_json::from_slice(&text).map_err(|e| Error::Json {
+        what: path.display().to_string(),
+        source: e,
+    })?;
+    if list.format != CLASSES_FORMAT {
+        return Err(Error::source_at(
+            path,
+            format!("format {:?}, expected {CLASSES_FORMAT:?}", list.format),
+        ));
+    }
+    Ok(list.classes)
+}
+
+/// The class names of a shard dataset: the class list beside the shards ([`classes_path`];
+/// all the shards' lists must agree), checked against the class names the samples record
+/// (`names`: by label, the name and the first sample that records it); without a list, the
+/// recorded names of the labels, and the label's number for a label none names; without
+/// either, the labels' numbers.
+fn class_names(
+    shards: &[PathBuf],
+    samples: &[Sample],
+    names: &BTreeMap<u32, (String, usize)>,
+) -> Result<Vec<String>> {
+    let mut list: Option<(PathBuf, Vec<String>)> = None;
+    let mut read = BTreeSet::new();
+    for side in shards.iter().filter_map(|s| classes_path(s)) {
+        if read.contains(&side) || !side.is_file() {
+            continue;
+        }
+        read.insert(side.clone());
+        let classes = read_class_list(&side)?;
+        match &list {
+            Some((first, c)) if *c != classes => {
+                return Err(Error::dataset(format!(
+                    "the shards' class lists differ: {} has {} classes ({:?}...), {} has {} ({:?}...)",
+                    first.display(),
+                    c.len(),
+                    c.first(),
+                    side.display(),
+                    classes.len(),
+                    classes.first()
+                )));
+            }
+            Some(_) => {}
+            None => list = Some((side, classes)),
+        }
+    }
+    let max_label = samples.iter().filter_map(|s| s.label).max();
+    let Some((side, classes)) = list else {
+        return Ok(match max_label {
+            Some(m) if !names.is_empty() => (0..=m)
+                .map(|l| {
+                    names
+                        .get(&l)
+                        .map_or_else(|| l.to_string(), |(n, _)| n.clone())
+                })
+                .collect(),
+            m => super::numbered_classes(m),
+        });
+    };
+    if let Some(s) = samples
+        .iter()
+        .find(|s| s.label.is_some_and(|l| l as usize >= classes.len()))
+    {
+        return Err(Error::source_at(
+            &side,
+            format!(
+                "lists {} classes, but {:?} has label {:?}",
+                classes.len(),
+                s.path,
+                s.label
+            ),
+        ));
+    }
+    for (label, (name, i)) in names {
+        let listed = classes.get(*label as usize).map_or("", String::as_str);
+        if listed != name.as_str() {
+            let path = samples.get(*i).map_or("?", |s| s.path.as_str());
+            return Err(Error::source_at(
+                &side,
+                format!("class {label} is {listed:?} here, but {path:?} records {name:?}"),
+            ));
+        }
+    }
+    Ok(classes)
+}
+
+/// The dataset of `shards`: each shard's index (of `kind`), each entry a sample whose
+/// image and mask locations `locate` gives (shard, entry index, entry). A sample's path is
+/// the one its shard records (the path it had in the dataset it was converted from), else
+/// `<shard file name>/<entry name>`; a path recorded twice is an error naming both places.
 fn dataset(
     shards: &[PathBuf],
     kind: Kind<'_>,
     locate: impl Fn(&Path, usize, &Entry) -> (Location, Option<Location>),
 ) -> Result<Dataset> {
-    let mut samples = Vec::new();
-    for shard in shards {
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut names: BTreeMap<u32, (String, usize)> = BTreeMap::new();
+    // Recorded paths by id: where each was recorded (shard, entry, sample).
+    let mut recorded: HashMap<u64, (usize, usize, usize)> = HashMap::new();
+    let mut twice = Vec::new();
+    for (k, shard) in shards.iter().enumerate() {
         let ix = index::index(shard, kind)?;
         let name = shard_name(shard);
         for (i, e) in ix.entries.iter().enumerate() {
-            let path = format!("{name}/{}", e.name);
+            let path = e
+                .path
+                .clone()
+                .unwrap_or_else(|| format!("{name}/{}", e.name));
+            let id = sample_id(&path);
+            if e.path.is_some() {
+                let first = recorded.insert(id, (k, i, samples.len()));
+                // (Two paths of one id are a hash collision, which the dataset reports.)
+                if let Some((k0, i0, _)) =
+                    first.filter(|f| samples.get(f.2).is_some_and(|s| s.path == path))
+                {
+                    let first = shards.get(k0).map(|s| shard_name(s)).unwrap_or_default();
+                    twice.push(format!(
+                        "{path:?} (in {first} entry {i0} and {name} entry {i})"
+                    ));
+                }
+            }
+            if let (Some(class), Some(label)) = (&e.class, e.label) {
+                match names.get(&label) {
+                    None => {
+                        names.insert(label, (class.clone(), samples.len()));
+                    }
+                    Some((other, j)) if other != class => {
+                        let first = samples.get(*j).map_or("?", |s| s.path.as_str());
+                        return Err(Error::dataset(format!(
+                            "label {label} is class {other:?} in {first:?} but {class:?} in {path:?}"
+                        )));
+                    }
+                    Some(_) => {}
+                }
+            }
             let (location, mask) = locate(shard, i, e);
             samples.push(Sample {
-                id: sample_id(&path),
+                id,
                 path,
                 location,
                 label: e.label,
@@ -341,11 +551,26 @@ fn dataset(
             });
         }
     }
-    from_files(shards, samples)
+    if !twice.is_empty() {
+        let n = twice.len();
+        twice.truncate(10);
+        return Err(Error::dataset(format!(
+            "{n} sample path(s) recorded twice in the shards: {}{}",
+            twice.join(", "),
+            if n > 10 { ", ..." } else { "" }
+        )));
+    }
+    let classes = class_names(shards, &samples, &names)?;
+    let root = shards
+        .first()
+        .and_then(|s| s.parent())
+        .map(Path::to_path_buf);
+    Dataset::from_samples(root, samples, classes)
 }
 
 /// The dataset of `samples` listed from `files` (shards, Parquet files): rooted at the
 /// first file's folder, classes named by their ids up to the largest label.
+#[cfg(feature = "parquet")]
 pub(crate) fn from_files(files: &[PathBuf], samples: Vec<Sample>) -> Result<Dataset> {
     let classes = super::numbered_classes(samples.iter().filter_map(|s| s.label).max());
     let root = files
@@ -356,7 +581,9 @@ pub(crate) fn from_files(files: &[PathBuf], samples: Vec<Sample>) -> Result<Data
 }
 
 /// A TFRecord dataset: every record of the shards (`*.tfrecord`, `*.tfrecords`,
-/// `*.record` files and folders of them) is a sample, read through `keys`.
+/// `*.record` files and folders of them) is a sample, read through `keys`: its path the
+/// `keys.path` feature where the record has one, its class names from the class list
+/// beside the shards or the `keys.class_text` features (see the module docs).
 pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tfrecord", ".tfrecords", ".record"])?;
     let (image, mask): (Arc<str>, Arc<str>) =
@@ -376,7 +603,9 @@ pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
 }
 
 /// A WebDataset tar dataset: every sample key of the shards (`*.tar` files and folders
-/// of them) is a sample: its image member, its `cls` label, its mask member.
+/// of them) is a sample: its image member, its `cls` label, its mask member, its path
+/// from its `path.txt` member where it has one, its class name from the class list beside
+/// the shards or its `cls.txt` member (see the module docs).
 pub fn tar(paths: &[PathBuf]) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tar"])?;
     dataset(&shards, Kind::Tar, |shard, _, e| {
@@ -387,4 +616,44 @@ pub fn tar(paths: &[PathBuf]) -> Result<Dataset> {
         };
         (range(e.offset, e.len), e.mask.map(|(o, l)| range(o, l)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_class_list_is_named_by_the_shards_prefix() {
+        let list = |shard: &str| classes_path(Path::new(shard));
+        assert_eq!(
+            list("d/my-train-00012.tar"),
+            Some(PathBuf::from("d/my-train.classes.json"))
+        );
+        assert_eq!(
+            list("s.v2-123456.tfrecord"),
+            Some(PathBuf::from("s.v2.classes.json"))
+        );
+        for unnumbered in [
+            "d/train.tar",
+            "d/-00001.tar",
+            "d/train-.tar",
+            "d/train-0a.tar",
+        ] {
+            assert_eq!(list(unnumbered), None, "{unnumbered}");
+        }
+    }
+
+    #[test]
+    fn recorded_text_is_utf8_without_its_line_break() {
+        assert_eq!(recorded_text(b"cat/1.jpg").as_deref(), Some("cat/1.jpg"));
+        assert_eq!(
+            recorded_text(b"cat/1.jpg\r\n").as_deref(),
+            Some("cat/1.jpg")
+        );
+        assert_eq!(recorded_text(b" a b \n").as_deref(), Some(" a b "));
+        for bad in [&b""[..], b"\n", b"a\0b", b"\xff\xfe"] {
+            assert_eq!(recorded_text(bad), None, "{bad:?}");
+        }
+        assert_eq!(recorded_text(&vec![b'a'; MAX_RECORDED as usize + 1]), None);
+    }
 }

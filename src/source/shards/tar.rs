@@ -4,7 +4,9 @@
 //!
 //! Members are grouped into samples by key (the member name up to the first dot of its
 //! file name): the image (`jpg`, `jpeg`, `png`, `webp`, `bmp`), the label mask (`mask.png`
-//! or `seg.png`; or `png` beside a JPEG), the label (`cls`, a decimal integer).
+//! or `seg.png`; or `png` beside a JPEG), the label (`cls`, a decimal integer), the class
+//! name (`cls.txt`, UTF-8) and the sample's path in the dataset it was converted from
+//! (`path.txt`, UTF-8; see [`super::write`]).
 //!
 //! Damage: a member whose data runs past the end of the shard is indexed and is cut short
 //! when read; a shard cut short inside a header ends there. A header the crate refuses
@@ -26,7 +28,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 
-use super::{with_shard, Entry, ReadError};
+use super::{recorded_text, with_shard, Entry, ReadError, MAX_RECORDED};
 use crate::error::{Error, Result};
 
 /// Reads bytes `[offset, offset + len)` of `path` into `buf` (a tar member).
@@ -326,22 +328,25 @@ impl Samples {
                 log::warn!("{}: sample {key:?} has no image member", shard.display());
                 continue;
             };
-            let label = match find(&["cls"]) {
-                Some((o, l)) if l <= 64 => {
-                    let mut b = Vec::new();
-                    read_range(shard, o, l, 64, &mut b)
-                        .ok()
-                        .and_then(|()| String::from_utf8(b).ok())
-                        .and_then(|s| s.trim().parse::<u32>().ok())
-                }
-                _ => None,
+            // A small member's bytes (longer ones are not what they should be).
+            let small = |exts: &[&str], limit: u64| {
+                let (o, l) = find(exts)?;
+                let mut b = Vec::new();
+                read_range(shard, o, l, limit, &mut b).ok().map(|()| b)
             };
+            let label = small(&["cls"], 64)
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|s| s.trim().parse::<u32>().ok());
+            let path = small(&["path.txt"], MAX_RECORDED).and_then(|b| recorded_text(&b));
+            let class = small(&["cls.txt"], MAX_RECORDED).and_then(|b| recorded_text(&b));
             out.push(Entry {
                 name: key,
                 offset,
                 len,
                 label,
                 mask,
+                path,
+                class,
             });
         }
         out

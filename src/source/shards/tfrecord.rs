@@ -7,7 +7,7 @@ use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{with_shard, Entry, ExampleKeys, ReadError, RecordField, READ_AHEAD};
+use super::{recorded_text, with_shard, Entry, ExampleKeys, ReadError, RecordField, READ_AHEAD};
 use crate::error::{Error, Result};
 
 /// What is wrong with a TFRecord record (the shard and record are in
@@ -359,7 +359,8 @@ pub fn encode_example(bytes: &[(&str, &[u8])], ints: &[(&str, i64)]) -> Vec<u8> 
 // ---------------------------------------------------------------------------------------
 // Indexing.
 
-/// Indexes a TFRecord shard: every record's offset and length, label and mask presence.
+/// Indexes a TFRecord shard: every record's offset and length, label and mask presence,
+/// recorded path and class name.
 /// A header whose length checksum fails is skipped by searching for the next header whose
 /// checksum holds (the damaged span becomes one entry that fails when read); a record
 /// whose data checksum fails is indexed and fails when read; a record cut short at the
@@ -378,7 +379,7 @@ pub(super) fn index(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<E
         match header_len(&head).filter(|_| whole) {
             Some(len) => {
                 let end = (at + 12).saturating_add(len).saturating_add(4);
-                let (mut label, mut mask) = (None, None);
+                let (mut label, mut mask, mut path, mut class) = (None, None, None, None);
                 if end <= size {
                     rec.resize(len as usize, 0);
                     let mut tail = [0u8; 4];
@@ -388,6 +389,8 @@ pub(super) fn index(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<E
                         if let Ok(ex) = Example::parse(&rec) {
                             label = ex.int(&keys.label).and_then(|v| u32::try_from(v).ok());
                             mask = ex.bytes(&keys.mask).map(|_| (0, 0));
+                            path = ex.bytes(&keys.path).and_then(recorded_text);
+                            class = ex.bytes(&keys.class_text).and_then(recorded_text);
                         }
                     }
                 }
@@ -397,6 +400,8 @@ pub(super) fn index(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<E
                     len,
                     label,
                     mask,
+                    path,
+                    class,
                 });
                 at = end;
             }
@@ -410,6 +415,8 @@ pub(super) fn index(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<E
                     len: 0,
                     label: None,
                     mask: None,
+                    path: None,
+                    class: None,
                 });
                 r.seek(SeekFrom::Start(at + 1)).map_err(io)?;
                 let mut rest = Vec::new();

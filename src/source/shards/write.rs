@@ -1,12 +1,59 @@
 //! Writing shards (`stoker convert`): TFRecord files of `tf.train.Example` records, or
 //! WebDataset tar files (written by the `tar` crate), each indexed when it is closed.
+//!
+//! # The layout stoker writes
+//!
+//! In the output folder: shards `<prefix>-00000.<ext>`, `<prefix>-00001.<ext>`, ...
+//! (`tfrecord` or `tar`), each closed once it holds the shard size, the samples in the
+//! order given; beside each its index `<shard>.stoker-index` (a cache: rebuilt when
+//! missing or stale); and, when the dataset has classes, the class list
+//! `<prefix>.classes.json`: `{"format": "stoker-classes/1", "classes": ["cat", "dog"]}`,
+//! the class names by class id (what [`crate::Dataset::classes`] gives when the shards
+//! are read back).
+//!
+//! Every sample records its path in the dataset it came from (`cat/001.jpg`, relative,
+//! `/` separators; [`crate::Sample::path`]). Read back, that is the sample's path, so its
+//! id ([`crate::source::sample_id`]), its side of a saved split and its augmentations are
+//! those it had in the folder. Paths must be unique across the shards.
+//!
+//! TFRecord: each record (no compression) is a `tf.train.Example` with
+//!
+//! | feature | type | value |
+//! | --- | --- | --- |
+//! | `image/encoded` | bytes | the image file, byte for byte |
+//! | `image/format` | bytes | `jpg`, `png`, `webp`, `bmp` (from its first bytes), else `bin` |
+//! | `image/filename` | bytes | the sample's path |
+//! | `stoker/path` | bytes | the sample's path (read back as its path: [`super::ExampleKeys::path`]) |
+//! | `image/class/label` | int64 | the class id (labelled samples) |
+//! | `image/class/text` | bytes | the class name (labelled samples of a dataset with classes) |
+//! | `image/segmentation/class/encoded` | bytes | the label mask file (samples with a mask) |
+//!
+//! WebDataset tar (ustar members, regular files, mode 644, owner 0, time 0): each sample's
+//! key (`__key__`) is `NNNNNN_<path>`, its number in the shard and its path with every
+//! character other than an ASCII letter, digit, `-` or `_` made `_` (keys hold no dots),
+//! at most 60 of them; its members, in this order:
+//!
+//! | member | value |
+//! | --- | --- |
+//! | `KEY.jpg` (`png`, `webp`, `bmp` from its first bytes, else `bin`) | the image file, byte for byte |
+//! | `KEY.cls` | the class id, ASCII decimal (labelled samples) |
+//! | `KEY.cls.txt` | the class name, UTF-8 (labelled samples of a dataset with classes) |
+//! | `KEY.path.txt` | the sample's path, UTF-8 |
+//! | `KEY.mask.png` | the label mask file (samples with a mask) |
+//!
+//! A WebDataset reader sees them as the sample's `jpg`, `cls` (an integer), `cls.txt` and
+//! `path.txt` (text) and `mask.png`; TensorFlow's `parse_single_example` skips the features
+//! it is not asked for.
 
 use std::path::{Path, PathBuf};
 
+use std::collections::HashSet;
+
 use super::index::{index, Kind};
 use super::tfrecord::{encode_example, frame_record};
-use super::ExampleKeys;
+use super::{classes_file_name, ClassList, ExampleKeys, ReadError, CLASSES_FORMAT, MAX_RECORDED};
 use crate::error::{Error, Result};
+use crate::source::{sample_id, Dataset, Sample};
 
 /// The shard formats [`ShardWriter`] writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,8 +128,24 @@ fn image_ext(bytes: &[u8]) -> &'static str {
     }
 }
 
+/// What [`ShardWriter::write_dataset`] wrote.
+#[derive(Debug)]
+pub struct Converted {
+    /// The shards, in order.
+    pub shards: Vec<PathBuf>,
+    /// The class list beside them (none for a dataset without classes).
+    pub classes: Option<PathBuf>,
+    /// Samples written.
+    pub samples: u64,
+    /// Image and mask bytes written.
+    pub bytes: u64,
+    /// The samples left out (their index in the dataset's samples) and why.
+    pub unreadable: Vec<(usize, ReadError)>,
+}
+
 /// Writes samples into shards of about `shard_bytes` each (`<prefix>-00000.tfrecord` or
-/// `.tar` in `dir`), each indexed when it is closed. Samples keep their order.
+/// `.tar` in `dir`), each indexed when it is closed, and the class list beside them. Samples
+/// keep their order. See the module docs for the layout.
 #[derive(Debug)]
 pub struct ShardWriter {
     format: ShardFormat,
@@ -93,11 +156,21 @@ pub struct ShardWriter {
     in_shard: usize,
     written: Vec<PathBuf>,
     keys: ExampleKeys,
+    classes: Vec<String>,
+    /// The ids of the paths added so far: a path added twice is refused.
+    ids: HashSet<u64>,
 }
 
 impl ShardWriter {
-    /// A writer into `dir` (created if missing).
+    /// A writer into `dir` (created if missing). `prefix` names the files: it must be
+    /// neither empty nor hold a path separator.
     pub fn new(format: ShardFormat, dir: &Path, prefix: &str, shard_bytes: u64) -> Result<Self> {
+        if prefix.is_empty() || prefix.contains(['/', '\\']) {
+            return Err(Error::config(
+                "prefix",
+                format!("{prefix:?}: shard names need a prefix without path separators"),
+            ));
+        }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         Ok(ShardWriter {
             format,
@@ -108,11 +181,29 @@ impl ShardWriter {
             in_shard: 0,
             written: Vec::new(),
             keys: ExampleKeys::default(),
+            classes: Vec::new(),
+            ids: HashSet::new(),
         })
     }
 
-    /// Adds a sample: its encoded image, label, mask, and a name (kept as
-    /// `image/filename`, and as the tar key's suffix).
+    /// The dataset's class names, by class id ([`crate::Dataset::classes`]): each labelled
+    /// sample records its class's name, and [`ShardWriter::finish`] writes the list beside
+    /// the shards ([`ShardWriter::classes_path`]).
+    pub fn with_classes(mut self, classes: Vec<String>) -> Self {
+        self.classes = classes;
+        self
+    }
+
+    /// Where [`ShardWriter::finish`] writes the class list, if the writer has classes.
+    pub fn classes_path(&self) -> Option<PathBuf> {
+        (!self.classes.is_empty()).then(|| self.dir.join(classes_file_name(&self.prefix)))
+    }
+
+    /// Adds a sample: its path in its dataset (`name`, [`crate::Sample::path`]: recorded in
+    /// the shard as the sample's path when read back, and the tar key's suffix), its
+    /// encoded image, label and mask. A path added before, or one that is empty or longer
+    /// than 4096 bytes, is refused, as is a label without a class name when the writer has
+    /// classes.
     pub fn add(
         &mut self,
         name: &str,
@@ -120,13 +211,40 @@ impl ShardWriter {
         label: Option<u32>,
         mask: Option<&[u8]>,
     ) -> Result<()> {
+        if name.is_empty() || name.len() as u64 > MAX_RECORDED || name.contains('\0') {
+            return Err(Error::dataset(format!(
+                "sample path {:?}: shards record paths of 1 to {MAX_RECORDED} bytes without NUL",
+                name.chars().take(80).collect::<String>()
+            )));
+        }
+        let class = match label {
+            Some(l) if !self.classes.is_empty() => {
+                let class = self.classes.get(l as usize).ok_or_else(|| {
+                    Error::dataset(format!(
+                        "{name:?}: label {l}, but the dataset has {} classes",
+                        self.classes.len()
+                    ))
+                })?;
+                Some(class.as_str())
+            }
+            _ => None,
+        };
+        if !self.ids.insert(sample_id(name)) {
+            return Err(Error::dataset(format!(
+                "{name:?} added twice (or its id collides with another path's)"
+            )));
+        }
         match &mut self.open {
             Open::TfRecord(buf) => {
                 let mut bytes: Vec<(&str, &[u8])> = vec![
                     (&self.keys.image, image),
                     ("image/filename", name.as_bytes()),
+                    (&self.keys.path, name.as_bytes()),
                     ("image/format", image_ext(image).as_bytes()),
                 ];
+                if let Some(c) = class {
+                    bytes.push((&self.keys.class_text, c.as_bytes()));
+                }
                 if let Some(m) = mask {
                     bytes.push((&self.keys.mask, m));
                 }
@@ -154,6 +272,10 @@ impl ShardWriter {
                 if let Some(l) = label {
                     tar_member(tar, &format!("{key}.cls"), l.to_string().as_bytes()).map_err(io)?;
                 }
+                if let Some(c) = class {
+                    tar_member(tar, &format!("{key}.cls.txt"), c.as_bytes()).map_err(io)?;
+                }
+                tar_member(tar, &format!("{key}.path.txt"), name.as_bytes()).map_err(io)?;
                 if let Some(m) = mask {
                     tar_member(tar, &format!("{key}.mask.png"), m).map_err(io)?;
                 }
@@ -188,9 +310,61 @@ impl ShardWriter {
         Ok(())
     }
 
-    /// Writes the last shard and returns every shard written.
+    /// Writes every sample of `data` (its image and mask bytes, its label, at its path)
+    /// with the dataset's classes ([`ShardWriter::with_classes`]), then finishes
+    /// ([`ShardWriter::finish`]). A sample whose bytes cannot be read is left out and
+    /// reported in [`Converted::unreadable`]. `progress` is called after each sample.
+    /// This is `stoker convert`.
+    pub fn write_dataset(
+        mut self,
+        data: &Dataset,
+        mut progress: impl FnMut(&Sample),
+    ) -> Result<Converted> {
+        self.classes = data.classes().to_vec();
+        let classes = self.classes_path();
+        let (mut samples, mut bytes) = (0u64, 0u64);
+        let mut unreadable = Vec::new();
+        for (i, s) in data.samples().iter().enumerate() {
+            let read = s.location.read(u64::MAX).and_then(|image| {
+                let mask = match &s.mask {
+                    Some(m) => Some(m.read(u64::MAX)?),
+                    None => None,
+                };
+                Ok((image, mask))
+            });
+            match read {
+                Ok((image, mask)) => {
+                    self.add(&s.path, &image, s.label, mask.as_deref())?;
+                    samples += 1;
+                    bytes += (image.len() + mask.as_ref().map_or(0, Vec::len)) as u64;
+                }
+                Err(e) => unreadable.push((i, e)),
+            }
+            progress(s);
+        }
+        Ok(Converted {
+            shards: self.finish()?,
+            classes,
+            samples,
+            bytes,
+            unreadable,
+        })
+    }
+
+    /// Writes the last shard and the class list, and returns every shard written.
     pub fn finish(mut self) -> Result<Vec<PathBuf>> {
         self.flush()?;
+        if let Some(path) = self.classes_path() {
+            let list = ClassList {
+                format: CLASSES_FORMAT.into(),
+                classes: std::mem::take(&mut self.classes),
+            };
+            let text = serde_json::to_string_pretty(&list).map_err(|e| Error::Json {
+                what: path.display().to_string(),
+                source: e,
+            })?;
+            std::fs::write(&path, text + "\n").map_err(|e| Error::io(&path, e))?;
+        }
         Ok(std::mem::take(&mut self.written))
     }
 }

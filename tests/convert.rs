@@ -1,0 +1,309 @@
+//! `stoker convert` keeps what a dataset is: a folder converted to TFRecord or tar shards
+//! has the same samples (paths, ids), the same classes, the same saved split and the same
+//! augmented batches as the folder; shards naming one path twice are refused; the class
+//! list beside the shards is checked against the names the samples record.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::TestRng;
+use stoker::source::shards::{classes_path, Converted, ShardFormat, ShardWriter};
+use stoker::{Augment, BackendKind, DType, Dataset, Pipeline, Split, SplitSpec, Subset};
+
+/// A fresh seed each run, said on stderr so that a failure can be replayed.
+fn fresh_seed(what: &str) -> u64 {
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    eprintln!("{what}: seed {seed}");
+    seed
+}
+
+/// An image folder: classes `bird`, `cat` (with a nested folder and two real JPEGs),
+/// `dog fish` (a space in the class name, dots in a file name) and `zebra` (no images: a
+/// class all the same). Random PNGs of random sizes. Returns the number of images.
+fn folder(dir: &Path, seed: u64) -> usize {
+    let mut rng = TestRng(seed);
+    let mut png = |rel: &str| {
+        let (w, h) = (20 + rng.below(50) as u32, 20 + rng.below(50) as u32);
+        let rgb = common::random_rgb(&mut rng, w, h);
+        common::write(dir, rel, &common::png_rgb(w, h, &rgb));
+    };
+    let mut n = 0;
+    for i in 0..4 {
+        png(&format!("bird/b{i}.png"));
+        n += 1;
+    }
+    for i in 0..3 {
+        png(&format!("cat/indoor/c{i}.png"));
+        n += 1;
+    }
+    for (name, src) in [
+        ("cat/photo.jpg", "jpeg/ljt_testorig.jpg"),
+        ("cat/gray.jpg", "jpeg/jd_moz_jpg-gray.jpg"),
+    ] {
+        let bytes = std::fs::read(common::data_dir().join(src)).expect("test JPEG");
+        common::write(dir, name, &bytes);
+        n += 1;
+    }
+    for i in 0..3 {
+        png(&format!("dog fish/d.{i}.v2.png"));
+        n += 1;
+    }
+    png("dog fish/last.png");
+    n += 1;
+    std::fs::create_dir_all(dir.join("zebra")).expect("mkdir");
+    n
+}
+
+/// Converts the image folder `dir` to shards of `to` in `out` (`prefix`, `shard_bytes`),
+/// as `stoker convert` does.
+fn convert_with(dir: &Path, to: &str, out: &Path, prefix: &str, shard_bytes: u64) -> Converted {
+    let format = match to {
+        "tar" => ShardFormat::Tar,
+        _ => ShardFormat::TfRecord,
+    };
+    let data = Dataset::image_folder(dir).expect("folder");
+    let done = ShardWriter::new(format, out, prefix, shard_bytes)
+        .expect("writer")
+        .write_dataset(&data, |_| ())
+        .expect("convert");
+    assert!(done.unreadable.is_empty(), "{:?}", done.unreadable);
+    assert_eq!(done.samples as usize, data.len());
+    done
+}
+
+/// [`convert_with`] the default prefix, `shard`, and shards of 6 KiB.
+fn convert(dir: &Path, to: &str, out: &Path) -> Converted {
+    convert_with(dir, to, out, "shard", 6 << 10)
+}
+
+/// The shard dataset of `out`, in format `to`.
+fn shards(to: &str, out: &Path) -> stoker::Result<Dataset> {
+    let paths = [out.to_path_buf()];
+    match to {
+        "tar" => Dataset::tar(&paths),
+        _ => Dataset::tfrecord(&paths),
+    }
+}
+
+/// Every batch of epochs 0 and 1 of `subset`, with random augmentation, on the CPU: per
+/// batch the ids, labels and pixel bytes.
+type Batches = Vec<(Vec<u64>, Vec<i64>, Vec<u8>)>;
+
+fn batches(subset: Subset, seed: u64) -> Batches {
+    let augment = Augment::new()
+        .random_resized_crop(24, (0.3, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .color_jitter(0.4, 0.4, 0.4)
+        .dtype(DType::U8);
+    assert!(augment.is_random());
+    let pipe = Pipeline::builder(subset)
+        .backend(BackendKind::Cpu)
+        .augment(augment)
+        .batch_size(3)
+        .seed(seed)
+        .build()
+        .expect("pipeline");
+    let mut out = Vec::new();
+    for epoch in 0..2 {
+        for b in pipe.epoch(epoch).expect("epoch") {
+            let b = b.expect("batch");
+            assert!(b.errors().is_empty(), "{:?}", b.errors());
+            let pixels = b.images::<u8>().expect("u8 images").to_vec();
+            out.push((b.ids().to_vec(), b.labels_i64(-1), pixels));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_split_made_on_a_folder_loads_on_its_shards_with_the_same_classes_and_batches() {
+    let seed = fresh_seed("folder and pipeline");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("folder");
+    let n = folder(&src, seed);
+    let data = Dataset::image_folder(&src).expect("folder");
+    assert_eq!(data.len(), n);
+    let classes = data.classes().to_vec();
+    assert_eq!(classes, ["bird", "cat", "dog fish", "zebra"]);
+    let manifest = dir.path().join("split.json");
+    let split = data
+        .split(SplitSpec::fraction(0.3).seed(seed % 1000))
+        .expect("split");
+    split.save(&manifest).expect("save");
+    let paths = |s: &Subset| {
+        s.samples()
+            .iter()
+            .map(|x| (x.id, x.path.clone(), x.label))
+            .collect::<Vec<_>>()
+    };
+    let (train, val) = (paths(&split.train()), paths(&split.val()));
+    // (A split by hash may leave the small validation part empty; training is not.)
+    assert!(!train.is_empty(), "{val:?}");
+    let want = batches(split.train(), seed);
+    let delivered: usize = want.iter().map(|b| b.0.len()).sum();
+    assert_eq!(delivered, 2 * train.len(), "two epochs of the training set");
+    assert!(want.iter().all(|b| b.2.len() == b.0.len() * 24 * 24 * 3));
+
+    for to in ["tar", "tfrecord"] {
+        let out = dir.path().join(to);
+        let done = convert(&src, to, &out);
+        assert!(done.shards.len() >= 2, "{to}: {:?}", done.shards);
+        // The class list beside the shards.
+        let side = out.join("shard.classes.json");
+        assert_eq!(done.classes.as_ref(), Some(&side));
+        assert_eq!(classes_path(&done.shards[0]), Some(side.clone()));
+        let list: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&side).expect("class list")).expect("json");
+        assert_eq!(list["classes"], serde_json::json!(classes), "{to}");
+
+        let data = shards(to, &out).expect("listing");
+        let listed = data.classes().to_vec();
+        let loaded = Split::load(&manifest, data).expect("the folder's split loads on the shards");
+        assert_eq!(listed, classes, "{to}");
+        assert_eq!(paths(&loaded.train()), train, "{to}");
+        assert_eq!(paths(&loaded.val()), val, "{to}");
+        assert_eq!(loaded.train().classes(), classes, "{to}");
+        // The same batches: ids, labels, and pixels through random augmentation.
+        let got = batches(loaded.train(), seed);
+        assert_eq!(got.len(), want.len(), "{to}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.0, w.0, "{to}: ids of batch {i}");
+            assert_eq!(g.1, w.1, "{to}: labels of batch {i}");
+            assert!(g.2 == w.2, "{to}: pixels of batch {i} differ");
+        }
+        // Listed again from the indexes: the same.
+        let again = shards(to, &out).expect("listing from the indexes");
+        assert_eq!(again.classes(), classes);
+        let loaded = Split::load(&manifest, again).expect("loads again");
+        assert_eq!(paths(&loaded.val()), val, "{to}");
+    }
+}
+
+/// An image folder of `paths` (random PNGs; the first folder of each is its class).
+fn folder_of(dir: &Path, paths: &[&str], rng: &mut TestRng) {
+    for p in paths {
+        let (w, h) = (4 + rng.below(8) as u32, 4 + rng.below(8) as u32);
+        let rgb = common::random_rgb(rng, w, h);
+        common::write(dir, p, &common::png_rgb(w, h, &rgb));
+    }
+}
+
+#[test]
+fn a_path_recorded_twice_in_the_shards_is_an_error_naming_it() {
+    let mut rng = TestRng(fresh_seed("duplicates"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    folder_of(&a, &["x/1.png", "x/2.png"], &mut rng);
+    folder_of(&b, &["x/2.png", "x/3.png"], &mut rng);
+    for to in ["tar", "tfrecord"] {
+        // Two folders with a file of the same path, converted into one folder of shards
+        // (one sample a shard).
+        let out = dir.path().join(to);
+        for (src, prefix) in [(&a, "one"), (&b, "two")] {
+            convert_with(src, to, &out, prefix, 1);
+        }
+        let err = shards(to, &out)
+            .expect_err("the same path in two shards")
+            .to_string();
+        for part in ["\"x/2.png\"", "one-00001", "two-00000"] {
+            assert!(err.contains(part), "{to}: {part} not in {err}");
+        }
+    }
+    // And the writer refuses a path added twice.
+    for format in [ShardFormat::Tar, ShardFormat::TfRecord] {
+        let out = dir.path().join(format!("w-{format:?}"));
+        let mut w = ShardWriter::new(format, &out, "three", 1 << 20).expect("writer");
+        let img = common::png_rgb(1, 1, &[1, 2, 3]);
+        w.add("y.png", &img, None, None).expect("first");
+        assert!(w.add("y.png", &img, None, None).is_err(), "{format:?}");
+    }
+}
+
+#[test]
+fn the_class_list_is_checked_against_the_names_the_samples_record() {
+    let mut rng = TestRng(fresh_seed("class list"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("folder");
+    folder_of(&src, &["a/0.png", "b/1.png", "a/2.png"], &mut rng);
+    for to in ["tar", "tfrecord"] {
+        let out = dir.path().join(to);
+        convert(&src, to, &out);
+        let data = shards(to, &out).expect("listing");
+        assert_eq!(data.classes(), ["a", "b"], "{to}");
+        let paths: Vec<&str> = data.samples().iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(paths, ["a/0.png", "a/2.png", "b/1.png"], "{to}");
+        let side = out.join("shard.classes.json");
+        // Without the list, the names the samples record.
+        let text = std::fs::read(&side).expect("class list");
+        std::fs::remove_file(&side).expect("remove");
+        let data = shards(to, &out).expect("listing without the list");
+        assert_eq!(data.classes(), ["a", "b"], "{to}");
+        // A list that names the classes otherwise is refused, naming it.
+        let swapped = String::from_utf8(text)
+            .expect("utf-8")
+            .replace("\"a\"", "\"tmp\"")
+            .replace("\"b\"", "\"a\"")
+            .replace("\"tmp\"", "\"b\"");
+        std::fs::write(&side, swapped).expect("write");
+        let err = shards(to, &out)
+            .expect_err("a class list the samples contradict")
+            .to_string();
+        assert!(err.contains("shard.classes.json"), "{to}: {err}");
+        // One with too few classes too.
+        std::fs::write(&side, r#"{"format": "stoker-classes/1", "classes": ["a"]}"#)
+            .expect("write");
+        assert!(shards(to, &out).is_err(), "{to}");
+    }
+}
+
+/// `stoker convert` itself: its report names the class list, and a split saved on the
+/// folder loads on what it wrote.
+#[test]
+fn stoker_convert_keeps_paths_and_classes() {
+    let mut rng = TestRng(fresh_seed("stoker convert"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("folder");
+    let files = ["ant/0.png", "bee/1.png", "bee/sub/2.png", "ant/3.png"];
+    folder_of(&src, &files, &mut rng);
+    let manifest = dir.path().join("split.json");
+    let split = Dataset::image_folder(&src)
+        .expect("folder")
+        .split(SplitSpec::fraction(0.5).seed(3))
+        .expect("split");
+    split.save(&manifest).expect("save");
+    for to in ["tar", "tfrecord"] {
+        let out = dir.path().join(to);
+        let run = Command::new(env!("CARGO_BIN_EXE_stoker"))
+            .arg("convert")
+            .arg(&src)
+            .args(["--to", to, "--shard-size", "1", "--out"])
+            .arg(&out)
+            .arg("--json")
+            .output()
+            .expect("run stoker");
+        assert!(
+            run.status.success(),
+            "stoker convert failed: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON");
+        assert_eq!(report["samples"], 4, "{report}");
+        let side = out.join("shard.classes.json");
+        assert_eq!(
+            report["classes"].as_str().map(PathBuf::from),
+            Some(side),
+            "{report}"
+        );
+        let data = shards(to, &out).expect("listing");
+        assert_eq!(data.classes(), ["ant", "bee"], "{to}");
+        let loaded = Split::load(&manifest, data).expect("the folder's split loads");
+        let ids = |s: &Subset| s.samples().iter().map(|x| x.id).collect::<Vec<_>>();
+        assert_eq!(ids(&loaded.val()), ids(&split.val()), "{to}");
+        assert_eq!(ids(&loaded.train()), ids(&split.train()), "{to}");
+    }
+}
