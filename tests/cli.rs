@@ -346,7 +346,9 @@ fn nothing_readable_exits_3() {
     eprintln!("seed {seed:#x}");
     let mut rng = common::TestRng(seed);
     for k in 0..3 {
-        let bytes: Vec<u8> = (0..64 + rng.below(200)).map(|_| rng.next_u64() as u8).collect();
+        let bytes: Vec<u8> = (0..64 + rng.below(200))
+            .map(|_| rng.next_u64() as u8)
+            .collect();
         common::write(&bad, &format!("x{k}.jpg"), &bytes);
     }
     let i = failing(&["inspect", path(&bad)], &[], 3, "no_input");
@@ -363,7 +365,14 @@ fn an_unavailable_backend_exits_4() {
     }
     let p = failing(
         &[
-            "bench", "pipeline", "--backend", "cuda", "--epochs", "1", "--size", "32",
+            "bench",
+            "pipeline",
+            "--backend",
+            "cuda",
+            "--epochs",
+            "1",
+            "--size",
+            "32",
         ],
         &[],
         4,
@@ -497,7 +506,10 @@ fn bench_pipeline_reports_the_shard_of_a_rank() {
         assert_eq!(res["rank"], rank, "{p}");
         assert_eq!(res["world_size"], 2, "{p}");
         assert_eq!(res["batches"], batches(rank, 2), "{p}");
-        assert_eq!((p["rank"].clone(), p["world_size"].clone()), (rank.into(), 2.into()));
+        assert_eq!(
+            (p["rank"].clone(), p["world_size"].clone()),
+            (rank.into(), 2.into())
+        );
         let d = res["delivered"].as_u64().expect("delivered");
         assert!(d <= 4 * batches(rank, 2) as u64, "{p}");
         delivered += d;
@@ -510,7 +522,10 @@ fn bench_pipeline_reports_the_shard_of_a_rank() {
     let r = run(&args, &env);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let res = &r.json["results"][0];
-    assert_eq!((res["rank"].clone(), res["world_size"].clone()), (2.into(), 3.into()));
+    assert_eq!(
+        (res["rank"].clone(), res["world_size"].clone()),
+        (2.into(), 3.into())
+    );
     assert_eq!(res["batches"], batches(2, 3), "{}", r.json);
     // The flags win over the environment.
     let mut a = args.to_vec();

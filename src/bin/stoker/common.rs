@@ -534,8 +534,12 @@ pub fn open_dataset(path: &Path) -> Res<Dataset> {
     }
     let mut top_images = false;
     let mut class_dirs = false;
-    let rd = std::fs::read_dir(path)
-        .map_err(|e| fail(Cause::NoInput, format!("cannot list {}: {e}", path.display())))?;
+    let rd = std::fs::read_dir(path).map_err(|e| {
+        fail(
+            Cause::NoInput,
+            format!("cannot list {}: {e}", path.display()),
+        )
+    })?;
     for entry in rd.flatten() {
         let p = entry.path();
         if is_hidden(&p) {
@@ -650,6 +654,39 @@ mod tests {
         assert_eq!(lines[0], "name        n");
         assert_eq!(lines[2], "a          10");
         assert_eq!(lines[3], "long name   2");
+    }
+
+    #[test]
+    fn causes_have_distinct_codes_and_a_row_in_the_table() {
+        let table = Cause::table();
+        for (i, c) in Cause::ALL.into_iter().enumerate() {
+            assert_eq!(usize::from(c.code()), i + 1);
+            assert_eq!(Cause::from_code(c.code()), Some(c));
+            assert!(table.contains(&format!("{:>2}  {}", c.code(), c.meaning())));
+        }
+        assert_eq!(Cause::from_code(0), None);
+        let e = ErrorObject::new(Cause::BackendUnavailable, "cuda: not here");
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"kind": "backend_unavailable", "message": "cuda: not here", "code": 4})
+        );
+    }
+
+    #[test]
+    fn the_cause_of_a_library_error_is_its_category() {
+        let unavailable = stoker::Error::BackendUnavailable {
+            backend: "cuda".into(),
+            reason: "no GPU".into(),
+        };
+        let cases: [(Box<dyn std::error::Error>, Cause); 4] = [
+            (Box::new(unavailable), Cause::BackendUnavailable),
+            (Box::new(stoker::Error::config("RANK", "bad")), Cause::Usage),
+            (fail(Cause::Output, "no folder"), Cause::Output),
+            ("something else".into(), Cause::Failed),
+        ];
+        for (e, cause) in cases {
+            assert_eq!(Cause::of(e.as_ref()), cause, "{e}");
+        }
     }
 
     #[test]

@@ -16,9 +16,14 @@ use crate::common::{
 
 /// Writes an 8-bit RGB image as a PNG; a failure is an `Output` error.
 pub fn write_png_rgb(path: &Path, width: u32, height: u32, rgb: &[u8]) -> Res<()> {
-    let file = std::fs::File::create(path)
-        .map_err(|e| fail(Cause::Output, format!("cannot create {}: {e}", path.display())))?;
-    let writing = |e: png::EncodingError| fail(Cause::Output, format!("writing {}: {e}", path.display()));
+    let file = std::fs::File::create(path).map_err(|e| {
+        fail(
+            Cause::Output,
+            format!("cannot create {}: {e}", path.display()),
+        )
+    })?;
+    let writing =
+        |e: png::EncodingError| fail(Cause::Output, format!("writing {}: {e}", path.display()));
     let mut enc = png::Encoder::new(std::io::BufWriter::new(file), width, height);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);

@@ -203,11 +203,7 @@ fn quiet_device_select_layer() {
 fn main() -> ExitCode {
     quiet_device_select_layer();
     let json_asked = std::env::args_os().any(|a| a == "--json");
-    let cmd = Cli::command().after_long_help(format!(
-        "{}\n\n{}",
-        AFTER_HELP,
-        Cause::table()
-    ));
+    let cmd = Cli::command().after_long_help(format!("{}\n\n{}", AFTER_HELP, Cause::table()));
     let cli = match cmd
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m))
