@@ -37,10 +37,14 @@ use serde_json::Value;
 
 use common::{fail, Cause, Ctx, ErrorObject, Report, Res};
 
-/// The end of `--help` (`--help` adds the exit-status table).
+/// What `--help` and `-h` end with.
+const NOTES: &str =
+    "With no --images, commands use the sample images bundled with the source tree.\n\
+                     Logging: STOKER_LOG=error|warn|info|debug|trace (default warn), on stderr.";
+/// The end of `-h`; `--help` has the exit-status table instead of its last line.
 const AFTER_HELP: &str = "With no --images, commands use the sample images bundled with the source tree.\n\
                           Logging: STOKER_LOG=error|warn|info|debug|trace (default warn), on stderr.\n\
-                          Exit status: 0 done; non-zero codes by cause in `stoker --help`.";
+                          Exit status: 0 when everything asked was done; the codes by cause in --help.";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -203,7 +207,7 @@ fn quiet_device_select_layer() {
 fn main() -> ExitCode {
     quiet_device_select_layer();
     let json_asked = std::env::args_os().any(|a| a == "--json");
-    let cmd = Cli::command().after_long_help(format!("{}\n\n{}", AFTER_HELP, Cause::table()));
+    let cmd = Cli::command().after_long_help(format!("{NOTES}\n\n{}", Cause::table()));
     let cli = match cmd
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m))
