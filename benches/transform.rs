@@ -35,7 +35,7 @@ fn main() {
                     (
                         Image8::default(),
                         Scratch::default(),
-                        vec![0u8; a.image_bytes()],
+                        vec![0u8; a.bytes_per_image()],
                     )
                 },
                 |(img, scratch, out), i| {

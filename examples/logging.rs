@@ -33,9 +33,10 @@ fn main() -> stoker::Result<()> {
         }
     }
     println!(
-        "{delivered} samples on {} in {} batches",
-        pipe.backend().1,
-        pipe.num_batches()
+        "{delivered} samples on {} in {} batches ({})",
+        pipe.backend().device(),
+        pipe.num_batches(),
+        pipe.backend_reason()
     );
     Ok(())
 }

@@ -33,13 +33,13 @@ fn main() -> stoker::Result<()> {
         .augment(Augment::validation(224).normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]))
         .batch_size(2)
         .build()?;
-    println!("backend: {}", train.backend().1);
+    println!("backend: {}", train.backend_reason());
 
     for epoch in 0..2 {
         let mut seen = 0;
         for batch in train.epoch(epoch)? {
             let batch = batch?;
-            let images = batch.images_f32().unwrap_or_default();
+            let images = batch.images::<f32>()?;
             let mean = images.iter().sum::<f32>() / images.len().max(1) as f32;
             println!(
                 "epoch {epoch} batch {}: shape {:?}, labels {:?}, mean {mean:+.3}",

@@ -101,7 +101,7 @@ done
 
 echo "== the library alone builds none of the CLI's dependencies (feature cli)"
 if cargo tree --locked --no-default-features --features wgpu -e normal --prefix none |
-    grep -E '^(clap|indicatif) '; then
+    grep -E '^(clap|indicatif|plotters) '; then
     echo "error: the library without the cli feature depends on the CLI's crates" >&2
     exit 1
 fi

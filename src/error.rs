@@ -41,6 +41,14 @@ pub enum Error {
         /// What is wrong with its value.
         reason: String,
     },
+    /// A batch was read as another element type than the one it holds.
+    #[error("the batch holds {found} images; they were asked for as {asked} (set Augment::dtype, or ask for {found})")]
+    DType {
+        /// The element type asked for.
+        asked: &'static str,
+        /// The element type the batch holds.
+        found: &'static str,
+    },
     /// A configuration needs more of something than a limit allows.
     #[error("{what} needs {needed} bytes, more than the {limit} allowed")]
     Limit {
@@ -109,6 +117,32 @@ pub enum PipelineError {
     /// A broken internal invariant: a bug in stoker (please report it).
     #[error("internal: {0}")]
     Internal(String),
+    /// [`OnError::Replace`](crate::OnError::Replace) promises full batches, but for these
+    /// samples every replacement candidate failed too (or the shard has no other sample).
+    #[error(
+        "OnError::Replace found no readable replacement in {attempts} attempts for {} sample(s): {}",
+        samples.len(),
+        list_samples(samples)
+    )]
+    ReplacementsExhausted {
+        /// Candidates tried per failed sample.
+        attempts: usize,
+        /// The failed samples, each with its path and reason.
+        samples: Vec<SampleError>,
+    },
+}
+
+/// Up to eight samples as `path (reason)`, then how many more.
+fn list_samples(samples: &[SampleError]) -> String {
+    let mut s: Vec<String> = samples
+        .iter()
+        .take(8)
+        .map(|e| format!("{} ({})", e.path, e.reason))
+        .collect();
+    if samples.len() > 8 {
+        s.push(format!("and {} more", samples.len() - 8));
+    }
+    s.join("; ")
 }
 
 /// ` in {path}`, or nothing.
@@ -175,6 +209,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Why one sample could not be delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SampleErrorKind {
     /// The file is missing or could not be read.
     Io,
@@ -195,6 +230,7 @@ pub enum SampleErrorKind {
 /// A sample that could not be delivered, with where it came from and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("sample {id:016x} ({path}): {reason}")]
+#[non_exhaustive]
 pub struct SampleError {
     /// The stable sample id.
     pub id: u64,
@@ -208,12 +244,13 @@ pub struct SampleError {
 
 /// Why an image could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// Zero bytes.
     #[error("empty file")]
     Empty,
-    /// Neither a JPEG nor a PNG.
-    #[error("not a JPEG or PNG (starts with {0})")]
+    /// Not a format stoker decodes (JPEG, PNG, WebP, BMP, TIFF, GIF).
+    #[error("not a JPEG, PNG, WebP, BMP, TIFF or GIF (starts with {0})")]
     UnknownFormat(String),
     /// The headers are malformed or end early.
     #[error("bad header: {0}")]
@@ -252,6 +289,14 @@ pub enum DecodeError {
     /// The PNG decoder rejected the data.
     #[error("png: {0}")]
     Png(String),
+    /// The WebP, BMP, TIFF or GIF decoder rejected the data (or its limits were reached).
+    #[error("{format}: {reason}")]
+    Image {
+        /// The format's lower-case name.
+        format: &'static str,
+        /// What the decoder said.
+        reason: String,
+    },
     /// A feature this build does not decode.
     #[error("unsupported: {0}")]
     Unsupported(String),

@@ -25,8 +25,8 @@
 //! for epoch in 0..90 {
 //!     for batch in pipe.epoch(epoch)? {
 //!         let batch = batch?;
-//!         let _images: &[f32] = batch.images_f32().unwrap_or_default(); // [N, 3, 224, 224]
-//!         let _labels: &[i64] = batch.labels();
+//!         let _images: &[f32] = batch.images::<f32>()?; // [N, 3, 224, 224]; Err names the dtype if not f32
+//!         let _labels: Vec<i64> = batch.labels_i64(-100); // None (unlabelled) as -100
 //!     }
 //! }
 //! # Ok(())
@@ -119,7 +119,7 @@ pub mod pipeline;
 pub mod rng;
 pub mod source;
 
-pub use augment::{Augment, DType, Layout, SamplePlan};
+pub use augment::{Augment, DType, Element, Layout, SamplePlan};
 pub use backend::device::job::HardwareDecode;
 pub use backend::BackendKind;
 pub use decode::Limits;

@@ -487,6 +487,7 @@ fn bench_pipeline_reports_the_shard_of_a_rank() {
     let batches = |rank: usize, world: usize| {
         let data = stoker::Dataset::image_folder(&samples).expect("samples");
         stoker::Pipeline::builder(data.all())
+            .augment(stoker::Augment::validation(32))
             .batch_size(4)
             .shard(rank, world)
             .build()
@@ -585,4 +586,296 @@ fn the_device_probe_is_quiet_without_a_session() {
         assert_eq!(r.json["results"][0]["backend"], "wgpu", "{}", r.json);
         assert_eq!(r.json["results"][0]["delivered"], 6, "{}", r.json);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// `bench ... --plot FILE`
+
+/// The fill colours of the plots, in order (`PALETTE` of the CLI's `bench::plot`): lane,
+/// line or bar kind `i` has colour `i`.
+const PLOT_COLOURS: [&str; 4] = ["#4E79A7", "#F28E2B", "#59A14F", "#E15759"];
+
+/// The attributes of every `<tag ...>` element of `svg`, in order.
+fn svg_elements<'a>(svg: &'a str, tag: &str) -> Vec<std::collections::HashMap<&'a str, &'a str>> {
+    let open = format!("<{tag} ");
+    svg.match_indices(&open)
+        .map(|(i, _)| {
+            let rest = &svg[i + open.len()..];
+            let body = &rest[..rest.find('>').expect("element not closed")];
+            let mut attrs = std::collections::HashMap::new();
+            let mut s = body;
+            while let Some(eq) = s.find("=\"") {
+                let name = s[..eq].trim();
+                let v = &s[eq + 2..];
+                let end = v.find('"').expect("attribute not closed");
+                attrs.insert(name, &v[..end]);
+                s = &v[end + 1..];
+            }
+            attrs
+        })
+        .collect()
+}
+
+/// The texts of the `<text>` elements of `svg`, trimmed.
+fn svg_texts(svg: &str) -> Vec<&str> {
+    svg.split("<text ")
+        .skip(1)
+        .map(|t| {
+            let t = &t[t.find('>').expect("text not closed") + 1..];
+            t[..t.find("</text>").expect("no </text>")].trim()
+        })
+        .collect()
+}
+
+/// Reads a plot: one `<svg>` root, every `<text>` closed; returns the text.
+fn read_svg(path: &std::path::Path) -> String {
+    let svg = std::fs::read_to_string(path).expect("plot written");
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    assert!(svg.trim_end().ends_with("</svg>"), "the SVG is cut short");
+    assert_eq!(svg.matches("<svg").count(), 1);
+    assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+    svg
+}
+
+/// `(x, width)` of the `<rect>`s filled with `colour`, left to right.
+fn bars_of(svg: &str, colour: &str) -> Vec<(f64, f64)> {
+    let num = |a: &std::collections::HashMap<&str, &str>, k: &str| -> f64 {
+        a[k].parse().unwrap_or_else(|e| panic!("{k}={}: {e}", a[k]))
+    };
+    let mut v: Vec<(f64, f64)> = svg_elements(svg, "rect")
+        .iter()
+        .filter(|a| a.get("fill") == Some(&colour))
+        .map(|a| (num(a, "x"), num(a, "width")))
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+#[test]
+fn bench_overlap_plot_draws_the_lanes_with_their_gaps() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // An output's folder must exist (it is not created).
+    std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+    let plot = dir.path().join("sub/overlap.svg");
+    let (n, batch) = (12usize, 4usize);
+    let o = stoker(&[
+        "bench",
+        "overlap",
+        "--n",
+        &n.to_string(),
+        "--batch",
+        &batch.to_string(),
+        "--load-ms",
+        "3",
+        "--step-ms",
+        "4",
+        "--repeat",
+        "1",
+        "--plot",
+        plot.to_str().expect("path"),
+    ]);
+    has(&o, &["naive_s", "pipelined_s"]);
+    let svg = read_svg(&plot);
+    let texts = svg_texts(&svg);
+    for lane in [
+        "naive: load",
+        "naive: train",
+        "pipelined: wait for batch",
+        "pipelined: train",
+    ] {
+        assert!(texts.contains(&lane), "no lane {lane:?} in {texts:?}");
+    }
+    // One span per batch in each lane.
+    let lanes: Vec<Vec<(f64, f64)>> = PLOT_COLOURS.iter().map(|c| bars_of(&svg, c)).collect();
+    let nb = n.div_ceil(batch);
+    for (l, spans) in lanes.iter().enumerate() {
+        assert_eq!(spans.len(), nb, "lane {l}: {spans:?}");
+    }
+    // Naive: nothing overlaps, load and step take turns; the other lane idles meanwhile
+    // (a gap in it). A pixel of slack for rounding.
+    let (load, train) = (&lanes[0], &lanes[1]);
+    for b in 0..nb {
+        assert!(load[b].1 > 1.0 && train[b].1 > 1.0, "{load:?} {train:?}");
+        assert!(
+            load[b].0 + load[b].1 <= train[b].0 + 1.0,
+            "{load:?} {train:?}"
+        );
+        if b + 1 < nb {
+            assert!(train[b].0 + train[b].1 <= load[b + 1].0 + 1.0);
+        }
+    }
+    // Pipelined: the trainer waits for a batch, then trains on it; the steps never
+    // overlap each other, and the run ends before the naive one (same time axis).
+    let (wait, step) = (&lanes[2], &lanes[3]);
+    for b in 0..nb {
+        assert!(
+            wait[b].0 + wait[b].1 <= step[b].0 + 1.0,
+            "{wait:?} {step:?}"
+        );
+        if b + 1 < nb {
+            assert!(step[b].0 + step[b].1 <= step[b + 1].0 + 1.0, "{step:?}");
+        }
+    }
+    let naive_px = train[nb - 1].0 + train[nb - 1].1 - load[0].0;
+    let pipe_px = step[nb - 1].0 + step[nb - 1].1 - load[0].0;
+    let (naive_s, pipe_s) = (
+        o["naive_s"].as_f64().expect("naive_s"),
+        o["pipelined_s"].as_f64().expect("pipelined_s"),
+    );
+    // The drawn lengths keep the ratio of the measured times: the naive run ends with its
+    // last step, the pipelined one a little after (its epoch closes).
+    let ratio = (pipe_px / naive_px) / (pipe_s / naive_s);
+    assert!(
+        (0.5..1.05).contains(&ratio),
+        "{pipe_px}/{naive_px} px vs {pipe_s}/{naive_s} s"
+    );
+}
+
+#[test]
+fn bench_pipeline_plot_draws_a_point_per_batch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plot = dir.path().join("pipeline.svg");
+    let p = stoker(&[
+        "bench",
+        "pipeline",
+        "--epochs",
+        "2",
+        "--size",
+        "32",
+        "--batch",
+        "4",
+        "--plot",
+        plot.to_str().expect("path"),
+    ]);
+    let r = &p["results"][0];
+    let waits = r["batch_waits"].as_array().expect("batch_waits");
+    // 6 samples in batches of 4: two batches an epoch.
+    assert_eq!(waits.len(), 4, "{r}");
+    let at: Vec<f64> = waits
+        .iter()
+        .map(|w| w["at_s"].as_f64().expect("at_s"))
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] <= w[1]), "{at:?}");
+    assert!(waits.iter().all(|w| w["wait_s"]
+        .as_f64()
+        .is_some_and(|s| (0.0..=at[3]).contains(&s))));
+    let svg = read_svg(&plot);
+    let points: Vec<_> = svg_elements(&svg, "circle")
+        .into_iter()
+        .filter(|c| c.get("fill") == Some(&PLOT_COLOURS[0]))
+        .collect();
+    assert_eq!(points.len(), waits.len());
+    // Later batches are further right.
+    let cx: Vec<f64> = points
+        .iter()
+        .map(|c| c["cx"].parse().expect("cx"))
+        .collect();
+    assert!(cx.windows(2).all(|w| w[0] <= w[1]), "{cx:?}");
+    assert!(svg_texts(&svg).contains(&"cpu"), "no legend entry for cpu");
+}
+
+#[test]
+fn bench_decode_plot_draws_a_bar_per_backend_and_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plot = dir.path().join("decode.svg");
+    let r = run(
+        &[
+            "bench",
+            "decode",
+            "--backend",
+            "cpu,cuda",
+            "--repeat",
+            "1",
+            "--plot",
+            plot.to_str().expect("path"),
+        ],
+        &[],
+    );
+    let d = r.json;
+    let svg = read_svg(&plot);
+    let texts = svg_texts(&svg);
+    let results = d["results"].as_array().expect("results");
+    // A backend that is not here is drawn as such, and the status says it is missing.
+    let missing = results.iter().any(|r| r.get("error").is_some());
+    assert_eq!(r.code, if missing { 4 } else { 0 }, "{d}: {}", r.stderr);
+    let mut expected = [0usize; 3];
+    for r in results {
+        let backend = r["backend"].as_str().expect("backend");
+        if r.get("error").is_some() {
+            let label = format!("{backend} (unavailable)");
+            assert!(
+                texts.contains(&label.as_str()),
+                "{label:?} not in {texts:?}"
+            );
+            continue;
+        }
+        let v = format!("{:.1}", r["images_per_s"].as_f64().expect("images/s"));
+        assert!(texts.contains(&v.as_str()), "{v} not in {texts:?}");
+        match r.get("host_images_per_s").and_then(Value::as_f64) {
+            Some(h) => {
+                expected[1] += 1;
+                expected[2] += 1;
+                let h = format!("{h:.1}");
+                assert!(texts.contains(&h.as_str()), "{h} not in {texts:?}");
+            }
+            None => expected[0] += 1,
+        }
+    }
+    assert!(expected[0] >= 1, "the CPU backend ran: {d}");
+    for (k, &want) in expected.iter().enumerate() {
+        assert_eq!(
+            bars_of(&svg, PLOT_COLOURS[k]).len(),
+            want,
+            "bars of kind {k}"
+        );
+    }
+}
+
+#[test]
+fn bench_plot_refuses_other_formats() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (cmd, ext) in [("overlap", "png"), ("pipeline", "pdf"), ("decode", "")] {
+        let plot = dir.path().join(format!("plot.{ext}"));
+        let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
+            .args(["bench", cmd, "--plot", plot.to_str().expect("path")])
+            .output()
+            .expect("run stoker");
+        assert!(
+            !out.status.success(),
+            "bench {cmd} --plot {plot:?} succeeded"
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(".svg"), "{err}");
+        assert!(!plot.exists());
+    }
+}
+
+#[test]
+fn bench_plot_says_which_file_it_cannot_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A folder where the file should go.
+    let plot = dir.path().join("taken.svg");
+    std::fs::create_dir(&plot).expect("mkdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
+        .args([
+            "bench",
+            "overlap",
+            "--n",
+            "2",
+            "--batch",
+            "2",
+            "--load-ms",
+            "1",
+        ])
+        .args(["--step-ms", "1", "--repeat", "1", "--plot"])
+        .arg(&plot)
+        .output()
+        .expect("run stoker");
+    // An output that could not be written.
+    assert_eq!(out.status.code(), Some(5));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot write the plot") && err.contains("taken.svg"),
+        "{err}"
+    );
 }

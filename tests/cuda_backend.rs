@@ -42,7 +42,7 @@ fn batches_arrive_on_the_callers_stream() {
         .seed(5)
         .build()
         .expect("pipeline");
-    assert_eq!(pipe.backend().0.kind(), BackendKind::Cuda);
+    assert_eq!(pipe.backend().kind(), BackendKind::Cuda);
     let cpu = Pipeline::builder(photos())
         .backend(BackendKind::Cpu)
         .augment(aug)
@@ -64,7 +64,7 @@ fn batches_arrive_on_the_callers_stream() {
         let got = stream
             .clone_dtoh(&images.slice(..n))
             .expect("copy on the caller's stream");
-        let want = c.image_bytes();
+        let want = c.raw_images().expect("host batch");
         let worst = got
             .iter()
             .zip(want)
@@ -88,7 +88,7 @@ fn auto_prefers_cuda() {
         .augment(Augment::new().resize(16, 16))
         .build()
         .expect("pipeline");
-    let (backend, reason) = pipe.backend();
+    let (backend, reason) = (pipe.backend(), pipe.backend_reason());
     assert_eq!(backend.kind(), BackendKind::Cuda, "{reason}");
 }
 

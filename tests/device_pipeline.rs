@@ -46,7 +46,7 @@ fn run_cached(
         .seed(11)
         .build()
         .expect("pipeline");
-    assert_eq!(pipe.backend().0.kind(), backend);
+    assert_eq!(pipe.backend().kind(), backend);
     (0..epochs)
         .map(|e| {
             let mut out = Epoch {
@@ -64,7 +64,7 @@ fn run_cached(
                 assert!(b.errors().is_empty(), "{:?}", b.errors());
                 assert_eq!(b.on_device(), backend != BackendKind::Cpu);
                 out.ids.extend_from_slice(b.ids());
-                out.labels.extend_from_slice(b.labels());
+                out.labels.extend(b.labels_i64(-1));
                 out.plans.extend_from_slice(b.plans());
                 out.images.extend(b.read_images().expect("images"));
                 if let Some(m) = b.read_masks().expect("masks") {
@@ -81,13 +81,13 @@ fn run_cached(
 
 /// Element values as 0-255 levels, whatever the dtype (normalised floats scaled back).
 fn levels(bytes: &[u8], aug: &Augment, std: [f32; 3]) -> Vec<f64> {
-    let (w, h) = aug.out_size();
+    let (w, h) = aug.get_output_size();
     let plane = (w * h) as usize;
-    let chan = |i: usize| match aug.out_layout() {
+    let chan = |i: usize| match aug.get_layout() {
         Layout::Nchw => (i / plane) % 3,
         Layout::Nhwc => i % 3,
     };
-    match aug.out_dtype() {
+    match aug.get_dtype() {
         DType::U8 => bytes.iter().map(|&b| f64::from(b)).collect(),
         DType::F16 => bytes
             .chunks_exact(2)
@@ -141,8 +141,8 @@ fn check(cpu: &[Epoch], gpu: &[Epoch], aug: &Augment, std: [f32; 3], expect_gpu:
         let mean = sum / a.len().max(1) as f64;
         println!(
             "{:?} {:?}: epoch {e}: worst {worst:.3} levels, mean {mean:.4}; device decoded {}, CPU fallbacks {}",
-            aug.out_dtype(),
-            aug.out_layout(),
+            aug.get_dtype(),
+            aug.get_layout(),
             g.gpu,
             g.fallbacks
         );

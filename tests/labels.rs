@@ -88,7 +88,7 @@ fn masks_follow_the_image_geometry() {
         for b in pipe.epoch(epoch).expect("epoch") {
             let b = b.expect("batch");
             let masks = b.masks().expect("masks");
-            let imgs = b.images_u8().expect("u8");
+            let imgs = b.images::<u8>().expect("u8");
             for k in 0..b.len() {
                 let m = &masks[k * size * size..(k + 1) * size * size];
                 let im = &imgs[k * size * size * 3..(k + 1) * size * size * 3];
@@ -140,7 +140,7 @@ fn jitter_never_touches_masks() {
         let b = common::first_batch(&pipe);
         (
             b.masks().expect("masks").to_vec(),
-            b.images_u8().expect("u8").to_vec(),
+            b.images::<u8>().expect("u8").to_vec(),
         )
     };
     let (m0, i0) = run(false);

@@ -298,12 +298,22 @@ fn validation_order_is_fixed_and_shards_cover_the_epoch() {
                 .seed(9)
                 .build()
                 .expect("pipeline");
-            let ids: Vec<u64> = p
-                .epoch(2)
-                .expect("epoch")
-                .flat_map(|b| b.expect("ok").ids().to_vec())
-                .collect();
-            assert_eq!(ids.len(), p.sampler().epoch_order(2).len());
+            let mut ids = Vec::new();
+            let mut delivered = 0;
+            for b in p.epoch(2).expect("epoch") {
+                let b = b.expect("ok");
+                delivered += b.len();
+                // Padding (repeats that even out the ranks) is marked; leave it out.
+                ids.extend(
+                    b.ids()
+                        .iter()
+                        .zip(b.repeated())
+                        .filter(|(_, &r)| !r)
+                        .map(|(id, _)| *id),
+                );
+            }
+            assert_eq!(delivered, p.sampler().epoch_order(2).len());
+            assert_eq!(ids.len(), delivered - p.sampler().padding());
             seen.extend(ids);
         }
         let set: BTreeSet<u64> = seen.iter().copied().collect();
@@ -325,7 +335,7 @@ fn validation_order_is_fixed_and_shards_cover_the_epoch() {
         .expect("epoch")
         .map(|b| b.expect("ok").len())
         .collect();
-    assert_eq!(sizes, vec![7; 30 / 7]);
+    assert_eq!(sizes, vec![7; split.train().len() / 7]);
 }
 
 #[test]
@@ -359,9 +369,19 @@ fn bad_configurations_are_errors_not_panics() {
     let dir = tempfile::tempdir().expect("tempdir");
     common::png_folder(dir.path(), 1, 2, 6);
     let sub = || Dataset::image_folder(dir.path()).expect("folder").all();
-    assert!(Pipeline::builder(sub()).batch_size(0).build().is_err());
-    assert!(Pipeline::builder(sub()).workers(0).build().is_err());
-    assert!(Pipeline::builder(sub()).shard(2, 2).build().is_err());
+    // No output size chosen: an error that says how to choose one, not a silent 224 x 224.
+    match Pipeline::builder(sub()).build() {
+        Err(Error::Config { setting, reason }) => {
+            assert_eq!(setting, "augment");
+            assert!(reason.contains("output size"), "{reason}");
+        }
+        other => panic!("expected a config error, got {other:?}"),
+    }
+    let b = || Pipeline::builder(sub()).augment(Augment::new().resize(8, 8));
+    assert!(b().build().is_ok());
+    assert!(b().batch_size(0).build().is_err());
+    assert!(b().workers(0).build().is_err());
+    assert!(b().shard(2, 2).build().is_err());
     assert!(Pipeline::builder(sub())
         .augment(Augment::new().flip_horizontal(1.5))
         .build()
@@ -375,16 +395,11 @@ fn bad_configurations_are_errors_not_panics() {
         .build()
         .is_err());
     // CUDA by name is an error where there is no GPU (and fine where there is one).
-    let cuda = Pipeline::builder(sub())
-        .backend(stoker::BackendKind::Cuda)
-        .build();
+    let cuda = b().backend(stoker::BackendKind::Cuda).build();
     if !common::cuda_present() {
         assert!(cuda.is_err());
     }
-    assert!(Pipeline::builder(sub())
-        .backend(stoker::BackendKind::Auto)
-        .build()
-        .is_ok());
+    assert!(b().backend(stoker::BackendKind::Auto).build().is_ok());
     assert!(Dataset::image_folder(dir.path().join("nope")).is_err());
 }
 
@@ -432,4 +447,42 @@ fn file_size_limit_is_checked_before_reading() {
         ("a/big.jpg", SampleErrorKind::Limit)
     );
     assert!(e.reason.contains("exceeds the limit"), "{}", e.reason);
+}
+
+#[test]
+fn typed_image_accessors_say_which_dtype_the_batch_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 2, 3, 4);
+    for backend in common::backends() {
+        let data = Dataset::image_folder(dir.path()).expect("folder");
+        let p = Pipeline::builder(data.all())
+            .backend(backend)
+            .augment(Augment::new().resize(8, 6))
+            .batch_size(4)
+            .build()
+            .expect("pipeline");
+        let b = common::first_batch(&p);
+        // The default dtype is u8: asking for f32 is an error naming both, not an empty slice.
+        match b.images::<f32>() {
+            Err(Error::DType { asked, found }) => assert_eq!((asked, found), ("f32", "u8")),
+            other => panic!("{backend:?}: expected a dtype error, got {other:?}"),
+        }
+        assert!(b.images::<half::f16>().is_err());
+        let px = b.images::<u8>().expect("u8 images");
+        assert_eq!(px.len(), 4 * 3 * 8 * 6);
+        assert_eq!(px, b.raw_images().expect("raw"));
+        let f = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
+            .backend(backend)
+            .augment(Augment::new().resize(8, 6).normalize([0.5; 3], [0.25; 3]))
+            .batch_size(4)
+            .build()
+            .expect("pipeline");
+        let b = common::first_batch(&f);
+        let vals = b.images::<f32>().expect("normalize gives f32");
+        assert_eq!(vals.len(), 4 * 3 * 8 * 6);
+        assert!(matches!(
+            b.images::<u8>(),
+            Err(Error::DType { found: "f32", .. })
+        ));
+    }
 }

@@ -25,9 +25,9 @@ fn collect(pipe: &Pipeline, epoch: u64) -> Seen {
     let mut seen = Seen::new();
     for b in pipe.epoch(epoch).expect("epoch") {
         let b = b.expect("batch");
-        let per = b.image_bytes().len() / b.len().max(1);
+        let per = b.raw_images().expect("images").len() / b.len().max(1);
         for (k, id) in b.ids().iter().enumerate() {
-            let px = b.image_bytes()[k * per..(k + 1) * per].to_vec();
+            let px = b.raw_images().expect("images")[k * per..(k + 1) * per].to_vec();
             assert!(
                 seen.insert(*id, (b.plans()[k], px)).is_none(),
                 "delivered twice"
@@ -185,13 +185,13 @@ fn cache_keeps_decoded_pixels_not_augmentations() {
         let mut ep = pipe.epoch(1).expect("epoch");
         for b in ep.by_ref() {
             let b = b.expect("batch");
-            let per = b.image_bytes().len() / b.len().max(1);
+            let per = b.raw_images().expect("images").len() / b.len().max(1);
             for (k, id) in b.ids().iter().enumerate() {
                 seen.insert(
                     *id,
                     (
                         b.plans()[k],
-                        b.image_bytes()[k * per..(k + 1) * per].to_vec(),
+                        b.raw_images().expect("images")[k * per..(k + 1) * per].to_vec(),
                     ),
                 );
             }
@@ -236,18 +236,18 @@ fn layouts_and_dtypes_agree() {
         let b = common::first_batch(&pipe);
         let vals: Vec<f32> = match dtype {
             DType::U8 => b
-                .images_u8()
+                .images::<u8>()
                 .expect("u8")
                 .iter()
                 .map(|&v| f32::from(v) / 255.0)
                 .collect(),
             DType::F16 => b
-                .images_f16()
+                .images::<half::f16>()
                 .expect("f16")
                 .iter()
                 .map(|v| v.to_f32())
                 .collect(),
-            DType::F32 => b.images_f32().expect("f32").to_vec(),
+            DType::F32 => b.images::<f32>().expect("f32").to_vec(),
         };
         (b.shape(), b.ids().to_vec(), vals)
     };

@@ -160,9 +160,9 @@ fn deliver(subset: stoker::Subset) -> (BTreeMap<u64, i64>, Vec<stoker::SampleErr
     let mut errors = Vec::new();
     for b in pipe.epoch(0).expect("epoch") {
         let b = b.expect("batch");
-        for (id, label) in b.ids().iter().zip(b.labels()) {
+        for (id, label) in b.ids().iter().zip(b.labels_i64(-1)) {
             assert!(
-                seen.insert(*id, *label).is_none(),
+                seen.insert(*id, label).is_none(),
                 "{id:016x} delivered twice"
             );
         }

@@ -76,7 +76,7 @@ fn drop_on(data: &Dataset, backend: stoker::BackendKind) {
             "threads left behind"
         );
         // A batch kept past its epoch stays valid and is freed on drop.
-        assert_eq!(first.images_u8().map(<[u8]>::len), Some(16 * 48));
+        assert_eq!(first.images::<u8>().map(<[u8]>::len).ok(), Some(16 * 48));
     }
     drop(pipe);
     assert!(stoker_threads().is_empty());

@@ -30,7 +30,7 @@ pub fn pipeline(
         .batch_size(4)
         .seed(42)
         .build()?;
-    println!("backend: {}", pipe.backend().1);
+    println!("backend: {}", pipe.backend_reason());
     Ok(pipe)
 }
 

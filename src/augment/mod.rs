@@ -9,7 +9,7 @@
 pub mod plan;
 pub mod reference;
 
-pub use plan::{DType, Layout, SamplePlan};
+pub use plan::{DType, Element, Layout, SamplePlan};
 
 use crate::error::{Error, Result};
 use crate::rng::{Rng, Stream};
@@ -73,12 +73,15 @@ impl Default for Augment {
 }
 
 impl Augment {
-    /// Resize the whole image to 224 x 224, u8, NCHW; no randomness.
+    /// An augmentation with nothing chosen yet: u8, NCHW, no randomness, and no output
+    /// size. Choose the geometry with [`Augment::resize`], [`Augment::random_resized_crop`],
+    /// [`Augment::resize_center_crop`] or [`Augment::output_size`]; a pipeline refuses an
+    /// augmentation without one ([`Augment::validate`]) rather than pick a size silently.
     pub fn new() -> Self {
         Augment {
             crop: Crop::Full,
-            out_width: 224,
-            out_height: 224,
+            out_width: 0,
+            out_height: 0,
             flip_h: 0.0,
             flip_v: 0.0,
             jitter: None,
@@ -207,17 +210,37 @@ impl Augment {
         self.crop_aware
     }
 
-    /// Output width and height.
-    pub fn out_size(&self) -> (u32, u32) {
+    /// Output width and height, as set by [`Augment::output_size`] or the crop methods
+    /// (`(0, 0)` before any sets it). Getters are `get_*`, as `std::process::Command`'s
+    /// are, since the setters of the builder take the plain names.
+    pub fn get_output_size(&self) -> (u32, u32) {
         (self.out_width, self.out_height)
     }
 
+    /// The batch element type, as set by [`Augment::dtype`] (or [`Augment::normalize`]).
+    pub fn get_dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The batch layout, as set by [`Augment::layout`].
+    pub fn get_layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Output width and height.
+    #[deprecated(note = "use `get_output_size()`; `output_size(w, h)` is the setter")]
+    pub fn out_size(&self) -> (u32, u32) {
+        self.get_output_size()
+    }
+
     /// The batch element type.
+    #[deprecated(note = "use `get_dtype()`")]
     pub fn out_dtype(&self) -> DType {
         self.dtype
     }
 
     /// The batch layout.
+    #[deprecated(note = "use `get_layout()`")]
     pub fn out_layout(&self) -> Layout {
         self.layout
     }
@@ -230,14 +253,29 @@ impl Augment {
             || self.jitter.is_some()
     }
 
-    /// Bytes of one image in the batch.
-    pub fn image_bytes(&self) -> usize {
+    /// Bytes of one image of a batch: `3 * width * height * dtype size` (a whole batch's
+    /// are [`Batch::images_len_bytes`](crate::Batch::images_len_bytes)).
+    pub fn bytes_per_image(&self) -> usize {
         3 * self.out_width as usize * self.out_height as usize * self.dtype.size()
+    }
+
+    /// Bytes of one image in the batch.
+    #[deprecated(note = "use `bytes_per_image()`")]
+    pub fn image_bytes(&self) -> usize {
+        self.bytes_per_image()
     }
 
     /// Checks every value is in range and the options agree with each other.
     pub fn validate(&self) -> Result<()> {
         let bad = |setting: &str, m: String| Err(Error::config(setting, m));
+        if (self.out_width, self.out_height) == (0, 0) {
+            return bad(
+                "augment",
+                "no output size: choose one with resize(w, h), random_resized_crop(size, ..), \
+                 resize_center_crop(resize, size) or output_size(w, h)"
+                    .into(),
+            );
+        }
         if self.out_width == 0
             || self.out_height == 0
             || self.out_width > 16384

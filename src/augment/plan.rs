@@ -48,7 +48,40 @@ pub enum DType {
     F32 = 2,
 }
 
+/// An element type a batch can hold: `u8`, [`half::f16`] or `f32`, for
+/// [`Batch::images`](crate::Batch::images). Sealed: stoker writes only these.
+pub trait Element: bytemuck::Pod + sealed::Sealed {
+    /// The [`DType`] of this element type.
+    const DTYPE: DType;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u8 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for f32 {}
+}
+
+impl Element for u8 {
+    const DTYPE: DType = DType::U8;
+}
+impl Element for half::f16 {
+    const DTYPE: DType = DType::F16;
+}
+impl Element for f32 {
+    const DTYPE: DType = DType::F32;
+}
+
 impl DType {
+    /// The name used in settings and messages: `u8`, `f16`, `f32`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::U8 => "u8",
+            DType::F16 => "f16",
+            DType::F32 => "f32",
+        }
+    }
+
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {

@@ -1,4 +1,5 @@
-//! CPU decode: JPEG through libjpeg-turbo (`jpeg::turbo`), PNG through the `png` crate. This is the CPU
+//! CPU decode: JPEG through libjpeg-turbo (`jpeg::turbo`), PNG through the `png` crate, WebP, BMP,
+//! TIFF and GIF through the `image` crate's decoders (`decode::other`). This is the CPU
 //! backend's decoder and the per-sample fallback of the GPU backends.
 //!
 //! Every entry point reads headers first, checks [`Limits`](super::Limits), and only then lets a decoder
@@ -25,7 +26,7 @@ fn check_bytes(bytes: &[u8], opts: &DecodeOptions) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// Decodes a JPEG or PNG into 8-bit RGB, reusing `out`'s allocation.
+/// Decodes a JPEG, PNG, WebP, BMP, TIFF or GIF into 8-bit RGB, reusing `out`'s allocation.
 pub fn decode_image(
     bytes: &[u8],
     opts: &DecodeOptions,
@@ -35,6 +36,9 @@ pub fn decode_image(
     guarded(info, || match info.format {
         Format::Jpeg => decode_jpeg(bytes, &info, opts, out),
         Format::Png => decode_png_rgb(bytes, &info, out),
+        Format::Webp | Format::Bmp | Format::Tiff | Format::Gif => {
+            super::other::decode_rgb(bytes, &info, opts, out)
+        }
     })
 }
 

@@ -6,6 +6,7 @@
 
 pub mod cpu;
 pub mod jpeg;
+mod other;
 
 use serde::Serialize;
 
@@ -68,11 +69,35 @@ pub enum Format {
     Jpeg,
     /// PNG (starts with the 8-byte PNG signature).
     Png,
+    /// WebP, lossless or lossy (a RIFF file of form `WEBP`); animated ones give their
+    /// first frame.
+    Webp,
+    /// Windows bitmap (starts with `BM`).
+    Bmp,
+    /// TIFF, little- or big-endian, and BigTIFF; the first image of the file.
+    Tiff,
+    /// GIF (starts with `GIF87a` or `GIF89a`); the first frame.
+    Gif,
+}
+
+impl Format {
+    /// The lower-case name, as in JSON output and [`ImageInfo::kind`].
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Jpeg => "jpeg",
+            Format::Png => "png",
+            Format::Webp => "webp",
+            Format::Bmp => "bmp",
+            Format::Tiff => "tiff",
+            Format::Gif => "gif",
+        }
+    }
 }
 
 /// The JPEG coding process named by the frame header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum JpegProcess {
     /// SOF0.
     Baseline,
@@ -104,6 +129,7 @@ impl JpegProcess {
 
 /// What the headers say about an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ImageInfo {
     /// Container format.
     pub format: Format,
@@ -138,7 +164,8 @@ impl ImageInfo {
         u64::from(self.width) * u64::from(self.height)
     }
 
-    /// A short description: `jpeg/progressive/3c/8bit`, `png/1c/16bit`.
+    /// A short description: `jpeg/progressive/3c/8bit`, `png/1c/16bit`, `webp/4c/8bit`
+    /// (format, components as stored, bits per sample).
     pub fn kind(&self) -> String {
         match (self.format, self.process) {
             (Format::Jpeg, Some(p)) => format!(
@@ -148,7 +175,7 @@ impl ImageInfo {
                 self.bit_depth
             ),
             (Format::Jpeg, None) => "jpeg".to_string(),
-            (Format::Png, _) => format!("png/{}c/{}bit", self.components, self.bit_depth),
+            (f, _) => format!("{}/{}c/{}bit", f.name(), self.components, self.bit_depth),
         }
     }
 }
@@ -234,6 +261,9 @@ pub fn peek_info(bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
     if bytes.starts_with(&PNG_SIGNATURE) {
         return peek_png(bytes);
     }
+    if let Some(format) = other::sniff(bytes) {
+        return other::peek(bytes, format);
+    }
     let head: Vec<String> = bytes.iter().take(4).map(|b| format!("{b:02x}")).collect();
     Err(DecodeError::UnknownFormat(head.join(" ")))
 }
@@ -307,9 +337,23 @@ mod tests {
     fn peeks_refuse_garbage_without_panicking() {
         assert_eq!(peek_info(&[]), Err(DecodeError::Empty));
         assert!(matches!(
-            peek_info(b"GIF89a"),
+            peek_info(b"P6\n1 1\n255\n"),
             Err(DecodeError::UnknownFormat(_))
         ));
+        // Signatures of the other formats with nothing after them.
+        for head in [
+            &b"GIF89a"[..],
+            b"BM",
+            b"II*\0",
+            b"MM\0*",
+            b"RIFF\0\0\0\0WEBP",
+        ] {
+            assert!(
+                matches!(peek_info(head), Err(DecodeError::Image { .. })),
+                "{head:?}: {:?}",
+                peek_info(head)
+            );
+        }
         assert!(peek_info(&[0xFF, 0xD8]).is_err());
         assert!(peek_info(&[0xFF, 0xD8, 0xFF, 0xC0, 0x00]).is_err());
         assert!(peek_info(&PNG_SIGNATURE).is_err());

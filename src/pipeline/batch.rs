@@ -8,7 +8,7 @@ use half::f16;
 
 use super::memory::HostBuffer;
 use super::Config;
-use crate::augment::{DType, Layout, SamplePlan};
+use crate::augment::{DType, Element, Layout, SamplePlan};
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::batch::CudaBatchBuffers;
 use crate::backend::device::{DeviceBuffers, DeviceError, Plane};
@@ -47,6 +47,7 @@ impl BatchBuffers {
 
 /// A sample that was delivered by a replacement (`OnError::Replace`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Replacement {
     /// Slot in the batch.
     pub slot: usize,
@@ -68,11 +69,12 @@ pub struct Batch {
     pub(super) dtype: DType,
     pub(super) layout: Layout,
     pub(super) buffers: Option<BatchBuffers>,
-    pub(super) labels: Vec<i64>,
+    pub(super) labels: Vec<Option<u32>>,
     pub(super) ids: Vec<u64>,
     pub(super) plans: Vec<SamplePlan>,
     pub(super) errors: Vec<SampleError>,
     pub(super) replacements: Vec<Replacement>,
+    pub(super) repeated: Vec<bool>,
     pub(super) return_tx: Sender<BatchBuffers>,
     pub(super) held: Arc<AtomicUsize>,
     /// Host copies of a device batch, read back on first use of a host accessor.
@@ -120,7 +122,7 @@ impl Batch {
     }
 
     /// Whether the batch lives in device memory (wgpu or CUDA backend). Its host
-    /// accessors ([`Batch::image_bytes`], [`Batch::images_f32`], [`Batch::masks`], ...)
+    /// accessors ([`Batch::images`], [`Batch::raw_images`], [`Batch::masks`], ...)
     /// then copy it to the host once, on first use, and block for that; a device consumer
     /// uses the backend's accessor (`wgpu_images`, `cuda_images`) instead, with no copy.
     pub fn on_device(&self) -> bool {
@@ -138,22 +140,51 @@ impl Batch {
         self.device_buffers()?.as_any().downcast_ref::<T>()
     }
 
-    /// Bytes of the images of this batch: `len * 3 * width * height * dtype size`.
+    /// Bytes of all the images of this batch: `len * 3 * width * height * dtype size`.
     pub fn images_len_bytes(&self) -> usize {
         self.len * 3 * self.width * self.height * self.dtype.size()
     }
 
-    /// The images as raw bytes (little-endian elements). For a device batch, a host copy
-    /// read back on first use (empty, with the error logged, if the device fails).
-    pub fn image_bytes(&self) -> &[u8] {
+    /// The images as `T`, `[N, 3, H, W]` or `[N, H, W, 3]` (see [`Batch::shape`]):
+    /// `batch.images::<f32>()?`. Fails with [`Error::DType`] naming the element type the
+    /// batch holds when it is not `T` (set it with
+    /// [`Augment::dtype`](crate::Augment::dtype); the default is `u8`). A device batch is
+    /// copied to the host once, on first use (blocking); a device consumer reads
+    /// `wgpu_images` / `cuda_images` instead.
+    pub fn images<T: Element>(&self) -> Result<&[T]> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::DType {
+                asked: T::DTYPE.name(),
+                found: self.dtype.name(),
+            });
+        }
+        bytemuck::try_cast_slice(self.raw_images()?).map_err(|e| {
+            Error::internal(format!(
+                "batch buffer not aligned for {}: {e}",
+                self.dtype.name()
+            ))
+        })
+    }
+
+    /// All the images of the batch as raw bytes (little-endian elements of
+    /// [`Batch::dtype`]); [`Batch::images`] gives them typed. A device batch is copied to
+    /// the host once, on first use.
+    pub fn raw_images(&self) -> Result<&[u8]> {
         if self.on_device() {
-            return self.logged(self.host_copy(false));
+            return Ok(self.host_copy(false)?.unwrap_or_default());
         }
         let n = self.images_len_bytes();
         self.buffers
             .as_ref()
             .and_then(|b| b.images.bytes().get(..n))
-            .unwrap_or_default()
+            .ok_or_else(|| Error::internal("batch buffer shorter than its images"))
+    }
+
+    /// The images as raw bytes; empty, with the error logged, if a device batch cannot be
+    /// read back.
+    #[deprecated(note = "use `raw_images()` (fallible) or `images::<T>()`")]
+    pub fn image_bytes(&self) -> &[u8] {
+        self.logged(self.raw_images().map(Some))
     }
 
     /// The host copy of a device batch's images (or masks), read back once on first use;
@@ -203,10 +234,7 @@ impl Batch {
     /// The images on the host, wherever the batch lives: copied for a host batch, read
     /// back (blocking, once) for a device batch.
     pub fn read_images(&self) -> Result<Vec<u8>> {
-        if self.on_device() {
-            return Ok(self.host_copy(false)?.unwrap_or_default().to_vec());
-        }
-        Ok(self.image_bytes().to_vec())
+        Ok(self.raw_images()?.to_vec())
     }
 
     /// The label masks on the host, wherever the batch lives (see [`Batch::read_images`]).
@@ -258,28 +286,25 @@ impl Batch {
     }
 
     /// The images, if the dtype is u8.
+    #[deprecated(note = "use `images::<u8>()`, which says which dtype the batch holds")]
     pub fn images_u8(&self) -> Option<&[u8]> {
-        (self.dtype == DType::U8).then(|| self.image_bytes())
+        self.images::<u8>().ok()
     }
 
     /// The images, if the dtype is f16.
+    #[deprecated(note = "use `images::<f16>()`, which says which dtype the batch holds")]
     pub fn images_f16(&self) -> Option<&[f16]> {
-        if self.dtype != DType::F16 {
-            return None;
-        }
-        bytemuck::try_cast_slice(self.image_bytes()).ok()
+        self.images::<f16>().ok()
     }
 
     /// The images, if the dtype is f32.
+    #[deprecated(note = "use `images::<f32>()`, which says which dtype the batch holds")]
     pub fn images_f32(&self) -> Option<&[f32]> {
-        if self.dtype != DType::F32 {
-            return None;
-        }
-        bytemuck::try_cast_slice(self.image_bytes()).ok()
+        self.images::<f32>().ok()
     }
 
     /// Label masks `[N, H, W]`, for segmentation sets (read back on first use for a
-    /// device batch, as [`Batch::image_bytes`]).
+    /// device batch, as [`Batch::images`]).
     pub fn masks(&self) -> Option<&[u16]> {
         let n = self.len * self.width * self.height;
         if let Some(bufs) = self.device_buffers() {
@@ -292,9 +317,19 @@ impl Batch {
         bytemuck::try_cast_slice::<u8, u16>(m.bytes().get(..n * 2)?).ok()
     }
 
-    /// Class labels, `-1` where the source has none.
-    pub fn labels(&self) -> &[i64] {
+    /// Class labels in slot order, as [`Sample::label`](crate::Sample::label): `None`
+    /// where the source has none.
+    pub fn labels(&self) -> &[Option<u32>] {
         &self.labels
+    }
+
+    /// The labels as a training target tensor: `i64` class ids, `missing` where the
+    /// source has none (PyTorch's `CrossEntropyLoss` skips `-100` by default).
+    pub fn labels_i64(&self, missing: i64) -> Vec<i64> {
+        self.labels
+            .iter()
+            .map(|l| l.map_or(missing, i64::from))
+            .collect()
     }
 
     /// Stable sample ids, in slot order.
@@ -315,6 +350,15 @@ impl Batch {
     /// Slots filled by a replacement sample.
     pub fn replacements(&self) -> &[Replacement] {
         &self.replacements
+    }
+
+    /// Per slot, whether its sample is delivered more than once this epoch on purpose:
+    /// padding that evens out the ranks of a sharded epoch (see
+    /// [`PipelineBuilder::shard`](crate::PipelineBuilder::shard)), or a replacement for a
+    /// failed sample ([`Batch::replacements`]). Leave these out of evaluation metrics so
+    /// each sample counts once.
+    pub fn repeated(&self) -> &[bool] {
+        &self.repeated
     }
 }
 

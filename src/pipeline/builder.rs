@@ -182,6 +182,16 @@ impl PipelineBuilder {
     }
 
     /// Read shard `rank` of `world_size` (data-parallel training).
+    ///
+    /// Every rank gets the same number of samples and batches per epoch, so no rank
+    /// leaves an all-reduce early: by default the epoch's permutation is padded by
+    /// repeating its first samples (at most one per rank unless the world is larger than
+    /// the dataset), and the padded slots are marked in [`Batch::repeated`](crate::Batch::repeated)
+    /// so metrics can leave them out; with [`PipelineBuilder::drop_last`] each rank takes
+    /// whole batches only and the tail of the permutation is left out instead. The shards
+    /// are disjoint apart from the padding, together cover every sample, and depend only
+    /// on `(seed, epoch)`. [`OnError::Replace`](crate::OnError::Replace) draws replacements
+    /// from this rank's own shard. See [`crate::source::sampler`] for the arithmetic.
     pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
         self.shard = Some((rank, world_size));
         self
@@ -193,7 +203,9 @@ impl PipelineBuilder {
         self
     }
 
-    /// Drop the last partial batch of each epoch (default: keep it).
+    /// Drop the last partial batch of each epoch (default: keep it). With
+    /// [`PipelineBuilder::shard`], every rank then takes the same number of whole batches
+    /// and the permutation's tail is left out that epoch, instead of padding.
     pub fn drop_last(mut self, yes: bool) -> Self {
         self.drop_last = yes;
         self
@@ -310,13 +322,13 @@ impl PipelineBuilder {
 
     /// Bytes of the largest output buffer of one batch: its images, or its masks.
     fn batch_bytes(&self, has_masks: bool) -> u64 {
-        let (w, h) = self.augment.out_size();
+        let (w, h) = self.augment.get_output_size();
         let masks = if has_masks {
             2 * u64::from(w) * u64::from(h)
         } else {
             0
         };
-        let per_sample = (self.augment.image_bytes() as u64).max(masks);
+        let per_sample = (self.augment.bytes_per_image() as u64).max(masks);
         per_sample.saturating_mul(self.batch_size as u64)
     }
 }

@@ -35,6 +35,10 @@ pub struct Epoch {
     epoch: u64,
     cfg: Arc<Config>,
     num_batches: usize,
+    /// The index of the first batch this iterator yields.
+    first_batch: usize,
+    /// Batches yielded so far.
+    yielded: usize,
     finished: bool,
     free_rx: Receiver<BatchBuffers>,
     cancel: Option<Sender<()>>,
@@ -68,7 +72,11 @@ enum Source {
 struct Collector {
     epoch: u64,
     cfg: Arc<Config>,
+    /// Batches this collector hands out; its batch `i` is the epoch's `first + i`.
     num_batches: usize,
+    first: usize,
+    /// Positions of the rank's epoch order from here on are padding (repeats).
+    repeat_from: usize,
     next: usize,
     /// No batch is left to hand out (all done, or the epoch failed).
     done: bool,
@@ -100,14 +108,22 @@ pub(crate) struct EpochParts {
     pub cache: Option<Arc<Cache>>,
     pub total: Arc<Counters>,
     pub pool: Arc<Mutex<Vec<BatchBuffers>>>,
+    /// The batches to make: the epoch's from `first_batch` on.
     pub batches: Vec<Vec<usize>>,
+    pub first_batch: usize,
+    /// Batches in the whole epoch.
+    pub num_batches: usize,
+    /// Positions of the rank's order from here on are padding.
+    pub repeat_from: usize,
+    /// The rank's own samples this epoch (no padding): where replacements come from.
+    pub replace_pool: Arc<[usize]>,
     pub epoch: u64,
 }
 
 impl Epoch {
     pub(crate) fn start(p: EpochParts) -> Result<Epoch> {
         let cfg = p.cfg;
-        let num_batches = p.batches.len();
+        let to_make = p.batches.len();
         let stats = Arc::new(Counters::default());
         let (free_tx, free_rx) = unbounded::<BatchBuffers>();
         let ring = cfg.prefetch.max(1);
@@ -131,6 +147,7 @@ impl Epoch {
             cache: p.cache,
             stats: Arc::clone(&stats),
             epoch: p.epoch,
+            replace_pool: p.replace_pool,
             staging: {
                 let mut kept = p
                     .staging
@@ -178,9 +195,11 @@ impl Epoch {
         let mut collector = Collector {
             epoch: p.epoch,
             cfg: Arc::clone(&cfg),
-            num_batches,
+            num_batches: to_make,
+            first: p.first_batch,
+            repeat_from: p.repeat_from,
             next: 0,
-            done: num_batches == 0,
+            done: to_make == 0,
             counts_wait: true,
             done_rx,
             free_tx,
@@ -210,8 +229,10 @@ impl Epoch {
         Ok(Epoch {
             epoch: p.epoch,
             cfg,
-            num_batches,
-            finished: num_batches == 0,
+            num_batches: p.num_batches,
+            first_batch: p.first_batch,
+            yielded: 0,
+            finished: to_make == 0,
             free_rx,
             cancel: Some(cancel_tx),
             threads,
@@ -225,9 +246,16 @@ impl Epoch {
         })
     }
 
-    /// Number of batches in this epoch.
+    /// Number of batches in the whole epoch (the same on every rank). An epoch started
+    /// with [`Pipeline::epoch_from`](super::Pipeline::epoch_from) yields those from
+    /// [`Epoch::first_batch`] on; [`ExactSizeIterator::len`] says how many are left.
     pub fn num_batches(&self) -> usize {
         self.num_batches
+    }
+
+    /// The index of the first batch this iterator yields (0 unless resumed).
+    pub fn first_batch(&self) -> usize {
+        self.first_batch
     }
 
     /// Statistics of this epoch so far.
@@ -266,6 +294,9 @@ impl Collector {
         let mut plans = Vec::with_capacity(n);
         let mut errors = Vec::new();
         let mut replacements = Vec::new();
+        let mut repeated = Vec::with_capacity(n);
+        let mut exhausted = Vec::new();
+        let batch_size = cfg.batch_size;
         let (ib, mb) = (cfg.host_image_bytes(), cfg.host_mask_bytes());
         let mut jobs: Vec<DeviceJob> = Vec::new();
         for (slot, o) in p.outcomes.into_iter().enumerate() {
@@ -274,6 +305,11 @@ impl Collector {
                     "slot {slot} of batch {index} never finished"
                 )));
             };
+            if o.delivered.is_none() && cfg.on_error == OnError::Replace {
+                if let Some(e) = &o.error {
+                    exhausted.push(e.clone());
+                }
+            }
             if let Some(e) = o.error {
                 errors.push(e);
             }
@@ -294,6 +330,8 @@ impl Collector {
                             .copy_within(slot * mb..(slot + 1) * mb, k * mb);
                     }
                 }
+                let position = (self.first + index) * batch_size + slot;
+                repeated.push(d.replaced.is_some() || position >= self.repeat_from);
                 if let Some(failed) = d.replaced {
                     replacements.push(Replacement {
                         slot: k,
@@ -305,6 +343,12 @@ impl Collector {
                 labels.push(d.label);
                 plans.push(d.plan);
             }
+        }
+        if !exhausted.is_empty() {
+            return Err(Error::Pipeline(PipelineError::ReplacementsExhausted {
+                attempts: cfg.replace_attempts,
+                samples: exhausted,
+            }));
         }
         let gpu = match (&cfg.batcher, p.gpu) {
             (Some(batcher), Some(mut bufs)) => {
@@ -328,15 +372,15 @@ impl Collector {
             .fetch_add(replacements.len() as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
         self.held.fetch_add(1, Ordering::AcqRel);
-        let (w, h) = cfg.augment.out_size();
+        let (w, h) = cfg.augment.get_output_size();
         Ok(Batch {
-            index,
+            index: self.first + index,
             epoch: self.epoch,
             len: ids.len(),
             width: w as usize,
             height: h as usize,
-            dtype: cfg.augment.out_dtype(),
-            layout: cfg.augment.out_layout(),
+            dtype: cfg.augment.get_dtype(),
+            layout: cfg.augment.get_layout(),
             buffers: Some(BatchBuffers { images, masks, gpu }),
             host_images: std::sync::OnceLock::new(),
             host_masks: std::sync::OnceLock::new(),
@@ -345,6 +389,7 @@ impl Collector {
             plans,
             errors,
             replacements,
+            repeated,
             return_tx: self.free_tx.clone(),
             held: Arc::clone(&self.held),
         })
@@ -494,10 +539,25 @@ impl Iterator for Epoch {
         };
         if r.is_none() {
             self.finish();
+        } else {
+            self.yielded += 1;
         }
         r
     }
+
+    /// Exact while the epoch runs: the batches left. An epoch that fails (an error under
+    /// [`OnError::Fail`], a device error) yields that error as its last item and ends early.
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = if self.finished {
+            0
+        } else {
+            (self.num_batches - self.first_batch).saturating_sub(self.yielded)
+        };
+        (left, Some(left))
+    }
 }
+
+impl ExactSizeIterator for Epoch {}
 
 impl Drop for Epoch {
     fn drop(&mut self) {

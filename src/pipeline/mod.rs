@@ -124,7 +124,7 @@ pub(crate) struct Config {
 
 impl Config {
     pub(crate) fn image_bytes(&self) -> usize {
-        self.augment.image_bytes()
+        self.augment.bytes_per_image()
     }
 
     /// Whether batches are made on a device (workers prepare inputs, the device writes).
@@ -152,7 +152,7 @@ impl Config {
 
     pub(crate) fn mask_bytes(&self) -> usize {
         if self.has_masks {
-            let (w, h) = self.augment.out_size();
+            let (w, h) = self.augment.get_output_size();
             w as usize * h as usize * 2
         } else {
             0
@@ -181,6 +181,31 @@ impl Pipeline {
 
     /// The batches of `epoch`, produced in the background while the caller trains.
     pub fn epoch(&self, epoch: u64) -> Result<Epoch> {
+        self.epoch_from(epoch, 0)
+    }
+
+    /// The batches of `epoch` from batch `first_batch` on: exactly the batches a full
+    /// epoch gives from there (the same samples, augmentation and replacements, since all
+    /// of them are keyed by `(seed, epoch, sample id)`), without reading or decoding the
+    /// batches before it. A checkpoint needs only `(seed, epoch, batch index)`: resume
+    /// with `epoch_from(epoch, index + 1)` after batch `index` was trained on.
+    /// `first_batch == num_batches()` gives an empty epoch; beyond it is an error.
+    pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> Result<Epoch> {
+        let order = self.sampler.epoch_order(epoch);
+        let batches: Vec<Vec<usize>> = order
+            .chunks(self.sampler.batch_size())
+            .map(<[usize]>::to_vec)
+            .collect();
+        if first_batch > batches.len() {
+            return Err(crate::error::Error::config(
+                "first_batch",
+                format!(
+                    "batch {first_batch} is past the end of an epoch of {} batches",
+                    batches.len()
+                ),
+            ));
+        }
+        let real = order.len() - self.sampler.padding();
         Epoch::start(epoch::EpochParts {
             cfg: Arc::clone(&self.cfg),
             subset: self.subset.clone(),
@@ -189,7 +214,11 @@ impl Pipeline {
             pool: Arc::clone(&self.pool),
             staging: Arc::clone(&self.staging),
             workers: Arc::clone(&self.workers),
-            batches: self.sampler.batches(epoch),
+            first_batch,
+            num_batches: batches.len(),
+            repeat_from: real,
+            replace_pool: order[..real].into(),
+            batches: batches.into_iter().skip(first_batch).collect(),
             epoch,
         })
     }
@@ -209,9 +238,14 @@ impl Pipeline {
         &self.subset
     }
 
-    /// The backend in use, and why it was chosen.
-    pub fn backend(&self) -> (&dyn Backend, &str) {
-        (self.cfg.backend.as_ref(), &self.cfg.backend_reason)
+    /// The backend in use ([`Backend::kind`] says which).
+    pub fn backend(&self) -> &dyn Backend {
+        self.cfg.backend.as_ref()
+    }
+
+    /// Why this backend was chosen (the request, and each fallback with its reason).
+    pub fn backend_reason(&self) -> &str {
+        &self.cfg.backend_reason
     }
 
     /// The augmentation configuration.

@@ -112,6 +112,7 @@ impl Counters {
 /// A snapshot of pipeline statistics. Stage times are summed over threads (CPU-seconds
 /// spent in the stage); wait and wall are the consumer's.
 #[derive(Debug, Clone, Default, Serialize)]
+#[non_exhaustive]
 pub struct Stats {
     /// Time reader threads spent reading bytes.
     pub read_seconds: f64,

@@ -51,7 +51,7 @@ pub(super) struct Loaded {
 /// A sample made into its slot.
 pub(super) struct Delivered {
     pub(super) id: u64,
-    pub(super) label: i64,
+    pub(super) label: Option<u32>,
     pub(super) replaced: Option<u64>,
     pub(super) plan: SamplePlan,
     /// What the device needs for this sample, when batches are made on one.
@@ -87,6 +87,9 @@ pub(super) struct Shared {
     pub(super) cache: Option<Arc<Cache>>,
     pub(super) stats: Arc<Counters>,
     pub(super) epoch: u64,
+    /// The rank's own samples this epoch: replacements come from here, so a replacement
+    /// never appears on another rank.
+    pub(super) replace_pool: Arc<[usize]>,
     pub(super) staging: StagingRing,
     pub(super) workers_kept: Arc<Mutex<Vec<WorkerState>>>,
 }
@@ -260,7 +263,7 @@ fn process(
             return Outcome {
                 delivered: Some(Delivered {
                     id: sample.id,
-                    label: sample.label.map_or(-1, i64::from),
+                    label: sample.label,
                     replaced: None,
                     plan,
                     gpu,
@@ -276,11 +279,18 @@ fn process(
             error: Some(error),
         };
     }
-    // Replace: deterministic candidates keyed by (seed, epoch, failed id).
+    // Replace: deterministic candidates from the rank's own shard, keyed by
+    // (seed, epoch, failed id).
     let samples = sh.subset.samples();
+    let pool = &sh.replace_pool;
     let mut rng = Rng::new(sh.cfg.seed, sh.epoch, sample.id, Stream::Replace);
     for _ in 0..sh.cfg.replace_attempts {
-        let cand = &samples[rng.below(samples.len() as u64) as usize];
+        let Some(cand) = pool
+            .get(rng.below(pool.len() as u64) as usize)
+            .and_then(|&i| samples.get(i))
+        else {
+            break;
+        };
         if cand.id == sample.id {
             continue;
         }
@@ -293,7 +303,7 @@ fn process(
                 return Outcome {
                     delivered: Some(Delivered {
                         id: cand.id,
-                        label: cand.label.map_or(-1, i64::from),
+                        label: cand.label,
                         replaced: Some(sample.id),
                         plan,
                         gpu,

@@ -3,19 +3,28 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{sample_id, Dataset, Location, Sample};
+use super::{sample_id, Dataset, Location, Sample, SkipReason, Skipped};
 use crate::error::{Error, Result};
 
-/// File extensions taken as images (case-insensitive).
-pub const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "jpe", "jfif", "png"];
+/// File extensions taken as images (case-insensitive): JPEG, PNG, WebP, BMP, TIFF, GIF.
+/// Listing a folder skips other files and reports them ([`Dataset::skipped`]).
+pub const IMAGE_EXTENSIONS: &[&str] = &[
+    "jpg", "jpeg", "jpe", "jfif", "png", "webp", "bmp", "dib", "tif", "tiff", "gif",
+];
 
 const MAX_DEPTH: usize = 64;
 
-fn is_image(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .map(|e| IMAGE_EXTENSIONS.iter().any(|x| x.eq_ignore_ascii_case(e)))
-        .unwrap_or(false)
+/// `None` for an image file; else the lower-cased extension (empty when none).
+fn not_image(path: &Path) -> Option<String> {
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    if IMAGE_EXTENSIONS.iter().any(|x| *x == ext) {
+        None
+    } else {
+        Some(ext)
+    }
 }
 
 fn is_hidden(path: &Path) -> bool {
@@ -37,33 +46,63 @@ pub(crate) fn relative(root: &Path, path: &Path) -> Result<String> {
     Ok(parts.join("/"))
 }
 
-/// Sorted entries of a folder (files and folders), hidden ones left out.
-fn read_dir_sorted(dir: &Path) -> Result<Vec<PathBuf>> {
+/// What listing left out, relative to the root it lists.
+struct Skips<'a> {
+    root: &'a Path,
+    list: Vec<Skipped>,
+}
+
+impl Skips<'_> {
+    fn add(&mut self, path: &Path, reason: SkipReason) -> Result<()> {
+        let mut rel = relative(self.root, path)?;
+        if path.is_dir() {
+            rel.push('/');
+        }
+        self.list.push(Skipped { path: rel, reason });
+        Ok(())
+    }
+}
+
+/// Sorted entries of a folder (files and folders); hidden ones are left out and, with
+/// `skips`, reported.
+fn read_dir_sorted(dir: &Path, mut skips: Option<&mut Skips>) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
         let p = entry.path();
         if !is_hidden(&p) {
             out.push(p);
+        } else if let Some(s) = skips.as_deref_mut() {
+            s.add(&p, SkipReason::Hidden)?;
         }
     }
     out.sort();
     Ok(out)
 }
 
-/// All image files below `dir`, recursively, sorted.
-fn images_below(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
+/// All image files below `dir`, recursively, sorted; with `skips`, the other files (and
+/// hidden folders) are reported there.
+fn images_below(
+    dir: &Path,
+    depth: usize,
+    out: &mut Vec<PathBuf>,
+    mut skips: Option<&mut Skips>,
+) -> Result<()> {
     if depth > MAX_DEPTH {
         return Err(Error::source_at(
             dir,
             format!("folder nesting deeper than {MAX_DEPTH} (a symlink loop?)"),
         ));
     }
-    for p in read_dir_sorted(dir)? {
+    for p in read_dir_sorted(dir, skips.as_deref_mut())? {
         if p.is_dir() {
-            images_below(&p, depth + 1, out)?;
-        } else if is_image(&p) {
-            out.push(p);
+            images_below(&p, depth + 1, out, skips.as_deref_mut())?;
+        } else {
+            match (not_image(&p), skips.as_deref_mut()) {
+                (None, _) => out.push(p),
+                (Some(ext), Some(s)) => s.add(&p, SkipReason::Extension(ext))?,
+                (Some(_), None) => {}
+            }
         }
     }
     Ok(())
@@ -83,14 +122,25 @@ fn file_sample(root: &Path, path: PathBuf, label: Option<u32>) -> Result<Sample>
 
 /// An image-folder tree: each sub-folder of `root` is a class, class ids follow the sorted
 /// folder names, and every image file below a class folder (recursively) is a sample.
+/// Other files, hidden entries and files directly in `root` are left out and reported
+/// ([`Dataset::skipped`]).
 pub fn image_folder(root: &Path) -> Result<Dataset> {
     if !root.is_dir() {
         return Err(Error::source_at(root, "not a folder"));
     }
-    let classes: Vec<PathBuf> = read_dir_sorted(root)?
-        .into_iter()
-        .filter(|p| p.is_dir())
-        .collect();
+    let mut skips = Skips {
+        root,
+        list: Vec::new(),
+    };
+    let mut classes = Vec::new();
+    for p in read_dir_sorted(root, Some(&mut skips))? {
+        if p.is_dir() {
+            classes.push(p);
+        } else {
+            let reason = not_image(&p).map_or(SkipReason::OutsideClasses, SkipReason::Extension);
+            skips.add(&p, reason)?;
+        }
+    }
     if classes.is_empty() {
         return Err(Error::source_at(
             root,
@@ -104,31 +154,37 @@ pub fn image_folder(root: &Path) -> Result<Dataset> {
             .map_err(|_| Error::source_at(root, "more than 2^32 classes"))?;
         names.push(relative(root, dir)?);
         let mut files = Vec::new();
-        images_below(dir, 1, &mut files)?;
+        images_below(dir, 1, &mut files, Some(&mut skips))?;
         for f in files {
             samples.push(file_sample(root, f, Some(class_id))?);
         }
     }
-    Dataset::from_samples(Some(root.to_path_buf()), samples, names)
+    Ok(Dataset::from_samples(Some(root.to_path_buf()), samples, names)?.with_skipped(skips.list))
 }
 
-/// Every image file below `root`, recursively, without labels.
+/// Every image file below `root`, recursively, without labels. Other files and hidden
+/// entries are left out and reported ([`Dataset::skipped`]).
 pub fn flat(root: &Path) -> Result<Dataset> {
     if !root.is_dir() {
         return Err(Error::source_at(root, "not a folder"));
     }
+    let mut skips = Skips {
+        root,
+        list: Vec::new(),
+    };
     let mut files = Vec::new();
-    images_below(root, 0, &mut files)?;
+    images_below(root, 0, &mut files, Some(&mut skips))?;
     let samples = files
         .into_iter()
         .map(|f| file_sample(root, f, None))
         .collect::<Result<Vec<_>>>()?;
-    Dataset::from_samples(Some(root.to_path_buf()), samples, Vec::new())
+    Ok(
+        Dataset::from_samples(Some(root.to_path_buf()), samples, Vec::new())?
+            .with_skipped(skips.list),
+    )
 }
 
-/// A file list: UTF-8 text, one sample per line as `path` or `path<TAB or space>label`,
-/// paths relative to the list's folder; blank lines and lines starting with `#` are skipped.
-/// Labels are non-negative integers; the class names are their decimal strings.
+/// A file list, in the format documented at [`Dataset::files`].
 pub fn file_list(list: &Path) -> Result<Dataset> {
     let text = std::fs::read_to_string(list).map_err(|e| Error::io(list, e))?;
     let root = list
@@ -137,33 +193,100 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
         .unwrap_or_else(|| PathBuf::from("."));
     let mut samples = Vec::new();
     let mut max_label: Option<u32> = None;
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (path, label) = match line.rsplit_once(['\t', ' ']) {
-            Some((p, l)) if l.trim().parse::<u32>().is_ok() => {
-                (p.trim(), l.trim().parse::<u32>().ok())
-            }
-            _ => (line, None),
+    // The first line with a label and the first without, to refuse a mix.
+    let (mut labelled, mut unlabelled): (Option<usize>, Option<usize>) = (None, None);
+    for (n, raw) in text.lines().enumerate() {
+        let n = n + 1;
+        let bad = |why: String| {
+            Error::source_at(
+                list,
+                format!("line {n}: {why}: {:?}", raw.trim_end_matches('\r')),
+            )
         };
-        if let Some(l) = label {
-            max_label = Some(max_label.map_or(l, |m| m.max(l)));
+        let Some((path, label)) = parse_list_line(raw).map_err(bad)? else {
+            continue;
+        };
+        match label {
+            Some(l) => {
+                max_label = Some(max_label.map_or(l, |m| m.max(l)));
+                labelled.get_or_insert(n);
+            }
+            None => {
+                unlabelled.get_or_insert(n);
+            }
+        }
+        if let (Some(a), Some(b)) = (labelled, unlabelled) {
+            let (has, lacks) = if label.is_some() { (n, b) } else { (a, n) };
+            return Err(bad(format!(
+                "line {lacks} has no label but line {has} has one (label every line, or none)"
+            )));
         }
         let rel = Path::new(path);
         if rel.is_absolute() || rel.components().any(|c| c.as_os_str() == "..") {
-            return Err(Error::source_at(
-                list,
-                format!(
-                    "line {}: path {path:?} must be relative and stay below the list's folder",
-                    n + 1
-                ),
-            ));
+            return Err(bad(format!(
+                "path {path:?} must be relative and stay below the list's folder"
+            )));
         }
         samples.push(file_sample(&root, root.join(rel), label)?);
     }
     Dataset::from_samples(Some(root), samples, super::numbered_classes(max_label))
+}
+
+/// The largest label a file list takes: a class name is made for every id up to the
+/// largest label, so a stray huge number must not allocate billions of them.
+const MAX_LABEL: u32 = (1 << 20) - 1;
+
+/// One line of a file list (see [`Dataset::files`]): `None` for a blank or comment line, else
+/// the path and the label; `Err` says what is malformed.
+fn parse_list_line(raw: &str) -> std::result::Result<Option<(&str, Option<u32>)>, String> {
+    let line = raw.strip_suffix('\r').unwrap_or(raw);
+    let trimmed = line.trim();
+    if trimmed.is_empty() || trimmed.starts_with('#') {
+        return Ok(None);
+    }
+    let label_of = |l: &str| -> std::result::Result<u32, String> {
+        if !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()) {
+            l.parse::<u32>()
+                .ok()
+                .filter(|v| *v <= MAX_LABEL)
+                .ok_or_else(|| format!("label {l:?} is larger than {MAX_LABEL}"))
+        } else {
+            Err(format!(
+                "label {l:?} is not a non-negative integer (a path with spaces needs a tab before its label)"
+            ))
+        }
+    };
+    if line.contains('\t') {
+        let mut fields = line.split('\t');
+        let (path, label) = match (fields.next(), fields.next(), fields.next()) {
+            (Some(p), Some(l), None) => (p.trim_matches(' '), l.trim_matches(' ')),
+            _ => return Err("more than one tab (the form is PATH<TAB>LABEL)".into()),
+        };
+        if path.is_empty() {
+            return Err("empty path before the tab".into());
+        }
+        return Ok(Some((path, Some(label_of(label)?))));
+    }
+    let fields: Vec<&str> = trimmed.split(' ').filter(|f| !f.is_empty()).collect();
+    let (path, label) = match fields.as_slice() {
+        [p] => (*p, None),
+        [p, l] => (*p, Some(label_of(l)?)),
+        _ => {
+            return Err(format!(
+                "{} fields separated by spaces; the forms are PATH, PATH LABEL and PATH<TAB>LABEL (a path with spaces needs the tab form)",
+                fields.len()
+            ))
+        }
+    };
+    if let Some((_, tail)) = path.rsplit_once(',') {
+        if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(
+                "looks like PATH,LABEL: a comma does not separate the label, a tab or a space does"
+                    .into(),
+            );
+        }
+    }
+    Ok(Some((path, label)))
 }
 
 /// Pairs every image with the mask of the same file stem in `mask_dir` (searched
@@ -177,7 +300,7 @@ pub fn with_masks(mut data: Dataset, mask_dir: &Path) -> Result<Dataset> {
         ));
     }
     let mut files = Vec::new();
-    images_below(mask_dir, 0, &mut files)?;
+    images_below(mask_dir, 0, &mut files, None)?;
     let mut by_stem: BTreeMap<String, PathBuf> = BTreeMap::new();
     for f in files {
         let stem = stem_of(&f);

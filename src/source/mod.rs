@@ -32,6 +32,7 @@ pub use split::{CheckReport, Manifest, Split};
 
 /// Where a sample's bytes live.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Location {
     /// A file on disk (absolute, or relative to the working directory).
     File(PathBuf),
@@ -117,7 +118,27 @@ pub fn read_parquet(
 }
 
 /// One sample: an image, its optional class label and label mask, and a stable id.
+/// Made by the dataset constructors, or by [`Sample::new`] / [`Sample::in_memory`]; it
+/// will grow fields, so it cannot be written as a struct literal outside stoker:
+///
+/// ```compile_fail
+/// let s = stoker::Sample {
+///     id: 0,
+///     path: "a.jpg".into(),
+///     location: stoker::source::Location::File("a.jpg".into()),
+///     label: None,
+///     mask: None,
+///     group: None,
+/// };
+/// ```
+///
+/// ```
+/// use stoker::source::{sample_id, Location};
+/// let s = stoker::Sample::new("cat/1.jpg", Location::File("data/cat/1.jpg".into()), Some(3));
+/// assert_eq!(s.id, sample_id("cat/1.jpg"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Sample {
     /// Stable id derived from `path` (see [`sample_id`]); the same in every run.
     pub id: u64,
@@ -134,19 +155,37 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// A sample whose bytes are in memory (`Arc`-shared, so many samples may share one
-    /// image), with the stable id of `path`: for synthetic datasets, benchmarks and tests
-    /// ([`Dataset::from_samples`] makes a dataset of them).
-    pub fn in_memory(path: impl Into<String>, bytes: Arc<[u8]>, label: Option<u32>) -> Sample {
+    /// A sample at `location` with the stable id of `path` (its path relative to the
+    /// dataset root, `/` separators), no mask and no group.
+    pub fn new(path: impl Into<String>, location: Location, label: Option<u32>) -> Sample {
         let path = path.into();
         Sample {
             id: sample_id(&path),
             path,
-            location: Location::Memory(bytes),
+            location,
             label,
             mask: None,
             group: None,
         }
+    }
+
+    /// The same sample with its label mask at `mask`.
+    pub fn with_mask(mut self, mask: Location) -> Sample {
+        self.mask = Some(mask);
+        self
+    }
+
+    /// The same sample in group `group` (for group-aware splits).
+    pub fn with_group(mut self, group: impl Into<String>) -> Sample {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// A sample whose bytes are in memory (`Arc`-shared, so many samples may share one
+    /// image), with the stable id of `path`: for synthetic datasets, benchmarks and tests
+    /// ([`Dataset::from_samples`] makes a dataset of them).
+    pub fn in_memory(path: impl Into<String>, bytes: Arc<[u8]>, label: Option<u32>) -> Sample {
+        Sample::new(path, Location::Memory(bytes), label)
     }
 }
 
@@ -161,6 +200,41 @@ pub(crate) fn numbered_classes(max: Option<u32>) -> Vec<String> {
     max.map_or_else(Vec::new, |m| (0..=m).map(|i| i.to_string()).collect())
 }
 
+/// A file that listing left out, and why (see [`Dataset::skipped`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    /// Path relative to the dataset root, with `/` separators (a folder's ends in `/`).
+    pub path: String,
+    /// Why it is not a sample.
+    pub reason: SkipReason,
+}
+
+/// Why listing left a file (or folder) out.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// Its extension (lower-cased; empty when it has none) is not one of
+    /// [`files::IMAGE_EXTENSIONS`].
+    Extension(String),
+    /// A hidden file or folder (its name starts with `.`); a hidden folder is not entered.
+    Hidden,
+    /// A file directly in the root of an image-folder tree, outside every class folder.
+    OutsideClasses,
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::Extension(e) if e.is_empty() => {
+                f.write_str("no file extension (not a format stoker decodes)")
+            }
+            SkipReason::Extension(e) => write!(f, "extension .{e} is not a format stoker decodes"),
+            SkipReason::Hidden => f.write_str("hidden (name starts with '.')"),
+            SkipReason::OutsideClasses => f.write_str("not inside a class folder"),
+        }
+    }
+}
+
 /// A listed dataset: samples sorted by relative path, class names by class id.
 #[derive(Debug, Clone)]
 pub struct Dataset {
@@ -168,6 +242,7 @@ pub struct Dataset {
     pub(crate) samples: Vec<Sample>,
     pub(crate) classes: Vec<String>,
     pub(crate) read_latency: Option<Duration>,
+    pub(crate) skipped: Vec<Skipped>,
 }
 
 impl Dataset {
@@ -193,7 +268,44 @@ impl Dataset {
             samples,
             classes,
             read_latency: None,
+            skipped: Vec::new(),
         })
+    }
+
+    /// Records what listing left out, sorted by path, and says so in the log: one
+    /// warning with the count per reason and a few examples.
+    pub(crate) fn with_skipped(mut self, mut skipped: Vec<Skipped>) -> Self {
+        skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        if !skipped.is_empty() {
+            let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+            for s in &skipped {
+                let key = match &s.reason {
+                    SkipReason::Extension(e) if e.is_empty() => "no extension".to_string(),
+                    SkipReason::Extension(e) => format!(".{e}"),
+                    SkipReason::Hidden => "hidden".to_string(),
+                    SkipReason::OutsideClasses => "outside class folders".to_string(),
+                };
+                *counts.entry(key).or_default() += 1;
+            }
+            let counts: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            let shown: Vec<&str> = skipped.iter().take(3).map(|s| s.path.as_str()).collect();
+            log::warn!(
+                "{}: listing skipped {} file(s) that are not samples ({}), e.g. {}{}",
+                self.root
+                    .as_deref()
+                    .map_or_else(|| "dataset".into(), |r| r.display().to_string()),
+                skipped.len(),
+                counts.join(", "),
+                shown.join(", "),
+                if skipped.len() > shown.len() {
+                    ", ..."
+                } else {
+                    ""
+                }
+            );
+        }
+        self.skipped = skipped;
+        self
     }
 
     /// An image-folder tree: one sub-folder per class (class ids from sorted folder names).
@@ -202,8 +314,29 @@ impl Dataset {
         files::image_folder(root.as_ref())
     }
 
-    /// A file list: one `path [label]` per line, paths relative to the list's folder.
-    /// See [`files::file_list`].
+    /// A file list: UTF-8 text, one sample per line, in one of three forms:
+    ///
+    /// - `PATH` — a sample without a label;
+    /// - `PATH<TAB>LABEL` — everything before the (single) tab is the path, so it may hold
+    ///   spaces; spaces around either field are trimmed;
+    /// - `PATH LABEL` — without a tab, the line is split at runs of spaces: one field is a
+    ///   path, two are a path and a label; a path with spaces needs the tab form.
+    ///
+    /// `PATH` is relative to the list's folder, with `/` separators, and stays below it (no
+    /// absolute paths, no `..`). `LABEL` is a decimal integer from 0 to 1048575 (2^20 - 1);
+    /// the class names are the decimal strings `"0"` to the largest label. Either every
+    /// sample has a label or none has. Blank lines and lines whose first non-blank
+    /// character is `#` are skipped; a `\r` before the line break (a Windows file) is
+    /// ignored.
+    ///
+    /// A malformed line is refused here, with its line number and text, rather than failing
+    /// later as a missing file: a label that is not such an integer (`a.jpg cat`, `a.jpg -1`),
+    /// more than two fields (`my photos/a.jpg 3`: use a tab), more than one tab, an empty path
+    /// (`<TAB>3`), a comma-separated `path,label` (`a.jpg,1`: a comma does not separate
+    /// fields, and a path without a tab ending in `,` and digits is taken as that mistake;
+    /// in a labelled list such a path can be written in the tab form), or labelled and
+    /// unlabelled lines mixed.
+    /// Whether the files exist is not checked here (a missing one is reported when read).
     pub fn files(list: impl AsRef<Path>) -> Result<Self> {
         files::file_list(list.as_ref())
     }
@@ -267,6 +400,15 @@ impl Dataset {
     /// Class names, indexed by class id.
     pub fn classes(&self) -> &[String] {
         &self.classes
+    }
+
+    /// What listing a folder left out, sorted by path, each with its reason: files whose
+    /// extension is not a format stoker decodes ([`files::IMAGE_EXTENSIONS`]), hidden
+    /// files and folders, and files outside the class folders of an image-folder tree.
+    /// Empty for file lists, shards and [`Dataset::from_samples`], which list every entry
+    /// they are given. The same list is logged once, as a warning with the count.
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
     }
 
     /// The root folder, if the dataset has one.

@@ -3,9 +3,28 @@
 //!
 //! Training order is a Fisher-Yates shuffle of the whole subset driven by Philox keyed by
 //! `(seed, epoch)`: every epoch is a permutation of every sample, not a mix of a buffer.
-//! Shard `rank` of `world_size` takes positions `rank, rank + world_size, ...` of that
-//! permutation, so the shards are disjoint and together cover the epoch; they differ in
-//! length by at most one. Validation order is the subset's sorted order, every epoch.
+//! Validation order is the subset's sorted order, every epoch.
+//!
+//! # Shards: every rank runs the same number of steps
+//!
+//! In data-parallel training every rank must run the same number of steps, or the rank
+//! with fewer batches leaves the all-reduce early and the others hang at the last step.
+//! So every rank of `world_size` gets the same number of samples per epoch, as PyTorch's
+//! `DistributedSampler` gives them (for `n` samples, world size `w`, batch size `b`):
+//!
+//! - **Padding** (the default, `drop_last` false): the permutation is extended to
+//!   `w * ceil(n / w)` positions by repeating its first samples (cyclically, if `w > n`);
+//!   rank `r` takes positions `r, r + w, r + 2w, ...`: `ceil(n / w)` samples and
+//!   `ceil(ceil(n / w) / b)` batches on every rank, the last one partial on all of them
+//!   alike. The shards are disjoint apart from the padding and together cover every
+//!   sample. The padded positions are the last [`Sampler::padding`] of a rank's order;
+//!   the pipeline marks them in [`Batch::repeated`](crate::Batch::repeated) so metrics can
+//!   exclude them.
+//! - **Dropping the tail** (`drop_last` true): every rank takes `b * floor(n / (w * b))`
+//!   samples, whole batches only; the rest of the permutation (a different tail every
+//!   epoch) is not read that epoch. No sample repeats.
+//!
+//! Both are deterministic for `(seed, epoch)`, whatever the thread count or backend.
 
 use crate::error::{Error, Result};
 use crate::rng::{Rng, Stream};
@@ -72,19 +91,41 @@ impl Sampler {
         order
     }
 
-    /// This shard's order for `epoch`, after dropping a last partial batch if asked.
-    pub fn epoch_order(&self, epoch: u64) -> Vec<usize> {
-        let mut mine: Vec<usize> = self
-            .permutation(epoch)
-            .into_iter()
-            .skip(self.rank)
-            .step_by(self.world_size)
-            .collect();
+    /// Samples this rank gets per epoch, padding included: `ceil(n / w)`, or with
+    /// `drop_last` `b * floor(n / (w * b))`. The same on every rank.
+    pub fn samples_per_epoch(&self) -> usize {
         if self.drop_last {
-            let keep = mine.len() / self.batch_size * self.batch_size;
-            mine.truncate(keep);
+            self.len / (self.world_size * self.batch_size) * self.batch_size
+        } else {
+            self.len.div_ceil(self.world_size)
         }
-        mine
+    }
+
+    /// How many of this rank's [`Sampler::samples_per_epoch`] are padding (samples that
+    /// another position of the epoch also delivers): the last ones of its order. At most
+    /// one, unless the world is larger than the dataset; none with `drop_last`.
+    pub fn padding(&self) -> usize {
+        let per_rank = self.samples_per_epoch();
+        // Positions rank + k * world_size < len are the real ones.
+        let real = if self.len > self.rank {
+            (self.len - self.rank).div_ceil(self.world_size)
+        } else {
+            0
+        };
+        per_rank.saturating_sub(real)
+    }
+
+    /// This shard's order for `epoch`: its [`Sampler::samples_per_epoch`] indices into the
+    /// subset, the last [`Sampler::padding`] of them repeats.
+    pub fn epoch_order(&self, epoch: u64) -> Vec<usize> {
+        let per_rank = self.samples_per_epoch();
+        let perm = self.permutation(epoch);
+        if perm.is_empty() {
+            return Vec::new();
+        }
+        (0..per_rank)
+            .map(|k| perm[(self.rank + k * self.world_size) % perm.len()])
+            .collect()
     }
 
     /// This shard's batches for `epoch`.
@@ -95,14 +136,14 @@ impl Sampler {
             .collect()
     }
 
-    /// Number of batches per epoch for this shard.
+    /// The batch size.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// Number of batches per epoch for this shard: the same on every rank.
     pub fn num_batches(&self) -> usize {
-        let mine = self.len / self.world_size + usize::from(self.rank < self.len % self.world_size);
-        if self.drop_last {
-            mine / self.batch_size
-        } else {
-            mine.div_ceil(self.batch_size)
-        }
+        self.samples_per_epoch().div_ceil(self.batch_size)
     }
 }
 
@@ -155,22 +196,95 @@ mod tests {
         assert_eq!(s.permutation(5), (0..10).collect::<Vec<_>>());
     }
 
+    fn shard(len: usize, rank: usize, world: usize, batch: usize, drop_last: bool) -> Sampler {
+        Sampler::new(len, 9, true)
+            .shard(rank, world)
+            .and_then(|s| s.batches_of(batch, drop_last))
+            .expect("valid shard")
+    }
+
+    /// Batches per rank for `len` samples: the cases gave `[3,3,3,3,2,2,2]` and
+    /// `[3,2,2]` before, so the ranks with fewer batches left the all-reduce early.
+    fn batches_per_rank(len: usize, world: usize, batch: usize, drop_last: bool) -> Vec<usize> {
+        (0..world)
+            .map(|r| shard(len, r, world, batch, drop_last).batches(0).len())
+            .collect()
+    }
+
     #[test]
-    fn shards_are_disjoint_and_cover() {
-        for world in 1..6 {
-            let mut all = Vec::new();
-            for rank in 0..world {
-                let s = Sampler::new(103, 9, true)
-                    .shard(rank, world)
-                    .and_then(|s| s.batches_of(4, false))
-                    .expect("valid shard");
-                let order = s.epoch_order(2);
-                assert_eq!(s.batches(2).len(), s.num_batches());
-                all.extend(order);
+    fn every_rank_gets_the_same_number_of_batches() {
+        assert_eq!(batches_per_rank(60, 7, 4, false), vec![3; 7]);
+        assert_eq!(batches_per_rank(25, 3, 3, true), vec![2; 3]);
+        for len in 0..40 {
+            for world in 1..9 {
+                for batch in 1..6 {
+                    for drop_last in [false, true] {
+                        let counts: Vec<(usize, usize)> = (0..world)
+                            .map(|r| {
+                                let s = shard(len, r, world, batch, drop_last);
+                                let b = s.batches(3);
+                                assert_eq!(b.len(), s.num_batches());
+                                (b.len(), b.iter().map(Vec::len).sum())
+                            })
+                            .collect();
+                        assert!(
+                            counts.windows(2).all(|w| w[0] == w[1]),
+                            "len {len} world {world} batch {batch} drop_last {drop_last}: {counts:?}"
+                        );
+                        if drop_last {
+                            // Whole batches only, and as many as fit on every rank.
+                            let per = counts[0].1;
+                            assert_eq!(per % batch, 0);
+                            assert!(len < (per + batch) * world);
+                        }
+                    }
+                }
             }
-            all.sort_unstable();
-            assert_eq!(all, (0..103).collect::<Vec<_>>(), "world {world}");
         }
+    }
+
+    #[test]
+    fn shards_are_disjoint_apart_from_padding_and_cover() {
+        for (len, world) in [(103, 1), (103, 4), (60, 7), (5, 8), (1, 3), (16, 4)] {
+            let mut real = Vec::new();
+            let mut padded = Vec::new();
+            for rank in 0..world {
+                let s = shard(len, rank, world, 4, false);
+                let order = s.epoch_order(2);
+                assert_eq!(order.len(), len.div_ceil(world));
+                let cut = order.len() - s.padding();
+                real.extend_from_slice(&order[..cut]);
+                padded.extend_from_slice(&order[cut..]);
+                assert_eq!(order, s.epoch_order(2), "deterministic");
+            }
+            real.sort_unstable();
+            assert_eq!(
+                real,
+                (0..len).collect::<Vec<_>>(),
+                "len {len} world {world}"
+            );
+            assert_eq!(padded.len(), len.div_ceil(world) * world - len);
+            // Padding repeats the start of the permutation, as DistributedSampler does.
+            let perm = Sampler::new(len, 9, true).permutation(2);
+            let mut want: Vec<usize> = (0..padded.len()).map(|i| perm[i % len]).collect();
+            want.sort_unstable();
+            padded.sort_unstable();
+            assert_eq!(padded, want);
+        }
+    }
+
+    #[test]
+    fn drop_last_shards_are_disjoint() {
+        let mut all = Vec::new();
+        for rank in 0..3 {
+            let s = shard(25, rank, 3, 3, true);
+            assert_eq!(s.padding(), 0);
+            all.extend(s.epoch_order(1));
+        }
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!((n, all.len()), (18, 18));
     }
 
     #[test]

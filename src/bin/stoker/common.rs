@@ -572,10 +572,7 @@ pub fn open_dataset(path: &Path) -> Res<Dataset> {
 pub fn sample_display(s: &Sample) -> String {
     match &s.location {
         Location::File(p) => p.display().to_string(),
-        Location::Memory(_)
-        | Location::Record(_)
-        | Location::Parquet(_)
-        | Location::Range { .. } => s.path.clone(),
+        _ => s.path.clone(),
     }
 }
 

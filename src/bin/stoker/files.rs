@@ -266,6 +266,8 @@ struct InspectReport {
     /// Whether every image was decoded fully (`--decode`), not just its headers.
     decoded: bool,
     errors: Vec<Failure>,
+    /// Files that listing left out (not samples), each with the reason.
+    skipped: Vec<Failure>,
 }
 
 /// Image sizes over the files whose headers (or, with `--decode`, data) are fine; `null`s
@@ -364,6 +366,11 @@ pub fn inspect(ctx: Ctx, a: &InspectArgs) -> Res<Report> {
         sizes,
         decoded: a.decode,
         errors,
+        skipped: data
+            .skipped()
+            .iter()
+            .map(|k| Failure::new(k.path.clone(), k.reason.to_string()))
+            .collect(),
     };
     // Unreadable files are what inspect looks for, and a script checking a dataset
     // wants them in the status: some is `Partial`, all (or an empty dataset) `NoInput`.
@@ -427,6 +434,22 @@ impl InspectReport {
         }
         out.push('\n');
         out.push_str(&t.render());
+        if !self.skipped.is_empty() {
+            const SHOWN: usize = 20;
+            out.push_str(&format!(
+                "\n{} skipped at listing (not samples):\n",
+                self.skipped.len()
+            ));
+            for k in self.skipped.iter().take(SHOWN) {
+                out.push_str(&format!("  {}: {}\n", k.path, k.reason));
+            }
+            if self.skipped.len() > SHOWN {
+                out.push_str(&format!(
+                    "  ... and {} more (--json lists them all)\n",
+                    self.skipped.len() - SHOWN
+                ));
+            }
+        }
         if !self.errors.is_empty() {
             out.push_str(&format!("\n{} unreadable:\n", self.errors.len()));
             for e in &self.errors {

@@ -240,9 +240,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
         for err in batch.errors() {
             errors.push(Failure::new(err.path.as_str(), err.reason.as_str()));
         }
-        let images = batch
-            .images_u8()
-            .ok_or("internal: the batch is not u8 as configured")?;
+        let images = batch.images::<u8>()?;
         let [_, h, w, _] = batch.shape();
         if (w, h) != (size, size) {
             return Err(
@@ -282,7 +280,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
     }
 
     // Originals, decoded once per sample on the same backend.
-    let (be, _) = pipe.backend();
+    let be = pipe.backend();
     let limits = stoker::Limits::default();
     let mut originals: HashMap<u64, (Vec<u8>, u32, u32)> = HashMap::new();
     for r in &rows {

@@ -11,6 +11,7 @@ use stoker::backend::{self, Backend};
 use stoker::decode::{DecodeOptions, Image8};
 use stoker::{BackendKind, HardwareDecode};
 
+use super::plot::{self, Bar};
 use super::{positive, results_table, with_notes, BenchResult, Unavailable};
 use crate::common::{self, cores, progress, secs, Ctx, Failure, Report, Res, SAMPLES_DIR};
 
@@ -35,6 +36,9 @@ pub struct DecodeBenchArgs {
     /// decodes as the CPU does), all, or off.
     #[arg(long, default_value = "exact", value_parser = clap::value_parser!(HardwareDecode))]
     hardware: HardwareDecode,
+    /// Draw images/s per backend and decode path as bars to this SVG file.
+    #[arg(long, value_parser = plot::plot_file)]
+    plot: Option<PathBuf>,
 }
 
 impl DecodeBenchArgs {
@@ -250,6 +254,9 @@ fn decode_pass(
 
 pub fn run(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
+    if let Some(path) = &a.plot {
+        plot::save(path, |p| r.plot(p))?;
+    }
     Report::new(&r, r.text())
 }
 
@@ -443,7 +450,54 @@ fn decode_device(
     Ok(r)
 }
 
+/// The decode paths of the `--plot` bars, by colour: a CPU backend's decode, a device
+/// backend's (host and device, end to end), and its host side alone.
+const DECODE_PATHS: [&str; 3] = [
+    "CPU decode",
+    "device decode (end to end)",
+    "host side of the device decode",
+];
+
 impl DecodeReport {
+    /// The `--plot` bars: per backend that ran, its images/s, and on a device backend
+    /// also its host side's; a backend that did not run keeps its place, unfilled.
+    pub fn plot(&self, path: &std::path::Path) -> Res<()> {
+        let mut bars = Vec::new();
+        for r in &self.results {
+            match r {
+                DecodeResult::Ran(m) => {
+                    bars.push(Bar {
+                        label: m.backend.clone(),
+                        value: Some(m.figures.images_per_s),
+                        kind: if m.host.is_some() { 1 } else { 0 },
+                    });
+                    if let Some(h) = &m.host {
+                        bars.push(Bar {
+                            label: format!("{} host", m.backend),
+                            value: Some(h.host_images_per_s),
+                            kind: 2,
+                        });
+                    }
+                }
+                DecodeResult::Unavailable(u) => bars.push(Bar {
+                    label: format!("{} (unavailable)", u.backend),
+                    value: None,
+                    kind: 0,
+                }),
+            }
+        }
+        plot::bars(
+            path,
+            &format!(
+                "decode throughput: {} files, {} threads",
+                self.files, self.threads
+            ),
+            "images/s",
+            &DECODE_PATHS,
+            &bars,
+        )
+    }
+
     /// The table of `bench decode`, with a note per unavailable backend and failure.
     pub fn text(&self) -> String {
         let header = [

@@ -6,6 +6,7 @@
 pub mod decode;
 pub mod overlap;
 pub mod pipeline;
+pub mod plot;
 
 use serde::Serialize;
 use stoker::BackendKind;

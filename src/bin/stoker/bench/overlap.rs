@@ -1,6 +1,7 @@
 //! `stoker bench overlap`: the classic overlap experiment. A fake load per sample and a
 //! fake training step per batch, run naively (nothing overlaps) and through the pipeline.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use serde::Serialize;
 use stoker::source::Sample;
 use stoker::{Augment, BackendKind, Dataset, Pipeline};
 
+use super::plot::{self, Lane};
 use super::positive;
 use crate::common::{kv, progress, secs, Ctx, Report, Res};
 
@@ -38,6 +40,9 @@ pub struct OverlapArgs {
     /// Pipelined runs; the median is reported (timings on shared machines are noisy).
     #[arg(long, default_value = "3", value_parser = positive)]
     repeat: usize,
+    /// Draw the timelines of loading and training, naive against pipelined, to this SVG file.
+    #[arg(long, value_parser = plot::plot_file)]
+    plot: Option<PathBuf>,
 }
 
 /// The JSON object of `bench overlap`.
@@ -64,6 +69,26 @@ pub struct OverlapReport {
     /// The mean over the pipelined runs.
     input_wait_fraction: f64,
     pipelined_runs_s: Vec<f64>,
+    /// What `--plot` draws: the naive run's and the median pipelined run's spans.
+    #[serde(skip)]
+    timeline: Timeline,
+}
+
+/// Per batch, the spans (start, end) in seconds from the start of the run: of the naive
+/// run, its loading and its step; of the pipelined run, the trainer's wait for the batch
+/// (the loading it could not hide) and its step.
+#[derive(Debug, Default)]
+struct Timeline {
+    naive_load: Vec<(f64, f64)>,
+    naive_step: Vec<(f64, f64)>,
+    pipelined_wait: Vec<(f64, f64)>,
+    pipelined_step: Vec<(f64, f64)>,
+}
+
+/// `(start, end)` of a span begun at `from`, in seconds since `t0`.
+fn span(t0: Instant, from: Instant) -> (f64, f64) {
+    let s = |t: Instant| t.duration_since(t0).as_secs_f64();
+    (s(from), s(Instant::now()))
 }
 
 /// One tiny 8x8 RGB PNG (a gradient), encoded with the png crate.
@@ -100,6 +125,9 @@ fn synthetic_dataset(n: usize) -> Res<Dataset> {
 
 pub fn run(ctx: Ctx, a: &OverlapArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
+    if let Some(path) = &a.plot {
+        plot::save(path, |p| r.plot(p))?;
+    }
     Report::new(&r, r.text())
 }
 
@@ -111,13 +139,18 @@ pub fn measure(ctx: Ctx, a: &OverlapArgs) -> Res<OverlapReport> {
     let pb = progress(ctx, 2 * nb as u64, "overlap");
 
     // Naive: load the batch item by item, then train on it; nothing overlaps.
+    let mut timeline = Timeline::default();
     let t = Instant::now();
     for b in 0..nb {
         let items = a.batch.min(a.n - b * a.batch);
+        let l = Instant::now();
         for _ in 0..items {
             std::thread::sleep(load);
         }
+        timeline.naive_load.push(span(t, l));
+        let s = Instant::now();
         std::thread::sleep(step);
+        timeline.naive_step.push(span(t, s));
         pb.inc(1);
     }
     let naive_s = t.elapsed().as_secs_f64();
@@ -133,19 +166,27 @@ pub fn measure(ctx: Ctx, a: &OverlapArgs) -> Res<OverlapReport> {
         .workers(a.workers)
         .build()?;
     let mut runs = Vec::new();
+    let mut spans = Vec::new();
     let mut wait = 0.0;
     let mut delivered = 0usize;
     for r in 0..a.repeat {
         let t = Instant::now();
         let mut epoch = pipe.epoch(r as u64)?;
         delivered = 0;
-        for batch in &mut epoch {
+        let (mut waits, mut steps) = (Vec::new(), Vec::new());
+        loop {
+            let w = Instant::now();
+            let Some(batch) = epoch.next() else { break };
             let batch = batch?;
+            waits.push(span(t, w));
             delivered += batch.len();
+            let s = Instant::now();
             std::thread::sleep(step);
+            steps.push(span(t, s));
             drop(batch);
         }
         runs.push(t.elapsed().as_secs_f64());
+        spans.push((waits, steps));
         if r == 0 {
             pb.inc(nb as u64);
         }
@@ -158,6 +199,10 @@ pub fn measure(ctx: Ctx, a: &OverlapArgs) -> Res<OverlapReport> {
     let mut sorted = runs.clone();
     sorted.sort_by(f64::total_cmp);
     let pipelined_s = sorted[sorted.len() / 2];
+    // The spans of the run whose time is the median.
+    if let Some(i) = runs.iter().position(|&r| r == pipelined_s) {
+        (timeline.pipelined_wait, timeline.pipelined_step) = spans.swap_remove(i);
+    }
 
     let ideal_s = nb as f64 * a.step_ms as f64 / 1000.0;
     Ok(OverlapReport {
@@ -176,10 +221,39 @@ pub fn measure(ctx: Ctx, a: &OverlapArgs) -> Res<OverlapReport> {
         speedup: naive_s / pipelined_s.max(1e-9),
         input_wait_fraction: wait,
         pipelined_runs_s: runs,
+        timeline,
     })
 }
 
 impl OverlapReport {
+    /// The `--plot` chart: four lanes, the naive run's loading and steps above the median
+    /// pipelined run's waits and steps, on one time axis.
+    pub fn plot(&self, path: &std::path::Path) -> Res<()> {
+        let t = &self.timeline;
+        let lane = |name: &str, spans: &[(f64, f64)]| Lane {
+            name: name.into(),
+            spans: spans.to_vec(),
+        };
+        plot::timelines(
+            path,
+            &format!(
+                "overlap: {} samples, batch {}, load {} ms/sample, step {} ms: naive {}, pipelined {}",
+                self.n,
+                self.batch,
+                self.load_ms,
+                self.step_ms,
+                secs(self.naive_s),
+                secs(self.pipelined_s)
+            ),
+            &[
+                lane("naive: load", &t.naive_load),
+                lane("naive: train", &t.naive_step),
+                lane("pipelined: wait for batch", &t.pipelined_wait),
+                lane("pipelined: train", &t.pipelined_step),
+            ],
+        )
+    }
+
     /// The settings, then the timings as key/value lines.
     pub fn text(&self) -> String {
         format!(

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use stoker::{Augment, BackendKind, DType, HardwareDecode, Pipeline};
 
+use super::plot::{self, Line};
 use super::{positive, results_table, with_notes, BenchResult, Unavailable};
 use crate::common::{self, progress, Ctx, Failure, Report, Res, SAMPLES_DIR};
 
@@ -66,6 +67,9 @@ pub struct PipelineBenchArgs {
     /// The number of data-parallel ranks (with --rank).
     #[arg(long, requires = "rank")]
     world_size: Option<usize>,
+    /// Draw each batch's input wait against time, a line per backend, to this SVG file.
+    #[arg(long, value_parser = plot::plot_file)]
+    plot: Option<PathBuf>,
 }
 
 impl PipelineBenchArgs {
@@ -139,6 +143,18 @@ struct PipelineMeasured {
     stats: Map<String, Value>,
     /// The first [`LISTED_FAILURES`] failures.
     failed: Vec<Failure>,
+    /// Per batch, in delivery order over all epochs: when it arrived and how long the
+    /// training loop waited for it.
+    batch_waits: Vec<BatchWait>,
+}
+
+/// One batch's entry of `batch_waits`.
+#[derive(Debug, Serialize)]
+struct BatchWait {
+    /// Seconds from the start of the backend's first epoch to the batch's arrival.
+    at_s: f64,
+    /// Seconds the training loop waited for the batch.
+    wait_s: f64,
 }
 
 /// A backend this build or machine lacks: the reason, and the figures at zero so a reader
@@ -165,6 +181,9 @@ impl Unavailable for PipelineUnavailable {
 
 pub fn run(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
+    if let Some(path) = &a.plot {
+        plot::save(path, |p| r.plot(p))?;
+    }
     Report::new(&r, r.text())
 }
 
@@ -232,10 +251,18 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         let mut epoch_seconds = Vec::new();
         let mut wait_fractions = Vec::new();
         let mut failed = Vec::new();
+        let mut batch_waits = Vec::new();
+        let start = Instant::now();
         for e in 0..a.epochs as u64 {
             let t = Instant::now();
             let mut epoch = pipe.epoch(e)?;
-            for batch in &mut epoch {
+            loop {
+                let w = Instant::now();
+                let Some(batch) = epoch.next() else { break };
+                batch_waits.push(BatchWait {
+                    at_s: start.elapsed().as_secs_f64(),
+                    wait_s: w.elapsed().as_secs_f64(),
+                });
                 let batch = batch?;
                 delivered += batch.len() as u64;
                 reported += batch.errors().len() as u64;
@@ -265,7 +292,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             }
             _ => Map::new(),
         };
-        let (be, _) = pipe.backend();
+        let be = pipe.backend();
         results.push(PipelineResult::Ran(PipelineMeasured {
             backend: kind.to_string(),
             device: be.device(),
@@ -290,6 +317,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             prefetch: a.prefetch,
             stats,
             failed,
+            batch_waits,
         }));
     }
     Ok(PipelineReport {
@@ -315,6 +343,40 @@ fn dtype_name(d: DType) -> &'static str {
 }
 
 impl PipelineReport {
+    /// The `--plot` chart: each batch's input wait against its arrival, a line per
+    /// backend that ran.
+    pub fn plot(&self, path: &std::path::Path) -> Res<()> {
+        let lines: Vec<Line> = self
+            .results
+            .iter()
+            .filter_map(|r| match r {
+                PipelineResult::Ran(m) => Some(Line {
+                    name: m.backend.clone(),
+                    points: m
+                        .batch_waits
+                        .iter()
+                        .map(|b| (b.at_s, 1000.0 * b.wait_s))
+                        .collect(),
+                }),
+                PipelineResult::Unavailable(_) => None,
+            })
+            .collect();
+        plot::lines(
+            path,
+            &format!(
+                "pipeline: input wait per batch (batch {}, {}x{} {}, step {} ms)",
+                self.batch,
+                self.size,
+                self.size,
+                dtype_name(self.dtype),
+                self.step_ms
+            ),
+            "seconds since the backend's first epoch started",
+            "input wait (ms)",
+            &lines,
+        )
+    }
+
     /// The table of `bench pipeline`, with a note per unavailable backend and the listed
     /// failures.
     pub fn text(&self) -> String {
