@@ -99,6 +99,13 @@ for features in "--no-default-features" "--no-default-features --features wgpu" 
     cargo clippy --all-targets --locked $features -- -D warnings
 done
 
+echo "== the library alone builds none of the CLI's dependencies (feature cli)"
+if cargo tree --locked --no-default-features --features wgpu -e normal --prefix none |
+    grep -E '^(clap|indicatif|plotters) '; then
+    echo "error: the library without the cli feature depends on the CLI's crates" >&2
+    exit 1
+fi
+
 echo "== cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features parquet
 

@@ -59,6 +59,40 @@
 //! constructors say it is not in this build, so code written for every build needs no
 //! `cfg`.
 //!
+//! ## Features
+//!
+//! `wgpu` and `cuda` (the device backends) and `cli` (the `stoker` command-line tool
+//! and its dependencies, `clap` and `indicatif`) are on by default; `parquet` adds
+//! Parquet sources. A library user can take only what they need:
+//! `stoker = { version = "0.1", default-features = false, features = ["wgpu"] }` builds
+//! neither the CLI nor CUDA support.
+//!
+//! ## Logging
+//!
+//! stoker logs through the [`log`](https://docs.rs/log) facade and installs no logger:
+//! a program sees the messages once it installs one (`env_logger`, `tracing-log`, ...;
+//! `cargo run --example logging` shows them with `env_logger`). The targets are the
+//! module paths, all under `stoker`:
+//!
+//! | level | target | what |
+//! | --- | --- | --- |
+//! | info | `stoker::backend` | the backend [`BackendKind::Auto`] chose and why it passed over the others (`backend: auto: chose cpu (cuda: ...; wgpu: ...)`) |
+//! | info | `stoker::backend::cuda`, `stoker::pipeline::builder`, `stoker::source::shards` | nvJPEG's hardware decoder used or not, the decoded-sample cache turning crop-aware decoding off, a shard index kept in memory |
+//! | warn | `stoker::source::shards`, `stoker::pipeline::builder`, `stoker::backend` | shard records skipped, a validation subset with random augmentation, a device buffer replaced or a release event not recorded |
+//! | error | `stoker::pipeline` | a pipeline thread that panicked, a batch that could not be read back |
+//! | debug | `stoker::pipeline`, `stoker::backend::cuda` | per-sample CPU fallbacks and their reasons, nvJPEG details |
+//!
+//! Samples that fail are not only logged: they come back as [`SampleError`]s in
+//! [`Batch::errors`] and the epoch's stats. `RUST_LOG=stoker=info`
+//! with `env_logger` shows the backend choice; the `stoker` tool reads `STOKER_LOG`.
+//!
+//! On a headless Linux machine (no `XDG_RUNTIME_DIR`), Mesa's device-select Vulkan
+//! layer prints `error: XDG_RUNTIME_DIR is invalid or not set in the environment` on
+//! stderr each time wgpu lists adapters, whatever logger is installed; nothing is wrong.
+//! `NODEVICE_SELECT=1` in the environment turns that layer off (the `stoker` tool does
+//! so itself when there is no session), and `WGPU_BACKEND` (`vulkan`, `gl`, ...) chooses
+//! which graphics APIs stoker asks wgpu for.
+//!
 //! ## Layers
 //!
 //! The modules stand in layers and import only downwards (`scripts/check_layers.py`

@@ -1,29 +1,79 @@
 //! The command-line tool: every subcommand runs and its `--json` output carries the
-//! fields that DESIGN.md lists (scripts rely on the names).
+//! fields that DESIGN.md lists (scripts rely on the names); a command that did not do
+//! what was asked exits with its cause's code and says why in a JSON error object.
 
 mod common;
 
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-fn stoker(args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
-        .args(args)
-        .arg("--json")
-        .output()
-        .expect("run stoker");
-    assert!(
-        out.status.success(),
-        "stoker {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+/// What a run of `stoker ... --json` gave: the exit status, stdout as JSON, stderr.
+struct Run {
+    code: i32,
+    json: Value,
+    stderr: String,
+}
+
+/// Runs `stoker args.. --json` with `env` set (`None`: removed) and parses stdout, which
+/// must be one JSON object whatever the status.
+fn run(args: &[&str], env: &[(&str, Option<&str>)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stoker"));
+    cmd.args(args).arg("--json");
+    // The shard comes from the flags or the environment: none unless a test sets it.
+    for k in ["RANK", "WORLD_SIZE"] {
+        cmd.env_remove(k);
+    }
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.output().expect("run stoker");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
-            "stoker {args:?}: stdout is not one JSON object ({e}): {}",
+            "stoker {args:?}: stdout is not one JSON object ({e}): {:?}; stderr: {stderr}",
             String::from_utf8_lossy(&out.stdout)
         )
-    })
+    });
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        json,
+        stderr,
+    }
+}
+
+/// `stoker args.. --json`, which must succeed.
+fn stoker(args: &[&str]) -> Value {
+    let r = run(args, &[]);
+    assert_eq!(r.code, 0, "stoker {args:?} failed: {}", r.stderr);
+    assert!(r.json.get("error").is_none(), "{}", r.json);
+    r.json
+}
+
+/// `stoker args.. --json`, which must exit with `code` and an error object of `kind`
+/// (with that code) on stdout, and say `error: ...` on stderr. Returns the JSON.
+fn failing(args: &[&str], env: &[(&str, Option<&str>)], code: i32, kind: &str) -> Value {
+    let r = run(args, env);
+    assert_eq!(r.code, code, "stoker {args:?}: {} / {}", r.json, r.stderr);
+    let e = &r.json["error"];
+    assert_eq!(e["kind"], kind, "{}", r.json);
+    assert_eq!(e["code"], code, "{}", r.json);
+    let message = e["message"].as_str().expect("message");
+    assert!(!message.is_empty());
+    assert!(
+        r.stderr.contains(&format!("error: {message}")),
+        "stderr lacks the message: {}",
+        r.stderr
+    );
+    r.json
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
 }
 
 fn has(v: &Value, fields: &[&str]) {
@@ -49,7 +99,7 @@ fn bench_commands_report_their_fields() {
     has(&o, &["naive_s", "pipelined_s", "ideal_s", "ratio_to_ideal"]);
     assert!(o["ratio_to_ideal"].as_f64().is_some_and(|r| r >= 1.0));
 
-    let d = stoker(&["bench", "decode", "--backend", "cpu,cuda", "--repeat", "1"]);
+    let d = stoker(&["bench", "decode", "--backend", "cpu", "--repeat", "1"]);
     let results = d["results"].as_array().expect("results");
     has(
         &results[0],
@@ -65,8 +115,6 @@ fn bench_commands_report_their_fields() {
         ],
     );
     assert_eq!(results[0]["errors"], 0);
-    // A backend this build lacks is listed with its reason, not a failed run.
-    assert!(results[1].get("error").is_some(), "{}", results[1]);
 
     let p = stoker(&[
         "bench", "pipeline", "--epochs", "1", "--size", "32", "--batch", "4",
@@ -98,17 +146,35 @@ fn decode_inspect_split_and_render_work() {
     let d = stoker(&[
         "decode",
         good.to_str().expect("path"),
-        bad.to_str().expect("path"),
         "--backend",
         "cpu",
         "--out",
         out.to_str().expect("path"),
     ]);
     has(&d["decoded"][0], &["file", "out", "width", "height"]);
-    has(&d["errors"][0], &["file", "reason"]);
     assert!(std::path::Path::new(d["decoded"][0]["out"].as_str().expect("out")).is_file());
+    // One of two failed: the report lists both, the status says partly done.
+    let d = failing(
+        &[
+            "decode",
+            path(&good),
+            path(&bad),
+            "--backend",
+            "cpu",
+            "--out",
+            path(&out),
+        ],
+        &[],
+        1,
+        "partial",
+    );
+    has(&d["decoded"][0], &["file", "out", "width", "height"]);
+    has(&d["errors"][0], &["file", "reason"]);
 
-    let i = stoker(&["inspect", data.join("jpeg").to_str().expect("path")]);
+    let i = stoker(&["inspect", data.join("samples").to_str().expect("path")]);
+    has(&i, &["samples", "labels", "by_kind", "errors"]);
+    assert_eq!(i["samples"], 6);
+    let i = failing(&["inspect", path(&data.join("jpeg"))], &[], 1, "partial");
     has(&i, &["samples", "labels", "by_kind", "errors"]);
     assert!(!i["errors"].as_array().expect("errors").is_empty());
 
@@ -247,6 +313,281 @@ fn convert_writes_shards_that_inspect_and_bench_read() {
     }
 }
 
+/// `decode` with nothing decodable, `inspect` of a missing path or of a folder of
+/// unreadable files: nothing could be read, exit 3, with the report (or the error alone)
+/// on stdout.
+#[test]
+fn nothing_readable_exits_3() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("decoded");
+    let missing = dir.path().join("nope.jpg");
+    let d = failing(
+        &["decode", path(&missing), "--out", path(&out)],
+        &[],
+        3,
+        "no_input",
+    );
+    assert_eq!(d["decoded"].as_array().map(Vec::len), Some(0), "{d}");
+    assert_eq!(d["errors"][0]["file"], path(&missing), "{d}");
+
+    let e = failing(&["inspect", path(&missing)], &[], 3, "no_input");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nope.jpg")),
+        "{e}"
+    );
+
+    // Random bytes named like JPEGs: every file is listed as unreadable.
+    let bad = dir.path().join("bad");
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(3, |d| d.as_nanos() as u64);
+    eprintln!("seed {seed:#x}");
+    let mut rng = common::TestRng(seed);
+    for k in 0..3 {
+        let bytes: Vec<u8> = (0..64 + rng.below(200))
+            .map(|_| rng.next_u64() as u8)
+            .collect();
+        common::write(&bad, &format!("x{k}.jpg"), &bytes);
+    }
+    let i = failing(&["inspect", path(&bad)], &[], 3, "no_input");
+    assert_eq!(i["samples"], 3, "{i}");
+    assert_eq!(i["errors"].as_array().map(Vec::len), Some(3), "{i}");
+}
+
+/// A backend that is not here: exit 4, the report still says why.
+#[test]
+fn an_unavailable_backend_exits_4() {
+    if stoker::backend::select(stoker::BackendKind::Cuda, 1).is_ok() {
+        eprintln!("skipped: CUDA is available here");
+        return;
+    }
+    let p = failing(
+        &[
+            "bench",
+            "pipeline",
+            "--backend",
+            "cuda",
+            "--epochs",
+            "1",
+            "--size",
+            "32",
+        ],
+        &[],
+        4,
+        "backend_unavailable",
+    );
+    assert_eq!(p["results"][0]["backend"], "cuda", "{p}");
+    assert!(p["results"][0]["error"].is_string(), "{p}");
+    // Next to a backend that ran, the report has both and the status says one is missing.
+    let d = failing(
+        &["bench", "decode", "--backend", "cpu,cuda", "--repeat", "1"],
+        &[],
+        4,
+        "backend_unavailable",
+    );
+    assert_eq!(d["results"][0]["errors"], 0, "{d}");
+    assert!(d["results"][1]["error"].is_string(), "{d}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = common::data_dir().join("jpeg/ljt_testorig.jpg");
+    failing(
+        &[
+            "decode",
+            path(&good),
+            "--backend",
+            "cuda",
+            "--out",
+            path(dir.path()),
+        ],
+        &[],
+        4,
+        "backend_unavailable",
+    );
+}
+
+/// An output in a folder that does not exist: refused before any work, the missing
+/// folder named, nothing created (render and split; decode makes its folder, not the
+/// ones above it).
+#[test]
+fn a_missing_output_folder_exits_5_and_is_not_created() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("no/such");
+    let png = missing.join("sheet.png");
+    let e = failing(
+        &["render", "--n", "1", "--size", "32", "--out", path(&png)],
+        &[],
+        5,
+        "output",
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(path(&missing))),
+        "the message names the missing folder: {e}"
+    );
+    assert!(!dir.path().join("no").exists(), "a folder was created");
+
+    let samples = common::data_dir().join("samples");
+    let manifest = missing.join("split.json");
+    failing(
+        &[
+            "split",
+            path(&samples),
+            "--val",
+            "0.3",
+            "--out",
+            path(&manifest),
+        ],
+        &[],
+        5,
+        "output",
+    );
+    let good = common::data_dir().join("jpeg/ljt_testorig.jpg");
+    failing(
+        &["decode", path(&good), "--out", path(&missing)],
+        &[],
+        5,
+        "output",
+    );
+    assert!(!dir.path().join("no").exists(), "a folder was created");
+}
+
+/// A usage error with `--json` is an error object on stdout too, exit 2; `--help` lists
+/// every code.
+#[test]
+fn usage_errors_exit_2_and_help_lists_the_codes() {
+    let e = failing(&["decode", "--backend", "nope"], &[], 2, "usage");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nope")),
+        "{e}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
+        .arg("--help")
+        .output()
+        .expect("run stoker");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for code in 0..=6 {
+        assert!(
+            help.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{code}  "))),
+            "code {code} missing in --help: {help}"
+        );
+    }
+}
+
+/// The shard of `bench pipeline`: from the flags, else from `RANK`/`WORLD_SIZE`; the
+/// report's `batches` is the library's `Pipeline::num_batches` for that rank.
+#[test]
+fn bench_pipeline_reports_the_shard_of_a_rank() {
+    let samples = common::data_dir().join("samples");
+    let batches = |rank: usize, world: usize| {
+        let data = stoker::Dataset::image_folder(&samples).expect("samples");
+        stoker::Pipeline::builder(data.all())
+            .augment(stoker::Augment::validation(32))
+            .batch_size(4)
+            .shard(rank, world)
+            .build()
+            .expect("pipeline")
+            .num_batches()
+    };
+    let args = [
+        "bench", "pipeline", "--epochs", "1", "--size", "32", "--batch", "4",
+    ];
+    let mut delivered = 0;
+    for rank in 0..2usize {
+        let r = rank.to_string();
+        let mut a = args.to_vec();
+        a.extend(["--rank", &r, "--world-size", "2"]);
+        let p = stoker(&a);
+        let res = &p["results"][0];
+        assert_eq!(res["rank"], rank, "{p}");
+        assert_eq!(res["world_size"], 2, "{p}");
+        assert_eq!(res["batches"], batches(rank, 2), "{p}");
+        assert_eq!(
+            (p["rank"].clone(), p["world_size"].clone()),
+            (rank.into(), 2.into())
+        );
+        let d = res["delivered"].as_u64().expect("delivered");
+        assert!(d <= 4 * batches(rank, 2) as u64, "{p}");
+        delivered += d;
+    }
+    // The two ranks together read at least the whole dataset once.
+    assert!(delivered >= 6, "{delivered}");
+
+    // From the environment, as torchrun sets it.
+    let env = [("RANK", Some("2")), ("WORLD_SIZE", Some("3"))];
+    let r = run(&args, &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let res = &r.json["results"][0];
+    assert_eq!(
+        (res["rank"].clone(), res["world_size"].clone()),
+        (2.into(), 3.into())
+    );
+    assert_eq!(res["batches"], batches(2, 3), "{}", r.json);
+    // The flags win over the environment.
+    let mut a = args.to_vec();
+    a.extend(["--rank", "0", "--world-size", "1"]);
+    let r = run(&a, &env);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json["results"][0]["world_size"], 1, "{}", r.json);
+
+    // A malformed or impossible shard is a usage error naming the variable.
+    for (rank, world) in [("x", "2"), ("2", "2"), ("1", "")] {
+        let e = failing(
+            &args,
+            &[("RANK", Some(rank)), ("WORLD_SIZE", Some(world))],
+            2,
+            "usage",
+        );
+        assert!(
+            e["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("RANK") || m.contains("WORLD_SIZE")),
+            "{e}"
+        );
+    }
+    let mut a = args.to_vec();
+    a.extend(["--rank", "2", "--world-size", "2"]);
+    failing(&a, &[], 2, "usage");
+}
+
+/// On a headless machine (no `XDG_RUNTIME_DIR`) probing for a GPU prints nothing on the
+/// terminal, and the wgpu adapter (lavapipe in CI) is still found.
+#[test]
+fn the_device_probe_is_quiet_without_a_session() {
+    let headless = [
+        ("XDG_RUNTIME_DIR", None),
+        ("NODEVICE_SELECT", None),
+        ("STOKER_LOG", None),
+    ];
+    let args = [
+        "bench", "pipeline", "--epochs", "1", "--size", "32", "--batch", "4",
+    ];
+    let mut auto = args.to_vec();
+    auto.extend(["--backend", "auto"]);
+    let r = run(&auto, &headless);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("XDG_RUNTIME_DIR"),
+        "the probe wrote to the terminal: {}",
+        r.stderr
+    );
+    #[cfg(feature = "wgpu")]
+    if common::wgpu_context().is_some() {
+        let mut wgpu = args.to_vec();
+        wgpu.extend(["--backend", "wgpu"]);
+        let r = run(&wgpu, &headless);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(!r.stderr.contains("XDG_RUNTIME_DIR"), "{}", r.stderr);
+        assert_eq!(r.json["results"][0]["backend"], "wgpu", "{}", r.json);
+        assert_eq!(r.json["results"][0]["delivered"], 6, "{}", r.json);
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // `bench ... --plot FILE`
 
@@ -313,6 +654,8 @@ fn bars_of(svg: &str, colour: &str) -> Vec<(f64, f64)> {
 #[test]
 fn bench_overlap_plot_draws_the_lanes_with_their_gaps() {
     let dir = tempfile::tempdir().expect("tempdir");
+    // An output's folder must exist (it is not created).
+    std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
     let plot = dir.path().join("sub/overlap.svg");
     let (n, batch) = (12usize, 4usize);
     let o = stoker(&[
@@ -435,19 +778,26 @@ fn bench_pipeline_plot_draws_a_point_per_batch() {
 fn bench_decode_plot_draws_a_bar_per_backend_and_path() {
     let dir = tempfile::tempdir().expect("tempdir");
     let plot = dir.path().join("decode.svg");
-    let d = stoker(&[
-        "bench",
-        "decode",
-        "--backend",
-        "cpu,cuda",
-        "--repeat",
-        "1",
-        "--plot",
-        plot.to_str().expect("path"),
-    ]);
+    let r = run(
+        &[
+            "bench",
+            "decode",
+            "--backend",
+            "cpu,cuda",
+            "--repeat",
+            "1",
+            "--plot",
+            plot.to_str().expect("path"),
+        ],
+        &[],
+    );
+    let d = r.json;
     let svg = read_svg(&plot);
     let texts = svg_texts(&svg);
     let results = d["results"].as_array().expect("results");
+    // A backend that is not here is drawn as such, and the status says it is missing.
+    let missing = results.iter().any(|r| r.get("error").is_some());
+    assert_eq!(r.code, if missing { 4 } else { 0 }, "{d}: {}", r.stderr);
     let mut expected = [0usize; 3];
     for r in results {
         let backend = r["backend"].as_str().expect("backend");
@@ -521,7 +871,8 @@ fn bench_plot_says_which_file_it_cannot_write() {
         .arg(&plot)
         .output()
         .expect("run stoker");
-    assert_eq!(out.status.code(), Some(1));
+    // An output that could not be written.
+    assert_eq!(out.status.code(), Some(5));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("cannot write the plot") && err.contains("taken.svg"),

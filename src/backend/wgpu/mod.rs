@@ -120,15 +120,21 @@ pub(crate) fn bind(
 /// Every adapter wgpu finds on this machine, in words (for logs and `stoker bench`).
 pub fn adapters() -> Vec<String> {
     let instance = instance();
-    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+    pollster::block_on(instance.enumerate_adapters(probed_backends()))
         .iter()
         .map(|a| describe(&a.get_info()))
         .collect()
 }
 
+/// The graphics APIs stoker asks wgpu for: those `WGPU_BACKEND` names when it is set
+/// (`vulkan`, `gl`, `metal`, `dx12`, comma-separated), else the primary ones and GL.
+fn probed_backends() -> wgpu::Backends {
+    wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY | wgpu::Backends::GL)
+}
+
 fn instance() -> wgpu::Instance {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = wgpu::Backends::PRIMARY | wgpu::Backends::GL;
+    desc.backends = probed_backends();
     wgpu::Instance::new(desc)
 }
 
@@ -145,7 +151,7 @@ impl WgpuContext {
             return Err(unavailable(why.clone()));
         }
         let instance = instance();
-        let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        let adapters = pollster::block_on(instance.enumerate_adapters(probed_backends()));
         let found: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
         let Some(adapter) = pick(adapters, allow_software) else {
             let why = if found.is_empty() {

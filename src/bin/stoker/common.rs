@@ -13,8 +13,159 @@ use serde_json::Value;
 use stoker::source::{Location, Sample};
 use stoker::Dataset;
 
-/// Errors of the command line: anything displayable, printed as `error: ...`.
+/// Errors of the command line: anything displayable, printed as `error: ...`; the exit
+/// status comes from [`Cause::of`] (a [`CliError`] says its cause, a library error's
+/// category decides).
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+// ---------------------------------------------------------------------------------------
+// Exit status
+
+/// Why a command did not do (all of) what was asked; each cause has its exit status,
+/// listed in `stoker --help` and the README.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Some inputs could not be read or decoded (the report lists them), or a check
+    /// found problems.
+    Partial,
+    /// Bad arguments or settings (including `RANK`/`WORLD_SIZE`).
+    Usage,
+    /// Nothing could be read: a missing or empty input, or every input failed.
+    NoInput,
+    /// A backend asked for is not in this build or not on this machine.
+    BackendUnavailable,
+    /// A result could not be written (a missing output folder, a write error).
+    Output,
+    /// The work failed while running (a device or pipeline error).
+    Failed,
+}
+
+impl Cause {
+    /// Every cause, in the order of their codes.
+    pub const ALL: [Cause; 6] = [
+        Cause::Partial,
+        Cause::Usage,
+        Cause::NoInput,
+        Cause::BackendUnavailable,
+        Cause::Output,
+        Cause::Failed,
+    ];
+
+    /// The exit status.
+    pub fn code(self) -> u8 {
+        match self {
+            Cause::Partial => 1,
+            Cause::Usage => 2,
+            Cause::NoInput => 3,
+            Cause::BackendUnavailable => 4,
+            Cause::Output => 5,
+            Cause::Failed => 6,
+        }
+    }
+
+    /// The cause with exit status `code`, if any.
+    pub fn from_code(code: u8) -> Option<Cause> {
+        Cause::ALL.into_iter().find(|c| c.code() == code)
+    }
+
+    /// What the code means, in words.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Cause::Partial => {
+                "partly done: some inputs could not be read or decoded (the report lists them), or a check found problems"
+            }
+            Cause::Usage => "usage: bad arguments or settings (RANK/WORLD_SIZE included)",
+            Cause::NoInput => {
+                "nothing could be read: a missing or empty input, or every input failed"
+            }
+            Cause::BackendUnavailable => {
+                "a backend asked for is unavailable in this build or on this machine (the report lists the others)"
+            }
+            Cause::Output => {
+                "a result could not be written (a missing output folder, a write error)"
+            }
+            Cause::Failed => "failed while running (a device or pipeline error)",
+        }
+    }
+
+    /// The exit-status table of `stoker --help`.
+    pub fn table() -> String {
+        let mut s = String::from("Exit status:\n   0  everything asked was done\n");
+        for c in Cause::ALL {
+            s.push_str(&format!("  {:>2}  {}\n", c.code(), c.meaning()));
+        }
+        s.push_str(
+            "With --json, a non-zero status comes with an \"error\" object on stdout:\n  \
+             {\"error\": {\"kind\": \"no_input\", \"message\": \"...\", \"code\": 3}} (with the report's\n  \
+             fields, when there is a report).",
+        );
+        s
+    }
+
+    /// The cause of a command's error: a [`CliError`]'s own, a library error's by its
+    /// category, a usage error's; anything else failed while running.
+    pub fn of(e: &(dyn std::error::Error + 'static)) -> Cause {
+        if let Some(c) = e.downcast_ref::<CliError>() {
+            return c.cause;
+        }
+        if e.downcast_ref::<clap::Error>().is_some() {
+            return Cause::Usage;
+        }
+        if let Some(e) = e.downcast_ref::<stoker::Error>() {
+            return match e {
+                stoker::Error::Config { .. } => Cause::Usage,
+                stoker::Error::Io { .. }
+                | stoker::Error::Source { .. }
+                | stoker::Error::Split { .. } => Cause::NoInput,
+                stoker::Error::BackendUnavailable { .. } => Cause::BackendUnavailable,
+                _ => Cause::Failed,
+            };
+        }
+        Cause::Failed
+    }
+}
+
+/// An error of the command line with its cause.
+#[derive(Debug)]
+pub struct CliError {
+    pub cause: Cause,
+    pub message: String,
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// A boxed [`CliError`], for `Err(fail(..))` and `.map_err(|e| fail(..))`.
+pub fn fail(cause: Cause, message: impl Into<String>) -> Box<dyn std::error::Error> {
+    Box::new(CliError {
+        cause,
+        message: message.into(),
+    })
+}
+
+/// The JSON error object a failed command prints (alone, or within its report).
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorObject {
+    pub kind: Cause,
+    pub message: String,
+    pub code: u8,
+}
+
+impl ErrorObject {
+    pub fn new(kind: Cause, message: impl Into<String>) -> Self {
+        ErrorObject {
+            kind,
+            message: message.into(),
+            code: kind.code(),
+        }
+    }
+}
 
 /// The bundled image-folder tree of sample photos.
 pub const SAMPLES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/samples");
@@ -108,6 +259,8 @@ pub struct Report {
     pub json: Value,
     pub text: String,
     pub code: u8,
+    /// Why the command did not do all that was asked, with `code` its cause's.
+    pub error: Option<ErrorObject>,
 }
 
 impl Report {
@@ -117,12 +270,43 @@ impl Report {
             json: serde_json::to_value(json)?,
             text,
             code: 0,
+            error: None,
         })
     }
 
     /// The same report with exit code `code`.
     pub fn with_code(self, code: u8) -> Self {
         Report { code, ..self }
+    }
+
+    /// The same report, failed with `cause`: its exit status, and an error object in the
+    /// JSON report and on stderr.
+    pub fn failed(self, cause: Cause, message: impl Into<String>) -> Self {
+        Report {
+            code: cause.code(),
+            error: Some(ErrorObject::new(cause, message)),
+            ..self
+        }
+    }
+
+    /// The same report, failed as `Partial` when `failures` of `total` inputs failed
+    /// and some did not, as `NoInput` when all did (or there were none).
+    pub fn failed_inputs(self, failures: usize, total: usize, what: &str) -> Self {
+        if total == 0 {
+            self.failed(Cause::NoInput, format!("no {what} to read"))
+        } else if failures >= total {
+            self.failed(
+                Cause::NoInput,
+                format!("none of the {total} {what} could be used"),
+            )
+        } else if failures > 0 {
+            self.failed(
+                Cause::Partial,
+                format!("{failures} of {total} {what} failed"),
+            )
+        } else {
+            self
+        }
     }
 }
 
@@ -259,11 +443,13 @@ pub fn resolve_dir(given: Option<&Path>, default: &str, flag: &str) -> Res<PathB
             if p.is_dir() {
                 Ok(p)
             } else {
-                Err(format!(
-                    "the bundled sample images are not at {default} (this binary was built \
-                     from a checkout that is gone or moved); pass {flag} DIR"
-                )
-                .into())
+                Err(fail(
+                    Cause::NoInput,
+                    format!(
+                        "the bundled sample images are not at {default} (this binary was \
+                         built from a checkout that is gone or moved); pass {flag} DIR"
+                    ),
+                ))
             }
         }
     }
@@ -334,12 +520,26 @@ pub fn open_dataset(path: &Path) -> Res<Dataset> {
         log::info!("{} is a file: reading it as a file list", path.display());
         return Ok(Dataset::files(path)?);
     }
+    if !path.exists() {
+        return Err(fail(
+            Cause::NoInput,
+            format!("{} does not exist", path.display()),
+        ));
+    }
     if !path.is_dir() {
-        return Err(format!("{} is not a folder", path.display()).into());
+        return Err(fail(
+            Cause::NoInput,
+            format!("{} is not a folder", path.display()),
+        ));
     }
     let mut top_images = false;
     let mut class_dirs = false;
-    let rd = std::fs::read_dir(path).map_err(|e| format!("cannot list {}: {e}", path.display()))?;
+    let rd = std::fs::read_dir(path).map_err(|e| {
+        fail(
+            Cause::NoInput,
+            format!("cannot list {}: {e}", path.display()),
+        )
+    })?;
     for entry in rd.flatten() {
         let p = entry.path();
         if is_hidden(&p) {
@@ -451,6 +651,39 @@ mod tests {
         assert_eq!(lines[0], "name        n");
         assert_eq!(lines[2], "a          10");
         assert_eq!(lines[3], "long name   2");
+    }
+
+    #[test]
+    fn causes_have_distinct_codes_and_a_row_in_the_table() {
+        let table = Cause::table();
+        for (i, c) in Cause::ALL.into_iter().enumerate() {
+            assert_eq!(usize::from(c.code()), i + 1);
+            assert_eq!(Cause::from_code(c.code()), Some(c));
+            assert!(table.contains(&format!("{:>2}  {}", c.code(), c.meaning())));
+        }
+        assert_eq!(Cause::from_code(0), None);
+        let e = ErrorObject::new(Cause::BackendUnavailable, "cuda: not here");
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"kind": "backend_unavailable", "message": "cuda: not here", "code": 4})
+        );
+    }
+
+    #[test]
+    fn the_cause_of_a_library_error_is_its_category() {
+        let unavailable = stoker::Error::BackendUnavailable {
+            backend: "cuda".into(),
+            reason: "no GPU".into(),
+        };
+        let cases: [(Box<dyn std::error::Error>, Cause); 4] = [
+            (Box::new(unavailable), Cause::BackendUnavailable),
+            (Box::new(stoker::Error::config("RANK", "bad")), Cause::Usage),
+            (fail(Cause::Output, "no folder"), Cause::Output),
+            ("something else".into(), Cause::Failed),
+        ];
+        for (e, cause) in cases {
+            assert_eq!(Cause::of(e.as_ref()), cause, "{e}");
+        }
     }
 
     #[test]

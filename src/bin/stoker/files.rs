@@ -10,22 +10,26 @@ use stoker::backend;
 use stoker::decode::{self, DecodeOptions, Image8};
 use stoker::{BackendKind, Limits};
 
-use crate::common::{self, cores, kv, progress, Ctx, Failure, Report, Res, Table, SAMPLES_DIR};
+use crate::common::{
+    self, cores, fail, kv, progress, Cause, Ctx, Failure, Report, Res, Table, SAMPLES_DIR,
+};
 
-/// Writes an 8-bit RGB image as a PNG.
+/// Writes an 8-bit RGB image as a PNG; a failure is an `Output` error.
 pub fn write_png_rgb(path: &Path, width: u32, height: u32, rgb: &[u8]) -> Res<()> {
-    let file = std::fs::File::create(path)
-        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let file = std::fs::File::create(path).map_err(|e| {
+        fail(
+            Cause::Output,
+            format!("cannot create {}: {e}", path.display()),
+        )
+    })?;
+    let writing =
+        |e: png::EncodingError| fail(Cause::Output, format!("writing {}: {e}", path.display()));
     let mut enc = png::Encoder::new(std::io::BufWriter::new(file), width, height);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
-    let mut w = enc
-        .write_header()
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    w.write_image_data(rgb)
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
-    w.finish()
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let mut w = enc.write_header().map_err(writing)?;
+    w.write_image_data(rgb).map_err(writing)?;
+    w.finish().map_err(writing)?;
     Ok(())
 }
 
@@ -40,7 +44,8 @@ pub struct DecodeArgs {
     /// Backend to decode on (auto, cpu, wgpu, cuda).
     #[arg(long, default_value = "cpu", value_parser = clap::value_parser!(BackendKind))]
     backend: BackendKind,
-    /// Folder for the PNGs (created if missing); each file becomes <stem>.png.
+    /// Folder for the PNGs (created if missing, in a folder that exists); each file
+    /// becomes <stem>.png.
     #[arg(long)]
     out: PathBuf,
 }
@@ -92,8 +97,17 @@ fn out_name(file: &Path, used: &mut BTreeSet<String>) -> String {
 pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
     let sel = backend::select(a.backend, cores())?;
     let be = sel.backend.as_ref();
-    std::fs::create_dir_all(&a.out)
-        .map_err(|e| format!("cannot create folder {}: {e}", a.out.display()))?;
+    // The folder itself is made when missing, the folders above it are not: a mistyped
+    // path is an error, not a new tree.
+    if !a.out.is_dir() {
+        crate::ensure_parent(&a.out)?;
+        std::fs::create_dir(&a.out).map_err(|e| {
+            fail(
+                Cause::Output,
+                format!("cannot create folder {}: {e}", a.out.display()),
+            )
+        })?;
+    }
     let opts = DecodeOptions::default();
     let mut used = BTreeSet::new();
     let mut decoded = Vec::new();
@@ -141,7 +155,8 @@ pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
         backend: be.kind().to_string(),
         device: be.device(),
     };
-    Report::new(&r, r.text())
+    let failures = r.errors.len();
+    Ok(Report::new(&r, r.text())?.failed_inputs(failures, a.files.len(), "file(s)"))
 }
 
 impl DecodeReport {
@@ -357,7 +372,10 @@ pub fn inspect(ctx: Ctx, a: &InspectArgs) -> Res<Report> {
             .map(|k| Failure::new(k.path.clone(), k.reason.to_string()))
             .collect(),
     };
-    Report::new(&r, r.text())
+    // Unreadable files are what inspect looks for, and a script checking a dataset
+    // wants them in the status: some is `Partial`, all (or an empty dataset) `NoInput`.
+    let failures = r.errors.len();
+    Ok(Report::new(&r, r.text())?.failed_inputs(failures, r.samples, "sample(s)"))
 }
 
 /// A size for the text: whole numbers without decimals, `-` when none was measured.

@@ -14,7 +14,9 @@ use stoker::decode::{DecodeOptions, Image8};
 use stoker::source::Sample;
 use stoker::{Augment, BackendKind, DType, Dataset, OnError, Pipeline, SamplePlan};
 
-use crate::common::{self, Ctx, Failure, Report, Res, Table, MASK_IMAGES_DIR, MASK_LABELS_DIR};
+use crate::common::{
+    self, fail, Cause, Ctx, Failure, Report, Res, Table, MASK_IMAGES_DIR, MASK_LABELS_DIR,
+};
 
 const GAP: usize = 4;
 const BACKGROUND: u8 = 40;
@@ -185,6 +187,8 @@ fn fit(img: &Image8, id: u64, size: u32) -> (Vec<u8>, u32, u32) {
 }
 
 pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
+    // Before the work: a sheet with nowhere to go is an error now, not after rendering.
+    crate::ensure_parent(&a.out)?;
     let repeat = a.images.is_none();
     let data = match &a.images {
         Some(dir) => {
@@ -201,7 +205,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
         }
     };
     if data.is_empty() {
-        return Err("no images to render".into());
+        return Err(fail(Cause::NoInput, "no images to render"));
     }
     let has_masks = data.samples().iter().any(|s| s.mask.is_some());
     let by_id: HashMap<u64, Sample> = data.samples().iter().map(|s| (s.id, s.clone())).collect();
@@ -269,7 +273,10 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
             .iter()
             .map(|e| format!("{}: {}", e.path, e.reason))
             .collect();
-        return Err(format!("no sample could be rendered ({})", why.join("; ")).into());
+        return Err(fail(
+            Cause::NoInput,
+            format!("no sample could be rendered ({})", why.join("; ")),
+        ));
     }
 
     // Originals, decoded once per sample on the same backend.
@@ -333,7 +340,6 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
             );
         }
     }
-    crate::ensure_parent(&a.out)?;
     crate::files::write_png_rgb(&a.out, sheet_w as u32, sheet_h as u32, &sheet)?;
 
     let rows: Vec<RowReport> = rows
@@ -365,7 +371,14 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
         rows,
         errors,
     };
-    Report::new(&r, r.text())
+    let report = Report::new(&r, r.text())?;
+    Ok(match r.errors.len() {
+        0 => report,
+        n => report.failed(
+            Cause::Partial,
+            format!("{n} sample(s) skipped (the sheet shows the others)"),
+        ),
+    })
 }
 
 #[cfg(test)]

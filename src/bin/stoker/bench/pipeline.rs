@@ -60,9 +60,27 @@ pub struct PipelineBenchArgs {
     /// decodes as the CPU does), all, or off.
     #[arg(long, default_value = "exact", value_parser = clap::value_parser!(HardwareDecode))]
     hardware: HardwareDecode,
+    /// This process's rank in data-parallel training (with --world-size); without both,
+    /// from the RANK and WORLD_SIZE environment variables, else 0 of 1.
+    #[arg(long, requires = "world_size")]
+    rank: Option<usize>,
+    /// The number of data-parallel ranks (with --rank).
+    #[arg(long, requires = "rank")]
+    world_size: Option<usize>,
     /// Draw each batch's input wait against time, a line per backend, to this SVG file.
     #[arg(long, value_parser = plot::plot_file)]
     plot: Option<PathBuf>,
+}
+
+impl PipelineBenchArgs {
+    /// `(rank, world_size)`: the flags, else `RANK`/`WORLD_SIZE`, else `(0, 1)`. A
+    /// malformed variable is a usage error naming it.
+    fn shard(&self) -> Res<(usize, usize)> {
+        Ok(match (self.rank, self.world_size) {
+            (Some(r), Some(w)) => (r, w),
+            _ => stoker::source::sampler::shard_from_env()?,
+        })
+    }
 }
 
 /// The JSON object of `bench pipeline`.
@@ -75,6 +93,9 @@ pub struct PipelineReport {
     dtype: DType,
     step_ms: u64,
     epochs: usize,
+    /// This process's shard: rank `rank` of `world_size`.
+    rank: usize,
+    world_size: usize,
 }
 
 /// One backend's entry of `results`.
@@ -85,6 +106,13 @@ type PipelineResult = BenchResult<PipelineMeasured, PipelineUnavailable>;
 #[derive(Debug, Serialize)]
 struct Counts {
     epochs: usize,
+    /// The shard this rank read: rank `rank` of `world_size`.
+    rank: usize,
+    world_size: usize,
+    /// This rank's batches per epoch (`Pipeline::num_batches`); `null` when the backend
+    /// did not run.
+    batches: Option<usize>,
+    /// Samples in the dataset (all ranks).
     samples: usize,
     delivered: u64,
     /// Samples reported as failed (skipped).
@@ -174,6 +202,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
     }
     let aug = aug.dtype(a.dtype);
     let step = Duration::from_millis(a.step_ms);
+    let (rank, world_size) = a.shard()?;
     let mut results = Vec::new();
     for &kind in &a.backend {
         let mut b = Pipeline::builder(data.clone().all())
@@ -183,6 +212,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             .prefetch(a.prefetch)
             .readers(a.readers)
             .seed(a.seed)
+            .shard(rank, world_size)
             .hardware_decode(a.hardware)
             .cache_bytes(a.cache_mb.saturating_mul(1 << 20));
         if let Some(w) = a.workers {
@@ -196,6 +226,9 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
                     backend: kind.to_string(),
                     counts: Counts {
                         epochs: a.epochs,
+                        rank,
+                        world_size,
+                        batches: None,
                         samples: data.len(),
                         delivered: 0,
                         reported: 0,
@@ -265,6 +298,9 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             device: be.device(),
             counts: Counts {
                 epochs: a.epochs,
+                rank,
+                world_size,
+                batches: Some(pipe.num_batches()),
                 samples: pipe.subset().len(),
                 delivered,
                 reported,
@@ -292,6 +328,8 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         dtype: a.dtype,
         step_ms: a.step_ms,
         epochs: a.epochs,
+        rank,
+        world_size,
     })
 }
 
@@ -346,6 +384,7 @@ impl PipelineReport {
             "backend",
             "samples",
             "epochs",
+            "batches",
             "delivered",
             "reported",
             "images/s",
@@ -359,6 +398,7 @@ impl PipelineReport {
                 r.backend.clone(),
                 c.samples.to_string(),
                 c.epochs.to_string(),
+                c.batches.map_or("-".into(), |b| b.to_string()),
                 c.delivered.to_string(),
                 c.reported.to_string(),
                 format!("{:.1}", c.images_per_s),
@@ -377,8 +417,13 @@ impl PipelineReport {
                 }
             }
         });
+        let shard = if self.world_size > 1 {
+            format!(", rank {} of {}", self.rank, self.world_size)
+        } else {
+            String::new()
+        };
         format!(
-            "pipeline: {} (batch {}, {}x{} {}, step {} ms; input wait of the last epoch)\n\n{}",
+            "pipeline: {} (batch {}, {}x{} {}, step {} ms{shard}; input wait of the last epoch; batches per epoch of this rank)\n\n{}",
             self.images_dir,
             self.batch,
             self.size,

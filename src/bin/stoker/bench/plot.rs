@@ -40,9 +40,15 @@ pub fn plot_file(s: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// Draws a plot to `path` with `draw`; an error says which file it could not write.
+/// Draws a plot to `path` with `draw`; an error (exit status `Output`) says which file
+/// it could not write.
 pub fn save(path: &Path, draw: impl FnOnce(&Path) -> Res<()>) -> Res<()> {
-    draw(path).map_err(|e| format!("cannot write the plot {}: {e}", path.display()).into())
+    draw(path).map_err(|e| {
+        crate::common::fail(
+            crate::common::Cause::Output,
+            format!("cannot write the plot {}: {e}", path.display()),
+        )
+    })
 }
 
 /// One colour of [`PALETTE`], wrapping around.
