@@ -119,11 +119,22 @@ pub(crate) fn bind(
 
 /// Every adapter wgpu finds on this machine, in words (for logs and `stoker bench`).
 pub fn adapters() -> Vec<String> {
-    let instance = instance();
-    pollster::block_on(instance.enumerate_adapters(probed_backends()))
+    probed_adapters()
         .iter()
         .map(|a| describe(&a.get_info()))
         .collect()
+}
+
+/// The adapters of this machine, enumerated once per process: every later pipeline build
+/// (an `Auto` build probes wgpu each time) reuses them. Enumerating costs tens of
+/// milliseconds, and on a headless Linux machine the graphics stack's device-selection
+/// layer writes `XDG_RUNTIME_DIR is invalid or not set` to stderr each time it runs; so
+/// it runs at most once. (Set `NODEVICE_SELECT=1` to silence even that one; the CLI does.)
+fn probed_adapters() -> Vec<wgpu::Adapter> {
+    static ADAPTERS: std::sync::OnceLock<Vec<wgpu::Adapter>> = std::sync::OnceLock::new();
+    ADAPTERS
+        .get_or_init(|| pollster::block_on(instance().enumerate_adapters(probed_backends())))
+        .clone()
 }
 
 /// The graphics APIs stoker asks wgpu for: those `WGPU_BACKEND` names when it is set
@@ -150,8 +161,7 @@ impl WgpuContext {
         if let (false, Some(why)) = (allow_software, NO_HARDWARE.get()) {
             return Err(unavailable(why.clone()));
         }
-        let instance = instance();
-        let adapters = pollster::block_on(instance.enumerate_adapters(probed_backends()));
+        let adapters = probed_adapters();
         let found: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
         let Some(adapter) = pick(adapters, allow_software) else {
             let why = if found.is_empty() {
