@@ -307,3 +307,28 @@ fn stoker_convert_keeps_paths_and_classes() {
         assert_eq!(ids(&loaded.train()), ids(&split.train()), "{to}");
     }
 }
+
+#[test]
+fn every_decodable_format_survives_conversion_to_both_shard_formats() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let formats = common::data_dir().join("formats");
+    for (class, name) in [
+        ("a", "coffee.jpg"),
+        ("a", "coffee.png"),
+        ("a", "coffee_lossless.webp"),
+        ("b", "coffee.bmp"),
+        ("b", "coffee_lzw.tiff"),
+        ("b", "coffee_2frames.gif"),
+    ] {
+        let bytes = std::fs::read(formats.join(name)).expect("bundled file");
+        common::write(dir.path(), &format!("{class}/{name}"), &bytes);
+    }
+    let want = batches(Dataset::image_folder(dir.path()).expect("folder").all(), 3);
+    for to in ["tar", "tfrecord"] {
+        let out = tempfile::tempdir().expect("tempdir");
+        convert(dir.path(), to, out.path());
+        let data = shards(to, out.path()).expect("shards");
+        assert_eq!(data.len(), 6, "{to}: every format listed from the shards");
+        assert_eq!(batches(data.all(), 3), want, "{to}");
+    }
+}

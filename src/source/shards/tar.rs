@@ -3,7 +3,7 @@
 //! member's bytes by their range.
 //!
 //! Members are grouped into samples by key (the member name up to the first dot of its
-//! file name): the image (`jpg`, `jpeg`, `png`, `webp`, `bmp`), the label mask (`mask.png`
+//! file name): the image (`jpg`, `jpeg`, `png`, `webp`, `bmp`, `tif`, `tiff`, `gif`), the label mask (`mask.png`
 //! or `seg.png`; or `png` beside a JPEG), the label (`cls`, a decimal integer), the class
 //! name (`cls.txt`, UTF-8) and the sample's path in the dataset it was converted from
 //! (`path.txt`, UTF-8; see [`super::write`]).
@@ -322,7 +322,7 @@ impl Samples {
             let (image, mask) = match (jpeg, png) {
                 (Some(j), p) => (Some(j), named_mask.or(p)),
                 (None, Some(p)) => (Some(p), named_mask),
-                (None, None) => (find(&["webp", "bmp"]), named_mask),
+                (None, None) => (find(&["webp", "bmp", "tif", "tiff", "gif"]), named_mask),
             };
             let Some((offset, len)) = image else {
                 log::warn!("{}: sample {key:?} has no image member", shard.display());

@@ -21,7 +21,7 @@
 //! | feature | type | value |
 //! | --- | --- | --- |
 //! | `image/encoded` | bytes | the image file, byte for byte |
-//! | `image/format` | bytes | `jpg`, `png`, `webp`, `bmp` (from its first bytes), else `bin` |
+//! | `image/format` | bytes | `jpg`, `png`, `webp`, `bmp`, `tif`, `gif` (from its first bytes), else `bin` |
 //! | `image/filename` | bytes | the sample's path |
 //! | `stoker/path` | bytes | the sample's path (read back as its path: [`super::ExampleKeys::path`]) |
 //! | `image/class/label` | int64 | the class id (labelled samples) |
@@ -35,7 +35,7 @@
 //!
 //! | member | value |
 //! | --- | --- |
-//! | `KEY.jpg` (`png`, `webp`, `bmp` from its first bytes, else `bin`) | the image file, byte for byte |
+//! | `KEY.jpg` (`png`, `webp`, `bmp`, `tif`, `gif` from its first bytes, else `bin`) | the image file, byte for byte |
 //! | `KEY.cls` | the class id, ASCII decimal (labelled samples) |
 //! | `KEY.cls.txt` | the class name, UTF-8 (labelled samples of a dataset with classes) |
 //! | `KEY.path.txt` | the sample's path, UTF-8 |
@@ -124,6 +124,8 @@ fn image_ext(bytes: &[u8]) -> &'static str {
         [0x89, b'P', b'N', b'G', ..] => "png",
         [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => "webp",
         [b'B', b'M', ..] => "bmp",
+        [b'I', b'I', 42, 0, ..] | [b'M', b'M', 0, 42, ..] => "tif",
+        [b'G', b'I', b'F', b'8', ..] => "gif",
         _ => "bin",
     }
 }
