@@ -122,9 +122,9 @@ pub mod source;
 pub use augment::{Augment, DType, Element, Layout, SamplePlan};
 pub use backend::device::job::HardwareDecode;
 pub use backend::BackendKind;
-pub use decode::Limits;
+pub use decode::{Limits, WarningKind};
 pub use error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
-pub use pipeline::{Batch, Epoch, OnError, Pipeline, PipelineBuilder, Stats};
+pub use pipeline::{Batch, Epoch, OnError, Pipeline, PipelineBuilder, SampleWarning, Stats};
 pub use source::split::SplitSpec;
 pub use source::{Dataset, Sample, Split, Subset};
 
