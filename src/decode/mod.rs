@@ -225,6 +225,27 @@ pub struct ImageInfo {
 }
 
 impl ImageInfo {
+    /// The header of a non-JPEG image: no JPEG process, no orientation to apply, no Adobe
+    /// transform.
+    pub(crate) fn plain(
+        format: Format,
+        width: u32,
+        height: u32,
+        components: u8,
+        bit_depth: u8,
+    ) -> Self {
+        ImageInfo {
+            format,
+            width,
+            height,
+            components,
+            bit_depth,
+            process: None,
+            orientation: 1,
+            adobe_transform: None,
+        }
+    }
+
     /// Width and height after the EXIF orientation is applied.
     pub fn oriented_size(&self) -> (u32, u32) {
         if self.orientation >= 5 {
@@ -382,16 +403,13 @@ fn peek_png(bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
         6 => 4,
         t => return Err(DecodeError::BadHeader(format!("PNG colour type {t}"))),
     };
-    Ok(ImageInfo {
-        format: Format::Png,
+    Ok(ImageInfo::plain(
+        Format::Png,
         width,
         height,
         components,
         bit_depth,
-        process: None,
-        orientation: 1,
-        adobe_transform: None,
-    })
+    ))
 }
 
 /// Makes `v` exactly `n` long without clearing what it holds: every caller overwrites

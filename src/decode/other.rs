@@ -76,16 +76,9 @@ pub(crate) fn peek(bytes: &[u8], format: Format) -> Result<ImageInfo, DecodeErro
         0 => 0,
         c => u8::try_from(stored.bits_per_pixel() / u16::from(c)).unwrap_or(u8::MAX),
     };
-    Ok(ImageInfo {
-        format,
-        width,
-        height,
-        components,
-        bit_depth,
-        process: None,
-        orientation: 1,
-        adobe_transform: None,
-    })
+    Ok(ImageInfo::plain(
+        format, width, height, components, bit_depth,
+    ))
 }
 
 /// Decodes into 8-bit RGB (see the module's conventions), reusing `out`'s allocation.

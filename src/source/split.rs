@@ -628,15 +628,25 @@ impl Split {
                 None => placer.place(s)?,
             });
         }
+        Ok(Self::build_on(manifest, data, &is_val, &found))
+    }
+
+    /// [`Split::build`] with the manifest's settings, keeping the entries `found` in it.
+    fn build_on(
+        manifest: &Manifest,
+        data: Dataset,
+        is_val: &[bool],
+        found: &[Option<(&Entry, bool)>],
+    ) -> Split {
         let kept: Vec<Option<&Entry>> = found.iter().map(|f| f.map(|(e, _)| e)).collect();
-        Ok(Self::build(
+        Self::build(
             data,
-            &is_val,
+            is_val,
             &kept,
             manifest.seed,
             manifest.val_fraction,
             manifest.group_by.clone(),
-        ))
+        )
     }
 
     /// A split whose every sample was found in `manifest` (so nothing is added); keeps the
@@ -647,15 +657,7 @@ impl Split {
         found: &[Option<(&Entry, bool)>],
     ) -> Result<Split> {
         let is_val: Vec<bool> = found.iter().map(|f| f.is_some_and(|(_, v)| v)).collect();
-        let kept: Vec<Option<&Entry>> = found.iter().map(|f| f.map(|(e, _)| e)).collect();
-        let mut split = Self::build(
-            data,
-            &is_val,
-            &kept,
-            manifest.seed,
-            manifest.val_fraction,
-            manifest.group_by.clone(),
-        );
+        let mut split = Self::build_on(manifest, data, &is_val, found);
         split.manifest = manifest.clone();
         Ok(split)
     }

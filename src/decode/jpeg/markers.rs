@@ -144,39 +144,56 @@ pub fn exif_orientation(tiff: &[u8]) -> Option<u8> {
     None
 }
 
+/// The marker segments of a JPEG's header, in file order, as `(marker, offset of the
+/// marker, its length field)`: up to and including the first scan header (SOS); stops at
+/// the end-of-image marker or where the data runs out. Fill bytes, standalone markers and
+/// bytes that are not a marker are stepped over.
+fn header_segments(bytes: &[u8]) -> impl Iterator<Item = (u8, usize, usize)> + '_ {
+    let mut i = 2;
+    std::iter::from_fn(move || {
+        while i + 4 <= bytes.len() {
+            if bytes[i] != 0xFF {
+                i += 1;
+                continue;
+            }
+            let marker = bytes[i + 1];
+            if marker == 0xFF || marker == 0x01 || (0xD0..=0xD8).contains(&marker) {
+                i += if marker == 0xFF { 1 } else { 2 };
+                continue;
+            }
+            if marker == 0xD9 {
+                return None;
+            }
+            let at = i;
+            let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
+            // Nothing after the first scan header is header.
+            i = if marker == 0xDA {
+                bytes.len()
+            } else {
+                i + 2 + len.max(2)
+            };
+            return Some((marker, at, len));
+        }
+        None
+    })
+}
+
 /// The `(horizontal, vertical)` sampling factors of each component, from the frame
 /// header; `None` when there is no readable one.
 pub fn sampling_factors(bytes: &[u8]) -> Option<Vec<(u8, u8)>> {
-    let mut i = 2;
-    while i + 4 <= bytes.len() {
-        if bytes[i] != 0xFF {
-            i += 1;
-            continue;
-        }
-        let marker = bytes[i + 1];
-        if marker == 0xFF || marker == 0x01 || (0xD0..=0xD8).contains(&marker) {
-            i += if marker == 0xFF { 1 } else { 2 };
-            continue;
-        }
-        if marker == 0xD9 || marker == 0xDA {
-            return None;
-        }
-        let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
-        let is_sof = (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
-        if is_sof {
-            let body = bytes.get(i + 4..i + 2 + len)?;
-            let n = usize::from(*body.get(5)?);
-            let comps = body.get(6..6 + 3 * n)?;
-            return Some(
-                comps
-                    .chunks_exact(3)
-                    .map(|c| (c[1] >> 4, c[1] & 15))
-                    .collect(),
-            );
-        }
-        i += 2 + len.max(2);
-    }
-    None
+    let is_sof = |m: u8| (0xC0..=0xCF).contains(&m) && !matches!(m, 0xC4 | 0xC8 | 0xCC);
+    let (_, i, len) = header_segments(bytes)
+        .take_while(|&(m, _, _)| m != 0xDA)
+        .find(|&(m, _, _)| is_sof(m))?;
+    let body = bytes.get(i + 4..i + 2 + len)?;
+    let n = usize::from(*body.get(5)?);
+    let comps = body.get(6..6 + 3 * n)?;
+    Some(
+        comps
+            .chunks_exact(3)
+            .map(|c| (c[1] >> 4, c[1] & 15))
+            .collect(),
+    )
 }
 
 /// What every JPEG decode path checks before libjpeg sees the file: the features this
@@ -271,27 +288,8 @@ pub fn segment_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
 /// The number of components in the first scan header (SOS), `None` when there is no
 /// readable one.
 pub fn first_scan_components(bytes: &[u8]) -> Option<u8> {
-    let mut i = 2;
-    while i + 4 <= bytes.len() {
-        if bytes[i] != 0xFF {
-            i += 1;
-            continue;
-        }
-        let marker = bytes[i + 1];
-        if marker == 0xFF || marker == 0x01 || (0xD0..=0xD8).contains(&marker) {
-            i += if marker == 0xFF { 1 } else { 2 };
-            continue;
-        }
-        if marker == 0xD9 {
-            return None;
-        }
-        if marker == 0xDA {
-            return bytes.get(i + 4).copied();
-        }
-        let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
-        i += 2 + len.max(2);
-    }
-    None
+    let (_, i, _) = header_segments(bytes).find(|&(m, _, _)| m == 0xDA)?;
+    bytes.get(i + 4).copied()
 }
 
 #[cfg(test)]
