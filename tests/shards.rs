@@ -138,8 +138,6 @@ fn tar_members(items: &[Item], first: usize) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// Delivers every sample of `subset` once through a CPU pipeline; returns, by id, the
-/// label, and the reported errors.
 /// [`deliver`], for a subset whose samples are all good: checks that none is reported and
 /// that `n` are delivered.
 fn deliver_all(subset: stoker::Subset, n: usize) {
@@ -148,6 +146,8 @@ fn deliver_all(subset: stoker::Subset, n: usize) {
     assert_eq!(seen.len(), n);
 }
 
+/// Delivers every sample of `subset` once through a CPU pipeline; returns, by id, the
+/// label, and the reported errors.
 fn deliver(subset: stoker::Subset) -> (BTreeMap<u64, i64>, Vec<stoker::SampleError>) {
     let pipe = Pipeline::builder(subset)
         .backend(BackendKind::Cpu)

@@ -167,6 +167,27 @@ impl Format {
             Format::Gif => "gif",
         }
     }
+
+    /// The usual file extension: `jpg`, `png`, `webp`, `bmp`, `tif`, `gif`.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Jpeg => "jpg",
+            Format::Tiff => "tif",
+            f => f.name(),
+        }
+    }
+
+    /// The format the first bytes announce, if it is one stoker decodes; nothing is
+    /// parsed beyond the signature.
+    pub fn sniff(bytes: &[u8]) -> Option<Format> {
+        if bytes.starts_with(&[0xFF, 0xD8]) {
+            Some(Format::Jpeg)
+        } else if bytes.starts_with(&PNG_SIGNATURE) {
+            Some(Format::Png)
+        } else {
+            other::sniff(bytes)
+        }
+    }
 }
 
 /// The JPEG coding process named by the frame header.
@@ -351,14 +372,11 @@ pub fn peek_info(bytes: &[u8]) -> Result<ImageInfo, DecodeError> {
     if bytes.is_empty() {
         return Err(DecodeError::Empty);
     }
-    if bytes.starts_with(&[0xFF, 0xD8]) {
-        return jpeg::markers::peek(bytes);
-    }
-    if bytes.starts_with(&PNG_SIGNATURE) {
-        return peek_png(bytes);
-    }
-    if let Some(format) = other::sniff(bytes) {
-        return other::peek(bytes, format);
+    match Format::sniff(bytes) {
+        Some(Format::Jpeg) => return jpeg::markers::peek(bytes),
+        Some(Format::Png) => return peek_png(bytes),
+        Some(format) => return other::peek(bytes, format),
+        None => {}
     }
     let head: Vec<String> = bytes.iter().take(4).map(|b| format!("{b:02x}")).collect();
     Err(DecodeError::UnknownFormat(head.join(" ")))

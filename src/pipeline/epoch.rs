@@ -306,7 +306,7 @@ impl Collector {
                     "slot {slot} of batch {index} never finished"
                 )));
             };
-            if o.delivered.is_none() && cfg.on_error == OnError::Replace {
+            if o.exhausted {
                 if let Some(e) = &o.error {
                     exhausted.push(e.clone());
                 }

@@ -65,6 +65,8 @@ pub(super) struct Delivered {
 pub(super) struct Outcome {
     pub(super) delivered: Option<Delivered>,
     pub(super) error: Option<SampleError>,
+    /// Under `OnError::Replace`: the sample failed and so did every replacement candidate.
+    pub(super) exhausted: bool,
 }
 
 /// What the planner and the workers tell the collector.
@@ -192,6 +194,7 @@ fn work(
                     SampleErrorKind::Internal,
                     format!("internal panic: {reason}"),
                 )),
+                exhausted: false,
             }
         });
         match payload {
@@ -238,6 +241,7 @@ fn process(
                 SampleErrorKind::Internal,
                 "batch slot claimed twice".into(),
             )),
+            exhausted: false,
         };
     };
     ws.warning = None;
@@ -280,6 +284,7 @@ fn process(
                         .map(|w| Box::new(SampleWarning::new(sample, w))),
                 }),
                 error: None,
+                exhausted: false,
             };
         }
         Err(e) => e,
@@ -288,6 +293,7 @@ fn process(
         return Outcome {
             delivered: None,
             error: Some(error),
+            exhausted: false,
         };
     }
     // Replace: deterministic candidates from the rank's own shard, keyed by
@@ -325,6 +331,7 @@ fn process(
                             .map(|w| Box::new(SampleWarning::new(cand, w))),
                     }),
                     error: Some(error),
+                    exhausted: false,
                 };
             }
             Err(e) => log::debug!("replacement candidate failed too: {e}"),
@@ -333,6 +340,7 @@ fn process(
     Outcome {
         delivered: None,
         error: Some(error),
+        exhausted: true,
     }
 }
 

@@ -279,7 +279,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
         ));
     }
 
-    // Originals, decoded once per sample on the same backend.
+    // Originals, decoded once per sample on the CPU.
     let be = pipe.backend();
     let limits = stoker::Limits::default();
     let mut originals: HashMap<u64, (Vec<u8>, u32, u32)> = HashMap::new();

@@ -182,9 +182,7 @@ fn header_segments(bytes: &[u8]) -> impl Iterator<Item = (u8, usize, usize)> + '
 /// header; `None` when there is no readable one.
 pub fn sampling_factors(bytes: &[u8]) -> Option<Vec<(u8, u8)>> {
     let is_sof = |m: u8| (0xC0..=0xCF).contains(&m) && !matches!(m, 0xC4 | 0xC8 | 0xCC);
-    let (_, i, len) = header_segments(bytes)
-        .take_while(|&(m, _, _)| m != 0xDA)
-        .find(|&(m, _, _)| is_sof(m))?;
+    let (_, i, len) = header_segments(bytes).find(|&(m, _, _)| is_sof(m))?;
     let body = bytes.get(i + 4..i + 2 + len)?;
     let n = usize::from(*body.get(5)?);
     let comps = body.get(6..6 + 3 * n)?;

@@ -3,7 +3,7 @@
 //! member's bytes by their range.
 //!
 //! Members are grouped into samples by key (the member name up to the first dot of its
-//! file name): the image (`jpg`, `jpeg`, `png`, `webp`, `bmp`, `tif`, `tiff`, `gif`), the label mask (`mask.png`
+//! file name): the image (any extension a folder listing takes: `jpg`, `jpeg`, `png`, `webp`, `bmp`, `tif`, `tiff`, `gif`, ...), the label mask (`mask.png`
 //! or `seg.png`; or `png` beside a JPEG), the label (`cls`, a decimal integer), the class
 //! name (`cls.txt`, UTF-8) and the sample's path in the dataset it was converted from
 //! (`path.txt`, UTF-8; see [`super::write`]).
@@ -316,13 +316,14 @@ impl Samples {
                     .find(|(e, _, _)| exts.contains(&e.as_str()))
                     .map(|&(_, o, l)| (o, l))
             };
-            let jpeg = find(&["jpg", "jpeg"]);
+            let jpeg = find(&["jpg", "jpeg", "jpe", "jfif"]);
             let png = find(&["png"]);
             let named_mask = find(&["mask.png", "seg.png"]);
             let (image, mask) = match (jpeg, png) {
                 (Some(j), p) => (Some(j), named_mask.or(p)),
                 (None, Some(p)) => (Some(p), named_mask),
-                (None, None) => (find(&["webp", "bmp", "tif", "tiff", "gif"]), named_mask),
+                // Any other extension a folder listing takes as an image.
+                (None, None) => (find(crate::source::files::IMAGE_EXTENSIONS), named_mask),
             };
             let Some((offset, len)) = image else {
                 log::warn!("{}: sample {key:?} has no image member", shard.display());

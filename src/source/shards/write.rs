@@ -117,17 +117,10 @@ fn tar_member(tar: &mut ::tar::Builder<Vec<u8>>, name: &str, data: &[u8]) -> std
     tar.append_data(&mut h, name, data)
 }
 
-/// The extension of an encoded image, from its magic bytes.
+/// The extension of an encoded image, from its magic bytes (the decoder's own
+/// signatures, so every format it reads keeps its name); `bin` for anything else.
 fn image_ext(bytes: &[u8]) -> &'static str {
-    match bytes {
-        [0xFF, 0xD8, ..] => "jpg",
-        [0x89, b'P', b'N', b'G', ..] => "png",
-        [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => "webp",
-        [b'B', b'M', ..] => "bmp",
-        [b'I', b'I', 42, 0, ..] | [b'M', b'M', 0, 42, ..] => "tif",
-        [b'G', b'I', b'F', b'8', ..] => "gif",
-        _ => "bin",
-    }
+    crate::decode::Format::sniff(bytes).map_or("bin", crate::decode::Format::extension)
 }
 
 /// What [`ShardWriter::write_dataset`] wrote.

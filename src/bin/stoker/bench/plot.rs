@@ -63,7 +63,7 @@ fn rows(
     (0..n.saturating_sub(1)).into_segmented()
 }
 
-/// A chart's SVG drawing area on `path`, its folder created, the background white.
+/// A chart's SVG drawing area on `path` (its folder must exist), the background white.
 fn area(path: &Path) -> Res<DrawingArea<SVGBackend<'_>, plotters::coord::Shift>> {
     crate::ensure_parent(path)?;
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
