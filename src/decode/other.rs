@@ -66,8 +66,18 @@ fn open<'a>(bytes: &'a [u8], format: Format) -> Result<Box<dyn ImageDecoder + 'a
     dec.map_err(|e| error(format, e))
 }
 
-/// The headers of a WebP, BMP, TIFF or GIF file: size, channels and bits as stored.
+/// The headers of a WebP, BMP, TIFF or GIF file: size, channels and bits as stored. The
+/// crate's decoder is built to read them, so a panic in it is caught here, as in the
+/// decode itself ([`DecodeError::Panicked`]).
 pub(crate) fn peek(bytes: &[u8], format: Format) -> Result<ImageInfo, DecodeError> {
+    std::panic::catch_unwind(|| peek_unguarded(bytes, format)).unwrap_or_else(|p| {
+        Err(DecodeError::Panicked(crate::error::panic_message(
+            p.as_ref(),
+        )))
+    })
+}
+
+fn peek_unguarded(bytes: &[u8], format: Format) -> Result<ImageInfo, DecodeError> {
     let dec = open(bytes, format)?;
     let (width, height) = dec.dimensions();
     let stored = dec.original_color_type();

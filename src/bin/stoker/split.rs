@@ -190,7 +190,10 @@ pub fn split(_ctx: Ctx, a: &SplitArgs) -> Res<Report> {
     };
     let data = common::open_dataset(dir)?;
     if data.is_empty() {
-        return Err(format!("no images in {}", dir.display()).into());
+        return Err(crate::common::fail(
+            crate::common::Cause::NoInput,
+            format!("no images in {}", dir.display()),
+        ));
     }
     let listed = data.clone();
     let mut spec = SplitSpec::fraction(val).seed(a.seed.unwrap_or(0));

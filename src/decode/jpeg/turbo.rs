@@ -181,59 +181,81 @@ fn verdict(seen: &Seen, scans: &Scans, bytes: &[u8]) -> Option<DecodeWarning> {
         };
         return Some(DecodeWarning::new(WarningKind::Damaged, m));
     }
-    if seen.eof {
-        let at_boundary = !scans.arithmetic
-            && if scans.progressive {
-                scans.dc_complete
-            } else {
-                scans.sequential_complete
-            };
-        return Some(if at_boundary {
-            DecodeWarning::new(
-                WarningKind::Incomplete,
-                "Premature end of JPEG file, after a complete scan (no end-of-image marker)",
-            )
-        } else if scans.arithmetic {
-            DecodeWarning::new(
-                WarningKind::Damaged,
-                "Premature end of JPEG file in arithmetic-coded data (where it ends is unknown)",
-            )
+    // Every fault found is a candidate; the most severe wins (the first of equals), so a
+    // harmless one never hides damage.
+    let candidates = [
+        seen.eof.then(|| eof_warning(scans)),
+        extraneous_warning(seen, bytes),
+        scans
+            .unrefined
+            .as_ref()
+            .filter(|_| scans.progressive)
+            .map(|u| {
+                DecodeWarning::new(
+                    WarningKind::Incomplete,
+                    format!("progressive JPEG without its last refinement scans ({u})"),
+                )
+            }),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .fold(None, |best, w| match best {
+            Some(b) if b.kind >= w.kind => Some(b),
+            _ => Some(w),
+        })
+}
+
+/// The verdict on data that ran out (no `HIT_MARKER`): at a scan boundary, or not.
+fn eof_warning(scans: &Scans) -> DecodeWarning {
+    let at_boundary = !scans.arithmetic
+        && if scans.progressive {
+            scans.dc_complete
         } else {
-            DecodeWarning::new(
-                WarningKind::Damaged,
-                "Premature end of JPEG file before every component had a scan",
-            )
-        });
+            scans.sequential_complete
+        };
+    if at_boundary {
+        DecodeWarning::new(
+            WarningKind::Incomplete,
+            "Premature end of JPEG file, after a complete scan (no end-of-image marker)",
+        )
+    } else if scans.arithmetic {
+        DecodeWarning::new(
+            WarningKind::Damaged,
+            "Premature end of JPEG file in arithmetic-coded data (where it ends is unknown)",
+        )
+    } else {
+        DecodeWarning::new(
+            WarningKind::Damaged,
+            "Premature end of JPEG file before every component had a scan",
+        )
     }
-    if !seen.extraneous.is_empty() {
-        let gaps = crate::decode::jpeg::markers::segment_gaps(bytes);
-        for (n, marker, m) in &seen.extraneous {
-            if !gaps.contains(&(*n as usize, *marker)) && *n > TRAILING_PADDING_MAX {
-                return Some(DecodeWarning::new(
-                    WarningKind::Damaged,
-                    format!(
-                        "{m}: after a scan's entropy-coded data, the decoder stopped short \
-                         of them, as corrupt data makes it do"
-                    ),
-                ));
-            }
-        }
-        if seen.extraneous_more {
+}
+
+/// The verdict on libjpeg's extraneous-bytes warnings: between segments (found in the
+/// file) or a few after a scan they are harmless; more after a scan, or too many runs,
+/// mean the decoder stopped short of the data.
+fn extraneous_warning(seen: &Seen, bytes: &[u8]) -> Option<DecodeWarning> {
+    let (_, _, first) = seen.extraneous.first()?;
+    let gaps = crate::decode::jpeg::markers::segment_gaps(bytes);
+    for (n, marker, m) in &seen.extraneous {
+        if !gaps.contains(&(*n as usize, *marker)) && *n > TRAILING_PADDING_MAX {
             return Some(DecodeWarning::new(
                 WarningKind::Damaged,
-                format!("more than {MAX_EXTRANEOUS} runs of extraneous bytes"),
+                format!(
+                    "{m}: after a scan's entropy-coded data, the decoder stopped short \
+                     of them, as corrupt data makes it do"
+                ),
             ));
         }
-        let m = &seen.extraneous[0].2;
-        return Some(DecodeWarning::new(WarningKind::Extraneous, m.clone()));
     }
-    if let (true, Some(u)) = (scans.progressive, &scans.unrefined) {
+    if seen.extraneous_more {
         return Some(DecodeWarning::new(
-            WarningKind::Incomplete,
-            format!("progressive JPEG without its last refinement scans ({u})"),
+            WarningKind::Damaged,
+            format!("more than {MAX_EXTRANEOUS} runs of extraneous bytes"),
         ));
     }
-    None
+    Some(DecodeWarning::new(WarningKind::Extraneous, first.clone()))
 }
 
 /// Reads what [`Scans`] needs from a decompressor that has read its input.
@@ -679,6 +701,31 @@ mod tests {
             sequential_complete: !progressive && complete,
             progressive,
         }
+    }
+
+    #[test]
+    fn the_most_severe_fault_wins() {
+        // The data ends at a scan boundary (Incomplete) but a scan also stopped 40 bytes
+        // short of its data (Damaged): the damage decides.
+        let seen = Seen {
+            eof: true,
+            extraneous: vec![(40, 0xDA, "40 extraneous bytes before marker 0xda".into())],
+            ..Seen::default()
+        };
+        let w = verdict(&seen, &scans(true, true), &[0xFF, 0xD8]);
+        assert_eq!(w.map(|w| w.kind), Some(WarningKind::Damaged));
+        // Two faults of one severity: the first is kept.
+        let eof = Seen {
+            eof: true,
+            ..Seen::default()
+        };
+        let unrefined = Scans {
+            unrefined: Some("component 0".into()),
+            ..scans(true, true)
+        };
+        let w = verdict(&eof, &unrefined, &[0xFF, 0xD8]).expect("a warning");
+        assert_eq!(w.kind, WarningKind::Incomplete);
+        assert!(w.message.contains("Premature end"), "{}", w.message);
     }
 
     #[test]

@@ -290,7 +290,10 @@ pub fn measure(ctx: Ctx, a: &DecodeBenchArgs) -> Res<DecodeReport> {
     }
     pb.finish_and_clear();
     if inputs.files.is_empty() {
-        return Err(format!("no readable images in {}", dir.display()).into());
+        return Err(crate::common::fail(
+            crate::common::Cause::NoInput,
+            format!("no readable images in {}", dir.display()),
+        ));
     }
     inputs.bytes = inputs.files.iter().map(|f| f.len() as u64).sum();
     let files = &inputs.files;

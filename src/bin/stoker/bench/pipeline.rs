@@ -192,7 +192,10 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
     let dir = common::resolve_dir(a.images.as_deref(), SAMPLES_DIR, "--images")?;
     let data = common::open_dataset(&dir)?;
     if data.is_empty() {
-        return Err(format!("no images in {}", dir.display()).into());
+        return Err(crate::common::fail(
+            crate::common::Cause::NoInput,
+            format!("no images in {}", dir.display()),
+        ));
     }
     let mut aug = Augment::new()
         .random_resized_crop(a.size, (0.08, 1.0), (3.0 / 4.0, 4.0 / 3.0))
@@ -333,15 +336,6 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
     })
 }
 
-/// The name `--dtype` takes and the JSON report holds.
-fn dtype_name(d: DType) -> &'static str {
-    match d {
-        DType::U8 => "u8",
-        DType::F16 => "f16",
-        DType::F32 => "f32",
-    }
-}
-
 impl PipelineReport {
     /// The `--plot` chart: each batch's input wait against its arrival, a line per
     /// backend that ran.
@@ -368,7 +362,7 @@ impl PipelineReport {
                 self.batch,
                 self.size,
                 self.size,
-                dtype_name(self.dtype),
+                self.dtype.name(),
                 self.step_ms
             ),
             "seconds since the backend's first epoch started",
@@ -428,7 +422,7 @@ impl PipelineReport {
             self.batch,
             self.size,
             self.size,
-            dtype_name(self.dtype),
+            self.dtype.name(),
             self.step_ms,
             with_notes(&t, &notes)
         )
@@ -452,8 +446,8 @@ mod tests {
     #[test]
     fn dtype_names_are_the_serialised_ones() {
         for d in [DType::U8, DType::F16, DType::F32] {
-            assert_eq!(serde_json::to_value(d).unwrap(), dtype_name(d));
-            assert_eq!(dtype_name(d).parse::<DType>().unwrap(), d);
+            assert_eq!(serde_json::to_value(d).unwrap(), d.name());
+            assert_eq!(d.name().parse::<DType>().unwrap(), d);
         }
     }
 }
