@@ -80,6 +80,12 @@ fi
 # when no adapter is found; without it they skip on a machine without Vulkan.
 export STOKER_REQUIRE_WGPU="${STOKER_REQUIRE_WGPU:-0}"
 
+# One build from scratch: incremental state would only add disk (gigabytes over all the
+# feature combinations below) and time. Say how much disk there is, since a full disk shows
+# up as a linker failure.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+echo "== disk free for target/: $(df -h . | awk 'NR == 2 { print $4 }')"
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
