@@ -223,6 +223,9 @@ pub enum SampleErrorKind {
     Mask,
     /// A shard record is damaged: a checksum fails, a length is wrong, it is cut short.
     Corrupt,
+    /// The sample's label is not a class id stoker takes (above [`crate::MAX_LABEL`],
+    /// negative, or not a number).
+    Label,
     /// An internal failure while processing the sample (a bug: please report it).
     Internal,
 }

@@ -126,7 +126,7 @@ pub use decode::{Limits, WarningKind};
 pub use error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
 pub use pipeline::{Batch, Epoch, OnError, Pipeline, PipelineBuilder, SampleWarning, Stats};
 pub use source::split::SplitSpec;
-pub use source::{Dataset, Sample, Split, Subset};
+pub use source::{Dataset, Sample, Split, Subset, MAX_LABEL};
 
 /// The README's examples, compiled as doc tests.
 #[doc = include_str!("../README.md")]

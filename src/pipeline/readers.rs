@@ -33,6 +33,7 @@ pub(crate) fn read_location(
             crate::source::shards::read_range(path, *offset, *len, limits.max_bytes, buf)
                 .map_err(|e| SampleError::new(s, SampleErrorKind::Corrupt, format!("{what}: {e}")))
         }
+        Location::Refused { kind, reason } => Err(SampleError::new(s, *kind, reason.to_string())),
         Location::Memory(bytes) => {
             if bytes.len() as u64 > limits.max_bytes {
                 return Err(SampleError::new(

@@ -207,8 +207,7 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
             continue;
         };
         match label {
-            Some(l) => {
-                max_label = Some(max_label.map_or(l, |m| m.max(l)));
+            Some(_) => {
                 labelled.get_or_insert(n);
             }
             None => {
@@ -227,29 +226,39 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
                 "path {path:?} must be relative and stay below the list's folder"
             )));
         }
-        samples.push(file_sample(&root, root.join(rel), label)?);
+        // A label above MAX_LABEL is the sample's problem, reported every epoch, not the
+        // list's: the rest of the list is still read.
+        let label = label.map(|l| {
+            let value = l.parse::<i128>().unwrap_or(i128::MAX);
+            super::checked_label(value, l, &format!("{} line {n}", list.display()))
+        });
+        let mut sample = file_sample(&root, root.join(rel), None)?;
+        match label {
+            Some(Ok(l)) => {
+                max_label = Some(max_label.map_or(l, |m| m.max(l)));
+                sample.label = Some(l);
+            }
+            Some(Err(refused)) => sample.location = refused,
+            None => {}
+        }
+        samples.push(sample);
     }
     Dataset::from_samples(Some(root), samples, super::numbered_classes(max_label))
 }
 
-/// The largest label a file list takes: a class name is made for every id up to the
-/// largest label, so a stray huge number must not allocate billions of them.
-const MAX_LABEL: u32 = (1 << 20) - 1;
-
 /// One line of a file list (see [`Dataset::files`]): `None` for a blank or comment line, else
-/// the path and the label; `Err` says what is malformed.
-fn parse_list_line(raw: &str) -> std::result::Result<Option<(&str, Option<u32>)>, String> {
+/// the path and the label's digits; `Err` says what is malformed.
+fn parse_list_line<'a>(
+    raw: &'a str,
+) -> std::result::Result<Option<(&'a str, Option<&'a str>)>, String> {
     let line = raw.strip_suffix('\r').unwrap_or(raw);
     let trimmed = line.trim();
     if trimmed.is_empty() || trimmed.starts_with('#') {
         return Ok(None);
     }
-    let label_of = |l: &str| -> std::result::Result<u32, String> {
+    let label_of = |l: &'a str| -> std::result::Result<&'a str, String> {
         if !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()) {
-            l.parse::<u32>()
-                .ok()
-                .filter(|v| *v <= MAX_LABEL)
-                .ok_or_else(|| format!("label {l:?} is larger than {MAX_LABEL}"))
+            Ok(l)
         } else {
             Err(format!(
                 "label {l:?} is not a non-negative integer (a path with spaces needs a tab before its label)"

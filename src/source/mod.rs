@@ -51,6 +51,16 @@ pub enum Location {
         /// Bytes.
         len: u64,
     },
+    /// Nowhere: listing found this sample but it cannot be delivered (a label above
+    /// [`MAX_LABEL`], a damaged region of a shard that no sample key can be read from).
+    /// Every epoch reports it, with `kind` and `reason`, in place of delivering it, so it is
+    /// counted like any other failed sample and never silently left out.
+    Refused {
+        /// The category it is reported under.
+        kind: SampleErrorKind,
+        /// Why, with where (the file, the offset, the value).
+        reason: Arc<str>,
+    },
 }
 
 impl Location {
@@ -93,6 +103,10 @@ impl Location {
                 shards::read_parquet(cell, max_bytes, &mut buf)?;
                 Ok(buf)
             }
+            Location::Refused { kind, reason } => Err(shards::ReadError::Refused {
+                kind: *kind,
+                reason: Arc::clone(reason),
+            }),
         }
     }
 }
@@ -193,6 +207,29 @@ impl Sample {
 /// (UTF-8, `/` separators). It depends on the path alone, never on listing order.
 pub fn sample_id(rel_path: &str) -> u64 {
     mix64(fnv1a64(rel_path.as_bytes()))
+}
+
+/// The largest class label stoker takes: 2^20 - 1 (1,048,575). Labels are data, never a
+/// size, but a dataset whose labels are bare numbers gets a class name for every id up to
+/// its largest label ([`Dataset::classes`]), so the bound keeps that list small (a few tens
+/// of MB at most). A sample whose label is larger (or negative, or not a number) is listed
+/// and reported every epoch with [`SampleErrorKind::Label`], never delivered with a wrong
+/// label and never allowed to abort listing.
+pub const MAX_LABEL: u32 = (1 << 20) - 1;
+
+/// A label as a source records it (`raw`, for the report), checked against [`MAX_LABEL`]:
+/// `Ok` with the label, or `Err` with the location that reports it.
+pub(crate) fn checked_label(value: i128, raw: &str, at: &str) -> std::result::Result<u32, Location> {
+    u32::try_from(value)
+        .ok()
+        .filter(|l| *l <= MAX_LABEL)
+        .ok_or_else(|| Location::Refused {
+            kind: SampleErrorKind::Label,
+            reason: format!(
+                "{at}: label {raw} is not a class id from 0 to {MAX_LABEL} (stoker::MAX_LABEL)"
+            )
+            .into(),
+        })
 }
 
 /// Class names `"0"` to `max` for sources whose labels are bare ids.

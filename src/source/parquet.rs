@@ -239,8 +239,9 @@ pub fn read_cell(
     Ok(())
 }
 
-/// The labels of every row (`None` for nulls), from an integer column.
-fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option<u32>>> {
+/// The labels of every row (`None` for nulls), from an integer column, as recorded (they
+/// are checked against [`crate::MAX_LABEL`] per sample).
+fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option<i128>>> {
     let f = File::open(path).map_err(|e| Error::io(path, e))?;
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, m.clone())
         .with_projection(ProjectionMask::leaves(m.parquet_schema(), [col]))
@@ -256,7 +257,7 @@ fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option
                 $(
                     if let Some(a) = c.as_any().downcast_ref::<$t>() {
                         out.extend((0..a.len()).map(|i| {
-                            (!a.is_null(i)).then(|| a.value(i)).and_then(|v| u32::try_from(v).ok())
+                            (!a.is_null(i)).then(|| i128::from(a.value(i)))
                         }));
                         continue;
                     }
@@ -325,10 +326,18 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
                 column: Arc::clone(column),
             };
             let path_s = format!("{name}/{i:08}");
+            let (location, label) = match label.map(|v| {
+                let at = format!("{} row {i}", path.display());
+                crate::source::checked_label(v, &v.to_string(), &at)
+            }) {
+                None => (Location::Parquet(cell(&image)), None),
+                Some(Ok(l)) => (Location::Parquet(cell(&image)), Some(l)),
+                Some(Err(refused)) => (refused, None),
+            };
             samples.push(Sample {
                 id: sample_id(&path_s),
                 path: path_s,
-                location: Location::Parquet(cell(&image)),
+                location,
                 label,
                 mask: has_mask.then(|| Location::Parquet(cell(&mask_col))),
                 group: None,

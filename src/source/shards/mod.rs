@@ -211,6 +211,14 @@ pub enum ReadError {
         /// The file.
         path: PathBuf,
     },
+    /// Listing found the sample but it cannot be delivered ([`Location::Refused`]).
+    #[error("{reason}")]
+    Refused {
+        /// The category it is reported under.
+        kind: crate::error::SampleErrorKind,
+        /// Why, with where.
+        reason: Arc<str>,
+    },
     /// A Parquet cell could not be read (`source::parquet::CellError`).
     #[error(transparent)]
     Parquet(Box<dyn std::error::Error + Send + Sync>),
@@ -526,7 +534,7 @@ fn dataset(
                     ));
                 }
             }
-            if let (Some(class), Some(label)) = (&e.class, e.label) {
+            if let (Some(class), Some(label)) = (&e.class, e.label.filter(|l| *l <= super::MAX_LABEL)) {
                 match names.get(&label) {
                     None => {
                         names.insert(label, (class.clone(), samples.len()));
@@ -540,12 +548,22 @@ fn dataset(
                     Some(_) => {}
                 }
             }
-            let (location, mask) = locate(shard, i, e);
+            let (mut location, mask) = locate(shard, i, e);
+            let label = match e.label.map(|l| {
+                let at = format!("{} entry {i}", shard.display());
+                super::checked_label(l.into(), &l.to_string(), &at)
+            }) {
+                Some(Err(refused)) => {
+                    location = refused;
+                    None
+                }
+                label => label.and_then(|l| l.ok()),
+            };
             samples.push(Sample {
                 id,
                 path,
                 location,
-                label: e.label,
+                label,
                 mask,
                 group: None,
             });
