@@ -233,3 +233,73 @@ fn file_lists_refuse_a_malformed_line_with_its_number() {
         assert!(e.contains(why), "{text:?}: {e}");
     }
 }
+
+/// A label is data, never a size: a stray huge label (the 4,000,000,000, one just
+/// above the bound, one too long for any integer type) neither aborts listing nor sizes the
+/// class list; each such sample is reported every epoch with kind `Label`, its path and the
+/// list's line, and the rest are delivered with their labels.
+#[test]
+fn labels_above_the_bound_are_reported_per_sample_and_size_nothing() {
+    use stoker::{Augment, OnError, Pipeline, SampleErrorKind, MAX_LABEL};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jpg = std::fs::read(common::data_dir().join("formats/coffee.jpg")).expect("jpg");
+    let big = format!("{}", u64::from(MAX_LABEL) + 1);
+    let lines = [
+        ("a.jpg", "3".to_string()),
+        ("b.jpg", "4000000000".to_string()),
+        ("c.jpg", big.clone()),
+        ("d.jpg", MAX_LABEL.to_string()),
+        (
+            "e.jpg",
+            "123456789012345678901234567890123456789012345678901234567890".into(),
+        ),
+        ("f.jpg", "0".to_string()),
+    ];
+    let mut text = String::new();
+    for (name, label) in &lines {
+        common::write(dir.path(), name, &jpg);
+        text.push_str(&format!("{name} {label}\n"));
+    }
+    let data = list(dir.path(), &text).expect("the list is read despite the labels");
+    assert_eq!(data.len(), lines.len(), "every line is a sample");
+    assert_eq!(
+        data.classes().len(),
+        MAX_LABEL as usize + 1,
+        "classes run to the largest label taken, not to 4e9"
+    );
+    let refused = ["b.jpg", "c.jpg", "e.jpg"];
+    for epoch in 0..2 {
+        let pipe = Pipeline::builder(data.clone().all())
+            .augment(Augment::new().resize(16, 16))
+            .batch_size(2)
+            .on_error(OnError::Skip)
+            .build()
+            .expect("pipeline");
+        let (mut delivered, mut reported) = (Vec::new(), Vec::new());
+        for b in pipe.epoch(epoch).expect("epoch") {
+            let b = b.expect("batch");
+            for (id, label) in b.ids().iter().zip(b.labels()) {
+                let s = data.samples().iter().find(|s| s.id == *id).expect("id");
+                delivered.push((s.path.clone(), *label));
+            }
+            for e in b.errors() {
+                assert_eq!(e.kind, SampleErrorKind::Label, "{e}");
+                assert!(e.reason.contains("list.txt line"), "{e}");
+                assert!(e.reason.contains("MAX_LABEL"), "{e}");
+                reported.push(e.path.clone());
+            }
+        }
+        delivered.sort();
+        reported.sort();
+        assert_eq!(
+            delivered,
+            [
+                ("a.jpg".to_string(), Some(3)),
+                ("d.jpg".to_string(), Some(MAX_LABEL)),
+                ("f.jpg".to_string(), Some(0))
+            ],
+            "epoch {epoch}"
+        );
+        assert_eq!(reported, refused, "epoch {epoch}");
+    }
+}

@@ -57,7 +57,7 @@ pub(crate) fn read_location(
                     format!("{what} {}: {e}", path.display()),
                 )
             };
-            let mut f = std::fs::File::open(path).map_err(io)?;
+            let mut f = crate::source::fsio::open_regular(path).map_err(io)?;
             let len = f.metadata().map_err(io)?.len();
             if len > limits.max_bytes {
                 return Err(SampleError::new(

@@ -80,6 +80,26 @@ fn read_dir_sorted(dir: &Path, mut skips: Option<&mut Skips>) -> Result<Vec<Path
     Ok(out)
 }
 
+/// What a folder entry is, following symlinks: only folders and regular files are
+/// entered or taken.
+enum Entry {
+    Folder,
+    File,
+    /// Neither: why it is skipped.
+    Other(SkipReason),
+}
+
+fn entry_kind(p: &Path) -> Entry {
+    match std::fs::metadata(p) {
+        Ok(m) if m.is_dir() => Entry::Folder,
+        Ok(m) if m.is_file() => Entry::File,
+        Ok(m) => Entry::Other(SkipReason::NotAFile(
+            super::fsio::kind_of(&m.file_type()).to_string(),
+        )),
+        Err(e) => Entry::Other(SkipReason::Unreadable(e.to_string())),
+    }
+}
+
 /// All image files below `dir`, recursively, sorted; with `skips`, the other files (and
 /// hidden folders) are reported there.
 fn images_below(
@@ -94,15 +114,28 @@ fn images_below(
             format!("folder nesting deeper than {MAX_DEPTH} (a symlink loop?)"),
         ));
     }
-    for p in read_dir_sorted(dir, skips.as_deref_mut())? {
-        if p.is_dir() {
-            images_below(&p, depth + 1, out, skips.as_deref_mut())?;
-        } else {
-            match (not_image(&p), skips.as_deref_mut()) {
+    let entries = match (
+        read_dir_sorted(dir, skips.as_deref_mut()),
+        skips.as_deref_mut(),
+    ) {
+        (Ok(e), _) => e,
+        // A sub-folder that cannot be read is reported and the rest listed; the folder
+        // asked for must be readable.
+        (Err(Error::Io { source, .. }), Some(s)) if depth > 0 => {
+            return s.add(dir, SkipReason::Unreadable(source.to_string()));
+        }
+        (Err(e), _) => return Err(e),
+    };
+    for p in entries {
+        match (entry_kind(&p), skips.as_deref_mut()) {
+            (Entry::Folder, skips) => images_below(&p, depth + 1, out, skips)?,
+            (Entry::File, skips) => match (not_image(&p), skips) {
                 (None, _) => out.push(p),
                 (Some(ext), Some(s)) => s.add(&p, SkipReason::Extension(ext))?,
                 (Some(_), None) => {}
-            }
+            },
+            (Entry::Other(reason), Some(s)) => s.add(&p, reason)?,
+            (Entry::Other(_), None) => {}
         }
     }
     Ok(())
@@ -134,11 +167,14 @@ pub fn image_folder(root: &Path) -> Result<Dataset> {
     };
     let mut classes = Vec::new();
     for p in read_dir_sorted(root, Some(&mut skips))? {
-        if p.is_dir() {
-            classes.push(p);
-        } else {
-            let reason = not_image(&p).map_or(SkipReason::OutsideClasses, SkipReason::Extension);
-            skips.add(&p, reason)?;
+        match entry_kind(&p) {
+            Entry::Folder => classes.push(p),
+            Entry::File => {
+                let reason =
+                    not_image(&p).map_or(SkipReason::OutsideClasses, SkipReason::Extension);
+                skips.add(&p, reason)?;
+            }
+            Entry::Other(reason) => skips.add(&p, reason)?,
         }
     }
     if classes.is_empty() {
@@ -186,7 +222,8 @@ pub fn flat(root: &Path) -> Result<Dataset> {
 
 /// A file list, in the format documented at [`Dataset::files`].
 pub fn file_list(list: &Path) -> Result<Dataset> {
-    let text = std::fs::read_to_string(list).map_err(|e| Error::io(list, e))?;
+    let text = super::fsio::read_text(list, MAX_LIST_BYTES)
+        .map_err(|e| Error::source_at(list, e.to_string()))?;
     let root = list
         .parent()
         .map(Path::to_path_buf)
@@ -245,6 +282,10 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
     }
     Dataset::from_samples(Some(root), samples, super::numbered_classes(max_label))
 }
+
+/// The largest file list read (1 GiB: some ten million lines), so that a list that is
+/// really a device or a runaway file cannot take all memory.
+pub const MAX_LIST_BYTES: u64 = 1 << 30;
 
 /// One line of a file list (see [`Dataset::files`]): `None` for a blank or comment line, else
 /// the path and the label's digits; `Err` says what is malformed.

@@ -14,6 +14,7 @@
 //! ```
 
 pub mod files;
+pub mod fsio;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod sampler;
@@ -78,15 +79,9 @@ impl Location {
                 Ok(b.to_vec())
             }
             Location::File(p) => {
-                let file = |error| shards::ReadError::File {
-                    path: p.clone(),
-                    error,
-                };
-                let len = std::fs::metadata(p).map_err(file)?.len();
-                if len > max_bytes {
-                    return Err(too_big(len));
-                }
-                std::fs::read(p).map_err(file)
+                let mut buf = Vec::new();
+                fsio::read_bounded(p, max_bytes, &mut buf)?;
+                Ok(buf)
             }
             Location::Record(field) => {
                 let mut buf = Vec::new();
@@ -219,7 +214,11 @@ pub const MAX_LABEL: u32 = (1 << 20) - 1;
 
 /// A label as a source records it (`raw`, for the report), checked against [`MAX_LABEL`]:
 /// `Ok` with the label, or `Err` with the location that reports it.
-pub(crate) fn checked_label(value: i128, raw: &str, at: &str) -> std::result::Result<u32, Location> {
+pub(crate) fn checked_label(
+    value: i128,
+    raw: &str,
+    at: &str,
+) -> std::result::Result<u32, Location> {
     u32::try_from(value)
         .ok()
         .filter(|l| *l <= MAX_LABEL)
@@ -259,6 +258,13 @@ pub enum SkipReason {
     Hidden,
     /// A file directly in the root of an image-folder tree, outside every class folder.
     OutsideClasses,
+    /// Not a regular file or folder: a FIFO, a socket, a device (what it is, in words, from
+    /// [`fsio::kind_of`]). Only regular files (and symlinks to them) are samples, so no read
+    /// can block on a FIFO or run on forever from `/dev/zero`.
+    NotAFile(String),
+    /// A folder that could not be read, or an entry whose type could not be found (a broken
+    /// symlink); what the operating system said. The rest of the dataset is listed.
+    Unreadable(String),
 }
 
 impl std::fmt::Display for SkipReason {
@@ -270,6 +276,8 @@ impl std::fmt::Display for SkipReason {
             SkipReason::Extension(e) => write!(f, "extension .{e} is not a format stoker decodes"),
             SkipReason::Hidden => f.write_str("hidden (name starts with '.')"),
             SkipReason::OutsideClasses => f.write_str("not inside a class folder"),
+            SkipReason::NotAFile(kind) => write!(f, "a {kind}, not a regular file"),
+            SkipReason::Unreadable(why) => write!(f, "cannot be read: {why}"),
         }
     }
 }
@@ -323,6 +331,8 @@ impl Dataset {
                     SkipReason::Extension(e) => format!(".{e}"),
                     SkipReason::Hidden => "hidden".to_string(),
                     SkipReason::OutsideClasses => "outside class folders".to_string(),
+                    SkipReason::NotAFile(_) => "not regular files".to_string(),
+                    SkipReason::Unreadable(_) => "unreadable".to_string(),
                 };
                 *counts.entry(key).or_default() += 1;
             }

@@ -12,7 +12,6 @@
 //! are read in parallel.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -150,7 +149,7 @@ fn metadata(path: &Path) -> std::result::Result<ArrowReaderMetadata, FileError> 
             return Ok(m);
         }
     }
-    let f = File::open(path).map_err(|error| FileError::Open {
+    let f = super::fsio::open_regular(path).map_err(|error| FileError::Open {
         path: path.to_path_buf(),
         error,
     })?;
@@ -212,7 +211,7 @@ pub fn read_cell(
     let col =
         leaf(&m, &cell.column).ok_or_else(|| at(CellFault::NoColumn(Arc::clone(&cell.column))))?;
     let mask = ProjectionMask::leaves(m.parquet_schema(), [col]);
-    let f = File::open(&cell.path).map_err(|e| at(CellFault::Open(e)))?;
+    let f = super::fsio::open_regular(&cell.path).map_err(|e| at(CellFault::Open(e)))?;
     let mut reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, m)
         .with_row_groups(vec![cell.row_group])
         .with_projection(mask)
@@ -242,7 +241,7 @@ pub fn read_cell(
 /// The labels of every row (`None` for nulls), from an integer column, as recorded (they
 /// are checked against [`crate::MAX_LABEL`] per sample).
 fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option<i128>>> {
-    let f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let f = super::fsio::open_regular(path).map_err(|e| Error::io(path, e))?;
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, m.clone())
         .with_projection(ProjectionMask::leaves(m.parquet_schema(), [col]))
         .with_batch_size(8192)

@@ -120,7 +120,9 @@ pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
     for file in &a.files {
         let name = out_name(file, &mut used);
         let r: Result<Decoded, String> = (|| {
-            let bytes = std::fs::read(file).map_err(|e| format!("cannot read: {e}"))?;
+            let mut bytes = Vec::new();
+            stoker::source::fsio::read_bounded(file, Limits::default().max_bytes, &mut bytes)
+                .map_err(|e| format!("cannot read: {e}"))?;
             let info = match device.as_mut() {
                 Some(d) => d
                     .decode_one(&bytes, &opts, &mut img)

@@ -275,7 +275,7 @@ pub(super) fn with_shard<T>(
             *slot = Some(Cursor {
                 path: path.to_path_buf(),
                 stamp,
-                file: BufReader::with_capacity(READ_AHEAD, File::open(path)?),
+                file: BufReader::with_capacity(READ_AHEAD, super::fsio::open_regular(path)?),
                 end: u64::MAX,
             });
         }
@@ -534,7 +534,9 @@ fn dataset(
                     ));
                 }
             }
-            if let (Some(class), Some(label)) = (&e.class, e.label.filter(|l| *l <= super::MAX_LABEL)) {
+            if let (Some(class), Some(label)) =
+                (&e.class, e.label.filter(|l| *l <= super::MAX_LABEL))
+            {
                 match names.get(&label) {
                     None => {
                         names.insert(label, (class.clone(), samples.len()));

@@ -319,10 +319,12 @@ impl ShardWriter {
         let classes = self.classes_path();
         let (mut samples, mut bytes) = (0u64, 0u64);
         let mut unreadable = Vec::new();
+        // The pipeline's readers' byte limit: a sample it would refuse is not copied.
+        let max_bytes = crate::decode::Limits::default().max_bytes;
         for (i, s) in data.samples().iter().enumerate() {
-            let read = s.location.read(u64::MAX).and_then(|image| {
+            let read = s.location.read(max_bytes).and_then(|image| {
                 let mask = match &s.mask {
-                    Some(m) => Some(m.read(u64::MAX)?),
+                    Some(m) => Some(m.read(max_bytes)?),
                     None => None,
                 };
                 Ok((image, mask))
