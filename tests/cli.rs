@@ -464,6 +464,30 @@ fn usage_errors_exit_2_and_help_lists_the_codes() {
             .is_some_and(|m| m.contains("nope")),
         "{e}"
     );
+    // Batches that cannot fit in memory: refused before anything is allocated (this
+    // aborted, allocating 206 GB).
+    let samples = common::data_dir().join("samples");
+    let e = failing(
+        &[
+            "bench",
+            "pipeline",
+            "--images",
+            path(&samples),
+            "--size",
+            "16384",
+            "--batch",
+            "64",
+            "--epochs",
+            "1",
+            "--backend",
+            "cpu",
+        ],
+        &[],
+        2,
+        "usage",
+    );
+    let m = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("memory") && m.contains("bytes)"), "{e}");
     let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
         .arg("--help")
         .output()

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use stoker::{
-    Augment, BackendKind, Dataset, Error, OnError, Pipeline, SampleErrorKind, SplitSpec, Subset,
+    Augment, BackendKind, DType, Dataset, Error, OnError, Pipeline, SampleErrorKind, SplitSpec,
+    Subset,
 };
 
 /// Writes a file list with good and bad samples; returns (list path, bad relative paths).
@@ -401,6 +402,56 @@ fn bad_configurations_are_errors_not_panics() {
     }
     assert!(b().backend(stoker::BackendKind::Auto).build().is_ok());
     assert!(Dataset::image_folder(dir.path().join("nope")).is_err());
+}
+
+/// A configuration whose batches cannot fit in memory (`--size 16384 --batch 64` aborted
+/// allocating 206 GB) is a `Config` error of setting `memory` at `build`, naming the
+/// figure; `memory_limit` moves the bound, exactly at the need.
+#[test]
+fn a_configuration_that_cannot_fit_is_refused_at_build_naming_the_figure() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 1, 2, 6);
+    let sub = || Dataset::image_folder(dir.path()).expect("folder").all();
+    let huge = Pipeline::builder(sub())
+        .backend(BackendKind::Cpu)
+        .augment(Augment::new().resize(16384, 16384).dtype(DType::F32))
+        .batch_size(64)
+        .build();
+    // 16384 * 16384 * 3 * 4 bytes * 64 samples, two batch buffers in the ring.
+    let batch: u64 = 16384 * 16384 * 3 * 4 * 64;
+    match huge {
+        Err(Error::Config { setting, reason }) => {
+            assert_eq!(setting, "memory");
+            assert!(
+                reason.contains(&format!("({} bytes)", 2 * batch)),
+                "{reason}"
+            );
+            assert!(reason.contains(&format!("({batch} bytes)")), "{reason}");
+            assert!(reason.contains("16384x16384 f32"), "{reason}");
+        }
+        other => panic!("expected a memory error, got {other:?}"),
+    }
+    // 8 x 8 RGB u8, 4 per batch, 3 in the ring, a 1000-byte cache: 3 * 768 + 1000.
+    let need = 3 * 8 * 8 * 3 * 4 + 1000;
+    let small = |limit: u64| {
+        Pipeline::builder(sub())
+            .backend(BackendKind::Cpu)
+            .augment(Augment::new().resize(8, 8))
+            .batch_size(4)
+            .prefetch(3)
+            .cache_bytes(1000)
+            .memory_limit(limit)
+            .build()
+    };
+    assert!(small(need).is_ok());
+    match small(need - 1) {
+        Err(Error::Config { setting, reason }) => {
+            assert_eq!(setting, "memory");
+            assert!(reason.contains(&format!("{need} bytes")), "{reason}");
+            assert!(reason.contains("cache"), "{reason}");
+        }
+        other => panic!("expected a memory error, got {other:?}"),
+    }
 }
 
 #[test]

@@ -30,10 +30,13 @@ pub(crate) struct BatchBuffers {
 impl BatchBuffers {
     pub(crate) fn new(cfg: &Config) -> Result<Self> {
         Ok(BatchBuffers {
-            images: HostBuffer::new(cfg.batch_size * cfg.host_image_bytes()),
-            masks: cfg
-                .has_masks
-                .then(|| HostBuffer::new(cfg.batch_size * cfg.host_mask_bytes())),
+            images: HostBuffer::new(cfg.batch_size.saturating_mul(cfg.host_image_bytes()))?,
+            masks: match cfg.has_masks {
+                true => Some(HostBuffer::new(
+                    cfg.batch_size.saturating_mul(cfg.host_mask_bytes()),
+                )?),
+                false => None,
+            },
             gpu: match &cfg.batcher {
                 Some(g) => Some(
                     g.lock()
@@ -257,7 +260,7 @@ impl Batch {
         let Some(data) = bufs.read(plane, n)? else {
             return Ok(None);
         };
-        let mut copy = HostBuffer::new(n);
+        let mut copy = HostBuffer::new(n)?;
         match data.get(..n) {
             Some(d) => copy.bytes_mut().copy_from_slice(d),
             None => {

@@ -33,6 +33,7 @@ pub struct PipelineBuilder {
     shard_from_env: bool,
     drop_last: bool,
     hardware_decode: HardwareDecode,
+    memory_limit: Option<u64>,
     #[cfg(feature = "cuda")]
     cuda_user: Option<(
         std::sync::Arc<cudarc::driver::CudaContext>,
@@ -57,6 +58,7 @@ impl PipelineBuilder {
             limits: Limits::default(),
             strict_decode: true,
             cache_bytes: 0,
+            memory_limit: None,
             shard: None,
             shard_from_env: false,
             drop_last: false,
@@ -175,6 +177,19 @@ impl PipelineBuilder {
         self
     }
 
+    /// The most host memory the pipeline's batch buffers and decoded-sample cache may
+    /// hold (default: the memory the system says is available when [`build`] runs: Linux's
+    /// `MemAvailable`, or what the cgroup leaves, whichever is less; unchecked where neither
+    /// can be read). A configuration that needs more (say `--size 16384 --batch 64` in
+    /// `f32`: 206 GB a batch) is an [`Error::Config`] of setting `memory` at `build`,
+    /// naming the figure, rather than an allocation that aborts the process.
+    ///
+    /// [`build`]: PipelineBuilder::build
+    pub fn memory_limit(mut self, bytes: u64) -> Self {
+        self.memory_limit = Some(bytes);
+        self
+    }
+
     /// Keep up to `bytes` of decoded samples (before augmentation) across epochs.
     pub fn cache_bytes(mut self, bytes: u64) -> Self {
         self.cache_bytes = bytes;
@@ -278,6 +293,7 @@ impl PipelineBuilder {
             hardware: self.hardware_decode,
             strict: self.strict_decode,
         })?;
+        self.check_memory(has_masks, batcher.is_some())?;
         let (device_max_binding, hardware_decode) = match &batcher {
             Some(b) => (b.max_binding(), b.hardware_decode()),
             None => (u64::MAX, HardwareDecode::Off),
@@ -318,6 +334,53 @@ impl PipelineBuilder {
             staging: Arc::new(Mutex::new(Vec::new())),
             workers: Arc::new(Mutex::new(Vec::new())),
         })
+    }
+
+    /// Refuses a configuration whose host memory in flight (the ring of batch buffers, on
+    /// the host unless batches are made on a device, and the cache) is more than
+    /// [`PipelineBuilder::memory_limit`] or what the system has available.
+    fn check_memory(&self, has_masks: bool, on_device: bool) -> Result<()> {
+        let (w, h) = self.augment.get_output_size();
+        let image = self.augment.bytes_per_image() as u128;
+        let mask = if has_masks {
+            2 * u128::from(w) * u128::from(h)
+        } else {
+            0
+        };
+        let ring = self.prefetch.max(1) as u128;
+        let batch = if on_device {
+            0
+        } else {
+            (image + mask) * self.batch_size as u128
+        };
+        let need = ring * batch + u128::from(self.cache_bytes);
+        let (limit, whose) = match self.memory_limit {
+            Some(l) => (Some(l), "the memory_limit"),
+            None => (
+                super::memory::available_host_memory(),
+                "the memory available",
+            ),
+        };
+        match limit {
+            Some(limit) if need > u128::from(limit) => Err(Error::config(
+                "memory",
+                format!(
+                    "the pipeline would hold {} of host memory ({ring} batch buffer(s) of {} = {} samples of {w}x{h} {}{}{}), more than {whose}, {}; lower batch_size, the output size, prefetch or cache_bytes",
+                    super::memory::bytes_figure(need),
+                    super::memory::bytes_figure(batch),
+                    self.batch_size,
+                    self.augment.get_dtype().name(),
+                    if has_masks { " with masks" } else { "" },
+                    if self.cache_bytes > 0 {
+                        format!(", plus a cache of {}", super::memory::bytes_figure(self.cache_bytes.into()))
+                    } else {
+                        String::new()
+                    },
+                    super::memory::bytes_figure(limit.into()),
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Bytes of the largest output buffer of one batch: its images, or its masks.

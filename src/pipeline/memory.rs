@@ -18,12 +18,22 @@ pub(crate) struct HostBuffer {
 }
 
 impl HostBuffer {
-    /// A zeroed buffer of `len` bytes.
-    pub(crate) fn new(len: usize) -> Self {
-        HostBuffer {
-            words: vec![0; len.div_ceil(8)],
-            len,
-        }
+    /// A zeroed buffer of `len` bytes. Failing to allocate it is an error, not an abort
+    /// (the builder's memory check makes that rare).
+    pub(crate) fn new(len: usize) -> Result<Self, crate::Error> {
+        let words = len.div_ceil(8);
+        let mut v = Vec::new();
+        v.try_reserve_exact(words).map_err(|e| {
+            crate::Error::config(
+                "memory",
+                format!(
+                    "cannot allocate a batch buffer of {}: {e}",
+                    bytes_figure(len as u128)
+                ),
+            )
+        })?;
+        v.resize(words, 0);
+        Ok(HostBuffer { words: v, len })
     }
 
     /// Its length in bytes.
@@ -39,6 +49,43 @@ impl HostBuffer {
     /// The bytes, writable.
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
         &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.words)[..self.len]
+    }
+}
+
+/// Bytes as `206.2 GB (206158430208 bytes)`, for messages that name a figure.
+pub(crate) fn bytes_figure(bytes: u128) -> String {
+    let b = bytes as f64;
+    let (v, unit) = if b >= 1e12 {
+        (b / 1e12, "TB")
+    } else if b >= 1e9 {
+        (b / 1e9, "GB")
+    } else if b >= 1e6 {
+        (b / 1e6, "MB")
+    } else {
+        return format!("{bytes} bytes");
+    };
+    format!("{v:.1} {unit} ({bytes} bytes)")
+}
+
+/// The host memory this process can still have, where the system says: the least of
+/// Linux's `MemAvailable` and the cgroup's limit less its use (cgroup v2). `None` where
+/// neither can be read (another system): the configuration is then not checked against it.
+pub(crate) fn available_host_memory() -> Option<u64> {
+    let read = |p: &str| crate::source::fsio::read_text(std::path::Path::new(p), 1 << 20).ok();
+    let meminfo = read("/proc/meminfo").and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("MemAvailable:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|kb| kb.saturating_mul(1024))
+    });
+    let number = |p: &str| read(p).and_then(|t| t.trim().parse::<u64>().ok());
+    // "max" (no limit) does not parse, and leaves MemAvailable.
+    let cgroup = number("/sys/fs/cgroup/memory.max")
+        .map(|max| max.saturating_sub(number("/sys/fs/cgroup/memory.current").unwrap_or(0)));
+    match (meminfo, cgroup) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -131,7 +178,7 @@ mod tests {
 
     #[test]
     fn slots_are_claimed_once_and_written_concurrently() {
-        let mem = SlotMemory::share(HostBuffer::new(4 * 16), 4, 16).expect("fits");
+        let mem = SlotMemory::share(HostBuffer::new(4 * 16).expect("alloc"), 4, 16).expect("fits");
         assert!(mem.claim(4).is_none());
         let writers: Vec<SlotWriter> = (0..4).filter_map(|s| mem.claim(s)).collect();
         assert_eq!(writers.len(), 4);
@@ -152,11 +199,11 @@ mod tests {
 
     #[test]
     fn reclaim_fails_while_a_writer_lives() {
-        let mem = SlotMemory::share(HostBuffer::new(8), 1, 8).expect("fits");
+        let mem = SlotMemory::share(HostBuffer::new(8).expect("alloc"), 1, 8).expect("fits");
         let w = mem.claim(0);
         let mem = SlotMemory::reclaim(mem).expect_err("writer alive");
         drop(w);
         assert!(SlotMemory::reclaim(mem).is_ok());
-        assert!(SlotMemory::share(HostBuffer::new(8), 2, 8).is_err());
+        assert!(SlotMemory::share(HostBuffer::new(8).expect("alloc"), 2, 8).is_err());
     }
 }
