@@ -332,3 +332,124 @@ fn every_decodable_format_survives_conversion_to_both_shard_formats() {
         assert_eq!(batches(data.all(), 3), want, "{to}");
     }
 }
+
+/// `convert` loses nothing silently: zero-byte and text files named `.jpg` (which were
+/// written as `.bin` members and vanished on reading, 7 samples becoming 5 with
+/// `errors: []`) are reported by path and not written, and written plus reported is the
+/// input's count, in both formats, through the library and the command line.
+#[test]
+fn convert_reports_what_it_cannot_convert_and_its_counts_match() {
+    let mut rng = TestRng(fresh_seed("convert counts"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("folder");
+    folder_of(
+        &src,
+        &["a/0.png", "a/1.png", "b/2.png", "b/3.png", "b/4.png"],
+        &mut rng,
+    );
+    common::write(&src, "a/empty.jpg", b"");
+    common::write(&src, "b/notes.jpg", b"these are notes, not a JPEG\n");
+    let data = Dataset::image_folder(&src).expect("folder");
+    assert_eq!(data.len(), 7);
+    for (to, format) in [
+        ("tar", ShardFormat::Tar),
+        ("tfrecord", ShardFormat::TfRecord),
+    ] {
+        let out = dir.path().join(format!("lib-{to}"));
+        let done = ShardWriter::new(format, &out, "shard", 1 << 20)
+            .expect("writer")
+            .write_dataset(&data, |_| ())
+            .expect("convert");
+        let mut refused: Vec<(&str, String)> = done
+            .unreadable
+            .iter()
+            .map(|(i, e)| (data.samples()[*i].path.as_str(), e.to_string()))
+            .collect();
+        refused.sort();
+        assert_eq!(done.samples, 5, "{to}");
+        assert_eq!(refused.len(), 2, "{to}: {refused:?}");
+        assert_eq!(refused[0].0, "a/empty.jpg");
+        assert!(refused[0].1.contains("empty"), "{refused:?}");
+        assert_eq!(refused[1].0, "b/notes.jpg");
+        assert!(refused[1].1.contains("not a JPEG"), "{refused:?}");
+        let back = shards(to, &out).expect("listing");
+        assert_eq!(back.len(), 5, "{to}: every sample written reads back");
+        // The writer itself refuses an image it would not read back.
+        let mut w = ShardWriter::new(format, &dir.path().join(format!("add-{to}")), "s", 1 << 20)
+            .expect("writer");
+        assert!(w.add("x.jpg", b"", None, None).is_err());
+        assert!(w.add("y.jpg", b"plain text", None, None).is_err());
+
+        let out = dir.path().join(format!("cli-{to}"));
+        let run = Command::new(env!("CARGO_BIN_EXE_stoker"))
+            .arg("convert")
+            .arg(&src)
+            .args(["--to", to, "--out"])
+            .arg(&out)
+            .arg("--json")
+            .output()
+            .expect("run stoker");
+        assert_eq!(run.status.code(), Some(1), "partial: {:?}", run);
+        let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON");
+        assert_eq!(report["samples"], 5, "{report}");
+        let errors = report["errors"].as_array().expect("errors");
+        assert_eq!(errors.len(), 2, "{report}");
+        assert_eq!(shards(to, &out).expect("listing").len(), 5);
+    }
+}
+
+/// A shard appears under its final name only when complete: a `convert` killed at any
+/// moment leaves whole shards (each reads back with every record it holds, none cut
+/// short) and at most one `.partial` file, which readers do not list.
+#[test]
+fn an_interrupted_convert_leaves_only_whole_shards() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("folder");
+    let jpeg = std::fs::read(common::data_dir().join("jpeg/ljt_testorig.jpg")).expect("jpeg");
+    for i in 0..400 {
+        common::write(&src, &format!("c/{i:04}.jpg"), &jpeg);
+    }
+    for (k, delay_ms) in [30u64, 120, 400].into_iter().enumerate() {
+        let out = dir.path().join(format!("out{k}"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_stoker"))
+            .arg("convert")
+            .arg(&src)
+            .args(["--to", "tar", "--shard-size", "2MiB", "--out"])
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("run stoker");
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        let Ok(rd) = std::fs::read_dir(&out) else {
+            continue; // killed before it made the folder
+        };
+        let names: Vec<String> = rd
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().filter(|n| n.ends_with(".partial")).count() <= 1,
+            "{names:?}"
+        );
+        if !names.iter().any(|n| n.ends_with(".tar")) {
+            continue;
+        }
+        let back = Dataset::tar(&[out.clone()]).expect("the whole shards list");
+        let pipe = Pipeline::builder(back.clone().all())
+            .backend(BackendKind::Cpu)
+            .augment(Augment::new().resize(8, 8))
+            .batch_size(64)
+            .build()
+            .expect("pipeline");
+        let mut delivered = 0;
+        for b in pipe.epoch(0).expect("epoch") {
+            let b = b.expect("batch");
+            assert!(b.errors().is_empty(), "{:?}", b.errors());
+            delivered += b.len();
+        }
+        assert_eq!(delivered, back.len());
+    }
+}

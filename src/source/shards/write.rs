@@ -5,7 +5,8 @@
 //!
 //! In the output folder: shards `<prefix>-00000.<ext>`, `<prefix>-00001.<ext>`, ...
 //! (`tfrecord` or `tar`), each closed once it holds the shard size, the samples in the
-//! order given; beside each its index `<shard>.stoker-index` (a cache: rebuilt when
+//! order given, written whole under a temporary name (`<shard>.partial`) and then renamed,
+//! so a shard under its final name is complete even if the run was interrupted; beside each its index `<shard>.stoker-index` (a cache: rebuilt when
 //! missing or stale); and, when the dataset has classes, the class list
 //! `<prefix>.classes.json`: `{"format": "stoker-classes/1", "classes": ["cat", "dog"]}`,
 //! the class names by class id (what [`crate::Dataset::classes`] gives when the shards
@@ -21,7 +22,7 @@
 //! | feature | type | value |
 //! | --- | --- | --- |
 //! | `image/encoded` | bytes | the image file, byte for byte |
-//! | `image/format` | bytes | `jpg`, `png`, `webp`, `bmp`, `tif`, `gif` (from its first bytes), else `bin` |
+//! | `image/format` | bytes | `jpg`, `png`, `webp`, `bmp`, `tif`, `gif` (from its first bytes) |
 //! | `image/filename` | bytes | the sample's path |
 //! | `stoker/path` | bytes | the sample's path (read back as its path: [`super::ExampleKeys::path`]) |
 //! | `image/class/label` | int64 | the class id (labelled samples) |
@@ -35,7 +36,7 @@
 //!
 //! | member | value |
 //! | --- | --- |
-//! | `KEY.jpg` (`png`, `webp`, `bmp`, `tif`, `gif` from its first bytes, else `bin`) | the image file, byte for byte |
+//! | `KEY.jpg` (`png`, `webp`, `bmp`, `tif`, `gif` from its first bytes) | the image file, byte for byte |
 //! | `KEY.cls` | the class id, ASCII decimal (labelled samples) |
 //! | `KEY.cls.txt` | the class name, UTF-8 (labelled samples of a dataset with classes) |
 //! | `KEY.path.txt` | the sample's path, UTF-8 |
@@ -118,9 +119,35 @@ fn tar_member(tar: &mut ::tar::Builder<Vec<u8>>, name: &str, data: &[u8]) -> std
 }
 
 /// The extension of an encoded image, from its magic bytes (the decoder's own
-/// signatures, so every format it reads keeps its name); `bin` for anything else.
+/// signatures, so every format it reads keeps its name); `bin` for anything else (which
+/// [`ShardWriter::add`] refuses before it gets here).
 fn image_ext(bytes: &[u8]) -> &'static str {
     crate::decode::Format::sniff(bytes).map_or("bin", crate::decode::Format::extension)
+}
+
+/// Writes `bytes` to `path` and flushes them to the disk, so that the rename that follows
+/// publishes a complete file.
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+/// Why [`ShardWriter::add`] refuses an image: `None` for bytes in a format stoker decodes
+/// (a shard reader finds a sample by its image member's extension, so anything else would
+/// be written and then vanish on reading).
+fn not_an_image(image: &[u8]) -> Option<String> {
+    if image.is_empty() {
+        return Some("empty file: not an image".into());
+    }
+    match crate::decode::Format::sniff(image) {
+        Some(_) => None,
+        None => Some(format!(
+            "not a JPEG, PNG, WebP, BMP, TIFF or GIF (starts with {:02x?})",
+            &image[..image.len().min(8)]
+        )),
+    }
 }
 
 /// What [`ShardWriter::write_dataset`] wrote.
@@ -198,7 +225,8 @@ impl ShardWriter {
     /// the shard as the sample's path when read back, and the tar key's suffix), its
     /// encoded image, label and mask. A path added before, or one that is empty or longer
     /// than 4096 bytes, is refused, as is a label without a class name when the writer has
-    /// classes.
+    /// classes, and an image that is not in a format stoker decodes (it would not be read
+    /// back).
     pub fn add(
         &mut self,
         name: &str,
@@ -224,6 +252,9 @@ impl ShardWriter {
             }
             _ => None,
         };
+        if let Some(why) = not_an_image(image) {
+            return Err(Error::dataset(format!("{name:?}: {why}")));
+        }
         if !self.ids.insert(sample_id(name)) {
             return Err(Error::dataset(format!(
                 "{name:?} added twice (or its id collides with another path's)"
@@ -298,7 +329,14 @@ impl ShardWriter {
         let bytes = std::mem::replace(&mut self.open, Open::new(self.format))
             .into_bytes()
             .map_err(|e| Error::io(&path, e))?;
-        std::fs::write(&path, &bytes).map_err(|e| Error::io(&path, e))?;
+        // Written whole under a temporary name, then renamed: a shard with the final name
+        // is always complete, whenever the run is interrupted (readers do not list
+        // `.partial` files).
+        let mut partial = path.clone().into_os_string();
+        partial.push(".partial");
+        let partial = PathBuf::from(partial);
+        write_synced(&partial, &bytes).map_err(|e| Error::io(&partial, e))?;
+        std::fs::rename(&partial, &path).map_err(|e| Error::io(&path, e))?;
         index(&path, kind)?;
         self.written.push(path);
         self.in_shard = 0;
@@ -307,9 +345,11 @@ impl ShardWriter {
 
     /// Writes every sample of `data` (its image and mask bytes, its label, at its path)
     /// with the dataset's classes ([`ShardWriter::with_classes`]), then finishes
-    /// ([`ShardWriter::finish`]). A sample whose bytes cannot be read is left out and
-    /// reported in [`Converted::unreadable`]. `progress` is called after each sample.
-    /// This is `stoker convert`.
+    /// ([`ShardWriter::finish`]). A sample whose bytes cannot be read (or are more than
+    /// the pipeline's byte limit, [`crate::Limits`]), or are not an image in a format
+    /// stoker decodes, is left out and reported in [`Converted::unreadable`]: written plus
+    /// reported is the dataset's size. `progress` is called after each sample. This is
+    /// `stoker convert`.
     pub fn write_dataset(
         mut self,
         data: &Dataset,
@@ -328,6 +368,14 @@ impl ShardWriter {
                     None => None,
                 };
                 Ok((image, mask))
+            });
+            // What would be written and then not read back is reported instead.
+            let read = read.and_then(|(image, mask)| match not_an_image(&image) {
+                Some(why) => Err(ReadError::Refused {
+                    kind: crate::error::SampleErrorKind::Decode,
+                    reason: why.into(),
+                }),
+                None => Ok((image, mask)),
             });
             match read {
                 Ok((image, mask)) => {
