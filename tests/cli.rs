@@ -117,7 +117,7 @@ fn bench_commands_report_their_fields() {
     assert_eq!(results[0]["errors"], 0);
 
     let p = stoker(&[
-        "bench", "pipeline", "--epochs", "1", "--size", "32", "--batch", "4",
+        "bench", "pipeline", "--epochs", "2", "--size", "32", "--batch", "4",
     ]);
     let r = &p["results"][0];
     has(
@@ -131,9 +131,26 @@ fn bench_commands_report_their_fields() {
             "images_per_s",
             "epoch_seconds",
             "input_wait_fraction",
+            "rss_bytes_per_epoch",
+            "peak_rss_bytes",
         ],
     );
-    assert_eq!(r["delivered"], 6);
+    assert_eq!(r["delivered"], 12);
+    // Resident memory after each epoch, never above the peak (Linux says both).
+    if cfg!(target_os = "linux") {
+        let rss: Vec<u64> = r["rss_bytes_per_epoch"]
+            .as_array()
+            .expect("rss")
+            .iter()
+            .filter_map(|v| v.as_u64())
+            .collect();
+        let peak = r["peak_rss_bytes"].as_u64().expect("peak");
+        assert_eq!(rss.len(), 2, "{r}");
+        assert!(
+            rss.iter().all(|&b| b > 1 << 20 && b <= peak),
+            "{rss:?} {peak}"
+        );
+    }
 }
 
 #[test]

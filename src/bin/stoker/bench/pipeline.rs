@@ -146,6 +146,25 @@ struct PipelineMeasured {
     /// Per batch, in delivery order over all epochs: when it arrived and how long the
     /// training loop waited for it.
     batch_waits: Vec<BatchWait>,
+    /// This process's resident memory after each epoch (Linux's `VmRSS`; empty where the
+    /// system does not say): flat after warm-up, or something grows.
+    rss_bytes_per_epoch: Vec<u64>,
+    /// The process's peak resident memory so far (`VmHWM`), after the last epoch.
+    peak_rss_bytes: Option<u64>,
+}
+
+/// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`); `None` off Linux.
+fn proc_status_bytes(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb = text
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kb.saturating_mul(1024))
 }
 
 /// One batch's entry of `batch_waits`.
@@ -255,6 +274,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         let mut wait_fractions = Vec::new();
         let mut failed = Vec::new();
         let mut batch_waits = Vec::new();
+        let mut rss_bytes_per_epoch = Vec::new();
         let start = Instant::now();
         for e in 0..a.epochs as u64 {
             let t = Instant::now();
@@ -285,6 +305,8 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             epoch_seconds.push(t.elapsed().as_secs_f64());
             // Taken after the iteration: the epoch's wall clock stops at its last batch.
             wait_fractions.push(epoch.stats().input_wait_fraction);
+            drop(epoch);
+            rss_bytes_per_epoch.extend(proc_status_bytes("VmRSS"));
         }
         pb.finish_and_clear();
         let total: f64 = epoch_seconds.iter().sum();
@@ -321,6 +343,8 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             stats,
             failed,
             batch_waits,
+            rss_bytes_per_epoch,
+            peak_rss_bytes: proc_status_bytes("VmHWM"),
         }));
     }
     Ok(PipelineReport {
