@@ -437,7 +437,7 @@ fn an_interrupted_convert_leaves_only_whole_shards() {
         if !names.iter().any(|n| n.ends_with(".tar")) {
             continue;
         }
-        let back = Dataset::tar(&[out.clone()]).expect("the whole shards list");
+        let back = Dataset::tar(std::slice::from_ref(&out)).expect("the whole shards list");
         let pipe = Pipeline::builder(back.clone().all())
             .backend(BackendKind::Cpu)
             .augment(Augment::new().resize(8, 8))
