@@ -20,8 +20,10 @@ pub(super) struct Index {
     pub(super) entries: Vec<Entry>,
 }
 
-/// 2: entries carry the recorded path and class name.
-const INDEX_VERSION: u32 = 2;
+/// 2: entries carry the recorded path and class name. 3: labels as recorded (checked when
+/// listed, so an out-of-range label is reported rather than dropped), what indexing found
+/// wrong with a sample, damaged regions of a shard as entries of their own.
+const INDEX_VERSION: u32 = 3;
 
 /// The kind of a shard, and for TFRecord the feature keys its index reads.
 #[derive(Debug, Clone, Copy)]

@@ -17,13 +17,23 @@
 //! [`classes_path`]), checked against the class name each sample records; without it,
 //! the names the samples record; without those, the labels' numbers (`"0"`, `"1"`, ...).
 //!
-//! Damage is found when a sample is read, and reported as a [`crate::SampleError`] with
-//! the shard and record: a TFRecord record is read with both of its masked CRC-32C
-//! checks verified (a bad length checksum, a bad data checksum, a record cut short); a
-//! tar member that runs past the end of the file is cut short. Indexing skips past a
-//! damaged TFRecord header by looking for the next header whose checksum holds, and past a
-//! damaged tar header by looking for the next tar header whose checksum holds, so the rest
-//! of the shard is still delivered.
+//! Every sample a shard holds is delivered or reported, never silently left out. Damage
+//! is reported as a [`crate::SampleError`] naming the shard and where in it: found when
+//! a sample is read (a TFRecord record is read with both of its masked CRC-32C checks
+//! verified: a bad length checksum, a bad data checksum, a record cut short), or found
+//! while indexing and listed as a sample with [`Location::Refused`] that every epoch
+//! reports. Indexing walks past a damaged TFRecord header (or one whose length runs past
+//! the end of the shard) to the next header whose checksum holds, and past damage in a
+//! tar shard to the next tar header whose checksum holds (see `tar.rs` here for whose
+//! sample a damaged region is reported under), so the rest of the shard is still
+//! delivered; the search reads the shard once, through a small window. Damage that no
+//! sample can be named for is listed as `<shard file name>/@<offset>`, and so is an
+//! empty shard (0 bytes) or a tar shard with no header in it.
+//!
+//! Labels: a label is checked against [`super::MAX_LABEL`] when listed; one out of range
+//! (negative, too large), a `cls` member that is not a number, and, in a dataset whose
+//! samples have labels, a sample without one are reported as
+//! [`crate::SampleErrorKind::Label`] rather than delivered without a label.
 //!
 //! This module also holds what the Parquet source shares with the shard sources: the
 //! location of a Parquet cell (present in every build, so [`super::Location`] is the same
@@ -67,8 +77,10 @@ pub(crate) struct Entry {
     pub(crate) offset: u64,
     /// TFRecord: the record's data length; tar: the image member's length.
     pub(crate) len: u64,
-    /// The class label, when the record or sample has one.
-    pub(crate) label: Option<u32>,
+    /// The class label as the record or sample records it, when it has one: checked
+    /// against [`super::MAX_LABEL`] when listed (a value out of range is the sample's
+    /// report, kind [`crate::SampleErrorKind::Label`]).
+    pub(crate) label: Option<i128>,
     /// Tar: the mask member (offset, length); TFRecord: `(0, 0)` when the example has the
     /// mask feature.
     pub(crate) mask: Option<(u64, u64)>,
@@ -80,6 +92,48 @@ pub(crate) struct Entry {
     /// TFRecord: the [`ExampleKeys::class_text`] feature).
     #[serde(default)]
     pub(crate) class: Option<String>,
+    /// Why indexing found that the sample cannot be delivered: it is listed with
+    /// [`Location::Refused`] and reported every epoch.
+    #[serde(default)]
+    pub(crate) problem: Option<Problem>,
+    /// TFRecord: indexing could not read the record's example (its header or data is
+    /// damaged, or it runs past the end of the shard), so its label is unknown rather than
+    /// missing; reading it reports what is wrong.
+    #[serde(default)]
+    pub(crate) unread: bool,
+}
+
+impl Entry {
+    /// An entry that stands for what indexing found at `offset` (`len` bytes) and cannot
+    /// deliver: a damaged region of a shard that no sample can be named for, or a whole
+    /// shard that is empty or not a shard at all. Its name is `@<offset>`, so its path is
+    /// `<shard file name>/@<offset>`.
+    pub(super) fn damage(offset: u64, len: u64, what: String) -> Entry {
+        Entry {
+            name: format!("@{offset}"),
+            offset,
+            len,
+            label: None,
+            mask: None,
+            path: None,
+            class: None,
+            problem: Some(Problem::Corrupt(what)),
+            unread: false,
+        }
+    }
+}
+
+/// Why a sample cannot be delivered, as its shard's index records it. The text says
+/// where in the shard, and reads after the shard's path, which listing puts before it
+/// (`<shard> sample "key": ...`, `<shard> record 12 (offset 3456): ...`,
+/// `<shard> at offset 1024: ...`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Problem {
+    /// Damage: reported as [`crate::SampleErrorKind::Corrupt`].
+    Corrupt(String),
+    /// A label that is not a class id (a `cls` member that is not a number): reported as
+    /// [`crate::SampleErrorKind::Label`].
+    Label(String),
 }
 
 /// The `tf.train.Example` feature keys a TFRecord source reads.
@@ -503,18 +557,35 @@ fn class_names(
 /// image and mask locations `locate` gives (shard, entry index, entry). A sample's path is
 /// the one its shard records (the path it had in the dataset it was converted from), else
 /// `<shard file name>/<entry name>`; a path recorded twice is an error naming both places.
+///
+/// An entry is listed with [`Location::Refused`] when indexing found a problem with it
+/// (damage, a `cls` that is not a number), when its label is not a class id
+/// ([`super::checked_label`]), or when it has no label while other samples of the dataset
+/// have one (a sample is never delivered unlabelled among labelled ones).
 fn dataset(
     shards: &[PathBuf],
     kind: Kind<'_>,
     locate: impl Fn(&Path, usize, &Entry) -> (Location, Option<Location>),
 ) -> Result<Dataset> {
+    let indexes = shards
+        .iter()
+        .map(|s| index::index(s, kind))
+        .collect::<Result<Vec<_>>>()?;
+    let labelled = indexes
+        .iter()
+        .any(|ix| ix.entries.iter().any(|e| e.label.is_some()));
+    let (noun, no_label) = match kind {
+        Kind::TfRecord(keys) => ("record", format!("no int64 feature {:?}", keys.label)),
+        Kind::Tar => ("sample", "no cls member".to_string()),
+    };
     let mut samples: Vec<Sample> = Vec::new();
     let mut names: BTreeMap<u32, (String, usize)> = BTreeMap::new();
     // Recorded paths by id: where each was recorded (shard, entry, sample).
     let mut recorded: HashMap<u64, (usize, usize, usize)> = HashMap::new();
     let mut twice = Vec::new();
-    for (k, shard) in shards.iter().enumerate() {
-        let ix = index::index(shard, kind)?;
+    // Samples that are reported, never delivered.
+    let mut undeliverable = Vec::new();
+    for (k, (shard, ix)) in shards.iter().zip(&indexes).enumerate() {
         let name = shard_name(shard);
         for (i, e) in ix.entries.iter().enumerate() {
             let path = e
@@ -534,12 +605,34 @@ fn dataset(
                     ));
                 }
             }
-            if let (Some(class), Some(label)) =
-                (&e.class, e.label.filter(|l| *l <= super::MAX_LABEL))
-            {
-                match names.get(&label) {
+            // What indexing found reads after the shard's name: "<shard> sample ...",
+            // "<shard> record ...", "<shard> at offset ...".
+            let refused = |kind, what: &str| Location::Refused {
+                kind,
+                reason: format!("{} {what}", shard.display()).into(),
+            };
+            let at = format!("{} {noun} {}", shard.display(), e.name);
+            let label = match (&e.problem, e.label) {
+                (Some(Problem::Corrupt(what)), _) => {
+                    Err(refused(crate::error::SampleErrorKind::Corrupt, what))
+                }
+                (Some(Problem::Label(what)), _) => {
+                    Err(refused(crate::error::SampleErrorKind::Label, what))
+                }
+                (None, Some(v)) => super::checked_label(v, &v.to_string(), &at).map(Some),
+                (None, None) if labelled && !e.unread => Err(Location::Refused {
+                    kind: crate::error::SampleErrorKind::Label,
+                    reason: format!(
+                        "{at}: no label ({no_label}), though other samples of the dataset have labels"
+                    )
+                    .into(),
+                }),
+                (None, None) => Ok(None),
+            };
+            if let (Some(class), Ok(Some(label))) = (&e.class, &label) {
+                match names.get(label) {
                     None => {
-                        names.insert(label, (class.clone(), samples.len()));
+                        names.insert(*label, (class.clone(), samples.len()));
                     }
                     Some((other, j)) if other != class => {
                         let first = samples.get(*j).map_or("?", |s| s.path.as_str());
@@ -550,17 +643,16 @@ fn dataset(
                     Some(_) => {}
                 }
             }
-            let (mut location, mask) = locate(shard, i, e);
-            let label = match e.label.map(|l| {
-                let at = format!("{} entry {i}", shard.display());
-                super::checked_label(l.into(), &l.to_string(), &at)
-            }) {
-                Some(Err(refused)) => {
-                    location = refused;
-                    None
+            let (location, mask, label) = match label {
+                Ok(label) => {
+                    let (location, mask) = locate(shard, i, e);
+                    (location, mask, label)
                 }
-                label => label.and_then(|l| l.ok()),
+                Err(refused) => (refused, None, None),
             };
+            if matches!(location, Location::Refused { .. }) || e.unread {
+                undeliverable.push(samples.len());
+            }
             samples.push(Sample {
                 id,
                 path,
@@ -579,6 +671,15 @@ fn dataset(
             twice.join(", "),
             if n > 10 { ", ..." } else { "" }
         )));
+    }
+    // A pipeline pairs masks for all samples or none: in a dataset with masks, a sample
+    // that is only ever reported gets its own location as its mask (never read).
+    if samples.iter().any(|s| s.mask.is_some()) {
+        for i in undeliverable {
+            if let Some(s) = samples.get_mut(i).filter(|s| s.mask.is_none()) {
+                s.mask = Some(s.location.clone());
+            }
+        }
     }
     let classes = class_names(shards, &samples, &names)?;
     let root = shards

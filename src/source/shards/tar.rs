@@ -1,6 +1,6 @@
-//! WebDataset tar shards: indexing (the `tar` crate lists the members: ustar, GNU and PAX
-//! headers, long names, PAX `size`, base-256 sizes, header checksums) and reading a
-//! member's bytes by their range.
+//! WebDataset tar shards: indexing (a walk over the 512-byte blocks of the shard: ustar,
+//! GNU and PAX headers, GNU long names, PAX `path` and `size`, octal and base-256 sizes,
+//! header checksums verified) and reading a member's bytes by their range.
 //!
 //! Members are grouped into samples by key (the member name up to the first dot of its
 //! file name): the image (any extension a folder listing takes: `jpg`, `jpeg`, `png`, `webp`, `bmp`, `tif`, `tiff`, `gif`, ...), the label mask (`mask.png`
@@ -8,27 +8,38 @@
 //! name (`cls.txt`, UTF-8) and the sample's path in the dataset it was converted from
 //! (`path.txt`, UTF-8; see [`super::write`]).
 //!
-//! Damage: a member whose data runs past the end of the shard is indexed and is cut short
-//! when read; a shard cut short inside a header ends there. A header the crate refuses
-//! (its checksum fails, or a field does not parse) is handled by a small scan here, for
-//! the damaged case only (the crate stops at the first such header):
-//! - if its size still reads and agrees with the shard (a header, the end-of-archive
-//!   zeros or the end of the shard follow where it says the member ends, or the member
-//!   runs past the end and no header follows), it is used as it is: the damage is
-//!   elsewhere in the header. This is what listing did before checksums were checked,
-//!   so a damaged mode, time, owner or checksum field changes nothing;
-//! - otherwise the scan looks on, 512 bytes at a time, for the next block that is a header
-//!   whose checksum holds, and listing resumes there. The member of the damaged header is
-//!   lost, so the sample it belonged to (the one beside it its name's key names; both
-//!   beside it if it names neither) is left out, logged, rather than listed incomplete. A
-//!   block whose name gives no key (a damaged end-of-archive block, PAX records) takes no
-//!   sample with it. (Before, a size field that did not parse refused the whole shard.)
+//! Every sample a shard holds is listed, and one that cannot be delivered is listed as
+//! reported ([`super::Problem`]), never left out:
+//! - a sample key with no image member (a renamed image, a member that is not a regular
+//!   file) is reported under its key, with its members;
+//! - a `cls` member that is not a number is reported as a label problem (and a sample
+//!   without one, in a dataset whose samples have labels, when the dataset is listed);
+//! - damage: a block where a header should be that is not one (its checksum fails, it is
+//!   zeros followed by more of the shard, its size does not read, its size runs past the
+//!   end of the shard while a header follows, an extension that does not parse) starts a
+//!   damaged region, which runs to the next block that is a header whose checksum holds,
+//!   where the walk resumes (reading the shard once, a block at a time). A region whose
+//!   first block still names its member (a header with a failed checksum or a bad size)
+//!   is reported under that member's sample; else under the sample beside it that lacks
+//!   a member (both neighbours of one key, or the one of the two without its image or
+//!   label); else, when it cannot be told whose it is, as an entry of its own,
+//!   `<shard file name>/@<offset>`. A region of blocks that are (nearly) zeros running to
+//!   the end of the shard is its end-of-archive marker, not damage;
+//! - a member whose data runs past the end of the shard with no header after it (the
+//!   shard is cut short) is reported under its sample;
+//! - a shard of 0 bytes, or one with no tar header at all, is one entry `@0` that is
+//!   reported.
+//!
+//! No size read from the shard is allocated before it is checked: extensions (long names,
+//! PAX records) are read only up to [`EXTENSION_LIMIT`] bytes and within the shard, and
+//! a member's data is skipped, not read, except the small text members (`cls`,
+//! `cls.txt`, `path.txt`, up to [`MAX_RECORDED`] bytes).
 
 use std::fs::File;
-use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufReader, Read};
 use std::path::Path;
 
-use super::{recorded_text, with_shard, Entry, ReadError, MAX_RECORDED};
+use super::{recorded_text, with_shard, Entry, Problem, ReadError, MAX_RECORDED};
 use crate::error::{Error, Result};
 
 /// Reads bytes `[offset, offset + len)` of `path` into `buf` (a tar member).
@@ -54,172 +65,148 @@ pub fn read_range(
     })
 }
 
-/// The most bytes the `tar` crate may read between two seeks while indexing: a header, and
-/// the GNU long name or PAX records before a member, which the crate reads whole into
-/// memory. More is a damaged header claiming a huge extension: an error, not an
-/// allocation.
+/// The most bytes of a GNU long name or PAX records read while indexing. A larger one is
+/// skipped (logged): the member after it keeps the name its own header gives.
 const EXTENSION_LIMIT: u64 = 1 << 20;
 
-/// The shard as the `tar` crate reads it while indexing. Member data is skipped by
-/// seeking, so what is read is headers and extensions: a seek skips with
-/// [`BufReader::seek_relative`], keeping the read buffer for the headers that follow
-/// small members, and at most [`EXTENSION_LIMIT`] bytes are read between two seeks.
-/// Positions are relative to `base`, where the archive being listed starts (the start of
-/// the shard, or where listing resumed after a damaged header).
-struct Window {
-    file: BufReader<File>,
-    base: u64,
-    /// The position, relative to `base`.
+/// A tar block.
+const BLOCK: u64 = 512;
+
+/// One 512-byte block of a shard.
+type Block = [u8; BLOCK as usize];
+
+/// The extensions of a member that is a sample's text (read while indexing).
+const TEXT: [&str; 3] = ["cls", "cls.txt", "path.txt"];
+
+/// The shard, read a block at a time through a small buffer: skipping a member's data
+/// seeks within the buffer where it can.
+struct Blocks {
+    r: BufReader<File>,
     pos: u64,
-    /// Where the last seek went, relative to `base`: the crate seeks to each header before
-    /// reading it, so this is the header it is reading.
-    header_at: u64,
-    /// Bytes read since the last seek.
-    run: u64,
+    size: u64,
 }
 
-impl Window {
-    fn open(shard: &Path) -> io::Result<Self> {
-        Ok(Window {
-            file: BufReader::with_capacity(1 << 20, File::open(shard)?),
-            base: 0,
-            pos: 0,
-            header_at: 0,
-            run: 0,
-        })
-    }
-
-    /// Starts a new archive at `at` (a header position in the shard).
-    fn restart(&mut self, at: u64) -> io::Result<()> {
-        self.file.seek(SeekFrom::Start(at))?;
-        self.base = at;
-        self.pos = 0;
-        self.header_at = 0;
-        self.run = 0;
+impl Blocks {
+    fn seek(&mut self, to: u64) -> io::Result<()> {
+        let delta = i64::try_from(i128::from(to) - i128::from(self.pos))
+            .map_err(|_| io::Error::other("tar seek out of range"))?;
+        self.r.seek_relative(delta)?;
+        self.pos = to;
         Ok(())
     }
 
-    /// The 512-byte block at `at`.
-    fn block(&mut self, at: u64) -> io::Result<::tar::Header> {
-        self.file.seek(SeekFrom::Start(at))?;
-        let mut header = ::tar::Header::new_old();
-        self.file.read_exact(header.as_mut_bytes())?;
-        Ok(header)
+    /// `buf.len()` bytes from `at`.
+    fn read_at(&mut self, at: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.seek(at)?;
+        self.r.read_exact(buf)?;
+        self.pos += buf.len() as u64;
+        Ok(())
     }
 
-    /// The member length of the damaged `header` (at `at`, in a shard of `size` bytes) and
-    /// where the next header is, if its size field reads (a blank one as 0) and agrees
-    /// with the shard: a block that is a header (its checksum holds, or it has the ustar
-    /// magic: two damaged headers in a row), the end-of-archive zeros (even with a damaged
-    /// byte or two), or the end of the shard follow the member; or the member runs past
-    /// the end of the shard and no header follows (the shard is cut short inside it).
-    /// Extension headers (long names, PAX, sparse files) are not followed.
-    fn follows(
-        &mut self,
-        header: &::tar::Header,
-        at: u64,
-        size: u64,
-    ) -> io::Result<Option<(u64, u64)>> {
-        let t = header.entry_type();
-        if t.is_gnu_longname()
-            || t.is_gnu_longlink()
-            || t.is_pax_local_extensions()
-            || t.is_pax_global_extensions()
-            || t.is_gnu_sparse()
-        {
-            return Ok(None);
-        }
-        let blank = header.as_old().size.iter().all(|&b| b == 0 || b == b' ');
-        let Some(len) = header.entry_size().ok().or(blank.then_some(0)) else {
-            return Ok(None);
-        };
-        let Some(next) = len
-            .checked_add(511)
-            .and_then(|l| (at + 512).checked_add(l & !511))
-        else {
-            return Ok(None);
-        };
-        if next > size {
-            let cut_short = self.next_header(at + 512, size)?.is_none();
-            return Ok(cut_short.then_some((len, next)));
-        }
-        if next + 512 > size {
-            return Ok(Some((len, next)));
-        }
-        let after = self.block(next)?;
-        let zeros = after.as_bytes().iter().filter(|&&b| b != 0).count() <= 4;
-        let ustar = after.as_bytes().get(257..262) == Some(&b"ustar"[..]);
-        Ok((zeros || ustar || is_header(&after)).then_some((len, next)))
+    fn block(&mut self, at: u64) -> io::Result<Block> {
+        let mut b = [0u8; BLOCK as usize];
+        self.read_at(at, &mut b)?;
+        Ok(b)
     }
 
     /// The first position at or after `from` (in steps of 512 bytes) of a block that is a
-    /// tar header whose checksum holds; `None` when the shard ends first.
-    fn next_header(&mut self, from: u64, size: u64) -> io::Result<Option<u64>> {
-        self.file.seek(SeekFrom::Start(from))?;
-        let mut header = ::tar::Header::new_old();
+    /// header whose checksum holds (`None` when the shard ends first), and whether every
+    /// block before it is (nearly) zeros.
+    fn next_header(&mut self, from: u64) -> io::Result<(Option<u64>, bool)> {
+        let mut quiet = true;
         let mut at = from;
-        while at + 512 <= size {
-            self.file.read_exact(header.as_mut_bytes())?;
-            if is_header(&header) {
-                return Ok(Some(at));
+        while at + BLOCK <= self.size {
+            let b = self.block(at)?;
+            if checksum_holds(&b) {
+                return Ok((Some(at), quiet));
             }
-            at += 512;
+            quiet &= nearly_zero(&b);
+            at += BLOCK;
         }
-        Ok(None)
-    }
-}
-
-impl Read for Window {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let room = (512 + EXTENSION_LIMIT).saturating_sub(self.run);
-        if room == 0 {
-            return Err(io::Error::other(format!(
-                "tar extension header over {EXTENSION_LIMIT} bytes"
-            )));
+        if at < self.size {
+            let mut tail = vec![0u8; (self.size - at) as usize];
+            self.read_at(at, &mut tail)?;
+            quiet &= nearly_zero(&tail);
         }
-        let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-        let n = self.file.read(&mut buf[..n])?;
-        self.pos += n as u64;
-        self.run += n as u64;
-        Ok(n)
+        Ok((None, quiet))
     }
 }
 
-impl Seek for Window {
-    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
-        let target = match to {
-            SeekFrom::Start(p) => Some(p),
-            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
-            SeekFrom::End(_) => None,
-        };
-        let delta = target.and_then(|t| i64::try_from(i128::from(t) - i128::from(self.pos)).ok());
-        let (Some(target), Some(delta)) = (target, delta) else {
-            return Err(io::Error::other("tar seek out of range"));
-        };
-        self.file.seek_relative(delta)?;
-        self.pos = target;
-        self.header_at = target;
-        self.run = 0;
-        Ok(target)
+/// Whether `b` has at most 4 bytes that are not zero: an end-of-archive block, even with a
+/// damaged byte or two.
+fn nearly_zero(b: &[u8]) -> bool {
+    b.iter().filter(|&&x| x != 0).count() <= 4
+}
+
+/// An octal number field: optional leading spaces, octal digits, then NULs or spaces to
+/// the end; a blank field is 0. `None` for anything else, or more than 64 bits.
+fn octal(field: &[u8]) -> Option<u64> {
+    let digits = field.iter().skip_while(|&&b| b == b' ');
+    let mut v = 0u64;
+    let mut ended = false;
+    for &b in digits {
+        match b {
+            b'0'..=b'7' if !ended => v = v.checked_mul(8)?.checked_add(u64::from(b - b'0'))?,
+            0 | b' ' => ended = true,
+            _ => return None,
+        }
+    }
+    Some(v)
+}
+
+/// A number field: octal, or GNU base-256 (the first byte's high bit set, the value
+/// big-endian in the rest; a negative one, first byte `0xff`, is no size).
+fn number(field: &[u8]) -> Option<u64> {
+    match field.split_first() {
+        Some((&first, rest)) if first & 0x80 != 0 => {
+            if first == 0xff {
+                return None;
+            }
+            rest.iter().try_fold(u64::from(first & 0x7f), |v, &b| {
+                v.checked_mul(256)?.checked_add(u64::from(b))
+            })
+        }
+        _ => octal(field),
     }
 }
 
-/// Whether `header` is one whose checksum holds (an all-zero block, which ends an
-/// archive, is not).
-fn is_header(header: &::tar::Header) -> bool {
-    let mut summed = header.clone();
-    summed.set_cksum();
-    header.as_bytes().iter().any(|&b| b != 0)
-        && matches!((header.cksum(), summed.cksum()), (Ok(a), Ok(b)) if a == b)
+/// Whether `b` is a tar header whose checksum holds: the checksum field (octal, with at
+/// least one digit) is the sum of the block's bytes, the field itself counted as spaces
+/// (unsigned, or signed as some old writers summed). An all-zero block is not.
+fn checksum_holds(b: &Block) -> bool {
+    let field = &b[148..156];
+    let Some(want) = octal(field).filter(|_| field.iter().any(u8::is_ascii_digit)) else {
+        return false;
+    };
+    let (mut unsigned, mut signed) = (0u64, 0i64);
+    for (i, &x) in b.iter().enumerate() {
+        let x = if (148..156).contains(&i) { b' ' } else { x };
+        unsigned += u64::from(x);
+        signed += i64::from(x as i8);
+    }
+    b.iter().any(|&x| x != 0) && (want == unsigned || i64::try_from(want) == Ok(signed))
 }
 
-/// A tar member of a sample: its extension, data offset and length.
-type Member = (String, u64, u64);
+/// The member name a header gives (ustar prefix and name, as the `tar` crate reads them).
+fn name_of(b: &Block) -> String {
+    let mut h = ::tar::Header::new_old();
+    h.as_mut_bytes().copy_from_slice(b);
+    String::from_utf8_lossy(&h.path_bytes()).into_owned()
+}
 
-/// The members of one sample key, in shard order.
-struct Group {
-    key: String,
-    members: Vec<Member>,
+/// The name a damaged block still gives, when it looks like a header (the ustar magic, or
+/// a checksum field with digits) and the name is text: the member it stood for.
+fn damaged_name(b: &Block) -> Option<String> {
+    let magic = b.get(257..262) == Some(&b"ustar"[..]);
+    let field = &b[148..156];
+    let cksum = octal(field).is_some() && field.iter().any(u8::is_ascii_digit);
+    if !(magic || cksum) {
+        return None;
+    }
+    let mut h = ::tar::Header::new_old();
+    h.as_mut_bytes().copy_from_slice(b);
+    let name = String::from_utf8(h.path_bytes().into_owned()).ok()?;
+    (!name.is_empty() && !name.chars().any(char::is_control)).then_some(name)
 }
 
 /// The sample key and extension of the member `name`: the name up to the first dot of its
@@ -233,198 +220,525 @@ fn key_of(name: &str) -> Option<(String, String)> {
     Some((format!("{dir}{stem}"), ext.to_ascii_lowercase()))
 }
 
-/// The member name a header gives (the `tar` crate's reading of its name fields).
-fn name_of(header: &::tar::Header) -> String {
-    String::from_utf8_lossy(&header.path_bytes()).into_owned()
+/// The bytes a 512-byte-padded member of `len` bytes whose header is at `at` takes, to
+/// where the next header is; `None` past `u64`.
+fn after(at: u64, len: u64) -> Option<u64> {
+    let padded = len.checked_add(BLOCK - 1)? & !(BLOCK - 1);
+    (at + BLOCK).checked_add(padded)
 }
 
-/// Members grouped into samples, in shard order.
+/// A GNU long name's data: the name, NUL-terminated (only NULs after it), UTF-8 without
+/// control characters.
+fn long_name(data: &[u8]) -> Option<String> {
+    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+    let (name, rest) = data.split_at(end);
+    let name = std::str::from_utf8(name).ok()?;
+    (!name.is_empty() && !name.chars().any(char::is_control) && rest.iter().all(|&b| b == 0))
+        .then(|| name.to_string())
+}
+
+/// PAX extended header records (`<length> <key>=<value>\n`, the length counting the
+/// whole record): the `path` and `size` they give. `None` when they do not parse.
+fn pax(data: &[u8]) -> Option<(Option<String>, Option<u64>)> {
+    let (mut path, mut size) = (None, None);
+    let mut rest = data;
+    // Writers pad the records with NULs to the block.
+    while rest.first().is_some_and(|&b| b != 0) {
+        let space = rest.iter().position(|&b| b == b' ')?;
+        let n: usize = std::str::from_utf8(rest.get(..space)?).ok()?.parse().ok()?;
+        let record = rest.get(..n)?;
+        rest = rest.get(n..)?;
+        let body = record.get(space + 1..)?.strip_suffix(b"\n")?;
+        let eq = body.iter().position(|&b| b == b'=')?;
+        let (key, value) = (body.get(..eq)?, body.get(eq + 1..)?);
+        match key {
+            b"path" => path = Some(String::from_utf8(value.to_vec()).ok()?),
+            b"size" => size = Some(std::str::from_utf8(value).ok()?.parse().ok()?),
+            _ => {}
+        }
+    }
+    rest.iter().all(|&b| b == 0).then_some((path, size))
+}
+
+/// A tar member of a sample.
+struct Member {
+    /// Its name.
+    name: String,
+    /// Its extension (lowercased).
+    ext: String,
+    /// Its data offset and length.
+    at: u64,
+    len: u64,
+    /// Its type flag when it is not a regular file (a directory, a link, ...): listed in
+    /// reports, never taken as the sample's image.
+    other: Option<u8>,
+    /// The data of a small text member (`cls`, `cls.txt`, `path.txt`).
+    text: Option<Vec<u8>>,
+}
+
+impl Member {
+    fn describe(&self) -> String {
+        match self.other {
+            Some(t) => format!(
+                "{} (type {:?}, not a regular file)",
+                self.name,
+                char::from(t)
+            ),
+            None => self.name.clone(),
+        }
+    }
+}
+
+/// The members of one sample key, in shard order, and the damage reported against it.
+struct Group {
+    key: String,
+    /// Where its first member's header (or the damage naming it) is.
+    at: u64,
+    members: Vec<Member>,
+    damage: Vec<String>,
+}
+
+impl Group {
+    /// The first regular file of the extensions `exts`: its data offset and length.
+    fn find(&self, exts: &[&str]) -> Option<&Member> {
+        self.members
+            .iter()
+            .find(|m| m.other.is_none() && exts.contains(&m.ext.as_str()))
+    }
+
+    /// The image member and the mask member.
+    fn image_and_mask(&self) -> (Option<&Member>, Option<&Member>) {
+        let jpeg = self.find(&["jpg", "jpeg", "jpe", "jfif"]);
+        let png = self.find(&["png"]);
+        let named_mask = self.find(&["mask.png", "seg.png"]);
+        match (jpeg, png) {
+            (Some(j), p) => (Some(j), named_mask.or(p)),
+            (None, Some(p)) => (Some(p), named_mask),
+            // Any other extension a folder listing takes as an image.
+            (None, None) => (
+                self.find(crate::source::files::IMAGE_EXTENSIONS),
+                named_mask,
+            ),
+        }
+    }
+
+    fn members(&self) -> String {
+        if self.members.is_empty() {
+            return "none".into();
+        }
+        let names: Vec<String> = self.members.iter().map(Member::describe).collect();
+        names.join(", ")
+    }
+}
+
+/// A damaged region no member's header names: from `at` to `end`.
+struct Region {
+    at: u64,
+    end: u64,
+    what: String,
+    /// The groups beside it (indexes into [`Samples::groups`]).
+    before: Option<usize>,
+    after: Option<usize>,
+}
+
+/// Members grouped into samples, and the damaged regions between them, in shard order.
 #[derive(Default)]
 struct Samples {
     groups: Vec<Group>,
-    /// Damaged headers whose members were lost: the key the header's name gives, and the
-    /// number of groups before it.
-    lost: Vec<(String, usize)>,
+    regions: Vec<Region>,
 }
 
 impl Samples {
-    /// Adds the member `name` (a regular file) with its data offset and length.
-    fn add(&mut self, name: &str, data_at: u64, len: u64) {
-        let Some((key, ext)) = key_of(name) else {
+    /// The group of `key` at the end (a new one unless the last group is of `key`), and
+    /// the regions found since the last member told it is the one after them.
+    fn group(&mut self, key: String, at: u64) -> Option<&mut Group> {
+        if self.groups.last().is_none_or(|g| g.key != key) {
+            self.groups.push(Group {
+                key,
+                at,
+                members: Vec::new(),
+                damage: Vec::new(),
+            });
+        }
+        let last = self.groups.len() - 1;
+        for r in self.regions.iter_mut().rev() {
+            if r.after.is_some() {
+                break;
+            }
+            r.after = Some(last);
+        }
+        self.groups.last_mut()
+    }
+
+    /// Adds a member (`at` its header's offset).
+    fn add(&mut self, at: u64, member: Member) {
+        let Some((key, ext)) = key_of(&member.name) else {
             return;
         };
-        let member = (ext, data_at, len);
-        match self.groups.last_mut() {
-            Some(g) if g.key == key => g.members.push(member),
-            _ => self.groups.push(Group {
-                key,
-                members: vec![member],
+        if let Some(g) = self.group(key, at) {
+            g.members.push(Member { ext, ..member });
+        }
+    }
+
+    /// Damage from `at` to `end`, `what` it is: reported under the sample of the member
+    /// `name` when it names one, else as a region.
+    fn damage(&mut self, at: u64, end: u64, what: String, name: Option<&str>) {
+        match name.and_then(key_of) {
+            Some((key, _)) => {
+                let until = if end < at + BLOCK {
+                    String::new()
+                } else {
+                    format!(" (no intact header from offset {at} to {end})")
+                };
+                if let Some(g) = self.group(key, at) {
+                    g.damage.push(format!("{what}{until}"));
+                }
+            }
+            None => self.regions.push(Region {
+                at,
+                end,
+                what,
+                before: self.groups.len().checked_sub(1),
+                after: None,
             }),
         }
     }
 
-    /// The damaged `header` follows the members so far, and its member is lost. A header
-    /// whose name gives no sample key (an end-of-archive block, or a member outside any
-    /// sample) takes no sample's member with it.
-    fn lose(&mut self, header: &::tar::Header) {
-        if let Some((key, _)) = key_of(&name_of(header)) {
-            self.lost.push((key, self.groups.len()));
-        }
-    }
-
-    /// Which groups lost a member to a damaged header: the one beside it that its name's
-    /// key names, or both beside it when the name names neither.
-    fn incomplete(&self) -> Vec<bool> {
-        let mut out = vec![false; self.groups.len()];
-        for (key, at) in &self.lost {
-            let (before, after) = (at.checked_sub(1), Some(*at).filter(|&i| i < out.len()));
-            let names = |i: Option<usize>| {
-                i.and_then(|i| self.groups.get(i))
-                    .is_some_and(|g| g.key == *key)
-            };
-            let hit = if names(before) {
-                [before, None]
-            } else if names(after) {
-                [after, None]
-            } else {
-                [before, after]
-            };
-            for i in hit.into_iter().flatten() {
-                if let Some(o) = out.get_mut(i) {
-                    *o = true;
+    /// One entry per sample key, and one per region told to no sample, in shard order.
+    fn entries(mut self, size: u64) -> Vec<Entry> {
+        let labelled = self.groups.iter().any(|g| g.find(&["cls"]).is_some());
+        let lacking =
+            |g: &Group| g.image_and_mask().0.is_none() || (labelled && g.find(&["cls"]).is_none());
+        let mut out: Vec<(u64, Entry)> = Vec::new();
+        for r in std::mem::take(&mut self.regions) {
+            let sides = [r.before, r.after];
+            let whose = match sides {
+                [Some(b), Some(a)] if a == b => Some(b),
+                _ => {
+                    let mut lack = sides
+                        .into_iter()
+                        .flatten()
+                        .filter(|&i| self.groups.get(i).is_some_and(lacking));
+                    match (lack.next(), lack.next()) {
+                        (Some(i), None) => Some(i),
+                        _ => None,
+                    }
                 }
+            };
+            let until = if r.end >= size {
+                "to the end of the shard".to_string()
+            } else {
+                format!("up to the next tar header, at offset {}", r.end)
+            };
+            match whose.and_then(|i| self.groups.get_mut(i)) {
+                Some(g) => g.damage.push(format!(
+                    "damaged region beside it at offset {}: {}, {until}",
+                    r.at, r.what
+                )),
+                None => out.push((
+                    r.at,
+                    Entry::damage(
+                        r.at,
+                        r.end - r.at,
+                        format!(
+                            "at offset {}: damaged region: {}, {until}; which samples it held cannot be told",
+                            r.at, r.what
+                        ),
+                    ),
+                )),
             }
         }
-        out
-    }
-
-    /// One entry per sample that has an image member, its label read from its `cls`.
-    fn entries(self, shard: &Path) -> Vec<Entry> {
-        let incomplete = self.incomplete();
-        let mut out = Vec::with_capacity(self.groups.len());
-        for (Group { key, members }, incomplete) in self.groups.into_iter().zip(incomplete) {
-            if incomplete {
-                log::warn!(
-                    "{}: sample {key:?} left out: it lost a member to a damaged header",
-                    shard.display()
-                );
-                continue;
-            }
-            let find = |exts: &[&str]| {
-                members
-                    .iter()
-                    .find(|(e, _, _)| exts.contains(&e.as_str()))
-                    .map(|&(_, o, l)| (o, l))
-            };
-            let jpeg = find(&["jpg", "jpeg", "jpe", "jfif"]);
-            let png = find(&["png"]);
-            let named_mask = find(&["mask.png", "seg.png"]);
-            let (image, mask) = match (jpeg, png) {
-                (Some(j), p) => (Some(j), named_mask.or(p)),
-                (None, Some(p)) => (Some(p), named_mask),
-                // Any other extension a folder listing takes as an image.
-                (None, None) => (find(crate::source::files::IMAGE_EXTENSIONS), named_mask),
-            };
-            let Some((offset, len)) = image else {
-                log::warn!("{}: sample {key:?} has no image member", shard.display());
-                continue;
-            };
-            // A small member's bytes (longer ones are not what they should be).
-            let small = |exts: &[&str], limit: u64| {
-                let (o, l) = find(exts)?;
-                let mut b = Vec::new();
-                read_range(shard, o, l, limit, &mut b).ok().map(|()| b)
-            };
-            let label = small(&["cls"], 64)
-                .and_then(|b| String::from_utf8(b).ok())
-                .and_then(|s| s.trim().parse::<u32>().ok());
-            let path = small(&["path.txt"], MAX_RECORDED).and_then(|b| recorded_text(&b));
-            let class = small(&["cls.txt"], MAX_RECORDED).and_then(|b| recorded_text(&b));
-            out.push(Entry {
-                name: key,
-                offset,
-                len,
-                label,
-                mask,
-                path,
-                class,
-            });
+        for g in self.groups {
+            out.push((g.at, g.entry()));
         }
-        out
+        out.sort_by_key(|(at, _)| *at);
+        out.into_iter().map(|(_, e)| e).collect()
     }
 }
 
-/// Adds the regular files of `archive` (which starts at `base` in the shard) to
-/// `samples`, up to the end of the archive or the first header the crate refuses, whose
-/// error it returns.
-fn list(
-    archive: &mut ::tar::Archive<Window>,
-    base: u64,
-    samples: &mut Samples,
-) -> Option<io::Error> {
-    let entries = match archive.entries_with_seek() {
-        Ok(entries) => entries,
-        Err(e) => return Some(e),
-    };
-    for entry in entries {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(e) => return Some(e),
-        };
-        if entry.header().entry_type().is_file() {
-            let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-            samples.add(&name, base + entry.raw_file_position(), entry.size());
+impl Group {
+    /// The group's entry: the sample, or what is wrong with it.
+    fn entry(self) -> Entry {
+        let (image, mask) = self.image_and_mask();
+        let (offset, len) = image.map_or((self.at, 0), |m| (m.at, m.len));
+        let text = |ext: &str| self.find(&[ext]).map(|m| (m, m.text.as_deref()));
+        let mut problem = None;
+        let mut label = None;
+        if !self.damage.is_empty() {
+            problem = Some(Problem::Corrupt(format!(
+                "sample {:?}: {} (members: {})",
+                self.key,
+                self.damage.join("; "),
+                self.members()
+            )));
+        } else if image.is_none() {
+            problem = Some(Problem::Corrupt(format!(
+                "sample {:?} has no image member (members: {})",
+                self.key,
+                self.members()
+            )));
+        } else if let Some((m, bytes)) = text("cls") {
+            let text = bytes.map(String::from_utf8_lossy);
+            match text
+                .as_deref()
+                .map(str::trim)
+                .and_then(|t| t.parse::<i128>().ok())
+            {
+                Some(v) => label = Some(v),
+                None => {
+                    let holds = text
+                        .map_or_else(|| format!("{} bytes", m.len), |t| format!("{:?}", t.trim()));
+                    problem = Some(Problem::Label(format!(
+                        "sample {:?}: its label member {} holds {holds}, not a class id",
+                        self.key, m.name
+                    )));
+                }
+            }
+        }
+        let recorded = |ext: &str| text(ext).and_then(|(_, b)| b).and_then(recorded_text);
+        Entry {
+            name: self.key.clone(),
+            offset,
+            len,
+            label,
+            mask: mask.map(|m| (m.at, m.len)),
+            path: recorded("path.txt"),
+            class: recorded("cls.txt"),
+            problem,
+            unread: false,
         }
     }
-    None
+}
+
+/// A GNU long name or PAX records waiting for the member they describe.
+#[derive(Default)]
+struct Pending {
+    name: Option<String>,
+    size: Option<u64>,
 }
 
 /// Indexes a WebDataset tar shard of `size` bytes (see the module docs for damage).
 pub(super) fn index(shard: &Path, size: u64) -> Result<Vec<Entry>> {
     let io = |e: io::Error| Error::io(shard, e);
-    let mut window = Window::open(shard).map_err(io)?;
+    if size == 0 {
+        return Ok(vec![Entry::damage(
+            0,
+            0,
+            "is empty (0 bytes): not a tar file".into(),
+        )]);
+    }
+    let file = crate::source::fsio::open_regular(shard).map_err(io)?;
+    let mut blocks = Blocks {
+        r: BufReader::with_capacity(64 << 10, file),
+        pos: 0,
+        size,
+    };
     let mut samples = Samples::default();
-    loop {
-        let base = window.base;
-        let mut archive = ::tar::Archive::new(window);
-        let refused = list(&mut archive, base, &mut samples);
-        window = archive.into_inner();
-        let Some(e) = refused else {
-            break;
-        };
-        let at = base.saturating_add(window.header_at);
-        if at.saturating_add(512) > size {
-            // Cut short inside a header (or an extension): the shard ends there.
-            break;
-        }
-        let header = window.block(at).map_err(io)?;
-        let next = match window.follows(&header, at, size).map_err(io)? {
-            Some((len, next)) => {
-                log::warn!(
-                    "{}: damaged tar header at offset {at} ({e}); its size agrees with the shard, so it is used",
-                    shard.display()
-                );
-                if header.entry_type().is_file() {
-                    samples.add(&name_of(&header), at + 512, len);
-                }
-                Some(next)
-            }
-            None => {
-                samples.lose(&header);
-                let next = window.next_header(at + 512, size).map_err(io)?;
-                log::warn!(
-                    "{}: damaged tar header at offset {at} ({e}); resuming at {next:?}",
-                    shard.display()
-                );
-                next
-            }
-        };
-        match next {
-            Some(p) if p + 512 <= size => window.restart(p).map_err(io)?,
-            _ => break,
+    walk(&mut blocks, &mut samples, &shard.display().to_string()).map_err(io)?;
+    let entries = samples.entries(size);
+    if entries.is_empty() && size > 0 {
+        log::warn!("{}: a tar file with no members", shard.display());
+    }
+    Ok(entries)
+}
+
+/// What one header block leads to.
+enum Step {
+    /// The next header is at this offset.
+    Next(u64),
+    /// The shard ends here.
+    End,
+    /// Damage starts here: `what` it is, the member name it still gives, whether the
+    /// block is (nearly) zeros, and where the next intact header is if that is known.
+    Damage {
+        what: String,
+        name: Option<String>,
+        zeros: bool,
+        next: Option<Option<u64>>,
+    },
+}
+
+impl Step {
+    fn damage(what: String, name: Option<String>) -> Step {
+        Step::Damage {
+            what,
+            name,
+            zeros: false,
+            next: None,
         }
     }
-    Ok(samples.entries(shard))
+}
+
+/// Walks the blocks of the shard from its start, adding its members and damage to
+/// `samples`.
+fn walk(blocks: &mut Blocks, samples: &mut Samples, shard: &str) -> io::Result<()> {
+    let size = blocks.size;
+    let mut pending = Pending::default();
+    let mut at = 0u64;
+    while at < size {
+        if size - at < BLOCK {
+            let (_, quiet) = blocks.next_header(at)?;
+            if !quiet {
+                let what = "the shard ends inside a header block".to_string();
+                samples.damage(at, size, what, None);
+            }
+            return Ok(());
+        }
+        let b = blocks.block(at)?;
+        let step = if checksum_holds(&b) {
+            header(blocks, samples, &mut pending, at, &b, shard)?
+        } else {
+            let name = damaged_name(&b);
+            let what = match &name {
+                _ if b.iter().all(|&x| x == 0) => {
+                    "a block of zeros where a tar header should be (an end-of-archive marker, or a zeroed header)".to_string()
+                }
+                Some(n) => format!("the tar header of {n} at offset {at} fails its checksum"),
+                None => "a block that is not a tar header".to_string(),
+            };
+            Step::Damage {
+                what,
+                name,
+                zeros: nearly_zero(&b),
+                next: None,
+            }
+        };
+        match step {
+            Step::Next(p) => at = p,
+            Step::End => return Ok(()),
+            Step::Damage {
+                what,
+                name,
+                zeros,
+                next,
+            } => {
+                pending = Pending::default();
+                let (next, quiet) = match next {
+                    Some(n) => (n, false),
+                    None => blocks.next_header(at + BLOCK)?,
+                };
+                if next.is_none() && quiet && zeros {
+                    // The end-of-archive marker (and the zeros after it).
+                    return Ok(());
+                }
+                let end = next.unwrap_or(size);
+                log::warn!(
+                    "{shard}: damaged tar data at offset {at} ({what}); resuming at {next:?}"
+                );
+                samples.damage(at, end, what, name.as_deref());
+                at = end;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The header `b` at `at`, whose checksum holds: adds the member it gives to `samples`,
+/// or keeps the extension it is in `pending` for the member after it.
+fn header(
+    blocks: &mut Blocks,
+    samples: &mut Samples,
+    pending: &mut Pending,
+    at: u64,
+    b: &Block,
+    shard: &str,
+) -> io::Result<Step> {
+    let size = blocks.size;
+    let name = name_of(b);
+    let flag = b[156];
+    let Some(own) = number(&b[124..136]) else {
+        let field = String::from_utf8_lossy(&b[124..136]).into_owned();
+        let what = format!("the size field of {name} at offset {at} is not a number ({field:?})");
+        return Ok(Step::damage(what, Some(name)));
+    };
+    let extension = matches!(flag, b'L' | b'K' | b'x' | b'g');
+    let len = if extension {
+        own
+    } else {
+        pending.size.take().unwrap_or(own)
+    };
+    let Some(end) = after(at, len).filter(|&e| e <= size) else {
+        let (next, _) = blocks.next_header(at + BLOCK)?;
+        if next.is_some() || extension {
+            let what = format!(
+                "the size of {name} at offset {at}, {len} bytes, runs past the end of the shard ({size} bytes)"
+            );
+            let name = (!extension).then_some(name);
+            return Ok(Step::Damage {
+                what,
+                name,
+                zeros: false,
+                next: Some(next),
+            });
+        }
+        // No header follows: the shard is cut short inside this member.
+        let name = pending.name.take().unwrap_or(name);
+        let what = format!(
+            "member {name} ({len} bytes at offset {}) is cut short: the shard ends at offset {size}",
+            at + BLOCK
+        );
+        samples.add(at, member(name.clone(), at, len, flag, None));
+        samples.damage(at, at, what, Some(&name));
+        return Ok(Step::End);
+    };
+    if extension {
+        if len > EXTENSION_LIMIT {
+            log::warn!(
+                "{shard}: tar extension header at offset {at} of {len} bytes (over {EXTENSION_LIMIT}) skipped"
+            );
+            *pending = Pending::default();
+            return Ok(Step::Next(end));
+        }
+        // At most EXTENSION_LIMIT bytes, within the shard (checked above).
+        let mut data = vec![0u8; len as usize];
+        blocks.read_at(at + BLOCK, &mut data)?;
+        let parsed = match flag {
+            b'L' => long_name(&data).map(|n| pending.name = Some(n)),
+            b'x' => pax(&data).map(|(path, size)| {
+                pending.name = path.or(pending.name.take());
+                pending.size = size.or(pending.size);
+            }),
+            b'g' => pax(&data).map(|_| ()),
+            _ => Some(()),
+        };
+        if parsed.is_none() {
+            let kind = if flag == b'L' {
+                "a GNU long name that is not a name"
+            } else {
+                "PAX records that do not parse"
+            };
+            return Ok(Step::damage(
+                format!("{kind} ({len} bytes at offset {at})"),
+                None,
+            ));
+        }
+        return Ok(Step::Next(end));
+    }
+    let name = pending.name.take().unwrap_or(name);
+    let file = matches!(flag, b'0' | 0 | b'7');
+    let is_text = key_of(&name).is_some_and(|(_, ext)| TEXT.contains(&ext.as_str()));
+    let text = if file && is_text && len <= MAX_RECORDED {
+        // At most MAX_RECORDED bytes, within the shard (checked above).
+        let mut data = vec![0u8; len as usize];
+        blocks.read_at(at + BLOCK, &mut data)?;
+        Some(data)
+    } else {
+        None
+    };
+    samples.add(at, member(name, at, len, flag, text));
+    Ok(Step::Next(end))
+}
+
+/// The member `name` of `len` bytes whose header (type `flag`) is at `at`.
+fn member(name: String, at: u64, len: u64, flag: u8, text: Option<Vec<u8>>) -> Member {
+    Member {
+        name,
+        ext: String::new(),
+        at: at + BLOCK,
+        len,
+        other: (!matches!(flag, b'0' | 0 | b'7')).then_some(flag),
+        text,
+    }
 }
 
 #[cfg(test)]
@@ -479,15 +793,23 @@ mod tests {
             .expect("header")
     }
 
-    /// The samples of `bytes` as a shard: (key, label, image bytes).
-    fn listed(bytes: &[u8]) -> Vec<(String, Option<u32>, Vec<u8>)> {
+    /// The entries of `bytes` as a shard.
+    fn indexed(bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf, Vec<Entry>) {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("x.tar");
         std::fs::write(&path, bytes).expect("write");
-        index(&path, bytes.len() as u64)
-            .expect("index")
+        let entries = index(&path, bytes.len() as u64).expect("index");
+        (dir, path, entries)
+    }
+
+    /// The samples of `bytes` as a shard: (key, label, image bytes), each a sample
+    /// indexing found nothing wrong with.
+    fn listed(bytes: &[u8]) -> Vec<(String, Option<i128>, Vec<u8>)> {
+        let (_dir, path, entries) = indexed(bytes);
+        entries
             .into_iter()
             .map(|e| {
+                assert_eq!(e.problem, None, "{}", e.name);
                 let mut image = Vec::new();
                 let _ = read_range(&path, e.offset, e.len, u64::MAX, &mut image);
                 (e.name, e.label, image)
@@ -495,8 +817,23 @@ mod tests {
             .collect()
     }
 
+    /// The entries of `bytes` as a shard: (name, what is wrong if anything).
+    fn problems(bytes: &[u8]) -> Vec<(String, Option<String>)> {
+        let (_dir, _path, entries) = indexed(bytes);
+        entries
+            .into_iter()
+            .map(|e| {
+                let what = e.problem.map(|p| match p {
+                    Problem::Corrupt(w) => format!("corrupt: {w}"),
+                    Problem::Label(w) => format!("label: {w}"),
+                });
+                (e.name, what)
+            })
+            .collect()
+    }
+
     fn keys(bytes: &[u8]) -> Vec<String> {
-        listed(bytes).into_iter().map(|(k, _, _)| k).collect()
+        problems(bytes).into_iter().map(|(k, _)| k).collect()
     }
 
     #[test]
@@ -509,7 +846,11 @@ mod tests {
         h.set_size(3);
         tar.append_data(&mut h, format!("{deep}.jpg"), &b"one"[..])
             .expect("long name");
-        member(&mut tar, "s1.cls", b"1");
+        // Its label, under the same long key (a long name of its own).
+        let mut h = ::tar::Header::new_gnu();
+        h.set_size(1);
+        tar.append_data(&mut h, format!("{deep}.cls"), &b"1"[..])
+            .expect("long name");
         // A PAX path record naming the member that follows.
         pax_member(&mut tar, &pax("path", "p/s2.jpeg"));
         member(&mut tar, "placeholder.bin", b"two");
@@ -517,32 +858,103 @@ mod tests {
         let got = listed(&bytes);
         let want = [
             ("s0".to_string(), None, b"zero".to_vec()),
-            (deep, None, b"one".to_vec()),
+            (deep, Some(1), b"one".to_vec()),
             ("p/s2".to_string(), None, b"two".to_vec()),
         ];
         assert_eq!(got, want);
     }
 
+    /// The names of the entries with a problem, and whether each problem's text has
+    /// `says`.
+    fn reported(bytes: &[u8], says: &str) -> Vec<(String, bool)> {
+        problems(bytes)
+            .into_iter()
+            .filter_map(|(k, p)| p.map(|p| (k, p.contains(says))))
+            .collect()
+    }
+
     #[test]
-    fn a_damaged_header_whose_size_agrees_with_the_shard_is_used() {
+    fn a_header_whose_checksum_fails_reports_its_sample() {
         let mut bytes = three();
         // The mode field of s1.jpg: the checksum fails, nothing else is wrong.
         let at = header_of(&bytes, "s1.jpg");
         bytes[at + 101] ^= 0x02;
-        let got = listed(&bytes);
         assert_eq!(keys(&bytes), ["s0", "s1", "s2"]);
-        assert_eq!(got[1], ("s1".to_string(), Some(1), vec![1; 700]));
+        let says = format!("the tar header of s1.jpg at offset {at} fails its checksum");
+        assert_eq!(reported(&bytes, &says), [("s1".to_string(), true)]);
     }
 
     #[test]
-    fn a_header_with_a_garbled_size_is_skipped_and_its_sample_left_out() {
+    fn a_header_with_a_garbled_size_reports_its_sample() {
         let mut bytes = three();
         let at = header_of(&bytes, "s1.jpg");
         bytes[at + 124] = b'9';
-        assert_eq!(keys(&bytes), ["s0", "s2"]);
-        // Its name garbled too: neither neighbour can be told from the other, both go.
+        assert_eq!(keys(&bytes), ["s0", "s1", "s2"]);
+        assert_eq!(reported(&bytes, "s1.jpg"), [("s1".to_string(), true)]);
+        // Its name garbled too: the damage is reported under the name it gives, and s1,
+        // left with its label alone, for having no image.
         bytes[at] = b'x';
-        assert_eq!(keys(&bytes), ["s2"]);
+        assert_eq!(keys(&bytes), ["s0", "x1", "s1", "s2"]);
+        let got = reported(&bytes, "x1.jpg");
+        assert_eq!(got, [("x1".to_string(), true), ("s1".to_string(), false)]);
+        assert_eq!(
+            reported(&bytes, "has no image member (members: s1.cls)"),
+            [("x1".to_string(), false), ("s1".to_string(), true)]
+        );
+    }
+
+    #[test]
+    fn a_zeroed_header_is_reported_under_the_sample_it_leaves_without_a_member() {
+        let mut bytes = three();
+        let at = header_of(&bytes, "s1.jpg");
+        bytes[at..at + 512].fill(0);
+        let says = format!("damaged region beside it at offset {at}: a block of zeros");
+        assert_eq!(reported(&bytes, &says), [("s1".to_string(), true)]);
+        assert_eq!(keys(&bytes), ["s0", "s1", "s2"]);
+        // Where neither neighbour lacks a member (a whole sample of one member lost),
+        // the region is an entry of its own.
+        let mut tar = ::tar::Builder::new(Vec::new());
+        for i in 0..3u8 {
+            member(&mut tar, &format!("s{i}.jpg"), &[i; 700]);
+        }
+        let mut bytes = tar.into_inner().expect("tar");
+        let at = header_of(&bytes, "s1.jpg");
+        bytes[at..at + 512].fill(0);
+        assert_eq!(keys(&bytes), ["s0", &format!("@{at}"), "s2"]);
+        let says = format!("at offset {at}: damaged region: a block of zeros");
+        assert_eq!(reported(&bytes, &says), [(format!("@{at}"), true)]);
+    }
+
+    #[test]
+    fn base_256_sizes_are_read_and_negative_or_junk_sizes_are_damage() {
+        assert_eq!(number(b"0000001234\0 "), Some(0o1234));
+        assert_eq!(number(b"  1234 \0\0\0\0\0"), Some(0o1234));
+        assert_eq!(number(b"\0\0\0\0"), Some(0));
+        let mut big = [0u8; 12];
+        big[0] = 0x80;
+        big[4..].copy_from_slice(&(700u64 << 30).to_be_bytes());
+        assert_eq!(number(&big), Some(700 << 30));
+        big[0] = 0xff;
+        assert_eq!(number(&big), None);
+        for junk in [&b"00000012x4\0 "[..], b"12 3", b"0008"] {
+            assert_eq!(number(junk), None, "{junk:?}");
+        }
+        // A shard whose sizes are all base-256 reads as the octal one does.
+        let mut bytes = three();
+        for name in ["s0.jpg", "s1.jpg", "s2.jpg"] {
+            let at = header_of(&bytes, name);
+            let mut field = [0u8; 12];
+            field[0] = 0x80;
+            field[4..].copy_from_slice(&700u64.to_be_bytes());
+            bytes[at + 124..at + 136].copy_from_slice(&field);
+            let mut h = ::tar::Header::new_old();
+            h.as_mut_bytes().copy_from_slice(&bytes[at..at + 512]);
+            h.set_cksum();
+            bytes[at..at + 512].copy_from_slice(h.as_bytes());
+        }
+        let got = listed(&bytes);
+        assert_eq!(got[1], ("s1".to_string(), Some(1), vec![1; 700]));
+        assert_eq!(got.len(), 3);
     }
 
     #[test]
@@ -552,15 +964,36 @@ mod tests {
         bytes[end + 7] ^= 0x10;
         bytes[end + 600] ^= 0x01;
         assert_eq!(keys(&bytes), ["s0", "s1", "s2"]);
+        assert_eq!(listed(&bytes).len(), 3);
     }
 
     #[test]
-    fn a_shard_cut_inside_a_header_ends_there() {
+    fn a_shard_cut_inside_a_header_reports_the_sample_it_cut() {
         let mut bytes = three();
-        bytes.truncate(header_of(&bytes, "s1.cls") + 100);
-        let got = listed(&bytes);
+        let at = header_of(&bytes, "s1.cls");
+        bytes.truncate(at + 100);
         assert_eq!(keys(&bytes), ["s0", "s1"]);
-        assert_eq!(got[1], ("s1".to_string(), None, vec![1; 700]));
+        let says = format!("damaged region beside it at offset {at}: the shard ends inside a header block, to the end of the shard");
+        assert_eq!(reported(&bytes, &says), [("s1".to_string(), true)]);
+    }
+
+    #[test]
+    fn empty_and_non_tar_shards_are_one_reported_entry() {
+        let none = problems(b"");
+        assert_eq!(none.len(), 1);
+        assert_eq!(none[0].0, "@0");
+        assert!(none[0]
+            .1
+            .as_ref()
+            .is_some_and(|p| p.contains("is empty (0 bytes)")));
+        let text = b"this is not a tar file\n".repeat(100);
+        let got = problems(&text);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, "@0");
+        assert!(got[0]
+            .1
+            .as_ref()
+            .is_some_and(|p| p.contains("to the end of the shard")));
     }
 
     #[test]

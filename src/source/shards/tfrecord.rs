@@ -2,12 +2,13 @@
 //! of the data), the `tf.train.Example` records inside it, indexing a shard and reading one
 //! record's bytes feature.
 
-use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read, Seek};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{recorded_text, with_shard, Entry, ExampleKeys, ReadError, RecordField, READ_AHEAD};
+use super::{
+    recorded_text, with_shard, Entry, ExampleKeys, Problem, ReadError, RecordField, READ_AHEAD,
+};
 use crate::error::{Error, Result};
 
 /// What is wrong with a TFRecord record (the shard and record are in
@@ -361,82 +362,167 @@ pub fn encode_example(bytes: &[(&str, &[u8])], ints: &[(&str, i64)]) -> Vec<u8> 
 
 /// Indexes a TFRecord shard: every record's offset and length, label and mask presence,
 /// recorded path and class name.
-/// A header whose length checksum fails is skipped by searching for the next header whose
-/// checksum holds (the damaged span becomes one entry that fails when read); a record
-/// whose data checksum fails is indexed and fails when read; a record cut short at the
-/// end is indexed and fails when read.
+///
+/// Damage: a header whose length checksum fails is one entry that fails when read; one
+/// whose length runs past the end of the shard (a record cut short, or a damaged length
+/// that happens to pass its checksum) is one entry that is reported; and indexing resumes at the next position whose header
+/// checksum holds (after the damaged byte; after the header whose length runs past the
+/// end), so the records after it are still indexed. A record whose data checksum fails, or
+/// whose data is not an example, is indexed and fails when read. An empty shard is one
+/// entry that is reported.
 pub(super) fn index(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<Entry>> {
     let io = |e: std::io::Error| Error::io(shard, e);
     // One sequential pass with a large buffer: shards are far larger than memory wants.
-    let mut r = BufReader::with_capacity(READ_AHEAD, File::open(shard).map_err(io)?);
+    let r = BufReader::with_capacity(
+        READ_AHEAD,
+        crate::source::fsio::open_regular(shard).map_err(io)?,
+    );
+    index_records(r, size, keys, &shard.display().to_string()).map_err(io)
+}
+
+/// Bytes the search for the next intact header holds at a time, however far it looks.
+const RESYNC_WINDOW: usize = 64 << 10;
+
+/// A reader of a shard and the position it is at.
+struct Shard<R> {
+    r: BufReader<R>,
+    pos: u64,
+}
+
+impl<R: Read + Seek> Shard<R> {
+    /// Moves to `to`, within the read buffer where it can.
+    fn seek(&mut self, to: u64) -> std::io::Result<()> {
+        let delta = i64::try_from(i128::from(to) - i128::from(self.pos))
+            .map_err(|_| std::io::Error::other("seek out of range"))?;
+        self.r.seek_relative(delta)?;
+        self.pos = to;
+        Ok(())
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> std::io::Result<()> {
+        self.r.read_exact(buf)?;
+        self.pos += buf.len() as u64;
+        Ok(())
+    }
+
+    /// The first position at or after `from` whose 12 bytes are a record header whose
+    /// length checksum holds, in a shard of `size` bytes; `None` when the shard ends first.
+    /// Reads the shard once from `from`, [`RESYNC_WINDOW`] bytes at a time, and leaves the
+    /// reader at the position found.
+    fn next_header(&mut self, from: u64, size: u64) -> std::io::Result<Option<u64>> {
+        self.seek(from)?;
+        let mut window = vec![0u8; RESYNC_WINDOW];
+        // `window[..have]` is the shard from `base`.
+        let (mut base, mut have) = (from, 0usize);
+        loop {
+            let left = size.saturating_sub(base + have as u64);
+            let room = RESYNC_WINDOW - have;
+            let want = usize::try_from(left).map_or(room, |l| l.min(room));
+            let Some(fresh) = window.get_mut(have..have + want) else {
+                return Ok(None);
+            };
+            self.read_exact(fresh)?;
+            have += want;
+            let found = (0..(have + 1).saturating_sub(12))
+                .find(|&p| window.get(p..p + 12).and_then(header_len).is_some());
+            if let Some(p) = found {
+                let at = base + p as u64;
+                self.seek(at)?;
+                return Ok(Some(at));
+            }
+            if want == 0 {
+                return Ok(None);
+            }
+            // Keep the last 11 bytes: a header may start in them.
+            let keep = have.min(11);
+            window.copy_within(have - keep..have, 0);
+            base += (have - keep) as u64;
+            have = keep;
+        }
+    }
+}
+
+/// [`index`], of the shard `r` reads (named `shard` in logs).
+fn index_records<R: Read + Seek>(
+    r: BufReader<R>,
+    size: u64,
+    keys: &ExampleKeys,
+    shard: &str,
+) -> std::io::Result<Vec<Entry>> {
     let mut out = Vec::new();
+    if size == 0 {
+        out.push(Entry::damage(0, 0, "is empty (0 bytes): no records".into()));
+        return Ok(out);
+    }
+    let mut r = Shard { r, pos: 0 };
     let mut rec = Vec::new();
     let mut at = 0u64;
     while at < size {
-        let name = format!("{:08}", out.len());
+        let mut entry = Entry {
+            name: format!("{:08}", out.len()),
+            offset: at,
+            len: 0,
+            label: None,
+            mask: None,
+            path: None,
+            class: None,
+            problem: None,
+            unread: true,
+        };
         let mut head = [0u8; 12];
-        let whole = at + 12 <= size && r.read_exact(&mut head).is_ok();
-        match header_len(&head).filter(|_| whole) {
-            Some(len) => {
-                let end = (at + 12).saturating_add(len).saturating_add(4);
-                let (mut label, mut mask, mut path, mut class) = (None, None, None, None);
-                if end <= size {
-                    rec.resize(len as usize, 0);
-                    let mut tail = [0u8; 4];
-                    r.read_exact(&mut rec).map_err(io)?;
-                    r.read_exact(&mut tail).map_err(io)?;
-                    if masked_crc(&rec) == u32::from_le_bytes(tail) {
-                        if let Ok(ex) = Example::parse(&rec) {
-                            label = ex.int(&keys.label).and_then(|v| u32::try_from(v).ok());
-                            mask = ex.bytes(&keys.mask).map(|_| (0, 0));
-                            path = ex.bytes(&keys.path).and_then(recorded_text);
-                            class = ex.bytes(&keys.class_text).and_then(recorded_text);
-                        }
+        if at + 12 > size {
+            // Cut short inside a header: the entry fails when read.
+            out.push(entry);
+            break;
+        }
+        r.read_exact(&mut head)?;
+        let len = header_len(&head);
+        let end = len.and_then(|l| (at + 12).checked_add(l)?.checked_add(4));
+        let resume = match (len, end) {
+            (Some(len), Some(end)) if end <= size => {
+                entry.len = len;
+                let n = usize::try_from(len).map_err(std::io::Error::other)?;
+                rec.resize(n, 0);
+                let mut tail = [0u8; 4];
+                r.read_exact(&mut rec)?;
+                r.read_exact(&mut tail)?;
+                if masked_crc(&rec) == u32::from_le_bytes(tail) {
+                    if let Ok(ex) = Example::parse(&rec) {
+                        entry.unread = false;
+                        entry.label = ex.int(&keys.label).map(i128::from);
+                        entry.mask = ex.bytes(&keys.mask).map(|_| (0, 0));
+                        entry.path = ex.bytes(&keys.path).and_then(recorded_text);
+                        entry.class = ex.bytes(&keys.class_text).and_then(recorded_text);
                     }
                 }
-                out.push(Entry {
-                    name,
-                    offset: at,
-                    len,
-                    label,
-                    mask,
-                    path,
-                    class,
-                });
+                out.push(entry);
                 at = end;
+                continue;
             }
-            None => {
-                // A damaged header: one entry for it (it fails when read), then resume at
-                // the next position whose header checksum holds, searched in the rest of
-                // the shard (read whole only on this rare path).
-                out.push(Entry {
-                    name,
-                    offset: at,
-                    len: 0,
-                    label: None,
-                    mask: None,
-                    path: None,
-                    class: None,
-                });
-                r.seek(SeekFrom::Start(at + 1)).map_err(io)?;
-                let mut rest = Vec::new();
-                r.read_to_end(&mut rest).map_err(io)?;
-                let next = (0..rest.len().saturating_sub(11))
-                    .find(|&p| header_len(&rest[p..]).is_some())
-                    .map(|p| at + 1 + p as u64);
-                log::warn!(
-                    "{}: damaged record header at offset {at}; resuming at {:?}",
-                    shard.display(),
-                    next
+            (Some(len), _) => {
+                let left = size - (at + 12);
+                let what = format!(
+                    "record {} (offset {at}): its length of {len} bytes exceeds the limit of the {left} bytes the shard holds after its header: the record is cut short, or its length is damaged",
+                    out.len()
                 );
-                match next {
-                    Some(p) => {
-                        r.seek(SeekFrom::Start(p)).map_err(io)?;
-                        at = p;
-                    }
-                    None => break,
-                }
+                log::warn!("{shard} {what}");
+                entry.len = len;
+                entry.unread = false;
+                entry.problem = Some(Problem::Corrupt(what));
+                at + 12
             }
+            (None, _) => {
+                log::warn!("{shard}: damaged record header at offset {at}");
+                at + 1
+            }
+        };
+        out.push(entry);
+        match r.next_header(resume, size)? {
+            Some(p) => {
+                log::warn!("{shard}: records resume at offset {p}");
+                at = p;
+            }
+            None => break,
         }
     }
     Ok(out)
@@ -445,6 +531,150 @@ pub(super) fn index(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<E
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shard in memory that counts what is read from it: the bytes, and the largest
+    /// single read asked for.
+    struct Counting {
+        shard: std::io::Cursor<Vec<u8>>,
+        read: u64,
+        largest: usize,
+    }
+
+    impl Read for Counting {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.largest = self.largest.max(buf.len());
+            let n = self.shard.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    impl Seek for Counting {
+        fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+            self.shard.seek(to)
+        }
+    }
+
+    #[test]
+    fn resyncing_after_damaged_headers_reads_the_shard_once_with_a_bounded_buffer() {
+        // Finding 8 (a 180 MB shard with 20 damaged headers took 185 MB to index, each
+        // damaged header reading the rest of the shard), at 24 MB: 240 records of 100 kB
+        // of noise, the length field of 20 of them damaged.
+        let mut shard = Vec::new();
+        let mut starts = Vec::new();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for i in 0..240 {
+            let image: Vec<u8> = (0..100_000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 24) as u8
+                })
+                .collect();
+            starts.push(shard.len() as u64);
+            let example = encode_example(&[("image/encoded", &image)], &[("image/class/label", i)]);
+            frame_record(&example, &mut shard);
+        }
+        let damaged: Vec<usize> = (0..20).map(|k| 5 + 12 * k).collect();
+        for &i in &damaged {
+            shard[starts[i] as usize] ^= 0x01;
+        }
+        let size = shard.len() as u64;
+        let mut counting = Counting {
+            shard: std::io::Cursor::new(shard),
+            read: 0,
+            largest: 0,
+        };
+        let r = BufReader::with_capacity(READ_AHEAD, &mut counting);
+        let entries = index_records(r, size, &ExampleKeys::default(), "test").expect("indexes");
+        // Every record has its entry at its offset: a damaged one unread (it fails when
+        // read), every good one after it with its label.
+        let got: Vec<(u64, Option<i128>, bool)> = entries
+            .iter()
+            .map(|e| (e.offset, e.label, e.unread))
+            .collect();
+        let want: Vec<(u64, Option<i128>, bool)> = starts
+            .iter()
+            .enumerate()
+            .map(|(i, &at)| {
+                let bad = damaged.contains(&i);
+                (at, (!bad).then_some(i as i128), bad)
+            })
+            .collect();
+        assert_eq!(got, want);
+        // Read once, in reads no larger than the read-ahead buffer (the search for the
+        // next header re-reads at most one buffer's worth after each damaged header).
+        assert!(
+            counting.largest <= READ_AHEAD,
+            "a read of {} bytes",
+            counting.largest
+        );
+        let bound = size + 20 * READ_AHEAD as u64;
+        assert!(
+            counting.read <= bound,
+            "{} bytes read from a shard of {size}",
+            counting.read
+        );
+        println!(
+            "{} bytes read from a shard of {size}, at most {} at a time",
+            counting.read, counting.largest
+        );
+    }
+
+    #[test]
+    fn a_length_past_the_end_is_one_entry_and_the_records_after_it_are_indexed() {
+        // Finding 9: a length of 1 TiB whose checksum holds hid the records after it.
+        let mut shard = Vec::new();
+        let mut starts = Vec::new();
+        let ex = |i: i64| {
+            encode_example(
+                &[("image/encoded", &[i as u8; 50])],
+                &[("image/class/label", i)],
+            )
+        };
+        for i in 0..4 {
+            starts.push(shard.len() as u64);
+            frame_record(&ex(i), &mut shard);
+            if i == 1 {
+                starts.push(shard.len() as u64);
+                let len = (1u64 << 40).to_le_bytes();
+                shard.extend_from_slice(&len);
+                shard.extend_from_slice(&masked_crc(&len).to_le_bytes());
+            }
+        }
+        let size = shard.len() as u64;
+        let r = BufReader::new(std::io::Cursor::new(shard));
+        let entries = index_records(r, size, &ExampleKeys::default(), "test").expect("indexes");
+        let got: Vec<(u64, u64, Option<i128>, bool)> = entries
+            .iter()
+            .map(|e| (e.offset, e.len, e.label, e.unread))
+            .collect();
+        let good = |k: usize, i: i64| (starts[k], ex(i).len() as u64, Some(i128::from(i)), false);
+        assert_eq!(
+            got,
+            [
+                good(0, 0),
+                good(1, 1),
+                (starts[2], 1 << 40, None, false),
+                good(3, 2),
+                good(4, 3),
+            ]
+        );
+        assert!(matches!(
+            &entries[2].problem,
+            Some(Problem::Corrupt(w)) if w.starts_with(&format!("record 2 (offset {}): its length of 1099511627776 bytes", starts[2]))
+        ));
+    }
+
+    #[test]
+    fn an_empty_shard_is_one_damage_entry() {
+        let r = BufReader::new(std::io::Cursor::new(Vec::new()));
+        let entries = index_records(r, 0, &ExampleKeys::default(), "test").expect("indexes");
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].name, "@0");
+        assert!(matches!(&entries[0].problem, Some(Problem::Corrupt(w)) if w.contains("empty")));
+    }
 
     #[test]
     fn crc32c_matches_the_standard_check_values() {
