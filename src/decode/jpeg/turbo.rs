@@ -258,10 +258,21 @@ fn extraneous_warning(seen: &Seen, bytes: &[u8]) -> Option<DecodeWarning> {
     Some(DecodeWarning::new(WarningKind::Extraneous, first.clone()))
 }
 
+/// Clears `cinfo.coef_bits` before a decode. libjpeg sets it only when it meets a
+/// progressive file, allocates it from the image's memory pool (freed by
+/// `jpeg_finish_decompress` and `jpeg_abort_decompress`) and never clears it, so on a
+/// reused decompressor it would still point at a freed array when the next file is not
+/// progressive.
+fn forget_progression(cinfo: &mut ffi::jpeg_decompress_struct) {
+    cinfo.coef_bits = std::ptr::null_mut();
+}
+
 /// Reads what [`Scans`] needs from a decompressor that has read its input.
 ///
 /// # Safety
-/// `cinfo` must have read its headers (`jpeg_read_header`) and not been reset since.
+/// `cinfo` must have read its headers (`jpeg_read_header`) in this decode, after
+/// [`forget_progression`], and the image's memory must not have been freed since (no
+/// `jpeg_finish_decompress`, `jpeg_abort_decompress` or reset): `coef_bits` lives there.
 unsafe fn scans_of(cinfo: &ffi::jpeg_decompress_struct, hints: &Hints) -> Scans {
     let n = usize::try_from(cinfo.num_components).unwrap_or(0);
     let mut scans = Scans {
@@ -328,13 +339,13 @@ impl Decoder {
     ) -> Result<(Output, Option<DecodeWarning>), DecodeError> {
         self.err.seen = Seen::default();
         let cinfo = &mut *self.cinfo;
+        forget_progression(cinfo);
         // SAFETY: `cinfo` was created by jpeg_create_decompress and is reset below after
         // every use; `bytes` outlives the call (jpeg_mem_src keeps only a pointer used
-        // within it); `out` is sized before libjpeg writes rows into it (see `run`);
-        // `scans_of` reads the state `run` left, before the reset.
+        // within it); `out` is sized before libjpeg writes rows into it (see `run`),
+        // which also reads the progression state before finishing frees it.
         let r = catch_unwind(AssertUnwindSafe(|| unsafe {
-            let o = run(cinfo, bytes, req, out)?;
-            Ok((o, scans_of(cinfo, hints)))
+            run(cinfo, bytes, req, hints, out)
         }));
         // SAFETY: returns the decompressor to its idle state, keeping it reusable.
         let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
@@ -375,7 +386,9 @@ impl Decoder {
     ) -> Result<CoeffStatus, DecodeError> {
         self.err.seen = Seen::default();
         let cinfo = &mut *self.cinfo;
-        // SAFETY: as in `decode`; `out` is plain Rust data filled by copying.
+        forget_progression(cinfo);
+        // SAFETY: as in `decode`; `out` is plain Rust data filled by copying; nothing
+        // frees the image's memory before `scans_of` (no jpeg_finish_decompress here).
         let r = catch_unwind(AssertUnwindSafe(|| unsafe {
             let status = run_coefficients(cinfo, bytes, out)?;
             Ok((status, scans_of(cinfo, hints)))
@@ -451,8 +464,9 @@ unsafe fn run(
     cinfo: &mut ffi::jpeg_decompress_struct,
     bytes: &[u8],
     req: &Request,
+    hints: &Hints,
     out: &mut Vec<u8>,
-) -> Result<Output, DecodeError> {
+) -> Result<(Output, Scans), DecodeError> {
     // SAFETY: (whole body) calls follow libjpeg's documented decompression sequence on a
     // valid decompressor; row pointers handed to jpeg_read_scanlines point into `out`,
     // which holds `stride * rows` bytes, and each call writes one row of `stride` bytes.
@@ -506,10 +520,12 @@ unsafe fn run(
                 ));
             }
         }
+        // Before finishing, which frees the progression state `scans_of` reads.
+        let scans = scans_of(cinfo, hints);
         if wy1 == fh {
             ffi::jpeg_finish_decompress(cinfo);
         }
-        Ok(Output {
+        let output = Output {
             width: w,
             height: rows as u32,
             x0,
@@ -517,7 +533,8 @@ unsafe fn run(
             full_width: fw,
             full_height: fh,
             channels: channels as u32,
-        })
+        };
+        Ok((output, scans))
     }
 }
 
@@ -692,6 +709,40 @@ fn smoothing_needed(comps: &[ffi::jpeg_component_info], bits: &[[c_int; 64]]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A progressive file leaves libjpeg's `coef_bits` pointing into memory freed when the
+    /// decode ends; neither the next file on the reused decompressor nor the progressive
+    /// file's own verdict (read after `jpeg_finish_decompress` before this was fixed) may
+    /// read it. (The fuzzer found this as a heap use-after-free under AddressSanitizer:
+    /// tests/data/regress/coefficients/.)
+    #[test]
+    fn a_reused_decoder_never_keeps_a_progressive_files_state() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jpeg");
+        let read = |f: &str| std::fs::read(dir.join(f)).expect("test JPEG");
+        let (progressive, baseline) =
+            (read("jd_moz_jpg-progressive.jpg"), read("ljt_testorig.jpg"));
+        let req = Request {
+            scale: 1,
+            window: None,
+            strict: true,
+        };
+        let mut dec = Decoder::new().expect("decoder");
+        let mut out = Vec::new();
+        let mut coeffs = Coefficients::default();
+        for bytes in [&progressive, &baseline, &progressive, &baseline] {
+            let info = crate::decode::jpeg::markers::peek(bytes).expect("headers");
+            let hints = Hints::of(bytes, &info);
+            dec.decode(bytes, &req, &hints, &mut out).expect("decode");
+            let progressive = info.process == Some(crate::decode::JpegProcess::Progressive);
+            // Set only by a progressive file's own decode.
+            assert!(dec.cinfo.coef_bits.is_null() || progressive);
+            let status = dec
+                .read_coefficients(bytes, true, &hints, &mut coeffs)
+                .expect("coefficients");
+            assert!(matches!(status, CoeffStatus::Ready), "{status:?}");
+            assert!(dec.cinfo.coef_bits.is_null() || progressive);
+        }
+    }
 
     fn scans(progressive: bool, complete: bool) -> Scans {
         Scans {
