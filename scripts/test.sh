@@ -130,3 +130,19 @@ fi
 
 echo "== the CUDA example (it says so and exits where there is no GPU)"
 cargo run --locked --quiet --features parquet --example cuda_consumer
+
+# Fuzzing (fuzz/, libFuzzer with AddressSanitizer): every target for a bounded time
+# (STOKER_FUZZ_SECONDS each, default 15), seeded from tests/data and the earlier findings
+# in tests/data/regress/ (which tests/regress.rs also replays on stable). cargo-fuzz needs
+# a nightly toolchain; it is installed from crates.io when missing (about a minute).
+fuzz_seconds="${STOKER_FUZZ_SECONDS:-15}"
+if [ "$fuzz_seconds" != 0 ] && rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+    if ! command -v cargo-fuzz >/dev/null 2>&1; then
+        echo "== installing cargo-fuzz"
+        cargo install --quiet --locked cargo-fuzz --version 0.13.2
+    fi
+    echo "== fuzzing every target for ${fuzz_seconds} s (scripts/fuzz.sh)"
+    bash scripts/fuzz.sh "$fuzz_seconds"
+elif [ "$fuzz_seconds" != 0 ]; then
+    echo "note: no nightly toolchain (rustup toolchain install nightly): the fuzz targets did not run; tests/regress.rs replayed their findings"
+fi

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs every fuzz target (fuzz/, cargo-fuzz and libFuzzer, nightly Rust) for a bounded
+# time, seeded from tests/data (and ../shared/corpus where it exists). A crash, a panic,
+# a timeout or an allocation over the limit is copied to tests/data/regress/<target>/
+# (tests/regress.rs replays it on every test run) and fails the run.
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      default: 15 s, every target
+#
+# Needs a nightly toolchain (`rustup toolchain install nightly`) and cargo-fuzz (`cargo
+# install cargo-fuzz`); scripts/test.sh installs cargo-fuzz where nightly is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-15}
+shift || true
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    targets=(jpeg_decode coefficients image_formats png_mask shards file_list)
+fi
+
+# Seeds: the bundled test files by kind, and the shared corpus's JPEGs.
+seed() {
+    local target=$1 dir=fuzz/corpus/$1
+    mkdir -p "$dir"
+    local from=()
+    case $target in
+        jpeg_decode | coefficients) from=(tests/data/jpeg tests/data/lenient) ;;
+        image_formats) from=(tests/data/formats) ;;
+        png_mask) from=(tests/data/masks) ;;
+        shards) from=(tests/data/shards) ;;
+        file_list) from=() ;;
+    esac
+    for d in "${from[@]}"; do
+        find "$d" -type f -size -2M -exec cp -n {} "$dir/" \; 2>/dev/null || true
+    done
+    if [ "$target" = jpeg_decode ] && [ -d ../shared/corpus ]; then
+        # (find is cut off by head: the pipeline's status is not the copy's.)
+        find ../shared/corpus -type f -iname '*.jpg' -size -300k 2>/dev/null | head -40 |
+            while read -r f; do cp -n "$f" "$dir/" 2>/dev/null || true; done || true
+    fi
+    if [ "$target" = file_list ]; then
+        printf 'a.jpg 1\nb/c.jpg\t2\n# comment\n' >"$dir/list1"
+        printf 'x.png\n\ny z.png\n' >"$dir/list2"
+    fi
+    # Earlier findings seed their target too.
+    if [ -d "tests/data/regress/$target" ]; then
+        cp -n "tests/data/regress/$target"/* "$dir/" 2>/dev/null || true
+    fi
+}
+
+status=0
+for t in "${targets[@]}"; do
+    seed "$t"
+    echo "== fuzz $t for ${seconds}s"
+    rm -rf "fuzz/artifacts/$t"
+    # -malloc_limit_mb: no single allocation may come near what the checks' small
+    # limits allow (a few tens of MB); -rss_limit_mb bounds the whole process.
+    if ! cargo +nightly fuzz run --fuzz-dir fuzz "$t" "fuzz/corpus/$t" -- \
+        -max_total_time="$seconds" -malloc_limit_mb=1024 -rss_limit_mb=2560 \
+        -timeout=20 -print_final_stats=1 >"fuzz/$t.log" 2>&1; then
+        status=1
+        tail -40 "fuzz/$t.log"
+        mkdir -p "tests/data/regress/$t"
+        for a in fuzz/artifacts/"$t"/*; do
+            [ -f "$a" ] || continue
+            cp "$a" "tests/data/regress/$t/"
+            echo "error: fuzz target $t failed on $a (copied to tests/data/regress/$t/)" >&2
+        done
+    else
+        grep -E "^stat::number_of_executed_units|^Done [0-9]+ runs" "fuzz/$t.log" | tail -1 || true
+    fi
+done
+exit $status
