@@ -3,7 +3,7 @@
 # folder, to show it levels off after warm-up (run by hand; figures in BENCHMARKS.md,
 # "Memory over epochs").
 #
-#   scripts/soak.sh [STOKER_BINARY] [IMAGE_FOLDER] [EPOCHS] [BACKEND]
+#   scripts/soak.sh [STOKER_BINARY] [IMAGE_FOLDER] [EPOCHS] [BACKEND] [MORE_OPTIONS...]
 #
 # defaults: target/release/stoker, bench-data/in500 (scripts' make_bench_set.py), 150, cpu.
 # Prints the resident memory after a few epochs along the way, the last and the peak.
@@ -13,9 +13,10 @@ bin=${1:-target/release/stoker}
 images=${2:-bench-data/in500}
 epochs=${3:-150}
 backend=${4:-cpu}
+shift $(( $# < 4 ? $# : 4 ))
 start=$(date +%s)
 "$bin" bench pipeline --images "$images" --epochs "$epochs" --size 224 --batch 32 \
-    --backend "$backend" --json 2>/dev/null |
+    --backend "$backend" "$@" --json 2>/dev/null |
     python3 -c '
 import json, sys
 r = json.load(sys.stdin)["results"][0]
