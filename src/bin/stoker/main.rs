@@ -37,13 +37,6 @@ use serde_json::Value;
 
 use common::{fail, Cause, Ctx, ErrorObject, Report, Res};
 
-/// mimalloc instead of the system allocator (feature `mimalloc`, on by default): per-sample
-/// buffers of varying size fragment glibc's heap over epochs, and a long run's resident
-/// memory creeps up with it (BENCHMARKS.md, "Memory over epochs").
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// What `--help` and `-h` end with.
 const NOTES: &str =
     "With no --images, commands use the sample images bundled with the source tree.\n\
