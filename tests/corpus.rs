@@ -4,25 +4,10 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use stoker::decode::{cpu, peek_info, DecodeError, DecodeOptions, Image8, LabelPlane};
 use stoker::{Augment, Dataset, OnError, Pipeline};
-
-fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            files_below(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
-}
 
 #[test]
 fn no_file_of_the_corpus_makes_the_decoders_panic() {
@@ -31,8 +16,8 @@ fn no_file_of_the_corpus_makes_the_decoders_panic() {
         return;
     };
     let mut files = Vec::new();
-    files_below(&corpus, &mut files);
-    files_below(&common::data_dir(), &mut files);
+    common::files_below(&corpus, &mut files);
+    common::files_below(&common::data_dir(), &mut files);
     assert!(
         files.len() > 200,
         "corpus looks incomplete: {} files",

@@ -8,8 +8,6 @@ mod common;
 #[path = "../fuzz/checks.rs"]
 mod checks;
 
-use std::path::{Path, PathBuf};
-
 type Check = fn(&[u8]);
 
 const TARGETS: &[(&str, Check)] = &[
@@ -21,29 +19,13 @@ const TARGETS: &[(&str, Check)] = &[
     ("file_list", checks::file_list),
 ];
 
-/// The files below `dir`, recursively, sorted.
-fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            files_below(&p, out);
-        } else if p.is_file() {
-            out.push(p);
-        }
-    }
-}
-
 #[test]
 fn every_regression_file_passes_its_fuzz_target() {
     let root = common::data_dir().join("regress");
     let mut replayed = 0;
     for (target, check) in TARGETS {
         let mut files = Vec::new();
-        files_below(&root.join(target), &mut files);
+        common::files_below(&root.join(target), &mut files);
         for f in files.iter().filter(|f| !f.ends_with("README.md")) {
             let bytes = std::fs::read(f).expect("regression file");
             eprintln!("{target}: {}", f.display());
@@ -71,7 +53,7 @@ fn every_regression_file_passes_its_fuzz_target() {
 fn every_seed_passes_every_check() {
     let mut seeds = Vec::new();
     for d in ["jpeg", "formats", "lenient", "masks", "samples", "shards"] {
-        files_below(&common::data_dir().join(d), &mut seeds);
+        common::files_below(&common::data_dir().join(d), &mut seeds);
     }
     assert!(seeds.len() > 50, "{} seeds", seeds.len());
     for f in &seeds {

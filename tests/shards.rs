@@ -820,6 +820,13 @@ fn octal_size(n: u64) -> [u8; 12] {
 /// paths of all the samples the shards held): exactly those not in `lost` are delivered,
 /// with their labels; the reports are exactly `reports` (path, kind, and text the reason
 /// holds after the shard's path), so that every sample is delivered or reported.
+/// [`check_damage`] of the five tar shards when exactly `s00242` is lost, reported as
+/// `kind`, its reason saying `says`.
+fn check_s00242_reported(shards: &[Vec<u8>], kind: SampleErrorKind, says: &str) {
+    let reports = [(one(242)[0].clone(), kind, says.to_string())];
+    check_damage(shards, "tar", &five_paths("tar", true), &one(242), &reports);
+}
+
 fn check_damage(
     shards: &[Vec<u8>],
     ext: &str,
@@ -902,14 +909,7 @@ fn a_zeroed_header_block_reports_its_sample_finding_9_lost_68() {
     let says = format!(
         "sample \"s00242\": damaged region beside it at offset {at}: a block of zeros where a tar header should be"
     );
-    let reports = [(one(242)[0].clone(), SampleErrorKind::Corrupt, says)];
-    check_damage(
-        &shards,
-        "tar",
-        &five_paths("tar", true),
-        &one(242),
-        &reports,
-    );
+    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
 }
 
 #[test]
@@ -925,14 +925,7 @@ fn a_size_of_77777777777_reports_its_sample_finding_9_lost_67() {
     let says = format!(
         "sample \"s00242\": the size of s00242.jpg at offset {at}, 8589934591 bytes, runs past the end of the shard ({size} bytes)"
     );
-    let reports = [(one(242)[0].clone(), SampleErrorKind::Corrupt, says)];
-    check_damage(
-        &shards,
-        "tar",
-        &five_paths("tar", true),
-        &one(242),
-        &reports,
-    );
+    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
 }
 
 #[test]
@@ -967,18 +960,7 @@ fn a_renamed_image_member_reports_its_sample_finding_9() {
         h[..10].copy_from_slice(b"s00242.jpx")
     });
     let says = "sample \"s00242\" has no image member (members: s00242.jpx, s00242.cls)";
-    let reports = [(
-        one(242)[0].clone(),
-        SampleErrorKind::Corrupt,
-        says.to_string(),
-    )];
-    check_damage(
-        &shards,
-        "tar",
-        &five_paths("tar", true),
-        &one(242),
-        &reports,
-    );
+    check_s00242_reported(&shards, SampleErrorKind::Corrupt, says);
 }
 
 #[test]
@@ -988,18 +970,7 @@ fn a_changed_type_flag_reports_its_sample_finding_9() {
     let at = header_at(&shards[2], "s00242.jpg");
     edit_header(&mut shards[2], at, |h| h[156] = b'5');
     let says = "sample \"s00242\" has no image member (members: s00242.jpg (type '5', not a regular file), s00242.cls)";
-    let reports = [(
-        one(242)[0].clone(),
-        SampleErrorKind::Corrupt,
-        says.to_string(),
-    )];
-    check_damage(
-        &shards,
-        "tar",
-        &five_paths("tar", true),
-        &one(242),
-        &reports,
-    );
+    check_s00242_reported(&shards, SampleErrorKind::Corrupt, says);
 }
 
 #[test]
@@ -1011,18 +982,7 @@ fn a_renamed_label_member_is_a_label_report_finding_9_delivered_label_minus_1() 
     });
     let says =
         "sample s00242: no label (no cls member), though other samples of the dataset have labels";
-    let reports = [(
-        one(242)[0].clone(),
-        SampleErrorKind::Label,
-        says.to_string(),
-    )];
-    check_damage(
-        &shards,
-        "tar",
-        &five_paths("tar", true),
-        &one(242),
-        &reports,
-    );
+    check_s00242_reported(&shards, SampleErrorKind::Label, says);
 }
 
 #[test]
@@ -1042,14 +1002,7 @@ fn a_size_512_too_large_reports_its_sample_finding_9_delivered_label_minus_1() {
     let says = format!(
         "sample \"s00242\": damaged region beside it at offset {label_data}: a block that is not a tar header, up to the next tar header, at offset {next}"
     );
-    let reports = [(one(242)[0].clone(), SampleErrorKind::Corrupt, says)];
-    check_damage(
-        &shards,
-        "tar",
-        &five_paths("tar", true),
-        &one(242),
-        &reports,
-    );
+    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
 }
 
 #[test]
@@ -1061,14 +1014,7 @@ fn a_non_octal_size_reports_its_sample_finding_9_refused_the_dataset() {
     });
     let says =
         format!("sample \"s00242\": the size field of s00242.jpg at offset {at} is not a number");
-    let reports = [(one(242)[0].clone(), SampleErrorKind::Corrupt, says)];
-    check_damage(
-        &shards,
-        "tar",
-        &five_paths("tar", true),
-        &one(242),
-        &reports,
-    );
+    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
 }
 
 #[test]
@@ -1104,14 +1050,7 @@ fn a_header_whose_checksum_fails_reports_its_sample_finding_9_never_verified() {
     let says = format!(
         "sample \"s00242\": the tar header of s00242.jpg at offset {at} fails its checksum"
     );
-    let reports = [(one(242)[0].clone(), SampleErrorKind::Corrupt, says)];
-    check_damage(
-        &shards,
-        "tar",
-        &five_paths("tar", true),
-        &one(242),
-        &reports,
-    );
+    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
 }
 
 #[test]

@@ -215,3 +215,20 @@ pub fn cuda_device() -> Option<stoker::backend::cuda::CudaDevice> {
         "CUDA device",
     )
 }
+
+/// The regular files below `dir`, recursively, sorted (none where it cannot be read).
+#[allow(dead_code)]
+pub fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            files_below(&p, out);
+        } else if p.is_file() {
+            out.push(p);
+        }
+    }
+}
