@@ -8,7 +8,28 @@ use std::fs::{File, FileType, OpenOptions};
 use std::io::{self, Read};
 use std::path::Path;
 
-use super::shards::ReadError;
+/// Why [`read_bounded`] read nothing: what the system said, or the file is over the
+/// limit. (Its own type, so that this module depends on nothing else of the crate; the
+/// shard sources' [`super::shards::ReadError`] converts from it.)
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be opened or read, or is not a regular file.
+    #[error("{}: {error}", path.display())]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the operating system said.
+        error: io::Error,
+    },
+    /// The file holds more than the limit.
+    #[error("{bytes} bytes exceed the limit of {limit}")]
+    TooLarge {
+        /// Bytes there are (or were read, for a file that grew).
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+}
 
 /// What kind of file `t` is, in words, for reports: `"regular file"`, `"folder"`,
 /// `"FIFO"`, `"socket"`, `"character device"`, `"block device"`, `"symlink"`.

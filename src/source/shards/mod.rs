@@ -278,6 +278,17 @@ pub enum ReadError {
     Parquet(Box<dyn std::error::Error + Send + Sync>),
 }
 
+impl From<crate::source::fsio::ReadError> for ReadError {
+    fn from(e: crate::source::fsio::ReadError) -> Self {
+        match e {
+            crate::source::fsio::ReadError::File { path, error } => ReadError::File { path, error },
+            crate::source::fsio::ReadError::TooLarge { bytes, limit } => {
+                ReadError::TooLarge { bytes, limit }
+            }
+        }
+    }
+}
+
 /// A file's size and modification time (ns since the epoch): what an index or a cached
 /// footer is checked against.
 pub(crate) fn file_stamp(path: &Path) -> Result<(u64, u128)> {
