@@ -339,3 +339,82 @@ fn a_few_stray_bytes_after_the_last_scan_are_padding() {
         "{w}"
     );
 }
+
+/// A bit flip in the entropy-coded data near the end of the scan of `jpeg` (keeping its
+/// size) that a whole strict decode refuses but a strict decode of the top half of the
+/// image does not see: the damage a crop-aware decode can miss.
+fn damaged_below_the_top_half(jpeg: &[u8]) -> Vec<u8> {
+    let sos = jpeg
+        .windows(2)
+        .rposition(|w| w == [0xFF, 0xDA])
+        .expect("a scan");
+    let end = jpeg.len() - 2;
+    let strict = |window| DecodeOptions {
+        strict: true,
+        window,
+        ..DecodeOptions::default()
+    };
+    let info = stoker::decode::peek_info(jpeg).expect("headers");
+    let top = Some([0, 0, info.width, info.height / 2]);
+    let mut img = Image8::default();
+    for at in (sos + (end - sos) * 7 / 10..end).rev() {
+        for bit in [0x01u8, 0x08, 0x40] {
+            let mut m = jpeg.to_vec();
+            m[at] ^= bit;
+            if m[at] == 0xFF || jpeg[at] == 0xFF || (at > 0 && m[at - 1] == 0xFF) {
+                continue;
+            }
+            if cpu::decode_image(&m, &strict(None), &mut img).is_err()
+                && cpu::decode_image(&m, &strict(top), &mut img).is_ok()
+            {
+                return m;
+            }
+        }
+    }
+    panic!("no late-detected bit flip found");
+}
+
+/// Strict decoding means the same in every epoch and on every backend: a file whose
+/// damage lies below what some crops decode (a bit flip found only at the end of its
+/// scan) is reported in every epoch, whatever the crop, never delivered with garbage.
+/// (Before, a crop-aware CPU decode delivered it in the epochs whose crop stopped above
+/// the damage, while wgpu, which entropy-decodes whole files, reported it.)
+#[test]
+fn strict_decoding_refuses_late_damage_in_every_epoch_whatever_the_crop() {
+    let jpeg = std::fs::read(common::data_dir().join("jpeg/ljt_testorig.jpg")).expect("jpeg");
+    let damaged = damaged_below_the_top_half(&jpeg);
+    let dir = tempfile::tempdir().expect("tempdir");
+    for i in 0..12 {
+        common::write(dir.path(), &format!("a/bad{i:02}.jpg"), &damaged);
+    }
+    for i in 0..4 {
+        common::write(dir.path(), &format!("a/good{i}.jpg"), &jpeg);
+    }
+    let data = Dataset::image_folder(dir.path()).expect("folder");
+    for backend in common::backends() {
+        let pipe = Pipeline::builder(data.clone().all())
+            .backend(backend)
+            .augment(Augment::new().random_resized_crop(32, (0.08, 0.3), (0.75, 1.33)))
+            .batch_size(8)
+            .seed(7)
+            .build()
+            .expect("pipeline");
+        for epoch in 0..4 {
+            let (mut delivered, mut reported) = (Vec::new(), Vec::new());
+            for b in pipe.epoch(epoch).expect("epoch") {
+                let b = b.expect("batch");
+                for id in b.ids() {
+                    let s = data.samples().iter().find(|s| s.id == *id).expect("id");
+                    delivered.push(s.path.clone());
+                }
+                reported.extend(b.errors().iter().map(|e| e.path.clone()));
+            }
+            delivered.sort();
+            reported.sort();
+            let want_reported: Vec<String> = (0..12).map(|i| format!("a/bad{i:02}.jpg")).collect();
+            let want_delivered: Vec<String> = (0..4).map(|i| format!("a/good{i}.jpg")).collect();
+            assert_eq!(reported, want_reported, "{backend:?}, epoch {epoch}");
+            assert_eq!(delivered, want_delivered, "{backend:?}, epoch {epoch}");
+        }
+    }
+}

@@ -323,6 +323,7 @@ impl PipelineBuilder {
             device_max_binding,
             hardware_decode,
             coeff_pool: Default::default(),
+            verdicts: Default::default(),
         };
         Ok(Pipeline {
             cache: (self.cache_bytes > 0).then(|| Arc::new(Cache::new(self.cache_bytes))),

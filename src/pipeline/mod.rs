@@ -62,6 +62,7 @@ mod memory;
 mod readers;
 mod staging;
 mod stats;
+mod verdict;
 mod worker;
 
 use std::sync::{Arc, Mutex};
@@ -120,6 +121,8 @@ pub(crate) struct Config {
     pub hardware_decode: crate::backend::device::job::HardwareDecode,
     /// Coefficient buffers recycled from packed batches to the workers.
     pub coeff_pool: crate::backend::device::job::CoeffPool,
+    /// Strict-mode verdicts on whole JPEGs, for crop-aware decodes (see `verdict`).
+    pub verdicts: verdict::Verdicts,
 }
 
 impl Config {

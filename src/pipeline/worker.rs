@@ -535,17 +535,28 @@ fn decode_into(
     } else {
         plan.decode_options(base, &info)
     };
-    let r = crate::decode::cpu::decode_image_report(image, &opts, &mut out.image)
-        .map_err(|e| decode_error(s, "image", &e))
-        .and_then(|report| {
-            out.warning = report.warning;
-            if s.mask.is_none() {
-                out.mask = None;
-                return Ok(());
-            }
-            let m = out.mask.get_or_insert_with(Default::default);
-            decode_mask_into(sh, s, mask, m, info.oriented_size())
-        });
+    // A strict crop-aware JPEG decode takes the whole file's verdict (see `verdict`): the
+    // same in every epoch, whatever the crop, and the same as the device backends'.
+    let partial = opts.window.is_some() || opts.scale != 1;
+    let whole_file = (cfg.strict_decode && partial && info.format == crate::decode::Format::Jpeg)
+        .then(|| cfg.verdicts.check(s.id, image, &base));
+    let r = match &whole_file {
+        Some(Err(e)) => Err(decode_error(s, "image", e)),
+        _ => crate::decode::cpu::decode_image_report(image, &opts, &mut out.image)
+            .map_err(|e| decode_error(s, "image", &e)),
+    };
+    let r = r.and_then(|report| {
+        out.warning = match &whole_file {
+            Some(Ok(w)) => w.clone(),
+            _ => report.warning,
+        };
+        if s.mask.is_none() {
+            out.mask = None;
+            return Ok(());
+        }
+        let m = out.mask.get_or_insert_with(Default::default);
+        decode_mask_into(sh, s, mask, m, info.oriented_size())
+    });
     Counters::add(&sh.stats.decode_ns, t.elapsed());
     if r.is_ok() {
         if let Some(c) = &sh.cache {

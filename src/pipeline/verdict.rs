@@ -1,0 +1,51 @@
+//! Strict decoding means the same in every epoch and on every backend. A crop-aware decode
+//! stops at the bottom of its window, so damage in the entropy-coded data below it (a bit
+//! flip that keeps the file's size is often found only at the end of a scan) would be
+//! missed or not depending on the epoch's crop, while the device backends, which
+//! entropy-decode whole files, always find it. So before a JPEG is first decoded for part
+//! of its image in strict mode, its entropy-coded data is verified whole, once: a decode
+//! at 1/8 scale (the Huffman or arithmetic decoding is complete, the inverse DCT and
+//! colour conversion a sixty-fourth of the work). The verdict (refused, or delivered with
+//! the whole file's warning) is kept for the pipeline's life, keyed by the sample and a
+//! CRC-32C of its bytes, so a file rewritten between epochs is verified again.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::decode::{cpu, DecodeError, DecodeOptions, DecodeWarning, Image8};
+
+/// What verifying a file found: refused with this error, or decodable with the whole
+/// file's warning, if any.
+type Outcome = Result<Option<DecodeWarning>, DecodeError>;
+
+/// The verdicts of the files verified so far (by sample id).
+#[derive(Debug, Default)]
+pub(crate) struct Verdicts {
+    map: Mutex<HashMap<u64, (u64, u32, Outcome)>>,
+}
+
+impl Verdicts {
+    /// The verdict on `bytes` (sample `id`), decoded under `base` (its limits and
+    /// strictness), verifying the file when it has not been, or has changed.
+    pub(crate) fn check(&self, id: u64, bytes: &[u8], base: &DecodeOptions) -> Outcome {
+        let (len, crc) = (bytes.len() as u64, crc32c::crc32c(bytes));
+        if let Ok(map) = self.map.lock() {
+            if let Some((l, c, outcome)) = map.get(&id) {
+                if (*l, *c) == (len, crc) {
+                    return outcome.clone();
+                }
+            }
+        }
+        let opts = DecodeOptions {
+            scale: 8,
+            window: None,
+            ..*base
+        };
+        let mut scratch = Image8::default();
+        let outcome = cpu::decode_image_report(bytes, &opts, &mut scratch).map(|r| r.warning);
+        if let Ok(mut map) = self.map.lock() {
+            map.insert(id, (len, crc, outcome.clone()));
+        }
+        outcome
+    }
+}
