@@ -9,7 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use stoker::{Augment, BackendKind, DType, Dataset, Layout, Pipeline, Subset};
+use stoker::{Augment, BackendKind, DType, Dataset, Layout, Pipeline, PipelineBuilder, Subset};
 
 /// Largest difference allowed, in 0-255 levels: the device decode is within 2 levels of
 /// the CPU decode (a resize averages, it does not amplify) and the augment pass within 1.
@@ -36,16 +36,28 @@ fn run_cached(
     epochs: u64,
     cache_bytes: u64,
 ) -> Vec<Epoch> {
-    let pipe = Pipeline::builder(subset.clone())
-        .backend(backend)
-        .cache_bytes(cache_bytes)
-        .augment(aug.clone())
-        .batch_size(4)
-        .workers(2)
-        .readers(2)
-        .seed(11)
-        .build()
-        .expect("pipeline");
+    run_on(subset, aug, backend, epochs, |b| b.cache_bytes(cache_bytes))
+}
+
+/// [`run`] with the builder changed by `configure` (after the defaults here).
+fn run_on(
+    subset: &Subset,
+    aug: &Augment,
+    backend: BackendKind,
+    epochs: u64,
+    configure: impl FnOnce(PipelineBuilder) -> PipelineBuilder,
+) -> Vec<Epoch> {
+    let pipe = configure(
+        Pipeline::builder(subset.clone())
+            .backend(backend)
+            .augment(aug.clone())
+            .batch_size(4)
+            .workers(2)
+            .readers(2)
+            .seed(11),
+    )
+    .build()
+    .expect("pipeline");
     assert_eq!(pipe.backend().kind(), backend);
     (0..epochs)
         .map(|e| {
@@ -315,4 +327,123 @@ fn exif_rotated_jpegs_take_the_device_path_with_the_same_pixels() {
         .normalize(MEAN, STD)
         .dtype(DType::F32);
     compare(&subset, &aug, STD, true);
+}
+
+/// A wgpu device of this machine's adapter whose storage bindings hold at most `bytes`
+/// (a device with small bindings, or a large image on any device, in miniature); `None`
+/// where there is no adapter (as [`common::wgpu_context`] decides).
+#[cfg(feature = "wgpu")]
+fn small_binding_device(bytes: u64) -> Option<(wgpu::Device, wgpu::Queue)> {
+    common::wgpu_context()?;
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+    let adapter =
+        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+            .expect("adapter");
+    let limits = wgpu::Limits {
+        max_storage_buffer_binding_size: bytes,
+        ..adapter.limits()
+    };
+    let desc = wgpu::DeviceDescriptor {
+        required_limits: limits,
+        ..Default::default()
+    };
+    Some(pollster::block_on(adapter.request_device(&desc)).expect("device"))
+}
+
+/// Coefficient blocks a JPEG's components hold (from its frame header): what the device
+/// path uploads for a window that covers the whole image.
+fn blocks(bytes: &[u8]) -> u64 {
+    let mut i = 2;
+    while i + 4 < bytes.len() {
+        let marker = bytes[i + 1];
+        let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
+        if (0xC0..=0xC2).contains(&marker) {
+            let s = &bytes[i + 4..i + 2 + len];
+            let (h, w) = (
+                u64::from(u16::from_be_bytes([s[1], s[2]])),
+                u64::from(u16::from_be_bytes([s[3], s[4]])),
+            );
+            let n = usize::from(s[5]);
+            let f: Vec<(u64, u64)> = (0..n)
+                .map(|k| (u64::from(s[7 + 3 * k] >> 4), u64::from(s[7 + 3 * k] & 15)))
+                .collect();
+            let max_h = f.iter().map(|x| x.0).max().unwrap_or(1);
+            let max_v = f.iter().map(|x| x.1).max().unwrap_or(1);
+            return f
+                .iter()
+                .map(|&(fh, fv)| (w * fh).div_ceil(8 * max_h) * (h * fv).div_ceil(8 * max_v))
+                .sum();
+        }
+        i += 2 + len;
+    }
+    panic!("no frame header");
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn what_one_binding_cannot_hold_is_decoded_on_the_cpu() {
+    // Bindings of 768 KiB: the 640x427 4:4:4 photos hold 12960 blocks (1.66 MB of
+    // coefficients), more than one binding; the other files fit whole (the 600x400 4:2:0
+    // one holds 5650 blocks, 723 KB). The decoded windows are small (40 pixels out, so
+    // a large crop is decoded at a reduced IDCT scale).
+    const BINDING: u64 = 768 << 10;
+    let Some((device, queue)) = small_binding_device(BINDING) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = [
+        "samples/photo/sklearn_china.jpg",
+        "samples/photo/sklearn_flower.jpg",
+        "samples/photo/skimage_coffee.jpg",
+        "jpeg/ljt_testorig.jpg",
+        "jpeg/go_video-001_q50_444.jpg",
+        "jpeg/go_video-001_221212.jpg",
+        "jpeg/jd_moz_jpg-gray.jpg",
+    ];
+    let mut too_big = 0;
+    for f in files {
+        let bytes = std::fs::read(common::data_dir().join(f)).expect("jpeg");
+        too_big += usize::from(blocks(&bytes) * 128 > BINDING);
+        let name = f.replace('/', "_");
+        common::write(dir.path(), &format!("c/{name}"), &bytes);
+    }
+    assert_eq!(too_big, 2, "the two 4:4:4 photos need more than a binding");
+    let subset = Dataset::image_folder(dir.path()).expect("folder").all();
+    let random = Augment::new()
+        .random_resized_crop(40, (0.08, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .dtype(DType::U8);
+    // A centre crop (about 375 of their 427 rows and 640 columns, at any IDCT scale)
+    // still reads about 50x50 of their 80x54 block grid, three components: 7500 blocks,
+    // 0.96 MB, more than the binding.
+    let centre = Augment::validation(36).dtype(DType::U8);
+    let mut fallbacks = 0;
+    for seed in [1, 2, 3, 4] {
+        for (aug, whole) in [(&random, false), (&centre, true)] {
+            let seeded = |b: PipelineBuilder| b.seed(seed);
+            let cpu = run_on(&subset, aug, BackendKind::Cpu, 2, seeded);
+            let (d, q) = (device.clone(), queue.clone());
+            let gpu = run_on(&subset, aug, BackendKind::Wgpu, 2, |b| {
+                b.seed(seed).wgpu_device(d, q)
+            });
+            // Every sample delivered (`run_on` fails on any error), with the CPU's pixels.
+            check(&cpu, &gpu, aug, [1.0 / 255.0; 3], false);
+            for e in &gpu {
+                assert_eq!(
+                    e.ids.len(),
+                    files.len(),
+                    "seed {seed}: every sample delivered"
+                );
+                assert_eq!(e.gpu + e.fallbacks, files.len() as u64);
+                if whole {
+                    assert_eq!(e.fallbacks, 2, "seed {seed}: the two oversize photos");
+                }
+                fallbacks += e.fallbacks;
+            }
+        }
+    }
+    assert!(
+        fallbacks > 16,
+        "random crops of the large photos fall back too"
+    );
 }

@@ -406,7 +406,9 @@ fn prepare_device(
             "sample and pipeline disagree on having a mask".into(),
         ));
     }
+    // What one device binding cannot hold is decoded by the CPU for this sample.
     let prepared = prepare_for(image, info, &opts, &cfg.coeff_pool, cfg.hardware_decode)
+        .and_then(|p| p.fit_bindings(image, &opts, &cfg.coeff_pool, cfg.device_max_binding))
         .map_err(|e| decode_error(s, "image", &e));
     Counters::add(&sh.stats.decode_ns, t.elapsed());
     let prepared = prepared?;

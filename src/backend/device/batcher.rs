@@ -153,7 +153,12 @@ pub trait DeviceBatcher: Send + fmt::Debug {
         out: &mut Image8,
     ) -> Result<ImageInfo> {
         let pool = CoeffPool::default();
-        let p = prepare_with(bytes, opts, &pool, self.hardware_decode())?;
+        let p = prepare_with(bytes, opts, &pool, self.hardware_decode())?.fit_bindings(
+            bytes,
+            opts,
+            &pool,
+            self.max_binding(),
+        )?;
         let mut images = self.decode_to_host(std::slice::from_ref(&p.image))?;
         *out = images.pop().ok_or(DeviceError::ShortRead {
             len: 0,

@@ -22,9 +22,10 @@
 //! launches per chunk, the IDCT then colour conversion.
 
 use super::error::DeviceError;
+use super::job::DeviceSample;
 use super::launch::{grid, Binding, Buffer, Kernel, Launch};
 use crate::decode::jpeg::coeffs::{
-    pack, Coefficients, ComponentDesc, ImageDesc, PackedJpeg, KIND_PASSTHROUGH,
+    pack, packed_size, Coefficients, ComponentDesc, ImageDesc, PackedJpeg, KIND_PASSTHROUGH,
 };
 use crate::decode::{DecodeError, Image8};
 use crate::error::Result;
@@ -67,6 +68,120 @@ const COMPONENT_TABLE: usize = IMAGE_TABLE + IMAGES_PER_CHUNK * RECORD_WORDS;
 const DATA_START: usize = COMPONENT_TABLE + COMPONENTS_PER_CHUNK * RECORD_WORDS;
 /// Default per-binding budget: WebGPU's guaranteed `max_storage_buffer_binding_size`.
 const DEFAULT_BINDING_BYTES: u64 = 128 << 20;
+
+/// Words of one chunk's bindings when the device binds at most `max_binding` bytes (at
+/// least 64 KiB, as [`DecodeInput::with_max_binding`] takes it).
+fn binding_words(max_binding: u64) -> u64 {
+    max_binding.max(64 << 10) / 4
+}
+
+/// What one image takes of a chunk: data words (after the chunk's tables), plane words,
+/// output pixels (one word each).
+#[derive(Debug, Clone, Copy)]
+struct Need {
+    data_words: u64,
+    plane_words: u64,
+    pixels: u64,
+}
+
+impl Need {
+    /// Whether a chunk holding this image alone overflows a binding of `max_words`.
+    fn exceeds(&self, max_words: u64) -> bool {
+        DATA_START as u64 + self.data_words > max_words
+            || self.plane_words > max_words
+            || self.pixels > max_words
+    }
+
+    /// Says which window of which image needs what, against a binding of `max_words`.
+    fn describe(&self, image: &ImageDesc, components: usize, max_words: u64) -> String {
+        let (w, h, s) = (image.width, image.height, image.scale.max(1));
+        let what = if image.kind == KIND_PASSTHROUGH {
+            format!("a {w}x{h} window decoded on the host")
+        } else {
+            // Blocks: the data less one quantisation table (32 words) per component.
+            let blocks = self.data_words.saturating_sub(32 * components as u64) / 32;
+            format!(
+                "the {w}x{h} window at ({}, {}) of the {}x{} image at IDCT scale 1/{s} \
+                 ({}x{} stored pixels, {blocks} coefficient blocks)",
+                image.x0,
+                image.y0,
+                image.full_width,
+                image.full_height,
+                u64::from(w) * u64::from(s),
+                u64::from(h) * u64::from(s),
+            )
+        };
+        format!(
+            "{what} needs {} bytes of input, {} of planes and {} of output; \
+             a GPU binding holds {} bytes",
+            4 * (DATA_START as u64 + self.data_words),
+            4 * self.plane_words,
+            4 * self.pixels,
+            4 * max_words
+        )
+    }
+}
+
+/// Why the device cannot decode `image` with storage bindings of `max_binding` bytes
+/// (its input, planes or output would not fit one [`DecodeInput`] chunk, the message
+/// says which window of which image needs what), or `None` when it can. A JPEG refused
+/// here can be decoded by the CPU instead ([`super::job::Prepared::fit_bindings`]);
+/// [`DecodeInput::push_jpeg`] and [`DecodeInput::push_rgb`] refuse the same samples.
+pub fn binding_refusal(
+    image: &DeviceSample,
+    max_binding: u64,
+) -> std::result::Result<Option<String>, DecodeError> {
+    let max_words = binding_words(max_binding);
+    let (need, desc, components) = match image {
+        DeviceSample::Jpeg {
+            coeffs,
+            scale,
+            window,
+            ..
+        } => {
+            let size = packed_size(coeffs, *scale, *window)?;
+            let [x0, y0, x1, y1] = size.window;
+            let full = coeffs.scaled_size(*scale);
+            let desc = ImageDesc {
+                kind: coeffs.color.code(),
+                x0,
+                y0,
+                width: x1 - x0,
+                height: y1 - y0,
+                full_width: full.0,
+                full_height: full.1,
+                scale: *scale,
+                ..ImageDesc::default()
+            };
+            let need = Need {
+                data_words: size.data_words,
+                plane_words: size.plane_words,
+                pixels: size.pixels,
+            };
+            (need, desc, coeffs.components.len())
+        }
+        DeviceSample::Rgb(img) => {
+            let pixels = u64::from(img.width) * u64::from(img.height);
+            let need = Need {
+                data_words: pixels,
+                plane_words: 0,
+                pixels,
+            };
+            let desc = ImageDesc {
+                kind: KIND_PASSTHROUGH,
+                width: img.width,
+                height: img.height,
+                ..ImageDesc::default()
+            };
+            (need, desc, 0)
+        }
+        // Decoded by the hardware decoder into its own buffer, not through a chunk.
+        DeviceSample::Encoded { .. } => return Ok(None),
+    };
+    Ok(need
+        .exceeds(max_words)
+        .then(|| need.describe(&desc, components, max_words)))
+}
 
 /// Host bookkeeping of one chunk.
 #[derive(Debug, Clone, Copy, Default)]
@@ -113,7 +228,7 @@ impl DecodeInput {
     /// Keeps every chunk's blob, planes and outputs within `bytes` (at least 64 KiB):
     /// for devices with smaller storage bindings, and for tests of the chunking.
     pub fn with_max_binding(mut self, bytes: u64) -> Self {
-        self.max_binding_words = bytes.max(64 << 10) / 4;
+        self.max_binding_words = binding_words(bytes);
         self
     }
 
@@ -214,15 +329,16 @@ impl DecodeInput {
                 && c.out_words + pixels <= self.max_binding_words
                 && c.idct + idct <= u64::from(u32::MAX)
         };
-        if DATA_START as u64 + data > self.max_binding_words
-            || u64::from(p.plane_words) > self.max_binding_words
-            || pixels > self.max_binding_words
-        {
-            return Err(DecodeError::Unsupported(format!(
-                "a {}x{} window needs more than one {}-byte GPU binding",
-                p.image.width,
-                p.image.height,
-                self.max_binding_words * 4
+        let need = Need {
+            data_words: data,
+            plane_words: u64::from(p.plane_words),
+            pixels,
+        };
+        if need.exceeds(self.max_binding_words) {
+            return Err(DecodeError::Unsupported(need.describe(
+                &p.image,
+                p.components.len(),
+                self.max_binding_words,
             )));
         }
         let open = self.chunks.last().is_some_and(|c| fits(c, self.blob.len()));
@@ -379,5 +495,72 @@ impl DecodeInput {
             });
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::jpeg::coeffs::{ColorModel, Component};
+
+    /// A gray image of `w x h` pixels, all blocks zero.
+    fn gray(w: u32, h: u32) -> Box<Coefficients> {
+        let mut c = Box::<Coefficients>::default();
+        c.clear();
+        c.width = w;
+        c.height = h;
+        c.color = ColorModel::Gray;
+        let (wib, hib) = (w.div_ceil(8), h.div_ceil(8));
+        let comp: &mut Component = c.push_component(1, 1, wib, hib, [1; 64]);
+        comp.blocks = vec![[0; 64]; (wib * hib) as usize];
+        c
+    }
+
+    #[test]
+    fn what_a_binding_cannot_hold_is_refused_up_front_naming_its_window() {
+        let max = 1u64 << 20;
+        // 1024x1024 gray at 1/8: a 128x128 window (64 KiB of output) of 16384 blocks
+        // (2 MiB of coefficients): more than a 1 MiB binding holds.
+        let coeffs = gray(1024, 1024);
+        let big = DeviceSample::Jpeg {
+            coeffs: coeffs.clone(),
+            scale: 8,
+            window: [0, 0, 128, 128],
+            orientation: 1,
+        };
+        let why = binding_refusal(&big, max).unwrap().expect("refused");
+        assert!(
+            why.contains("128x128 window at (0, 0) of the 128x128 image at IDCT scale 1/8")
+                && why.contains("1024x1024 stored pixels, 16384 coefficient blocks")
+                && why.contains(&format!(
+                    "{} bytes of input",
+                    4 * (DATA_START + 32 + 32 * 16384)
+                ))
+                && why.contains("a GPU binding holds 1048576 bytes"),
+            "{why}"
+        );
+        let mut input = DecodeInput::new().with_max_binding(max);
+        let pushed = input.push_jpeg(&coeffs, 8, [0, 0, 128, 128]).unwrap_err();
+        assert_eq!(pushed, DecodeError::Unsupported(why));
+        // A quarter of it fits, and is taken.
+        let small = DeviceSample::Jpeg {
+            coeffs: coeffs.clone(),
+            scale: 8,
+            window: [0, 0, 56, 56],
+            orientation: 1,
+        };
+        assert_eq!(binding_refusal(&small, max).unwrap(), None);
+        assert!(input.push_jpeg(&coeffs, 8, [0, 0, 56, 56]).is_ok());
+        // Host pixels: a window whose pixels and the chunk's tables overflow.
+        let side = 512;
+        let img = Image8::new(side, side, vec![0; (side * side * 3) as usize]);
+        let why = binding_refusal(&DeviceSample::Rgb(img.clone()), max)
+            .unwrap()
+            .expect("refused");
+        assert!(
+            why.contains("a 512x512 window decoded on the host"),
+            "{why}"
+        );
+        assert_eq!(input.push_rgb(&img), Err(DecodeError::Unsupported(why)));
     }
 }

@@ -100,6 +100,39 @@ pub struct Prepared {
     pub warning: Option<DecodeWarning>,
 }
 
+impl Prepared {
+    /// This sample, or, when the device cannot decode it with storage bindings of
+    /// `max_binding` bytes ([`super::decode::binding_refusal`]: at a reduced IDCT scale a
+    /// small window of a large image still reads every coefficient block under it), the
+    /// CPU decode of `bytes` with `opts` (the same window and scale), its reason in
+    /// [`Self::cpu_reason`] so that it is counted as a CPU fallback. The coefficients go
+    /// back to `pool`. Errors: the CPU decoder's.
+    pub fn fit_bindings(
+        self,
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        pool: &CoeffPool,
+        max_binding: u64,
+    ) -> Result<Prepared, DecodeError> {
+        let Some(reason) = super::decode::binding_refusal(&self.image, max_binding)? else {
+            return Ok(self);
+        };
+        if !matches!(self.image, DeviceSample::Jpeg { .. }) {
+            // Already host pixels: nothing smaller to fall back to.
+            return Err(DecodeError::Unsupported(reason));
+        }
+        pool.recycle(std::iter::once(self.image));
+        let mut img = Image8::default();
+        let report = crate::decode::cpu::decode_image_report(bytes, opts, &mut img)?;
+        Ok(Prepared {
+            image: DeviceSample::Rgb(img),
+            info: report.info,
+            cpu_reason: Some(reason),
+            warning: report.warning,
+        })
+    }
+}
+
 /// Prepares one image for the device: a JPEG is entropy-decoded on this thread to DCT
 /// coefficients (the `opts.scale` and `opts.window` go with it; an EXIF-rotated JPEG, when
 /// `opts.orientation`, is decoded whole and turned upright on the device, as the CPU

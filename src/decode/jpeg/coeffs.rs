@@ -523,34 +523,125 @@ fn pack_pair(a: u16, b: u16) -> u32 {
     u32::from(a) | u32::from(b) << 16
 }
 
+/// The iMCU span a window needs (see [`pack`]): the clamped window, the scaled image
+/// size, and the first and last iMCU column and row, widened by one each side.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    window: [u32; 4],
+    full: (u32, u32),
+    cols: (u32, u32),
+    rows: (u32, u32),
+}
+
+impl Span {
+    /// The span of `window` in `coeffs` at IDCT scale `1/scale`, after the checks [`pack`]
+    /// makes.
+    fn of(coeffs: &Coefficients, scale: u32, window: [u32; 4]) -> Result<Span, DecodeError> {
+        if !matches!(scale, 1 | 2 | 4 | 8) {
+            return Err(DecodeError::Unsupported(format!("IDCT scale 1/{scale}")));
+        }
+        coeffs
+            .check_supported()
+            .map_err(|e| DecodeError::Unsupported(e.to_string()))?;
+        let full = coeffs.scaled_size(scale);
+        let window = clamp_window(window, full)?;
+        let [x0, y0, x1, y1] = window;
+        let m = 8 / scale;
+        // iMCU size in output pixels, and the iMCU columns/rows the window needs, widened.
+        let (iw, ih) = (coeffs.max_h * m, coeffs.max_v * m);
+        let (cols, rows) = (full.0.div_ceil(iw), full.1.div_ceil(ih));
+        Ok(Span {
+            window,
+            full,
+            cols: (
+                (x0 / iw).saturating_sub(1),
+                ((x1 - 1) / iw + 1).min(cols - 1),
+            ),
+            rows: (
+                (y0 / ih).saturating_sub(1),
+                ((y1 - 1) / ih + 1).min(rows - 1),
+            ),
+        })
+    }
+
+    /// The block rectangle `[bx0, by0, bx1, by1)` of component `comp` under the span;
+    /// `Err` when it is empty.
+    fn blocks(&self, comp: &Component) -> Result<[u32; 4], DecodeError> {
+        let bx0 = self.cols.0 * comp.h_samp;
+        let bx1 = ((self.cols.1 + 1) * comp.h_samp).min(comp.width_in_blocks);
+        let by0 = self.rows.0 * comp.v_samp;
+        let by1 = ((self.rows.1 + 1) * comp.v_samp).min(comp.height_in_blocks);
+        if bx1 <= bx0 || by1 <= by0 {
+            return Err(DecodeError::BadHeader(format!(
+                "component of {}x{} blocks has no blocks under the window",
+                comp.width_in_blocks, comp.height_in_blocks
+            )));
+        }
+        Ok([bx0, by0, bx1, by1])
+    }
+}
+
+/// What [`pack`] makes of a window, computed without packing it: to decide, before
+/// anything is copied, whether it fits the device's bindings.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PackedSize {
+    /// The window, clamped to the scaled image: `[x0, y0, x1, y1)`.
+    pub window: [u32; 4],
+    /// The IDCT scale denominator.
+    pub scale: u32,
+    /// Coefficient blocks uploaded, over every component.
+    pub blocks: u64,
+    /// Words of [`PackedJpeg::data`]: quantisation tables and blocks.
+    pub data_words: u64,
+    /// [`PackedJpeg::plane_words`].
+    pub plane_words: u64,
+    /// Output pixels: the window's area.
+    pub pixels: u64,
+}
+
+/// The sizes [`pack`] gives the window `[x0, y0, x1, y1)` of `coeffs` at IDCT scale
+/// `1/scale`; it refuses what [`pack`] refuses.
+pub fn packed_size(
+    coeffs: &Coefficients,
+    scale: u32,
+    window: [u32; 4],
+) -> Result<PackedSize, DecodeError> {
+    let span = Span::of(coeffs, scale, window)?;
+    let [x0, y0, x1, y1] = span.window;
+    let mut size = PackedSize {
+        window: span.window,
+        scale,
+        pixels: u64::from(x1 - x0) * u64::from(y1 - y0),
+        ..PackedSize::default()
+    };
+    for comp in &coeffs.components {
+        let g = geometry(coeffs, comp, scale);
+        let [bx0, by0, bx1, by1] = span.blocks(comp)?;
+        let (bw, bh) = (bx1 - bx0, by1 - by0);
+        let blocks = u64::from(bw) * u64::from(bh);
+        size.blocks += blocks;
+        size.data_words += 32 + 32 * blocks;
+        size.plane_words += u64::from((bw * g.dct_size).div_ceil(4)) * u64::from(bh * g.dct_size);
+    }
+    Ok(size)
+}
+
 /// Packs the blocks of `coeffs` that the window `[x0, y0, x1, y1)` of the image scaled by
 /// `1/scale` needs into `out` (reusing its allocations): per component, the whole iMCU
 /// columns and rows covering the window and one iMCU more on each side (clamped to the
 /// image), so upsampling at the window's edges sees the neighbours a whole-image decode
 /// sees. The window is clamped to the scaled image; an empty one is an error, as are
 /// scales other than 1, 2, 4, 8 and components [`Coefficients::check_supported`] refuses.
+/// [`packed_size`] says how large the result is without making it.
 pub fn pack(
     coeffs: &Coefficients,
     scale: u32,
     window: [u32; 4],
     out: &mut PackedJpeg,
 ) -> Result<(), DecodeError> {
-    if !matches!(scale, 1 | 2 | 4 | 8) {
-        return Err(DecodeError::Unsupported(format!("IDCT scale 1/{scale}")));
-    }
-    coeffs
-        .check_supported()
-        .map_err(|e| DecodeError::Unsupported(e.to_string()))?;
-    let full = coeffs.scaled_size(scale);
-    let [x0, y0, x1, y1] = clamp_window(window, full)?;
-    let m = 8 / scale;
-    // iMCU size in output pixels, and the iMCU columns/rows the window needs, widened.
-    let (iw, ih) = (coeffs.max_h * m, coeffs.max_v * m);
-    let (cols, rows) = (full.0.div_ceil(iw), full.1.div_ceil(ih));
-    let c0 = (x0 / iw).saturating_sub(1);
-    let c1 = ((x1 - 1) / iw + 1).min(cols - 1);
-    let r0 = (y0 / ih).saturating_sub(1);
-    let r1 = ((y1 - 1) / ih + 1).min(rows - 1);
+    let span = Span::of(coeffs, scale, window)?;
+    let full = span.full;
+    let [x0, y0, x1, y1] = span.window;
 
     out.components.clear();
     out.data.clear();
@@ -575,17 +666,8 @@ pub fn pack(
     let mut plane = 0u64;
     for comp in &coeffs.components {
         let g = geometry(coeffs, comp, scale);
-        let bx0 = c0 * comp.h_samp;
-        let bx1 = ((c1 + 1) * comp.h_samp).min(comp.width_in_blocks);
-        let by0 = r0 * comp.v_samp;
-        let by1 = ((r1 + 1) * comp.v_samp).min(comp.height_in_blocks);
-        let (bw, bh) = (bx1.saturating_sub(bx0), by1.saturating_sub(by0));
-        if bw == 0 || bh == 0 {
-            return Err(DecodeError::BadHeader(format!(
-                "component of {}x{} blocks has no blocks under the window",
-                comp.width_in_blocks, comp.height_in_blocks
-            )));
-        }
+        let [bx0, by0, bx1, by1] = span.blocks(comp)?;
+        let (bw, bh) = (bx1 - bx0, by1 - by0);
         let quant_offset = out.data.len() as u32;
         out.data
             .extend(comp.quant.chunks_exact(2).map(|q| pack_pair(q[0], q[1])));
@@ -713,6 +795,48 @@ mod tests {
             (g.dct_size, g.method, g.eh, g.ev),
             (4, Upsample::H2V1Fancy, 2, 1)
         );
+    }
+
+    #[test]
+    fn packed_size_is_what_pack_makes() {
+        let mut p = PackedJpeg::default();
+        for samp in [
+            &[(1, 1)][..],
+            &[(2, 2), (1, 1), (1, 1)],
+            &[(4, 1), (1, 1), (1, 1)],
+        ] {
+            let c = coeffs(301, 203, samp);
+            for scale in [1, 2, 4, 8] {
+                let (fw, fh) = c.scaled_size(scale);
+                for window in [
+                    [0, 0, fw, fh],
+                    [fw / 3, fh / 2, fw / 2 + 1, fh],
+                    [5, 7, 9, 12],
+                ] {
+                    pack(&c, scale, window, &mut p).unwrap();
+                    let size = packed_size(&c, scale, window).unwrap();
+                    assert_eq!(size.data_words, p.data.len() as u64, "{samp:?} 1/{scale}");
+                    assert_eq!(size.plane_words, u64::from(p.plane_words));
+                    let pixels = u64::from(p.image.width) * u64::from(p.image.height);
+                    assert_eq!(size.pixels, pixels);
+                    let blocks: u64 = p
+                        .components
+                        .iter()
+                        .map(|d| u64::from(d.bw) * u64::from(d.bh))
+                        .sum();
+                    assert_eq!(size.blocks, blocks);
+                }
+            }
+        }
+        // A small window at 1/8 of a large image reads a block per output pixel: 64 times
+        // the coefficients of its pixels.
+        let c = coeffs(2048, 2048, &[(1, 1)]);
+        let size = packed_size(&c, 8, [0, 0, 256, 256]).unwrap();
+        assert_eq!(size.pixels, 256 * 256);
+        assert_eq!(size.blocks, 256 * 256);
+        assert_eq!(size.data_words, 32 + 32 * 256 * 256);
+        assert!(packed_size(&c, 3, [0, 0, 8, 8]).is_err());
+        assert!(packed_size(&c, 8, [256, 0, 300, 8]).is_err());
     }
 
     #[test]

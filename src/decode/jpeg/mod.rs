@@ -21,6 +21,15 @@
 //! | `JWRN_EXTRANEOUS_DATA` | more than 4 bytes after a scan's entropy-coded data: the unread tail of a scan whose corrupt data made the Huffman decoder finish early (libjpeg-turbo's fast Huffman path does not report bad codes, so this, or `JWRN_HIT_MARKER`, is how corrupt data shows) | `Damaged` | refused | delivered, marked |
 //! | nothing | a progressive file whose coefficients are not all refined to their last bit (final scans missing, end marker present) | `Incomplete` | delivered, marked | delivered, marked |
 //!
+//! Strict decoding stops at the first warning that settles the verdict as `Damaged` (a
+//! damage warning, or the end of an arithmetic-coded file's data) rather than reading
+//! on: what a damaged file costs is what it decoded until then, not what its header
+//! claims (a 44 KB file claiming 13370x13370 pixels would otherwise fill 536 MB of grey
+//! rows, or coefficient blocks, before it is refused). The output buffer of a decode
+//! grows as rows arrive for the same reason. Lenient decoding reads on and delivers the
+//! grey: a damaged file then costs the full size its header claims, within the
+//! [`Limits`](crate::decode::Limits) by design.
+//!
 //! When several apply, the most severe wins (`Damaged`, then an end of file, then
 //! extraneous bytes). "Where the decoder stopped" comes from the Huffman decoder itself:
 //! it raises `JWRN_HIT_MARKER` exactly when a scan's data ends before its last block,

@@ -61,7 +61,18 @@ pub(crate) struct Output {
 struct ErrorMgr {
     base: ffi::jpeg_error_mgr,
     seen: Seen,
+    /// Set per decode: stop at the first sign of damage (strict decoding).
+    stop_on_damage: bool,
+    /// Set per decode: the file is arithmetic-coded (its end inside a scan is damage).
+    arithmetic: bool,
 }
+
+/// The unwind payload of a strict decode stopped at the first damage it met: what the
+/// verdict on the whole decode would have been. Stopping there keeps what a damaged
+/// file costs proportional to the data it holds: libjpeg would otherwise go on filling
+/// every row its header claims (a 44 KB file claiming 13370x13370 pixels is 536 MB of
+/// them) only for the result to be refused.
+struct Stopped(DecodeWarning);
 
 /// The warnings libjpeg emitted during one decode, by what they mean.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -149,7 +160,8 @@ unsafe extern "C-unwind" fn on_message(cinfo: &mut ffi::jpeg_common_struct, leve
         // Two ints for JWRN_EXTRANEOUS_DATA (count, marker); unused for the others.
         let parm = *(*cinfo.err).msg_parm.i();
         let msg = message(cinfo);
-        let seen = &mut (*(cinfo.err as *mut ErrorMgr)).seen;
+        let mgr = &mut *(cinfo.err as *mut ErrorMgr);
+        let seen = &mut mgr.seen;
         match code {
             c if c == ffi::JWRN_EXTRANEOUS_DATA as c_int => {
                 if seen.extraneous.len() < MAX_EXTRANEOUS {
@@ -167,19 +179,49 @@ unsafe extern "C-unwind" fn on_message(cinfo: &mut ffi::jpeg_common_struct, leve
                 seen.damage.get_or_insert(msg);
             }
         }
+        if mgr.stop_on_damage {
+            if let Some(w) = damage_so_far(&mgr.seen, mgr.arithmetic) {
+                // Unwinds as `error_exit` does; libjpeg's own TJFLAG_STOPONWARNING stops
+                // from this callback the same way.
+                resume_unwind(Box::new(Stopped(w)));
+            }
+        }
     }
+}
+
+/// The damage libjpeg reported, as the verdict states it (`None` when it reported none).
+fn damage_warning(seen: &Seen) -> Option<DecodeWarning> {
+    let m = seen.damage.as_ref()?;
+    let m = if seen.eof && seen.hit_marker {
+        format!("Premature end of JPEG file inside a scan's entropy-coded data ({m})")
+    } else {
+        m.clone()
+    };
+    Some(DecodeWarning::new(WarningKind::Damaged, m))
+}
+
+/// What is known to be damage while the decode still runs: a damage warning, or the end
+/// of an arithmetic-coded file's data (where it ends is unknown, see [`eof_warning`]).
+/// The verdict on the whole decode is then this warning, whatever comes after.
+fn damage_so_far(seen: &Seen, arithmetic: bool) -> Option<DecodeWarning> {
+    damage_warning(seen).or_else(|| {
+        (seen.eof && arithmetic).then(|| {
+            eof_warning(&Scans {
+                arithmetic: true,
+                dc_complete: false,
+                unrefined: None,
+                sequential_complete: false,
+                progressive: false,
+            })
+        })
+    })
 }
 
 /// The verdict on one decode: the warning to attach to the image (`None` when libjpeg
 /// warned of nothing). See the module docs of [`crate::decode::jpeg`] for the rules.
 fn verdict(seen: &Seen, scans: &Scans, bytes: &[u8]) -> Option<DecodeWarning> {
-    if let Some(m) = &seen.damage {
-        let m = if seen.eof && seen.hit_marker {
-            format!("Premature end of JPEG file inside a scan's entropy-coded data ({m})")
-        } else {
-            m.clone()
-        };
-        return Some(DecodeWarning::new(WarningKind::Damaged, m));
+    if let Some(w) = damage_warning(seen) {
+        return Some(w);
     }
     // Every fault found is a candidate; the most severe wins (the first of equals), so a
     // harmless one never hides damage.
@@ -313,6 +355,8 @@ impl Decoder {
         let mut err = Box::new(ErrorMgr {
             base: unsafe { std::mem::zeroed() },
             seen: Seen::default(),
+            stop_on_damage: false,
+            arithmetic: false,
         });
         // SAFETY: `err.base` is a valid, boxed (address-stable) error manager.
         unsafe { ffi::jpeg_std_error(&mut err.base) };
@@ -337,7 +381,7 @@ impl Decoder {
         hints: &Hints,
         out: &mut Vec<u8>,
     ) -> Result<(Output, Option<DecodeWarning>), DecodeError> {
-        self.err.seen = Seen::default();
+        self.reset(req.strict, hints);
         let cinfo = &mut *self.cinfo;
         forget_progression(cinfo);
         // SAFETY: `cinfo` was created by jpeg_create_decompress and is reset below after
@@ -352,6 +396,13 @@ impl Decoder {
             ffi::jpeg_abort_decompress(cinfo)
         }));
         self.judge(r, req.strict, bytes)
+    }
+
+    /// Forgets the last decode's warnings and sets how this one stops.
+    fn reset(&mut self, strict: bool, hints: &Hints) {
+        self.err.seen = Seen::default();
+        self.err.stop_on_damage = strict;
+        self.err.arithmetic = hints.arithmetic;
     }
 
     /// The result of a decode that may have warned: a damaged file is an error when
@@ -372,7 +423,10 @@ impl Decoder {
             Ok(Err(e)) => Err(e),
             Err(p) => Err(match p.downcast::<Fatal>() {
                 Ok(f) => classify(&f),
-                Err(p) => DecodeError::Panicked(crate::error::panic_message(p.as_ref())),
+                Err(p) => match p.downcast::<Stopped>() {
+                    Ok(stop) => DecodeError::Jpeg(format!("corrupt data: {}", stop.0.message)),
+                    Err(p) => DecodeError::Panicked(crate::error::panic_message(p.as_ref())),
+                },
             }),
         }
     }
@@ -384,7 +438,7 @@ impl Decoder {
         hints: &Hints,
         out: &mut Coefficients,
     ) -> Result<CoeffStatus, DecodeError> {
-        self.err.seen = Seen::default();
+        self.reset(strict, hints);
         let cinfo = &mut *self.cinfo;
         forget_progression(cinfo);
         // SAFETY: as in `decode`; `out` is plain Rust data filled by copying; nothing
@@ -468,8 +522,9 @@ unsafe fn run(
     out: &mut Vec<u8>,
 ) -> Result<(Output, Scans), DecodeError> {
     // SAFETY: (whole body) calls follow libjpeg's documented decompression sequence on a
-    // valid decompressor; row pointers handed to jpeg_read_scanlines point into `out`,
-    // which holds `stride * rows` bytes, and each call writes one row of `stride` bytes.
+    // valid decompressor; a row pointer handed to jpeg_read_scanlines points to row `r`
+    // of `out`, which holds at least `(r + 1) * stride` bytes by then, and each call
+    // writes that one row of `stride` bytes.
     unsafe {
         ffi::jpeg_mem_src(cinfo, bytes.as_ptr(), bytes.len() as c_ulong);
         ffi::jpeg_read_header(cinfo, 1);
@@ -501,8 +556,11 @@ unsafe fn run(
         let channels = cinfo.output_components as usize;
         let stride = w as usize * channels;
         let rows = (wy1 - y0) as usize;
-        // Every byte is written by jpeg_read_scanlines below: no need to clear.
-        crate::decode::set_len(out, stride * rows);
+        // Grown as rows arrive (doubling, so amortised), not sized by the header up front:
+        // what a file cut short or damaged costs is what it decoded before it was refused
+        // (strict decoding stops at the first damage). Every byte is written by
+        // jpeg_read_scanlines below: no need to clear.
+        out.truncate(stride * rows);
         if y0 > 0 {
             let skipped = ffi::jpeg_skip_scanlines(cinfo, y0);
             if skipped != y0 {
@@ -513,6 +571,11 @@ unsafe fn run(
         }
         while cinfo.output_scanline < wy1 {
             let r = (cinfo.output_scanline - y0) as usize;
+            let need = (r + 1) * stride;
+            if out.len() < need {
+                let grown = need.max(2 * out.len()).min(stride * rows);
+                crate::decode::set_len(out, grown);
+            }
             let mut row = [out[r * stride..].as_mut_ptr()];
             if ffi::jpeg_read_scanlines(cinfo, row.as_mut_ptr(), 1) != 1 {
                 return Err(DecodeError::Jpeg(
@@ -614,6 +677,9 @@ unsafe fn run_coefficients(
     // `width_in_blocks` blocks, which access_virt_barray returns one row at a time;
     // `coef_bits`, when not null (progressive files), points to `2 * num_components`
     // arrays of 64 ints (libjpeg-turbo's layout: current and previous scan).
+    // `cinfo.common.err` points to the `base` field, first in the `#[repr(C)]`
+    // `ErrorMgr`, so the cast recovers the whole struct; libjpeg is not running while we
+    // read it.
     unsafe {
         ffi::jpeg_mem_src(cinfo, bytes.as_ptr(), bytes.len() as c_ulong);
         ffi::jpeg_read_header(cinfo, 1);
@@ -637,6 +703,12 @@ unsafe fn run_coefficients(
         let (Some(access), false) = (access, arrays.is_null()) else {
             return Err(DecodeError::Jpeg("no coefficient arrays".into()));
         };
+        let mgr = &*(cinfo.common.err as *const ErrorMgr);
+        if let Some(w) = damage_so_far(&mgr.seen, mgr.arithmetic) {
+            // Decoded leniently: only the CPU decoder reproduces what libjpeg fills in, so
+            // the coefficients (as many as the header claims) are not copied.
+            return Ok(CoeffStatus::CpuOnly(format!("corrupt data: {}", w.message)));
+        }
         let comps = std::slice::from_raw_parts(cinfo.comp_info, n);
         // The largest sampling factor over the components, at least 1.
         let max_factor = |f: fn(&ffi::jpeg_component_info) -> c_int| {

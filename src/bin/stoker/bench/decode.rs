@@ -382,6 +382,7 @@ fn decode_device(
     let opts = DecodeOptions::default();
     let pool = CoeffPool::default();
     let hardware = dev.hardware_decode();
+    let max_binding = dev.max_binding();
     // Returns the run, the CPU fallbacks, the failures, and the seconds the host threads
     // spent preparing (entropy decoding, and CPU decodes of fallbacks).
     let pass = |dev: &mut common::DeviceDecoder,
@@ -401,7 +402,11 @@ fn decode_device(
             let prepared = common::par_map(
                 &idx,
                 threads,
-                |&i| prepare_with(&files[i % n], &opts, &pool, hardware),
+                |&i| {
+                    let bytes = &files[i % n];
+                    prepare_with(bytes, &opts, &pool, hardware)
+                        .and_then(|p| p.fit_bindings(bytes, &opts, &pool, max_binding))
+                },
                 || {},
             );
             host += t.elapsed().as_secs_f64();
