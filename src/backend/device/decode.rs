@@ -22,7 +22,6 @@
 //! launches per chunk, the IDCT then colour conversion.
 
 use super::error::DeviceError;
-use super::job::DeviceSample;
 use super::launch::{grid, Binding, Buffer, Kernel, Launch};
 use crate::decode::jpeg::coeffs::{
     pack, packed_size, Coefficients, ComponentDesc, ImageDesc, PackedJpeg, KIND_PASSTHROUGH,
@@ -122,65 +121,60 @@ impl Need {
     }
 }
 
-/// Why the device cannot decode `image` with storage bindings of `max_binding` bytes
-/// (its input, planes or output would not fit one [`DecodeInput`] chunk, the message
-/// says which window of which image needs what), or `None` when it can. A JPEG refused
-/// here can be decoded by the CPU instead ([`super::job::Prepared::fit_bindings`]);
-/// [`DecodeInput::push_jpeg`] and [`DecodeInput::push_rgb`] refuse the same samples.
-pub fn binding_refusal(
-    image: &DeviceSample,
+/// Why the device cannot decode the `window` of `coeffs` at IDCT `scale` with storage
+/// bindings of `max_binding` bytes (its input, planes or output would not fit one
+/// [`DecodeInput`] chunk; the message says which window of which image needs what), or
+/// `None` when it can. A JPEG refused here can be decoded by the CPU instead
+/// ([`super::job::Prepared::fit_bindings`]); [`DecodeInput::push_jpeg`] refuses the same.
+pub fn jpeg_binding_refusal(
+    coeffs: &Coefficients,
+    scale: u32,
+    window: [u32; 4],
     max_binding: u64,
 ) -> std::result::Result<Option<String>, DecodeError> {
     let max_words = binding_words(max_binding);
-    let (need, desc, components) = match image {
-        DeviceSample::Jpeg {
-            coeffs,
-            scale,
-            window,
-            ..
-        } => {
-            let size = packed_size(coeffs, *scale, *window)?;
-            let [x0, y0, x1, y1] = size.window;
-            let full = coeffs.scaled_size(*scale);
-            let desc = ImageDesc {
-                kind: coeffs.color.code(),
-                x0,
-                y0,
-                width: x1 - x0,
-                height: y1 - y0,
-                full_width: full.0,
-                full_height: full.1,
-                scale: *scale,
-                ..ImageDesc::default()
-            };
-            let need = Need {
-                data_words: size.data_words,
-                plane_words: size.plane_words,
-                pixels: size.pixels,
-            };
-            (need, desc, coeffs.components.len())
-        }
-        DeviceSample::Rgb(img) => {
-            let pixels = u64::from(img.width) * u64::from(img.height);
-            let need = Need {
-                data_words: pixels,
-                plane_words: 0,
-                pixels,
-            };
-            let desc = ImageDesc {
-                kind: KIND_PASSTHROUGH,
-                width: img.width,
-                height: img.height,
-                ..ImageDesc::default()
-            };
-            (need, desc, 0)
-        }
-        // Decoded by the hardware decoder into its own buffer, not through a chunk.
-        DeviceSample::Encoded { .. } => return Ok(None),
+    let size = packed_size(coeffs, scale, window)?;
+    let [x0, y0, x1, y1] = size.window;
+    let full = coeffs.scaled_size(scale);
+    let desc = ImageDesc {
+        kind: coeffs.color.code(),
+        x0,
+        y0,
+        width: x1 - x0,
+        height: y1 - y0,
+        full_width: full.0,
+        full_height: full.1,
+        scale,
+        ..ImageDesc::default()
+    };
+    let need = Need {
+        data_words: size.data_words,
+        plane_words: size.plane_words,
+        pixels: size.pixels,
     };
     Ok(need
         .exceeds(max_words)
-        .then(|| need.describe(&desc, components, max_words)))
+        .then(|| need.describe(&desc, coeffs.components.len(), max_words)))
+}
+
+/// [`jpeg_binding_refusal`] for host pixels passed through the device
+/// ([`DecodeInput::push_rgb`] refuses the same).
+pub fn rgb_binding_refusal(img: &Image8, max_binding: u64) -> Option<String> {
+    let max_words = binding_words(max_binding);
+    let pixels = u64::from(img.width) * u64::from(img.height);
+    let need = Need {
+        data_words: pixels,
+        plane_words: 0,
+        pixels,
+    };
+    let desc = ImageDesc {
+        kind: KIND_PASSTHROUGH,
+        width: img.width,
+        height: img.height,
+        ..ImageDesc::default()
+    };
+    need.exceeds(max_words)
+        .then(|| need.describe(&desc, 0, max_words))
 }
 
 /// Host bookkeeping of one chunk.
@@ -522,13 +516,9 @@ mod tests {
         // 1024x1024 gray at 1/8: a 128x128 window (64 KiB of output) of 16384 blocks
         // (2 MiB of coefficients): more than a 1 MiB binding holds.
         let coeffs = gray(1024, 1024);
-        let big = DeviceSample::Jpeg {
-            coeffs: coeffs.clone(),
-            scale: 8,
-            window: [0, 0, 128, 128],
-            orientation: 1,
-        };
-        let why = binding_refusal(&big, max).unwrap().expect("refused");
+        let why = jpeg_binding_refusal(&coeffs, 8, [0, 0, 128, 128], max)
+            .unwrap()
+            .expect("refused");
         assert!(
             why.contains("128x128 window at (0, 0) of the 128x128 image at IDCT scale 1/8")
                 && why.contains("1024x1024 stored pixels, 16384 coefficient blocks")
@@ -543,20 +533,15 @@ mod tests {
         let pushed = input.push_jpeg(&coeffs, 8, [0, 0, 128, 128]).unwrap_err();
         assert_eq!(pushed, DecodeError::Unsupported(why));
         // A quarter of it fits, and is taken.
-        let small = DeviceSample::Jpeg {
-            coeffs: coeffs.clone(),
-            scale: 8,
-            window: [0, 0, 56, 56],
-            orientation: 1,
-        };
-        assert_eq!(binding_refusal(&small, max).unwrap(), None);
+        assert_eq!(
+            jpeg_binding_refusal(&coeffs, 8, [0, 0, 56, 56], max).unwrap(),
+            None
+        );
         assert!(input.push_jpeg(&coeffs, 8, [0, 0, 56, 56]).is_ok());
         // Host pixels: a window whose pixels and the chunk's tables overflow.
         let side = 512;
         let img = Image8::new(side, side, vec![0; (side * side * 3) as usize]);
-        let why = binding_refusal(&DeviceSample::Rgb(img.clone()), max)
-            .unwrap()
-            .expect("refused");
+        let why = rgb_binding_refusal(&img, max).expect("refused");
         assert!(
             why.contains("a 512x512 window decoded on the host"),
             "{why}"

@@ -100,9 +100,29 @@ pub struct Prepared {
     pub warning: Option<DecodeWarning>,
 }
 
+/// Why the device cannot decode `image` with storage bindings of `max_binding` bytes, or
+/// `None` when it can: [`super::decode::jpeg_binding_refusal`] for a JPEG's coefficients,
+/// [`super::decode::rgb_binding_refusal`] for host pixels; a file for the hardware decoder
+/// goes into its own buffer, not through a chunk.
+pub fn binding_refusal(
+    image: &DeviceSample,
+    max_binding: u64,
+) -> Result<Option<String>, DecodeError> {
+    match image {
+        DeviceSample::Jpeg {
+            coeffs,
+            scale,
+            window,
+            ..
+        } => super::decode::jpeg_binding_refusal(coeffs, *scale, *window, max_binding),
+        DeviceSample::Rgb(img) => Ok(super::decode::rgb_binding_refusal(img, max_binding)),
+        DeviceSample::Encoded { .. } => Ok(None),
+    }
+}
+
 impl Prepared {
     /// This sample, or, when the device cannot decode it with storage bindings of
-    /// `max_binding` bytes ([`super::decode::binding_refusal`]: at a reduced IDCT scale a
+    /// `max_binding` bytes ([`binding_refusal`]: at a reduced IDCT scale a
     /// small window of a large image still reads every coefficient block under it), the
     /// CPU decode of `bytes` with `opts` (the same window and scale), its reason in
     /// [`Self::cpu_reason`] so that it is counted as a CPU fallback. The coefficients go
@@ -114,7 +134,7 @@ impl Prepared {
         pool: &CoeffPool,
         max_binding: u64,
     ) -> Result<Prepared, DecodeError> {
-        let Some(reason) = super::decode::binding_refusal(&self.image, max_binding)? else {
+        let Some(reason) = binding_refusal(&self.image, max_binding)? else {
             return Ok(self);
         };
         if !matches!(self.image, DeviceSample::Jpeg { .. }) {
