@@ -352,6 +352,7 @@ fn small_binding_device(bytes: u64) -> Option<(wgpu::Device, wgpu::Queue)> {
 
 /// Coefficient blocks a JPEG's components hold (from its frame header): what the device
 /// path uploads for a window that covers the whole image.
+#[cfg(feature = "wgpu")]
 fn blocks(bytes: &[u8]) -> u64 {
     let mut i = 2;
     while i + 4 < bytes.len() {
