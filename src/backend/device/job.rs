@@ -142,14 +142,7 @@ impl Prepared {
             return Err(DecodeError::Unsupported(reason));
         }
         pool.recycle(std::iter::once(self.image));
-        let mut img = Image8::default();
-        let report = crate::decode::cpu::decode_image_report(bytes, opts, &mut img)?;
-        Ok(Prepared {
-            image: DeviceSample::Rgb(img),
-            info: report.info,
-            cpu_reason: Some(reason),
-            warning: report.warning,
-        })
+        decoded_on_cpu(bytes, opts, reason)
     }
 }
 
@@ -289,6 +282,16 @@ pub fn prepare_for(
             }
         }
     };
+    decoded_on_cpu(bytes, opts, reason)
+}
+
+/// `bytes` decoded by the CPU with `opts`, for the device to take as pixels; `reason` says
+/// why the device path did not (a CPU fallback in the stats).
+fn decoded_on_cpu(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    reason: String,
+) -> Result<Prepared, DecodeError> {
     let mut img = Image8::default();
     let report = crate::decode::cpu::decode_image_report(bytes, opts, &mut img)?;
     Ok(Prepared {
