@@ -46,16 +46,9 @@ fn consistent(what: &str, info: &decode::ImageInfo, img: &Image8) {
     );
 }
 
-/// JPEG headers and markers, and the CPU decode in strict and lenient mode, whole, scaled
-/// and crop-aware (the scale and window come from the input's last bytes, so the fuzzer
-/// explores them too). Whatever the bytes, no panic; an image delivered is consistent;
-/// strict decoding never delivers what lenient decoding calls damaged.
-pub fn jpeg_decode(data: &[u8]) {
-    let _ = decode::peek_info(data);
-    let _ = decode::jpeg::markers::sampling_factors(data);
-    let _ = decode::jpeg::markers::segment_gaps(data);
-    let _ = decode::jpeg::markers::first_scan_components(data);
-    let _ = decode::jpeg::markers::exif_orientation(data);
+/// An IDCT scale and maybe a window from the input's last bytes, so the fuzzer explores
+/// them too.
+fn scale_and_window(data: &[u8]) -> (u32, Option<[u32; 4]>) {
     let tail = data.last().copied().unwrap_or(0);
     let scale = 1 << (tail & 3);
     let window = (tail & 4 != 0).then(|| {
@@ -69,6 +62,120 @@ pub fn jpeg_decode(data: &[u8]) {
         let (x0, y0) = (b(0), b(1));
         [x0, y0, x0 + 1 + b(2), y0 + 1 + b(3)]
     });
+    (scale, window)
+}
+
+/// Largest channel difference between `ours` and `cpu` where they overlap (both carry
+/// their origin in the scaled image), and how many channels were compared / differed.
+pub fn overlap_difference(ours: &Image8, cpu: &Image8) -> (u8, u64, u64) {
+    let (mut max, mut n, mut diff) = (0u8, 0u64, 0u64);
+    for y in 0..ours.height {
+        let gy = ours.origin.1 + y;
+        let Some(cy) = gy.checked_sub(cpu.origin.1).filter(|&v| v < cpu.height) else {
+            continue;
+        };
+        for x in 0..ours.width {
+            let gx = ours.origin.0 + x;
+            let Some(cx) = gx.checked_sub(cpu.origin.0).filter(|&v| v < cpu.width) else {
+                continue;
+            };
+            let a = ((y * ours.width + x) * 3) as usize;
+            let b = ((cy * cpu.width + cx) * 3) as usize;
+            for c in 0..3 {
+                let d = ours.data[a + c].abs_diff(cpu.data[b + c]);
+                max = max.max(d);
+                n += 1;
+                diff += u64::from(d != 0);
+            }
+        }
+    }
+    (max, n, diff)
+}
+
+/// The largest per-channel difference between the device path's oracle and the CPU
+/// decoder (`tests/coeff_decode.rs`): designed to be exact.
+pub const ORACLE_TOLERANCE: u8 = 2;
+
+/// The device path against the CPU decoder (differential): the coefficient reader, then
+/// the scalar oracles of the device stages (`decode::jpeg::{idct, color}`, which the
+/// shaders port line by line), at a scale and window from the input, against the CPU
+/// decode of the same window. What the reader takes as ready for the device, the CPU
+/// decodes, to the same pixels within [`ORACLE_TOLERANCE`]; what it refuses as damaged,
+/// the CPU's lenient decode refuses too. (A file the device would decode to other pixels
+/// than the CPU backend's must be left to the CPU: `CoeffStatus::CpuOnly`.)
+pub fn device_oracle(data: &[u8]) {
+    let (scale, window) = scale_and_window(data);
+    device_oracle_at(data, scale, window);
+}
+
+/// [`device_oracle`] at IDCT scale `1/scale` for `window` (`None`: the whole image).
+pub fn device_oracle_at(data: &[u8], scale: u32, window: Option<[u32; 4]>) {
+    let Ok(info) = decode::peek_info(data) else {
+        return;
+    };
+    // The scalar oracle is slow: small images only.
+    let small = Limits {
+        max_pixels: 1 << 18,
+        ..limits()
+    };
+    if info.format != decode::Format::Jpeg || decode::check_limits(&info, &small).is_err() {
+        return;
+    }
+    let mut c = Coefficients::default();
+    let mut img = Image8::default();
+    let lenient = |scale, window| DecodeOptions {
+        orientation: false,
+        ..options(false, scale, window)
+    };
+    match decode::jpeg::read_coefficients(data, false, &mut c) {
+        Ok(decode::jpeg::coeffs::CoeffStatus::Ready) => {}
+        Ok(decode::jpeg::coeffs::CoeffStatus::CpuOnly(_)) => return,
+        Err(decode::DecodeError::Unsupported(_)) => return,
+        Err(e) => {
+            let cpu = cpu::decode_image(data, &lenient(1, None), &mut img);
+            assert!(
+                cpu.is_err(),
+                "the coefficient reader refused ({e}) what the CPU decoder decodes leniently"
+            );
+            return;
+        }
+    }
+    let full = c.scaled_size(scale);
+    let Some(w) = (match window {
+        None => Some([0, 0, full.0, full.1]),
+        Some(w) => decode::jpeg::coeffs::clamp_window(w, full).ok(),
+    }) else {
+        return;
+    };
+    let cpu = cpu::decode_image(data, &lenient(scale, Some(w)), &mut img);
+    assert!(
+        cpu.is_ok(),
+        "1/{scale} {w:?}: the device path takes what the CPU decoder refuses: {cpu:?}"
+    );
+    let ours = match decode::jpeg::color::decode_coefficients(&c, scale, w) {
+        Ok(o) => o,
+        Err(e) => panic!("1/{scale} {w:?}: the oracle failed on ready coefficients: {e}"),
+    };
+    assert_eq!(ours.full, img.full, "1/{scale}: scaled size");
+    let (max, n, _) = overlap_difference(&ours, &img);
+    assert!(n > 0, "1/{scale} {w:?}: no overlap with the CPU decode");
+    assert!(
+        max <= ORACLE_TOLERANCE,
+        "1/{scale} {w:?}: the device path's pixels differ from the CPU decoder's by {max}"
+    );
+}
+
+/// JPEG headers and markers, and the CPU decode in strict and lenient mode, whole, scaled
+/// and crop-aware (the scale and window come from the input's last bytes, so the fuzzer
+/// explores them too). Whatever the bytes, no panic; an image delivered is consistent;
+/// strict decoding never delivers what lenient decoding calls damaged.
+pub fn jpeg_decode(data: &[u8]) {
+    let _ = decode::peek_info(data);
+    let _ = decode::jpeg::markers::sampling_factors(data);
+    let _ = decode::jpeg::markers::segment_gaps(data);
+    let _ = decode::jpeg::markers::first_scan_components(data);
+    let _ = decode::jpeg::markers::exif_orientation(data);
+    let (scale, window) = scale_and_window(data);
     let mut img = Image8::default();
     let mut verdicts = Vec::new();
     for strict in [true, false] {

@@ -14,7 +14,7 @@ seconds=${1:-15}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(jpeg_decode coefficients image_formats png_mask shards file_list)
+    targets=(jpeg_decode coefficients device_oracle image_formats png_mask shards file_list)
 fi
 
 # Seeds: the bundled test files by kind, and the shared corpus's JPEGs.
@@ -23,7 +23,7 @@ seed() {
     mkdir -p "$dir"
     local from=()
     case $target in
-        jpeg_decode | coefficients) from=(tests/data/jpeg tests/data/lenient) ;;
+        jpeg_decode | coefficients | device_oracle) from=(tests/data/jpeg tests/data/lenient) ;;
         image_formats) from=(tests/data/formats) ;;
         png_mask) from=(tests/data/masks) ;;
         shards) from=(tests/data/shards) ;;

@@ -3,6 +3,8 @@
 //! decoder (libjpeg-turbo) on every test JPEG, at IDCT scales 1/1, 1/2, 1/4, 1/8, whole
 //! images and random windows: within +-2 per channel (designed to be exact).
 
+#[path = "../fuzz/checks.rs"]
+mod checks;
 mod common;
 
 use std::collections::BTreeMap;
@@ -14,7 +16,7 @@ use stoker::decode::jpeg::read_coefficients;
 use stoker::decode::{check_limits, cpu, peek_info, DecodeOptions, Format, Image8, Limits};
 
 /// Largest accepted per-channel difference from the CPU decode.
-const TOLERANCE: u8 = 2;
+const TOLERANCE: u8 = checks::ORACLE_TOLERANCE;
 
 /// What a comparison found: the largest channel difference on the overlap, and whether
 /// every channel was equal.
@@ -25,33 +27,6 @@ struct Tally {
     max: u8,
     channels: u64,
     differing: u64,
-}
-
-/// Largest channel difference between `ours` and `cpu` where they overlap (both carry
-/// their origin in the scaled image), and how many channels were compared / differed.
-fn compare(ours: &Image8, cpu: &Image8) -> (u8, u64, u64) {
-    let (mut max, mut n, mut diff) = (0u8, 0u64, 0u64);
-    for y in 0..ours.height {
-        let gy = ours.origin.1 + y;
-        let Some(cy) = gy.checked_sub(cpu.origin.1).filter(|&v| v < cpu.height) else {
-            continue;
-        };
-        for x in 0..ours.width {
-            let gx = ours.origin.0 + x;
-            let Some(cx) = gx.checked_sub(cpu.origin.0).filter(|&v| v < cpu.width) else {
-                continue;
-            };
-            let a = ((y * ours.width + x) * 3) as usize;
-            let b = ((cy * cpu.width + cx) * 3) as usize;
-            for c in 0..3 {
-                let d = ours.data[a + c].abs_diff(cpu.data[b + c]);
-                max = max.max(d);
-                n += 1;
-                diff += u64::from(d != 0);
-            }
-        }
-    }
-    (max, n, diff)
 }
 
 /// The windows tried at one scale: the whole image and three random ones.
@@ -153,7 +128,7 @@ fn oracle_matches_the_cpu_decoder_at_every_scale() {
                     }
                 };
                 assert_eq!(cpu_img.full, ours.full, "{file} 1/{scale}: scaled size");
-                let (max, n, diff) = compare(&ours, &cpu_img);
+                let (max, n, diff) = checks::overlap_difference(&ours, &cpu_img);
                 let t = tallies.entry(scale).or_default();
                 t.cases += 1;
                 t.exact += usize::from(diff == 0);

@@ -17,6 +17,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("png_mask", checks::png_mask),
     ("shards", checks::shards),
     ("file_list", checks::file_list),
+    ("device_oracle", checks::device_oracle),
 ];
 
 #[test]

@@ -121,7 +121,7 @@ pub(crate) struct Config {
     pub hardware_decode: crate::backend::device::job::HardwareDecode,
     /// Coefficient buffers recycled from packed batches to the workers.
     pub coeff_pool: crate::backend::device::job::CoeffPool,
-    /// Strict-mode verdicts on whole JPEGs, for crop-aware decodes (see `verdict`).
+    /// Verdicts on whole JPEGs, for crop-aware decodes (see `verdict`).
     pub verdicts: verdict::Verdicts,
 }
 

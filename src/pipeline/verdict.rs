@@ -1,13 +1,14 @@
-//! Strict decoding means the same in every epoch and on every backend. A crop-aware decode
-//! stops at the bottom of its window, so damage in the entropy-coded data below it (a bit
-//! flip that keeps the file's size is often found only at the end of a scan) would be
-//! missed or not depending on the epoch's crop, while the device backends, which
-//! entropy-decode whole files, always find it. So before a JPEG is first decoded for part
-//! of its image in strict mode, its entropy-coded data is verified whole, once: a decode
-//! at 1/8 scale (the Huffman or arithmetic decoding is complete, the inverse DCT and
-//! colour conversion a sixty-fourth of the work). The verdict (refused, or delivered with
-//! the whole file's warning) is kept for the pipeline's life, keyed by the sample and a
-//! CRC-32C of its bytes, so a file rewritten between epochs is verified again.
+//! A sample is delivered or refused the same way in every epoch and on every backend. A
+//! crop-aware decode stops at the bottom of its window, so damage in the entropy-coded data
+//! below it (a bit flip that keeps the file's size is often found only at the end of a
+//! scan, and may be fatal even to a lenient decode) would be missed or not depending on
+//! the epoch's crop, while the device backends, which entropy-decode whole files, always
+//! find it. So before a JPEG is first decoded for part of its image, in strict or lenient
+//! mode, its entropy-coded data is verified whole, once: a decode at 1/8 scale (the
+//! Huffman or arithmetic decoding is complete, the inverse DCT and colour conversion a
+//! sixty-fourth of the work) under the pipeline's own strictness. The verdict (refused, or
+//! delivered with the whole file's warning) is kept for the pipeline's life, keyed by the
+//! sample and a CRC-32C of its bytes, so a file rewritten between epochs is verified again.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

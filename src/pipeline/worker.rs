@@ -537,10 +537,11 @@ fn decode_into(
     } else {
         plan.decode_options(base, &info)
     };
-    // A strict crop-aware JPEG decode takes the whole file's verdict (see `verdict`): the
-    // same in every epoch, whatever the crop, and the same as the device backends'.
+    // A crop-aware JPEG decode takes the whole file's verdict (see `verdict`), strict or
+    // not: the same in every epoch, whatever the crop, and the same as the device
+    // backends', which entropy-decode whole files.
     let partial = opts.window.is_some() || opts.scale != 1;
-    let whole_file = (cfg.strict_decode && partial && info.format == crate::decode::Format::Jpeg)
+    let whole_file = (partial && info.format == crate::decode::Format::Jpeg)
         .then(|| cfg.verdicts.check(s.id, image, &base));
     let r = match &whole_file {
         Some(Err(e)) => Err(decode_error(s, "image", e)),

@@ -5,8 +5,10 @@
 //!
 //! Arithmetic is 32-bit and wrapping, as in the shaders (WGSL has no 64-bit integers).
 //! libjpeg computes in `long`; the two agree unless the coefficients are far outside
-//! what an 8-bit encoder produces (libjpeg's SIMD IDCT, which the CPU decoder uses,
-//! works in 16- and 32-bit lanes for the same reason). Quantisation entries are used as
+//! what an 8-bit encoder produces. libjpeg's SIMD IDCT, which the CPU decoder uses, works
+//! in 16-bit lanes that saturate, and differs from the C code for such blocks too:
+//! [`agrees_with_simd`] finds them, and the coefficient reader leaves their files to the
+//! CPU decoder. Quantisation entries are used as
 //! the SIMD build's `short` multiplier table holds them: sign-extended from 16 bits.
 
 use super::coeffs::{coef_at, quant_at, PackedJpeg};
@@ -67,9 +69,38 @@ fn deq(block: &[i16; 64], quant: &[u16; 64], i: usize) -> i32 {
     i32::from(block[i]).wrapping_mul(i32::from(quant[i] as i16))
 }
 
-/// `jpeg_idct_islow`: an 8x8 block to 8x8 samples at `out[row * stride + col]`.
-pub fn idct_8x8(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: usize) {
-    let mut ws = [0i32; 64];
+/// One block's inverse DCT before the range limit: the pass-1 workspace and the descaled
+/// samples (without the +128 level shift), `samples[row * 8 + col]` for the `n x n` output.
+struct Passes {
+    ws: [i32; 64],
+    samples: [i32; 64],
+}
+
+impl Passes {
+    fn new() -> Passes {
+        Passes {
+            ws: [0; 64],
+            samples: [0; 64],
+        }
+    }
+
+    /// The `n x n` samples, range-limited, to `out[row * stride + col]`.
+    fn write(&self, n: usize, out: &mut [u8], stride: usize) {
+        for row in 0..n {
+            for (d, &v) in out[row * stride..row * stride + n]
+                .iter_mut()
+                .zip(&self.samples[row * 8..row * 8 + n])
+            {
+                *d = range_limit(v);
+            }
+        }
+    }
+}
+
+/// `jpeg_idct_islow`'s two passes over an 8x8 block.
+fn islow_8x8(block: &[i16; 64], quant: &[u16; 64]) -> Passes {
+    let mut p = Passes::new();
+    let ws = &mut p.ws;
     for col in 0..8 {
         let q = |r: usize| deq(block, quant, r * 8 + col);
         if (1..8).all(|r| block[r * 8 + col] == 0) {
@@ -86,21 +117,24 @@ pub fn idct_8x8(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: us
         }
     }
     for row in 0..8 {
-        let w = &ws[row * 8..row * 8 + 8];
-        let dst = &mut out[row * stride..row * stride + 8];
+        let w = &p.ws[row * 8..row * 8 + 8];
+        let dst = &mut p.samples[row * 8..row * 8 + 8];
         if w[1..].iter().all(|&v| v == 0) {
-            let v = range_limit(descale(w[0], PASS1_BITS + 3));
-            dst.fill(v);
+            dst.fill(descale(w[0], PASS1_BITS + 3));
             continue;
         }
         let o = idct8_1d(
             [w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]],
             CONST_BITS + PASS1_BITS + 3,
         );
-        for (d, v) in dst.iter_mut().zip(o) {
-            *d = range_limit(v);
-        }
+        dst.copy_from_slice(&o);
     }
+    p
+}
+
+/// `jpeg_idct_islow`: an 8x8 block to 8x8 samples at `out[row * stride + col]`.
+pub fn idct_8x8(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: usize) {
+    islow_8x8(block, quant).write(8, out, stride);
 }
 
 /// One 8-point pass of `jpeg_idct_islow` on dequantised (or pass-1) values `x`, descaled
@@ -171,9 +205,10 @@ fn idct4_1d(x: [i32; 8], shift: u32) -> [i32; 4] {
     ]
 }
 
-/// `jpeg_idct_4x4`: an 8x8 block to 4x4 samples.
-pub fn idct_4x4(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: usize) {
-    let mut ws = [0i32; 32];
+/// `jpeg_idct_4x4`'s two passes.
+fn islow_4x4(block: &[i16; 64], quant: &[u16; 64]) -> Passes {
+    let mut p = Passes::new();
+    let ws = &mut p.ws;
     for col in 0..8 {
         if col == 4 {
             continue;
@@ -195,20 +230,24 @@ pub fn idct_4x4(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: us
         }
     }
     for row in 0..4 {
-        let w = &ws[row * 8..row * 8 + 8];
-        let dst = &mut out[row * stride..row * stride + 4];
+        let w = &p.ws[row * 8..row * 8 + 8];
+        let dst = &mut p.samples[row * 8..row * 8 + 4];
         if [1, 2, 3, 5, 6, 7].iter().all(|&i| w[i] == 0) {
-            dst.fill(range_limit(descale(w[0], PASS1_BITS + 3)));
+            dst.fill(descale(w[0], PASS1_BITS + 3));
             continue;
         }
         let o = idct4_1d(
             [w[0], w[1], w[2], w[3], 0, w[5], w[6], w[7]],
             CONST_BITS + PASS1_BITS + 3 + 1,
         );
-        for (d, v) in dst.iter_mut().zip(o) {
-            *d = range_limit(v);
-        }
+        dst.copy_from_slice(&o);
     }
+    p
+}
+
+/// `jpeg_idct_4x4`: an 8x8 block to 4x4 samples.
+pub fn idct_4x4(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: usize) {
+    islow_4x4(block, quant).write(4, out, stride);
 }
 
 /// One 2-point pass of `jpeg_idct_2x2` (inputs 0, 1, 3, 5, 7).
@@ -224,9 +263,10 @@ fn idct2_1d(x: [i32; 8], shift: u32) -> [i32; 2] {
     ]
 }
 
-/// `jpeg_idct_2x2`: an 8x8 block to 2x2 samples.
-pub fn idct_2x2(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: usize) {
-    let mut ws = [0i32; 16];
+/// `jpeg_idct_2x2`'s two passes.
+fn islow_2x2(block: &[i16; 64], quant: &[u16; 64]) -> Passes {
+    let mut p = Passes::new();
+    let ws = &mut p.ws;
     for col in [0, 1, 3, 5, 7] {
         let q = |r: usize| deq(block, quant, r * 8 + col);
         if [1, 3, 5, 7].iter().all(|&r| block[r * 8 + col] == 0) {
@@ -243,19 +283,56 @@ pub fn idct_2x2(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: us
         ws[8 + col] = o[1];
     }
     for row in 0..2 {
-        let w = &ws[row * 8..row * 8 + 8];
-        let dst = &mut out[row * stride..row * stride + 2];
+        let w = &p.ws[row * 8..row * 8 + 8];
+        let dst = &mut p.samples[row * 8..row * 8 + 2];
         if [1, 3, 5, 7].iter().all(|&i| w[i] == 0) {
-            dst.fill(range_limit(descale(w[0], PASS1_BITS + 3)));
+            dst.fill(descale(w[0], PASS1_BITS + 3));
             continue;
         }
         let o = idct2_1d(
             [w[0], w[1], 0, w[3], 0, w[5], 0, w[7]],
             CONST_BITS + PASS1_BITS + 3 + 2,
         );
-        dst[0] = range_limit(o[0]);
-        dst[1] = range_limit(o[1]);
+        dst.copy_from_slice(&o);
     }
+    p
+}
+
+/// `jpeg_idct_2x2`: an 8x8 block to 2x2 samples.
+pub fn idct_2x2(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: usize) {
+    islow_2x2(block, quant).write(2, out, stride);
+}
+
+/// The sum of the magnitudes of a block's dequantised coefficients at or below which
+/// every sample of every reduced and full IDCT lies within -512..=511 and every pass-1
+/// value within 16 bits (`tests::the_quick_bound_keeps_every_pass_in_range` derives it
+/// from each coefficient's largest weight): most blocks of real photos are far below it.
+const QUICK_BOUND: u32 = 2000;
+
+/// Whether libjpeg-turbo's SIMD IDCTs, which the CPU decoder runs (16-bit lanes that
+/// saturate), compute the same samples as libjpeg's C code, which this oracle and the
+/// shaders port (32-bit, with a range limit that wraps outside -512..=511), for `block` at
+/// every scale: its dequantised coefficients and pass-1 values fit in 16 bits and its
+/// samples lie within -512..=511. An 8-bit encoder's coefficients always do (a DCT of 8-bit
+/// samples is within 1024 and its rounding within half a quantiser step); a block that does
+/// not comes from damaged or crafted data, and only the CPU decoder reproduces its pixels.
+pub fn agrees_with_simd(block: &[i16; 64], quant: &[u16; 64]) -> bool {
+    let mut sum = 0u32;
+    for i in 0..64 {
+        let d = deq(block, quant, i).unsigned_abs();
+        if d > i16::MAX as u32 {
+            return false;
+        }
+        sum += d;
+    }
+    if sum <= QUICK_BOUND {
+        return true;
+    }
+    [islow_8x8, islow_4x4, islow_2x2].iter().all(|f| {
+        let p = f(block, quant);
+        p.ws.iter().all(|&v| i16::try_from(v).is_ok())
+            && p.samples.iter().all(|v| (-512..=511).contains(v))
+    })
 }
 
 /// `jpeg_idct_1x1`: the block's DC to one sample.
@@ -313,6 +390,67 @@ mod tests {
         assert_eq!(range_limit(511), 255);
         assert_eq!(range_limit(-512), 0);
         assert_eq!(range_limit(1024), 128);
+    }
+
+    /// [`QUICK_BOUND`] from the transforms themselves: each coefficient's largest weight in
+    /// a sample and in a pass-1 value, at every IDCT size, times the bound, plus the
+    /// descaling's rounding, stays within range. (The passes are linear but for that
+    /// rounding, so a block's samples are at most the sum of its coefficients' weights.)
+    #[test]
+    fn the_quick_bound_keeps_every_pass_in_range() {
+        const PROBE: i16 = 4096;
+        let quant = [1u16; 64];
+        let (mut sample_w, mut ws_w) = (0.0f64, 0.0f64);
+        for i in 0..64 {
+            for sign in [1, -1] {
+                let mut block = [0i16; 64];
+                block[i] = PROBE * sign;
+                for p in [
+                    islow_8x8(&block, &quant),
+                    islow_4x4(&block, &quant),
+                    islow_2x2(&block, &quant),
+                ] {
+                    let most = |v: &[i32]| {
+                        v.iter()
+                            .map(|x| f64::from(x.unsigned_abs()))
+                            .fold(0.0, f64::max)
+                    };
+                    sample_w = sample_w.max(most(&p.samples) / f64::from(PROBE));
+                    ws_w = ws_w.max(most(&p.ws) / f64::from(PROBE));
+                }
+            }
+        }
+        let b = f64::from(QUICK_BOUND);
+        // Rounding: half a level per pass-1 value, which pass 2 sums with weights of at
+        // most 11/32, and half a level more at the end: under two levels.
+        assert!(b * sample_w + 2.0 <= 511.0, "sample weight {sample_w}");
+        assert!(
+            b * ws_w + 2.0 <= f64::from(i16::MAX),
+            "pass-1 weight {ws_w}"
+        );
+        // And the check itself: a block at the bound with all its weight in the worst
+        // coefficient passes the quick test and the exact one.
+        let mut block = [0i16; 64];
+        block[0] = QUICK_BOUND as i16;
+        assert!(agrees_with_simd(&block, &quant));
+    }
+
+    /// Far-out coefficients (a bit flip in the entropy-coded data can make them) are
+    /// caught, at-the-limit ones of real photos are not.
+    #[test]
+    fn only_coefficients_no_encoder_writes_disagree() {
+        let mut quant = [1u16; 64];
+        let mut block = [0i16; 64];
+        block[0] = 1016; // the brightest flat block: 8 * 127
+        block[1] = 300;
+        block[9] = -200;
+        assert!(agrees_with_simd(&block, &quant));
+        block[0] = 8000; // 1000 above white: wraps in C, saturates in SIMD
+        assert!(!agrees_with_simd(&block, &quant));
+        block[0] = 100;
+        quant[5] = 255;
+        block[5] = 200; // 51000: over 16 bits
+        assert!(!agrees_with_simd(&block, &quant));
     }
 
     #[test]

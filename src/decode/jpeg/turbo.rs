@@ -657,9 +657,31 @@ pub fn read_coefficients(
     if status != CoeffStatus::Ready {
         return Ok(status);
     }
-    Ok(match out.check_supported() {
-        Ok(()) => CoeffStatus::Ready,
-        Err(why) => CoeffStatus::CpuOnly(why.to_string()),
+    if let Err(why) = out.check_supported() {
+        return Ok(CoeffStatus::CpuOnly(why.to_string()));
+    }
+    Ok(match beyond_simd_range(out) {
+        Some(why) => CoeffStatus::CpuOnly(why),
+        None => CoeffStatus::Ready,
+    })
+}
+
+/// Why the device IDCT would not give the CPU decoder's pixels for these coefficients:
+/// the first block no 8-bit encoder writes (see [`super::idct::agrees_with_simd`]), whose
+/// samples libjpeg's C code (which the shaders port) and its SIMD code compute differently.
+fn beyond_simd_range(c: &Coefficients) -> Option<String> {
+    c.components.iter().enumerate().find_map(|(ci, comp)| {
+        let at = comp
+            .blocks
+            .iter()
+            .position(|b| !super::idct::agrees_with_simd(b, &comp.quant))?;
+        let w = comp.width_in_blocks.max(1) as usize;
+        Some(format!(
+            "coefficients beyond what an 8-bit encoder writes (component {ci}, block {} of row \
+             {}): only the CPU decoder reproduces their pixels",
+            at % w,
+            at / w
+        ))
     })
 }
 
