@@ -74,18 +74,34 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
         use std::os::unix::fs::OpenOptionsExt;
         options.custom_flags(libc::O_NONBLOCK);
     }
-    let file = options.open(path)?;
+    let file = match options.open(path) {
+        Ok(f) => f,
+        // Some files cannot even be opened for what they are (a socket: "No such device
+        // or address"): when the path names something other than a regular file, that
+        // is the reason to give.
+        Err(e) => {
+            return Err(match std::fs::metadata(path) {
+                Ok(meta) if !meta.is_file() => not_regular(&meta),
+                _ => e,
+            })
+        }
+    };
     let meta = file.metadata()?;
     if !meta.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "not a regular file (a {}); only regular files are read",
-                kind_of(&meta.file_type())
-            ),
-        ));
+        return Err(not_regular(&meta));
     }
     Ok(file)
+}
+
+/// The error of [`open_regular`] for a file of another kind, saying which.
+fn not_regular(meta: &std::fs::Metadata) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "not a regular file (a {}); only regular files are read",
+            kind_of(&meta.file_type())
+        ),
+    )
 }
 
 /// Reads the regular file at `path` into `buf` (cleared first), refusing it when it holds
@@ -133,6 +149,16 @@ pub fn read_text(path: &Path, max_bytes: u64) -> Result<String, ReadError> {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_socket_is_refused_as_a_socket() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sock = dir.path().join("x.jpg");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("socket");
+        let e = open_regular(&sock).expect_err("a socket is no sample");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("socket"), "{e}");
+    }
 
     #[test]
     fn a_fifo_is_refused_without_blocking() {
