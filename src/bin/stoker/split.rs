@@ -11,7 +11,7 @@ use stoker::source::split::Added;
 use stoker::source::{CheckReport, Manifest};
 use stoker::{Split, SplitSpec};
 
-use crate::common::{self, kv, Ctx, Report, Res};
+use crate::common::{self, fail, kv, Cause, Ctx, Failure, Report, Res};
 
 #[derive(Debug, Args)]
 pub struct SplitArgs {
@@ -22,12 +22,13 @@ pub struct SplitArgs {
     #[arg(
         long,
         required_unless_present_any = ["check", "extend"],
-        conflicts_with_all = ["check", "extend"]
+        conflicts_with_all = ["check", "extend"],
+        value_parser = fraction
     )]
     val: Option<f64>,
     /// Keep groups whole: a regex over the relative path whose first capture group (or
     /// whole match) names the group.
-    #[arg(long, conflicts_with_all = ["check", "extend"])]
+    #[arg(long, conflicts_with_all = ["check", "extend"], value_parser = pattern)]
     group_by: Option<String>,
     /// Seed of the split [default: 0].
     #[arg(long, conflicts_with = "extend")]
@@ -51,6 +52,30 @@ pub struct SplitArgs {
     /// With --check: the dataset folder, to also check the split is complete.
     #[arg(long, requires = "check")]
     images: Option<PathBuf>,
+}
+
+/// `--val`: a number in `[0, 1]`.
+fn fraction(s: &str) -> Result<f64, String> {
+    let f: f64 = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&f) {
+        Ok(f)
+    } else {
+        Err(format!("{f} is not a fraction in [0, 1]"))
+    }
+}
+
+/// `--group-by`: a regular expression that compiles.
+fn pattern(s: &str) -> Result<String, String> {
+    regex::Regex::new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// Saves `split` to `out`; a failed write is an `Output` error.
+fn save(split: &Split, out: &std::path::Path) -> Res<()> {
+    split
+        .save(out)
+        .map_err(|e| fail(Cause::Output, e.to_string()))
 }
 
 fn groups_of(m: &Manifest) -> usize {
@@ -89,6 +114,9 @@ struct SplitReport<'a> {
     /// With `--extend`: how many new samples went to each side (`train`, `val`).
     #[serde(skip_serializing_if = "Option::is_none")]
     added: Option<Added>,
+    /// Files that listing the dataset left out (not samples), each with the reason: a
+    /// folder that could not be read, a FIFO, ...
+    skipped: Vec<Failure>,
 }
 
 impl<'a> SplitReport<'a> {
@@ -107,6 +135,19 @@ impl<'a> SplitReport<'a> {
             out: None,
             extended: None,
             added: None,
+            skipped: Vec::new(),
+        }
+    }
+
+    /// The same report, with what listing `data` left out.
+    fn skipped(self, data: &stoker::Dataset) -> Self {
+        SplitReport {
+            skipped: data
+                .skipped()
+                .iter()
+                .map(|k| Failure::new(k.path.clone(), k.reason.to_string()))
+                .collect(),
+            ..self
         }
     }
 
@@ -175,10 +216,13 @@ pub fn split(_ctx: Ctx, a: &SplitArgs) -> Res<Report> {
             None => None,
         };
         let r = m.check(data.as_ref());
-        let report = SplitReport {
+        let mut report = SplitReport {
             manifest: Some(file.display().to_string()),
             ..SplitReport::new(&m, &r)
         };
+        if let Some(d) = &data {
+            report = report.skipped(d);
+        }
         return report.report(&format!("check of {}", file.display()));
     }
     if let Some(file) = &a.extend {
@@ -202,13 +246,14 @@ pub fn split(_ctx: Ctx, a: &SplitArgs) -> Res<Report> {
     }
     let split = data.split(spec)?;
     crate::ensure_parent(out)?;
-    split.save(out)?;
+    save(&split, out)?;
     let m = split.manifest();
     let r = m.check(Some(&listed));
     let report = SplitReport {
         out: Some(out.display().to_string()),
         ..SplitReport::new(m, &r)
-    };
+    }
+    .skipped(&listed);
     report.report(&format!(
         "split of {} saved to {}",
         dir.display(),
@@ -227,7 +272,7 @@ fn extend(a: &SplitArgs, file: &std::path::Path) -> Res<Report> {
     let listed = data.clone();
     let split = Split::extend(file, data)?;
     crate::ensure_parent(out)?;
-    split.save(out)?;
+    save(&split, out)?;
     let m = split.manifest();
     let r = m.check(Some(&listed));
     let added = split.added();
@@ -236,7 +281,8 @@ fn extend(a: &SplitArgs, file: &std::path::Path) -> Res<Report> {
         extended: Some(file.display().to_string()),
         added: Some(added),
         ..SplitReport::new(m, &r)
-    };
+    }
+    .skipped(&listed);
     report.report(&format!(
         "split {} extended to {}: {} new samples, {} to train and {} to val; saved to {}",
         file.display(),
