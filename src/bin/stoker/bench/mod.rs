@@ -22,6 +22,21 @@ pub fn positive(s: &str) -> Result<usize, String> {
     }
 }
 
+/// The longest simulated step or load, in milliseconds (an hour): a longer one is a typo,
+/// and a run that sleeps for ages looks like a hang.
+pub const MAX_MS: u64 = 3_600_000;
+
+/// Milliseconds from 0 to [`MAX_MS`] (a value parser for simulated times).
+pub fn millis(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n <= MAX_MS => Ok(n),
+        Ok(n) => Err(format!(
+            "{n} ms is more than the most, {MAX_MS} ms (an hour)"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// One backend's entry of a report's `results`: its measured run `R`, or `U`, what the
 /// report says of a backend this build or machine lacks.
 #[derive(Debug, Serialize)]

@@ -23,10 +23,10 @@ pub struct OverlapArgs {
     #[arg(long, default_value = "8", value_parser = positive)]
     batch: usize,
     /// Simulated storage latency per sample, in milliseconds.
-    #[arg(long, default_value = "10")]
+    #[arg(long, default_value = "10", value_parser = super::millis)]
     load_ms: u64,
     /// Simulated training step per batch, in milliseconds.
-    #[arg(long, default_value = "20")]
+    #[arg(long, default_value = "20", value_parser = super::millis)]
     step_ms: u64,
     /// Reader threads of the pipeline.
     #[arg(long, default_value = "8", value_parser = positive)]

@@ -10,7 +10,7 @@ use stoker::{Augment, BackendKind, DType, HardwareDecode, Pipeline};
 
 use super::plot::{self, Line};
 use super::{positive, results_table, with_notes, BenchResult, Unavailable};
-use crate::common::{self, progress, Ctx, Failure, Report, Res, SAMPLES_DIR};
+use crate::common::{self, fail, progress, Cause, Ctx, Failure, Report, Res, SAMPLES_DIR};
 
 const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
@@ -36,7 +36,7 @@ pub struct PipelineBenchArgs {
     #[arg(long, default_value = "2", value_parser = positive)]
     epochs: usize,
     /// Simulated training step after each batch, in milliseconds.
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", value_parser = super::millis)]
     step_ms: u64,
     /// Decode and augment threads (default: available cores).
     #[arg(long, value_parser = positive)]
@@ -51,7 +51,7 @@ pub struct PipelineBenchArgs {
     #[arg(long, default_value = "f32", value_parser = clap::value_parser!(DType))]
     dtype: DType,
     /// Decoded-sample cache, in MiB (0: none).
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", value_parser = cache_mb)]
     cache_mb: u64,
     /// Training seed.
     #[arg(long, default_value = "0")]
@@ -77,10 +77,45 @@ impl PipelineBenchArgs {
     /// malformed variable is a usage error naming it.
     fn shard(&self) -> Res<(usize, usize)> {
         Ok(match (self.rank, self.world_size) {
-            (Some(r), Some(w)) => (r, w),
+            (Some(r), Some(w)) if r < w => (r, w),
+            (Some(r), Some(w)) => {
+                return Err(fail(
+                    Cause::Usage,
+                    format!("--rank {r} must be below --world-size {w}"),
+                ))
+            }
             _ => stoker::source::sampler::shard_from_env()?,
         })
     }
+}
+
+/// `--cache-mb`: MiB that fit in a `u64` of bytes (whether they fit in memory is the
+/// pipeline's check, at build).
+fn cache_mb(s: &str) -> Result<u64, String> {
+    let mb = s.trim().parse::<u64>().map_err(|e| e.to_string())?;
+    match mb.checked_mul(1 << 20) {
+        Some(_) => Ok(mb),
+        None => Err(format!("{mb} MiB is more bytes than a 64-bit count holds")),
+    }
+}
+
+/// A configuration error of the pipeline, as the option(s) that set it: the library
+/// names its settings (`memory`, `batch_size`, ...), the user typed flags.
+fn as_usage(e: stoker::Error) -> Box<dyn std::error::Error> {
+    let flags = match &e {
+        stoker::Error::Config { setting, .. } => match setting.as_str() {
+            "memory" => "--size, --batch, --prefetch, --cache-mb",
+            "cache_bytes" => "--cache-mb",
+            "batch_size" => "--batch",
+            "workers" => "--workers",
+            "readers" => "--readers",
+            "prefetch" => "--prefetch",
+            "shard" => "--rank, --world-size",
+            _ => return e.into(),
+        },
+        _ => return e.into(),
+    };
+    fail(Cause::Usage, format!("{e} (set by {flags})"))
 }
 
 /// The JSON object of `bench pipeline`.
@@ -96,6 +131,9 @@ pub struct PipelineReport {
     /// This process's shard: rank `rank` of `world_size`.
     rank: usize,
     world_size: usize,
+    /// Files that listing left out (not samples), each with the reason: a folder that
+    /// could not be read, a FIFO, ...
+    skipped: Vec<Failure>,
 }
 
 /// One backend's entry of `results`.
@@ -203,7 +241,17 @@ pub fn run(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
     if let Some(path) = &a.plot {
         plot::save(path, |p| r.plot(p))?;
     }
-    Report::new(&r, r.text())
+    let report = Report::new(&r, r.text())?;
+    // Samples reported instead of delivered: partly done (all of them: nothing could be
+    // read). A run where no backend ran says so itself (`backend_unavailable`).
+    Ok(match r.ran_counts() {
+        Some((delivered, reported)) => report.failed_inputs(
+            reported as usize,
+            (delivered + reported) as usize,
+            "sample reads",
+        ),
+        None => report,
+    })
 }
 
 /// Runs the benchmark on every backend of `a`.
@@ -262,7 +310,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
                 }));
                 continue;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(as_usage(e)),
         };
         let pb = progress(
             ctx,
@@ -357,10 +405,26 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         epochs: a.epochs,
         rank,
         world_size,
+        skipped: data
+            .skipped()
+            .iter()
+            .map(|k| Failure::new(k.path.clone(), k.reason.to_string()))
+            .collect(),
     })
 }
 
 impl PipelineReport {
+    /// Delivered and reported samples over the backends that ran; `None` when none did.
+    fn ran_counts(&self) -> Option<(u64, u64)> {
+        self.results
+            .iter()
+            .filter_map(|r| match r {
+                PipelineResult::Ran(m) => Some((m.counts.delivered, m.counts.reported)),
+                PipelineResult::Unavailable(_) => None,
+            })
+            .reduce(|a, b| (a.0 + b.0, a.1 + b.1))
+    }
+
     /// The `--plot` chart: each batch's input wait against its arrival, a line per
     /// backend that ran.
     pub fn plot(&self, path: &std::path::Path) -> Res<()> {
@@ -409,7 +473,7 @@ impl PipelineReport {
             "epoch times",
             "input wait",
         ];
-        let (t, notes) = results_table(&header, &self.results, |r, t, notes| {
+        let (t, mut notes) = results_table(&header, &self.results, |r, t, notes| {
             let c = &r.counts;
             let times: Vec<String> = c.epoch_seconds.iter().map(|s| format!("{s:.2}")).collect();
             t.row(vec![
@@ -435,6 +499,15 @@ impl PipelineReport {
                 }
             }
         });
+        if !self.skipped.is_empty() {
+            notes.push_str(&format!(
+                "{} file(s) left out at listing (not samples):\n",
+                self.skipped.len()
+            ));
+            for k in &self.skipped {
+                notes.push_str(&format!("  {}: {}\n", k.path, k.reason));
+            }
+        }
         let shard = if self.world_size > 1 {
             format!(", rank {} of {}", self.rank, self.world_size)
         } else {
