@@ -10,7 +10,7 @@ use clap::Args;
 use serde::Serialize;
 use stoker::source::shards::{ShardFormat, ShardWriter};
 
-use crate::common::{self, kv, progress, Ctx, Failure, Report, Res};
+use crate::common::{self, fail, kv, progress, Cause, Ctx, Failure, Report, Res};
 
 /// What `stoker convert --help` adds after the options: the layout it writes.
 const LAYOUT: &str = "\
@@ -79,6 +79,9 @@ struct ConvertReport {
     classes: Option<String>,
     /// Samples that could not be read (not written).
     errors: Vec<Failure>,
+    /// Files that listing left out (not samples), each with the reason: a folder that
+    /// could not be read, a FIFO, ...
+    skipped: Vec<Failure>,
 }
 
 impl ConvertReport {
@@ -91,6 +94,9 @@ impl ConvertReport {
         ]);
         for e in &self.errors {
             text.push_str(&format!("unreadable: {}: {}\n", e.path, e.reason));
+        }
+        for k in &self.skipped {
+            text.push_str(&format!("left out at listing: {}: {}\n", k.path, k.reason));
         }
         text
     }
@@ -136,9 +142,9 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
     if let Some(m) = &a.masks {
         data = data.with_masks(m)?;
     }
-    let w = ShardWriter::new(a.to, &a.out, &a.prefix, a.shard_size)?;
+    let w = ShardWriter::new(a.to, &a.out, &a.prefix, a.shard_size).map_err(writing)?;
     let pb = progress(ctx, data.len() as u64, "converting");
-    let done = w.write_dataset(&data, |_| pb.inc(1))?;
+    let done = w.write_dataset(&data, |_| pb.inc(1)).map_err(writing)?;
     pb.finish_and_clear();
     let errors = done
         .unreadable
@@ -163,7 +169,23 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
             .collect(),
         classes: done.classes.map(|p| p.display().to_string()),
         errors,
+        skipped: data
+            .skipped()
+            .iter()
+            .map(|k| Failure::new(k.path.clone(), k.reason.to_string()))
+            .collect(),
     };
-    let code = u8::from(!r.errors.is_empty());
-    Ok(Report::new(&r, r.text())?.with_code(code))
+    // Some samples unreadable: partly done; all of them (or none listed): nothing could
+    // be read.
+    let failures = r.errors.len();
+    Ok(Report::new(&r, r.text())?.failed_inputs(failures, data.len(), "sample(s)"))
+}
+
+/// An error of the shard writer: a failed write or folder creation is an `Output` error
+/// (the shards could not be written), anything else keeps its category.
+fn writing(e: stoker::Error) -> Box<dyn std::error::Error> {
+    match e {
+        stoker::Error::Io { .. } => fail(Cause::Output, e.to_string()),
+        e => e.into(),
+    }
 }
