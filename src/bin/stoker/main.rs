@@ -10,12 +10,13 @@
 //! ([`common::Cause`]), prints `error: ...` on stderr and, with `--json`, an error object
 //! on stdout: `{"error": {"kind": "no_input", "message": "...", "code": 3}}`, within the
 //! command's report when there is one (`stoker decode` that decoded 1 of 2 files still
-//! lists the one).
+//! lists the one). Files that listing leaves out (a FIFO, an unreadable folder) are not
+//! samples: reports list them in `skipped`, and they change no exit status.
 //!
 //! | code | kind | when |
 //! | --- | --- | --- |
 //! | 0 | | everything asked was done |
-//! | 1 | `partial` | some inputs could not be read or decoded (the report lists them), or a check found problems (`split --check`) |
+//! | 1 | `partial` | some inputs could not be read or decoded (the report lists them: `decode`, `inspect`, `convert`, `bench pipeline`, `render`), or a check found problems (`split --check`) |
 //! | 2 | `usage` | bad arguments or settings (`RANK`/`WORLD_SIZE` included) |
 //! | 3 | `no_input` | nothing could be read: a missing or empty input, or every input failed |
 //! | 4 | `backend_unavailable` | a backend asked for is not in this build or not on this machine (a benchmark still reports the others) |
