@@ -246,7 +246,7 @@ fn mutate(root: &Path, v: &Versions, fifos: &[PathBuf], stop: &AtomicBool, done:
                     .open(&path)
                     .and_then(|f| {
                         let len = f.metadata()?.len();
-                        let to = if cut % 2 == 0 {
+                        let to = if cut & 1 == 0 {
                             len / 2
                         } else {
                             len / 4 + (cut >> 1) % (len - len / 4).max(1)
