@@ -102,16 +102,18 @@ run() {
     fi
     echo "== benchmarks on $images ($(find "$images" -name '*.jpg' | wc -l) JPEGs) after $((SECONDS - t0)) s"
     local stoker="$bin/stoker"
+    # A run that exits non-zero (a sample reported: partial) still printed its report,
+    # the error object inside: kept; only a run that printed nothing is replaced.
     "$stoker" bench decode --backend cpu,cuda,wgpu --images "$images" --batch 256 --json \
-        >"$OUT/bench-decode.json" || echo '{"error": "bench decode failed"}' >"$OUT/bench-decode.json"
+        >"$OUT/bench-decode.json" || [ -s "$OUT/bench-decode.json" ] || echo '{"error": "bench decode failed"}' >"$OUT/bench-decode.json"
     "$stoker" bench decode --backend cuda --hardware all --images "$images" --batch 256 --json \
-        >"$OUT/bench-decode-all.json" || echo '{"error": "bench decode failed"}' >"$OUT/bench-decode-all.json"
+        >"$OUT/bench-decode-all.json" || [ -s "$OUT/bench-decode-all.json" ] || echo '{"error": "bench decode failed"}' >"$OUT/bench-decode-all.json"
     "$stoker" bench pipeline --backend cuda,cpu --images "$images" --size 224 --batch 256 \
         --dtype f16 --epochs 3 --json >"$OUT/bench-pipeline.json" \
-        || echo '{"error": "bench pipeline failed"}' >"$OUT/bench-pipeline.json"
+        || [ -s "$OUT/bench-pipeline.json" ] || echo '{"error": "bench pipeline failed"}' >"$OUT/bench-pipeline.json"
     "$stoker" bench pipeline --backend cuda --hardware all --images "$images" --size 224 \
         --batch 256 --dtype f16 --epochs 3 --json >"$OUT/bench-pipeline-all.json" \
-        || echo '{"error": "bench pipeline failed"}' >"$OUT/bench-pipeline-all.json"
+        || [ -s "$OUT/bench-pipeline-all.json" ] || echo '{"error": "bench pipeline failed"}' >"$OUT/bench-pipeline-all.json"
     timeout 120 python3 scripts/bench_torchvision_gpu.py "$images" --batch 256 --seconds 15 \
         >"$OUT/torchvision.json" || echo '{"error": "torchvision failed"}' >"$OUT/torchvision.json"
     nvidia-smi 2>&1 | tee -a "$OUT/nvidia-smi.txt" || true
