@@ -1,12 +1,21 @@
 //! The sidecar index of a shard, `<shard>.stoker-index`: every sample's offset and length,
 //! its label, whether it has a mask (JSON), checked against the shard's size and
 //! modification time and rebuilt when either changed.
+//!
+//! A sidecar is trusted only as far as it is checked: it is read only when it is a
+//! regular file of at most [`sidecar_limit`] bytes, and used only when its stamp (format,
+//! kind, keys, the shard's size and modification time) matches, its digest (CRC-32C of
+//! its entries) holds, so that a damaged or edited sidecar cannot drop, add or move a
+//! sample, and every entry fits the shard (what would be read lies inside it, no two
+//! samples' bytes overlap, recorded texts are no longer than indexing records). Anything
+//! else is rebuilt from the shard, and the reason logged.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{file_stamp, tar, tfrecord, Entry, ExampleKeys};
+use super::{file_stamp, tar, tfrecord, Entry, ExampleKeys, MAX_RECORDED};
 use crate::error::Result;
 
 /// A shard's sidecar index.
@@ -17,13 +26,175 @@ pub(super) struct Index {
     size: u64,
     mtime_ns: u128,
     keys: Option<ExampleKeys>,
+    /// CRC-32C of `entries` as serialised (JSON).
+    digest: u32,
     pub(super) entries: Vec<Entry>,
 }
 
 /// 2: entries carry the recorded path and class name. 3: labels as recorded (checked when
 /// listed, so an out-of-range label is reported rather than dropped), what indexing found
-/// wrong with a sample, damaged regions of a shard as entries of their own.
-const INDEX_VERSION: u32 = 3;
+/// wrong with a sample, damaged regions of a shard as entries of their own. 4: the digest
+/// of the entries.
+const INDEX_VERSION: u32 = 4;
+
+/// Why a sidecar is not used (and the index is rebuilt): logged, never an error.
+#[derive(Debug, thiserror::Error)]
+enum Stale {
+    /// Not there, not a regular file, unreadable, or larger than [`sidecar_limit`].
+    #[error("{0}")]
+    Read(#[from] crate::source::fsio::ReadError),
+    /// Not an index (JSON of the wrong shape).
+    #[error("not an index: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Another format version.
+    #[error("format {found}, expected {INDEX_VERSION}")]
+    Version {
+        /// The sidecar's version.
+        found: u32,
+    },
+    /// Made for another shard, another state of this one, another kind or other keys.
+    #[error("made for another shard or another version of it ({what} differs)")]
+    Stamp {
+        /// What differs.
+        what: &'static str,
+    },
+    /// The entries are not those the digest was made of: damaged or edited.
+    #[error("digest {stored:#010x} does not match the entries' {computed:#010x}")]
+    Digest {
+        /// The digest the sidecar holds.
+        stored: u32,
+        /// The digest of the entries it holds.
+        computed: u32,
+    },
+    /// An entry that does not fit the shard.
+    #[error("entry {index}: {what}")]
+    Entry {
+        /// The entry's index.
+        index: usize,
+        /// What is wrong with it.
+        what: String,
+    },
+}
+
+/// The most bytes a sidecar of a shard of `size` bytes is read with: a generous bound on
+/// what indexing writes (an entry per sample, a sample at least a byte of the shard: tar
+/// members take 512), so that a sidecar cannot make listing read a file of any size.
+pub(super) fn sidecar_limit(size: u64) -> u64 {
+    (1u64 << 20).saturating_add(size.saturating_mul(512))
+}
+
+/// CRC-32C of `entries` serialised as JSON, streamed (nothing allocated).
+fn digest(entries: &[Entry]) -> std::result::Result<u32, serde_json::Error> {
+    struct Crc(u32);
+    impl Write for Crc {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = crc32c::crc32c_append(self.0, buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut crc = Crc(0);
+    serde_json::to_writer(&mut crc, entries)?;
+    Ok(crc.0)
+}
+
+/// The bytes a TFRecord record of `len` data bytes takes: its 12-byte header, its data and
+/// its 4-byte checksum.
+const RECORD_FRAME: u64 = 16;
+
+/// Checks that `entries` fit a shard of `size` bytes of `kind`: every sample that would be
+/// read lies inside the shard (a tar member's data starts on a block), no two overlap, and
+/// recorded texts are no longer than indexing records.
+fn check_entries(entries: &[Entry], size: u64, kind: Kind<'_>) -> std::result::Result<(), Stale> {
+    let bad = |index: usize, what: String| Stale::Entry { index, what };
+    // (start, end, entry) of the bytes each delivered sample reads.
+    let mut spans = Vec::with_capacity(entries.len());
+    for (i, e) in entries.iter().enumerate() {
+        for (what, text) in [("path", &e.path), ("class", &e.class)] {
+            if text.as_ref().is_some_and(|t| t.len() as u64 > MAX_RECORDED) {
+                return Err(bad(i, format!("a {what} longer than {MAX_RECORDED} bytes")));
+            }
+        }
+        if e.problem.is_some() || e.unread {
+            continue;
+        }
+        let (frame, mask) = match kind {
+            Kind::TfRecord(_) => (RECORD_FRAME, None),
+            Kind::Tar => (0, e.mask),
+        };
+        if matches!(kind, Kind::Tar) && !e.offset.is_multiple_of(512) {
+            return Err(bad(
+                i,
+                format!("member data at {}, not on a block", e.offset),
+            ));
+        }
+        if matches!(kind, Kind::TfRecord(_)) && e.mask.is_some_and(|m| m != (0, 0)) {
+            return Err(bad(i, "a record with a mask range".into()));
+        }
+        for (offset, len) in std::iter::once((e.offset, e.len)).chain(mask) {
+            let end = offset.checked_add(len).and_then(|x| x.checked_add(frame));
+            match end {
+                Some(end) if end <= size => spans.push((offset, end, i)),
+                _ => {
+                    return Err(bad(
+                        i,
+                        format!("{len} bytes at {offset} run past the shard's {size}"),
+                    ))
+                }
+            }
+        }
+    }
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        if let [(_, end, i), (start, _, j)] = *w {
+            if start < end {
+                return Err(bad(j, format!("its bytes overlap those of entry {i}")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The sidecar `side` as the index of a shard of `size` bytes modified at `mtime_ns`, of
+/// `kind`, if it is one ([`Stale`] says why not).
+fn load(
+    side: &Path,
+    size: u64,
+    mtime_ns: u128,
+    kind: Kind<'_>,
+) -> std::result::Result<Index, Stale> {
+    let mut text = Vec::new();
+    crate::source::fsio::read_bounded(side, sidecar_limit(size), &mut text)?;
+    let ix = serde_json::from_slice::<Index>(&text)?;
+    if ix.version != INDEX_VERSION {
+        return Err(Stale::Version { found: ix.version });
+    }
+    let keys = match kind {
+        Kind::TfRecord(k) => Some(k),
+        Kind::Tar => None,
+    };
+    for (differs, what) in [
+        (ix.size != size, "size"),
+        (ix.mtime_ns != mtime_ns, "modification time"),
+        (ix.kind != kind.name(), "kind"),
+        (ix.keys.as_ref() != keys, "feature keys"),
+    ] {
+        if differs {
+            return Err(Stale::Stamp { what });
+        }
+    }
+    let computed = digest(&ix.entries)?;
+    if computed != ix.digest {
+        return Err(Stale::Digest {
+            stored: ix.digest,
+            computed,
+        });
+    }
+    check_entries(&ix.entries, size, kind)?;
+    Ok(ix)
+}
 
 /// The kind of a shard, and for TFRecord the feature keys its index reads.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +215,16 @@ impl Kind<'_> {
     }
 }
 
+/// The sidecar `text` with its digest made that of the entries it holds; `None` when it is
+/// no index. For tests and fuzzing: what an index that passes the digest can make listing
+/// and reading do (the other checks still apply).
+#[doc(hidden)]
+pub fn seal_index(text: &[u8]) -> Option<Vec<u8>> {
+    let mut ix = serde_json::from_slice::<Index>(text).ok()?;
+    ix.digest = digest(&ix.entries).ok()?;
+    serde_json::to_vec(&ix).ok()
+}
+
 /// The sidecar index path of `shard`.
 pub fn index_path(shard: &Path) -> PathBuf {
     let mut name = shard.file_name().unwrap_or_default().to_os_string();
@@ -61,17 +242,11 @@ pub(super) fn index(shard: &Path, kind: Kind<'_>) -> Result<Index> {
         Kind::Tar => None,
     };
     let side = index_path(shard);
-    if let Ok(text) = std::fs::read(&side) {
-        if let Ok(ix) = serde_json::from_slice::<Index>(&text) {
-            if ix.version == INDEX_VERSION
-                && ix.size == size
-                && ix.mtime_ns == mtime_ns
-                && ix.kind == kind.name()
-                && ix.keys.as_ref() == keys
-            {
-                return Ok(ix);
-            }
-        }
+    match load(&side, size, mtime_ns, kind) {
+        Ok(ix) => return Ok(ix),
+        Err(Stale::Read(crate::source::fsio::ReadError::File { error, .. }))
+            if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(why) => log::info!("{}: index rebuilt ({why})", side.display()),
     }
     let entries = match kind {
         Kind::TfRecord(k) => tfrecord::index(shard, size, k)?,
@@ -83,15 +258,174 @@ pub(super) fn index(shard: &Path, kind: Kind<'_>) -> Result<Index> {
         size,
         mtime_ns,
         keys: keys.cloned(),
+        digest: digest(&entries).unwrap_or(0),
         entries,
     };
     match serde_json::to_vec(&ix) {
         Ok(bytes) => {
-            if let Err(e) = std::fs::write(&side, bytes) {
+            if let Err(e) = save(&side, &bytes) {
                 log::info!("{}: index kept in memory ({e})", side.display());
             }
         }
         Err(e) => log::info!("{}: index not saved ({e})", side.display()),
     }
     Ok(ix)
+}
+
+/// Writes `bytes` to `side` whole or not at all: into a file of its own beside it, renamed
+/// over it, so that a reader never sees half an index and whatever was at `side` (a FIFO
+/// that would block the write, a file another process is reading) is replaced, not
+/// written into.
+fn save(side: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut name = side.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = side.with_file_name(name);
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, side));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ShardFormat, ShardWriter};
+    use super::*;
+
+    /// A tar shard of `n` samples (each a few blocks, labelled) in `dir`, listed once so
+    /// that its sidecar is written.
+    fn shard(dir: &Path, n: u32) -> PathBuf {
+        let mut w = ShardWriter::new(ShardFormat::Tar, dir, "t", u64::MAX).expect("writer");
+        for i in 0..n {
+            let mut image = vec![0xFF, 0xD8, 0xFF, 0xE0];
+            image.resize(600 + 100 * i as usize, i as u8);
+            w.add(&format!("s{i}.jpg"), &image, Some(i % 2), None)
+                .expect("add");
+        }
+        let path = w.finish().expect("finish").remove(0);
+        super::super::tar(std::slice::from_ref(&path)).expect("listed");
+        path
+    }
+
+    /// The samples of `path` as listed: (path, location, label).
+    fn listed(path: &Path) -> Vec<String> {
+        let d = super::super::tar(&[path.to_path_buf()]).expect("listed");
+        d.samples()
+            .iter()
+            .map(|s| format!("{} {:?} {:?}", s.path, s.location, s.label))
+            .collect()
+    }
+
+    /// The sidecar of `shard` with `edit` applied to its JSON, written back.
+    fn edit_sidecar(shard: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+        let side = index_path(shard);
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&side).expect("sidecar")).expect("json");
+        edit(&mut v);
+        std::fs::write(&side, serde_json::to_vec(&v).expect("json")).expect("write");
+    }
+
+    #[test]
+    fn a_sidecar_whose_entries_were_edited_is_rebuilt() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = shard(dir.path(), 4);
+        let fresh = listed(&p);
+        assert_eq!(fresh.len(), 4);
+        type Edit = fn(&mut serde_json::Value);
+        let edits: [(&str, Edit); 4] = [
+            ("an entry removed", |v| {
+                v["entries"].as_array_mut().expect("entries").remove(1);
+            }),
+            ("an offset moved a block on", |v| {
+                let o = v["entries"][2]["offset"].as_u64().expect("offset");
+                v["entries"][2]["offset"] = (o + 512).into();
+            }),
+            ("a label changed", |v| v["entries"][0]["label"] = 7.into()),
+            ("entries swapped", |v| {
+                v["entries"].as_array_mut().expect("entries").swap(0, 3);
+            }),
+        ];
+        for (what, edit) in edits {
+            edit_sidecar(&p, edit);
+            assert_eq!(listed(&p), fresh, "{what}");
+        }
+    }
+
+    #[test]
+    fn entries_outside_the_shard_or_overlapping_are_not_trusted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = shard(dir.path(), 3);
+        let fresh = listed(&p);
+        let size = std::fs::metadata(&p).expect("shard").len();
+        type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+        let edits: Vec<(&str, Edit)> = vec![
+            (
+                "past the end",
+                Box::new(move |v| v["entries"][1]["offset"] = (size + 512).into()),
+            ),
+            (
+                "a length that wraps",
+                Box::new(|v| v["entries"][1]["len"] = u64::MAX.into()),
+            ),
+            (
+                "overlapping",
+                Box::new(|v| v["entries"][1]["offset"] = v["entries"][0]["offset"].clone()),
+            ),
+            (
+                "off a block",
+                Box::new(|v| {
+                    let o = v["entries"][1]["offset"].as_u64().expect("offset");
+                    v["entries"][1]["offset"] = (o + 1).into();
+                }),
+            ),
+        ];
+        for (what, edit) in edits {
+            // The digest made to hold: only the entry checks stand between it and a read.
+            edit_sidecar(&p, |v| edit(v));
+            let side = index_path(&p);
+            let sealed = seal_index(&std::fs::read(&side).expect("sidecar")).expect("index");
+            std::fs::write(&side, sealed).expect("write");
+            assert_eq!(listed(&p), fresh, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_sidecar_larger_than_its_bound_is_not_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = shard(dir.path(), 2);
+        let side = index_path(&p);
+        let valid = std::fs::read(&side).expect("sidecar");
+        let size = std::fs::metadata(&p).expect("shard").len();
+        // Still a valid index (JSON allows trailing white space), but past the bound.
+        let mut padded = valid.clone();
+        padded.resize(sidecar_limit(size) as usize + 1, b' ');
+        std::fs::write(&side, &padded).expect("write");
+        listed(&p);
+        assert_eq!(std::fs::read(&side).expect("sidecar"), valid, "rebuilt");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_where_the_sidecar_goes_does_not_hang_listing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = shard(dir.path(), 2);
+        let fresh = listed(&p);
+        let side = index_path(&p);
+        std::fs::remove_file(&side).expect("remove");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&side)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let q = p.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(listed(&q));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("listing returned");
+        assert_eq!(got, fresh);
+        assert!(std::fs::metadata(&side).expect("sidecar").is_file());
+    }
 }

@@ -2,7 +2,8 @@
 //! WebDataset layout. Each shard is indexed once (every record's offset and length, its
 //! label, whether it has a mask) into a sidecar file beside it, `<shard>.stoker-index`
 //! ([`index_path`]), checked against the shard's size and modification time and rebuilt
-//! when either changed, so that any sample is read by offset and the sampler's full
+//! when either changed (or when the sidecar is damaged: its entries carry a digest and
+//! are checked against the shard), so that any sample is read by offset and the sampler's full
 //! permutation works across shards. [`ShardWriter`] writes shards (`stoker convert`).
 //!
 //! A sample's id is stable: it is [`super::sample_id`] of its path. A shard written by
@@ -58,7 +59,7 @@ use crate::error::{Error, Result};
 use index::Kind;
 
 pub use self::tar::read_range;
-pub use index::index_path;
+pub use index::{index_path, seal_index};
 pub use tfrecord::{
     crc32c, encode_example, frame_record, masked_crc, read_field, RecordError, WireError,
 };
