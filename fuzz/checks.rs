@@ -289,3 +289,277 @@ pub fn file_list(data: &[u8]) {
         }
     }
 }
+
+/// A small real shard of each kind and its sidecar index, made once per process (see
+/// [`shard_index`]).
+struct IndexFixture {
+    _dir: tempfile::TempDir,
+    /// Tar, then TFRecord.
+    shards: Vec<IndexedShard>,
+}
+
+/// A shard, its bytes, its valid sidecar index and what listing it with that index gives.
+struct IndexedShard {
+    path: std::path::PathBuf,
+    tar: bool,
+    bytes: Vec<u8>,
+    index: Vec<u8>,
+    listed: Result<Listing, String>,
+}
+
+/// What listing a shard gives: the classes, and each sample with what reading its image
+/// and mask gives.
+#[derive(Debug, PartialEq)]
+struct Listing {
+    classes: Vec<String>,
+    samples: Vec<ListedSample>,
+}
+
+#[derive(Debug, PartialEq)]
+struct ListedSample {
+    id: u64,
+    path: String,
+    label: Option<u32>,
+    location: String,
+    image: Result<Vec<u8>, String>,
+    mask: Option<Result<Vec<u8>, String>>,
+}
+
+/// The modification time the fixture's shards are given: the same in every process, so
+/// that a sidecar the fuzzer keeps (a seed, a mutation of one) still matches its shard.
+const FIXTURE_MTIME_S: u64 = 1_700_000_000;
+
+fn list_shard(path: &std::path::Path, tar: bool) -> Result<Listing, String> {
+    let paths = [path.to_path_buf()];
+    let d = if tar {
+        stoker::Dataset::tar(&paths)
+    } else {
+        stoker::Dataset::tfrecord(&paths)
+    }
+    .map_err(|e| e.to_string())?;
+    let read = |l: &stoker::source::Location| l.read(limits().max_bytes).map_err(|e| e.to_string());
+    Ok(Listing {
+        classes: d.classes().to_vec(),
+        samples: d
+            .samples()
+            .iter()
+            .map(|s| ListedSample {
+                id: s.id,
+                path: s.path.clone(),
+                label: s.label,
+                location: format!("{:?}", s.location),
+                image: read(&s.location),
+                mask: s.mask.as_ref().map(read),
+            })
+            .collect(),
+    })
+}
+
+/// Writes the fixture: six samples with labels and masks in one tar and one TFRecord
+/// shard (the TFRecord one with a damaged tail, so its index holds a reported entry), at a
+/// fixed modification time, each listed once (which writes its sidecar).
+fn index_fixture() -> Option<IndexFixture> {
+    use stoker::source::shards::{index_path, ShardFormat, ShardWriter};
+    let dir = tempfile::tempdir().ok()?;
+    let mut shards = Vec::new();
+    for (format, tar) in [(ShardFormat::Tar, true), (ShardFormat::TfRecord, false)] {
+        let sub = dir.path().join(if tar { "tar" } else { "tfrecord" });
+        let classes = vec!["a".to_string(), "b".into(), "c".into()];
+        let mut w = ShardWriter::new(format, &sub, "fz", u64::MAX)
+            .ok()?
+            .with_classes(classes);
+        for i in 0..6u32 {
+            // Bytes that sniff as a JPEG and a PNG: listing and reading never decode.
+            let mut image = vec![0xFF, 0xD8, 0xFF, 0xE0];
+            image.extend((0..100 + 300 * i).map(|k| (k * 7 + i) as u8));
+            let mut mask = b"\x89PNG\r\n\x1a\n".to_vec();
+            mask.extend((0..20 + 50 * i).map(|k| (k + i) as u8));
+            w.add(
+                &format!("c{}/s{i}.jpg", i % 3),
+                &image,
+                Some(i % 3),
+                Some(&mask[..]),
+            )
+            .ok()?;
+        }
+        let written = w.finish().ok()?;
+        let path = written.first()?.clone();
+        if !tar {
+            let mut f = std::fs::OpenOptions::new().append(true).open(&path).ok()?;
+            std::io::Write::write_all(&mut f, b"not a record header, a damaged tail").ok()?;
+        }
+        let f = std::fs::OpenOptions::new().write(true).open(&path).ok()?;
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(FIXTURE_MTIME_S))
+            .ok()?;
+        drop(f);
+        let listed = list_shard(&path, tar);
+        let index = std::fs::read(index_path(&path)).ok()?;
+        let bytes = std::fs::read(&path).ok()?;
+        assert!(listed.is_ok(), "the fixture lists: {listed:?}");
+        assert_eq!(
+            list_shard(&path, tar),
+            listed,
+            "the fixture lists the same with its sidecar"
+        );
+        assert_eq!(
+            std::fs::read(index_path(&path)).ok().as_deref(),
+            Some(&index[..]),
+            "the fixture's sidecar is kept"
+        );
+        shards.push(IndexedShard {
+            path,
+            tar,
+            bytes,
+            index,
+            listed,
+        });
+    }
+    Some(IndexFixture { _dir: dir, shards })
+}
+
+/// The fuzz inputs that are [`shard_index`]'s seeds: each fixture shard's valid sidecar
+/// as it is (raw mode) and with no edits (sealed mode), named for the files of
+/// `tests/data/shard_index/`.
+pub fn shard_index_seeds() -> Vec<(String, Vec<u8>)> {
+    let fx = index_fixture().expect("the index fixture");
+    let mut out = Vec::new();
+    for (k, sh) in fx.shards.iter().enumerate() {
+        let kind = if sh.tar { "tar" } else { "tfrecord" };
+        let mut raw = vec![k as u8];
+        raw.extend_from_slice(&sh.index);
+        out.push((format!("{kind}-index"), raw));
+        out.push((format!("{kind}-sealed"), vec![k as u8 | 2]));
+    }
+    out
+}
+
+/// Applies edits (10 bytes each: what, which entry, a 64-bit value) to the entries of the
+/// JSON index `index`: set an entry's offset, length, label, mask range, path or flags;
+/// remove, duplicate or swap entries.
+fn edit_entries(index: &[u8], edits: &[u8]) -> Option<Vec<u8>> {
+    use serde_json::{json, Value};
+    let mut ix: Value = serde_json::from_slice(index).ok()?;
+    let entries = ix.get_mut("entries")?.as_array_mut()?;
+    for op in edits.chunks_exact(10).take(16) {
+        let n = entries.len();
+        if n == 0 {
+            break;
+        }
+        let i = usize::from(op[1]) % n;
+        let mut v = [0u8; 8];
+        v.copy_from_slice(&op[2..10]);
+        let a = u64::from_le_bytes(v);
+        let e = &mut entries[i];
+        match op[0] % 10 {
+            0 => e["offset"] = json!(a),
+            1 => e["len"] = json!(a),
+            2 => e["label"] = json!(a as i64),
+            3 => e["mask"] = json!([a >> 32, a & 0xFFFF_FFFF]),
+            4 => e["path"] = json!(format!("c{}/s{}.jpg", a % 3, a % 8)),
+            5 => {
+                e["problem"] = Value::Null;
+                e["unread"] = json!(a & 1 == 1);
+            }
+            6 => {
+                entries.remove(i);
+            }
+            7 => {
+                let d = entries[i].clone();
+                entries.insert(i, d);
+            }
+            8 => entries.swap(i, (a % n as u64) as usize),
+            _ => {
+                let o = e["offset"].as_u64()?;
+                e["offset"] = json!(o.wrapping_add(a % 1024));
+            }
+        }
+    }
+    stoker::source::shards::seal_index(&serde_json::to_vec(&ix).ok()?)
+}
+
+/// One of a process's inputs at a time: they share the fixture's sidecars.
+static INDEX_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The bytes as the sidecar index of a real shard. The first byte picks the shard (bit 0:
+/// tar or TFRecord) and the mode (bit 1): raw, the rest of the bytes are the sidecar (the
+/// fixture's shards have a fixed modification time, so a mutated valid index still
+/// matches its shard's stamp); or sealed, the rest are edits to the valid index's entries
+/// ([`edit_entries`]) after which its digest is made to hold again, to reach what an index
+/// that passes the digest can do.
+///
+/// Whatever the bytes: no panic, no allocation beyond the byte limit. A raw sidecar,
+/// rejected and rebuilt or accepted, lists every sample exactly as the valid index does
+/// (same ids, paths, labels, classes, locations, bytes read or reasons): a damaged or
+/// edited sidecar neither drops, adds nor moves a sample. A sealed one that is accepted
+/// reads no byte outside the shard: a tar sample's bytes are its range of the shard.
+pub fn shard_index(data: &[u8]) {
+    static FIXTURE: std::sync::OnceLock<Option<IndexFixture>> = std::sync::OnceLock::new();
+    let Some(fx) = FIXTURE.get_or_init(index_fixture) else {
+        return;
+    };
+    let _one = INDEX_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let (head, rest) = data.split_first().map_or((0, &[][..]), |(h, r)| (*h, r));
+    let Some(sh) = fx.shards.get(usize::from(head & 1)) else {
+        return;
+    };
+    let sealed = head & 2 != 0;
+    let sidecar = if sealed {
+        match edit_entries(&sh.index, rest) {
+            Some(s) => s,
+            None => return,
+        }
+    } else {
+        rest.to_vec()
+    };
+    let side = stoker::source::shards::index_path(&sh.path);
+    if std::fs::write(&side, &sidecar).is_err() {
+        return;
+    }
+    let listed = list_shard(&sh.path, sh.tar);
+    let after = std::fs::read(&side).unwrap_or_default();
+    let rebuilt = after != sidecar;
+    if rebuilt {
+        assert_eq!(after, sh.index, "a rejected sidecar is rebuilt as it was");
+    }
+    if !sealed || rebuilt || sidecar == sh.index {
+        assert_eq!(
+            listed, sh.listed,
+            "the sidecar (rebuilt: {rebuilt}) changed what the shard lists"
+        );
+        return;
+    }
+    // An accepted sealed sidecar: whatever it lists reads inside the shard.
+    let Ok(listing) = listed else { return };
+    let d = if sh.tar {
+        stoker::Dataset::tar(std::slice::from_ref(&sh.path))
+    } else {
+        stoker::Dataset::tfrecord(std::slice::from_ref(&sh.path))
+    };
+    let Ok(d) = d else {
+        panic!("listed once, then not");
+    };
+    for (s, l) in d.samples().iter().zip(&listing.samples) {
+        for (loc, got) in std::iter::once((&s.location, Some(&l.image)))
+            .chain(s.mask.as_ref().map(|m| (m, l.mask.as_ref())))
+        {
+            let Some(Ok(bytes)) = got else { continue };
+            assert!(
+                bytes.len() <= sh.bytes.len(),
+                "{}: more bytes than the shard",
+                s.path
+            );
+            if let stoker::source::Location::Range { offset, len, .. } = loc {
+                let range = usize::try_from(*offset)
+                    .ok()
+                    .and_then(|o| Some(o..o.checked_add(usize::try_from(*len).ok()?)?));
+                let inside = range.and_then(|r| sh.bytes.get(r));
+                assert_eq!(
+                    inside,
+                    Some(&bytes[..]),
+                    "{}: bytes outside its range",
+                    s.path
+                );
+            }
+        }
+    }
+}

@@ -14,7 +14,7 @@ seconds=${1:-15}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(jpeg_decode coefficients device_oracle image_formats png_mask shards file_list)
+    targets=(jpeg_decode coefficients device_oracle image_formats png_mask shards shard_index file_list)
 fi
 
 # Seeds: the bundled test files by kind, and the shared corpus's JPEGs.
@@ -27,6 +27,7 @@ seed() {
         image_formats) from=(tests/data/formats) ;;
         png_mask) from=(tests/data/masks) ;;
         shards) from=(tests/data/shards) ;;
+        shard_index) from=(tests/data/shard_index) ;;
         file_list) from=() ;;
     esac
     for d in "${from[@]}"; do

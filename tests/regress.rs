@@ -16,6 +16,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("image_formats", checks::image_formats),
     ("png_mask", checks::png_mask),
     ("shards", checks::shards),
+    ("shard_index", checks::shard_index),
     ("file_list", checks::file_list),
     ("device_oracle", checks::device_oracle),
 ];
@@ -53,7 +54,15 @@ fn every_regression_file_passes_its_fuzz_target() {
 #[test]
 fn every_seed_passes_every_check() {
     let mut seeds = Vec::new();
-    for d in ["jpeg", "formats", "lenient", "masks", "samples", "shards"] {
+    for d in [
+        "jpeg",
+        "formats",
+        "lenient",
+        "masks",
+        "samples",
+        "shards",
+        "shard_index",
+    ] {
         common::files_below(&common::data_dir().join(d), &mut seeds);
     }
     assert!(seeds.len() > 50, "{} seeds", seeds.len());
@@ -61,12 +70,37 @@ fn every_seed_passes_every_check() {
         let bytes = std::fs::read(f).expect("seed");
         for (target, check) in TARGETS {
             // The shard and list checks write a file per call: the shard seeds only.
-            let heavy = matches!(*target, "shards" | "file_list");
-            if heavy && !f.components().any(|c| c.as_os_str() == "shards") {
+            let heavy = matches!(*target, "shards" | "shard_index" | "file_list");
+            let shard_seed = f
+                .components()
+                .any(|c| c.as_os_str() == "shards" || c.as_os_str() == "shard_index");
+            if heavy && !shard_seed {
                 continue;
             }
             eprintln!("{target}: {}", f.display());
             check(&bytes);
         }
+    }
+}
+
+/// The seeds of the `shard_index` target (`tests/data/shard_index/`) are the valid
+/// sidecars of its fixture as this build writes them, so that the fuzzer starts from
+/// indexes that pass the stamp and the digest. `STOKER_UPDATE_SEEDS=1` rewrites them.
+#[test]
+fn the_shard_index_seeds_are_current() {
+    let dir = common::data_dir().join("shard_index");
+    let update = std::env::var_os("STOKER_UPDATE_SEEDS").is_some_and(|v| v == "1");
+    for (name, bytes) in checks::shard_index_seeds() {
+        let path = dir.join(&name);
+        if update {
+            std::fs::create_dir_all(&dir).expect("seed folder");
+            std::fs::write(&path, &bytes).expect("seed");
+        }
+        let kept = std::fs::read(&path).unwrap_or_default();
+        assert!(
+            kept == bytes,
+            "{} is not the fixture's sidecar of this build: rerun with STOKER_UPDATE_SEEDS=1",
+            path.display()
+        );
     }
 }
