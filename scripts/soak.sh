@@ -24,7 +24,7 @@ if "rss_bytes_per_epoch" not in r:
     sys.exit("the backend did not run: " + r.get("error", "?"))
 rss = r["rss_bytes_per_epoch"]
 mb = lambda b: "%.0f MB" % (b / 1e6)
-shown = [e for e in (1, 3, 10, 30, 100, 150, 300, 1000) if e <= len(rss)]
+shown = [e for e in (1, 3, 10, 30, 100, 150, 300, 1000, 2000, 3000) if e <= len(rss)]
 print(" ".join("epoch %d: %s," % (e, mb(rss[e - 1])) for e in shown),
       "last (%d): %s, peak: %s, delivered %d" % (len(rss), mb(rss[-1]), mb(r["peak_rss_bytes"]), r["delivered"]))
 '
