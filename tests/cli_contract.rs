@@ -11,15 +11,14 @@
 #![cfg(unix)]
 
 mod common;
+#[path = "common/watched.rs"]
+mod watched;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use serde_json::Value;
-
-/// Long enough for a debug build on a busy machine; a hang never ends.
-const WATCHDOG: Duration = Duration::from_secs(120);
+use watched::Run;
 
 /// The kind of each exit code (`stoker --help`).
 fn kind_of_code(code: i32) -> &'static str {
@@ -31,79 +30,6 @@ fn kind_of_code(code: i32) -> &'static str {
         5 => "output",
         6 => "failed",
         _ => "?",
-    }
-}
-
-fn is_root() -> bool {
-    let out = Command::new("id").arg("-u").output().expect("id -u");
-    String::from_utf8_lossy(&out.stdout).trim() == "0"
-}
-
-/// What a run gave.
-struct Run {
-    code: i32,
-    json: Value,
-    stderr: String,
-}
-
-/// Runs `stoker args.. --json` (as `nobody` when `nobody` and this is root, so that file
-/// modes count), killed if it outlives the watchdog. Stdout must be exactly one JSON
-/// object, whatever the status.
-fn stoker(args: &[String], nobody: bool) -> Run {
-    let exe = env!("CARGO_BIN_EXE_stoker");
-    let mut cmd = if nobody && is_root() {
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            exe,
-        ]);
-        c
-    } else {
-        Command::new(exe)
-    };
-    for k in ["RANK", "WORLD_SIZE", "STOKER_LOG"] {
-        cmd.env_remove(k);
-    }
-    cmd.args(args)
-        .arg("--json")
-        .env("HOME", "/tmp")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn stoker");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if start.elapsed() > WATCHDOG {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("stoker {args:?} hung for {WATCHDOG:?} (killed)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().expect("output");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let values: Vec<Value> = serde_json::Deserializer::from_str(&stdout)
-        .into_iter::<Value>()
-        .collect::<Result<_, _>>()
-        .unwrap_or_else(|e| panic!("stoker {args:?}: stdout is not JSON ({e}): {stdout:?}"));
-    assert_eq!(
-        values.len(),
-        1,
-        "stoker {args:?}: stdout holds {} JSON values: {stdout:?}; stderr: {stderr}",
-        values.len()
-    );
-    assert!(values[0].is_object(), "stoker {args:?}: {stdout}");
-    Run {
-        code: status.code().unwrap_or(-1),
-        json: values.into_iter().next().expect("one value"),
-        stderr,
     }
 }
 
@@ -204,7 +130,7 @@ impl Case {
 }
 
 fn check(c: &Case) {
-    let r = stoker(&c.args, c.nobody);
+    let r = watched::stoker(&c.args, c.nobody);
     let what = format!("{} (stoker {})", c.what, c.args.join(" "));
     check_status(&what, &r, c.code);
     let listed = failures(&r.json);
@@ -475,7 +401,7 @@ fn cases(root: &Path) -> Vec<Case> {
         ("length", "tfrecord"),
     ] {
         let dir = root.join(format!("shard-{name}"));
-        let r = stoker(
+        let r = watched::stoker(
             &args(&["convert", &s(&samples), "--to", to, "--out", &s(&dir)]),
             false,
         );
@@ -761,7 +687,7 @@ fn cases(root: &Path) -> Vec<Case> {
 
 /// The samples `stoker inspect` lists in `dir`.
 fn listed(dir: &Path) -> u64 {
-    let r = stoker(&args(&["inspect", &s(dir)]), false);
+    let r = watched::stoker(&args(&["inspect", &s(dir)]), false);
     r.json["samples"].as_u64().expect("samples")
 }
 
@@ -947,7 +873,7 @@ fn invalid_options_are_usage_errors_naming_the_option() {
     ];
     all_of(cases.iter().map(|(a, names)| {
         move || {
-            let r = stoker(a, false);
+            let r = watched::stoker(a, false);
             let what = format!("stoker {}", a.join(" "));
             check_status(&what, &r, 2);
             let message = r.json["error"]["message"].as_str().unwrap_or_default();

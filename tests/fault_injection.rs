@@ -13,64 +13,18 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use common::peak_alloc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use stoker::{Augment, BackendKind, Dataset, Limits, OnError, Pipeline, SampleErrorKind};
 
-struct Peak;
-
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(by: usize) {
-    let now = CURRENT.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-    LARGEST.fetch_max(by, Ordering::Relaxed);
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; it only counts bytes.
-unsafe impl GlobalAlloc for Peak {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            // While it moves, both blocks exist: count the new one before the old goes.
-            grew(new_size);
-            CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOC: Peak = Peak;
+static ALLOC: common::peak_alloc::Peak = common::peak_alloc::Peak;
 
 /// Long enough for a debug build on a busy machine; a blocked read never ends.
 const WATCHDOG: Duration = Duration::from_secs(120);
@@ -340,9 +294,7 @@ fn files_that_change_mid_epoch_are_delivered_whole_or_reported_once() {
             );
             std::thread::spawn(move || mutate(&live, &v, &fifos, &stop, &done))
         };
-        let base = CURRENT.load(Ordering::Relaxed);
-        PEAK.store(base, Ordering::Relaxed);
-        LARGEST.store(0, Ordering::Relaxed);
+        let base = peak_alloc::reset();
         let mut outcomes = Vec::new();
         for epoch in 0..EPOCHS {
             let (p, out) = run_epoch(pipe, epoch, Duration::from_millis(3));
@@ -350,10 +302,7 @@ fn files_that_change_mid_epoch_are_delivered_whole_or_reported_once() {
             outcomes.push(out);
         }
         drop(pipe);
-        let (peak, largest) = (
-            PEAK.load(Ordering::Relaxed) - base,
-            LARGEST.load(Ordering::Relaxed),
-        );
+        let (peak, largest) = (peak_alloc::peak() - base, peak_alloc::largest());
         stop.store(true, Ordering::Relaxed);
         mutator.join().expect("mutator");
         let mutations = done.load(Ordering::Relaxed);
@@ -441,10 +390,10 @@ fn a_file_that_grows_past_the_limit_after_listing_is_reported_not_read() {
     for backend in common::backends() {
         let mut pipe = pipeline(&data, backend, limits);
         for epoch in 0..2 {
-            LARGEST.store(0, Ordering::Relaxed);
+            peak_alloc::reset();
             let (p, out) = run_epoch(pipe, epoch, Duration::ZERO);
             pipe = p;
-            let largest = LARGEST.load(Ordering::Relaxed);
+            let largest = peak_alloc::largest();
             assert_eq!(out.delivered.len(), 11, "{backend:?}");
             assert!(out.delivered.values().all(|v| v.len() == 1));
             let reported: Vec<&stoker::SampleError> = out.reported.values().flatten().collect();

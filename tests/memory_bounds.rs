@@ -12,60 +12,13 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use stoker::decode::{cpu, DecodeOptions, Image8};
 use stoker::{Augment, BackendKind, Dataset, Pipeline};
 
-struct Peak;
-
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(by: usize) {
-    let now = CURRENT.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: forwards every call to the system allocator unchanged; it only counts bytes.
-unsafe impl GlobalAlloc for Peak {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            // While it moves, both blocks exist: count the new one before the old goes.
-            grew(new_size);
-            CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOC: Peak = Peak;
+static ALLOC: common::peak_alloc::Peak = common::peak_alloc::Peak;
 
 /// One measurement at a time (the counters are process-wide).
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -80,10 +33,9 @@ const BOUND: usize = 48 << 20;
 /// Peak bytes above the start while `f` runs: (Rust heap, resident set where measurable).
 fn measure<T>(f: impl FnOnce() -> T) -> (T, usize, Option<usize>) {
     let rss_base = reset_rss_peak();
-    let base = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
+    let base = common::peak_alloc::reset();
     let out = f();
-    let heap = PEAK.load(Ordering::Relaxed).saturating_sub(base);
+    let heap = common::peak_alloc::peak().saturating_sub(base);
     let rss = rss_base.and_then(|b| Some(status_kb("VmHWM")?.saturating_sub(b) * 1024));
     (out, heap, rss)
 }

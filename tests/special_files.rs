@@ -6,25 +6,21 @@
 #![cfg(unix)]
 
 mod common;
+#[path = "common/watched.rs"]
+mod watched;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 use stoker::source::SkipReason;
 use stoker::{Augment, Dataset, OnError, Pipeline, SampleErrorKind};
 
-/// Long enough for a debug build on a busy machine; a blocked `open()` never ends.
-const WATCHDOG: Duration = Duration::from_secs(120);
+use watched::WATCHDOG;
 
 fn mkfifo(p: &Path) {
     let ok = Command::new("mkfifo").arg(p).status().expect("mkfifo");
     assert!(ok.success(), "mkfifo {}", p.display());
-}
-
-fn is_root() -> bool {
-    let out = Command::new("id").arg("-u").output().expect("id -u");
-    String::from_utf8_lossy(&out.stdout).trim() == "0"
 }
 
 /// A class folder tree: `cat/` with two JPEGs, a FIFO, a symlink to `/dev/zero` and a
@@ -54,49 +50,10 @@ fn tree(dir: &Path) -> PathBuf {
 }
 
 /// Runs `stoker args.. --json`, as `nobody` when this is root (so that a folder of mode
-/// 000 is unreadable), and kills it if it outlives the watchdog: returns (exit code,
-/// stdout as JSON).
+/// 000 is unreadable), under the watchdog: returns (exit code, stdout as JSON).
 fn run_watched(args: &[&str]) -> (i32, serde_json::Value) {
-    let exe = env!("CARGO_BIN_EXE_stoker");
-    let mut cmd = if is_root() {
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            exe,
-        ]);
-        c
-    } else {
-        Command::new(exe)
-    };
-    cmd.args(args)
-        .arg("--json")
-        .env("HOME", "/tmp")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn stoker");
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            let out = child.wait_with_output().expect("output");
-            let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-                panic!(
-                    "stoker {args:?}: not JSON ({e}): {} / {}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                )
-            });
-            return (status.code().unwrap_or(-1), json);
-        }
-        if start.elapsed() > WATCHDOG {
-            let _ = child.kill();
-            panic!("stoker {args:?} hung for {WATCHDOG:?} (killed)");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let r = watched::stoker(args, true);
+    (r.code, r.json)
 }
 
 fn skipped_of(v: &serde_json::Value) -> Vec<(String, String)> {

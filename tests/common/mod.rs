@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod peak_alloc;
+
 /// The repository's bundled test data (`STOKER_TEST_DATA` overrides it: test binaries
 /// built here and run on another machine, as `scripts/device-check.sh` does).
 pub fn data_dir() -> PathBuf {

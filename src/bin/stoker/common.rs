@@ -324,6 +324,15 @@ impl Failure {
             reason: reason.into(),
         }
     }
+
+    /// What listing `data` left out (not samples: a FIFO, an unreadable folder), each
+    /// with the reason: a report's `skipped`.
+    pub fn skipped_at_listing(data: &stoker::Dataset) -> Vec<Failure> {
+        data.skipped()
+            .iter()
+            .map(|k| Failure::new(k.path.clone(), k.reason.to_string()))
+            .collect()
+    }
 }
 
 /// A progress bar on stderr, hidden with `--json`, `--quiet` or when stderr is not a

@@ -169,11 +169,7 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
             .collect(),
         classes: done.classes.map(|p| p.display().to_string()),
         errors,
-        skipped: data
-            .skipped()
-            .iter()
-            .map(|k| Failure::new(k.path.clone(), k.reason.to_string()))
-            .collect(),
+        skipped: Failure::skipped_at_listing(&data),
     };
     // Some samples unreadable: partly done; all of them (or none listed): nothing could
     // be read.

@@ -368,11 +368,7 @@ pub fn inspect(ctx: Ctx, a: &InspectArgs) -> Res<Report> {
         sizes,
         decoded: a.decode,
         errors,
-        skipped: data
-            .skipped()
-            .iter()
-            .map(|k| Failure::new(k.path.clone(), k.reason.to_string()))
-            .collect(),
+        skipped: Failure::skipped_at_listing(&data),
     };
     // Unreadable files are what inspect looks for, and a script checking a dataset
     // wants them in the status: some is `Partial`, all (or an empty dataset) `NoInput`.

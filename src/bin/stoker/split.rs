@@ -142,11 +142,7 @@ impl<'a> SplitReport<'a> {
     /// The same report, with what listing `data` left out.
     fn skipped(self, data: &stoker::Dataset) -> Self {
         SplitReport {
-            skipped: data
-                .skipped()
-                .iter()
-                .map(|k| Failure::new(k.path.clone(), k.reason.to_string()))
-                .collect(),
+            skipped: Failure::skipped_at_listing(data),
             ..self
         }
     }

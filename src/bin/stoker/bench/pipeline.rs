@@ -405,11 +405,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         epochs: a.epochs,
         rank,
         world_size,
-        skipped: data
-            .skipped()
-            .iter()
-            .map(|k| Failure::new(k.path.clone(), k.reason.to_string()))
-            .collect(),
+        skipped: Failure::skipped_at_listing(&data),
     })
 }
 
