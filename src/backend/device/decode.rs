@@ -134,19 +134,7 @@ pub fn jpeg_binding_refusal(
 ) -> std::result::Result<Option<String>, DecodeError> {
     let max_words = binding_words(max_binding);
     let size = packed_size(coeffs, scale, window)?;
-    let [x0, y0, x1, y1] = size.window;
-    let full = coeffs.scaled_size(scale);
-    let desc = ImageDesc {
-        kind: coeffs.color.code(),
-        x0,
-        y0,
-        width: x1 - x0,
-        height: y1 - y0,
-        full_width: full.0,
-        full_height: full.1,
-        scale,
-        ..ImageDesc::default()
-    };
+    let desc = ImageDesc::window_of(coeffs, scale, size.window, coeffs.scaled_size(scale));
     let need = Need {
         data_words: size.data_words,
         plane_words: size.plane_words,

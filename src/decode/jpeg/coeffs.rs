@@ -432,6 +432,33 @@ pub struct ImageDesc {
     pub reserved: [u32; 2],
 }
 
+impl ImageDesc {
+    /// The description of window `[x0, y0, x1, y1)` of `coeffs` (already clamped) in its
+    /// image of `full` pixels at IDCT scale `1/scale`: kind, flags and components from
+    /// the coefficients, offsets zero (the upload sets them).
+    pub fn window_of(
+        coeffs: &Coefficients,
+        scale: u32,
+        window: [u32; 4],
+        full: (u32, u32),
+    ) -> ImageDesc {
+        let [x0, y0, x1, y1] = window;
+        ImageDesc {
+            kind: coeffs.color.code(),
+            flags: u32::from(coeffs.adobe_inverted),
+            num_components: coeffs.components.len() as u32,
+            x0,
+            y0,
+            width: x1 - x0,
+            height: y1 - y0,
+            full_width: full.0,
+            full_height: full.1,
+            scale,
+            ..ImageDesc::default()
+        }
+    }
+}
+
 /// One component of one image in the upload: 16 words. Its region is the block rectangle
 /// uploaded (whole iMCUs covering the window and one iMCU around it, clamped).
 #[repr(C)]
@@ -641,28 +668,11 @@ pub fn pack(
 ) -> Result<(), DecodeError> {
     let span = Span::of(coeffs, scale, window)?;
     let full = span.full;
-    let [x0, y0, x1, y1] = span.window;
 
     out.components.clear();
     out.data.clear();
     out.plane_words = 0;
-    out.image = ImageDesc {
-        kind: coeffs.color.code(),
-        flags: u32::from(coeffs.adobe_inverted),
-        num_components: coeffs.components.len() as u32,
-        first_component: 0,
-        out_offset: 0,
-        x0,
-        y0,
-        width: x1 - x0,
-        height: y1 - y0,
-        full_width: full.0,
-        full_height: full.1,
-        scale,
-        pixel_start: 0,
-        src_offset: 0,
-        reserved: [0; 2],
-    };
+    out.image = ImageDesc::window_of(coeffs, scale, span.window, full);
     let mut plane = 0u64;
     for comp in &coeffs.components {
         let g = geometry(coeffs, comp, scale);
