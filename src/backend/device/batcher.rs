@@ -36,6 +36,25 @@ impl Plane {
     }
 }
 
+/// How many encoded JPEGs ([`DeviceSample::Encoded`]) each decoder took, and how many of
+/// the hardware decoder's batches failed as a whole, since the batcher was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DecodePaths {
+    /// Decoded by the hardware JPEG engines.
+    pub hardware: u64,
+    /// Decoded by nvJPEG's GPU (CUDA) decoder: refused by the engines, or by
+    /// `nvjpegDecodeBatchedSupported` for them.
+    pub gpu_decoder: u64,
+    /// Decoded by the CPU decoder and uploaded: refused by both nvJPEG decoders.
+    pub cpu: u64,
+    /// Refused by every decoder ([`DeviceError::Rejected`]).
+    pub rejected: u64,
+    /// Calls on the hardware engines that failed as a whole (their images were retried).
+    pub engine_batches_failed: u64,
+    /// Calls on nvJPEG's GPU decoder that failed as a whole (their images were retried).
+    pub gpu_batches_failed: u64,
+}
+
 /// How a batcher is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatcherConfig {
@@ -119,7 +138,18 @@ pub trait DeviceBatcher: Send + fmt::Debug {
     /// Decodes and augments `jobs` into `out` (slot `i` for job `i`) and submits the work
     /// without waiting. Work the consumer orders after the batch ([`crate::Batch`]'s
     /// device accessors say how) sees it finished.
+    ///
+    /// Samples that nothing decodes (a file the hardware decoder, nvJPEG's GPU decoder and
+    /// the CPU decoder all refuse) are [`DeviceError::Rejected`], returned before anything
+    /// is written into `out`: the caller leaves them out or replaces them and runs the
+    /// batch again.
     fn run(&mut self, jobs: &[DeviceJob], out: &mut dyn DeviceBuffers) -> Result<()>;
+
+    /// How many images took each decode path so far, where the backend has more than one
+    /// for encoded JPEGs ([`DeviceSample::Encoded`]); all zero elsewhere.
+    fn decode_paths(&self) -> DecodePaths {
+        DecodePaths::default()
+    }
 
     /// Decodes `images` on the device and submits the work without waiting (decode
     /// benchmarks: [`Self::wait`] before the clock stops).

@@ -219,6 +219,12 @@ pub enum DeviceError {
         /// Height planned from the header.
         expected_height: u32,
     },
+    /// Samples of a batch that nothing decoded: the hardware decoder, nvJPEG's GPU decoder
+    /// and the CPU decoder all refused them. A batcher returns this before it has written
+    /// anything into the batch's buffers, so the caller can leave those samples out (or
+    /// replace them) under its [`OnError`](crate::OnError) policy and run the batch again.
+    #[error("{} sample(s) of the batch could not be decoded: {}", .0.len(), rejected_list(.0))]
+    Rejected(Vec<Rejected>),
     /// A batch (or a decode) read back with fewer bytes (or images) than asked for.
     #[error("a batch of {len} bytes read as {requested}")]
     ShortRead {
@@ -227,6 +233,22 @@ pub enum DeviceError {
         /// Bytes asked for.
         requested: usize,
     },
+}
+
+/// One sample of a batch that nothing decoded ([`DeviceError::Rejected`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// The sample's index in the batch (its job's index).
+    pub sample: usize,
+    /// Why, in words: each decoder's refusal (nvJPEG's status, the CPU decoder's error).
+    pub reason: String,
+}
+
+fn rejected_list(r: &[Rejected]) -> String {
+    r.iter()
+        .map(|r| format!("sample {}: {}", r.sample, r.reason))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl From<DeviceError> for crate::Error {

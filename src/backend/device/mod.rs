@@ -18,9 +18,9 @@ pub mod orient;
 
 pub use augment::AugmentInput;
 pub use batch::{BatchPlan, DeviceLimits, Sizes};
-pub use batcher::{BatcherConfig, DeviceBatcher, DeviceBuffers, Plane};
+pub use batcher::{BatcherConfig, DecodePaths, DeviceBatcher, DeviceBuffers, Plane};
 pub use decode::{DecodeInput, DeviceImage};
-pub use error::DeviceError;
+pub use error::{DeviceError, Rejected};
 pub use job::{
     prepare, prepare_from, prepare_reusing, CoeffPool, DeviceJob, DeviceSample, Prepared,
 };
