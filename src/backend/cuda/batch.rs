@@ -20,14 +20,15 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
 
-use super::memory::{self, address, DeviceBuffer, KernelArgs, Pinned};
+use super::hardware::{decode_chain, Attempt, BatchDecode, Path};
+use super::memory::{self, address, DeviceBuffer, KernelArgs, Pinned, PlainBuffer};
 use super::nvjpeg;
 use super::{device_err, kernels, CudaDevice, CudaError};
 use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob};
 use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
 use crate::backend::device::job::{DeviceJob, DeviceSample, HardwareDecode};
 use crate::backend::device::launch::{Buffer, Kernel, Step, MAX_BINDINGS};
-use crate::backend::device::DeviceError;
+use crate::backend::device::{DecodePaths, DeviceError, Rejected};
 use crate::decode::{DecodeOptions, Image8};
 use crate::error::{Error, Result};
 
@@ -102,8 +103,29 @@ struct Slot {
     pinned: Pinned,
     input: DeviceBuffer,
     uploaded: CudaEvent,
-    consumed: CudaEvent,
+    consumed: Arc<CudaEvent>,
     used: bool,
+}
+
+/// Records `event` on `stream` when dropped: on every path out of a batch's submission
+/// (an error, a panic), so the next user of what the event guards waits for the work
+/// queued so far. Without the event it synchronises the stream instead.
+struct RecordOnDrop {
+    events: Vec<Arc<CudaEvent>>,
+    stream: Arc<CudaStream>,
+}
+
+impl Drop for RecordOnDrop {
+    fn drop(&mut self) {
+        for e in &self.events {
+            if let Err(err) = e.record(&self.stream) {
+                log::warn!("cuda: cannot record an event ({err}); synchronising");
+                if let Err(err) = self.stream.synchronize() {
+                    log::warn!("cuda: synchronising: {err}");
+                }
+            }
+        }
+    }
 }
 
 /// The scratch buffers of the batches.
@@ -114,15 +136,44 @@ struct Scratch {
     oriented: DeviceBuffer,
     horizontal: DeviceBuffer,
     resized: DeviceBuffer,
-    rgbi: DeviceBuffer,
+}
+
+/// One of the hardware decoder's two output buffers ([`Buffer::Rgbi`]).
+struct HardwareOutput {
+    /// Plainly allocated: the engines write it when called, not in stream order.
+    buf: Option<PlainBuffer>,
+    /// Recorded on the compute stream after the last kernel of the batch that read the
+    /// buffer; host-waited before the engines write it again.
+    released: Arc<CudaEvent>,
 }
 
 /// nvJPEG on the device: the hardware decoder, and nvJPEG's own GPU decoder for what the
-/// hardware refuses.
+/// hardware refuses, on a stream of their own.
+///
+/// # Ordering
+/// The hardware backend writes its output while `nvjpegDecodeBatched` runs, not in stream
+/// order, and a device-side event wait does not gate it; only a host wait does. So:
+/// - the output is one of two plainly allocated buffers, used by alternate batches;
+///   before the engines write one, the host waits for its `released` event, recorded
+///   after the kernels of the batch that read it last (two batches back);
+/// - the hardware step runs first in a batch, before its upload and kernels are queued,
+///   so that wait never covers the batch's own work;
+/// - nvJPEG works on its own stream; the host waits for its `decoded` event only (never
+///   for the compute stream, which also waits on the consumer's release of the batch's
+///   output buffers), and the compute stream waits on `decoded` before the kernels that
+///   read the output;
+/// - the host bytes nvJPEG reads are staged in pinned memory, reused once `decoded` has
+///   completed.
 struct Hardware {
     policy: HardwareDecode,
     engine: nvjpeg::Decoder,
     fallback: Option<nvjpeg::Decoder>,
+    stream: Arc<CudaStream>,
+    decoded: CudaEvent,
+    staging: Pinned,
+    outputs: [HardwareOutput; 2],
+    next: usize,
+    paths: DecodePaths,
 }
 
 /// Runs batches on one CUDA device. Used by one thread at a time (the pipeline's
@@ -184,7 +235,7 @@ impl CudaBatcher {
                 pinned: Pinned::default(),
                 input: DeviceBuffer::default(),
                 uploaded: ctx.new_event(None).map_err(device_err)?,
-                consumed: ctx.new_event(None).map_err(device_err)?,
+                consumed: Arc::new(ctx.new_event(None).map_err(device_err)?),
                 used: false,
             });
         }
@@ -235,10 +286,27 @@ impl CudaBatcher {
         let fallback = nvjpeg::Decoder::with_hardware(&lib, batch_size.max(1), false)
             .map_err(|e| log::info!("cuda: nvJPEG's GPU decoder unavailable ({e})"))
             .ok();
+        let ctx = self.device.context();
+        let output = || -> Result<HardwareOutput> {
+            Ok(HardwareOutput {
+                buf: None,
+                released: Arc::new(ctx.new_event(None).map_err(device_err)?),
+            })
+        };
         Ok(Hardware {
             policy,
             engine,
             fallback,
+            stream: ctx.new_stream().map_err(device_err)?,
+            decoded: ctx
+                .new_event(Some(
+                    cudarc::driver::sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC,
+                ))
+                .map_err(device_err)?,
+            staging: Pinned::readable(),
+            outputs: [output()?, output()?],
+            next: 0,
+            paths: DecodePaths::default(),
         })
     }
 
@@ -275,7 +343,20 @@ impl CudaBatcher {
             + s.oriented.bytes()
             + s.horizontal.bytes()
             + s.resized.bytes()
-            + s.rgbi.bytes()
+            + self.hardware.as_ref().map_or(0, |h| {
+                h.staging.bytes()
+                    + h.outputs
+                        .iter()
+                        .map(|o| o.buf.as_ref().map_or(0, |b| b.len() as u64))
+                        .sum::<u64>()
+            })
+    }
+
+    /// How many encoded JPEGs each decoder took so far.
+    pub fn decode_paths(&self) -> DecodePaths {
+        self.hardware
+            .as_ref()
+            .map_or(DecodePaths::default(), |h| h.paths)
     }
 
     /// Decodes and augments `jobs` into `out` (slot `i` for job `i`). Returns without
@@ -324,6 +405,10 @@ impl CudaBatcher {
         sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
     ) -> Result<CudaEvent> {
         let sizes = self.plan.sizes();
+        // The hardware decoder first, before this batch's upload and kernels are queued
+        // (see `Hardware`): samples nothing decodes are rejected before anything is
+        // written for the batch.
+        let rgbi = self.hardware_step(sample)?;
         let k = self.next % self.slots.len();
         self.next += 1;
         let slot = &mut self.slots[k];
@@ -351,6 +436,16 @@ impl CudaBatcher {
         }
         slot.uploaded.record(&self.copy).map_err(device_err)?;
         slot.used = true;
+        // From here on kernels may read the slot's input (and the hardware output): their
+        // events are recorded after whatever this batch queues, on every path out.
+        let mut events = vec![Arc::clone(&slot.consumed)];
+        if let Some((_, _, released)) = &rgbi {
+            events.push(Arc::clone(released));
+        }
+        let _record = RecordOnDrop {
+            events,
+            stream: Arc::clone(&self.compute),
+        };
         self.compute.wait(&slot.uploaded).map_err(device_err)?;
         let input = address(input, &self.compute);
 
@@ -361,9 +456,6 @@ impl CudaBatcher {
         s.oriented.ensure(c, sizes.oriented)?;
         s.horizontal.ensure(c, sizes.horizontal)?;
         s.resized.ensure(c, sizes.resized)?;
-        if sizes.rgbi > 0 {
-            s.rgbi.ensure(c, sizes.rgbi)?;
-        }
         let scratch = |b: &DeviceBuffer| b.get().map(|x| (address(x, c), x.len() as u64));
         let mut bases: HashMap<Buffer, (u64, u64)> = HashMap::new();
         bases.insert(Buffer::DecodeInput, (input, sizes.decode_input));
@@ -377,11 +469,13 @@ impl CudaBatcher {
             (Buffer::Oriented, &s.oriented),
             (Buffer::Horizontal, &s.horizontal),
             (Buffer::Resized, &s.resized),
-            (Buffer::Rgbi, &s.rgbi),
         ] {
             if let Some(x) = scratch(b) {
                 bases.insert(buffer, x);
             }
+        }
+        if let Some((base, len, _)) = &rgbi {
+            bases.insert(Buffer::Rgbi, (*base, *len));
         }
         if let Some(o) = out {
             bases.insert(
@@ -429,13 +523,12 @@ impl CudaBatcher {
                     resolve(dst)?;
                 }
                 Step::Hardware => {
-                    if self.hardware.is_none() {
+                    if rgbi.is_none() {
                         return Err(DeviceError::NoHardwareDecoder.into());
                     }
                 }
             }
         }
-        let rgbi = bases.get(&Buffer::Rgbi).copied().unwrap_or((0, 0));
         for step in self.plan.steps() {
             match step {
                 Step::Launch(l) => {
@@ -459,12 +552,15 @@ impl CudaBatcher {
                     // SAFETY: `f` was loaded from `kernels/*.cu`, whose kernels take one
                     // `KernelArgs`; every address in `args` was resolved within its buffer
                     // (`resolve` checks offset + size against the buffer's length). The
-                    // buffers are the slot's input, the scratch buffers and the batch's
-                    // outputs: scratch is freed on this (compute) stream, the input only
-                    // after the copy stream has waited for `consumed` (recorded below,
-                    // after these launches), and the outputs after their writer (this
-                    // stream) is synchronised. Nothing else writes them meanwhile: the next
-                    // upload into the input waits for `consumed`, the consumer for the
+                    // buffers are the slot's input, the scratch buffers, the hardware
+                    // output and the batch's outputs: scratch is freed on this (compute)
+                    // stream, the input only after the copy stream has waited for
+                    // `consumed`, the hardware output only after the host has waited for
+                    // its `released` (both recorded by `_record` after these launches, on
+                    // every path), and the outputs after their writer (this stream) is
+                    // synchronised. Nothing else writes them meanwhile: the next upload
+                    // into the input waits for `consumed`, the engines' next write into the
+                    // hardware output for `released` on the host, the consumer for the
                     // batch's event.
                     unsafe { memory::launch(c, f, l, &args)? };
                 }
@@ -476,23 +572,58 @@ impl CudaBatcher {
                     // the launches above.
                     unsafe { memory::copy_dtod(c, to, from, src.size as usize)? };
                 }
-                Step::Hardware => {
-                    if let Some(h) = self.hardware.as_mut() {
-                        hardware_decode(
-                            &self.device,
-                            c,
-                            h,
-                            self.plan.encoded(),
-                            sample,
-                            rgbi,
-                            self.strict,
-                        )?;
-                    }
-                }
+                // Done first (`hardware_step`); the compute stream waits for it.
+                Step::Hardware => {}
             }
         }
-        self.slots[k].consumed.record(c).map_err(device_err)?;
+        drop(_record);
         c.record_event(None).map_err(device_err)
+    }
+
+    /// Decodes the batch's encoded JPEGs into the next hardware output buffer (see
+    /// `Hardware` for the ordering) and makes the compute stream wait for them: the
+    /// buffer's address, length and `released` event, or `None` when the batch has none.
+    /// Samples nothing decodes are [`DeviceError::Rejected`].
+    #[allow(clippy::type_complexity)]
+    fn hardware_step<'a>(
+        &mut self,
+        sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
+    ) -> Result<Option<(u64, u64, Arc<CudaEvent>)>> {
+        let jobs = self.plan.encoded();
+        if jobs.is_empty() {
+            return Ok(None);
+        }
+        let Some(h) = self.hardware.as_mut() else {
+            return Err(DeviceError::NoHardwareDecoder.into());
+        };
+        let need = self.plan.sizes().rgbi;
+        let which = h.next % h.outputs.len();
+        h.next += 1;
+        let out = &mut h.outputs[which];
+        // The kernels of the batch that read this buffer last have finished: the engines
+        // may write it (they do so when called, whatever the streams have queued).
+        out.released.synchronize().map_err(device_err)?;
+        if out.buf.as_ref().is_none_or(|b| (b.len() as u64) < need) {
+            out.buf = None;
+            let bytes = usize::try_from(need + need / 2).map_err(|_| DeviceError::TooLarge {
+                what: "the hardware decoder's output in bytes",
+                value: need,
+                max: usize::MAX as u64,
+            })?;
+            out.buf = Some(PlainBuffer::new(self.device.context(), bytes)?);
+        }
+        let (base, len) = match &out.buf {
+            Some(b) => (b.ptr(), b.len() as u64),
+            None => return Err(CudaError::Missing("hardware output buffer").into()),
+        };
+        let released = Arc::clone(&out.released);
+        let rejected = hardware_decode(&self.device, h, jobs, sample, (base, len), self.strict)?;
+        if !rejected.is_empty() {
+            return Err(DeviceError::Rejected(rejected).into());
+        }
+        // Only a device-side wait: the host has already waited for `decoded`.
+        self.compute.wait(&h.decoded).map_err(device_err)?;
+        Ok(Some((base, len, released)))
     }
 
     /// Blocks until every batch enqueued so far is done.
@@ -505,7 +636,11 @@ impl Drop for CudaBatcher {
     fn drop(&mut self) {
         // Staging, inputs and scratch are freed on their streams, but the host may not
         // unpin memory a copy still reads: finish both streams first.
-        for s in [&self.copy, &self.compute] {
+        let hardware = self.hardware.as_ref().map(|h| &h.stream);
+        for s in [Some(&self.copy), Some(&self.compute), hardware]
+            .into_iter()
+            .flatten()
+        {
             if let Err(e) = s.synchronize() {
                 log::warn!("cuda: finishing the batcher's work: {e}");
             }
@@ -605,25 +740,28 @@ impl DeviceBatcher for CudaBatcher {
         CudaBatcher::hardware_decode(self)
     }
 
+    fn decode_paths(&self) -> DecodePaths {
+        CudaBatcher::decode_paths(self)
+    }
+
     fn max_binding(&self) -> u64 {
         DeviceLimits::UNBOUNDED.max_binding
     }
 }
 
 /// Decodes the batch's [`EncodedJob`]s whole into [`Buffer::Rgbi`] (`rgbi`: address and
-/// length) where the plan puts them: the hardware decoder; nvJPEG's GPU decoder for what
-/// it refuses; the CPU decoder, uploaded, for what neither decodes. Enqueued on `c`;
-/// returns once the stream has finished with the input bytes. The plan's `pack_rgbi`
-/// launches then place the windows.
+/// length of the hardware output buffer, which no queued kernel reads: see `Hardware`)
+/// where the plan puts them, down the chain of [`super::hardware`]: the engines, nvJPEG's
+/// GPU decoder, the CPU decoder (uploaded). Works on nvJPEG's own stream and returns once
+/// the host has waited for its `decoded` event; the samples nothing decoded, with why.
 fn hardware_decode<'a>(
     device: &CudaDevice,
-    c: &Arc<CudaStream>,
     h: &mut Hardware,
     jobs: &[EncodedJob],
     sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
     rgbi: (u64, u64),
     strict: bool,
-) -> Result<()> {
+) -> Result<Vec<Rejected>> {
     let (base, len) = rgbi;
     let mut bytes: Vec<&[u8]> = Vec::with_capacity(jobs.len());
     for j in jobs {
@@ -649,52 +787,55 @@ fn hardware_decode<'a>(
         height: jobs[k].full[1],
     };
     device.context().bind_to_thread().map_err(device_err)?;
-    // The hardware engines, for what they take; nvJPEG's GPU decoder for the rest.
-    let (mut engine, mut other): (Vec<usize>, Vec<usize>) =
-        (0..jobs.len()).partition(|&k| h.engine.hardware_supports(bytes[k]));
-    let mut failed = Vec::new();
-    for (decoder, set) in [
-        (Some(&mut h.engine), &mut engine),
-        (h.fallback.as_mut(), &mut other),
-    ] {
-        if set.is_empty() {
-            continue;
-        }
-        let Some(decoder) = decoder else {
-            failed.append(set);
-            continue;
-        };
-        let imgs: Vec<&[u8]> = set.iter().map(|&k| bytes[k]).collect();
-        let outs: Vec<nvjpeg::DeviceImage> = set.iter().map(|&k| out(k)).collect();
-        // SAFETY: the context was bound to this thread above, and `decoder` was created in
-        // it (`open_hardware`). Each output lies within the RGB scratch buffer (checked
-        // above against its length), which stays allocated until this stream has passed
-        // the batch (scratch is freed on this stream). The inputs are the jobs' bytes,
-        // borrowed for this call, and this function synchronises the stream before it
-        // returns. Not upheld (a known gap in the ordering): the hardware backend may write
-        // the outputs while called, not in stream order, when an earlier batch's
-        // `pack_rgbi` launches on this stream may still read the RGB buffer, or when the
-        // buffer has just grown and its stream-ordered allocation has not run yet. That can
-        // give wrong pixels in device memory; host memory is never touched.
-        match unsafe { memory::nvjpeg_decode(decoder, c, &imgs, &outs) } {
-            Ok(results) => {
-                for (&k, r) in set.iter().zip(results) {
-                    if let Err(e) = r {
-                        log::debug!("nvJPEG refused sample {}: {e}", jobs[k].sample);
-                        failed.push(k);
-                    }
-                }
-            }
-            Err(e) => {
-                log::debug!("nvJPEG batch failed: {e}");
-                failed.extend(set.iter().copied());
-            }
-        }
+    // Which images the engines claim, parsed from the jobs' own bytes.
+    let supported: Vec<bool> = bytes
+        .iter()
+        .map(|b| h.engine.hardware_supports(b))
+        .collect();
+    // The bytes nvJPEG reads, staged in pinned memory: nothing reads the staging buffer
+    // now (the last batch's nvJPEG work was host-waited before it returned).
+    let total: usize = bytes.iter().map(|b| b.len()).sum();
+    let staging = h.staging.ensure(device, total as u64)?;
+    let mut at = 0;
+    let mut spans = Vec::with_capacity(bytes.len());
+    for b in &bytes {
+        staging[at..at + b.len()].copy_from_slice(b);
+        spans.push(at..at + b.len());
+        at += b.len();
     }
-    // What nvJPEG did not decode: the CPU decoder (as strict as the pipeline), uploaded.
-    // The host copies live until the stream is synchronised below.
-    let mut uploads = Vec::new();
-    for k in failed {
+    let staging: &[u8] = staging;
+    let pinned: Vec<&[u8]> = spans.into_iter().map(|r| &staging[r]).collect();
+    let stream = &h.stream;
+    // One call on a decoder for some of the images; a call that fails as a whole is
+    // followed by a host wait on nvJPEG's stream, so nothing of it is still writing when
+    // the images are tried again.
+    let call = |decoder: &mut nvjpeg::Decoder, set: &[usize]| -> Attempt {
+        let imgs: Vec<&[u8]> = set.iter().map(|&k| pinned[k]).collect();
+        let outs: Vec<nvjpeg::DeviceImage> = set.iter().map(|&k| out(k)).collect();
+        // SAFETY: the context was bound to this thread above, and the decoder was created
+        // in it (`open_hardware`); `stream` is nvJPEG's own stream of that context. Each
+        // output lies within the hardware output buffer (checked above against its
+        // length), plainly allocated and freed only after the host has waited for its
+        // `released` event, which the host waited for before this batch: no queued
+        // kernel reads it while the engines write it, whenever they do. The inputs are
+        // the pinned staging buffer, written above and not again before the host has
+        // waited for `decoded`, recorded after this call's work (below).
+        let r = unsafe { memory::nvjpeg_decode(decoder, stream, &imgs, &outs) };
+        match r {
+            Ok(results) => Ok(results
+                .into_iter()
+                .map(|r| r.map_err(|e| e.to_string()))
+                .collect()),
+            Err(e) => {
+                if let Err(w) = stream.synchronize() {
+                    log::warn!("cuda: waiting for nvJPEG after a failed call: {w}");
+                }
+                Err(e.to_string())
+            }
+        }
+    };
+    let mut uploads: Vec<Vec<u8>> = Vec::new();
+    let mut cpu = |k: usize| -> std::result::Result<(), String> {
         let j = &jobs[k];
         let opts = DecodeOptions {
             orientation: false,
@@ -702,21 +843,12 @@ fn hardware_decode<'a>(
             ..DecodeOptions::default()
         };
         let mut img = Image8::default();
-        crate::decode::cpu::decode_image(bytes[k], &opts, &mut img).map_err(|source| {
-            DeviceError::Fallback {
-                sample: j.sample,
-                source,
-            }
-        })?;
+        crate::decode::cpu::decode_image(bytes[k], &opts, &mut img).map_err(|e| e.to_string())?;
         if (img.width, img.height) != (j.full[0], j.full[1]) {
-            return Err(DeviceError::FallbackSize {
-                sample: j.sample,
-                width: img.width,
-                height: img.height,
-                expected_width: j.full[0],
-                expected_height: j.full[1],
-            }
-            .into());
+            return Err(format!(
+                "decoded {}x{}, but its header says {}x{}",
+                img.width, img.height, j.full[0], j.full[1]
+            ));
         }
         let pitch = j.rgbi.1 as usize;
         let row = 3 * img.width as usize;
@@ -724,16 +856,43 @@ fn hardware_decode<'a>(
         for (dst, src) in host.chunks_exact_mut(pitch).zip(img.data.chunks_exact(row)) {
             dst[..row].copy_from_slice(src);
         }
-        // SAFETY: `j.rgbi.0 + rgbi_bytes()` lies within the RGB scratch buffer (checked at
-        // the top), which is freed only on this stream; `host` is `pitch * height` bytes,
-        // at most `rgbi_bytes()`, and is kept in `uploads` until the stream is
-        // synchronised below.
-        unsafe { memory::upload(c, base + j.rgbi.0, &host)? };
+        // SAFETY: `j.rgbi.0 + rgbi_bytes()` lies within the hardware output buffer (checked
+        // at the top), which no queued kernel reads and which is freed only after a host
+        // wait; `host` is `pitch * height` bytes, at most `rgbi_bytes()`, and is kept in
+        // `uploads` until the host has waited for `decoded` below.
+        unsafe { memory::upload(stream, base + j.rgbi.0, &host) }.map_err(|e| e.to_string())?;
         uploads.push(host);
-    }
-    // nvJPEG may read the host bytes while the stream runs: they belong to the batch's
-    // jobs, so finish with them before the batch is handed back.
-    c.synchronize().map_err(device_err)?;
+        Ok(())
+    };
+    let Hardware {
+        engine,
+        fallback,
+        paths,
+        ..
+    } = h;
+    let mut on_engine = |set: &[usize]| call(engine, set);
+    let mut on_gpu = fallback.as_mut().map(|d| move |set: &[usize]| call(d, set));
+    let chain = decode_chain(
+        &supported,
+        Some(&mut on_engine),
+        on_gpu.as_mut().map(|f| f as &mut BatchDecode<'_>),
+        &mut cpu,
+        paths,
+    );
+    // The host waits for nvJPEG's own stream only: the engines' writes, the GPU decoder's
+    // kernels and the CPU uploads are done, and the staging buffer and `uploads` are free.
+    h.decoded.record(&h.stream).map_err(device_err)?;
+    h.decoded.synchronize().map_err(device_err)?;
     drop(uploads);
-    Ok(())
+    Ok(chain
+        .into_iter()
+        .enumerate()
+        .filter_map(|(k, p)| match p {
+            Path::Rejected(reason) => Some(Rejected {
+                sample: jobs[k].sample,
+                reason,
+            }),
+            _ => None,
+        })
+        .collect())
 }

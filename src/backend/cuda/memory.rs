@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PinnedHostSlice,
-    PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
+    PinnedHostSlice, PushKernelArg,
 };
 
 use super::error::CudaError;
@@ -150,11 +150,87 @@ pub(crate) fn address(slice: &CudaSlice<u8>, stream: &Arc<CudaStream>) -> CUdevi
     ptr
 }
 
-/// Page-locked, write-combined host memory the host writes and the copy engine reads
-/// (nothing reads it back on the host), grow-only.
+/// Device memory from a plain `cuMemAlloc`, not the stream-ordered pool: it is there from
+/// the moment [`PlainBuffer::new`] returns until it is dropped, whatever any stream has
+/// queued. For writers that ignore stream order (nvJPEG's hardware decoder writes its
+/// output when called): a pool block freed on a stream may be handed to such a writer
+/// while kernels queued earlier still read it; this memory is never handed to anyone
+/// else while it lives.
+pub struct PlainBuffer {
+    ptr: CUdeviceptr,
+    len: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl std::fmt::Debug for PlainBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainBuffer")
+            .field("bytes", &self.len)
+            .finish()
+    }
+}
+
+impl PlainBuffer {
+    /// `bytes` (at least 256) of device memory of `ctx`, uninitialised.
+    pub fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<PlainBuffer> {
+        let len = bytes.max(256);
+        ctx.bind_to_thread().map_err(device_err)?;
+        // SAFETY: the context is current on this thread (bound above); the memory is
+        // left uninitialised and only ever addressed by device work as bytes.
+        let ptr = unsafe { cudarc::driver::result::malloc_sync(len) }.map_err(|source| {
+            CudaError::Alloc {
+                what: "device memory for the hardware decoder",
+                bytes: len,
+                source,
+            }
+        })?;
+        Ok(PlainBuffer {
+            ptr,
+            len,
+            ctx: Arc::clone(ctx),
+        })
+    }
+
+    /// The device address.
+    pub fn ptr(&self) -> CUdeviceptr {
+        self.ptr
+    }
+
+    /// Bytes allocated.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it holds no bytes (never: at least 256 are allocated).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for PlainBuffer {
+    fn drop(&mut self) {
+        // The owner drops it only once no device work uses it (it host-waits the events
+        // of the work that reads or writes it first).
+        if let Err(e) = self.ctx.bind_to_thread() {
+            log::warn!("cuda: freeing a buffer: {e}");
+            return;
+        }
+        // SAFETY: `ptr` came from `malloc_sync` in this context and is freed once, here;
+        // no device work uses it any more (see above).
+        if let Err(e) = unsafe { cudarc::driver::result::free_sync(self.ptr) } {
+            log::warn!("cuda: freeing a buffer: {e}");
+        }
+    }
+}
+
+/// Page-locked host memory the host writes and the copy engine (or nvJPEG) reads,
+/// grow-only: write-combined by default (nothing reads it back on the host), or plain
+/// ([`Pinned::readable`]) where the host reads it too (nvJPEG parses its input on the
+/// host).
 #[derive(Default)]
 pub struct Pinned {
     slice: Option<PinnedHostSlice<u8>>,
+    readable: bool,
 }
 
 impl std::fmt::Debug for Pinned {
@@ -166,6 +242,15 @@ impl std::fmt::Debug for Pinned {
 }
 
 impl Pinned {
+    /// An empty buffer whose memory, once allocated, is not write-combined: the host reads
+    /// it at normal speed.
+    pub fn readable() -> Pinned {
+        Pinned {
+            slice: None,
+            readable: true,
+        }
+    }
+
     /// At least `bytes`, writable. Call it only once no copy out of the buffer is in
     /// flight: writing or growing it earlier breaks [`Pinned::upload`]'s contract.
     pub fn ensure(&mut self, device: &CudaDevice, bytes: u64) -> Result<&mut [u8]> {
@@ -178,17 +263,16 @@ impl Pinned {
             // write-combined memory is never read back here). The copy engine may copy
             // bytes the host did not write (padding between the parts of an upload): that
             // leaves those device bytes unspecified, and no kernel reads them.
-            let s = unsafe {
-                device.context().alloc_pinned_with_flags::<u8>(
-                    size,
-                    cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED,
-                )
-            }
-            .map_err(|source| CudaError::Alloc {
-                what: "pinned host memory",
-                bytes: size,
-                source,
-            })?;
+            let flags = match self.readable {
+                true => 0,
+                false => cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED,
+            };
+            let s = unsafe { device.context().alloc_pinned_with_flags::<u8>(size, flags) }
+                .map_err(|source| CudaError::Alloc {
+                    what: "pinned host memory",
+                    bytes: size,
+                    source,
+                })?;
             self.slice = Some(s);
         }
         match self.slice.as_mut() {

@@ -17,6 +17,7 @@ pub use cudarc;
 
 pub mod batch;
 pub mod error;
+mod hardware;
 pub mod kernels;
 pub mod memory;
 pub mod nvjpeg;
