@@ -275,6 +275,16 @@ impl Pipeline {
         c.prefetch * c.batch_size * (c.image_bytes() + c.mask_bytes()) + device as usize
     }
 
+    /// Which decoder took the encoded JPEGs so far, on a device backend with a hardware
+    /// decoder (all zero elsewhere).
+    pub fn decode_paths(&self) -> crate::backend::device::DecodePaths {
+        self.cfg
+            .batcher
+            .as_ref()
+            .and_then(|g| g.lock().ok().map(|g| g.decode_paths()))
+            .unwrap_or_default()
+    }
+
     /// Waits until the device has finished every batch handed out so far (a no-op on the
     /// CPU backend). For benchmarks: stop the clock after it.
     pub fn wait_device(&self) -> Result<()> {

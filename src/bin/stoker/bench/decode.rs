@@ -108,6 +108,9 @@ struct HostFeed {
     /// fallbacks).
     host_seconds: f64,
     host_images_per_s: f64,
+    /// Which decoder took the encoded JPEGs (a hardware decoder's batches), warm-up
+    /// included: all zero without one.
+    decode_paths: stoker::backend::device::DecodePaths,
 }
 
 /// A backend this build or machine lacks: the reason, and the figures at zero so a reader
@@ -377,7 +380,7 @@ fn decode_device(
     inputs: &Inputs,
 ) -> Res<DecodeMeasured> {
     use stoker::backend::device::job::prepare_with;
-    use stoker::backend::device::{CoeffPool, DeviceSample};
+    use stoker::backend::device::{CoeffPool, DeviceError, DeviceSample};
     let (files, paths, threads) = (&inputs.files, &inputs.paths, inputs.threads);
     let opts = DecodeOptions::default();
     let pool = CoeffPool::default();
@@ -411,12 +414,14 @@ fn decode_device(
             );
             host += t.elapsed().as_secs_f64();
             let mut samples: Vec<DeviceSample> = Vec::with_capacity(idx.len());
+            let mut of_sample: Vec<(usize, u64)> = Vec::with_capacity(idx.len());
             for (p, &i) in prepared.into_iter().zip(&idx) {
                 match p {
                     Ok(p) => {
                         images += 1;
                         pixels += p.info.pixels();
                         fallbacks += u64::from(p.cpu_reason.is_some());
+                        of_sample.push((i, p.info.pixels()));
                         samples.push(p.image);
                     }
                     Err(e) if i < n => {
@@ -425,7 +430,35 @@ fn decode_device(
                     Err(_) => {}
                 }
             }
-            dev.decode(&samples)?;
+            // Files nothing on the device decodes are reported as the warm-up's failures
+            // (and not counted), and the batch runs again without them.
+            loop {
+                match dev.decode(&samples) {
+                    Ok(()) => break,
+                    Err(e) => {
+                        let Some(DeviceError::Rejected(rejected)) = DeviceError::of(&e) else {
+                            return Err(e.into());
+                        };
+                        let mut gone: Vec<usize> = rejected.iter().map(|r| r.sample).collect();
+                        gone.sort_unstable();
+                        gone.dedup();
+                        for r in rejected {
+                            let (i, px) = of_sample[r.sample];
+                            images = images.saturating_sub(1);
+                            pixels = pixels.saturating_sub(px);
+                            if i < n {
+                                failed.push(Failure::new(paths[i].as_str(), r.reason.clone()));
+                            }
+                        }
+                        for &k in gone.iter().rev() {
+                            if k < samples.len() {
+                                pool.recycle(std::iter::once(samples.remove(k)));
+                                of_sample.remove(k);
+                            }
+                        }
+                    }
+                }
+            }
             pool.recycle(samples);
             tick(idx.len() as u64);
             first += a.batch;
@@ -454,6 +487,7 @@ fn decode_device(
     r.host = Some(HostFeed {
         host_seconds: host,
         host_images_per_s: run.images as f64 / host.max(1e-9),
+        decode_paths: dev.decode_paths(),
     });
     Ok(r)
 }

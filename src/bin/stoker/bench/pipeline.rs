@@ -189,6 +189,9 @@ struct PipelineMeasured {
     rss_bytes_per_epoch: Vec<u64>,
     /// The process's peak resident memory so far (`VmHWM`), after the last epoch.
     peak_rss_bytes: Option<u64>,
+    /// Which decoder took the encoded JPEGs, over every epoch (a hardware decoder's
+    /// batches): all zero without one.
+    decode_paths: stoker::backend::device::DecodePaths,
 }
 
 /// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`); `None` off Linux.
@@ -391,6 +394,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             stats,
             failed,
             batch_waits,
+            decode_paths: pipe.decode_paths(),
             rss_bytes_per_epoch,
             peak_rss_bytes: proc_status_bytes("VmHWM"),
         }));
