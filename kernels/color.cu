@@ -218,3 +218,52 @@ extern "C" __global__ void color(const KernelArgs a) {
     }
     windows[out] = rgb.x | (rgb.y << 8u) | (rgb.z << 16u) | (255u << 24u);
 }
+
+// The hand-over from nvJPEG (CUDA only; the wgpu backend has no hardware decoder): one
+// window of an image nvJPEG decoded to planes at their stored resolution
+// (NVJPEG_OUTPUT_UNCHANGED), upsampled and converted here exactly as `color` does for the
+// hybrid path (libjpeg's fancy upsampling), or of an image the CPU decoder wrote as
+// interleaved RGB where nvJPEG refused it; into RGBA words of the windows buffer.
+//
+// Entry point `pack_planar`, 64 threads per block, one thread per window pixel.
+// Bindings: 0 `header` (64 words, written by the host: word 0 mode, 0 planes or 1
+// interleaved RGB; 1 kind, KIND_GRAY or KIND_YCBCR; 2 components; 3 the component table's
+// first word, 16; 4 the RGB rows' pitch in bytes; from word 16, one 16-word component
+// record per component in the layout `color` reads, its plane offset and stride in words
+// of the `image` binding; read), 1 `image` (the planes, or the RGB rows; read), 2 `dst`
+// (the window, w * h words; written).
+// Params: 0 x0, 1 y0 (window origin in the image), 2 w, 3 h (window size), 4 grid_x
+// (threads per row of the launch grid).
+extern "C" __global__ void pack_planar(const KernelArgs a) {
+    const u32* header = (const u32*)a.ptr[0];
+    const u32* image = (const u32*)a.ptr[1];
+    u32* dst = (u32*)a.ptr[2];
+    const u32 w = a.params[2];
+    const u32 i = global_invocation_id_x() + global_invocation_id_y() * a.params[4];
+    if (i >= w * a.params[3]) {
+        return;
+    }
+    const u32 x = a.params[0] + i % w;
+    const u32 y = a.params[1] + i / w;
+    if (header[0] == 1u) {
+        const unsigned char* p =
+            (const unsigned char*)image + (u64)y * header[4] + (u64)x * 3u;
+        dst[i] = (u32)p[0] | ((u32)p[1] << 8u) | ((u32)p[2] << 16u) | 0xff000000u;
+        return;
+    }
+    const u32 n = umin(header[2], 3u);
+    u32 v[3] = {0u, 0u, 0u};
+#pragma unroll
+    for (u32 c = 0u; c < 3u; c++) {
+        if (c < n) {
+            v[c] = component_value(header, image, c, x, y);
+        }
+    }
+    ColorU3 rgb = ColorU3{v[0], v[0], v[0]};
+    if (header[1] == KIND_YCBCR) {
+        const ColorI3 o = ycc_offsets(v[1], v[2]);
+        const i32 yy = (i32)v[0];
+        rgb = ColorU3{clamp255(yy + o.x), clamp255(yy + o.y), clamp255(yy + o.z)};
+    }
+    dst[i] = rgb.x | (rgb.y << 8u) | (rgb.z << 16u) | (255u << 24u);
+}

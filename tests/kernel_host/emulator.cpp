@@ -41,9 +41,6 @@ namespace k_orient {
 namespace k_augment {
 #include "../../kernels/augment.cu"
 }
-namespace k_pack {
-#include "../../kernels/pack.cu"
-}
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -81,7 +78,7 @@ const KernelInfo KERNELS[] = {
     {"vertical_jitter", k_augment::vertical_jitter, 256, 6, AUGMENT_WRITABLE, true},
     {"write_image", k_augment::write_image, 256, 6, AUGMENT_WRITABLE, false},
     {"write_mask", k_augment::write_mask, 256, 6, AUGMENT_WRITABLE, false},
-    {"pack_rgbi", k_pack::pack_rgbi, 64, 2, 1u << 1, false},
+    {"pack_planar", k_color::pack_planar, 64, 3, 1u << 2, false},
 };
 
 static_assert(sizeof(KernelArgs) == 160, "KernelArgs is 64 + 32 + 64 bytes");

@@ -24,7 +24,7 @@ use super::hardware::{decode_chain, Attempt, BatchDecode, Path};
 use super::memory::{self, address, DeviceBuffer, KernelArgs, Pinned, PlainBuffer};
 use super::nvjpeg;
 use super::{device_err, kernels, CudaDevice, CudaError};
-use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob};
+use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob, HARDWARE_HEADER_WORDS};
 use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
 use crate::backend::device::job::{DeviceJob, DeviceSample, HardwareDecode};
 use crate::backend::device::launch::{Buffer, Kernel, Step, MAX_BINDINGS};
@@ -780,11 +780,23 @@ fn hardware_decode<'a>(
             _ => return Err(DeviceError::NotEncoded(j.sample).into()),
         }
     }
-    let out = |k: usize| nvjpeg::DeviceImage {
-        ptr: base + jobs[k].rgbi.0,
-        pitch: jobs[k].rgbi.1 as usize,
-        width: jobs[k].full[0],
-        height: jobs[k].full[1],
+    // Each image's planes, at their stored resolution, in its region.
+    let out = |k: usize| {
+        let j = &jobs[k];
+        let mut o = nvjpeg::DevicePlanes {
+            components: j.components,
+            ptr: [0; 3],
+            pitch: [0; 3],
+            width: [0; 3],
+            height: [0; 3],
+        };
+        for (c, p) in j.planes[..j.components.min(3) as usize].iter().enumerate() {
+            o.ptr[c] = base + j.rgbi.0 + p.offset;
+            o.pitch[c] = p.pitch as usize;
+            o.width[c] = p.width;
+            o.height[c] = p.height;
+        }
+        o
     };
     device.context().bind_to_thread().map_err(device_err)?;
     // Which images the engines claim, parsed from the jobs' own bytes.
@@ -811,16 +823,16 @@ fn hardware_decode<'a>(
     // the images are tried again.
     let call = |decoder: &mut nvjpeg::Decoder, set: &[usize]| -> Attempt {
         let imgs: Vec<&[u8]> = set.iter().map(|&k| pinned[k]).collect();
-        let outs: Vec<nvjpeg::DeviceImage> = set.iter().map(|&k| out(k)).collect();
+        let outs: Vec<nvjpeg::DevicePlanes> = set.iter().map(|&k| out(k)).collect();
         // SAFETY: the context was bound to this thread above, and the decoder was created
         // in it (`open_hardware`); `stream` is nvJPEG's own stream of that context. Each
-        // output lies within the hardware output buffer (checked above against its
-        // length), plainly allocated and freed only after the host has waited for its
+        // plane lies within its image's region of the hardware output buffer (the region
+        // was checked above against the buffer's length, and holds every plane), plainly allocated and freed only after the host has waited for its
         // `released` event, which the host waited for before this batch: no queued
         // kernel reads it while the engines write it, whenever they do. The inputs are
         // the pinned staging buffer, written above and not again before the host has
         // waited for `decoded`, recorded after this call's work (below).
-        let r = unsafe { memory::nvjpeg_decode(decoder, stream, &imgs, &outs) };
+        let r = unsafe { memory::nvjpeg_decode_planes(decoder, stream, &imgs, &outs) };
         match r {
             Ok(results) => Ok(results
                 .into_iter()
@@ -835,6 +847,8 @@ fn hardware_decode<'a>(
         }
     };
     let mut uploads: Vec<Vec<u8>> = Vec::new();
+    // Which images the CPU decoded (their headers say interleaved RGB).
+    let mut on_cpu = vec![false; jobs.len()];
     let mut cpu = |k: usize| -> std::result::Result<(), String> {
         let j = &jobs[k];
         let opts = DecodeOptions {
@@ -862,6 +876,7 @@ fn hardware_decode<'a>(
         // `uploads` until the host has waited for `decoded` below.
         unsafe { memory::upload(stream, base + j.rgbi.0, &host) }.map_err(|e| e.to_string())?;
         uploads.push(host);
+        on_cpu[k] = true;
         Ok(())
     };
     let Hardware {
@@ -879,11 +894,24 @@ fn hardware_decode<'a>(
         &mut cpu,
         paths,
     );
+    // Every image's header, in one copy: the headers lie back to back from offset 0.
+    let mut headers: Vec<u8> = Vec::with_capacity(jobs.len() * 4 * HARDWARE_HEADER_WORDS);
+    for (j, &rgb) in jobs.iter().zip(&on_cpu) {
+        headers.extend(j.header_words(rgb).iter().flat_map(|w| w.to_le_bytes()));
+    }
+    if headers.len() as u64 > len || jobs.first().is_some_and(|j| j.header != 0) {
+        return Err(CudaError::Missing("room for the hardware decoder's headers").into());
+    }
+    // SAFETY: the headers occupy the first `headers.len()` bytes of the hardware output
+    // buffer (checked just above), which no queued kernel reads (see `call`); `headers`
+    // lives until the host has waited for `decoded` below.
+    unsafe { memory::upload(&h.stream, base, &headers)? };
     // The host waits for nvJPEG's own stream only: the engines' writes, the GPU decoder's
     // kernels and the CPU uploads are done, and the staging buffer and `uploads` are free.
     h.decoded.record(&h.stream).map_err(device_err)?;
     h.decoded.synchronize().map_err(device_err)?;
     drop(uploads);
+    drop(headers);
     Ok(chain
         .into_iter()
         .enumerate()

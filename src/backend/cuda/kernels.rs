@@ -21,12 +21,11 @@ use crate::error::{Error, Result};
 pub const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
 /// The kernel sources, by file name (without `common.cuh`).
-pub const SOURCES: [(&str, &str); 5] = [
+pub const SOURCES: [(&str, &str); 4] = [
     ("idct.cu", include_str!("../../../kernels/idct.cu")),
     ("color.cu", include_str!("../../../kernels/color.cu")),
     ("orient.cu", include_str!("../../../kernels/orient.cu")),
     ("augment.cu", include_str!("../../../kernels/augment.cu")),
-    ("pack.cu", include_str!("../../../kernels/pack.cu")),
 ];
 
 /// The full source of `file` as NVRTC compiles it: `common.cuh`, then the file.
@@ -43,7 +42,6 @@ pub fn file_of(kernel: Kernel) -> &'static str {
         "idct" => "idct.cu",
         "color" => "color.cu",
         "orient" => "orient.cu",
-        "pack" => "pack.cu",
         _ => "augment.cu",
     }
 }

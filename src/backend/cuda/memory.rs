@@ -327,25 +327,25 @@ impl Pinned {
     }
 }
 
-/// nvJPEG's batched decode of `images` into `outputs` on `stream`; per-image results as
-/// [`nvjpeg::Decoder::decode_batch`] gives them.
+/// nvJPEG's batched decode of `images` into planar `outputs` on `stream`; per-image
+/// results as [`nvjpeg::Decoder::decode_batch_planes`] gives them.
 ///
 /// # Safety
-/// [`nvjpeg::Decoder::decode_batch`]'s contract, with `stream` for its stream: the
-/// context that owns `stream` and `decoder` is current on this thread; each output is
-/// `min_bytes()` of live device memory of it that nothing else uses while nvJPEG may
-/// write it (from this call, since the hardware backend may write when called, until
+/// [`nvjpeg::Decoder::decode_batch_planes`]'s contract, with `stream` for its stream: the
+/// context that owns `stream` and `decoder` is current on this thread; each plane is
+/// `pitch * height` bytes of live device memory of it that nothing else uses while nvJPEG
+/// may write it (from this call, since the hardware backend may write when called, until
 /// `stream` has passed the work queued here); `images` stay alive and unchanged as long.
-pub(crate) unsafe fn nvjpeg_decode(
+pub(crate) unsafe fn nvjpeg_decode_planes(
     decoder: &mut nvjpeg::Decoder,
     stream: &CudaStream,
     images: &[&[u8]],
-    outputs: &[nvjpeg::DeviceImage],
+    outputs: &[nvjpeg::DevicePlanes],
 ) -> Result<Vec<std::result::Result<(), Refusal>>> {
     // SAFETY: `stream.cu_stream()` is a live stream of the context the caller made
-    // current; the outputs and inputs are valid as long as nvJPEG uses them by the
-    // caller's contract, which is `decode_batch`'s.
-    unsafe { decoder.decode_batch(stream.cu_stream(), images, outputs) }
+    // current; the planes and inputs are valid as long as nvJPEG uses them by the caller's
+    // contract, which is `decode_batch_planes`'s.
+    unsafe { decoder.decode_batch_planes(stream.cu_stream(), images, outputs) }
 }
 
 /// Enqueues the copy of `host` to device address `dst` on `stream`.

@@ -81,8 +81,33 @@ fn round4(n: u64) -> u64 {
     n.div_ceil(4).max(1) * 4
 }
 
-/// A sample for the hardware decoder: the whole image decoded, its `window` placed in the
-/// windows buffer at word `dst` (`window` width by height RGBA words).
+/// One component plane of a hardware-decoded image, at its stored resolution, as the
+/// decoder writes it in [`Buffer::Rgbi`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StoredPlane {
+    /// Byte offset from the image's region (a multiple of 256).
+    pub offset: u64,
+    /// Bytes between rows (a multiple of 256, at least `width`).
+    pub pitch: u64,
+    /// Samples per row (libjpeg's `downsampled_width`).
+    pub width: u32,
+    /// Rows (`downsampled_height`).
+    pub height: u32,
+    /// [`Upsample::code`](crate::decode::jpeg::coeffs::Upsample::code).
+    pub method: u32,
+    /// Output pixels per sample, horizontally.
+    pub eh: u32,
+    /// Output pixels per sample, vertically.
+    pub ev: u32,
+}
+
+/// Words of an [`EncodedJob`]'s header in [`Buffer::Rgbi`] (what `pack_planar` reads).
+pub const HARDWARE_HEADER_WORDS: usize = 64;
+
+/// A sample for the hardware decoder: the whole image decoded into its region of
+/// [`Buffer::Rgbi`] (planes at their stored resolution, or, where the CPU decodes it
+/// instead, interleaved RGB rows), then `pack_planar` upsamples and converts its `window`
+/// into the windows buffer at word `dst` (`window` width by height RGBA words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EncodedJob {
     /// Index of the sample in the batch.
@@ -93,16 +118,88 @@ pub struct EncodedJob {
     pub full: [u32; 2],
     /// First word of the window in the windows buffer.
     pub dst: u64,
-    /// Where the decoder writes the whole image in [`Buffer::Rgbi`]: byte offset (a
-    /// multiple of 256) and bytes between rows (a multiple of 256, at least 3 * width).
+    /// Byte offset of its header ([`HARDWARE_HEADER_WORDS`] words) in [`Buffer::Rgbi`].
+    pub header: u64,
+    /// Its region in [`Buffer::Rgbi`]: byte offset (a multiple of 256), and the bytes
+    /// between rows (a multiple of 256, at least 3 * width) of interleaved RGB there.
     pub rgbi: (u64, u64),
+    /// 1 (greyscale) or 3 (YCbCr).
+    pub components: u32,
+    /// The component planes (the first `components`).
+    pub planes: [StoredPlane; 3],
 }
 
 impl EncodedJob {
-    /// Bytes of the whole decoded image in [`Buffer::Rgbi`].
+    /// Bytes of its region in [`Buffer::Rgbi`]: room for the planes, or for the RGB rows.
     pub fn rgbi_bytes(&self) -> u64 {
-        self.rgbi.1 * u64::from(self.full[1])
+        let rgb = self.rgbi.1 * u64::from(self.full[1]);
+        let planes = self.planes[..self.components as usize]
+            .iter()
+            .map(|p| p.offset + p.pitch * u64::from(p.height))
+            .max()
+            .unwrap_or(0);
+        rgb.max(planes)
     }
+
+    /// The header `pack_planar` reads: the planes (`rgb == false`: the decoder wrote
+    /// them), or interleaved RGB rows (`rgb == true`: the CPU decoded the image).
+    pub fn header_words(&self, rgb: bool) -> [u32; HARDWARE_HEADER_WORDS] {
+        let mut h = [0u32; HARDWARE_HEADER_WORDS];
+        h[0] = u32::from(rgb);
+        // KIND_GRAY or KIND_YCBCR (`coeffs::ColorKind` codes).
+        h[1] = u32::from(self.components == 3);
+        h[2] = self.components;
+        h[3] = 16;
+        h[4] = self.rgbi.1 as u32;
+        for (c, p) in self.planes[..self.components as usize].iter().enumerate() {
+            let r = 16 + 16 * c;
+            // The `ComponentDesc` words `color` reads: a region at block (0, 0) of one
+            // sample per "block", its plane offset and stride in words of the region.
+            h[r + 6] = 1;
+            h[r + 7] = (p.offset / 4) as u32;
+            h[r + 8] = (p.pitch / 4) as u32;
+            h[r + 9] = p.width;
+            h[r + 10] = p.height;
+            h[r + 11] = p.method;
+            h[r + 12] = p.eh;
+            h[r + 13] = p.ev;
+        }
+        h
+    }
+}
+
+/// The stored planes of a JPEG of `full` pixels whose frame header gives the components'
+/// sampling `factors`, laid out from offset 0 of a region: `None` unless 1 or 3
+/// components. Their geometry is libjpeg's ([`sampled_geometry`] at scale 1).
+fn stored_planes(full: [u32; 2], factors: &[(u8, u8)]) -> Option<(u32, [StoredPlane; 3])> {
+    use crate::decode::jpeg::coeffs::sampled_geometry;
+    if !matches!(factors.len(), 1 | 3) {
+        return None;
+    }
+    let max_h = factors.iter().map(|f| u32::from(f.0)).max()?;
+    let max_v = factors.iter().map(|f| u32::from(f.1)).max()?;
+    let mut planes = [StoredPlane::default(); 3];
+    let mut at = 0u64;
+    for (p, &(h, v)) in planes.iter_mut().zip(factors) {
+        let g = sampled_geometry(
+            (full[0], full[1]),
+            (max_h, max_v),
+            (u32::from(h), u32::from(v)),
+            1,
+        );
+        let pitch = u64::from(g.downsampled_width).next_multiple_of(256);
+        *p = StoredPlane {
+            offset: at,
+            pitch,
+            width: g.downsampled_width,
+            height: g.downsampled_height,
+            method: g.method.code(),
+            eh: g.eh,
+            ev: g.ev,
+        };
+        at += (pitch * u64::from(g.downsampled_height)).next_multiple_of(256);
+    }
+    Some((factors.len() as u32, planes))
 }
 
 /// The host side of one batch, reused batch after batch (its allocations are kept).
@@ -269,18 +366,28 @@ impl BatchPlan {
                 }
                 DeviceSample::Rgb(img) => self.decode_in.push_rgb(img)?,
                 DeviceSample::Encoded {
+                    bytes,
                     window,
                     full,
                     orientation,
-                    ..
                 } => {
+                    let (components, planes) =
+                        crate::decode::jpeg::markers::sampling_factors(bytes)
+                            .and_then(|f| stored_planes(*full, &f))
+                            .ok_or(DeviceError::HardwareImage {
+                                width: full[0],
+                                height: full[1],
+                            })?;
                     // Placed after the decoded windows, once their total is known.
                     self.encoded.push(EncodedJob {
                         sample: self.images.len(),
                         window: *window,
                         full: *full,
                         dst: 0,
+                        header: 0,
                         rgbi: (0, 0),
+                        components,
+                        planes,
                     });
                     upright.push(*orientation);
                     DeviceImage::default()
@@ -289,11 +396,14 @@ impl BatchPlan {
             self.images.push(g);
         }
         let mut next = self.decode_in.window_words();
-        let mut rgbi = 0u64;
-        for (job, &orientation) in self.encoded.iter_mut().zip(&upright) {
+        // The headers first, then each image's region.
+        let header_bytes = 4 * HARDWARE_HEADER_WORDS as u64;
+        let mut rgbi = header_bytes * self.encoded.len() as u64;
+        for (k, (job, &orientation)) in self.encoded.iter_mut().zip(&upright).enumerate() {
             let pitch = (3 * u64::from(job.full[0])).next_multiple_of(256);
+            job.header = header_bytes * k as u64;
             job.rgbi = (rgbi, pitch);
-            rgbi += (pitch * u64::from(job.full[1])).next_multiple_of(256);
+            rgbi += job.rgbi_bytes().next_multiple_of(256);
             let [x0, y0, x1, y1] = job.window;
             let (w, h) = (x1.saturating_sub(x0), y1.saturating_sub(y0));
             if w == 0 || h == 0 || x1 > job.full[0] || y1 > job.full[1] {
@@ -412,8 +522,8 @@ impl BatchPlan {
         Ok(())
     }
 
-    /// The `pack_rgbi` launches that copy each hardware-decoded window into place, and
-    /// the bytes [`Buffer::Rgbi`] needs.
+    /// The `pack_planar` launches that convert each hardware-decoded window into place,
+    /// and the bytes [`Buffer::Rgbi`] needs.
     fn pack_launches(&self, max_binding: u64, per_dim: u64) -> Result<(Vec<Launch>, u64)> {
         let mut out = Vec::with_capacity(self.encoded.len());
         let mut end = 0;
@@ -421,6 +531,11 @@ impl BatchPlan {
             let [x0, y0, x1, y1] = j.window;
             let (w, h) = (x1 - x0, y1 - y0);
             let px = u64::from(w) * u64::from(h);
+            let header = Binding {
+                buffer: Buffer::Rgbi,
+                offset: j.header,
+                size: 4 * HARDWARE_HEADER_WORDS as u64,
+            };
             let src = Binding {
                 buffer: Buffer::Rgbi,
                 offset: j.rgbi.0,
@@ -431,7 +546,7 @@ impl BatchPlan {
                 offset: j.dst * 4,
                 size: px * 4,
             };
-            let wg = Kernel::PackRgbi.workgroup();
+            let wg = Kernel::PackPlanar.workgroup();
             let g = grid(px, wg, per_dim).filter(|_| src.size.max(dst.size) <= max_binding);
             let Some(g) = g else {
                 return Err(DeviceError::HardwareImage {
@@ -440,17 +555,21 @@ impl BatchPlan {
                 }
                 .into());
             };
-            let pitch = u32::try_from(j.rgbi.1).map_err(|_| DeviceError::TooLarge {
-                what: "a hardware-decoded row's pitch in bytes",
-                value: j.rgbi.1,
-                max: u32::MAX.into(),
-            })?;
+            // The header's pitch and plane words are u32.
+            if j.rgbi_bytes() > u64::from(u32::MAX) {
+                return Err(DeviceError::TooLarge {
+                    what: "a hardware-decoded image's bytes",
+                    value: j.rgbi_bytes(),
+                    max: u32::MAX.into(),
+                }
+                .into());
+            }
             let mut params = [0u32; PARAM_WORDS];
-            params[..6].copy_from_slice(&[pitch, x0, y0, w, h, g[0] * wg]);
+            params[..5].copy_from_slice(&[x0, y0, w, h, g[0] * wg]);
             out.push(Launch {
-                kernel: Kernel::PackRgbi,
+                kernel: Kernel::PackPlanar,
                 grid: g,
-                bindings: vec![src, dst],
+                bindings: vec![header, src, dst],
                 params,
             });
             end = end.max(j.rgbi.0 + src.size);

@@ -51,14 +51,16 @@ pub enum HardwareDecode {
     /// None: every JPEG takes the hybrid path (host entropy decoding, our kernels).
     Off,
     /// Those whose pixels the hardware gives as the CPU decoder does (within the decode
-    /// tolerance): baseline 8-bit JPEGs without chroma subsampling (4:4:4, grayscale),
-    /// decoded at full size. Subsampled chroma is upsampled differently by the hardware,
-    /// so those take the hybrid path. The default.
+    /// tolerance, the engines' IDCT): baseline 8-bit greyscale and YCbCr JPEGs decoded at
+    /// full size, with the sampling factors of 4:4:4, 4:2:2, 4:2:0 and 4:4:0. The engines
+    /// write the components at their stored resolution and the `pack_planar` kernel
+    /// upsamples the chroma as libjpeg does (fancy upsampling), so subsampled files take
+    /// the engines too. The default.
     #[default]
     Exact,
-    /// Every baseline 8-bit JPEG decoded at full size, subsampled ones too: fastest, but
-    /// chroma edges differ from the CPU decoder's fancy upsampling by more than the
-    /// decode tolerance.
+    /// Every baseline 8-bit JPEG decoded at full size that the engines may take, any
+    /// sampling factors (4:1:1 and others libjpeg upsamples by replication, which
+    /// `pack_planar` does too).
     All,
 }
 
@@ -80,9 +82,14 @@ impl HardwareDecode {
         {
             return false;
         }
+        // Exact: the samplings of 4:4:4, 4:2:2, 4:2:0 and 4:4:0 (luma 1x1, 2x1, 2x2 or 1x2,
+        // chroma 1x1), whose fancy upsampling is what the CPU decoder does.
         self == HardwareDecode::All
-            || crate::decode::jpeg::markers::sampling_factors(bytes)
-                .is_some_and(|f| f.iter().all(|&s| s == f[0]))
+            || crate::decode::jpeg::markers::sampling_factors(bytes).is_some_and(|f| {
+                f.len() == 1
+                    || (matches!(f[0], (1, 1) | (2, 1) | (2, 2) | (1, 2))
+                        && f[1..].iter().all(|&s| s == (1, 1)))
+            })
     }
 }
 

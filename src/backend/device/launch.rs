@@ -35,9 +35,10 @@ pub enum Kernel {
     WriteImage,
     /// `write_mask`: nearest-neighbour label planes into the batch's masks.
     WriteMask,
-    /// `pack_rgbi` (CUDA only): a window of the hardware decoder's interleaved RGB output
-    /// into RGBA windows.
-    PackRgbi,
+    /// `pack_planar` (CUDA only): a window of what the hardware decoder wrote (planes at
+    /// their stored resolution, or interleaved RGB from the CPU where nvJPEG refused the
+    /// image), upsampled and converted as `color` does, into RGBA windows.
+    PackPlanar,
 }
 
 impl Kernel {
@@ -50,7 +51,7 @@ impl Kernel {
         Kernel::VerticalJitter,
         Kernel::WriteImage,
         Kernel::WriteMask,
-        Kernel::PackRgbi,
+        Kernel::PackPlanar,
     ];
 
     /// The kernels that have a WGSL entry point (all but the hardware decoder's, last).
@@ -68,14 +69,14 @@ impl Kernel {
             Kernel::VerticalJitter => "vertical_jitter",
             Kernel::WriteImage => "write_image",
             Kernel::WriteMask => "write_mask",
-            Kernel::PackRgbi => "pack_rgbi",
+            Kernel::PackPlanar => "pack_planar",
         }
     }
 
     /// Invocations per workgroup (CUDA threads per block), as the WGSL declares.
     pub fn workgroup(self) -> u32 {
         match self {
-            Kernel::Idct | Kernel::Color | Kernel::Orient | Kernel::PackRgbi => 64,
+            Kernel::Idct | Kernel::Color | Kernel::Orient | Kernel::PackPlanar => 64,
             Kernel::Horizontal
             | Kernel::VerticalJitter
             | Kernel::WriteImage
@@ -87,9 +88,8 @@ impl Kernel {
     pub fn source(self) -> &'static str {
         match self {
             Kernel::Idct => "idct",
-            Kernel::Color => "color",
+            Kernel::Color | Kernel::PackPlanar => "color",
             Kernel::Orient => "orient",
-            Kernel::PackRgbi => "pack",
             _ => "augment",
         }
     }
@@ -172,6 +172,6 @@ pub enum Step {
         dst: Binding,
     },
     /// The batch's [`super::batch::EncodedJob`]s decoded whole by the hardware decoder
-    /// into [`Buffer::Rgbi`] (CUDA with nvJPEG only); `pack_rgbi` launches follow.
+    /// into [`Buffer::Rgbi`] (CUDA with nvJPEG only); `pack_planar` launches follow.
     Hardware,
 }

@@ -35,7 +35,7 @@ fn spec(kernel: Kernel) -> (&'static str, &'static [bool], Params) {
             (shaders::AUGMENT, AUGMENT, Params::Uniform)
         }
         // CUDA only: never asked of wgpu (its batcher compiles Kernel::wgsl()).
-        Kernel::PackRgbi => ("", &[true, false], Params::Storage),
+        Kernel::PackPlanar => ("", &[true, true, false], Params::Storage),
     }
 }
 

@@ -359,15 +359,32 @@ pub struct ComponentGeometry {
 /// libjpeg's geometry for component `c` of `coeffs` at IDCT scale `1/scale` (1, 2, 4, 8).
 /// Call [`Coefficients::check_supported`] first.
 pub fn geometry(coeffs: &Coefficients, c: &Component, scale: u32) -> ComponentGeometry {
+    sampled_geometry(
+        (coeffs.width, coeffs.height),
+        (coeffs.max_h, coeffs.max_v),
+        (c.h_samp, c.v_samp),
+        scale,
+    )
+}
+
+/// libjpeg's geometry of a component with sampling factors `(h, v)` in an image of
+/// `(width, height)` pixels whose largest factors are `(max_h, max_v)`, at IDCT scale
+/// `1/scale`: [`geometry`] from the frame header alone.
+pub fn sampled_geometry(
+    (width, height): (u32, u32),
+    (max_h, max_v): (u32, u32),
+    (h, v): (u32, u32),
+    scale: u32,
+) -> ComponentGeometry {
     let m = 8 / scale.clamp(1, 8);
-    let (max_h, max_v) = (coeffs.max_h.max(1), coeffs.max_v.max(1));
-    let (h, v) = (c.h_samp.max(1), c.v_samp.max(1));
+    let (max_h, max_v) = (max_h.max(1), max_v.max(1));
+    let (h, v) = (h.max(1), v.max(1));
     let mut s = m;
     while s < 8 && (max_h * m).is_multiple_of(h * s * 2) && (max_v * m).is_multiple_of(v * s * 2) {
         s *= 2;
     }
-    let dw = (u64::from(coeffs.width) * u64::from(h * s)).div_ceil(u64::from(max_h * 8)) as u32;
-    let dh = (u64::from(coeffs.height) * u64::from(v * s)).div_ceil(u64::from(max_v * 8)) as u32;
+    let dw = (u64::from(width) * u64::from(h * s)).div_ceil(u64::from(max_h * 8)) as u32;
+    let dh = (u64::from(height) * u64::from(v * s)).div_ceil(u64::from(max_v * 8)) as u32;
     let (h_in, v_in) = ((h * s / m).max(1), (v * s / m).max(1));
     let fancy = m > 1;
     let (eh, ev) = (max_h / h_in, max_v / v_in);

@@ -1,10 +1,10 @@
-//! Decode (`idct`, `color`, `orient`, `pack_rgbi`): every test JPEG at IDCT scales 1/1,
+//! Decode (`idct`, `color`, `orient`, `pack_planar`): every test JPEG at IDCT scales 1/1,
 //! 1/2, 1/4, 1/8, whole and in random windows, equal bit for bit to the scalar oracle
 //! (`decode::jpeg::{idct, color}`) and within 2 levels of the CPU decoder; CPU-decoded
 //! files through the passthrough path; small bindings split into chunks; EXIF-rotated
 //! JPEGs through a whole [`BatchPlan`], equal to the oracle turned upright, and through the
 //! backend's own decode, within 2 levels of the CPU decoder's upright image; the hardware
-//! decoder's output placed by `pack_rgbi`.
+//! decoder's output (planes, or the CPU's RGB rows) placed by `pack_planar`.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +15,7 @@ use stoker::backend::device::{
 };
 use stoker::decode::jpeg::coeffs::{pack, CoeffStatus, Coefficients, PackedJpeg};
 use stoker::decode::jpeg::color::decode_window;
+use stoker::decode::jpeg::idct::idct_component;
 use stoker::decode::jpeg::read_coefficients;
 use stoker::decode::{check_limits, cpu, peek_info, DecodeOptions, Format, Image8};
 
@@ -530,13 +531,14 @@ fn whole_images_match_the_cpu(
 }
 
 /// JPEGs for the hardware decoder (nvJPEG on CUDA): the plan decodes them whole into the
-/// RGB buffer (here the CPU decoder stands in for nvJPEG, as the CUDA backend itself does
-/// for what nvJPEG refuses), then `pack_rgbi` places each window, turned upright where
-/// EXIF says so, beside hybrid-decoded samples of the same batch. The windows are the
-/// CPU decoder's pixels. (wgpu has no `pack_rgbi`: skipped there.)
+/// hardware buffer (here the oracle IDCT's planes stand in for nvJPEG's planar output, and
+/// for every third image the CPU decoder's RGB rows, as the CUDA backend writes what
+/// nvJPEG refuses), then `pack_planar` upsamples, converts and places each window, turned
+/// upright where EXIF says so, beside hybrid-decoded samples of the same batch. The
+/// windows are the CPU decoder's pixels, exactly. (wgpu has no `pack_planar`: skipped.)
 pub fn hardware_decoded_jpegs_through_a_batch_plan_match_the_cpu_decoder(e: &dyn Executor) {
-    if !e.runs(Kernel::PackRgbi) {
-        eprintln!("skipped: {} has no pack_rgbi", e.name());
+    if !e.runs(Kernel::PackPlanar) {
+        eprintln!("skipped: {} has no pack_planar", e.name());
         return;
     }
     let mut files: Vec<PathBuf> = decode_test_jpegs();
@@ -587,25 +589,66 @@ pub fn hardware_decoded_jpegs_through_a_batch_plan_match_the_cpu_decoder(e: &dyn
     plan.plan_decode(samples.iter()).expect("plan");
     let sizes = plan.sizes();
     assert!(sizes.rgbi > 0);
-    // What nvJPEG writes: each whole image, as stored, rows `pitch` bytes apart.
+    // What the hardware step writes: for most images, what nvJPEG's planar output holds
+    // (each component at its stored resolution, here from the oracle IDCT of the
+    // coefficients, which is libjpeg's); for every third, the CPU decoder's interleaved
+    // RGB rows, as the chain writes what nvJPEG refuses; and each image's header.
     let mut rgbi = garbage(sizes.rgbi);
-    for j in plan.encoded() {
+    let mut planar = 0;
+    for (n, j) in plan.encoded().iter().enumerate() {
         let DeviceSample::Encoded { bytes, .. } = &samples[j.sample] else {
             panic!("sample {} is not encoded", j.sample);
         };
-        let mut img = Image8::default();
-        let opts = DecodeOptions {
-            orientation: false,
-            ..DecodeOptions::default()
-        };
-        cpu::decode_image(bytes, &opts, &mut img).expect("cpu decode");
-        assert_eq!((img.width, img.height), (j.full[0], j.full[1]));
-        let row = 3 * img.width as usize;
-        for (y, src) in img.data.chunks_exact(row).enumerate() {
-            let at = (j.rgbi.0 + y as u64 * j.rgbi.1) as usize;
-            rgbi[at..at + row].copy_from_slice(src);
+        let rgb = n % 3 == 1;
+        if rgb {
+            let mut img = Image8::default();
+            let opts = DecodeOptions {
+                orientation: false,
+                ..DecodeOptions::default()
+            };
+            cpu::decode_image(bytes, &opts, &mut img).expect("cpu decode");
+            assert_eq!((img.width, img.height), (j.full[0], j.full[1]));
+            let row = 3 * img.width as usize;
+            for (y, src) in img.data.chunks_exact(row).enumerate() {
+                let at = (j.rgbi.0 + y as u64 * j.rgbi.1) as usize;
+                rgbi[at..at + row].copy_from_slice(src);
+            }
+        } else {
+            planar += 1;
+            let mut coeffs = Default::default();
+            let status = read_coefficients(bytes, true, &mut coeffs).expect("coefficients");
+            assert!(matches!(status, CoeffStatus::Ready), "{status:?}");
+            let mut packed = PackedJpeg::default();
+            pack(&coeffs, 1, [0, 0, j.full[0], j.full[1]], &mut packed).expect("pack");
+            assert_eq!(packed.components.len(), j.components as usize);
+            let mut plane = Vec::new();
+            for (c, p) in j.planes[..j.components as usize].iter().enumerate() {
+                idct_component(&packed, c, &mut plane);
+                let stride = packed.components[c].plane_stride as usize * 4;
+                assert_eq!(
+                    (p.width, p.height),
+                    (
+                        packed.components[c].downsampled_width,
+                        packed.components[c].downsampled_height
+                    ),
+                    "plane {c} of sample {}",
+                    j.sample
+                );
+                for y in 0..p.height as usize {
+                    let at = (j.rgbi.0 + p.offset + y as u64 * p.pitch) as usize;
+                    let w = p.width as usize;
+                    rgbi[at..at + w].copy_from_slice(&plane[y * stride..y * stride + w]);
+                }
+            }
         }
+        let header: Vec<u8> = j
+            .header_words(rgb)
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        rgbi[j.header as usize..j.header as usize + header.len()].copy_from_slice(&header);
     }
+    assert!(planar >= 6, "only {planar} planar samples");
     let mut buffers = Buffers::for_plan(&plan).with(Buffer::Rgbi, rgbi);
     let steps: Vec<Step> = plan
         .steps()
@@ -615,7 +658,7 @@ pub fn hardware_decoded_jpegs_through_a_batch_plan_match_the_cpu_decoder(e: &dyn
         .collect();
     assert!(steps
         .iter()
-        .any(|s| matches!(s, Step::Launch(l) if l.kernel == Kernel::PackRgbi)));
+        .any(|s| matches!(s, Step::Launch(l) if l.kernel == Kernel::PackPlanar)));
     e.run(&steps, &mut buffers);
     let got = plan
         .windows_to_host(buffers.get(Buffer::Windows))

@@ -55,6 +55,9 @@ pub const NVJPEG_STATUS_INCOMPLETE_BITSTREAM: nvjpegStatus_t = 10;
 /// `nvjpegBackend_t` values.
 pub const NVJPEG_BACKEND_DEFAULT: c_int = 0;
 pub const NVJPEG_BACKEND_HARDWARE: c_int = 3;
+/// `nvjpegOutputFormat_t::NVJPEG_OUTPUT_UNCHANGED`: each component as a plane at its
+/// stored resolution, `channel[c]`.
+pub const NVJPEG_OUTPUT_UNCHANGED: c_int = 0;
 /// `nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI`: interleaved RGB in `channel[0]`.
 pub const NVJPEG_OUTPUT_RGBI: c_int = 5;
 pub const NVJPEG_FLAGS_DEFAULT: c_uint = 0;

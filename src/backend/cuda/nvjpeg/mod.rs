@@ -248,6 +248,9 @@ pub struct ImageInfo {
     pub components: u32,
     /// Chroma subsampling.
     pub subsampling: Subsampling,
+    /// Each component's `(width, height)` at its stored resolution (the first
+    /// `components`; what planar output writes).
+    pub component_sizes: [(u32, u32); 4],
 }
 
 impl ImageInfo {
@@ -291,6 +294,23 @@ impl DeviceImage {
     }
 }
 
+/// Caller-owned device memory that receives one image's components as planes at their
+/// stored resolution (`NVJPEG_OUTPUT_UNCHANGED`: Y, Cb, Cr of a YCbCr JPEG, or Y alone):
+/// plane `c` is `height[c]` rows of `pitch[c]` bytes from `ptr[c]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevicePlanes {
+    /// 1 or 3.
+    pub components: u32,
+    /// Device address of each plane's first row.
+    pub ptr: [CUdeviceptr; 3],
+    /// Bytes from one row to the next.
+    pub pitch: [usize; 3],
+    /// Capacity of each plane in samples per row.
+    pub width: [u32; 3],
+    /// Capacity of each plane in rows.
+    pub height: [u32; 3],
+}
+
 /// Why [`Decoder::decode_batch`] left an image out of the batch (checked on the host,
 /// before nvJPEG is asked to decode).
 #[derive(Debug, thiserror::Error)]
@@ -326,6 +346,14 @@ pub enum Refusal {
         /// The output's capacity in rows.
         out_height: u32,
     },
+    /// The image's components differ from its planar output's.
+    #[error("the image's components ({image}) do not match its planes ({planes})")]
+    Planes {
+        /// What the image has: `WxH` per component.
+        image: String,
+        /// What the output holds.
+        planes: String,
+    },
     /// The output's rows are too short for one row of interleaved RGB.
     #[error("output pitch {pitch} is less than {row} bytes per RGB row")]
     Pitch {
@@ -352,6 +380,9 @@ pub struct Decoder {
     engines: (u32, u32),
     /// The batch size the state is initialised for; `None` after a failed batch.
     initialized: Option<usize>,
+    /// `NVJPEG_OUTPUT_RGBI` ([`Decoder::decode_batch`]) or `NVJPEG_OUTPUT_UNCHANGED`
+    /// ([`Decoder::decode_batch_planes`]): the state is initialised for one.
+    format: c_int,
     // Host arrays handed to nvjpegDecodeBatched, kept to reuse their allocations. They are
     // cleared after each call, so they never hold pointers past it.
     data: Vec<*const c_uchar>,
@@ -467,6 +498,7 @@ impl Decoder {
             hardware,
             engines,
             initialized: None,
+            format: ffi::NVJPEG_OUTPUT_RGBI,
             data: Vec::with_capacity(batch_size),
             lengths: Vec::with_capacity(batch_size),
             destinations: Vec::with_capacity(batch_size),
@@ -507,20 +539,14 @@ impl Decoder {
         self.initialized
     }
 
-    /// Runs `nvjpegDecodeBatchedInitialize` for `batch` images (RGBI output).
+    /// Runs `nvjpegDecodeBatchedInitialize` for `batch` images (in `self.format`).
     fn initialize(&mut self, batch: c_int) -> Result<()> {
         self.initialized = None;
         // SAFETY: handle and state are live and owned by `self`; no other call on this
         // state is running on the host (we hold `&mut self`). max_cpu_threads = 1: the
         // parameter is unused by current nvJPEG, and 0 is rejected by some versions.
         let st = unsafe {
-            (self.api.decode_batched_initialize)(
-                self.handle,
-                self.state,
-                batch,
-                1,
-                ffi::NVJPEG_OUTPUT_RGBI,
-            )
+            (self.api.decode_batched_initialize)(self.handle, self.state, batch, 1, self.format)
         };
         if st != ffi::NVJPEG_STATUS_SUCCESS {
             return Err(device_err("nvjpegDecodeBatchedInitialize", st));
@@ -588,11 +614,16 @@ impl Decoder {
                 ))))
             }
         };
+        let mut component_sizes = [(0, 0); 4];
+        for (c, size) in component_sizes.iter_mut().enumerate() {
+            *size = (widths[c].max(0) as u32, heights[c].max(0) as u32);
+        }
         Ok(ImageInfo {
             width,
             height,
             components,
             subsampling: Subsampling::from_raw(subsampling),
+            component_sizes,
         })
     }
 
@@ -639,11 +670,9 @@ impl Decoder {
         is_supported == 0
     }
 
-    /// Why `bytes` cannot go to nvJPEG into `out`, checked on the host before the batch.
-    fn check_output(&self, bytes: &[u8], out: &DeviceImage) -> Result<(), Refusal> {
-        if out.ptr == 0 {
-            return Err(Refusal::NullOutput);
-        }
+    /// The header of `bytes`, or why nvJPEG is not given it (not 1 or 3 components, a
+    /// subsampling nvJPEG does not name).
+    fn check_header(&self, bytes: &[u8]) -> Result<ImageInfo, Refusal> {
         let info = self.image_info(bytes).map_err(Box::new)?;
         match info.components {
             1 | 3 => {}
@@ -653,6 +682,43 @@ impl Decoder {
         if info.subsampling == Subsampling::Unknown {
             return Err(Refusal::Subsampling);
         }
+        Ok(info)
+    }
+
+    /// Why `bytes` cannot go to nvJPEG into `out` as planes, checked on the host.
+    fn check_planes(&self, bytes: &[u8], out: &DevicePlanes) -> Result<(), Refusal> {
+        let info = self.check_header(bytes)?;
+        let n = info.components as usize;
+        let fits = out.components == info.components
+            && (0..n).all(|c| {
+                let (w, h) = info.component_sizes[c];
+                out.ptr[c] != 0
+                    && w <= out.width[c]
+                    && h <= out.height[c]
+                    && out.pitch[c] >= w as usize
+            });
+        if fits {
+            return Ok(());
+        }
+        let list = |v: &mut dyn Iterator<Item = (u32, u32)>| {
+            v.map(|(w, h)| format!("{w}x{h}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        Err(Refusal::Planes {
+            image: list(&mut info.component_sizes[..n].iter().copied()),
+            planes: list(
+                &mut (0..out.components.min(3) as usize).map(|c| (out.width[c], out.height[c])),
+            ),
+        })
+    }
+
+    /// Why `bytes` cannot go to nvJPEG into `out`, checked on the host before the batch.
+    fn check_output(&self, bytes: &[u8], out: &DeviceImage) -> Result<(), Refusal> {
+        if out.ptr == 0 {
+            return Err(Refusal::NullOutput);
+        }
+        let info = self.check_header(bytes)?;
         if info.width > out.width || info.height > out.height {
             return Err(Refusal::TooLarge {
                 width: info.width,
@@ -702,43 +768,119 @@ impl Decoder {
         images: &[&[u8]],
         outputs: &[DeviceImage],
     ) -> Result<Vec<Result<(), Refusal>>> {
-        if images.len() != outputs.len() {
+        let dest = |d: &Decoder, k: usize, bytes: &[u8]| -> Result<ffi::nvjpegImage_t, Refusal> {
+            let out = &outputs[k];
+            d.check_output(bytes, out)?;
+            let addr = usize::try_from(out.ptr).map_err(|_| Refusal::PointerRange(out.ptr))?;
+            let mut dest = ffi::nvjpegImage_t {
+                channel: [ptr::null_mut(); ffi::NVJPEG_MAX_COMPONENT],
+                pitch: [0; ffi::NVJPEG_MAX_COMPONENT],
+            };
+            // A device address, only ever dereferenced by nvJPEG on the GPU.
+            dest.channel[0] = ptr::with_exposed_provenance_mut::<c_uchar>(addr);
+            dest.pitch[0] = out.pitch;
+            Ok(dest)
+        };
+        // SAFETY: the caller upholds this function's contract, which is `run_batch`'s.
+        unsafe {
+            self.run_batch(
+                stream,
+                images,
+                outputs.len(),
+                ffi::NVJPEG_OUTPUT_RGBI,
+                &dest,
+            )
+        }
+    }
+
+    /// As [`Decoder::decode_batch`], with each image's components written as planes at
+    /// their stored resolution (`NVJPEG_OUTPUT_UNCHANGED`) into `outputs[i]`; an image
+    /// whose components do not match its output's (count, sizes) is refused
+    /// ([`Refusal::Planes`]). The state is re-initialised when the format or the number of
+    /// images differs from the last call.
+    ///
+    /// # Safety
+    /// As for [`Decoder::decode_batch`], for every plane of every output: `ptr[c]` holds
+    /// `pitch[c] * height[c]` bytes of device memory of the decoder's context, allocated
+    /// and used by nothing else from this call until `stream` has finished this work.
+    pub unsafe fn decode_batch_planes(
+        &mut self,
+        stream: CUstream,
+        images: &[&[u8]],
+        outputs: &[DevicePlanes],
+    ) -> Result<Vec<Result<(), Refusal>>> {
+        let dest = |d: &Decoder, k: usize, bytes: &[u8]| -> Result<ffi::nvjpegImage_t, Refusal> {
+            let out = &outputs[k];
+            d.check_planes(bytes, out)?;
+            let mut dest = ffi::nvjpegImage_t {
+                channel: [ptr::null_mut(); ffi::NVJPEG_MAX_COMPONENT],
+                pitch: [0; ffi::NVJPEG_MAX_COMPONENT],
+            };
+            for c in 0..out.components.min(3) as usize {
+                let addr =
+                    usize::try_from(out.ptr[c]).map_err(|_| Refusal::PointerRange(out.ptr[c]))?;
+                // A device address, only ever dereferenced by nvJPEG on the GPU.
+                dest.channel[c] = ptr::with_exposed_provenance_mut::<c_uchar>(addr);
+                dest.pitch[c] = out.pitch[c];
+            }
+            Ok(dest)
+        };
+        // SAFETY: the caller upholds this function's contract, which is `run_batch`'s.
+        unsafe {
+            self.run_batch(
+                stream,
+                images,
+                outputs.len(),
+                ffi::NVJPEG_OUTPUT_UNCHANGED,
+                &dest,
+            )
+        }
+    }
+
+    /// One `nvjpegDecodeBatched` call in `format` for the images `dest` accepts (it
+    /// checks each on the host and gives its output descriptor).
+    ///
+    /// # Safety
+    /// [`Decoder::decode_batch`]'s contract, for the outputs `dest` names.
+    unsafe fn run_batch(
+        &mut self,
+        stream: CUstream,
+        images: &[&[u8]],
+        outputs: usize,
+        format: c_int,
+        dest: &dyn Fn(&Decoder, usize, &[u8]) -> Result<ffi::nvjpegImage_t, Refusal>,
+    ) -> Result<Vec<Result<(), Refusal>>> {
+        if images.len() != outputs {
             return Err(Error::internal(format!(
-                "nvJPEG decode_batch: {} images but {} outputs",
+                "nvJPEG decode_batch: {} images but {outputs} outputs",
                 images.len(),
-                outputs.len()
             )));
         }
         self.data.clear();
         self.lengths.clear();
         self.destinations.clear();
         let mut results = Vec::with_capacity(images.len());
-        for (bytes, out) in images.iter().zip(outputs) {
-            let checked = self.check_output(bytes, out).and_then(|()| {
-                usize::try_from(out.ptr).map_err(|_| Refusal::PointerRange(out.ptr))
-            });
-            match checked {
-                Ok(addr) => {
-                    let mut dest = ffi::nvjpegImage_t {
-                        channel: [ptr::null_mut(); ffi::NVJPEG_MAX_COMPONENT],
-                        pitch: [0; ffi::NVJPEG_MAX_COMPONENT],
-                    };
-                    // A device address, only ever dereferenced by nvJPEG on the GPU.
-                    dest.channel[0] = ptr::with_exposed_provenance_mut::<c_uchar>(addr);
-                    dest.pitch[0] = out.pitch;
-                    self.data.push(bytes.as_ptr());
-                    self.lengths.push(bytes.len());
-                    self.destinations.push(dest);
+        let mut accepted = Vec::with_capacity(images.len());
+        for (k, bytes) in images.iter().enumerate() {
+            match dest(self, k, bytes) {
+                Ok(d) => {
+                    accepted.push((bytes.as_ptr(), bytes.len(), d));
                     results.push(Ok(()));
                 }
                 Err(reason) => results.push(Err(reason)),
             }
         }
+        for (p, len, d) in accepted {
+            self.data.push(p);
+            self.lengths.push(len);
+            self.destinations.push(d);
+        }
         let n = self.data.len();
         if n == 0 {
             return Ok(results);
         }
-        if self.initialized != Some(n) {
+        if self.initialized != Some(n) || self.format != format {
+            self.format = format;
             if let Err(e) = self.initialize(batch_int(n)?) {
                 self.data.clear();
                 self.lengths.clear();
@@ -747,12 +889,12 @@ impl Decoder {
             }
         }
         // SAFETY: handle and state are live and owned by `self` (exclusive through
-        // `&mut self`), and the state is initialised for `n` images with RGBI output. The
-        // three arrays hold exactly `n` entries: host pointers to `images` (readable for
-        // their lengths, alive for as long as the caller guarantees) and output descriptors
-        // whose channel[0]/pitch[0] name device memory large enough for the image (checked
-        // above against nvjpegGetImageInfo; validity guaranteed by the caller). `stream` is
-        // valid by the caller's contract.
+        // `&mut self`), and the state is initialised for `n` images in `format`. The three
+        // arrays hold exactly `n` entries: host pointers to `images` (readable for their
+        // lengths, alive for as long as the caller guarantees) and output descriptors whose
+        // channels name device memory large enough for the image (checked by `dest` against
+        // nvjpegGetImageInfo; validity guaranteed by the caller). `stream` is valid by the
+        // caller's contract.
         let st = unsafe {
             (self.api.decode_batched)(
                 self.handle,
