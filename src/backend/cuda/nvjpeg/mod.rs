@@ -311,6 +311,9 @@ pub struct DevicePlanes {
     pub height: [u32; 3],
 }
 
+/// Checks image `k` of a batch (its bytes given) and gives its output descriptor.
+type Destination<'a> = dyn Fn(&Decoder, usize, &[u8]) -> Result<ffi::nvjpegImage_t, Refusal> + 'a;
+
 /// Why [`Decoder::decode_batch`] left an image out of the batch (checked on the host,
 /// before nvJPEG is asked to decode).
 #[derive(Debug, thiserror::Error)]
@@ -848,7 +851,7 @@ impl Decoder {
         images: &[&[u8]],
         outputs: usize,
         format: c_int,
-        dest: &dyn Fn(&Decoder, usize, &[u8]) -> Result<ffi::nvjpegImage_t, Refusal>,
+        dest: &Destination<'_>,
     ) -> Result<Vec<Result<(), Refusal>>> {
         if images.len() != outputs {
             return Err(Error::internal(format!(
