@@ -1,0 +1,257 @@
+//! nvJPEG's hardware decoder on a GPU, against the CPU decoder:
+//!
+//! - each decode path (the engines through `pack_planar`, the hybrid path) on every test
+//!   JPEG, by sampling (4:4:4, 4:2:2, 4:2:0, greyscale): the largest and mean difference
+//!   from the CPU decoder, and which decoder took the files;
+//! - ordering: a slow kernel on the consumer's stream holds back each batch's kernels
+//!   while the engines decode the next batches, over 50 rounds; every batch must equal the
+//!   CPU backend's.
+//!
+//! With `STOKER_CHECK_OUT` set (the GPU check sets it), the figures go to
+//! `decode_paths.json` and `ordering.json` there. Skipped where there is no CUDA device;
+//! `STOKER_REQUIRE_CUDA=1` makes that a failure.
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use stoker::backend::cuda::batch::CudaBatcher;
+use stoker::backend::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+use stoker::backend::cuda::cudarc::nvrtc::compile_ptx;
+use stoker::backend::device::job::{prepare_with, HardwareDecode};
+use stoker::backend::device::{CoeffPool, DeviceSample};
+use stoker::decode::jpeg::markers::sampling_factors;
+use stoker::decode::{cpu, peek_info, DecodeOptions, Image8};
+use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};
+
+/// Largest per-channel difference from the CPU decoder on the hybrid path.
+const HYBRID_TOLERANCE: u8 = 2;
+/// On the engines: their IDCT is not libjpeg's; subsampled chroma, converted to RGB,
+/// carries that difference into up to two channels.
+const HARDWARE_TOLERANCE: u8 = 4;
+
+fn write_figures(name: &str, value: &serde_json::Value) {
+    if let Some(dir) = std::env::var_os("STOKER_CHECK_OUT") {
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).expect("figures folder");
+        let text = serde_json::to_string_pretty(value).expect("json");
+        std::fs::write(dir.join(format!("{name}.json")), text).expect("write figures");
+    }
+}
+
+fn sampling_name(bytes: &[u8]) -> &'static str {
+    match sampling_factors(bytes).as_deref() {
+        Some([_]) => "gray",
+        Some([(1, 1), (1, 1), (1, 1)]) => "444",
+        Some([(2, 1), (1, 1), (1, 1)]) => "422",
+        Some([(2, 2), (1, 1), (1, 1)]) => "420",
+        Some([(1, 2), (1, 1), (1, 1)]) => "440",
+        _ => "other",
+    }
+}
+
+fn jpegs() -> Vec<PathBuf> {
+    let mut files = common::decode_test_jpegs();
+    common::files_below(&common::data_dir().join("samples"), &mut files);
+    if let Some(c) = common::corpus_dir() {
+        common::files_below(&c.join("photos"), &mut files);
+    }
+    files.retain(|f| f.extension().is_some_and(|e| e.eq_ignore_ascii_case("jpg")));
+    files.sort();
+    files.dedup();
+    files
+}
+
+#[derive(Default)]
+struct Diff {
+    files: usize,
+    max: u8,
+    sum: f64,
+    values: f64,
+}
+
+impl Diff {
+    fn add(&mut self, a: &Image8, b: &Image8) {
+        assert_eq!((a.width, a.height), (b.width, b.height));
+        self.files += 1;
+        for (x, y) in a.data.iter().zip(&b.data) {
+            let d = x.abs_diff(*y);
+            self.max = self.max.max(d);
+            self.sum += f64::from(d);
+        }
+        self.values += a.data.len() as f64;
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "files": self.files,
+            "max": self.max,
+            "mean": self.sum / self.values.max(1.0),
+        })
+    }
+}
+
+#[test]
+fn each_decode_path_against_the_cpu_decoder() {
+    let Some(device) = common::cuda_device() else {
+        return;
+    };
+    let mut batcher = CudaBatcher::new(&device, 2)
+        .expect("batcher")
+        .with_hardware_decode(HardwareDecode::Exact, 16);
+    let engines = batcher.hardware_decode() != HardwareDecode::Off;
+    let pool = CoeffPool::default();
+    let opts = DecodeOptions::default();
+    let mut diffs: BTreeMap<(String, &str), Diff> = BTreeMap::new();
+    for f in jpegs() {
+        let bytes = std::fs::read(&f).expect("read");
+        if peek_info(&bytes).is_err() {
+            continue;
+        }
+        let mut want = Image8::default();
+        if cpu::decode_image(&bytes, &opts, &mut want).is_err() {
+            continue;
+        }
+        let class = sampling_name(&bytes);
+        for (path, policy) in [
+            ("hardware", HardwareDecode::Exact),
+            ("hybrid", HardwareDecode::Off),
+        ] {
+            if path == "hardware" && !engines {
+                continue;
+            }
+            let p = prepare_with(&bytes, &opts, &pool, policy).expect("prepares");
+            let encoded = matches!(p.image, DeviceSample::Encoded { .. });
+            if (path == "hardware") != encoded {
+                continue;
+            }
+            let mut got = batcher
+                .decode_to_host(std::slice::from_ref(&p.image))
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let got = got.pop().expect("one image");
+            let d = diffs.entry((path.to_string(), class)).or_default();
+            d.add(&got, &want);
+            let worst = d.max;
+            let tolerance = if path == "hardware" && !matches!(class, "444" | "gray") {
+                HARDWARE_TOLERANCE
+            } else {
+                HYBRID_TOLERANCE
+            };
+            assert!(
+                worst <= tolerance,
+                "{} ({class}, {path}): {worst} levels from the CPU decoder",
+                f.display()
+            );
+        }
+    }
+    let paths = batcher.decode_paths();
+    let mut table = serde_json::Map::new();
+    for ((path, class), d) in &diffs {
+        println!(
+            "{path:>8} {class:>5}: {:>4} files, max {:>2}, mean {:.4}",
+            d.files,
+            d.max,
+            d.sum / d.values.max(1.0)
+        );
+        table.insert(format!("{path}/{class}"), d.json());
+    }
+    println!("decode paths: {paths:?}");
+    write_figures(
+        "decode_paths",
+        &serde_json::json!({
+            "device": device.name(),
+            "engines": engines,
+            "paths": paths,
+            "differences": table,
+        }),
+    );
+    if engines {
+        assert!(paths.hardware > 0, "nothing took the engines: {paths:?}");
+        assert!(
+            diffs.keys().any(|(p, c)| p == "hardware" && *c == "420"),
+            "no 4:2:0 file took the engines"
+        );
+    }
+}
+
+/// A kernel that spins for `cycles` clock ticks on one thread.
+const SPIN: &str = r#"extern "C" __global__ void spin(unsigned long long cycles) {
+    long long start = clock64();
+    while ((unsigned long long)(clock64() - start) < cycles) {}
+}"#;
+
+#[test]
+fn batches_stay_intact_while_the_consumer_holds_the_stream() {
+    let Some(device) = common::cuda_device() else {
+        return;
+    };
+    let ctx = device.context().clone();
+    let stream = ctx.new_stream().expect("stream");
+    let ptx = compile_ptx(SPIN).expect("spin kernel");
+    let module = ctx.load_module(ptx).expect("module");
+    let spin = module.load_function("spin").expect("spin");
+    let subset = Dataset::image_folder(common::data_dir().join("samples"))
+        .expect("samples")
+        .all();
+    let aug = Augment::new()
+        .random_resized_crop(48, (0.3, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .dtype(DType::U8);
+    let build = |kind: Option<BackendKind>| {
+        let b = Pipeline::builder(subset.clone())
+            .augment(aug.clone())
+            .batch_size(4)
+            .prefetch(2)
+            .seed(11);
+        match kind {
+            Some(k) => b.backend(k),
+            None => b.cuda_stream(ctx.clone(), stream.clone()),
+        }
+        .build()
+        .expect("pipeline")
+    };
+    let gpu = build(None);
+    let cpu = build(Some(BackendKind::Cpu));
+    let (mut rounds, mut batches, mut corrupted) = (0, 0, 0);
+    let mut epoch = 0;
+    while rounds < 50 {
+        let mut host = cpu.epoch(epoch).expect("cpu epoch");
+        for b in gpu.epoch(epoch).expect("epoch") {
+            let b = b.expect("batch");
+            // Hold the consumer's stream (and so the next batches' kernels, which wait
+            // for its release) for about a millisecond while the engines go on.
+            let mut launch = stream.launch_builder(&spin);
+            let cycles: u64 = 2_000_000;
+            launch.arg(&cycles);
+            // SAFETY: `spin` takes one u64 and touches no memory.
+            unsafe { launch.launch(LaunchConfig::for_num_elems(1)) }.expect("spin");
+            let c = host.next().expect("same count").expect("cpu batch");
+            assert_eq!(b.ids(), c.ids());
+            let (g, h) = (
+                b.images::<u8>().expect("gpu"),
+                c.images::<u8>().expect("cpu"),
+            );
+            let worst = g.iter().zip(h.iter()).map(|(x, y)| x.abs_diff(*y)).max();
+            batches += 1;
+            if worst.unwrap_or(0) > HARDWARE_TOLERANCE + 1 {
+                corrupted += 1;
+            }
+            rounds += 1;
+        }
+        epoch += 1;
+    }
+    let paths = gpu.decode_paths();
+    println!("{batches} batches, {corrupted} corrupted; decode paths {paths:?}");
+    write_figures(
+        "ordering",
+        &serde_json::json!({
+            "rounds": rounds,
+            "batches": batches,
+            "corrupted": corrupted,
+            "paths": paths,
+        }),
+    );
+    assert_eq!(corrupted, 0, "{corrupted} of {batches} batches corrupted");
+}
