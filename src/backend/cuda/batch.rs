@@ -206,27 +206,10 @@ impl CudaBatcher {
     /// staging slots (at least 2).
     pub fn new(device: &CudaDevice, ring: usize) -> Result<Self> {
         let (major, minor) = device.capability();
-        let ptx = kernels::compile_all(&kernels::arch_for(major, minor))?;
         let ctx = device.context();
-        let mut functions = HashMap::new();
-        for (file, src) in ptx.iter() {
-            let module = ctx
-                .load_module(cudarc::nvrtc::Ptx::from_src(src.clone()))
-                .map_err(|source| CudaError::Module { file, source })?;
-            for k in Kernel::ALL
-                .iter()
-                .filter(|k| kernels::file_of(**k) == *file)
-            {
-                let f = module
-                    .load_function(k.name())
-                    .map_err(|source| CudaError::Function {
-                        file,
-                        kernel: k.name(),
-                        source,
-                    })?;
-                functions.insert(*k, f);
-            }
-        }
+        let loaded = kernels::load(ctx, major, minor)?;
+        loaded.report.log();
+        let functions = loaded.functions;
         let copy = ctx.new_stream().map_err(device_err)?;
         let compute = ctx.new_stream().map_err(device_err)?;
         let mut slots = Vec::new();

@@ -6,7 +6,6 @@ use std::fmt;
 
 use cudarc::driver::DriverError;
 use cudarc::nvrtc::result::NvrtcError;
-use cudarc::nvrtc::CompileError;
 
 use crate::error::Error;
 
@@ -56,15 +55,16 @@ pub enum CudaError {
         /// NVRTC's compile log: the errors, with file and line.
         log: String,
     },
-    /// NVRTC failed otherwise (creating or destroying the program, fetching the PTX).
-    #[error("NVRTC could not compile {file} for {arch}: {source:?}")]
-    NvrtcFailed {
-        /// The kernel source file.
-        file: String,
-        /// The virtual architecture.
-        arch: String,
-        /// cudarc's error.
-        source: CompileError,
+    /// Another NVRTC call failed (creating a program, fetching its PTX or CUBIN, asking
+    /// the version).
+    #[error("NVRTC: {call} failed ({what}): {status:?}")]
+    NvrtcCall {
+        /// The NVRTC function.
+        call: &'static str,
+        /// What it was called for: `idct.cu for sm_90`, or the library's path.
+        what: String,
+        /// NVRTC's status.
+        status: NvrtcError,
     },
     /// An nvJPEG call returned a status other than success.
     #[error("nvJPEG: {call} failed: {status}")]

@@ -1,21 +1,33 @@
 //! The CUDA kernels: `kernels/*.cu` with `kernels/common.cuh` prepended, compiled at
-//! first use by NVRTC for the device's architecture and cached for the process.
+//! first use by NVRTC for the device's architecture and cached for the process, then
+//! loaded on a context by [`load`].
+//!
+//! Each source is compiled for the device's real architecture (`sm_90`) and loaded as
+//! that CUBIN, which the driver runs as it is: PTX would be compiled by the driver, which
+//! refuses PTX of an ISA newer than itself, so an NVRTC newer than the driver could not
+//! be used. PTX for the virtual architecture (`compute_90`) is the fallback, where NVRTC
+//! cannot make the CUBIN or the driver refuses it. NVRTC runs on the CPU: compiling needs
+//! no GPU.
 //!
 //! Compiled with `--fmad=false`: the colour jitter and normalisation are f32 arithmetic
 //! that must round as the CPU reference does, which a fused multiply-add would not.
 //!
-//! NVRTC is found by its library name (`libnvrtc.so.13` on the loader path); when that
-//! fails, it is loaded from `$CUDA_HOME/lib`, `$CUDA_HOME/lib64` or
-//! `/usr/local/cuda/lib64` by absolute path (its builtins library first, which the 13.0
-//! release does not find on its own), so that cudarc's later lookup by name succeeds.
+//! How NVRTC itself is found: see [`super::nvrtc`].
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::Ptx;
 
 use super::error::CudaError;
+use super::nvrtc;
 use crate::backend::device::launch::Kernel;
 use crate::error::{Error, Result};
+
+pub use super::nvrtc::library_dirs;
 
 /// The header prepended to every kernel source.
 pub const COMMON: &str = include_str!("../../../kernels/common.cuh");
@@ -46,136 +58,486 @@ pub fn file_of(kernel: Kernel) -> &'static str {
     }
 }
 
-/// Directories where a CUDA installation keeps its libraries: `$CUDA_HOME/lib`,
-/// `$CUDA_HOME/lib64` (also `$CUDA_PATH`), then `/usr/local/cuda/lib64`.
-pub fn library_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    for var in ["CUDA_HOME", "CUDA_PATH"] {
-        if let Some(home) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            let home = PathBuf::from(home);
-            dirs.push(home.join("lib"));
-            dirs.push(home.join("lib64"));
-        }
-    }
-    dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
-    dirs
-}
-
 /// Makes NVRTC loadable, or says why it is not. Checked once per process.
 pub fn nvrtc_available() -> Result<()> {
-    // The reason is kept as text: it becomes `BackendUnavailable`'s reason on every call.
-    static FOUND: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    FOUND
-        .get_or_init(|| find_nvrtc().map_err(|e| e.to_string()))
-        .clone()
-        .map_err(|reason| Error::BackendUnavailable {
-            backend: "cuda".into(),
-            reason,
-        })
+    nvrtc::version().map(|_| ())
 }
 
-fn find_nvrtc() -> std::result::Result<(), CudaError> {
-    // SAFETY: cudarc's probe only tries to dlopen NVRTC by name and drops the handle;
-    // loading NVRTC runs no code of ours.
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Ok(());
-    }
-    for dir in library_dirs() {
-        let (builtins, nvrtc) = (
-            dir.join("libnvrtc-builtins.so.13.0"),
-            dir.join("libnvrtc.so.13"),
-        );
-        if !nvrtc.exists() {
-            continue;
-        }
-        for lib in [builtins, nvrtc] {
-            if !lib.exists() {
-                continue;
-            }
-            // SAFETY: loading NVRTC runs only its own initialisers. The handle is leaked
-            // on purpose: the library stays loaded so cudarc's later dlopen by SONAME
-            // finds it.
-            match unsafe { libloading::Library::new(&lib) } {
-                Ok(l) => std::mem::forget(l),
-                Err(source) => {
-                    return Err(CudaError::Load {
-                        path: lib.display().to_string(),
-                        source,
-                    })
-                }
-            }
-        }
-        // SAFETY: as above.
-        if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Ok(());
-        }
-    }
-    Err(CudaError::NotFound {
-        library: "NVRTC (libnvrtc.so.13)",
-        hint: "install the CUDA 13 toolkit or the nvidia-cuda-nvrtc wheel and put its lib/ \
-               on LD_LIBRARY_PATH or in CUDA_HOME",
+/// The version `(major, minor)` of the NVRTC that compiles the kernels (loading it first
+/// where needed).
+pub fn nvrtc_version() -> Result<(i32, i32)> {
+    nvrtc::version()
+}
+
+/// One kernel source compiled by NVRTC.
+#[derive(Debug, Clone)]
+pub struct CompiledFile {
+    /// The source file (one of [`SOURCES`]).
+    pub file: &'static str,
+    /// The PTX.
+    pub ptx: String,
+    /// The CUBIN (an ELF image), when compiled for a real architecture (`sm_90`).
+    pub cubin: Option<Vec<u8>>,
+    /// How long NVRTC took, in seconds.
+    pub seconds: f64,
+}
+
+/// Compiles `file` (one of [`SOURCES`]) for `arch`: a virtual architecture
+/// (`compute_90`) gives PTX, a real one (`sm_90`) PTX and a CUBIN. An NVRTC error
+/// carries NVRTC's log.
+pub fn compile_file(file: &str, arch: &str) -> Result<CompiledFile> {
+    let (file, _) = SOURCES
+        .iter()
+        .find(|(f, _)| *f == file)
+        .ok_or_else(|| Error::internal(format!("no kernel source {file:?}")))?;
+    let source =
+        full_source(file).ok_or_else(|| Error::internal(format!("no kernel source {file:?}")))?;
+    let options = [
+        "--fmad=false".to_string(),
+        "--std=c++17".into(),
+        "-default-device".into(),
+    ];
+    let t = Instant::now();
+    let out = nvrtc::compile(file, &source, arch, &options)?;
+    Ok(CompiledFile {
+        file,
+        ptx: out.ptx,
+        cubin: out.cubin,
+        seconds: t.elapsed().as_secs_f64(),
     })
 }
 
 /// Compiles `file` (one of [`SOURCES`]) to PTX for `arch` (`compute_90`, ...). An NVRTC
 /// error carries NVRTC's log.
 pub fn compile(file: &str, arch: &str) -> Result<String> {
-    nvrtc_available()?;
-    let source =
-        full_source(file).ok_or_else(|| Error::internal(format!("no kernel source {file:?}")))?;
-    let opts = cudarc::nvrtc::CompileOptions {
-        fmad: Some(false),
-        options: vec![
-            format!("--gpu-architecture={arch}"),
-            "--std=c++17".into(),
-            "-default-device".into(),
-        ],
-        name: Some(file.into()),
-        ..Default::default()
-    };
-    match cudarc::nvrtc::compile_ptx_with_opts(source, opts) {
-        Ok(ptx) => Ok(ptx.to_src()),
-        Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => {
-            Err(CudaError::Nvrtc {
-                file: file.into(),
-                arch: arch.into(),
-                status: nvrtc,
-                log: log.to_string_lossy().into_owned(),
-            }
-            .into())
-        }
-        Err(source) => Err(CudaError::NvrtcFailed {
-            file: file.into(),
-            arch: arch.into(),
-            source,
-        }
-        .into()),
-    }
+    compile_file(file, arch).map(|c| c.ptx)
 }
 
-/// PTX of every kernel source, `(file, PTX)`.
-pub type Compiled = Arc<Vec<(&'static str, String)>>;
+/// Every kernel source compiled for one architecture, in the order of [`SOURCES`].
+pub type Compiled = Arc<Vec<CompiledFile>>;
 
-/// Every kernel source compiled for `arch`, cached for the process.
+/// Every kernel source compiled for `arch` (see [`compile_file`]), cached for the
+/// process.
 pub fn compile_all(arch: &str) -> Result<Compiled> {
+    compile_cached(arch).map(|(c, _)| c)
+}
+
+/// [`compile_all`], and whether it came from the cache.
+fn compile_cached(arch: &str) -> Result<(Compiled, bool)> {
     static CACHE: OnceLock<Mutex<HashMap<String, Compiled>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     if let Some(hit) = cache.lock().ok().and_then(|c| c.get(arch).cloned()) {
-        return Ok(hit);
+        return Ok((hit, true));
     }
     let mut out = Vec::with_capacity(SOURCES.len());
     for (file, _) in SOURCES {
-        out.push((file, compile(file, arch)?));
+        out.push(compile_file(file, arch)?);
     }
     let out = Arc::new(out);
     if let Ok(mut c) = cache.lock() {
         c.insert(arch.to_string(), Arc::clone(&out));
     }
-    Ok(out)
+    Ok((out, false))
 }
 
-/// The virtual architecture NVRTC compiles for on a device of compute capability
-/// `(major, minor)`.
+/// The virtual architecture NVRTC compiles PTX for on a device of compute capability
+/// `(major, minor)`: `compute_90`.
 pub fn arch_for(major: i32, minor: i32) -> String {
     format!("compute_{major}{minor}")
+}
+
+/// The real architecture of a device of compute capability `(major, minor)`, which its
+/// CUBIN is compiled for: `sm_90`.
+pub fn sm_for(major: i32, minor: i32) -> String {
+    format!("sm_{major}{minor}")
+}
+
+/// The PTX ISA version of `ptx`, from its `.version` line: `"9.0"`.
+pub fn ptx_isa(ptx: &str) -> Option<&str> {
+    ptx.lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix(".version"))
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// What was loaded onto the device for one kernel source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Image {
+    /// The CUBIN for the device's own architecture, as NVRTC made it.
+    Cubin,
+    /// PTX, compiled by the driver when loaded.
+    Ptx,
+}
+
+/// How one kernel source was compiled and loaded.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FileReport {
+    /// The source file.
+    pub file: &'static str,
+    /// What was loaded.
+    pub image: Image,
+    /// NVRTC's time for what was loaded, in seconds (when first compiled in this
+    /// process: see [`LoadReport::cached`]).
+    pub compile_seconds: f64,
+    /// The driver's time to load it (for PTX, its JIT compile), in seconds.
+    pub load_seconds: f64,
+    /// Why the CUBIN was not loaded, for [`Image::Ptx`].
+    pub fallback: Option<String>,
+}
+
+/// The resources of one loaded kernel, as the driver reports them
+/// (`cuFuncGetAttribute`); `None` where the driver would not say.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KernelReport {
+    /// The entry point.
+    pub name: &'static str,
+    /// Its source file.
+    pub file: &'static str,
+    /// The threads per block it is launched with.
+    pub workgroup: u32,
+    /// Registers per thread.
+    pub registers: Option<i32>,
+    /// Local memory (the stack frame: arrays and spills) per thread, in bytes.
+    pub local_bytes: Option<i32>,
+    /// Statically allocated shared memory per block, in bytes.
+    pub shared_bytes: Option<i32>,
+    /// Constant memory, in bytes.
+    pub const_bytes: Option<i32>,
+    /// The most threads per block it can be launched with on this device.
+    pub max_threads_per_block: Option<i32>,
+    /// The PTX virtual architecture it was compiled from (`90`).
+    pub ptx_version: Option<i32>,
+    /// The architecture of its binary (`90`).
+    pub binary_version: Option<i32>,
+}
+
+/// What [`load`] did: NVRTC's version, what was compiled and loaded and how long it
+/// took, and each kernel's resources.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoadReport {
+    /// The NVRTC version, `"13.0"`.
+    pub nvrtc: String,
+    /// The device's architecture, `"sm_90"`.
+    pub arch: String,
+    /// The PTX ISA version NVRTC wrote (`.version` of the PTX), `"9.0"`.
+    pub ptx_isa: Option<String>,
+    /// Whether the compiled kernels came from this process's cache.
+    pub cached: bool,
+    /// Whether every source was loaded as a CUBIN.
+    pub all_cubin: bool,
+    /// NVRTC's time, in seconds, summed over what was loaded.
+    pub compile_seconds: f64,
+    /// The time to load every module and its functions, in seconds.
+    pub load_seconds: f64,
+    /// Per source file, in the order of [`SOURCES`].
+    pub files: Vec<FileReport>,
+    /// Per kernel, in the order of [`Kernel::ALL`].
+    pub kernels: Vec<KernelReport>,
+}
+
+impl LoadReport {
+    /// Logs the report: at `info` level the first time in the process, at `debug` after
+    /// (every batcher loads the kernels).
+    pub fn log(&self) {
+        static LOGGED: AtomicBool = AtomicBool::new(false);
+        let level = if LOGGED.swap(true, Ordering::Relaxed) {
+            log::Level::Debug
+        } else {
+            log::Level::Info
+        };
+        let images = if self.all_cubin {
+            "CUBIN"
+        } else if self.files.iter().any(|f| f.image == Image::Cubin) {
+            "CUBIN and PTX"
+        } else {
+            "PTX"
+        };
+        log::log!(
+            level,
+            "cuda: kernels for {} loaded as {images} in {:.3} s (NVRTC {}, PTX ISA {}, compiled in {:.2} s{})",
+            self.arch,
+            self.load_seconds,
+            self.nvrtc,
+            self.ptx_isa.as_deref().unwrap_or("unknown"),
+            self.compile_seconds,
+            if self.cached { ", cached" } else { "" }
+        );
+        let n = |v: Option<i32>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+        for k in &self.kernels {
+            log::log!(
+                level,
+                "cuda: kernel {}: {} registers, {} local bytes, {} shared bytes",
+                k.name,
+                n(k.registers),
+                n(k.local_bytes),
+                n(k.shared_bytes)
+            );
+        }
+    }
+}
+
+/// The kernels loaded on a context, and how.
+#[derive(Debug)]
+pub struct Loaded {
+    /// Every kernel of [`Kernel::ALL`].
+    pub functions: HashMap<Kernel, CudaFunction>,
+    /// What was compiled and loaded.
+    pub report: LoadReport,
+}
+
+/// Compiles (or takes from the cache) every kernel for a device of compute capability
+/// `(major, minor)` and loads it on `ctx`.
+///
+/// Each source is loaded as the CUBIN for the device's own architecture (`sm_XY`), which
+/// the driver runs as it is; where NVRTC cannot make it or the driver refuses it, as PTX
+/// for `compute_XY`, which the driver compiles (and which needs a driver at least as new
+/// as NVRTC). Each fallback is logged at `info` level with its reason.
+pub fn load(ctx: &Arc<CudaContext>, major: i32, minor: i32) -> Result<Loaded> {
+    let (nv_major, nv_minor) = nvrtc_version()?;
+    let mut images = Images::new(sm_for(major, minor), arch_for(major, minor));
+    let mut files = Vec::with_capacity(SOURCES.len());
+    let mut kernels = Vec::with_capacity(Kernel::ALL.len());
+    let mut functions = HashMap::new();
+    let mut isa = None;
+    let t = Instant::now();
+    for (file, _) in SOURCES {
+        let (module, report, ptx_isa) = images.load(ctx, file)?;
+        isa = isa.or(ptx_isa);
+        for k in Kernel::ALL.iter().filter(|k| file_of(**k) == file) {
+            let f = module
+                .load_function(k.name())
+                .map_err(|source| CudaError::Function {
+                    file,
+                    kernel: k.name(),
+                    source,
+                })?;
+            kernels.push(resources(*k, file, &f));
+            functions.insert(*k, f);
+        }
+        files.push(report);
+    }
+    let load_seconds = t.elapsed().as_secs_f64();
+    kernels.sort_by_key(|k| Kernel::ALL.iter().position(|a| a.name() == k.name));
+    let report = LoadReport {
+        nvrtc: format!("{nv_major}.{nv_minor}"),
+        cached: images.cached(),
+        arch: images.sm,
+        ptx_isa: isa,
+        all_cubin: files.iter().all(|f| f.image == Image::Cubin),
+        compile_seconds: files.iter().map(|f| f.compile_seconds).sum(),
+        load_seconds,
+        files,
+        kernels,
+    };
+    Ok(Loaded { functions, report })
+}
+
+/// The compiled kernels [`load`] chooses from: the CUBINs (or why there are none), and
+/// the PTX, compiled when first needed.
+struct Images {
+    /// The device's architecture, `sm_90`.
+    sm: String,
+    /// Its virtual architecture, `compute_90`.
+    compute: String,
+    cubins: std::result::Result<(Compiled, bool), String>,
+    ptx: Option<(Compiled, bool)>,
+}
+
+impl Images {
+    fn new(sm: String, compute: String) -> Self {
+        let cubins = compile_cached(&sm).map_err(|e| {
+            log::info!("cuda: no {sm} CUBIN, loading PTX for {compute} instead: {e}");
+            e.to_string()
+        });
+        Images {
+            sm,
+            compute,
+            cubins,
+            ptx: None,
+        }
+    }
+
+    /// Whether everything loaded came from this process's cache.
+    fn cached(&self) -> bool {
+        let cubins = self.cubins.as_ref().map_or(true, |(_, hit)| *hit);
+        cubins && self.ptx.as_ref().is_none_or(|(_, hit)| *hit)
+    }
+
+    /// Loads `file` as its CUBIN or else as PTX; with its report and PTX ISA version.
+    fn load(
+        &mut self,
+        ctx: &Arc<CudaContext>,
+        file: &'static str,
+    ) -> Result<(Arc<CudaModule>, FileReport, Option<String>)> {
+        let (module, image, compiled, fallback) = match self.cubin(ctx, file) {
+            Ok((m, c)) => (m, Image::Cubin, c, None),
+            Err(why) => {
+                if self.cubins.is_ok() {
+                    let compute = &self.compute;
+                    log::info!("cuda: {file}: {why}; loading PTX for {compute} instead");
+                }
+                let (m, c) = self.ptx(ctx, file)?;
+                (m, Image::Ptx, c, Some(why))
+            }
+        };
+        let report = FileReport {
+            file,
+            image,
+            compile_seconds: compiled.seconds,
+            load_seconds: compiled.load_seconds,
+            fallback,
+        };
+        Ok((module, report, compiled.ptx_isa))
+    }
+
+    /// `file`'s CUBIN loaded, or why it could not be.
+    fn cubin(
+        &self,
+        ctx: &Arc<CudaContext>,
+        file: &str,
+    ) -> std::result::Result<(Arc<CudaModule>, Summary), String> {
+        let all = &self.cubins.as_ref().map_err(String::clone)?.0;
+        let c = all.iter().find(|c| c.file == file);
+        let (c, image) = c
+            .and_then(|c| c.cubin.as_ref().map(|b| (c, b)))
+            .ok_or_else(|| format!("NVRTC made no {} CUBIN of {file}", self.sm))?;
+        let t = Instant::now();
+        match ctx.load_module(Ptx::from_binary(image.clone())) {
+            Ok(m) => Ok((m, Summary::of(c, t))),
+            Err(e) => Err(format!("the driver refused the {} CUBIN: {e}", self.sm)),
+        }
+    }
+
+    /// `file`'s PTX (compiled on the first call) loaded, which the driver compiles.
+    fn ptx(
+        &mut self,
+        ctx: &Arc<CudaContext>,
+        file: &'static str,
+    ) -> Result<(Arc<CudaModule>, Summary)> {
+        let all = match &self.ptx {
+            Some((all, _)) => Arc::clone(all),
+            None => {
+                let p = compile_cached(&self.compute)?;
+                let all = Arc::clone(&p.0);
+                self.ptx = Some(p);
+                all
+            }
+        };
+        let c = all
+            .iter()
+            .find(|c| c.file == file)
+            .ok_or_else(|| Error::internal(format!("{file} missing from the compiled kernels")))?;
+        let t = Instant::now();
+        let m = ctx
+            .load_module(Ptx::from_src(c.ptx.clone()))
+            .map_err(|source| CudaError::Module { file, source })?;
+        Ok((m, Summary::of(c, t)))
+    }
+}
+
+/// What the report keeps of a compiled source and its loading.
+struct Summary {
+    seconds: f64,
+    ptx_isa: Option<String>,
+    load_seconds: f64,
+}
+
+impl Summary {
+    /// `c`, loaded from `start` until now.
+    fn of(c: &CompiledFile, start: Instant) -> Self {
+        Summary {
+            seconds: c.seconds,
+            ptx_isa: ptx_isa(&c.ptx).map(str::to_string),
+            load_seconds: start.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// What the driver says `f` uses.
+fn resources(kernel: Kernel, file: &'static str, f: &CudaFunction) -> KernelReport {
+    use cudarc::driver::sys::CUfunction_attribute_enum as A;
+    let get = |a: A| match f.get_attribute(a) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            log::debug!("cuda: {}: cannot query {a:?}: {e}", kernel.name());
+            None
+        }
+    };
+    KernelReport {
+        name: kernel.name(),
+        file,
+        workgroup: kernel.workgroup(),
+        registers: get(A::CU_FUNC_ATTRIBUTE_NUM_REGS),
+        local_bytes: get(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+        shared_bytes: get(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+        const_bytes: get(A::CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES),
+        max_threads_per_block: get(A::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+        ptx_version: get(A::CU_FUNC_ATTRIBUTE_PTX_VERSION),
+        binary_version: get(A::CU_FUNC_ATTRIBUTE_BINARY_VERSION),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ptx_isa_is_read_from_the_version_line() {
+        let ptx = "//\n// Generated by NVIDIA NVVM Compiler\n//\n\n.version 9.0\n.target sm_90\n";
+        assert_eq!(ptx_isa(ptx), Some("9.0"));
+        assert_eq!(ptx_isa(".target sm_90\n"), None);
+    }
+
+    #[test]
+    fn architectures_are_named_from_the_compute_capability() {
+        assert_eq!(sm_for(9, 0), "sm_90");
+        assert_eq!(arch_for(9, 0), "compute_90");
+        assert_eq!(sm_for(12, 0), "sm_120");
+    }
+
+    #[test]
+    fn the_load_report_serialises_with_its_units_in_the_names() {
+        let report = LoadReport {
+            nvrtc: "13.0".into(),
+            arch: "sm_90".into(),
+            ptx_isa: Some("9.0".into()),
+            cached: false,
+            all_cubin: false,
+            compile_seconds: 1.5,
+            load_seconds: 0.25,
+            files: vec![FileReport {
+                file: "idct.cu",
+                image: Image::Ptx,
+                compile_seconds: 1.5,
+                load_seconds: 0.25,
+                fallback: Some("the driver refused the sm_90 CUBIN".into()),
+            }],
+            kernels: vec![KernelReport {
+                name: "idct",
+                file: "idct.cu",
+                workgroup: 64,
+                registers: Some(96),
+                local_bytes: Some(0),
+                shared_bytes: Some(0),
+                const_bytes: None,
+                max_threads_per_block: Some(640),
+                ptx_version: Some(90),
+                binary_version: Some(90),
+            }],
+        };
+        let json = serde_json::to_value(&report).expect("json");
+        assert_eq!(json["files"][0]["image"], "ptx");
+        assert_eq!(json["kernels"][0]["registers"], 96);
+        assert!(json["kernels"][0]["const_bytes"].is_null());
+        assert_eq!(json["ptx_isa"], "9.0");
+    }
+
+    #[test]
+    fn every_kernel_lives_in_a_source() {
+        for k in Kernel::ALL {
+            assert!(full_source(file_of(k)).is_some(), "{}", k.name());
+        }
+    }
 }

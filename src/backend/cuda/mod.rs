@@ -21,6 +21,7 @@ mod hardware;
 pub mod kernels;
 pub mod memory;
 pub mod nvjpeg;
+pub mod nvrtc;
 
 pub use error::CudaError;
 

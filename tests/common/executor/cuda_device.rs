@@ -1,16 +1,15 @@
-//! The CUDA kernels on a GPU: the PTX the backend compiles with NVRTC, each step launched
+//! The CUDA kernels on a GPU: as the backend compiles (NVRTC) and loads them, each step launched
 //! on the device's stream with the backend's [`KernelArgs`]; decodes through its
 //! [`CudaBatcher`]. Skips where there is no CUDA device unless `STOKER_REQUIRE_CUDA=1`
 //! (set on GPU machines).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use stoker::backend::cuda::batch::CudaBatcher;
 use stoker::backend::cuda::cudarc::driver::{
-    result, CudaFunction, CudaModule, DevicePtr, DriverError, LaunchConfig, PushKernelArg,
+    result, CudaFunction, DevicePtr, DriverError, LaunchConfig, PushKernelArg,
 };
-use stoker::backend::cuda::cudarc::nvrtc::Ptx;
 use stoker::backend::cuda::memory::KernelArgs;
 use stoker::backend::cuda::{kernels, CudaDevice};
 use stoker::backend::device::launch::MAX_BINDINGS;
@@ -34,25 +33,12 @@ pub fn get() -> Option<&'static CudaExecutor> {
     crate::common::require_or_skip(exec.as_ref(), "STOKER_REQUIRE_CUDA", "CUDA device")
 }
 
-/// Loads every kernel on `device` (a device without NVRTC or whose PTX does not load
-/// fails the test).
+/// Loads every kernel on `device` as the backend does (a device without NVRTC or whose
+/// kernels do not load fails the test).
 fn load(device: CudaDevice) -> CudaExecutor {
     let (major, minor) = device.capability();
-    let ptx = kernels::compile_all(&kernels::arch_for(major, minor)).expect("NVRTC");
-    let ctx = device.context();
-    let mut modules: HashMap<&str, Arc<CudaModule>> = HashMap::new();
-    for (file, src) in ptx.iter() {
-        let module = ctx.load_module(Ptx::from_src(src.clone()));
-        modules.insert(file, module.unwrap_or_else(|e| panic!("{file}: {e}")));
-    }
-    let functions = Kernel::ALL
-        .into_iter()
-        .map(|k| {
-            let module = &modules[kernels::file_of(k)];
-            let f = module.load_function(k.name());
-            (k, f.unwrap_or_else(|e| panic!("{}: {e}", k.name())))
-        })
-        .collect();
+    let loaded = kernels::load(device.context(), major, minor);
+    let functions = loaded.unwrap_or_else(|e| panic!("{e}")).functions;
     let batcher = CudaBatcher::new(&device, 2).expect("the batcher");
     CudaExecutor {
         device,
