@@ -13,10 +13,35 @@ mod common;
 #[path = "common/executor/mod.rs"]
 mod executor;
 
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
 use stoker::backend::cuda::cudarc::driver::CudaContext;
 use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};
 
-executor::executor_tests!(executor::cuda_device::get());
+/// The device, as the tests here share it. The harness runs them in parallel, and a test
+/// that measures free device memory must not see another's allocations: it takes this
+/// lock with [`exclusive`], and every other test here that touches the device takes it
+/// with [`shared`] first (a new one too), so they still run side by side.
+static DEVICE: RwLock<()> = RwLock::new(());
+
+/// The device shared with the other tests that do not measure its memory.
+fn shared() -> RwLockReadGuard<'static, ()> {
+    // A test that failed holding the lock left nothing to repair.
+    DEVICE.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The device alone, for a test that measures its free memory.
+fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    DEVICE.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `value`; called as `holding(&shared(), ..)` in an `if let` scrutinee, where the guard
+/// (a temporary) lives until the end of the `if let`, around the case it runs.
+fn holding<T>(_guard: &RwLockReadGuard<'static, ()>, value: T) -> T {
+    value
+}
+
+executor::executor_tests!(holding(&shared(), executor::cuda_device::get()));
 
 fn photos() -> stoker::Subset {
     Dataset::image_folder(common::data_dir().join("samples"))
@@ -26,6 +51,7 @@ fn photos() -> stoker::Subset {
 
 #[test]
 fn batches_arrive_on_the_callers_stream() {
+    let _device = shared();
     if common::cuda_device().is_none() {
         return;
     }
@@ -81,6 +107,7 @@ fn batches_arrive_on_the_callers_stream() {
 
 #[test]
 fn auto_prefers_cuda() {
+    let _device = shared();
     if common::cuda_device().is_none() {
         return;
     }
@@ -94,6 +121,7 @@ fn auto_prefers_cuda() {
 
 #[test]
 fn device_memory_does_not_grow_over_a_thousand_batches() {
+    let _device = exclusive();
     let Some(device) = common::cuda_device() else {
         return;
     };
