@@ -6,7 +6,7 @@ use super::{cache::Cache, stats::Counters, Config, OnError, Pipeline};
 use crate::augment::Augment;
 use crate::backend::device::job::HardwareDecode;
 use crate::backend::device::BatcherConfig;
-use crate::backend::{self, BackendKind};
+use crate::backend::{self, Backend, BackendKind, Selected};
 use crate::decode::Limits;
 use crate::error::{Error, Result};
 use crate::source::sampler::shard_from_env;
@@ -17,6 +17,8 @@ use crate::source::{Role, Sampler, Subset};
 pub struct PipelineBuilder {
     subset: Subset,
     backend: BackendKind,
+    /// A backend the caller made: used as it is, with no selection.
+    backend_instance: Option<Arc<dyn Backend>>,
     backend_opts: backend::BackendOptions,
     augment: Augment,
     batch_size: usize,
@@ -46,6 +48,7 @@ impl PipelineBuilder {
         PipelineBuilder {
             subset,
             backend: BackendKind::Auto,
+            backend_instance: None,
             backend_opts: backend::BackendOptions::default(),
             augment: Augment::new(),
             batch_size: 32,
@@ -113,6 +116,17 @@ impl PipelineBuilder {
     /// The backend (default `Auto`).
     pub fn backend(mut self, kind: BackendKind) -> Self {
         self.backend = kind;
+        self
+    }
+
+    /// Runs the pipeline on `backend`, a backend made outside stoker's own selection: a
+    /// custom device batcher (a [`Backend`] whose [`Backend::batcher`] hands out the
+    /// caller's own [`DeviceBatcher`](crate::backend::device::DeviceBatcher)), or one
+    /// already opened. It takes the place of [`Self::backend`] and of the caller's own
+    /// device ([`Self::wgpu_device`], `cuda_stream`); its batcher is set up at
+    /// [`Self::build`] as stoker's own backends' are.
+    pub fn backend_instance(mut self, backend: Arc<dyn Backend>) -> Self {
+        self.backend_instance = Some(backend);
         self
     }
 
@@ -273,19 +287,7 @@ impl PipelineBuilder {
         let sampler = Sampler::new(samples.len(), self.seed, shuffle)
             .shard(rank, world)?
             .batches_of(self.batch_size, self.drop_last)?;
-        #[cfg(feature = "cuda")]
-        let selected = {
-            let mut opts = self.backend_opts.clone();
-            if let Some((ctx, stream)) = &self.cuda_user {
-                opts.cuda = Some(backend::cuda::CudaDevice::from_context(
-                    Arc::clone(ctx),
-                    Arc::clone(stream),
-                )?);
-            }
-            backend::select_with(self.backend, workers, &opts)?
-        };
-        #[cfg(not(feature = "cuda"))]
-        let selected = backend::select_with(self.backend, workers, &self.backend_opts)?;
+        let selected = self.select(workers)?;
         let batcher = selected.backend.batcher(&BatcherConfig {
             ring: self.prefetch.max(2),
             batch_size: self.batch_size,
@@ -335,6 +337,31 @@ impl PipelineBuilder {
             staging: Arc::new(Mutex::new(Vec::new())),
             workers: Arc::new(Mutex::new(Vec::new())),
         })
+    }
+
+    /// The backend: the caller's own instance, or the one selected as asked.
+    fn select(&self, workers: usize) -> Result<Selected> {
+        if let Some(b) = &self.backend_instance {
+            let reason = format!("{} backend given by the caller: {}", b.kind(), b.device());
+            log::info!("backend: {reason}");
+            return Ok(Selected {
+                backend: Arc::clone(b),
+                reason,
+            });
+        }
+        #[cfg(feature = "cuda")]
+        {
+            let mut opts = self.backend_opts.clone();
+            if let Some((ctx, stream)) = &self.cuda_user {
+                opts.cuda = Some(backend::cuda::CudaDevice::from_context(
+                    Arc::clone(ctx),
+                    Arc::clone(stream),
+                )?);
+            }
+            backend::select_with(self.backend, workers, &opts)
+        }
+        #[cfg(not(feature = "cuda"))]
+        backend::select_with(self.backend, workers, &self.backend_opts)
     }
 
     /// Refuses a configuration whose host memory in flight (the ring of batch buffers, on
