@@ -18,7 +18,7 @@ use super::stats::Counters;
 use super::{Config, OnError};
 use crate::augment::reference::Scratch;
 use crate::augment::SamplePlan;
-use crate::backend::device::job::{prepare_for, DeviceJob, DeviceSample};
+use crate::backend::device::job::{prepare_for, DeviceJob, DeviceSample, HardwareDecode, Prepared};
 use crate::backend::device::DeviceBuffers;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
 use crate::decode::{DecodeWarning, LabelPlane};
@@ -407,9 +407,15 @@ fn prepare_device(
         ));
     }
     // What one device binding cannot hold is decoded by the CPU for this sample.
-    let prepared = prepare_for(image, info, &opts, &cfg.coeff_pool, cfg.hardware_decode)
-        .and_then(|p| p.fit_bindings(image, &opts, &cfg.coeff_pool, cfg.device_max_binding))
-        .map_err(|e| decode_error(s, "image", &e));
+    let prepare = |hardware| {
+        prepare_for(image, info, &opts, &cfg.coeff_pool, hardware)
+            .and_then(|p| p.fit_bindings(image, &opts, &cfg.coeff_pool, cfg.device_max_binding))
+            .map_err(|e| decode_error(s, "image", &e))
+    };
+    let prepared = prepare(cfg.hardware_decode).and_then(|p| match p.image {
+        DeviceSample::Encoded { .. } => verify_encoded(sh, s, image, p, prepare),
+        _ => Ok(p),
+    });
     Counters::add(&sh.stats.decode_ns, t.elapsed());
     let prepared = prepared?;
     // The decoded window must fit one storage binding of the device.
@@ -458,6 +464,32 @@ fn prepare_device(
             mask,
         }),
     ))
+}
+
+/// A JPEG prepared for the hardware decoder (`p`, from `image`), verified as every other
+/// JPEG is: the hardware decoder does not say whether or how a file is damaged, so libjpeg
+/// reads its entropy-coded data whole, once (the whole file's verdict, see `verdict`: kept
+/// for later epochs). A file the verdict refuses fails with its error, as on the CPU
+/// backend. A file it delivers with a warning (damaged data in lenient mode, extraneous
+/// bytes) carries the whole file's warning, as on the CPU backend, and is prepared again by
+/// `prepare` for the hybrid path instead (libjpeg's coefficients), so that its pixels are
+/// libjpeg's too rather than what the hardware makes of the damage.
+fn verify_encoded(
+    sh: &Shared,
+    s: &Sample,
+    image: &[u8],
+    p: Prepared,
+    prepare: impl FnOnce(HardwareDecode) -> Result<Prepared, SampleError>,
+) -> Result<Prepared, SampleError> {
+    match sh.cfg.verdicts.check(s.id, image, &base_options(&sh.cfg)) {
+        Err(e) => Err(decode_error(s, "image", &e)),
+        Ok(None) => Ok(p),
+        Ok(Some(warning)) => {
+            let mut again = prepare(HardwareDecode::Off)?;
+            again.warning = Some(warning);
+            Ok(again)
+        }
+    }
 }
 
 /// The decode options the pipeline's configuration sets: limits and strictness.
