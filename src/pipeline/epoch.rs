@@ -9,16 +9,18 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, Sender};
 
-use super::batch::{Batch, BatchBuffers, Replacement};
+use super::batch::{Batch, BatchBuffers, Replacement, SampleWarning};
 use super::cache::Cache;
 use super::memory::SlotMemory;
 use super::staging::{Staged, StagingRing};
 use super::stats::Counters;
-use super::worker::{reader, worker, Job, Loaded, Msg, Outcome, Shared, WorkerState};
+use super::worker::{device_replacement, reader, worker, Delivered, Job, Loaded, Msg, Outcome};
+use super::worker::{Shared, StandsIn, WorkerState};
 use super::{Config, OnError};
+use crate::augment::SamplePlan;
 use crate::backend::device::job::DeviceJob;
-use crate::backend::device::DeviceBuffers;
-use crate::error::{Error, PipelineError, Result};
+use crate::backend::device::{DeviceBatcher, DeviceBuffers, DeviceError};
+use crate::error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
 use crate::source::Subset;
 
 struct Pending {
@@ -88,6 +90,11 @@ struct Collector {
     stats: Arc<Counters>,
     held: Arc<AtomicUsize>,
     allocated: usize,
+    /// What the epoch's threads share: the collector draws replacements for samples the
+    /// device rejects from it.
+    shared: Arc<Shared>,
+    /// Scratch for making those replacements.
+    ws: WorkerState,
 }
 
 impl std::fmt::Debug for Epoch {
@@ -207,6 +214,8 @@ impl Epoch {
             stats: Arc::clone(&stats),
             held: Arc::new(AtomicUsize::new(0)),
             allocated: ring,
+            shared: Arc::clone(&shared),
+            ws: WorkerState::default(),
         };
         let source = if cfg.on_device() {
             // One batch ready ahead of the caller, the next one being packed.
@@ -275,9 +284,102 @@ impl Epoch {
     }
 }
 
+/// What a batch delivers, slot by slot, while it is assembled: one entry per slot in
+/// every list, so that a slot the device rejects is left out or replaced in all of them.
+#[derive(Default)]
+struct Slots {
+    ids: Vec<u64>,
+    labels: Vec<Option<u32>>,
+    plans: Vec<SamplePlan>,
+    repeated: Vec<bool>,
+    /// Each slot's sample as an index in the subset.
+    samples: Vec<usize>,
+    /// Under `OnError::Replace`: the failed sample a slot's sample stands in for.
+    stands_in: Vec<Option<Box<StandsIn>>>,
+    warnings: Vec<Option<Box<SampleWarning>>>,
+}
+
+impl Slots {
+    fn with_capacity(n: usize) -> Self {
+        Slots {
+            ids: Vec::with_capacity(n),
+            labels: Vec::with_capacity(n),
+            plans: Vec::with_capacity(n),
+            repeated: Vec::with_capacity(n),
+            samples: Vec::with_capacity(n),
+            stands_in: Vec::with_capacity(n),
+            warnings: Vec::with_capacity(n),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Appends `d`; `padding` when its position is past the rank's own samples.
+    fn push(&mut self, d: Delivered, padding: bool) {
+        self.repeated.push(d.replaced.is_some() || padding);
+        self.ids.push(d.id);
+        self.labels.push(d.label);
+        self.plans.push(d.plan);
+        self.samples.push(d.sample);
+        self.stands_in.push(d.replaced);
+        self.warnings.push(d.warning);
+    }
+
+    /// Leaves slot `k` out; the slots after it move down one.
+    fn remove(&mut self, k: usize) {
+        self.ids.remove(k);
+        self.labels.remove(k);
+        self.plans.remove(k);
+        self.repeated.remove(k);
+        self.samples.remove(k);
+        self.stands_in.remove(k);
+        self.warnings.remove(k);
+    }
+
+    /// Puts the replacement `d` in slot `k`.
+    fn replace(&mut self, k: usize, d: Delivered) {
+        self.repeated[k] = true;
+        self.ids[k] = d.id;
+        self.labels[k] = d.label;
+        self.plans[k] = d.plan;
+        self.samples[k] = d.sample;
+        self.stands_in[k] = d.replaced;
+        self.warnings[k] = d.warning;
+    }
+
+    /// The slots filled by replacements, and the warnings, each with its slot.
+    fn finish(&mut self) -> (Vec<Replacement>, Vec<SampleWarning>) {
+        let replacements = self
+            .stands_in
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, r)| {
+                r.as_ref().map(|r| Replacement {
+                    slot,
+                    failed_id: r.failed_id,
+                    by_id: self.ids[slot],
+                })
+            })
+            .collect();
+        let warnings = self
+            .warnings
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(slot, w)| {
+                let mut w = *w.take()?;
+                w.slot = slot;
+                Some(w)
+            })
+            .collect();
+        (replacements, warnings)
+    }
+}
+
 impl Collector {
     fn assemble(&mut self, index: usize, p: Pending) -> Result<Batch> {
-        let cfg = &self.cfg;
+        let cfg = Arc::clone(&self.cfg);
         let internal = || Error::internal("a batch buffer is still shared");
         let mut images = p
             .images
@@ -289,15 +391,10 @@ impl Collector {
             None => None,
         };
         let n = p.outcomes.len();
-        let mut labels = Vec::with_capacity(n);
-        let mut ids = Vec::with_capacity(n);
-        let mut plans = Vec::with_capacity(n);
+        let mut slots = Slots::with_capacity(n);
         let mut errors = Vec::new();
-        let mut replacements = Vec::new();
-        let mut repeated = Vec::with_capacity(n);
         let mut exhausted = Vec::new();
         let batch_size = cfg.batch_size;
-        let mut warnings = Vec::new();
         let (ib, mb) = (cfg.host_image_bytes(), cfg.host_mask_bytes());
         let mut jobs: Vec<DeviceJob> = Vec::new();
         for (slot, o) in p.outcomes.into_iter().enumerate() {
@@ -314,10 +411,10 @@ impl Collector {
             if let Some(e) = o.error {
                 errors.push(e);
             }
-            if let Some(d) = o.delivered {
-                let k = ids.len();
+            if let Some(mut d) = o.delivered {
+                let k = slots.len();
                 if cfg.on_device() {
-                    let job = d.gpu.ok_or_else(|| {
+                    let job = d.gpu.take().ok_or_else(|| {
                         Error::internal(format!("slot {slot} has no device input"))
                     })?;
                     jobs.push(*job);
@@ -332,21 +429,7 @@ impl Collector {
                     }
                 }
                 let position = (self.first + index) * batch_size + slot;
-                repeated.push(d.replaced.is_some() || position >= self.repeat_from);
-                if let Some(failed) = d.replaced {
-                    replacements.push(Replacement {
-                        slot: k,
-                        failed_id: failed,
-                        by_id: d.id,
-                    });
-                }
-                if let Some(mut w) = d.warning {
-                    w.slot = k;
-                    warnings.push(*w);
-                }
-                ids.push(d.id);
-                labels.push(d.label);
-                plans.push(d.plan);
+                slots.push(d, position >= self.repeat_from);
             }
         }
         if !exhausted.is_empty() {
@@ -358,17 +441,23 @@ impl Collector {
         let gpu = match (&cfg.batcher, p.gpu) {
             (Some(batcher), Some(mut bufs)) => {
                 let t = Instant::now();
-                let mut b = batcher
-                    .lock()
-                    .map_err(|_| Error::poisoned("device batcher"))?;
-                b.run(&jobs, bufs.as_mut())?;
-                cfg.coeff_pool.recycle(jobs.into_iter().map(|j| j.image));
+                let r = self.run_device(batcher, &mut jobs, &mut slots, &mut errors, bufs.as_mut());
                 Counters::add(&self.stats.device_ns, t.elapsed());
+                r?;
+                cfg.coeff_pool.recycle(jobs.into_iter().map(|j| j.image));
                 Some(bufs)
             }
             (None, None) => None,
             _ => return Err(Error::internal("device buffers missing")),
         };
+        let (replacements, warnings) = slots.finish();
+        let Slots {
+            ids,
+            labels,
+            plans,
+            repeated,
+            ..
+        } = slots;
         self.stats
             .samples_delivered
             .fetch_add(ids.len() as u64, Ordering::Relaxed);
@@ -402,6 +491,132 @@ impl Collector {
             return_tx: self.free_tx.clone(),
             held: Arc::clone(&self.held),
         })
+    }
+
+    /// Runs the batch's `jobs` on the device into `out`. Samples the device rejects
+    /// ([`DeviceError::Rejected`]: nothing decodes them; nothing was written) are reported
+    /// as a worker's failures are and handled under the policy: `Fail` ends the epoch
+    /// with the first; `Skip` leaves them out of `jobs` and `slots`; `Replace` puts each
+    /// one's next replacement candidate, drawn as a worker draws it, in its slot. Then the
+    /// batch runs again, until it runs or fails otherwise.
+    fn run_device(
+        &mut self,
+        batcher: &Mutex<Box<dyn DeviceBatcher>>,
+        jobs: &mut Vec<DeviceJob>,
+        slots: &mut Slots,
+        errors: &mut Vec<SampleError>,
+        out: &mut dyn DeviceBuffers,
+    ) -> Result<()> {
+        if jobs.len() != slots.len() {
+            return Err(Error::internal(format!(
+                "a device batch of {} jobs for {} slots",
+                jobs.len(),
+                slots.len()
+            )));
+        }
+        // Every pass leaves out or replaces at least one sample, and a slot's replacements
+        // go down one candidate list: this many passes are more than can happen.
+        let passes = jobs.len().saturating_mul(self.cfg.replace_attempts + 1) + 1;
+        for _ in 0..passes {
+            let r = batcher
+                .lock()
+                .map_err(|_| Error::poisoned("device batcher"))?
+                .run(jobs, out);
+            let err = match r {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let Some(DeviceError::Rejected(list)) = DeviceError::of(&err) else {
+                return Err(err);
+            };
+            let mut rejected: Vec<(usize, String)> =
+                list.iter().map(|r| (r.sample, r.reason.clone())).collect();
+            rejected.sort_by_key(|r| r.0);
+            rejected.dedup_by_key(|r| r.0);
+            if rejected.is_empty() || rejected.iter().any(|r| r.0 >= jobs.len()) {
+                return Err(Error::internal(format!(
+                    "the device batcher rejected samples outside a batch of {}: {err}",
+                    jobs.len()
+                )));
+            }
+            match self.cfg.on_error {
+                OnError::Fail | OnError::Skip => {
+                    for (k, reason) in &rejected {
+                        let e = self.rejection(slots.samples[*k], reason)?;
+                        self.stats.report(&e);
+                        if self.cfg.on_error == OnError::Fail {
+                            return Err(Error::Sample(e));
+                        }
+                        errors.push(e);
+                    }
+                    for (k, _) in rejected.iter().rev() {
+                        let job = jobs.remove(*k);
+                        self.cfg.coeff_pool.recycle(std::iter::once(job.image));
+                        slots.remove(*k);
+                    }
+                }
+                OnError::Replace => {
+                    let mut exhausted = Vec::new();
+                    for (k, reason) in &rejected {
+                        let k = *k;
+                        // The failed sample, and where its candidate list goes on.
+                        let (failed, from, failed_error) = match slots.stands_in[k].as_deref() {
+                            Some(&r) => {
+                                // A replacement rejected: as a candidate a worker finds
+                                // unreadable, it is passed over for the next one.
+                                log::debug!(
+                                    "replacement candidate rejected by the device too: {reason}"
+                                );
+                                let e = match errors.iter().find(|e| e.id == r.failed_id) {
+                                    Some(e) => e.clone(),
+                                    None => self.rejection(r.failed, reason)?,
+                                };
+                                (r.failed, r.position + 1, e)
+                            }
+                            None => {
+                                let e = self.rejection(slots.samples[k], reason)?;
+                                self.stats.report(&e);
+                                errors.push(e.clone());
+                                (slots.samples[k], 0, e)
+                            }
+                        };
+                        match device_replacement(&self.shared, &mut self.ws, failed, from) {
+                            Some(mut d) => {
+                                let job = d.gpu.take().ok_or_else(|| {
+                                    Error::internal("a replacement has no device input")
+                                })?;
+                                let old = std::mem::replace(&mut jobs[k], *job);
+                                self.cfg.coeff_pool.recycle(std::iter::once(old.image));
+                                slots.replace(k, d);
+                            }
+                            None => exhausted.push(failed_error),
+                        }
+                    }
+                    if !exhausted.is_empty() {
+                        return Err(Error::Pipeline(PipelineError::ReplacementsExhausted {
+                            attempts: self.cfg.replace_attempts,
+                            samples: exhausted,
+                        }));
+                    }
+                }
+            }
+        }
+        Err(Error::internal(format!(
+            "the device kept rejecting samples of a batch after {passes} passes"
+        )))
+    }
+
+    /// The report on the sample at `index` of the subset, which the device rejected for
+    /// `reason`.
+    fn rejection(&self, index: usize, reason: &str) -> Result<SampleError> {
+        let sample = self.shared.subset.samples().get(index).ok_or_else(|| {
+            Error::internal(format!("a rejected sample ({index}) outside the subset"))
+        })?;
+        Ok(SampleError::new(
+            sample,
+            SampleErrorKind::Decode,
+            format!("image: {reason}"),
+        ))
     }
 
     fn handle(&mut self, msg: Msg) -> Option<Result<Batch>> {

@@ -47,6 +47,15 @@
 //! [`SampleError`](crate::error::SampleError) (id, path, reason) in the batch it belonged
 //! to ([`Batch::errors`]) and in the stats, according to [`OnError`].
 //!
+//! On a device backend a sample can also fail when its batch runs: one that nothing on
+//! the device decodes (the CUDA backend's nvJPEG decoders and its CPU fallback all refuse
+//! it) is rejected before anything is written
+//! ([`DeviceError::Rejected`](crate::backend::device::DeviceError::Rejected)). The collector
+//! reports it as a worker reports a failure, then ends the epoch (`Fail`), leaves it out
+//! (`Skip`), or puts in its slot the replacement a worker would have drawn for it
+//! (`Replace`: the same candidates in the same order, read and prepared by the collector),
+//! and runs the batch again.
+//!
 //! # Shutdown
 //!
 //! Dropping an [`Epoch`] (or breaking out of the loop) drops its cancel channel. Every

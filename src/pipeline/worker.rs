@@ -52,13 +52,28 @@ pub(super) struct Loaded {
 /// A sample made into its slot.
 pub(super) struct Delivered {
     pub(super) id: u64,
+    /// Its index in the subset.
+    pub(super) sample: usize,
     pub(super) label: Option<u32>,
-    pub(super) replaced: Option<u64>,
+    /// Under `OnError::Replace`: the failed sample it stands in for (boxed: rare).
+    pub(super) replaced: Option<Box<StandsIn>>,
     pub(super) plan: SamplePlan,
     /// What the device needs for this sample, when batches are made on one.
     pub(super) gpu: Option<Box<DeviceJob>>,
     /// What its decoder tolerated, when anything (boxed: rare, and messages stay small).
     pub(super) warning: Option<Box<SampleWarning>>,
+}
+
+/// The failed sample a replacement stands in for, and where the replacement is in the
+/// failed sample's list of candidates (a later attempt goes on after it).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StandsIn {
+    /// The failed sample's index in the subset.
+    pub(super) failed: usize,
+    /// Its id.
+    pub(super) failed_id: u64,
+    /// The replacement's position in the list.
+    pub(super) position: usize,
 }
 
 /// What became of one sample.
@@ -274,6 +289,7 @@ fn process(
             return Outcome {
                 delivered: Some(Delivered {
                     id: sample.id,
+                    sample: job.sample,
                     label: sample.label,
                     replaced: None,
                     plan,
@@ -296,52 +312,107 @@ fn process(
             exhausted: false,
         };
     }
-    // Replace: deterministic candidates from the rank's own shard, keyed by
-    // (seed, epoch, failed id).
+    let delivered = replacement(sh, ws, job.sample, 0, |cand, st, ws| {
+        attempt(sh, cand, &st.image, &st.mask, w, mask_writer.as_mut(), ws)
+    });
+    Outcome {
+        exhausted: delivered.is_none(),
+        delivered,
+        error: Some(error),
+    }
+}
+
+/// Under `OnError::Replace`: the first replacement candidate for the sample at index
+/// `failed` of the subset, from position `from` of its list on, that is read and that
+/// `make` makes, or `None` when none of the `replace_attempts` positions gives one.
+///
+/// The list is the same wherever the failure is found (a worker, or the collector for a
+/// sample the device rejected): deterministic, keyed by (seed, epoch, failed id), drawn
+/// from the rank's own shard; the failed sample itself is passed over.
+fn replacement(
+    sh: &Shared,
+    ws: &mut WorkerState,
+    failed: usize,
+    from: usize,
+    mut make: impl FnMut(
+        &Sample,
+        &Staged,
+        &mut WorkerState,
+    ) -> Result<(SamplePlan, MaybeJob), SampleError>,
+) -> Option<Delivered> {
     let samples = sh.subset.samples();
+    let failed_id = samples.get(failed)?.id;
     let pool = &sh.replace_pool;
-    let mut rng = Rng::new(sh.cfg.seed, sh.epoch, sample.id, Stream::Replace);
-    for _ in 0..sh.cfg.replace_attempts {
-        let Some(cand) = pool
+    let mut rng = Rng::new(sh.cfg.seed, sh.epoch, failed_id, Stream::Replace);
+    for position in 0..sh.cfg.replace_attempts {
+        let Some((index, cand)) = pool
             .get(rng.below(pool.len() as u64) as usize)
-            .and_then(|&i| samples.get(i))
+            .and_then(|&i| Some((i, samples.get(i)?)))
         else {
             break;
         };
-        if cand.id == sample.id {
+        if position < from || cand.id == failed_id {
             continue;
         }
         let mut st = std::mem::take(&mut ws.replace);
         ws.warning = None;
         let r = read_sample(cand, &sh.cfg.limits, &mut st.image, &mut st.mask, &sh.stats)
-            .and_then(|()| attempt(sh, cand, &st.image, &st.mask, w, mask_writer.as_mut(), ws));
+            .and_then(|()| make(cand, &st, ws));
         ws.replace = st;
         match r {
             Ok((plan, gpu)) => {
-                return Outcome {
-                    delivered: Some(Delivered {
-                        id: cand.id,
-                        label: cand.label,
-                        replaced: Some(sample.id),
-                        plan,
-                        gpu,
-                        warning: ws
-                            .warning
-                            .take()
-                            .map(|w| Box::new(SampleWarning::new(cand, w))),
-                    }),
-                    error: Some(error),
-                    exhausted: false,
-                };
+                return Some(Delivered {
+                    id: cand.id,
+                    sample: index,
+                    label: cand.label,
+                    replaced: Some(Box::new(StandsIn {
+                        failed,
+                        failed_id,
+                        position,
+                    })),
+                    plan,
+                    gpu,
+                    warning: ws
+                        .warning
+                        .take()
+                        .map(|w| Box::new(SampleWarning::new(cand, w))),
+                });
             }
             Err(e) => log::debug!("replacement candidate failed too: {e}"),
         }
     }
-    Outcome {
-        delivered: None,
-        error: Some(error),
-        exhausted: true,
-    }
+    None
+}
+
+/// [`replacement`] on a device backend, for the collector: the next candidate for the
+/// sample at index `failed` of the subset, from position `from` of its list on, prepared
+/// for the device as a worker prepares it. A candidate whose preparation panics counts
+/// as failed.
+pub(super) fn device_replacement(
+    sh: &Shared,
+    ws: &mut WorkerState,
+    failed: usize,
+    from: usize,
+) -> Option<Delivered> {
+    replacement(sh, ws, failed, from, |cand, st, ws| {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            prepare_device(sh, cand, &st.image, &st.mask, ws)
+        }));
+        match r {
+            Ok(r) => r.map(|(plan, job)| (plan, Some(job))),
+            Err(p) => {
+                *ws = WorkerState::default();
+                Err(SampleError::new(
+                    cand,
+                    SampleErrorKind::Internal,
+                    format!(
+                        "internal panic: {}",
+                        crate::error::panic_message(p.as_ref())
+                    ),
+                ))
+            }
+        }
+    })
 }
 
 /// What the device needs for one sample, when batches are made on a device.
