@@ -2,6 +2,7 @@
 //! `worker.rs`) and the consumer's iterator; the `Batch` handle is in `batch.rs`.
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -221,11 +222,21 @@ impl Epoch {
             // One batch ready ahead of the caller, the next one being packed.
             let (tx, rx) = bounded::<Result<Batch>>(1);
             collector.counts_wait = false;
-            let handle = spawn("stoker-collector".into(), move || {
-                while let Some(r) = collector.next_batch() {
-                    if tx.send(r).is_err() {
-                        return;
-                    }
+            let handle = spawn("stoker-collector".into(), move || loop {
+                // A panic here would end the epoch early without a word: it is the epoch's
+                // last item instead.
+                let r = catch_unwind(AssertUnwindSafe(|| collector.next_batch()));
+                let r = match r {
+                    Ok(Some(r)) => r,
+                    Ok(None) => return,
+                    Err(p) => Err(Error::internal(format!(
+                        "the collector panicked: {}",
+                        crate::error::panic_message(p.as_ref())
+                    ))),
+                };
+                let last = r.is_err();
+                if tx.send(r).is_err() || last {
+                    return;
                 }
             })?;
             Source::Thread {
