@@ -443,21 +443,34 @@ impl Collector {
                 slots.push(d, position >= self.repeat_from);
             }
         }
-        if !exhausted.is_empty() {
-            return Err(Error::Pipeline(PipelineError::ReplacementsExhausted {
+        let exhausted_error = |samples| {
+            Error::Pipeline(PipelineError::ReplacementsExhausted {
                 attempts: cfg.replace_attempts,
-                samples: exhausted,
-            }));
-        }
+                samples,
+            })
+        };
         let gpu = match (&cfg.batcher, p.gpu) {
             (Some(batcher), Some(mut bufs)) => {
+                // The samples the device rejects and no candidate replaces are listed with
+                // those the workers found none for, as on the CPU backend.
                 let t = Instant::now();
-                let r = self.run_device(batcher, &mut jobs, &mut slots, &mut errors, bufs.as_mut());
+                let r = self.run_device(
+                    batcher,
+                    &mut jobs,
+                    &mut slots,
+                    &mut errors,
+                    &mut exhausted,
+                    bufs.as_mut(),
+                );
                 Counters::add(&self.stats.device_ns, t.elapsed());
+                if !exhausted.is_empty() {
+                    return Err(exhausted_error(exhausted));
+                }
                 r?;
                 cfg.coeff_pool.recycle(jobs.into_iter().map(|j| j.image));
                 Some(bufs)
             }
+            (None, None) if !exhausted.is_empty() => return Err(exhausted_error(exhausted)),
             (None, None) => None,
             _ => return Err(Error::internal("device buffers missing")),
         };
@@ -508,14 +521,17 @@ impl Collector {
     /// ([`DeviceError::Rejected`]: nothing decodes them; nothing was written) are reported
     /// as a worker's failures are and handled under the policy: `Fail` ends the epoch
     /// with the first; `Skip` leaves them out of `jobs` and `slots`; `Replace` puts each
-    /// one's next replacement candidate, drawn as a worker draws it, in its slot. Then the
-    /// batch runs again, until it runs or fails otherwise.
+    /// one's next replacement candidate, drawn as a worker draws it, in its slot, or, when
+    /// none is left, leaves it out and adds its report to `exhausted` (the batch then
+    /// fails, once the rest is known). Then the batch runs again, until it runs or fails
+    /// otherwise.
     fn run_device(
         &mut self,
         batcher: &Mutex<Box<dyn DeviceBatcher>>,
         jobs: &mut Vec<DeviceJob>,
         slots: &mut Slots,
         errors: &mut Vec<SampleError>,
+        exhausted: &mut Vec<SampleError>,
         out: &mut dyn DeviceBuffers,
     ) -> Result<()> {
         if jobs.len() != slots.len() {
@@ -550,71 +566,75 @@ impl Collector {
                     jobs.len()
                 )));
             }
-            match self.cfg.on_error {
-                OnError::Fail | OnError::Skip => {
-                    for (k, reason) in &rejected {
-                        let e = self.rejection(slots.samples[*k], reason)?;
-                        self.stats.report(&e);
-                        if self.cfg.on_error == OnError::Fail {
-                            return Err(Error::Sample(e));
-                        }
-                        errors.push(e);
+            let mut left_out = Vec::new();
+            for (k, reason) in rejected {
+                if self.cfg.on_error == OnError::Replace {
+                    if let Some(e) = self.replace_rejected(k, &reason, jobs, slots, errors)? {
+                        exhausted.push(e);
+                        left_out.push(k);
                     }
-                    for (k, _) in rejected.iter().rev() {
-                        let job = jobs.remove(*k);
-                        self.cfg.coeff_pool.recycle(std::iter::once(job.image));
-                        slots.remove(*k);
-                    }
+                    continue;
                 }
-                OnError::Replace => {
-                    let mut exhausted = Vec::new();
-                    for (k, reason) in &rejected {
-                        let k = *k;
-                        // The failed sample, and where its candidate list goes on.
-                        let (failed, from, failed_error) = match slots.stands_in[k].as_deref() {
-                            Some(&r) => {
-                                // A replacement rejected: as a candidate a worker finds
-                                // unreadable, it is passed over for the next one.
-                                log::debug!(
-                                    "replacement candidate rejected by the device too: {reason}"
-                                );
-                                let e = match errors.iter().find(|e| e.id == r.failed_id) {
-                                    Some(e) => e.clone(),
-                                    None => self.rejection(r.failed, reason)?,
-                                };
-                                (r.failed, r.position + 1, e)
-                            }
-                            None => {
-                                let e = self.rejection(slots.samples[k], reason)?;
-                                self.stats.report(&e);
-                                errors.push(e.clone());
-                                (slots.samples[k], 0, e)
-                            }
-                        };
-                        match device_replacement(&self.shared, &mut self.ws, failed, from) {
-                            Some(mut d) => {
-                                let job = d.gpu.take().ok_or_else(|| {
-                                    Error::internal("a replacement has no device input")
-                                })?;
-                                let old = std::mem::replace(&mut jobs[k], *job);
-                                self.cfg.coeff_pool.recycle(std::iter::once(old.image));
-                                slots.replace(k, d);
-                            }
-                            None => exhausted.push(failed_error),
-                        }
-                    }
-                    if !exhausted.is_empty() {
-                        return Err(Error::Pipeline(PipelineError::ReplacementsExhausted {
-                            attempts: self.cfg.replace_attempts,
-                            samples: exhausted,
-                        }));
-                    }
+                let e = self.rejection(slots.samples[k], &reason)?;
+                self.stats.report(&e);
+                if self.cfg.on_error == OnError::Fail {
+                    return Err(Error::Sample(e));
                 }
+                errors.push(e);
+                left_out.push(k);
+            }
+            for &k in left_out.iter().rev() {
+                let job = jobs.remove(k);
+                self.cfg.coeff_pool.recycle(std::iter::once(job.image));
+                slots.remove(k);
             }
         }
         Err(Error::internal(format!(
             "the device kept rejecting samples of a batch after {passes} passes"
         )))
+    }
+
+    /// Under `OnError::Replace`: puts in slot `k`, which the device rejected for `reason`,
+    /// the next replacement candidate of the sample that failed there: the slot's own
+    /// sample (reported now), or, when the slot holds a replacement already, the sample it
+    /// stands in for, whose candidate list goes on after it (as a worker passes over a
+    /// candidate it cannot read). `Some(report)` on the failed sample when no candidate
+    /// is left.
+    fn replace_rejected(
+        &mut self,
+        k: usize,
+        reason: &str,
+        jobs: &mut [DeviceJob],
+        slots: &mut Slots,
+        errors: &mut Vec<SampleError>,
+    ) -> Result<Option<SampleError>> {
+        let (failed, from, failed_error) = match slots.stands_in[k].as_deref() {
+            Some(&r) => {
+                log::debug!("replacement candidate rejected by the device too: {reason}");
+                let e = match errors.iter().find(|e| e.id == r.failed_id) {
+                    Some(e) => e.clone(),
+                    None => self.rejection(r.failed, reason)?,
+                };
+                (r.failed, r.position + 1, e)
+            }
+            None => {
+                let e = self.rejection(slots.samples[k], reason)?;
+                self.stats.report(&e);
+                errors.push(e.clone());
+                (slots.samples[k], 0, e)
+            }
+        };
+        let Some(mut d) = device_replacement(&self.shared, &mut self.ws, failed, from) else {
+            return Ok(Some(failed_error));
+        };
+        let job = d
+            .gpu
+            .take()
+            .ok_or_else(|| Error::internal("a replacement has no device input"))?;
+        let old = std::mem::replace(&mut jobs[k], *job);
+        self.cfg.coeff_pool.recycle(std::iter::once(old.image));
+        slots.replace(k, d);
+        Ok(None)
     }
 
     /// The report on the sample at `index` of the subset, which the device rejected for
