@@ -483,8 +483,20 @@ fn prepare_device(
             .and_then(|p| p.fit_bindings(image, &opts, &cfg.coeff_pool, cfg.device_max_binding))
             .map_err(|e| decode_error(s, "image", &e))
     };
+    // A JPEG the CPU decoded for part of its image (the coefficients being left to it)
+    // takes the whole file's verdict, as on the CPU backend (see `decode_into`).
+    let partial =
+        info.format == crate::decode::Format::Jpeg && (opts.window.is_some() || opts.scale != 1);
     let prepared = prepare(cfg.hardware_decode).and_then(|p| match p.image {
         DeviceSample::Encoded { .. } => verify_encoded(sh, s, image, p, prepare),
+        _ if partial && p.cpu_reason.is_some() => {
+            let mut p = p;
+            p.warning = cfg
+                .verdicts
+                .check(s.id, image, &base_options(cfg))
+                .map_err(|e| decode_error(s, "image", &e))?;
+            Ok(p)
+        }
         _ => Ok(p),
     });
     Counters::add(&sh.stats.decode_ns, t.elapsed());
