@@ -297,7 +297,6 @@ impl Epoch {
 
 /// What a batch delivers, slot by slot, while it is assembled: one entry per slot in
 /// every list, so that a slot the device rejects is left out or replaced in all of them.
-#[derive(Default)]
 struct Slots {
     ids: Vec<u64>,
     labels: Vec<Option<u32>>,
