@@ -47,7 +47,8 @@
 #                      failed_steps / cut_steps / skipped_steps / ok_steps, versions (driver,
 #                      NVRTC, PTX ISA, nvJPEG), environment, benchmarks (each report as
 #                      printed), summary (images/s and the ratio to torchvision), figures;
-#                      "complete": true once the run got to its end
+#                      "complete": true once the run got to its end, "running": the
+#                      step under way while one is
 #   figures/           STOKER_CHECK_OUT for every stoker test step: a test that measures
 #                      something writes NAME.json there (kernels.json, nvjpeg.json, ...);
 #                      each file is in results.json under "figures" with its stem as key
@@ -91,6 +92,9 @@ MEMCHECK_TEST=cuda_backend
 MEMCHECK_FILTER=hybrid
 RACECHECK_TEST=cuda_backend
 RACECHECK_FILTER=batches_arrive_on_the_callers_stream
+# Seconds after a step's limit at which a step that did not end even when killed is left
+# behind (see step).
+ABANDON_AFTER=15
 # The benchmark set: made once per machine, reused by a later run there.
 BENCH_SET=/tmp/stoker-bench2000
 
@@ -218,12 +222,33 @@ step() {
     fi
     local limit=$((cap < left ? cap : left)) log="$OUT/logs/$name.log"
     echo "== $name (up to $limit s)"
+    # results.json names the step under way: a run killed now still says where it was.
+    "$PY" -S "$HELPER" set "$OUT" running "{\"step\": \"$name\", \"at_s\": $(((NOW_MS - T0_MS) / 1000)), \"limit_s\": $limit}"
+    # timeout sends TERM at the limit and KILL 5 s later. A process that even KILL does not
+    # end (stuck in the driver) is left behind when a watchdog signals this script
+    # ABANDON_AFTER s after the limit: wait returns, and the check goes on.
     if [ -n "$stdout" ]; then
-        timeout -k 5 "$limit" "$@" >"$stdout" 2>"$log" </dev/null
+        timeout -k 5 "$limit" "$@" >"$stdout" 2>"$log" </dev/null &
     else
-        timeout -k 5 "$limit" "$@" >"$log" 2>&1 </dev/null
+        timeout -k 5 "$limit" "$@" >"$log" 2>&1 </dev/null &
     fi
-    local rc=$?
+    local pid=$! rc
+    ABANDONED=0
+    (
+        trap 'kill "$s" 2>/dev/null; exit 0' TERM
+        sleep $((limit + ABANDON_AFTER)) &
+        s=$!
+        wait "$s" && kill -USR1 $$
+    ) &
+    local dog=$!
+    wait "$pid"
+    rc=$?
+    kill "$dog" 2>/dev/null
+    wait "$dog" 2>/dev/null
+    if [ "$ABANDONED" = 1 ]; then
+        rc=137 reason="abandoned: still running $ABANDON_AFTER s after its limit of $limit s, though killed"
+        echo "$reason" >>"$log"
+    fi
     now_ms
     rec --name "$name" --rc "$rc" --ms $((NOW_MS - t)) --limit "$limit" --cap "$cap" \
         --kind "$kind" --filter "$filter" --log "$log" --stdout "$stdout" --reason "$reason"
@@ -290,6 +315,7 @@ run() {
     DMON=""
     trap 'if [ -n "$DMON" ]; then kill "$DMON" 2>/dev/null; fi; rm -rf "$WORK"' EXIT
     trap 'exit 143' TERM INT
+    trap 'ABANDONED=1' USR1
     export OUT WORK HELPER
     export -f probe_gpu vulkan_loader
     CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}

@@ -145,8 +145,9 @@ def carry(limit_mib, pkg, also):
         os.remove(p)
         dropped += 1
     if dropped:
-        print(f"carry: dropped {dropped} photos (largest first) to stay under {limit_mib} MiB; "
+        print(f"carry: dropped {dropped} of the photos (the largest) to stay under {limit_mib} MiB; "
               f"{len(names)} remain")
+        parts = {p: tree_bytes(p) for p in parts}
     detail = ", ".join(f"{p} {mib(b)}" for p, b in parts.items())
     print(f"carry: {mib(total)} of {limit_mib} MiB (working tree {mib(tree)}, {detail})")
     if total > limit:
@@ -354,6 +355,18 @@ def hung_tests(text):
     return [t for t in dict.fromkeys(started + slow) if t not in done]
 
 
+def rates(j):
+    """A report's rates in a few words: "cuda 1234 images/s, cpu 99 images/s"."""
+    if not isinstance(j, dict):
+        return ""
+    rows = [(r.get("backend"), "unavailable" if r.get("error") else r.get("images_per_s"))
+            for r in j.get("results", []) or [] if isinstance(r, dict)]
+    rows += [(k, (j.get(k) or {}).get("images_per_s")) for k in ("decode", "train")
+             if isinstance(j.get(k), dict)]
+    return ", ".join(f"{k} {v:.0f} images/s" if isinstance(v, (int, float)) else f"{k} {v}"
+                     for k, v in rows if v is not None)
+
+
 def outcome(a):
     if a.rc == "null":
         reason = a.reason or "not run"
@@ -364,6 +377,9 @@ def outcome(a):
         with open(a.log, errors="replace") as f:
             text = f.read()
     limit, cap = a.limit or 0, a.cap or 0
+    if a.reason.startswith("abandoned"):
+        hung = hung_tests(text) if a.kind in ("test", "sanitizer") else []
+        return rc, "failed", a.reason + (f" in {', '.join(hung)[:200]}" if hung else "")
     if rc in (124, 137) and limit and limit >= 1:
         hung = hung_tests(text) if a.kind == "test" else []
         inside = f" in {', '.join(hung)[:200]}" if hung else ""
@@ -391,7 +407,7 @@ def outcome(a):
                 return rc, ("ok" if rc == 0 else "failed"), \
                     f"exit {rc}: {err.get('kind')}: {str(err.get('message'))[:200]}"
             if rc == 0:
-                return rc, "ok", "ok" + (f"; {a.reason}" if a.reason else "")
+                return rc, "ok", "ok" + (f": {rates(j)}" if rates(j) else "")
         except (OSError, ValueError) as e:
             if rc == 0:
                 return rc, "failed", f"exit 0 but stdout is not JSON: {e}"
@@ -418,7 +434,7 @@ def record(a):
     with open(os.path.join(a.out, "steps.jsonl"), "a") as f:
         f.write(json.dumps(line) + "\n")
     print(f"   {a.name}: {status} ({line['seconds']} s): {reason}")
-    summarise(a.out)
+    set_field(a.out, "running", "null")  # and results.json
 
 
 # ---------------------------------------------------------------- results.json
@@ -437,7 +453,7 @@ def rate(j, backend, key="images_per_s"):
         return None
     for r in j.get("results", []) or []:
         if isinstance(r, dict) and r.get("backend") == backend:
-            return r.get(key)
+            return None if r.get("error") else r.get(key)  # error: the backend did not run
     return None
 
 
@@ -533,6 +549,7 @@ def summarise(out, final=False):
         "gpu": run.get("gpu"),
         "no_gpu_reason": run.get("no_gpu_reason"),
         "bench_images": run.get("bench_images"),
+        "running": run.get("running"),
         "failed_steps": by("failed"),
         "cut_steps": by("cut"),
         "skipped_steps": by("skipped"),
@@ -574,6 +591,7 @@ def set_field(out, key, value):
         run[key] = value
     with open(p, "w") as f:
         json.dump(run, f, indent=1)
+    summarise(out)
 
 
 def bench_images(out, path, fallback):

@@ -174,12 +174,13 @@ fn assert_contract(c: &Check) {
 fn a_dry_run_completes_and_says_why_each_gpu_step_did_not_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out");
-    // While the first step sleeps, results.json is already there and says it is not
-    // complete: a run killed at any point leaves its results.
+    // While the first step sleeps, results.json is already there, says it is not
+    // complete and names the step under way: a run killed at any point leaves its results.
     let midway = |out: &Path| {
         let text = fs::read_to_string(out.join("results.json")).expect("results.json midway");
         let j: Value = serde_json::from_str(&text).expect("results.json midway parses");
         assert_eq!(j["complete"], false);
+        assert_eq!(j["running"]["step"], "sleep", "{j}");
     };
     let c = check(
         &out,
