@@ -322,9 +322,9 @@ run() {
     GPU=0 NO_GPU_REASON="" BIN="" PKG_REASON=""
 
     # ------------------------------------------------------------ probe
-    if [ -n "${STOKER_CHECK_SLEEP:-}" ]; then
+    if [[ ${STOKER_CHECK_SLEEP:-} =~ ^[0-9]+$ ]]; then
         phase selftest 100
-        step sleep "$STOKER_CHECK_SLEEP" cmd -- sleep "$STOKER_CHECK_SLEEP"
+        step sleep $((STOKER_CHECK_SLEEP + 10)) cmd -- sleep "$STOKER_CHECK_SLEEP"
     fi
     phase probe 55
     if [ "${STOKER_CHECK_NO_GPU:-0}" = 1 ]; then

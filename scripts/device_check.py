@@ -404,8 +404,9 @@ def outcome(a):
                 j = json.load(f)
             err = j.get("error") if isinstance(j, dict) else None
             if isinstance(err, dict):
+                got = f"; {rates(j)}" if rates(j) else ""
                 return rc, ("ok" if rc == 0 else "failed"), \
-                    f"exit {rc}: {err.get('kind')}: {str(err.get('message'))[:200]}"
+                    f"exit {rc}: {err.get('kind')}: {str(err.get('message'))[:200]}{got}"
             if rc == 0:
                 return rc, "ok", "ok" + (f": {rates(j)}" if rates(j) else "")
         except (OSError, ValueError) as e:
