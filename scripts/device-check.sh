@@ -52,6 +52,8 @@
 #   figures/           STOKER_CHECK_OUT for every stoker test step: a test that measures
 #                      something writes NAME.json there (kernels.json, nvjpeg.json, ...);
 #                      each file is in results.json under "figures" with its stem as key
+#                      (the sanitizer runs get sanitizer/memcheck/ and sanitizer/racecheck/:
+#                      figures under a sanitizer are not kept)
 #   logs/STEP.log      each step's output; device-check.log: this script's own output
 #   bench/STEP.json    each benchmark's report; env/*.json: the probes' findings
 #   nvidia-smi-q.txt, nvidia-smi.txt, gpu.csv, dmon.txt
@@ -60,19 +62,21 @@
 # runs under `timeout` for min(its own cap, the time left to its phase): the tests end by
 # 55% of the deadline, the benchmarks by 80%, the rest by 100%, so a hung test cannot
 # take the benchmarks' time. A step whose time is gone is recorded "cut: deadline"
-# (rc null); one stopped by it, "cut by the deadline" (rc 124). The run then takes at
-# most the deadline and a few seconds.
+# (rc null); one stopped by it, "cut by the deadline" (rc 124); one that does not end even
+# when killed is left behind ABANDON_AFTER (15) s after its limit. The run then takes at
+# most the deadline, those 15 s and a few more for the records: under 9 minutes.
 #
 # Exit status: 0 when the run completed, whatever the steps gave (failed_steps in
 # results.json says which failed; with no GPU every GPU step is recorded as skipped, with
 # the reason). STOKER_CHECK_STRICT=1: 1 when a step failed or was cut, or there was no GPU.
 # STOKER_CHECK_NO_GPU=1 treats the machine as having no GPU (a dry run of the machinery);
 # STOKER_CHECK_SLEEP=N adds a first step that sleeps N s (to check the deadline);
-# STOKER_DEVICE_CHECK_IMAGES=DIR benchmarks DIR instead of the 2000-image set.
+# STOKER_DEVICE_CHECK_IMAGES=DIR benchmarks DIR instead of the 2000-image set;
+# STOKER_CHECK_PKG=DIR reads the package from DIR instead of .device-pkg.
+# (tests/device_check_dry.rs runs all this on a machine without a GPU.)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-# STOKER_CHECK_PKG: another package folder for run (a test of this script).
 PKG=${STOKER_CHECK_PKG:-.device-pkg}
 HELPER=scripts/device_check.py
 # What travels to the GPU machine may be 64 MiB; build keeps a margin.
@@ -118,7 +122,7 @@ build() (
     # the check does not depend on the machine's toolkit having it. NVRTC stays the
     # machine's own (the wheel's is 109 MB).
     local nvjpeg
-    nvjpeg=$(ls .venv-cuda/lib/python3*/site-packages/nvidia/cu13/lib/libnvjpeg.so.13 2>/dev/null | head -1 || true)
+    nvjpeg=$(compgen -G ".venv-cuda/lib/python3*/site-packages/nvidia/cu13/lib/libnvjpeg.so.13" | head -n 1 || true)
     if [ -n "$nvjpeg" ]; then
         cp "$nvjpeg" "$PKG/lib/"
     else
@@ -126,7 +130,7 @@ build() (
     fi
     echo "== packing"
     python3 "$HELPER" pack "$PKG/bin" "$PKG" bin lib
-    rm -rf "$PKG/bin" "$PKG/lib"
+    rm -rf "${PKG:?}/bin" "${PKG:?}/lib"
     echo "== benchmark photos"
     if [ -d "$corpus/photos" ]; then
         cp "$corpus"/photos/* "$PKG/photos/"
@@ -342,7 +346,7 @@ run() {
     [ -n "$NO_GPU_REASON" ] && "$PY" -S "$HELPER" set "$OUT" no_gpu_reason "$NO_GPU_REASON"
 
     local archive
-    archive=$(ls "$PKG"/bin.tar.* 2>/dev/null | head -n 1)
+    archive=$(compgen -G "$PKG/bin.tar.*" | head -n 1)
     if [ -z "$archive" ]; then
         PKG_REASON="$PKG/bin.tar.xz not found: run scripts/device-check.sh build first"
         note unpack "skipped: no package ($PKG_REASON)"
@@ -408,9 +412,13 @@ run() {
     fi
     "$PY" -S "$HELPER" bench-images "$OUT" "$images" "$fallback"
 
-    if [ "$GPU" = 1 ]; then
-        now_ms
-        timeout $(((PHASE_END_MS - NOW_MS) / 1000 + 1)) nvidia-smi dmon -s puc -o T >"$OUT/dmon.txt" 2>&1 &
+    # Engine use (the jpg and dec columns: nvJPEG's hardware engines) during the
+    # benchmarks, never past the phase's end.
+    local dmon_s
+    now_ms
+    dmon_s=$(((PHASE_END_MS - NOW_MS) / 1000))
+    if [ "$GPU" = 1 ] && [ "$dmon_s" -ge 1 ]; then
+        timeout "$dmon_s" nvidia-smi dmon -s puc -o T >"$OUT/dmon.txt" 2>&1 &
         DMON=$!
     fi
     local s="$BIN/stoker" b
@@ -435,6 +443,8 @@ run() {
         wait "$DMON" 2>/dev/null
         DMON=""
         rec --name dmon --rc 0 --reason "$(grep -cv '^#' "$OUT/dmon.txt") samples during the benchmarks (dmon.txt)"
+    elif [ "$GPU" = 1 ]; then
+        note dmon "cut: deadline (the $PHASE phase ended at ${PHASE_END_S} s)"
     else
         note dmon "skipped: no GPU ($NO_GPU_REASON)"
     fi
@@ -454,6 +464,7 @@ run() {
         "$BIN/$RACECHECK_TEST" --test-threads=1 --nocapture "$RACECHECK_FILTER"
     step device_memory "${CAP[device_memory]}" test --gpu --needs "$BIN/device_memory" -- \
         "${senv[@]}" STOKER_REQUIRE_WGPU=1 "$BIN/device_memory" --test-threads=1 --nocapture
+    # shellcheck disable=SC2016 # $OUT is expanded by that bash (exported)
     step nvidia_smi_after 20 cmd --gpu -- bash -c 'nvidia-smi | tee -a "$OUT/nvidia-smi.txt"'
 
     now_ms
