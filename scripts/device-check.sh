@@ -340,7 +340,11 @@ run() {
     elif step probe_gpu 60 cmd -- bash -c probe_gpu; then
         GPU=1
     else
-        NO_GPU_REASON="nvidia-smi failed: $(tail -n 1 "$OUT/logs/probe_gpu.log" 2>/dev/null | cut -c1-160)"
+        if [ -s "$OUT/logs/probe_gpu.log" ]; then
+            NO_GPU_REASON="nvidia-smi failed: $(tail -n 1 "$OUT/logs/probe_gpu.log" | cut -c1-160)"
+        else
+            NO_GPU_REASON="nvidia-smi did not run or said nothing (the probe_gpu step says why)"
+        fi
     fi
     "$PY" -S "$HELPER" set "$OUT" gpu "$([ "$GPU" = 1 ] && echo true || echo false)"
     [ -n "$NO_GPU_REASON" ] && "$PY" -S "$HELPER" set "$OUT" no_gpu_reason "$NO_GPU_REASON"
