@@ -83,10 +83,10 @@ HELPER=scripts/device_check.py
 CARRY_LIMIT_MIB=60
 # The test executables built for the GPU machine (run runs them in this order, and
 # device_memory in the rest).
-TESTS=(kernels_compile nvjpeg_load cuda_backend device_pipeline pipeline shutdown wgpu_kernels device_memory)
+TESTS=(kernels_compile nvjpeg_load cuda_backend cuda_hardware device_pipeline pipeline shutdown wgpu_kernels device_memory)
 # Each step's own cap, in seconds.
 declare -A CAP=(
-    [kernels_compile]=60 [nvjpeg_load]=60 [cuda_backend]=150 [device_pipeline]=120
+    [kernels_compile]=60 [nvjpeg_load]=60 [cuda_backend]=150 [cuda_hardware]=90 [device_pipeline]=120
     [pipeline]=90 [shutdown]=60 [wgpu_kernels]=90 [device_memory]=90
     [bench_set]=150 [bench_decode]=120 [bench_decode_hw_all]=60 [bench_pipeline]=120
     [bench_pipeline_hw_all]=60 [torchvision]=120 [sanitizer]=90

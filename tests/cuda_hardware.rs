@@ -7,7 +7,10 @@
 //!   while the engines decode the next batches, over 50 rounds; every batch must equal the
 //!   CPU backend's.
 //!
-//! With `STOKER_CHECK_OUT` set (the GPU check sets it), the figures go to
+//! - nvJPEG on the card: its version, whether the hardware backend was created, and its
+//!   engine and core counts.
+//!
+//! With `STOKER_CHECK_OUT` set (the GPU check sets it), the figures go to `nvjpeg.json`,
 //! `decode_paths.json` and `ordering.json` there. Skipped where there is no CUDA device;
 //! `STOKER_REQUIRE_CUDA=1` makes that a failure.
 #![cfg(feature = "cuda")]
@@ -20,6 +23,7 @@ use std::path::PathBuf;
 use stoker::backend::cuda::batch::CudaBatcher;
 use stoker::backend::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 use stoker::backend::cuda::cudarc::nvrtc::compile_ptx;
+use stoker::backend::cuda::nvjpeg;
 use stoker::backend::device::job::{prepare_with, HardwareDecode};
 use stoker::backend::device::{CoeffPool, DeviceSample};
 use stoker::decode::jpeg::markers::sampling_factors;
@@ -174,6 +178,33 @@ fn each_decode_path_against_the_cpu_decoder() {
             "no 4:2:0 file took the engines"
         );
     }
+}
+
+#[test]
+fn nvjpeg_on_the_card() {
+    let Some(device) = common::cuda_device() else {
+        return;
+    };
+    let lib = nvjpeg::Library::load().expect("libnvjpeg");
+    let version = lib.version().expect("version");
+    device.context().bind_to_thread().expect("bind");
+    let figures = match nvjpeg::Decoder::new(&lib, 16) {
+        Ok(d) => serde_json::json!({
+            "library": lib.path(),
+            "version": format!("{}.{}.{}", version.0, version.1, version.2),
+            "hardware_backend": d.hardware(),
+            "engines": d.engines().0,
+            "cores_per_engine": d.engines().1,
+        }),
+        Err(e) => serde_json::json!({
+            "library": lib.path(),
+            "version": format!("{}.{}.{}", version.0, version.1, version.2),
+            "error": e.to_string(),
+        }),
+    };
+    println!("{figures}");
+    write_figures("nvjpeg", &figures);
+    assert!(figures.get("error").is_none(), "{figures}");
 }
 
 /// A kernel that spins for `cycles` clock ticks on one thread.
