@@ -346,17 +346,13 @@ impl CudaBatcher {
     /// waiting, with the event that completes when the batch is ready.
     pub fn run(&mut self, jobs: &[DeviceJob], out: &mut CudaBatchBuffers) -> Result<CudaEvent> {
         self.plan.plan(jobs, out.masks.is_some())?;
-        if let Some(released) = out.released.take() {
-            self.compute.wait(&released).map_err(device_err)?;
-        }
-        if out.writer.is_none() {
-            // First use: the buffers were made (and zeroed) on the consumer's stream.
-            self.compute
-                .join(self.device.stream())
-                .map_err(device_err)?;
-        }
+        // The compute stream waits for the consumer's release of `out` (`submit`, before
+        // the first launch that writes it); it is forgotten only once that wait is queued,
+        // so a batch rejected and run again still waits for it.
+        let done = self.submit(Some(out), &|i| jobs.get(i).map(|j| &j.image))?;
+        out.released = None;
         out.writer = Some(Arc::clone(&self.compute));
-        self.submit(Some(out), &|i| jobs.get(i).map(|j| &j.image))
+        Ok(done)
     }
 
     /// Decodes `images` and returns without waiting, with the event that completes when
@@ -425,7 +421,7 @@ impl CudaBatcher {
         if let Some((_, _, released)) = &rgbi {
             events.push(Arc::clone(released));
         }
-        let _record = RecordOnDrop {
+        let mut record = RecordOnDrop {
             events,
             stream: Arc::clone(&self.compute),
         };
@@ -512,7 +508,39 @@ impl CudaBatcher {
                 }
             }
         }
-        for step in self.plan.steps() {
+        // Before the first launch that writes the batch's outputs, the compute stream waits
+        // for the consumer's release of them (on their first use, for everything on the
+        // consumer's stream, where they were made and zeroed). The decode before it, and
+        // the launches that read the hardware output, never wait for the consumer: the
+        // hardware output's `released` is recorded right after the last of those, so the
+        // engines' next write into it waits for them alone, not for the training step.
+        let writes_out = |l: &crate::backend::device::Launch| {
+            l.bindings
+                .iter()
+                .any(|b| matches!(b.buffer, Buffer::Images | Buffer::Masks))
+        };
+        let reads_hardware = |step: &Step| matches!(step, Step::Launch(l) if l.bindings.iter().any(|b| b.buffer == Buffer::Rgbi));
+        let last_hardware_read = self.plan.steps().iter().rposition(reads_hardware);
+        let consumer = self.device.stream();
+        let mut gated = false;
+        let gate = |gated: &mut bool| -> Result<()> {
+            if std::mem::replace(gated, true) {
+                return Ok(());
+            }
+            if let Some(o) = out {
+                if let Some(r) = &o.released {
+                    c.wait(r).map_err(device_err)?;
+                }
+                if o.writer.is_none() {
+                    c.join(consumer).map_err(device_err)?;
+                }
+            }
+            Ok(())
+        };
+        for (index, step) in self.plan.steps().iter().enumerate() {
+            if matches!(step, Step::Launch(l) if writes_out(l)) {
+                gate(&mut gated)?;
+            }
             match step {
                 Step::Launch(l) => {
                     let mut args = KernelArgs {
@@ -539,8 +567,8 @@ impl CudaBatcher {
                     // output and the batch's outputs: scratch is freed on this (compute)
                     // stream, the input only after the copy stream has waited for
                     // `consumed`, the hardware output only after the host has waited for
-                    // its `released` (both recorded by `_record` after these launches, on
-                    // every path), and the outputs after their writer (this stream) is
+                    // its `released` (both recorded by `record` after these launches, on
+                    // every path; `released` after the last launch that reads it), and the outputs after their writer (this stream) is
                     // synchronised. Nothing else writes them meanwhile: the next upload
                     // into the input waits for `consumed`, the engines' next write into the
                     // hardware output for `released` on the host, the consumer for the
@@ -558,8 +586,15 @@ impl CudaBatcher {
                 // Done first (`hardware_step`); the compute stream waits for it.
                 Step::Hardware => {}
             }
+            if Some(index) == last_hardware_read {
+                if let Some((_, _, released)) = &rgbi {
+                    released.record(c).map_err(device_err)?;
+                    record.events.retain(|e| !Arc::ptr_eq(e, released));
+                }
+            }
         }
-        drop(_record);
+        gate(&mut gated)?;
+        drop(record);
         c.record_event(None).map_err(device_err)
     }
 
