@@ -41,25 +41,6 @@ const SOURCES: &[&str] = &[
 
 const MUTANTS_PER_SOURCE: usize = 12;
 
-/// Where the first scan's entropy-coded data starts.
-fn scan_start(b: &[u8]) -> Option<usize> {
-    let i = b.windows(2).position(|w| w == [0xFF, 0xDA])?;
-    let len = usize::from(*b.get(i + 2)?) << 8 | usize::from(*b.get(i + 3)?);
-    Some(i + 2 + len)
-}
-
-/// `src` with one to three bits flipped between its first scan and its last two bytes.
-fn mutant(src: &[u8], rng: &mut TestRng) -> Vec<u8> {
-    let mut b = src.to_vec();
-    let start = scan_start(&b).expect("a scan");
-    let end = b.len() - 2;
-    for _ in 0..1 + rng.below(3) {
-        let at = start + rng.below((end - start) as u64) as usize;
-        b[at] ^= 1 << rng.below(8);
-    }
-    b
-}
-
 /// Per epoch: each sample's path and its pixels (`None`: reported).
 type Outcomes = Vec<BTreeMap<String, Option<Vec<u8>>>>;
 
@@ -114,7 +95,7 @@ fn write_mutants(dir: &std::path::Path, seed: u64) -> usize {
     for (s, src) in SOURCES.iter().enumerate() {
         let bytes = std::fs::read(common::data_dir().join(src)).expect("source");
         for m in 0..MUTANTS_PER_SOURCE {
-            let b = mutant(&bytes, &mut rng);
+            let b = common::mutant(&bytes, &mut rng);
             if let Ok(CoeffStatus::CpuOnly(why)) =
                 stoker::decode::jpeg::read_coefficients(&b, false, &mut c)
             {
@@ -196,7 +177,7 @@ fn the_device_oracles_agree_with_the_cpu_decoder_on_every_mutant() {
     for src in SOURCES {
         let bytes = std::fs::read(common::data_dir().join(src)).expect("source");
         for _ in 0..MUTANTS_PER_SOURCE {
-            let b = mutant(&bytes, &mut rng);
+            let b = common::mutant(&bytes, &mut rng);
             for scale in [1, 2, 4, 8] {
                 checks::device_oracle_at(&b, scale, None);
                 let (x0, y0) = (rng.below(200) as u32, rng.below(200) as u32);

@@ -771,26 +771,6 @@ fn replacements_exhausted_on_the_device_fail_as_on_the_cpu_backend() {
     }
 }
 
-/// Where the first scan's entropy-coded data starts.
-fn scan_start(b: &[u8]) -> Option<usize> {
-    let i = b.windows(2).position(|w| w == [0xFF, 0xDA])?;
-    let len = usize::from(*b.get(i + 2)?) << 8 | usize::from(*b.get(i + 3)?);
-    Some(i + 2 + len)
-}
-
-/// `src` with one to three bits flipped between its first scan and its last two bytes
-/// (its size and end marker kept).
-fn mutant(src: &[u8], rng: &mut TestRng) -> Vec<u8> {
-    let mut b = src.to_vec();
-    let start = scan_start(&b).expect("a scan");
-    let end = b.len() - 2;
-    for _ in 0..1 + rng.below(3) {
-        let at = start + rng.below((end - start) as u64) as usize;
-        b[at] ^= 1 << rng.below(8);
-    }
-    b
-}
-
 /// Baseline JPEGs (those the hardware decoder takes) of every sampling the test data has.
 const BASELINE: &[&str] = &[
     "jpeg/go_video-001_q50_411.jpg",
@@ -825,7 +805,7 @@ fn damaged_files_for_the_hardware_decoder_are_delivered_or_refused_as_on_the_cpu
         for m in 0..16 {
             files.push((
                 format!("c{}/s{s}_m{m}.jpg", s % 2),
-                mutant(&bytes, &mut rng),
+                common::mutant(&bytes, &mut rng),
             ));
         }
     }

@@ -200,6 +200,28 @@ pub fn backends() -> Vec<stoker::BackendKind> {
     v
 }
 
+/// Where the first scan's entropy-coded data of the JPEG `b` starts.
+#[allow(dead_code)]
+pub fn scan_start(b: &[u8]) -> Option<usize> {
+    let i = b.windows(2).position(|w| w == [0xFF, 0xDA])?;
+    let len = usize::from(*b.get(i + 2)?) << 8 | usize::from(*b.get(i + 3)?);
+    Some(i + 2 + len)
+}
+
+/// The JPEG `src` with one to three bits flipped between its first scan and its last two
+/// bytes (its size and end marker kept).
+#[allow(dead_code)]
+pub fn mutant(src: &[u8], rng: &mut TestRng) -> Vec<u8> {
+    let mut b = src.to_vec();
+    let start = scan_start(&b).expect("a scan");
+    let end = b.len() - 2;
+    for _ in 0..1 + rng.below(3) {
+        let at = start + rng.below((end - start) as u64) as usize;
+        b[at] ^= 1 << rng.below(8);
+    }
+    b
+}
+
 /// Whether a CUDA device can be opened (driver, GPU and NVRTC). With
 /// `STOKER_REQUIRE_CUDA=1` (set on GPU machines) its absence fails the test instead.
 #[allow(dead_code)]

@@ -577,3 +577,64 @@ impl BatchPlan {
         Ok((out, end))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::jpeg::coeffs::Upsample;
+
+    #[test]
+    fn stored_planes_follow_libjpeg_geometry() {
+        // 4:2:0 of an odd size: chroma is ceil(w / 2) x ceil(h / 2), fancy upsampled.
+        let (n, p) = stored_planes([101, 77], &[(2, 2), (1, 1), (1, 1)]).expect("planes");
+        assert_eq!(n, 3);
+        assert_eq!((p[0].width, p[0].height, p[0].pitch), (101, 77, 256));
+        assert_eq!(p[0].method, Upsample::Full.code());
+        for c in &p[1..] {
+            assert_eq!((c.width, c.height), (51, 39));
+            assert_eq!(c.method, Upsample::H2V2Fancy.code());
+            assert_eq!((c.eh, c.ev), (2, 2));
+        }
+        assert_eq!(p[1].offset, 256 * 77);
+        assert!(p.iter().all(|c| c.offset % 256 == 0 && c.pitch % 256 == 0));
+        assert!(p[2].offset >= p[1].offset + p[1].pitch * 39);
+        // 4:2:2 and greyscale.
+        let (_, p) = stored_planes([64, 8], &[(2, 1), (1, 1), (1, 1)]).expect("planes");
+        assert_eq!((p[1].width, p[1].height), (32, 8));
+        assert_eq!(p[1].method, Upsample::H2V1Fancy.code());
+        let (n, p) = stored_planes([9, 9], &[(1, 1)]).expect("planes");
+        assert_eq!((n, p[0].width, p[0].height), (1, 9, 9));
+        // Two components (or four) are not for the hardware decoder.
+        assert!(stored_planes([8, 8], &[(1, 1), (1, 1)]).is_none());
+    }
+
+    #[test]
+    fn a_job_header_says_planes_or_rgb_rows() {
+        let (components, planes) =
+            stored_planes([40, 30], &[(2, 2), (1, 1), (1, 1)]).expect("planes");
+        let job = EncodedJob {
+            sample: 0,
+            window: [0, 0, 40, 30],
+            full: [40, 30],
+            dst: 0,
+            header: 0,
+            rgbi: (1024, 256),
+            components,
+            planes,
+        };
+        // The region holds the RGB rows or the planes, whichever is larger.
+        assert_eq!(
+            job.rgbi_bytes(),
+            (256 * 30_u64).max(256 * 30 + 2 * 256 * 15)
+        );
+        let h = job.header_words(false);
+        assert_eq!(&h[..5], &[0, 1, 3, 16, 256]);
+        // Component 1 (Cb): its plane offset and stride in words, sizes, method.
+        let r = 16 + 16;
+        assert_eq!(h[r + 7], (planes[1].offset / 4) as u32);
+        assert_eq!(h[r + 8], 64);
+        assert_eq!((h[r + 9], h[r + 10]), (20, 15));
+        assert_eq!(h[r + 11], Upsample::H2V2Fancy.code());
+        assert_eq!(job.header_words(true)[0], 1);
+    }
+}

@@ -311,6 +311,21 @@ pub struct DevicePlanes {
     pub height: [u32; 3],
 }
 
+/// The output descriptor naming `channels` (device address and pitch of each, in order).
+fn descriptor(channels: &[(CUdeviceptr, usize)]) -> Result<ffi::nvjpegImage_t, Refusal> {
+    let mut dest = ffi::nvjpegImage_t {
+        channel: [ptr::null_mut(); ffi::NVJPEG_MAX_COMPONENT],
+        pitch: [0; ffi::NVJPEG_MAX_COMPONENT],
+    };
+    for (c, &(addr, pitch)) in channels.iter().enumerate().take(ffi::NVJPEG_MAX_COMPONENT) {
+        let addr = usize::try_from(addr).map_err(|_| Refusal::PointerRange(addr))?;
+        // A device address, only ever dereferenced by nvJPEG on the GPU.
+        dest.channel[c] = ptr::with_exposed_provenance_mut::<c_uchar>(addr);
+        dest.pitch[c] = pitch;
+    }
+    Ok(dest)
+}
+
 /// Checks image `k` of a batch (its bytes given) and gives its output descriptor.
 type Destination<'a> = dyn Fn(&Decoder, usize, &[u8]) -> Result<ffi::nvjpegImage_t, Refusal> + 'a;
 
@@ -774,15 +789,7 @@ impl Decoder {
         let dest = |d: &Decoder, k: usize, bytes: &[u8]| -> Result<ffi::nvjpegImage_t, Refusal> {
             let out = &outputs[k];
             d.check_output(bytes, out)?;
-            let addr = usize::try_from(out.ptr).map_err(|_| Refusal::PointerRange(out.ptr))?;
-            let mut dest = ffi::nvjpegImage_t {
-                channel: [ptr::null_mut(); ffi::NVJPEG_MAX_COMPONENT],
-                pitch: [0; ffi::NVJPEG_MAX_COMPONENT],
-            };
-            // A device address, only ever dereferenced by nvJPEG on the GPU.
-            dest.channel[0] = ptr::with_exposed_provenance_mut::<c_uchar>(addr);
-            dest.pitch[0] = out.pitch;
-            Ok(dest)
+            descriptor(&[(out.ptr, out.pitch)])
         };
         // SAFETY: the caller upholds this function's contract, which is `run_batch`'s.
         unsafe {
@@ -815,18 +822,10 @@ impl Decoder {
         let dest = |d: &Decoder, k: usize, bytes: &[u8]| -> Result<ffi::nvjpegImage_t, Refusal> {
             let out = &outputs[k];
             d.check_planes(bytes, out)?;
-            let mut dest = ffi::nvjpegImage_t {
-                channel: [ptr::null_mut(); ffi::NVJPEG_MAX_COMPONENT],
-                pitch: [0; ffi::NVJPEG_MAX_COMPONENT],
-            };
-            for c in 0..out.components.min(3) as usize {
-                let addr =
-                    usize::try_from(out.ptr[c]).map_err(|_| Refusal::PointerRange(out.ptr[c]))?;
-                // A device address, only ever dereferenced by nvJPEG on the GPU.
-                dest.channel[c] = ptr::with_exposed_provenance_mut::<c_uchar>(addr);
-                dest.pitch[c] = out.pitch[c];
-            }
-            Ok(dest)
+            let n = out.components.min(3) as usize;
+            let channels: Vec<(CUdeviceptr, usize)> =
+                (0..n).map(|c| (out.ptr[c], out.pitch[c])).collect();
+            descriptor(&channels)
         };
         // SAFETY: the caller upholds this function's contract, which is `run_batch`'s.
         unsafe {
