@@ -622,11 +622,9 @@ mod tests {
             components,
             planes,
         };
-        // The region holds the RGB rows or the planes, whichever is larger.
-        assert_eq!(
-            job.rgbi_bytes(),
-            (256 * 30_u64).max(256 * 30 + 2 * 256 * 15)
-        );
+        // The region holds the RGB rows (256 x 30 bytes) or the planes, whichever is
+        // larger: here the planes, Y and then Cb and Cr at half size.
+        assert_eq!(job.rgbi_bytes(), 256 * 30 + 2 * 256 * 15);
         let h = job.header_words(false);
         assert_eq!(&h[..5], &[0, 1, 3, 16, 256]);
         // Component 1 (Cb): its plane offset and stride in words, sizes, method.
