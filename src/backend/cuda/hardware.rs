@@ -68,6 +68,7 @@ pub(crate) fn decode_chain(
                         }
                     }
                 }
+                log_refusals("the JPEG engines", &for_gpu, claimed.len(), &why);
             }
             Err(e) => {
                 log::info!(
@@ -100,6 +101,7 @@ pub(crate) fn decode_chain(
                     for (&k, r) in for_gpu.iter().zip(results) {
                         take(k, r, &mut for_cpu);
                     }
+                    log_refusals("nvJPEG's GPU decoder", &for_cpu, for_gpu.len(), &why);
                 }
                 Err(e) if for_gpu.len() == 1 => {
                     paths.gpu_batches_failed += 1;
@@ -156,6 +158,17 @@ pub(crate) fn decode_chain(
         }
     }
     out
+}
+
+/// Logs, once per call, how many of `asked` images `decoder` refused one by one (`refused`,
+/// their reasons last in `why`): the first reason says what to look at.
+fn log_refusals(decoder: &str, refused: &[usize], asked: usize, why: &[Vec<String>]) {
+    if let Some(first) = refused.first().and_then(|&k| why.get(k)?.last()) {
+        log::info!(
+            "cuda: {decoder} refused {} of {asked} images (the first: {first})",
+            refused.len()
+        );
+    }
 }
 
 #[cfg(test)]
