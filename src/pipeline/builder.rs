@@ -90,8 +90,9 @@ impl PipelineBuilder {
 
     /// Which JPEGs go to the GPU's hardware JPEG decoder (nvJPEG's engines, on the CUDA
     /// backend, where the card has them): [`HardwareDecode::Exact`] by default, those
-    /// whose pixels it gives as the CPU decoder does; [`HardwareDecode::All`] for speed
-    /// over exactness; [`HardwareDecode::Off`]. The rest take the hybrid path.
+    /// whose pixels it gives as the CPU decoder does but for the engines' IDCT (greyscale,
+    /// 4:4:4, 4:2:2, 4:2:0, 4:4:0); [`HardwareDecode::All`] every sampling the engines
+    /// take; [`HardwareDecode::Off`]. The rest take the hybrid path.
     pub fn hardware_decode(mut self, which: HardwareDecode) -> Self {
         self.hardware_decode = which;
         self
