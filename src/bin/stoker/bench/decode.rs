@@ -108,8 +108,14 @@ struct HostFeed {
     /// fallbacks).
     host_seconds: f64,
     host_images_per_s: f64,
-    /// Which decoder took the encoded JPEGs (a hardware decoder's batches), warm-up
-    /// included: all zero without one.
+    /// Of the timed passes' images: those decoded on the hybrid path (host entropy
+    /// decoding, the device's IDCT and colour passes)...
+    hybrid_images: u64,
+    /// ... and those handed whole to the hardware decoder's chain (the rest are
+    /// `fallbacks`, decoded by the CPU before the device).
+    hardware_images: u64,
+    /// Which decoder of that chain took them (engines, nvJPEG's GPU decoder, the CPU),
+    /// over the warm-up and the timed passes: all zero without a hardware decoder.
     decode_paths: stoker::backend::device::DecodePaths,
 }
 
@@ -391,10 +397,12 @@ fn decode_device(
     let pass = |dev: &mut common::DeviceDecoder,
                 repeats: usize,
                 tick: &dyn Fn(u64)|
-     -> Res<(DecodeRun, Vec<Failure>, f64)> {
+     -> Res<(DecodeRun, Vec<Failure>, f64, u64)> {
         let n = files.len();
         let total = n * repeats;
         let (mut images, mut pixels, mut fallbacks) = (0u64, 0u64, 0u64);
+        // Files handed to the hardware decoder whole (and decoded by one of its chain).
+        let mut encoded = 0u64;
         let mut failed = Vec::new();
         let start = Instant::now();
         let mut host = 0.0;
@@ -421,6 +429,7 @@ fn decode_device(
                         images += 1;
                         pixels += p.info.pixels();
                         fallbacks += u64::from(p.cpu_reason.is_some());
+                        encoded += u64::from(matches!(p.image, DeviceSample::Encoded { .. }));
                         of_sample.push((i, p.info.pixels()));
                         samples.push(p.image);
                     }
@@ -445,6 +454,7 @@ fn decode_device(
                         for r in rejected {
                             let (i, px) = of_sample[r.sample];
                             images = images.saturating_sub(1);
+                            encoded = encoded.saturating_sub(1);
                             pixels = pixels.saturating_sub(px);
                             if i < n {
                                 failed.push(Failure::new(paths[i].as_str(), r.reason.clone()));
@@ -470,10 +480,10 @@ fn decode_device(
             fallbacks,
             seconds: start.elapsed().as_secs_f64(),
         };
-        Ok((run, failed, host))
+        Ok((run, failed, host, encoded))
     };
     let pb = progress(ctx, files.len() as u64, &format!("{kind} warm-up"));
-    let (warm, failed, _) = pass(&mut dev, 1, &|d| pb.inc(d))?;
+    let (warm, failed, _, _) = pass(&mut dev, 1, &|d| pb.inc(d))?;
     pb.finish_and_clear();
     let repeats = a.repeats_after(warm.seconds);
     let pb = progress(
@@ -481,12 +491,14 @@ fn decode_device(
         (repeats * files.len()) as u64,
         &format!("{kind} decode"),
     );
-    let (run, _, host) = pass(&mut dev, repeats, &|d| pb.inc(d))?;
+    let (run, _, host, encoded) = pass(&mut dev, repeats, &|d| pb.inc(d))?;
     pb.finish_and_clear();
     let mut r = run.measured(kind, be, failed, repeats, a, inputs);
     r.host = Some(HostFeed {
         host_seconds: host,
         host_images_per_s: run.images as f64 / host.max(1e-9),
+        hybrid_images: run.images.saturating_sub(run.fallbacks + encoded),
+        hardware_images: encoded,
         decode_paths: dev.decode_paths(),
     });
     Ok(r)

@@ -192,6 +192,10 @@ struct PipelineMeasured {
     /// Which decoder took the encoded JPEGs, over every epoch (a hardware decoder's
     /// batches): all zero without one.
     decode_paths: stoker::backend::device::DecodePaths,
+    /// Samples decoded on the hybrid path over every epoch (host entropy decoding, the
+    /// device's IDCT and colour passes): the stats' `gpu_decoded` less those handed to
+    /// the hardware decoder.
+    hybrid_samples: u64,
 }
 
 /// A field of `/proc/self/status` in bytes (`VmRSS`, `VmHWM`); `None` off Linux.
@@ -361,6 +365,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         }
         pb.finish_and_clear();
         let total: f64 = epoch_seconds.iter().sum();
+        let paths = pipe.decode_paths();
         let stats = match serde_json::to_value(pipe.stats())? {
             Value::Object(mut o) => {
                 o.remove("errors");
@@ -394,7 +399,11 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             stats,
             failed,
             batch_waits,
-            decode_paths: pipe.decode_paths(),
+            decode_paths: paths,
+            hybrid_samples: pipe
+                .stats()
+                .gpu_decoded
+                .saturating_sub(paths.hardware + paths.gpu_decoder + paths.cpu + paths.rejected),
             rss_bytes_per_epoch,
             peak_rss_bytes: proc_status_bytes("VmHWM"),
         }));
