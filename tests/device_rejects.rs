@@ -440,21 +440,6 @@ fn worst_difference(a: &EpochSeen, b: &EpochSeen) -> u8 {
     worst
 }
 
-/// A JPEG of `w` x `h` random smooth-ish pixels.
-fn jpeg(rng: &mut TestRng, w: u32, h: u32, subsamp: turbojpeg::Subsamp) -> Vec<u8> {
-    let rgb = common::random_rgb(rng, w, h);
-    let image = turbojpeg::Image {
-        pixels: rgb.as_slice(),
-        width: w as usize,
-        pitch: 3 * w as usize,
-        height: h as usize,
-        format: turbojpeg::PixelFormat::RGB,
-    };
-    turbojpeg::compress(image, 85, subsamp)
-        .expect("encode")
-        .to_vec()
-}
-
 /// Files at the same paths in two datasets: `good` as made, `broken` with the files the
 /// device stand-in will reject cut short.
 struct Datasets {
@@ -510,7 +495,7 @@ fn rejection_files(garbage: bool) -> Vec<(String, Vec<u8>)> {
         };
         files.push((
             format!("c{}/img{i:02}.jpg", i % 3),
-            jpeg(&mut rng, w, h, sub),
+            common::random_jpeg(&mut rng, w, h, sub),
         ));
     }
     let (w, h) = (50, 44);
@@ -520,7 +505,7 @@ fn rejection_files(garbage: bool) -> Vec<(String, Vec<u8>)> {
         true => files.push(("c2/garbage.jpg".into(), b"not an image at all".repeat(8))),
         false => files.push((
             "c2/img22.jpg".into(),
-            jpeg(&mut rng, 48, 48, turbojpeg::Subsamp::Sub2x2),
+            common::random_jpeg(&mut rng, 48, 48, turbojpeg::Subsamp::Sub2x2),
         )),
     }
     files

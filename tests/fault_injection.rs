@@ -38,21 +38,6 @@ const MAX_BYTES: u64 = 256 << 10;
 /// output of a file is a function of its bytes alone.
 const SIZE: u32 = 12;
 
-/// A JPEG of `w` x `h` random smooth-ish pixels.
-fn jpeg(rng: &mut common::TestRng, w: u32, h: u32) -> Vec<u8> {
-    let rgb = common::random_rgb(rng, w, h);
-    let image = turbojpeg::Image {
-        pixels: rgb.as_slice(),
-        width: w as usize,
-        pitch: 3 * w as usize,
-        height: h as usize,
-        format: turbojpeg::PixelFormat::RGB,
-    };
-    turbojpeg::compress(image, 85, turbojpeg::Subsamp::Sub2x2)
-        .expect("encode")
-        .to_vec()
-}
-
 /// The relative path of file `i`, in one of three class folders.
 fn rel(i: usize) -> String {
     format!("c{}/img{i:03}.jpg", i % 3)
@@ -72,8 +57,18 @@ fn versions() -> Versions {
     for _ in 0..FILES {
         // Large enough that a cut keeps the headers (a cut in them fails either way).
         let (w, h) = (40 + rng.below(48) as u32, 40 + rng.below(48) as u32);
-        original.push(jpeg(&mut rng, w, h));
-        rewrite.push(jpeg(&mut rng, w + 9, h + 5));
+        original.push(common::random_jpeg(
+            &mut rng,
+            w,
+            h,
+            turbojpeg::Subsamp::Sub2x2,
+        ));
+        rewrite.push(common::random_jpeg(
+            &mut rng,
+            w + 9,
+            h + 5,
+            turbojpeg::Subsamp::Sub2x2,
+        ));
     }
     Versions { original, rewrite }
 }

@@ -200,6 +200,23 @@ pub fn backends() -> Vec<stoker::BackendKind> {
     v
 }
 
+/// A JPEG (quality 85, chroma `subsamp`) of `w` x `h` random pixels from
+/// [`random_rgb`].
+#[allow(dead_code)]
+pub fn random_jpeg(rng: &mut TestRng, w: u32, h: u32, subsamp: turbojpeg::Subsamp) -> Vec<u8> {
+    let rgb = random_rgb(rng, w, h);
+    let image = turbojpeg::Image {
+        pixels: rgb.as_slice(),
+        width: w as usize,
+        pitch: 3 * w as usize,
+        height: h as usize,
+        format: turbojpeg::PixelFormat::RGB,
+    };
+    turbojpeg::compress(image, 85, subsamp)
+        .expect("encode")
+        .to_vec()
+}
+
 /// Where the first scan's entropy-coded data of the JPEG `b` starts.
 #[allow(dead_code)]
 pub fn scan_start(b: &[u8]) -> Option<usize> {

@@ -635,7 +635,7 @@ impl CudaBatcher {
             None => return Err(CudaError::Missing("hardware output buffer").into()),
         };
         let released = Arc::clone(&out.released);
-        let rejected = hardware_decode(&self.device, h, jobs, sample, (base, len), self.strict)?;
+        let rejected = decode_encoded(&self.device, h, jobs, sample, (base, len), self.strict)?;
         if !rejected.is_empty() {
             return Err(DeviceError::Rejected(rejected).into());
         }
@@ -772,7 +772,7 @@ impl DeviceBatcher for CudaBatcher {
 /// where the plan puts them, down the chain of [`super::hardware`]: the engines, nvJPEG's
 /// GPU decoder, the CPU decoder (uploaded). Works on nvJPEG's own stream and returns once
 /// the host has waited for its `decoded` event; the samples nothing decoded, with why.
-fn hardware_decode<'a>(
+fn decode_encoded<'a>(
     device: &CudaDevice,
     h: &mut Hardware,
     jobs: &[EncodedJob],
@@ -912,17 +912,30 @@ fn hardware_decode<'a>(
         &mut cpu,
         paths,
     );
-    // Every image's header, in one copy: the headers lie back to back from offset 0.
-    let mut headers: Vec<u8> = Vec::with_capacity(jobs.len() * 4 * HARDWARE_HEADER_WORDS);
-    for (j, &rgb) in jobs.iter().zip(&on_cpu) {
-        headers.extend(j.header_words(rgb).iter().flat_map(|w| w.to_le_bytes()));
-    }
-    if headers.len() as u64 > len || jobs.first().is_some_and(|j| j.header != 0) {
+    // Every image's header, each at its place, in one copy from offset 0 (the plan puts
+    // them first in the buffer).
+    let header_bytes = 4 * HARDWARE_HEADER_WORDS;
+    let end = jobs
+        .iter()
+        .map(|j| j.header as usize + header_bytes)
+        .max()
+        .unwrap_or(0);
+    if end as u64 > len {
         return Err(CudaError::Missing("room for the hardware decoder's headers").into());
     }
-    // SAFETY: the headers occupy the first `headers.len()` bytes of the hardware output
-    // buffer (checked just above), which no queued kernel reads (see `call`); `headers`
-    // lives until the host has waited for `decoded` below.
+    let mut headers = vec![0u8; end];
+    for (j, &rgb) in jobs.iter().zip(&on_cpu) {
+        let at = j.header as usize;
+        for (dst, w) in headers[at..at + header_bytes]
+            .chunks_exact_mut(4)
+            .zip(j.header_words(rgb))
+        {
+            dst.copy_from_slice(&w.to_le_bytes());
+        }
+    }
+    // SAFETY: the headers occupy the first `end` bytes of the hardware output buffer
+    // (checked just above), which no queued kernel reads (see `call`); `headers` lives
+    // until the host has waited for `decoded` below.
     unsafe { memory::upload(&h.stream, base, &headers)? };
     // The host waits for nvJPEG's own stream only: the engines' writes, the GPU decoder's
     // kernels and the CPU uploads are done, and the staging buffer and `uploads` are free.

@@ -374,10 +374,7 @@ impl BatchPlan {
                     let (components, planes) =
                         crate::decode::jpeg::markers::sampling_factors(bytes)
                             .and_then(|f| stored_planes(*full, &f))
-                            .ok_or(DeviceError::HardwareImage {
-                                width: full[0],
-                                height: full[1],
-                            })?;
+                            .ok_or(DeviceError::NotPlanar(self.images.len()))?;
                     // Placed after the decoded windows, once their total is known.
                     self.encoded.push(EncodedJob {
                         sample: self.images.len(),

@@ -120,6 +120,10 @@ pub enum DeviceError {
         /// Image height.
         height: u32,
     },
+    /// A sample for the hardware decoder whose frame header gives no planes it writes (1
+    /// or 3 components, readable sampling factors).
+    #[error("sample {0}: its frame header gives no planes for the hardware decoder")]
+    NotPlanar(usize),
     /// An orientation job is malformed (a bug in the plan).
     #[error(
         "orientation job {job} is malformed (orientation {orientation}, source at word {src}, \

@@ -452,7 +452,14 @@ fn decode_device(
                         gone.sort_unstable();
                         gone.dedup();
                         for r in rejected {
-                            let (i, px) = of_sample[r.sample];
+                            let Some(&(i, px)) = of_sample.get(r.sample) else {
+                                return Err(format!(
+                                    "the device rejected sample {} of a batch of {}",
+                                    r.sample,
+                                    samples.len()
+                                )
+                                .into());
+                            };
                             images = images.saturating_sub(1);
                             encoded = encoded.saturating_sub(1);
                             pixels = pixels.saturating_sub(px);
