@@ -273,3 +273,80 @@ pub fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// A random JPEG of `w x h` with restart markers, one every `mcus` MCUs (or, when `mcus`
+/// is 0, every `rows` MCU rows; none when both are 0), with luma sampling `(h, v)` (chroma 1x1) or one
+/// component (`gray`). Encoded by the libjpeg the crate links (mozjpeg's build of
+/// libjpeg-turbo, set to one sequential scan), which exposes
+/// the restart parameters the TurboJPEG wrapper does not. A test binary must not also
+/// encode with the TurboJPEG wrapper ([`random_jpeg`]): the two libjpeg builds define
+/// the same compression symbols, and the linker mixes them.
+pub fn restart_jpeg(
+    rng: &mut TestRng,
+    w: u32,
+    h: u32,
+    samp: (i32, i32),
+    gray: bool,
+    mcus: u32,
+    rows: i32,
+) -> Vec<u8> {
+    use mozjpeg_sys as ffi;
+    let channels = if gray { 1 } else { 3 };
+    let pixels: Vec<u8> = if gray {
+        random_rgb(rng, w, h)
+            .chunks_exact(3)
+            .map(|p| p[1])
+            .collect()
+    } else {
+        random_rgb(rng, w, h)
+    };
+    let quality = 50 + rng.below(50) as i32;
+    // SAFETY: libjpeg's documented compression sequence on a zeroed, created compressor
+    // with the default error manager (errors abort the test: `error_exit` exits); rows
+    // point into `pixels`, `w * channels` bytes each; the output buffer libjpeg allocates
+    // is copied, then freed.
+    unsafe {
+        let mut err: ffi::jpeg_error_mgr = std::mem::zeroed();
+        let mut c: ffi::jpeg_compress_struct = std::mem::zeroed();
+        c.common.err = ffi::jpeg_std_error(&mut err);
+        ffi::jpeg_create_compress(&mut c);
+        let mut out: *mut u8 = std::ptr::null_mut();
+        let mut size: std::ffi::c_ulong = 0;
+        ffi::jpeg_mem_dest(&mut c, &mut out, &mut size);
+        c.image_width = w;
+        c.image_height = h;
+        c.input_components = channels as i32;
+        c.in_color_space = if gray {
+            ffi::J_COLOR_SPACE::JCS_GRAYSCALE
+        } else {
+            ffi::J_COLOR_SPACE::JCS_RGB
+        };
+        ffi::jpeg_set_defaults(&mut c);
+        // mozjpeg's defaults are progressive: one sequential scan instead. (Its
+        // `jpeg_c_set_int_param` writes out of bounds in this build: valgrind.)
+        c.num_scans = 0;
+        c.scan_info = std::ptr::null();
+        ffi::jpeg_set_quality(&mut c, quality, 1);
+        if !gray {
+            (*c.comp_info).h_samp_factor = samp.0;
+            (*c.comp_info).v_samp_factor = samp.1;
+        }
+        if mcus > 0 {
+            c.restart_interval = mcus;
+        } else {
+            c.restart_in_rows = rows;
+        }
+        c.optimize_coding = i32::from(rng.below(2) == 0);
+        ffi::jpeg_start_compress(&mut c, 1);
+        let stride = (w * channels) as usize;
+        while c.next_scanline < h {
+            let row = pixels[c.next_scanline as usize * stride..].as_ptr();
+            ffi::jpeg_write_scanlines(&mut c, &row, 1);
+        }
+        ffi::jpeg_finish_compress(&mut c);
+        let v = std::slice::from_raw_parts(out, size as usize).to_vec();
+        ffi::jpeg_destroy_compress(&mut c);
+        libc::free(out.cast());
+        v
+    }
+}

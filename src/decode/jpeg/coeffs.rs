@@ -198,6 +198,24 @@ impl Coefficients {
     /// Whether the GPU path can reproduce libjpeg's decode of these components: 1, 3 or 4
     /// components whose sampling factors are 1-4 and divide the largest ones. `Err` says why.
     pub fn check_supported(&self) -> Result<(), LayoutError> {
+        self.check_layout()?;
+        for (i, c) in self.components.iter().enumerate() {
+            let blocks = c.width_in_blocks as usize * c.height_in_blocks as usize;
+            if c.blocks.len() != blocks {
+                return Err(LayoutError::Blocks {
+                    component: i,
+                    blocks: c.blocks.len(),
+                    width: c.width_in_blocks,
+                    height: c.height_in_blocks,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::check_supported`] without the blocks: for a header whose blocks are
+    /// decoded on the device ([`super::huffman`]).
+    pub fn check_layout(&self) -> Result<(), LayoutError> {
         let n = self.components.len();
         if n != self.color.components() {
             return Err(LayoutError::Components {
@@ -219,8 +237,7 @@ impl Coefficients {
                     max_v: self.max_v,
                 });
             }
-            let blocks = c.width_in_blocks as usize * c.height_in_blocks as usize;
-            if c.blocks.len() != blocks || c.width_in_blocks == 0 || c.height_in_blocks == 0 {
+            if c.width_in_blocks == 0 || c.height_in_blocks == 0 {
                 return Err(LayoutError::Blocks {
                     component: i,
                     blocks: c.blocks.len(),
@@ -580,13 +597,21 @@ struct Span {
 impl Span {
     /// The span of `window` in `coeffs` at IDCT scale `1/scale`, after the checks [`pack`]
     /// makes.
-    fn of(coeffs: &Coefficients, scale: u32, window: [u32; 4]) -> Result<Span, DecodeError> {
+    fn of(
+        coeffs: &Coefficients,
+        scale: u32,
+        window: [u32; 4],
+        with_blocks: bool,
+    ) -> Result<Span, DecodeError> {
         if !matches!(scale, 1 | 2 | 4 | 8) {
             return Err(DecodeError::Unsupported(format!("IDCT scale 1/{scale}")));
         }
-        coeffs
-            .check_supported()
-            .map_err(|e| DecodeError::Unsupported(e.to_string()))?;
+        if with_blocks {
+            coeffs.check_supported()
+        } else {
+            coeffs.check_layout()
+        }
+        .map_err(|e| DecodeError::Unsupported(e.to_string()))?;
         let full = coeffs.scaled_size(scale);
         let window = clamp_window(window, full)?;
         let [x0, y0, x1, y1] = window;
@@ -650,7 +675,7 @@ pub fn packed_size(
     scale: u32,
     window: [u32; 4],
 ) -> Result<PackedSize, DecodeError> {
-    let span = Span::of(coeffs, scale, window)?;
+    let span = Span::of(coeffs, scale, window, false)?;
     let [x0, y0, x1, y1] = span.window;
     let mut size = PackedSize {
         window: span.window,
@@ -683,8 +708,33 @@ pub fn pack(
     window: [u32; 4],
     out: &mut PackedJpeg,
 ) -> Result<(), DecodeError> {
-    let span = Span::of(coeffs, scale, window)?;
+    pack_into(coeffs, scale, window, out, true).map(|_| ())
+}
+
+/// [`pack`] without the blocks, for a header whose blocks the device decodes
+/// ([`super::huffman`]): `out.data` holds the quantisation tables only, and each
+/// component's `coef_offset` is the word offset of its region in a separate coefficient
+/// area (32 words a block, regions one after another from 0). Returns the words of that
+/// area. The blocks of `coeffs` are not read (they may be empty).
+pub fn pack_header(
+    coeffs: &Coefficients,
+    scale: u32,
+    window: [u32; 4],
+    out: &mut PackedJpeg,
+) -> Result<u64, DecodeError> {
+    pack_into(coeffs, scale, window, out, false)
+}
+
+fn pack_into(
+    coeffs: &Coefficients,
+    scale: u32,
+    window: [u32; 4],
+    out: &mut PackedJpeg,
+    with_blocks: bool,
+) -> Result<u64, DecodeError> {
+    let span = Span::of(coeffs, scale, window, with_blocks)?;
     let full = span.full;
+    let mut coef_area = 0u64;
 
     out.components.clear();
     out.data.clear();
@@ -698,9 +748,22 @@ pub fn pack(
         let quant_offset = out.data.len() as u32;
         out.data
             .extend(comp.quant.chunks_exact(2).map(|q| pack_pair(q[0], q[1])));
-        let coef_offset = out.data.len() as u32;
-        out.data.reserve(bw as usize * bh as usize * 32);
-        for by in by0..by1 {
+        let coef_offset = if with_blocks {
+            out.data.len() as u32
+        } else {
+            let at = coef_area;
+            coef_area += u64::from(bw) * u64::from(bh) * 32;
+            if coef_area > u64::from(u32::MAX / 4) {
+                return Err(DecodeError::Unsupported(
+                    "window too large for 32-bit coefficient offsets".into(),
+                ));
+            }
+            at as u32
+        };
+        if with_blocks {
+            out.data.reserve(bw as usize * bh as usize * 32);
+        }
+        for by in (by0..by1).filter(|_| with_blocks) {
             let start = by as usize * comp.width_in_blocks as usize;
             let row = &comp.blocks[start + bx0 as usize..start + bx1 as usize];
             for block in row {
@@ -739,7 +802,7 @@ pub fn pack(
         }
     }
     out.plane_words = plane as u32;
-    Ok(())
+    Ok(coef_area)
 }
 
 /// Reads coefficient `i` (natural order) of the block at data offset `block`.

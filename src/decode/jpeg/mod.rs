@@ -49,6 +49,7 @@
 
 pub mod coeffs;
 pub mod color;
+pub mod huffman;
 pub mod idct;
 pub mod markers;
 pub(crate) mod turbo;

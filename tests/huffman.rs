@@ -1,0 +1,130 @@
+//! The device entropy path's host half and scalar oracle (`decode::jpeg::huffman`) against
+//! libjpeg's `jpeg_read_coefficients`: JPEGs with restart markers decode to the same
+//! coefficients, files without them (or with anything the path does not take) are
+//! refused with a reason, and damaged intervals are flagged, never decoded silently.
+
+mod common;
+
+use common::{restart_jpeg, TestRng};
+use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
+use stoker::decode::jpeg::huffman::{decode_coefficients, RestartScan};
+use stoker::decode::jpeg::read_coefficients;
+
+/// Luma sampling factors (chroma 1x1), and gray.
+const SAMPLINGS: [((i32, i32), bool); 8] = [
+    ((1, 1), false),
+    ((2, 1), false),
+    ((2, 2), false),
+    ((1, 1), true),
+    ((1, 2), false),
+    ((4, 1), false),
+    ((1, 4), false),
+    ((3, 1), false),
+];
+
+fn assert_same(a: &Coefficients, b: &Coefficients, what: &str) {
+    assert_eq!(
+        (a.width, a.height, a.color, a.max_h, a.max_v),
+        (b.width, b.height, b.color, b.max_h, b.max_v),
+        "{what}: frame"
+    );
+    assert_eq!(a.adobe_inverted, b.adobe_inverted, "{what}: adobe");
+    assert_eq!(a.components.len(), b.components.len(), "{what}: components");
+    for (ci, (x, y)) in a.components.iter().zip(&b.components).enumerate() {
+        assert_eq!(
+            (x.h_samp, x.v_samp, x.width_in_blocks, x.height_in_blocks),
+            (y.h_samp, y.v_samp, y.width_in_blocks, y.height_in_blocks),
+            "{what}: component {ci}"
+        );
+        assert_eq!(x.quant, y.quant, "{what}: component {ci} quantisation");
+        if let Some(at) = x.blocks.iter().zip(&y.blocks).position(|(p, q)| p != q) {
+            panic!(
+                "{what}: component {ci} block {at} differs:\n{:?}\n{:?}",
+                x.blocks[at], y.blocks[at]
+            );
+        }
+        assert_eq!(
+            x.blocks.len(),
+            y.blocks.len(),
+            "{what}: component {ci} blocks"
+        );
+    }
+}
+
+#[test]
+fn random_jpegs_with_restarts_decode_as_libjpeg_reads_them() {
+    let mut rng = TestRng(0x005e_ed0f_4e57);
+    let (mut ours, mut theirs) = (Coefficients::default(), Coefficients::default());
+    for case in 0..60 {
+        let (samp, gray) = SAMPLINGS[case % SAMPLINGS.len()];
+        let (w, h) = (1 + rng.below(300) as u32, 1 + rng.below(200) as u32);
+        let (mcus, rows) = if rng.below(2) == 0 {
+            (1 + rng.below(40) as i32, 0)
+        } else {
+            (0, 1 + rng.below(3) as i32)
+        };
+        let jpeg = restart_jpeg(&mut rng, w, h, samp, gray, mcus as u32, rows);
+        let what = format!(
+            "case {case}: {w}x{h} sampling {samp:?} gray {gray}, restart {mcus} MCUs / {rows} rows"
+        );
+        let scan = RestartScan::parse(&jpeg).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let status = decode_coefficients(&scan, &jpeg, &mut ours).expect("decode");
+        assert_eq!(status, 0, "{what}: status");
+        assert_eq!(
+            read_coefficients(&jpeg, true, &mut theirs).expect("libjpeg"),
+            CoeffStatus::Ready,
+            "{what}"
+        );
+        assert_same(&ours, &theirs, &what);
+    }
+}
+
+#[test]
+fn files_without_restart_markers_take_the_host_path() {
+    let mut rng = TestRng(7);
+    let jpeg = restart_jpeg(&mut rng, 64, 48, (2, 2), false, 0, 0);
+    let err = RestartScan::parse(&jpeg).expect_err("no restarts");
+    assert!(err.0.contains("restart"), "{err}");
+}
+
+#[test]
+fn damaged_intervals_are_flagged_or_decode_as_libjpeg_does() {
+    // Whatever a flipped bit does, a clean status means libjpeg reads the same
+    // coefficients without a warning.
+    let mut rng = TestRng(0xdead_beef);
+    let (mut ours, mut theirs) = (Coefficients::default(), Coefficients::default());
+    let (mut flagged, mut clean, mut refused) = (0, 0, 0);
+    for case in 0..200 {
+        let (samp, gray) = SAMPLINGS[case % SAMPLINGS.len()];
+        let (w, h, mcus) = (
+            40 + rng.below(100) as u32,
+            30 + rng.below(80) as u32,
+            1 + rng.below(8) as i32,
+        );
+        let src = restart_jpeg(&mut rng, w, h, samp, gray, mcus as u32, 0);
+        let bad = common::mutant(&src, &mut rng);
+        let Ok(scan) = RestartScan::parse(&bad) else {
+            refused += 1;
+            continue;
+        };
+        let status = decode_coefficients(&scan, &bad, &mut ours).expect("decode");
+        if status != 0 {
+            flagged += 1;
+            continue;
+        }
+        clean += 1;
+        let r = read_coefficients(&bad, true, &mut theirs);
+        assert!(
+            matches!(r, Ok(CoeffStatus::Ready)),
+            "case {case}: clean on the device, {r:?} for libjpeg"
+        );
+        assert!(
+            theirs.warning.is_none(),
+            "case {case}: libjpeg warns {:?}",
+            theirs.warning
+        );
+        assert_same(&ours, &theirs, &format!("mutant {case}"));
+    }
+    eprintln!("mutants: {flagged} flagged, {clean} clean, {refused} left to the host path");
+    assert!(flagged > 50, "{flagged} flagged");
+}
