@@ -77,13 +77,13 @@ static __device__ __forceinline__ u32 half16(u32 word, u32 i) {
     return sra(word, 16u);
 }
 
-static __device__ __forceinline__ u32 coef(const u32* blob, u32 at, u32 i) {
-    return half16(blob[at + i / 2u], i);
+static __device__ __forceinline__ u32 coef(const u32* blob, const u32* blocks, u32 at, u32 i) {
+    return half16(blocks[at + i / 2u], i);
 }
 
 // DEQUANTIZE: coefficient times the quantiser, taken as a short.
-static __device__ __forceinline__ u32 deq(const u32* blob, u32 at, u32 qt, u32 i) {
-    return coef(blob, at, i) * half16(blob[qt + i / 2u], i);
+static __device__ __forceinline__ u32 deq(const u32* blob, const u32* blocks, u32 at, u32 qt, u32 i) {
+    return coef(blob, blocks, at, i) * half16(blob[qt + i / 2u], i);
 }
 
 static __device__ __forceinline__ u32 descale(u32 x, u32 n) {
@@ -176,16 +176,16 @@ static __device__ __forceinline__ void idct2_1d(const u32 x[8], u32 shift, u32 o
 }
 
 // jpeg_idct_islow: block at `at`, quantisation table at `qt`, into st.samples.
-static __device__ __forceinline__ void idct_8x8(const u32* blob, u32 at, u32 qt, IdctState& st) {
+static __device__ __forceinline__ void idct_8x8(const u32* blob, const u32* blocks, u32 at, u32 qt, IdctState& st) {
 #pragma unroll
     for (u32 col = 0u; col < 8u; col++) {
         bool zero = true;
 #pragma unroll
         for (u32 r = 1u; r < 8u; r++) {
-            zero = zero && coef(blob, at, r * 8u + col) == 0u;
+            zero = zero && coef(blob, blocks, at, r * 8u + col) == 0u;
         }
         if (zero) {
-            const u32 dc = deq(blob, at, qt, col) << PASS1_BITS;
+            const u32 dc = deq(blob, blocks, at, qt, col) << PASS1_BITS;
 #pragma unroll
             for (u32 r = 0u; r < 8u; r++) {
                 st.ws[r * 8u + col] = dc;
@@ -195,7 +195,7 @@ static __device__ __forceinline__ void idct_8x8(const u32* blob, u32 at, u32 qt,
         u32 x[8];
 #pragma unroll
         for (u32 r = 0u; r < 8u; r++) {
-            x[r] = deq(blob, at, qt, r * 8u + col);
+            x[r] = deq(blob, blocks, at, qt, r * 8u + col);
         }
         u32 o[8];
         idct8_1d(x, CONST_BITS - PASS1_BITS, o);
@@ -233,17 +233,17 @@ static __device__ __forceinline__ void idct_8x8(const u32* blob, u32 at, u32 qt,
 }
 
 // jpeg_idct_4x4 into st.samples (rows 0-3, columns 0-3).
-static __device__ __forceinline__ void idct_4x4(const u32* blob, u32 at, u32 qt, IdctState& st) {
+static __device__ __forceinline__ void idct_4x4(const u32* blob, const u32* blocks, u32 at, u32 qt, IdctState& st) {
 #pragma unroll
     for (u32 col = 0u; col < 8u; col++) {
         if (col == 4u) {
             continue;
         }
-        const bool zero = coef(blob, at, 8u + col) == 0u && coef(blob, at, 16u + col) == 0u
-            && coef(blob, at, 24u + col) == 0u && coef(blob, at, 40u + col) == 0u
-            && coef(blob, at, 48u + col) == 0u && coef(blob, at, 56u + col) == 0u;
+        const bool zero = coef(blob, blocks, at, 8u + col) == 0u && coef(blob, blocks, at, 16u + col) == 0u
+            && coef(blob, blocks, at, 24u + col) == 0u && coef(blob, blocks, at, 40u + col) == 0u
+            && coef(blob, blocks, at, 48u + col) == 0u && coef(blob, blocks, at, 56u + col) == 0u;
         if (zero) {
-            const u32 dc = deq(blob, at, qt, col) << PASS1_BITS;
+            const u32 dc = deq(blob, blocks, at, qt, col) << PASS1_BITS;
 #pragma unroll
             for (u32 r = 0u; r < 4u; r++) {
                 st.ws[r * 8u + col] = dc;
@@ -251,9 +251,9 @@ static __device__ __forceinline__ void idct_4x4(const u32* blob, u32 at, u32 qt,
             continue;
         }
         const u32 x[8] = {
-            deq(blob, at, qt, col), deq(blob, at, qt, 8u + col), deq(blob, at, qt, 16u + col),
-            deq(blob, at, qt, 24u + col), 0u, deq(blob, at, qt, 40u + col),
-            deq(blob, at, qt, 48u + col), deq(blob, at, qt, 56u + col),
+            deq(blob, blocks, at, qt, col), deq(blob, blocks, at, qt, 8u + col), deq(blob, blocks, at, qt, 16u + col),
+            deq(blob, blocks, at, qt, 24u + col), 0u, deq(blob, blocks, at, qt, 40u + col),
+            deq(blob, blocks, at, qt, 48u + col), deq(blob, blocks, at, qt, 56u + col),
         };
         u32 o[4];
         idct4_1d(x, CONST_BITS - PASS1_BITS + 1u, o);
@@ -287,22 +287,22 @@ static __device__ __forceinline__ void idct_4x4(const u32* blob, u32 at, u32 qt,
 }
 
 // jpeg_idct_2x2 into st.samples (rows 0-1, columns 0-1).
-static __device__ __forceinline__ void idct_2x2(const u32* blob, u32 at, u32 qt, IdctState& st) {
+static __device__ __forceinline__ void idct_2x2(const u32* blob, const u32* blocks, u32 at, u32 qt, IdctState& st) {
 #pragma unroll
     for (u32 k = 0u; k < 5u; k++) {
         const u32 col = k == 0u ? 0u : 2u * k - 1u;
-        const bool zero = coef(blob, at, 8u + col) == 0u && coef(blob, at, 24u + col) == 0u
-            && coef(blob, at, 40u + col) == 0u && coef(blob, at, 56u + col) == 0u;
+        const bool zero = coef(blob, blocks, at, 8u + col) == 0u && coef(blob, blocks, at, 24u + col) == 0u
+            && coef(blob, blocks, at, 40u + col) == 0u && coef(blob, blocks, at, 56u + col) == 0u;
         if (zero) {
-            const u32 dc = deq(blob, at, qt, col) << PASS1_BITS;
+            const u32 dc = deq(blob, blocks, at, qt, col) << PASS1_BITS;
             st.ws[col] = dc;
             st.ws[8u + col] = dc;
             continue;
         }
         const u32 x[8] = {
-            deq(blob, at, qt, col), deq(blob, at, qt, 8u + col), 0u,
-            deq(blob, at, qt, 24u + col), 0u, deq(blob, at, qt, 40u + col), 0u,
-            deq(blob, at, qt, 56u + col),
+            deq(blob, blocks, at, qt, col), deq(blob, blocks, at, qt, 8u + col), 0u,
+            deq(blob, blocks, at, qt, 24u + col), 0u, deq(blob, blocks, at, qt, 40u + col), 0u,
+            deq(blob, blocks, at, qt, 56u + col),
         };
         u32 o[2];
         idct2_1d(x, CONST_BITS - PASS1_BITS + 2u, o);
@@ -329,13 +329,16 @@ static __device__ __forceinline__ void idct_2x2(const u32* blob, u32 at, u32 qt,
 }
 
 // jpeg_idct_1x1.
-static __device__ __forceinline__ u32 idct_1x1(const u32* blob, u32 at, u32 qt) {
-    return range_limit(descale(deq(blob, at, qt, 0u), 3u));
+static __device__ __forceinline__ u32 idct_1x1(const u32* blob, const u32* blocks, u32 at, u32 qt) {
+    return range_limit(descale(deq(blob, blocks, at, qt, 0u), 3u));
 }
 
 extern "C" __global__ void idct(const KernelArgs a) {
     const u32* blob = (const u32*)a.ptr[0];
     u32* planes = (u32*)a.ptr[1];
+    // The blocks: the chunk itself for host-decoded coefficients, the coefficient buffer
+    // for blocks the `huffman` pass decoded (`coef_offset` counts from its start).
+    const u32* blocks = (const u32*)a.ptr[2];
     const u32 gid =
         (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * 64u + local_invocation_index();
     if (gid >= blob[H_IDCT]) {
@@ -371,7 +374,7 @@ extern "C" __global__ void idct(const KernelArgs a) {
     const u32 block0 = gy * bw + gx * per;
     IdctState st;
     if (size == 8u) {
-        idct_8x8(blob, coefs + 32u * block0, qt, st);
+        idct_8x8(blob, blocks, coefs + 32u * block0, qt, st);
 #pragma unroll
         for (u32 r = 0u; r < 8u; r++) {
             const u32 row = plane + (gy * 8u + r) * stride + gx * 2u;
@@ -382,7 +385,7 @@ extern "C" __global__ void idct(const KernelArgs a) {
                 | (st.samples[s + 6u] << 16u) | (st.samples[s + 7u] << 24u);
         }
     } else if (size == 4u) {
-        idct_4x4(blob, coefs + 32u * block0, qt, st);
+        idct_4x4(blob, blocks, coefs + 32u * block0, qt, st);
 #pragma unroll
         for (u32 r = 0u; r < 4u; r++) {
             const u32 s = r * 8u;
@@ -395,7 +398,7 @@ extern "C" __global__ void idct(const KernelArgs a) {
 #pragma unroll
         for (u32 k = 0u; k < 2u; k++) {
             if (gx * 2u + k < bw) {
-                idct_2x2(blob, coefs + 32u * (block0 + k), qt, st);
+                idct_2x2(blob, blocks, coefs + 32u * (block0 + k), qt, st);
 #pragma unroll
                 for (u32 r = 0u; r < 2u; r++) {
                     words[r] = words[r]
@@ -412,7 +415,7 @@ extern "C" __global__ void idct(const KernelArgs a) {
 #pragma unroll
         for (u32 k = 0u; k < 4u; k++) {
             if (gx * 4u + k < bw) {
-                word = word | (idct_1x1(blob, coefs + 32u * (block0 + k), qt) << (8u * k));
+                word = word | (idct_1x1(blob, blocks, coefs + 32u * (block0 + k), qt) << (8u * k));
             }
         }
         planes[plane + gy * stride + gx] = word;

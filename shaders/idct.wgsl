@@ -9,6 +9,9 @@
 
 @group(0) @binding(0) var<storage, read> blob: array<u32>;
 @group(0) @binding(1) var<storage, read_write> planes: array<u32>;
+// The blocks: the chunk itself for host-decoded coefficients, the coefficient buffer
+// for blocks the `huffman` pass decoded (`coef_offset` counts from its start).
+@group(0) @binding(2) var<storage, read> coefs: array<u32>;
 
 // Chunk header words.
 const H_COMPONENTS: u32 = 1u;    // number of component records
@@ -68,7 +71,7 @@ fn half16(word: u32, i: u32) -> i32 {
 }
 
 fn coef(at: u32, i: u32) -> i32 {
-    return half16(blob[at + i / 2u], i);
+    return half16(coefs[at + i / 2u], i);
 }
 
 // DEQUANTIZE: coefficient times the quantiser, taken as a short.

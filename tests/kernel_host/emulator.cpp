@@ -29,6 +29,9 @@
 
 #include "../../kernels/common.cuh"
 
+namespace k_huffman {
+#include "../../kernels/huffman.cu"
+}
 namespace k_idct {
 #include "../../kernels/idct.cu"
 }
@@ -71,7 +74,8 @@ struct KernelInfo {
 constexpr unsigned AUGMENT_WRITABLE = (1u << 3) | (1u << 4) | (1u << 5);
 
 const KernelInfo KERNELS[] = {
-    {"idct", k_idct::idct, 64, 2, 1u << 1, false},
+    {"huffman", k_huffman::huffman, 64, 3, (1u << 1) | (1u << 2), false},
+    {"idct", k_idct::idct, 64, 3, 1u << 1, false},
     {"color", k_color::color, 64, 3, 1u << 2, false},
     {"orient", k_orient::orient, 64, 2, 1u << 1, false},
     {"horizontal", k_augment::horizontal, 256, 6, AUGMENT_WRITABLE, false},

@@ -33,7 +33,8 @@ pub use super::nvrtc::library_dirs;
 pub const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
 /// The kernel sources, by file name (without `common.cuh`).
-pub const SOURCES: [(&str, &str); 4] = [
+pub const SOURCES: [(&str, &str); 5] = [
+    ("huffman.cu", include_str!("../../../kernels/huffman.cu")),
     ("idct.cu", include_str!("../../../kernels/idct.cu")),
     ("color.cu", include_str!("../../../kernels/color.cu")),
     ("orient.cu", include_str!("../../../kernels/orient.cu")),
@@ -51,6 +52,7 @@ pub fn full_source(file: &str) -> Option<String> {
 /// The source file (under `kernels/`) of a kernel.
 pub fn file_of(kernel: Kernel) -> &'static str {
     match kernel.source() {
+        "huffman" => "huffman.cu",
         "idct" => "idct.cu",
         "color" => "color.cu",
         "orient" => "orient.cu",

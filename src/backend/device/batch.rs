@@ -57,6 +57,10 @@ pub struct Sizes {
     pub masks: u64,
     /// [`Buffer::Rgbi`] (0 without hardware-decoded samples).
     pub rgbi: u64,
+    /// [`Buffer::Coefficients`] (0 without samples on the device entropy path).
+    pub coefficients: u64,
+    /// [`Buffer::EntropyStatus`] (0 without samples on the device entropy path).
+    pub entropy_status: u64,
 }
 
 impl Sizes {
@@ -73,6 +77,8 @@ impl Sizes {
             Buffer::Images => self.images,
             Buffer::Masks => self.masks,
             Buffer::Rgbi => self.rgbi,
+            Buffer::Coefficients => self.coefficients,
+            Buffer::EntropyStatus => self.entropy_status,
         }
     }
 }
@@ -515,6 +521,8 @@ impl BatchPlan {
                 0
             },
             rgbi,
+            coefficients: 0,
+            entropy_status: 0,
         };
         Ok(())
     }

@@ -464,7 +464,8 @@ impl DecodeInput {
                     kernel: Kernel::Idct,
                     grid: grid(c.idct, Kernel::Idct.workgroup(), per_dim)
                         .ok_or_else(|| too_many(c.idct, Kernel::Idct))?,
-                    bindings: vec![blob, planes],
+                    // Blocks from the chunk itself (host-decoded coefficients).
+                    bindings: vec![blob, planes, blob],
                     params: Default::default(),
                 });
             }

@@ -21,6 +21,9 @@
 /// The kernels (WGSL entry points and CUDA functions of the same name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
+    /// `huffman`: Huffman decoding of a decode chunk's restart intervals into the
+    /// coefficient buffer (`decode::jpeg::huffman`), one invocation per interval.
+    Huffman,
     /// `idct`: dequantisation and inverse DCT of a decode chunk's blocks into planes.
     Idct,
     /// `color`: upsampling and colour conversion of planes into RGBA windows.
@@ -43,7 +46,8 @@ pub enum Kernel {
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 8] = [
+    pub const ALL: [Kernel; 9] = [
+        Kernel::Huffman,
         Kernel::Idct,
         Kernel::Color,
         Kernel::Orient,
@@ -56,12 +60,13 @@ impl Kernel {
 
     /// The kernels that have a WGSL entry point (all but the hardware decoder's, last).
     pub fn wgsl() -> &'static [Kernel] {
-        &Kernel::ALL[..7]
+        &Kernel::ALL[..8]
     }
 
     /// The entry point's name.
     pub fn name(self) -> &'static str {
         match self {
+            Kernel::Huffman => "huffman",
             Kernel::Idct => "idct",
             Kernel::Color => "color",
             Kernel::Orient => "orient",
@@ -76,7 +81,11 @@ impl Kernel {
     /// Invocations per workgroup (CUDA threads per block), as the WGSL declares.
     pub fn workgroup(self) -> u32 {
         match self {
-            Kernel::Idct | Kernel::Color | Kernel::Orient | Kernel::PackPlanar => 64,
+            Kernel::Huffman
+            | Kernel::Idct
+            | Kernel::Color
+            | Kernel::Orient
+            | Kernel::PackPlanar => 64,
             Kernel::Horizontal
             | Kernel::VerticalJitter
             | Kernel::WriteImage
@@ -87,6 +96,7 @@ impl Kernel {
     /// The source file (under `kernels/` and `shaders/`, without the extension).
     pub fn source(self) -> &'static str {
         match self {
+            Kernel::Huffman => "huffman",
             Kernel::Idct => "idct",
             Kernel::Color | Kernel::PackPlanar => "color",
             Kernel::Orient => "orient",
@@ -102,6 +112,12 @@ pub enum Buffer {
     DecodeInput,
     /// Component planes (decode scratch).
     Planes,
+    /// DCT coefficient blocks the `huffman` pass decodes and the `idct` pass reads
+    /// (decode scratch, 32 words a block).
+    Coefficients,
+    /// One status word per restart interval the `huffman` pass decoded (0: clean; see
+    /// `decode::jpeg::huffman`), read back before the batch goes on.
+    EntropyStatus,
     /// Decoded RGBA windows, one u32 per pixel.
     Windows,
     /// Upright windows before they are copied back into [`Buffer::Windows`].

@@ -313,7 +313,7 @@ impl WgpuBatcher {
                 Buffer::Resized => Some(&resized),
                 Buffer::Images => out.map(|o| &o.images),
                 Buffer::Masks => out.and_then(|o| o.masks.as_ref()),
-                Buffer::Rgbi => None,
+                Buffer::Rgbi | Buffer::Coefficients | Buffer::EntropyStatus => None,
             })?;
         Ok(enc)
     }

@@ -28,7 +28,8 @@ enum Params {
 fn spec(kernel: Kernel) -> (&'static str, &'static [bool], Params) {
     const AUGMENT: &[bool] = &[true, true, true, false, false, false];
     match kernel {
-        Kernel::Idct => (shaders::IDCT, &[true, false], Params::None),
+        Kernel::Huffman => (shaders::HUFFMAN, &[true, false, false], Params::None),
+        Kernel::Idct => (shaders::IDCT, &[true, false, true], Params::None),
         Kernel::Color => (shaders::COLOR, &[true, true, false], Params::None),
         Kernel::Orient => (shaders::ORIENT, &[true, false], Params::Storage),
         Kernel::Horizontal | Kernel::VerticalJitter | Kernel::WriteImage | Kernel::WriteMask => {

@@ -1,5 +1,7 @@
 //! The WGSL sources, compiled into the binary and turned into pipelines at run time.
 
+/// Huffman decoding of restart intervals into coefficient blocks.
+pub const HUFFMAN: &str = include_str!("../../../shaders/huffman.wgsl");
 /// Dequantisation and IDCT of JPEG blocks (8x8, 4x4, 2x2 or 1x1 outputs).
 pub const IDCT: &str = include_str!("../../../shaders/idct.wgsl");
 /// Chroma upsampling and colour conversion to RGB.
@@ -11,7 +13,8 @@ pub const AUGMENT: &str = include_str!("../../../shaders/augment.wgsl");
 pub const ORIENT: &str = include_str!("../../../shaders/orient.wgsl");
 
 /// Every shader, by file name.
-pub const ALL: [(&str, &str); 4] = [
+pub const ALL: [(&str, &str); 5] = [
+    ("huffman.wgsl", HUFFMAN),
     ("idct.wgsl", IDCT),
     ("color.wgsl", COLOR),
     ("augment.wgsl", AUGMENT),
