@@ -448,3 +448,137 @@ fn what_one_binding_cannot_hold_is_decoded_on_the_cpu() {
         "random crops of the large photos fall back too"
     );
 }
+
+/// One epoch of `subset` on `backend`: ids, images, the paths of the samples reported,
+/// warnings, and the stats.
+fn epoch_with_reports(
+    subset: &Subset,
+    aug: &Augment,
+    backend: BackendKind,
+    entropy: bool,
+) -> (Epoch, Vec<String>, Vec<String>, stoker::Stats) {
+    let pipe = Pipeline::builder(subset.clone())
+        .backend(backend)
+        .augment(aug.clone())
+        .batch_size(4)
+        .workers(2)
+        .readers(2)
+        .seed(5)
+        .device_entropy(entropy)
+        .build()
+        .expect("pipeline");
+    let mut out = Epoch {
+        ids: Vec::new(),
+        labels: Vec::new(),
+        plans: Vec::new(),
+        images: Vec::new(),
+        masks: None,
+        fallbacks: 0,
+        gpu: 0,
+    };
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    let mut ep = pipe.epoch(0).expect("epoch");
+    for b in ep.by_ref() {
+        let b = b.expect("batch");
+        errors.extend(b.errors().iter().map(|e| e.path.clone()));
+        warnings.extend(b.warnings().iter().map(|w| w.path.clone()));
+        out.ids.extend_from_slice(b.ids());
+        out.plans.extend_from_slice(b.plans());
+        out.images.extend(b.read_images().expect("images"));
+    }
+    let st = ep.stats();
+    out.fallbacks = st.cpu_fallbacks;
+    out.gpu = st.gpu_decoded;
+    errors.sort();
+    warnings.sort();
+    (out, errors, warnings, st)
+}
+
+#[test]
+fn jpegs_with_restart_markers_are_huffman_decoded_on_the_device() {
+    // Restart JPEGs of every sampling, and bit-flipped copies (their markers kept): the
+    // device decodes the clean ones whole, flags what libjpeg may read otherwise and
+    // hands it to the host path, so batches, reports and pixels are the CPU backend's.
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut rng = common::TestRng(0x0e57_a7e5);
+    let samplings = [
+        ((1, 1), false),
+        ((2, 2), false),
+        ((2, 1), false),
+        ((1, 1), true),
+        ((1, 2), false),
+        ((4, 1), false),
+    ];
+    let mut clean = 0u64;
+    for i in 0..18 {
+        let (samp, gray) = samplings[i % samplings.len()];
+        let (w, h) = (33 + rng.below(200) as u32, 29 + rng.below(150) as u32);
+        let (mcus, rows) = if i % 3 == 0 {
+            (0, 1)
+        } else {
+            (1 + rng.below(12) as u32, 0)
+        };
+        let mut jpeg = common::restart_jpeg(&mut rng, w, h, samp, gray, mcus, rows);
+        if i % 4 == 3 {
+            // Flip bits of entropy-coded bytes, never making or breaking an FF.
+            let start = common::scan_start(&jpeg).expect("scan");
+            for _ in 0..1 + rng.below(3) {
+                let at = start + rng.below((jpeg.len() - start - 2) as u64) as usize;
+                let flipped = jpeg[at] ^ (1 << rng.below(8));
+                if jpeg[at] != 0xFF && jpeg[at - 1] != 0xFF && flipped != 0xFF {
+                    jpeg[at] = flipped;
+                }
+            }
+        } else {
+            clean += 1;
+        }
+        common::write(dir.path(), &format!("c{}/{i:02}.jpg", i % 2), &jpeg);
+    }
+    let subset = Dataset::image_folder(dir.path()).expect("folder").all();
+    let aug = Augment::new()
+        .random_resized_crop(48, (0.1, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .dtype(DType::U8);
+    let (cpu, cpu_errors, cpu_warnings, _) =
+        epoch_with_reports(&subset, &aug, BackendKind::Cpu, true);
+    for backend in devices() {
+        let (dev, errors, warnings, st) = epoch_with_reports(&subset, &aug, backend, true);
+        println!(
+            "{backend}: {} delivered, {} reported; gpu entropy {}, host entropy {}, cpu {}",
+            dev.ids.len(),
+            errors.len(),
+            st.gpu_entropy,
+            st.host_entropy,
+            st.cpu_fallbacks
+        );
+        assert_eq!(errors, cpu_errors, "{backend}: reports");
+        assert_eq!(warnings, cpu_warnings, "{backend}: warnings");
+        check(
+            std::slice::from_ref(&cpu),
+            std::slice::from_ref(&dev),
+            &aug,
+            [1.0 / 255.0; 3],
+            false,
+        );
+        assert!(
+            st.gpu_entropy >= clean,
+            "{backend}: {} of {clean} clean files Huffman-decoded on the device",
+            st.gpu_entropy
+        );
+        assert_eq!(
+            st.gpu_decoded,
+            st.gpu_entropy + st.host_entropy + st.hardware
+        );
+        // Off: the host entropy path, the same batches.
+        let (host, errors, _, st) = epoch_with_reports(&subset, &aug, backend, false);
+        assert_eq!(st.gpu_entropy, 0);
+        assert_eq!(errors, cpu_errors);
+        check(
+            std::slice::from_ref(&cpu),
+            std::slice::from_ref(&host),
+            &aug,
+            [1.0 / 255.0; 3],
+            false,
+        );
+    }
+}

@@ -151,6 +151,12 @@ fn host_decode(image: &DeviceSample) -> Result<(Image8, Took), DecodeError> {
             Ok((img, Took::Coefficients))
         }
         DeviceSample::Rgb(img) => Ok((img.clone(), Took::Pixels)),
+        // Restart-marked files: the window the device entropy path would decode.
+        DeviceSample::Entropy { bytes, opts, .. } => {
+            let mut img = Image8::default();
+            cpu::decode_image(bytes, opts, &mut img)?;
+            Ok((img, Took::Coefficients))
+        }
     }
 }
 

@@ -35,6 +35,7 @@ pub struct PipelineBuilder {
     shard_from_env: bool,
     drop_last: bool,
     hardware_decode: HardwareDecode,
+    device_entropy: bool,
     memory_limit: Option<u64>,
     #[cfg(feature = "cuda")]
     cuda_user: Option<(
@@ -66,6 +67,7 @@ impl PipelineBuilder {
             shard_from_env: false,
             drop_last: false,
             hardware_decode: HardwareDecode::default(),
+            device_entropy: true,
             #[cfg(feature = "cuda")]
             cuda_user: None,
         }
@@ -95,6 +97,16 @@ impl PipelineBuilder {
     /// take; [`HardwareDecode::Off`]. The rest take the hybrid path.
     pub fn hardware_decode(mut self, which: HardwareDecode) -> Self {
         self.hardware_decode = which;
+        self
+    }
+
+    /// Whether JPEGs with restart markers (written so by `stoker convert`, `jpegtran
+    /// -restart` or a camera) are Huffman-decoded on the GPU, the host reading only their
+    /// headers (on by default; GPU backends only). A file the device flags (damaged data)
+    /// is decoded again on the host path, where libjpeg judges it. Files without restart
+    /// markers are entropy-decoded on the host (or by the hardware decoder) either way.
+    pub fn device_entropy(mut self, on: bool) -> Self {
+        self.device_entropy = on;
         self
     }
 
@@ -325,6 +337,7 @@ impl PipelineBuilder {
             batcher: batcher.map(|b| Arc::new(Mutex::new(b))),
             device_max_binding,
             hardware_decode,
+            device_entropy: self.device_entropy && device_max_binding != u64::MAX,
             coeff_pool: Default::default(),
             verdicts: Default::default(),
         };

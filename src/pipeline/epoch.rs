@@ -552,11 +552,20 @@ impl Collector {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
-            let Some(DeviceError::Rejected(list)) = DeviceError::of(&err) else {
-                return Err(err);
+            let mut rejected: Vec<(usize, String)> = match DeviceError::of(&err) {
+                Some(DeviceError::Rejected(list)) => {
+                    list.iter().map(|r| (r.sample, r.reason.clone())).collect()
+                }
+                Some(DeviceError::EntropyFlagged(list)) => {
+                    let list = list.clone();
+                    let failed = self.redo_flagged(&list, jobs, slots)?;
+                    if failed.is_empty() {
+                        continue;
+                    }
+                    failed
+                }
+                _ => return Err(err),
             };
-            let mut rejected: Vec<(usize, String)> =
-                list.iter().map(|r| (r.sample, r.reason.clone())).collect();
             rejected.sort_by_key(|r| r.0);
             rejected.dedup_by_key(|r| r.0);
             if rejected.is_empty() || rejected.iter().any(|r| r.0 >= jobs.len()) {
@@ -591,6 +600,79 @@ impl Collector {
         Err(Error::internal(format!(
             "the device kept rejecting samples of a batch after {passes} passes"
         )))
+    }
+
+    /// The samples the device entropy pass flagged (`list`: slot, status), prepared
+    /// again on the host path, where libjpeg reads and judges them as the CPU backend
+    /// does: their jobs and warnings replaced in place. Returns the slots whose file the
+    /// host path refuses, with the reason (handled as the device's rejections are).
+    fn redo_flagged(
+        &mut self,
+        list: &[(usize, u32)],
+        jobs: &mut [DeviceJob],
+        slots: &mut Slots,
+    ) -> Result<Vec<(usize, String)>> {
+        use crate::backend::device::job::{prepare_host, DeviceSample};
+        let mut failed = Vec::new();
+        for &(k, status) in list {
+            let (Some(job), Some(&index)) = (jobs.get_mut(k), slots.samples.get(k)) else {
+                return Err(Error::internal(format!(
+                    "the device flagged slot {k} of a batch of {}",
+                    jobs.len()
+                )));
+            };
+            let sample = self.shared.subset.samples().get(index).ok_or_else(|| {
+                Error::internal(format!("a flagged sample ({index}) outside the subset"))
+            })?;
+            let DeviceSample::Entropy {
+                bytes, info, opts, ..
+            } = &job.image
+            else {
+                return Err(Error::internal(format!(
+                    "the device flagged slot {k}, which is not on the device entropy path"
+                )));
+            };
+            log::debug!(
+                "{}: the device entropy decode flagged it (status {status:#x}); decoding on the host path",
+                sample.path
+            );
+            let cfg = &self.cfg;
+            let partial = opts.window.is_some() || opts.scale != 1;
+            let whole = crate::decode::DecodeOptions {
+                limits: cfg.limits,
+                strict: cfg.strict_decode,
+                ..crate::decode::DecodeOptions::default()
+            };
+            let redone = prepare_host(bytes, *info, opts, &cfg.coeff_pool)
+                .and_then(|p| p.fit_bindings(bytes, opts, &cfg.coeff_pool, cfg.device_max_binding))
+                .and_then(|mut p| {
+                    // As a worker does: a partial CPU decode takes the whole file's verdict.
+                    if partial && p.cpu_reason.is_some() {
+                        p.warning = cfg.verdicts.check(sample.id, bytes, &whole)?;
+                    }
+                    Ok(p)
+                });
+            self.stats.gpu_entropy.fetch_sub(1, Ordering::Relaxed);
+            match redone {
+                Ok(p) => {
+                    if p.cpu_reason.is_some() {
+                        self.stats.gpu_decoded.fetch_sub(1, Ordering::Relaxed);
+                        self.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if let Some(w) = slots.warnings.get_mut(k) {
+                        *w = p.warning.map(|w| {
+                            Box::new(crate::pipeline::batch::SampleWarning::new(sample, w))
+                        });
+                    }
+                    job.image = p.image;
+                }
+                Err(e) => {
+                    self.stats.gpu_decoded.fetch_sub(1, Ordering::Relaxed);
+                    failed.push((k, e.to_string()));
+                }
+            }
+        }
+        Ok(failed)
     }
 
     /// Under `OnError::Replace`: puts in slot `k`, which the device rejected for `reason`,

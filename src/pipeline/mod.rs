@@ -128,6 +128,8 @@ pub(crate) struct Config {
     pub device_max_binding: u64,
     /// Which JPEGs the workers hand to the device's hardware decoder whole.
     pub hardware_decode: crate::backend::device::job::HardwareDecode,
+    /// Whether workers hand JPEGs with restart markers to the device entropy path.
+    pub device_entropy: bool,
     /// Coefficient buffers recycled from packed batches to the workers.
     pub coeff_pool: crate::backend::device::job::CoeffPool,
     /// Verdicts on whole JPEGs, for crop-aware decodes (see `verdict`).

@@ -26,6 +26,8 @@ pub(crate) struct Counters {
     pub cache_hits: AtomicU64,
     pub batches: AtomicU64,
     pub gpu_decoded: AtomicU64,
+    pub gpu_entropy: AtomicU64,
+    pub hardware: AtomicU64,
     pub cpu_fallbacks: AtomicU64,
     pub device_ns: AtomicU64,
     pub samples_with_warnings: AtomicU64,
@@ -62,6 +64,8 @@ impl Counters {
             (&self.cache_hits, &total.cache_hits),
             (&self.batches, &total.batches),
             (&self.gpu_decoded, &total.gpu_decoded),
+            (&self.gpu_entropy, &total.gpu_entropy),
+            (&self.hardware, &total.hardware),
             (&self.cpu_fallbacks, &total.cpu_fallbacks),
             (&self.device_ns, &total.device_ns),
             (&self.samples_with_warnings, &total.samples_with_warnings),
@@ -104,6 +108,13 @@ impl Counters {
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
             batches: self.batches.load(Ordering::Relaxed),
             gpu_decoded: self.gpu_decoded.load(Ordering::Relaxed),
+            gpu_entropy: self.gpu_entropy.load(Ordering::Relaxed),
+            hardware: self.hardware.load(Ordering::Relaxed),
+            host_entropy: self
+                .gpu_decoded
+                .load(Ordering::Relaxed)
+                .saturating_sub(self.gpu_entropy.load(Ordering::Relaxed))
+                .saturating_sub(self.hardware.load(Ordering::Relaxed)),
             cpu_fallbacks: self.cpu_fallbacks.load(Ordering::Relaxed),
             device_submit_seconds: s(&self.device_ns),
             samples_with_warnings: self.samples_with_warnings.load(Ordering::Relaxed),
@@ -141,9 +152,17 @@ pub struct Stats {
     pub cache_hits: u64,
     /// Batches delivered.
     pub batches: u64,
-    /// GPU backends: images whose JPEG decode ran on the device (entropy decoding on the
-    /// host, the rest in shaders or kernels).
+    /// GPU backends: images whose JPEG decode ran on the device: the sum of
+    /// [`Self::gpu_entropy`], [`Self::host_entropy`] and [`Self::hardware`].
     pub gpu_decoded: u64,
+    /// GPU backends: JPEGs with restart markers Huffman-decoded on the device too (the
+    /// host read their headers only).
+    pub gpu_entropy: u64,
+    /// GPU backends: JPEGs entropy-decoded on the host, the rest on the device.
+    pub host_entropy: u64,
+    /// CUDA: JPEGs handed to the hardware decoder (nvJPEG; what it refuses is counted by
+    /// the batcher's `decode_paths`).
+    pub hardware: u64,
     /// GPU backends: images the CPU decoded instead, one sample at a time (other formats,
     /// JPEG features the device path does not take, cached samples).
     pub cpu_fallbacks: u64,

@@ -18,7 +18,7 @@ use super::stats::Counters;
 use super::{Config, OnError};
 use crate::augment::reference::Scratch;
 use crate::augment::SamplePlan;
-use crate::backend::device::job::{prepare_for, DeviceJob, DeviceSample, HardwareDecode, Prepared};
+use crate::backend::device::job::{self, DeviceJob, DeviceSample, HardwareDecode, Prepared};
 use crate::backend::device::DeviceBuffers;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
 use crate::decode::{DecodeWarning, LabelPlane};
@@ -479,9 +479,17 @@ fn prepare_device(
     }
     // What one device binding cannot hold is decoded by the CPU for this sample.
     let prepare = |hardware| {
-        prepare_for(image, info, &opts, &cfg.coeff_pool, hardware)
-            .and_then(|p| p.fit_bindings(image, &opts, &cfg.coeff_pool, cfg.device_max_binding))
-            .map_err(|e| decode_error(s, "image", &e))
+        job::prepare_device(
+            image,
+            info,
+            &opts,
+            &cfg.coeff_pool,
+            hardware,
+            cfg.device_entropy,
+            cfg.device_max_binding,
+        )
+        .and_then(|p| p.fit_bindings(image, &opts, &cfg.coeff_pool, cfg.device_max_binding))
+        .map_err(|e| decode_error(s, "image", &e))
     };
     // A JPEG the CPU decoded for part of its image (the coefficients being left to it)
     // takes the whole file's verdict, as on the CPU backend (see `decode_into`).
@@ -508,6 +516,9 @@ fn prepare_device(
             window[3].saturating_sub(window[1]),
         ),
         DeviceSample::Rgb(img) => (img.width, img.height),
+        DeviceSample::Entropy { packed, .. } => {
+            (packed.packed.image.width, packed.packed.image.height)
+        }
     };
     // (A binding starts on a 256-byte boundary at or before the window.)
     let bytes = 4 * u64::from(ww) * u64::from(wh) + 256;
@@ -528,6 +539,14 @@ fn prepare_device(
         }
         None => {
             sh.stats.gpu_decoded.fetch_add(1, Ordering::Relaxed);
+            let path = match &prepared.image {
+                DeviceSample::Entropy { .. } => Some(&sh.stats.gpu_entropy),
+                DeviceSample::Encoded { .. } => Some(&sh.stats.hardware),
+                _ => None,
+            };
+            if let Some(counter) = path {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
     ws.warning = prepared.warning.clone();

@@ -136,6 +136,8 @@ struct Scratch {
     oriented: DeviceBuffer,
     horizontal: DeviceBuffer,
     resized: DeviceBuffer,
+    coefficients: DeviceBuffer,
+    entropy_status: DeviceBuffer,
 }
 
 /// One of the hardware decoder's two output buffers ([`Buffer::Rgbi`]).
@@ -435,6 +437,8 @@ impl CudaBatcher {
         s.oriented.ensure(c, sizes.oriented)?;
         s.horizontal.ensure(c, sizes.horizontal)?;
         s.resized.ensure(c, sizes.resized)?;
+        s.coefficients.ensure(c, sizes.coefficients)?;
+        s.entropy_status.ensure(c, sizes.entropy_status)?;
         let scratch = |b: &DeviceBuffer| b.get().map(|x| (address(x, c), x.len() as u64));
         let mut bases: HashMap<Buffer, (u64, u64)> = HashMap::new();
         bases.insert(Buffer::DecodeInput, (input, sizes.decode_input));
@@ -448,6 +452,8 @@ impl CudaBatcher {
             (Buffer::Oriented, &s.oriented),
             (Buffer::Horizontal, &s.horizontal),
             (Buffer::Resized, &s.resized),
+            (Buffer::Coefficients, &s.coefficients),
+            (Buffer::EntropyStatus, &s.entropy_status),
         ] {
             if let Some(x) = scratch(b) {
                 bases.insert(buffer, x);
@@ -505,6 +511,9 @@ impl CudaBatcher {
                     if rgbi.is_none() {
                         return Err(DeviceError::NoHardwareDecoder.into());
                     }
+                }
+                Step::EntropyCheck { status } => {
+                    resolve(status)?;
                 }
             }
         }
@@ -585,6 +594,24 @@ impl CudaBatcher {
                 }
                 // Done first (`hardware_step`); the compute stream waits for it.
                 Step::Hardware => {}
+                // The huffman launches before it have been queued: read their status back
+                // (a wait on this stream) and stop before anything writes the outputs
+                // where a sample is flagged.
+                Step::EntropyCheck { .. } => {
+                    let words: Vec<u32> = match s.entropy_status.get() {
+                        Some(b) => c
+                            .clone_dtoh(b)
+                            .map_err(device_err)?
+                            .chunks_exact(4)
+                            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                            .collect(),
+                        None => Vec::new(),
+                    };
+                    let flagged = self.plan.flagged(&words);
+                    if !flagged.is_empty() {
+                        return Err(DeviceError::EntropyFlagged(flagged).into());
+                    }
+                }
             }
             if Some(index) == last_hardware_read {
                 if let Some((_, _, released)) = &rgbi {

@@ -217,6 +217,8 @@ pub struct BatchPlan {
     images: Vec<DeviceImage>,
     orient_jobs: Vec<OrientJob>,
     encoded: Vec<EncodedJob>,
+    /// The sample of each image pushed into `decode_in`, in push order.
+    pushed: Vec<usize>,
     window_words: u64,
     steps: Vec<Step>,
     sizes: Sizes,
@@ -232,6 +234,7 @@ impl BatchPlan {
             images: Vec::new(),
             orient_jobs: Vec::new(),
             encoded: Vec::new(),
+            pushed: Vec::new(),
             window_words: 0,
             steps: Vec::new(),
             sizes: Sizes::default(),
@@ -255,6 +258,24 @@ impl BatchPlan {
     ) -> Result<()> {
         self.pack_decode(images)?;
         self.finish(false)
+    }
+
+    /// The samples whose intervals the device flagged, with the OR of their status words,
+    /// from the [`Buffer::EntropyStatus`] words read back at [`Step::EntropyCheck`]
+    /// (`status` holds at least [`Sizes::entropy_status`] bytes' worth). A sample listed
+    /// must take the host path ([`DeviceError::EntropyFlagged`]).
+    pub fn flagged(&self, status: &[u32]) -> Vec<(usize, u32)> {
+        self.decode_in
+            .entropy_images()
+            .iter()
+            .filter_map(|e| {
+                let words = status.get(e.status.start as usize..e.status.end as usize);
+                // A status buffer shorter than planned flags everything in it.
+                let s = words.map_or(u32::MAX, |w| w.iter().fold(0, |a, &b| a | b));
+                let sample = *self.pushed.get(e.pushed)?;
+                (s != 0).then_some((sample, s))
+            })
+            .collect()
     }
 
     /// The steps, in order.
@@ -350,9 +371,34 @@ impl BatchPlan {
         self.orient_jobs.clear();
         self.encoded.clear();
         self.steps.clear();
+        self.pushed.clear();
+        let images: Vec<&DeviceSample> = images.collect();
+        self.images.resize(images.len(), DeviceImage::default());
+        // Images on the device entropy path first: their chunks come together, their
+        // huffman launches before every other decode launch.
+        for (k, img) in images.iter().enumerate() {
+            if let DeviceSample::Entropy {
+                packed,
+                orientation,
+                ..
+            } = img
+            {
+                let g = self.decode_in.push_entropy(packed)?;
+                self.pushed.push(k);
+                if *orientation != 1 {
+                    self.orient_jobs.push(OrientJob {
+                        src: g,
+                        orientation: *orientation,
+                        dst: k as u64,
+                    });
+                }
+                self.images[k] = g;
+            }
+        }
         let mut upright = Vec::new();
-        for img in images {
+        for (k, img) in images.into_iter().enumerate() {
             let g = match img {
+                DeviceSample::Entropy { .. } => continue,
                 DeviceSample::Jpeg {
                     coeffs,
                     scale,
@@ -360,17 +406,21 @@ impl BatchPlan {
                     orientation,
                 } => {
                     let g = self.decode_in.push_jpeg(coeffs, *scale, *window)?;
+                    self.pushed.push(k);
                     if *orientation != 1 {
                         // Placed after every decoded window once their total is known.
                         self.orient_jobs.push(OrientJob {
                             src: g,
                             orientation: *orientation,
-                            dst: self.images.len() as u64,
+                            dst: k as u64,
                         });
                     }
                     g
                 }
-                DeviceSample::Rgb(img) => self.decode_in.push_rgb(img)?,
+                DeviceSample::Rgb(img) => {
+                    self.pushed.push(k);
+                    self.decode_in.push_rgb(img)?
+                }
                 DeviceSample::Encoded {
                     bytes,
                     window,
@@ -380,10 +430,10 @@ impl BatchPlan {
                     let (components, planes) =
                         crate::decode::jpeg::markers::sampling_factors(bytes)
                             .and_then(|f| stored_planes(*full, &f))
-                            .ok_or(DeviceError::NotPlanar(self.images.len()))?;
+                            .ok_or(DeviceError::NotPlanar(k))?;
                     // Placed after the decoded windows, once their total is known.
                     self.encoded.push(EncodedJob {
-                        sample: self.images.len(),
+                        sample: k,
                         window: *window,
                         full: *full,
                         dst: 0,
@@ -396,8 +446,9 @@ impl BatchPlan {
                     DeviceImage::default()
                 }
             };
-            self.images.push(g);
+            self.images[k] = g;
         }
+        self.decode_in.finish();
         let mut next = self.decode_in.window_words();
         // The headers first, then each image's region.
         let header_bytes = 4 * HARDWARE_HEADER_WORDS as u64;
@@ -486,7 +537,7 @@ impl BatchPlan {
             per_dim,
         } = self.limits;
         let windows = round4(self.window_words * 4);
-        let decode = self.decode_in.launches(max_binding, per_dim)?;
+        let (entropy, decode) = self.decode_in.planned(max_binding, per_dim)?;
         let (pack, rgbi) = self.pack_launches(max_binding, per_dim)?;
         let (orient, oriented) =
             orient::launches(&self.orient_jobs, windows, max_binding, per_dim)?;
@@ -494,6 +545,16 @@ impl BatchPlan {
             .augment_in
             .launches(windows, masks, max_binding, per_dim)?;
         self.steps.clear();
+        if !entropy.is_empty() {
+            self.steps.extend(entropy.into_iter().map(Step::Launch));
+            self.steps.push(Step::EntropyCheck {
+                status: Binding {
+                    buffer: Buffer::EntropyStatus,
+                    offset: 0,
+                    size: round4(self.decode_in.status_words() * 4),
+                },
+            });
+        }
         self.steps.extend(decode.into_iter().map(Step::Launch));
         if !self.encoded.is_empty() {
             self.steps.push(Step::Hardware);
@@ -521,8 +582,16 @@ impl BatchPlan {
                 0
             },
             rgbi,
-            coefficients: 0,
-            entropy_status: 0,
+            coefficients: if self.decode_in.coefficient_words() > 0 {
+                round4(self.decode_in.coefficient_words() * 4)
+            } else {
+                0
+            },
+            entropy_status: if self.decode_in.status_words() > 0 {
+                round4(self.decode_in.status_words() * 4)
+            } else {
+                0
+            },
         };
         Ok(())
     }

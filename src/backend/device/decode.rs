@@ -26,6 +26,7 @@ use super::launch::{grid, Binding, Buffer, Kernel, Launch};
 use crate::decode::jpeg::coeffs::{
     pack, packed_size, Coefficients, ComponentDesc, ImageDesc, PackedJpeg, KIND_PASSTHROUGH,
 };
+use crate::decode::jpeg::huffman::{IntervalDesc, PackedEntropy};
 use crate::decode::{DecodeError, Image8};
 use crate::error::Result;
 
@@ -59,6 +60,9 @@ pub const IMAGES_PER_CHUNK: usize = 64;
 /// Component records a chunk holds.
 pub const COMPONENTS_PER_CHUNK: usize = 256;
 const RECORD_WORDS: usize = 16;
+/// Words of an image's scan record ([`crate::decode::jpeg::huffman::ScanDesc`]), placed
+/// before its data in an entropy chunk.
+const SCAN_WORDS: usize = 16;
 /// Chunk starts (in the blob) and chunk outputs (in the windows buffer) are aligned to
 /// this many words: 256 bytes, a multiple of every offset alignment a device may ask for.
 const ALIGN_WORDS: usize = 64;
@@ -178,6 +182,17 @@ struct Chunk {
     /// First output word of the chunk in the windows buffer.
     out_base: u64,
     out_words: u64,
+    /// Its blocks are decoded on the device (`huffman`) into [`Buffer::Coefficients`].
+    entropy: bool,
+    /// Restart intervals (entropy chunks).
+    intervals: u64,
+    /// First word of its blocks in [`Buffer::Coefficients`] (a multiple of 64).
+    coef_base: u64,
+    coef_words: u64,
+    /// First word of its intervals' status in [`Buffer::EntropyStatus`] (a multiple of 64).
+    status_base: u64,
+    /// Its interval table has been written (the chunk is closed).
+    closed: bool,
 }
 
 /// A batch's upload for the decode shaders, built on the host and reused batch after
@@ -188,6 +203,22 @@ pub struct DecodeInput {
     chunks: Vec<Chunk>,
     packed: PackedJpeg,
     max_binding_words: u64,
+    /// The open entropy chunk's interval records, written at its end when it closes.
+    pending: Vec<IntervalDesc>,
+    /// Per image on the device entropy path: its push index and its status words.
+    entropy_images: Vec<EntropyImage>,
+    /// Images pushed so far.
+    pushed: usize,
+}
+
+/// An image of the batch on the device entropy path: which push it was and where its
+/// intervals' status words are in [`Buffer::EntropyStatus`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntropyImage {
+    /// Its position among the images pushed (0 for the first push of the batch).
+    pub pushed: usize,
+    /// Its status words.
+    pub status: std::ops::Range<u64>,
 }
 
 impl Default for DecodeInput {
@@ -204,6 +235,9 @@ impl DecodeInput {
             chunks: Vec::new(),
             packed: PackedJpeg::default(),
             max_binding_words: DEFAULT_BINDING_BYTES / 4,
+            pending: Vec::new(),
+            entropy_images: Vec::new(),
+            pushed: 0,
         }
     }
 
@@ -218,6 +252,60 @@ impl DecodeInput {
     pub fn clear(&mut self) {
         self.blob.clear();
         self.chunks.clear();
+        self.pending.clear();
+        self.entropy_images.clear();
+        self.pushed = 0;
+    }
+
+    /// The images on the device entropy path and their status words.
+    pub fn entropy_images(&self) -> &[EntropyImage] {
+        &self.entropy_images
+    }
+
+    /// Words [`Buffer::Coefficients`] needs.
+    pub fn coefficient_words(&self) -> u64 {
+        self.chunks
+            .iter()
+            .rev()
+            .find(|c| c.entropy)
+            .map_or(0, |c| c.coef_base + c.coef_words)
+    }
+
+    /// Words [`Buffer::EntropyStatus`] needs.
+    pub fn status_words(&self) -> u64 {
+        self.chunks
+            .iter()
+            .rev()
+            .find(|c| c.entropy)
+            .map_or(0, |c| c.status_base + c.intervals)
+    }
+
+    /// Closes the last chunk: an entropy chunk gets its interval table. Call once every
+    /// image is pushed, before [`Self::bytes`] and [`Self::launches`].
+    pub fn finish(&mut self) {
+        self.close_chunk();
+    }
+
+    /// Writes the open entropy chunk's interval table after its data.
+    fn close_chunk(&mut self) {
+        let Some(c) = self.chunks.last_mut() else {
+            return;
+        };
+        if c.closed {
+            return;
+        }
+        c.closed = true;
+        if !c.entropy {
+            return;
+        }
+        let table = (self.blob.len() - c.start) as u32;
+        let start = c.start;
+        let (n, coef_words) = (c.intervals as u32, c.coef_words as u32);
+        self.blob
+            .extend_from_slice(bytemuck::cast_slice(&self.pending));
+        self.pending.clear();
+        let h = &mut self.blob[start..start + 12];
+        h[8..12].copy_from_slice(&[n, table, coef_words, 1]);
     }
 
     /// Samples in the batch.
@@ -323,9 +411,12 @@ impl DecodeInput {
                 self.max_binding_words,
             )));
         }
-        let open = self.chunks.last().is_some_and(|c| fits(c, self.blob.len()));
+        let open = self
+            .chunks
+            .last()
+            .is_some_and(|c| !c.entropy && !c.closed && fits(c, self.blob.len()));
         if !open {
-            self.open_chunk();
+            self.open_chunk(false);
         }
         let blob_len = self.blob.len();
         if self
@@ -380,18 +471,134 @@ impl DecodeInput {
         let chunk = *chunk;
         self.blob.extend_from_slice(&p.data);
         self.write_header(&chunk);
+        self.pushed += 1;
         Ok(out)
     }
 
-    fn open_chunk(&mut self) {
+    /// Adds an image whose blocks the device decodes from its restart intervals
+    /// ([`crate::decode::jpeg::huffman::pack_entropy`]'s output): placed in an entropy chunk, its records rebased, its
+    /// intervals' status words noted ([`Self::entropy_images`]). Errors: a window too large
+    /// for one binding.
+    pub fn push_entropy(
+        &mut self,
+        p: &PackedEntropy,
+    ) -> std::result::Result<DeviceImage, DecodeError> {
+        let q = &p.packed;
+        let pixels = u64::from(q.image.width) * u64::from(q.image.height);
+        let data = q.data.len() as u64 + SCAN_WORDS as u64;
+        let comps = q.components.len();
+        let idct: u64 = q.components.iter().map(|c| u64::from(c.groups)).sum();
+        let intervals = p.intervals.len() as u64;
+        let max = self.max_binding_words;
+        // The interval table is written after the data when the chunk closes.
+        let fits = |c: &Chunk, blob_len: usize, pending: usize| {
+            c.images < IMAGES_PER_CHUNK
+                && c.components + comps <= COMPONENTS_PER_CHUNK
+                && (blob_len - c.start) as u64 + data + 8 * (pending as u64 + intervals) <= max
+                && c.plane_words + u64::from(q.plane_words) <= max
+                && c.out_words + pixels <= max
+                && c.coef_words + p.coef_words <= max
+                && c.intervals + intervals <= max
+                && c.idct + idct <= u64::from(u32::MAX)
+        };
+        let need = Need {
+            data_words: data + 8 * intervals,
+            plane_words: u64::from(q.plane_words).max(p.coef_words),
+            pixels,
+        };
+        if need.exceeds(max) {
+            return Err(DecodeError::Unsupported(
+                need.describe(&q.image, comps, max),
+            ));
+        }
+        let open = self.chunks.last().is_some_and(|c| {
+            c.entropy && !c.closed && fits(c, self.blob.len(), self.pending.len())
+        });
+        if !open {
+            self.open_chunk(true);
+        }
+        let blob_len = self.blob.len();
+        let Some(chunk) = self.chunks.last_mut() else {
+            return Err(DecodeError::Panicked("no open chunk".into()));
+        };
+        if chunk.out_base + chunk.out_words + pixels > u64::from(u32::MAX)
+            || chunk.coef_base + chunk.coef_words + p.coef_words > u64::from(u32::MAX)
+        {
+            return Err(DecodeError::Unsupported(
+                "batch output exceeds 2^32 words".into(),
+            ));
+        }
+        let scan_at = (blob_len - chunk.start) as u32;
+        let (scan, ivs, components) = p.placed(
+            scan_at + SCAN_WORDS as u32,
+            scan_at,
+            chunk.components as u32,
+            chunk.intervals as u32,
+            chunk.coef_words as u32,
+        );
+        let mut image = q.image;
+        image.first_component = chunk.components as u32;
+        image.out_offset = chunk.out_words as u32;
+        image.pixel_start = chunk.pixels as u32;
+        let at = chunk.start + IMAGE_TABLE + chunk.images * RECORD_WORDS;
+        self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[image]));
+        for (i, c) in components.iter().enumerate() {
+            let d = ComponentDesc {
+                plane_offset: c.plane_offset + chunk.plane_words as u32,
+                group_start: chunk.idct as u32,
+                ..*c
+            };
+            chunk.idct += u64::from(c.groups);
+            let at = chunk.start + COMPONENT_TABLE + (chunk.components + i) * RECORD_WORDS;
+            self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[d]));
+        }
+        let out = DeviceImage {
+            offset: (chunk.out_base + chunk.out_words) as u32,
+            width: image.width,
+            height: image.height,
+            origin_x: image.x0,
+            origin_y: image.y0,
+            full_width: image.full_width,
+            full_height: image.full_height,
+            scale: image.scale,
+        };
+        let first_status = chunk.status_base + chunk.intervals;
+        chunk.images += 1;
+        chunk.components += comps;
+        chunk.pixels += pixels;
+        chunk.out_words += pixels;
+        chunk.plane_words += u64::from(q.plane_words);
+        chunk.coef_words += p.coef_words;
+        chunk.intervals += intervals;
+        let chunk = *chunk;
+        self.blob.extend_from_slice(bytemuck::cast_slice(&[scan]));
+        self.blob.extend_from_slice(&q.data);
+        self.pending.extend_from_slice(&ivs);
+        self.write_header(&chunk);
+        self.entropy_images.push(EntropyImage {
+            pushed: self.pushed,
+            status: first_status..first_status + intervals,
+        });
+        self.pushed += 1;
+        Ok(out)
+    }
+
+    fn open_chunk(&mut self, entropy: bool) {
+        self.close_chunk();
         let start = self.blob.len().next_multiple_of(ALIGN_WORDS);
         let out_base = self.chunks.last().map_or(0, |c| {
             (c.out_base + c.out_words).next_multiple_of(ALIGN_WORDS as u64)
         });
+        let align = |n: u64| n.next_multiple_of(ALIGN_WORDS as u64);
+        let coef_base = align(self.coefficient_words());
+        let status_base = align(self.status_words());
         self.blob.resize(start + DATA_START, 0);
         let chunk = Chunk {
             start,
             out_base,
+            entropy,
+            coef_base,
+            status_base,
             ..Chunk::default()
         };
         self.chunks.push(chunk);
@@ -425,6 +632,22 @@ impl DecodeInput {
     /// No binding exceeds `max_binding` bytes and no grid `per_dim` workgroups along a
     /// dimension ([`crate::Error::Device`] otherwise).
     pub fn launches(&self, max_binding: u64, per_dim: u64) -> Result<Vec<Launch>> {
+        let (mut entropy, rest) = self.planned(max_binding, per_dim)?;
+        entropy.extend(rest);
+        Ok(entropy)
+    }
+
+    /// [`Self::launches`] in two parts: the `huffman` launches of the entropy chunks
+    /// (into [`Buffer::Coefficients`] and [`Buffer::EntropyStatus`]), which must all run
+    /// (and their status be read, where the caller checks it) before the rest: per chunk
+    /// the IDCT, then colour conversion.
+    pub fn planned(&self, max_binding: u64, per_dim: u64) -> Result<(Vec<Launch>, Vec<Launch>)> {
+        if self.chunks.last().is_some_and(|c| c.entropy && !c.closed) {
+            return Err(crate::Error::internal(
+                "a decode input planned before DecodeInput::finish",
+            ));
+        }
+        let mut entropy = Vec::new();
         let mut out = Vec::with_capacity(self.chunks.len() * 2);
         for (i, c) in self.chunks.iter().enumerate() {
             let (start, end) = self.chunk_words(i);
@@ -443,9 +666,25 @@ impl DecodeInput {
                 offset: c.out_base * 4,
                 size: (c.out_words * 4).max(4),
             };
-            if let Some(s) = [blob.size, planes.size, windows.size]
-                .into_iter()
-                .find(|&s| s > max_binding)
+            let coefs = Binding {
+                buffer: Buffer::Coefficients,
+                offset: c.coef_base * 4,
+                size: (c.coef_words * 4).max(4),
+            };
+            let status = Binding {
+                buffer: Buffer::EntropyStatus,
+                offset: c.status_base * 4,
+                size: (c.intervals * 4).max(4),
+            };
+            if let Some(s) = [
+                blob.size,
+                planes.size,
+                windows.size,
+                coefs.size,
+                status.size,
+            ]
+            .into_iter()
+            .find(|&s| s > max_binding)
             {
                 return Err(DeviceError::Binding {
                     what: "a decode chunk (DecodeInput::with_max_binding splits them)",
@@ -459,13 +698,23 @@ impl DecodeInput {
                 workgroups: items.div_ceil(u64::from(k.workgroup())),
                 per_dim,
             };
+            if c.entropy && c.intervals > 0 {
+                entropy.push(Launch {
+                    kernel: Kernel::Huffman,
+                    grid: grid(c.intervals, Kernel::Huffman.workgroup(), per_dim)
+                        .ok_or_else(|| too_many(c.intervals, Kernel::Huffman))?,
+                    bindings: vec![blob, coefs, status],
+                    params: Default::default(),
+                });
+            }
             if c.idct > 0 {
                 out.push(Launch {
                     kernel: Kernel::Idct,
                     grid: grid(c.idct, Kernel::Idct.workgroup(), per_dim)
                         .ok_or_else(|| too_many(c.idct, Kernel::Idct))?,
-                    // Blocks from the chunk itself (host-decoded coefficients).
-                    bindings: vec![blob, planes, blob],
+                    // Blocks from the chunk itself (host-decoded coefficients) or from
+                    // what the huffman pass decoded.
+                    bindings: vec![blob, planes, if c.entropy { coefs } else { blob }],
                     params: Default::default(),
                 });
             }
@@ -477,7 +726,7 @@ impl DecodeInput {
                 params: Default::default(),
             });
         }
-        Ok(out)
+        Ok((entropy, out))
     }
 }
 

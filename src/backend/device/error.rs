@@ -229,6 +229,13 @@ pub enum DeviceError {
     /// replace them) under its [`OnError`](crate::OnError) policy and run the batch again.
     #[error("{} sample(s) of the batch could not be decoded: {}", .0.len(), rejected_list(.0))]
     Rejected(Vec<Rejected>),
+    /// The device entropy pass flagged these samples (batch index, OR of their
+    /// intervals' status words, `decode::jpeg::huffman::STATUS_*`): damaged data, or
+    /// blocks only the CPU decoder reproduces. Returned before anything is written into
+    /// the batch's outputs: the caller prepares them again on the host path
+    /// (`job::prepare_host`), where libjpeg judges them, and runs the batch again.
+    #[error("the device entropy decode flagged {} sample(s) of the batch (first: {:?})", .0.len(), .0.first())]
+    EntropyFlagged(Vec<(usize, u32)>),
     /// A batch (or a decode) read back with fewer bytes (or images) than asked for.
     #[error("a batch of {len} bytes read as {requested}")]
     ShortRead {

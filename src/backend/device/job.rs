@@ -3,6 +3,7 @@
 
 use crate::augment::SamplePlan;
 use crate::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
+use crate::decode::jpeg::huffman::{pack_entropy, PackedEntropy, RestartScan};
 use crate::decode::jpeg::read_coefficients;
 use crate::decode::{
     check_limits, peek_info, DecodeError, DecodeOptions, DecodeWarning, Format, Image8, ImageInfo,
@@ -30,6 +31,23 @@ pub enum DeviceSample {
     /// Pixels the CPU decoded (other formats, JPEG features the GPU path does not take,
     /// cached samples).
     Rgb(Image8),
+    /// A JPEG with restart markers whose entropy-coded data the device decodes (the
+    /// `huffman` pass), packed by the host ([`pack_entropy`]: headers, decode tables and
+    /// the bytes of the intervals under the window). Should the device flag an interval
+    /// (damaged data, or anything libjpeg might read otherwise), the sample is prepared
+    /// again on the host path from `bytes` with `opts` ([`prepare_host`]).
+    Entropy {
+        /// The records and data of the window.
+        packed: Box<PackedEntropy>,
+        /// EXIF orientation to apply after decoding (1: none).
+        orientation: u8,
+        /// The file's bytes.
+        bytes: Vec<u8>,
+        /// What its headers say.
+        info: ImageInfo,
+        /// The options it was prepared with.
+        opts: DecodeOptions,
+    },
     /// A JPEG for a hardware decoder (nvJPEG on the CUDA backend), as read: decoded whole
     /// at full size, then its `window` goes where the augment pass reads it.
     Encoded {
@@ -123,7 +141,8 @@ pub fn binding_refusal(
             ..
         } => super::decode::jpeg_binding_refusal(coeffs, *scale, *window, max_binding),
         DeviceSample::Rgb(img) => Ok(super::decode::rgb_binding_refusal(img, max_binding)),
-        DeviceSample::Encoded { .. } => Ok(None),
+        // Checked when packed (`prepare_device`): what does not fit takes the host path.
+        DeviceSample::Encoded { .. } | DeviceSample::Entropy { .. } => Ok(None),
     }
 }
 
@@ -240,6 +259,97 @@ pub fn prepare_from(
 /// [`prepare_from`], handing the JPEGs `hardware` takes to a hardware decoder as they are
 /// ([`DeviceSample::Encoded`]).
 pub fn prepare_for(
+    bytes: &[u8],
+    info: ImageInfo,
+    opts: &DecodeOptions,
+    pool: &CoeffPool,
+    hardware: HardwareDecode,
+) -> Result<Prepared, DecodeError> {
+    prepare_device(bytes, info, opts, pool, hardware, false, u64::MAX)
+}
+
+/// How many words of one binding a sample on the device entropy path may take.
+fn binding_words(max_binding: u64) -> u64 {
+    max_binding.max(64 << 10) / 4
+}
+
+/// [`prepare_for`], and, with `entropy`, a JPEG with restart markers that decodes
+/// strictly is packed for the device entropy path ([`DeviceSample::Entropy`]: the host
+/// reads its headers and finds its intervals, nothing more) when its window fits
+/// bindings of `max_binding` bytes. The hardware decoder comes first.
+pub fn prepare_device(
+    bytes: &[u8],
+    info: ImageInfo,
+    opts: &DecodeOptions,
+    pool: &CoeffPool,
+    hardware: HardwareDecode,
+    entropy: bool,
+    max_binding: u64,
+) -> Result<Prepared, DecodeError> {
+    if entropy && !hardware.takes(bytes, &info, opts) {
+        if let Some(p) = prepare_entropy(bytes, &info, opts, max_binding) {
+            return Ok(p);
+        }
+    }
+    prepare_with_hardware(bytes, info, opts, pool, hardware)
+}
+
+/// The device entropy path for `bytes`, or `None` when it does not take the file (no
+/// restart markers, anything the scan refuses, lenient decoding, a window too large).
+fn prepare_entropy(
+    bytes: &[u8],
+    info: &ImageInfo,
+    opts: &DecodeOptions,
+    max_binding: u64,
+) -> Option<Prepared> {
+    // Lenient decoding delivers damaged data as libjpeg fills it in: the host path.
+    if info.format != Format::Jpeg || !opts.strict {
+        return None;
+    }
+    let scan = match RestartScan::parse(bytes) {
+        Ok(scan) => scan,
+        Err(why) => {
+            log::trace!("host entropy decode: {why}");
+            return None;
+        }
+    };
+    let scale = opts.scale.clamp(1, 8);
+    let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
+    let (window, orientation) = stored_request(info, opts, full);
+    let mut packed = Box::<PackedEntropy>::default();
+    pack_entropy(&scan, bytes, scale, window, &mut packed).ok()?;
+    let words = binding_words(max_binding);
+    if packed.coef_words > words
+        || packed.packed.data.len() as u64 + 8 * packed.intervals.len() as u64 > words / 2
+    {
+        return None;
+    }
+    Some(Prepared {
+        image: DeviceSample::Entropy {
+            packed,
+            orientation,
+            bytes: bytes.to_vec(),
+            info: *info,
+            opts: *opts,
+        },
+        info: *info,
+        cpu_reason: None,
+        warning: None,
+    })
+}
+
+/// The host path for a sample the device entropy path flagged: [`prepare_for`] without
+/// the hardware decoder and the device entropy path.
+pub fn prepare_host(
+    bytes: &[u8],
+    info: ImageInfo,
+    opts: &DecodeOptions,
+    pool: &CoeffPool,
+) -> Result<Prepared, DecodeError> {
+    prepare_with_hardware(bytes, info, opts, pool, HardwareDecode::Off)
+}
+
+fn prepare_with_hardware(
     bytes: &[u8],
     info: ImageInfo,
     opts: &DecodeOptions,

@@ -187,6 +187,14 @@ pub enum Step {
         /// Where to.
         dst: Binding,
     },
+    /// Every `huffman` launch before it has run: read `status` ([`Buffer::EntropyStatus`])
+    /// back and stop with [`super::DeviceError::EntropyFlagged`] (before anything is
+    /// written into the batch's outputs) where [`super::BatchPlan::flagged`] names
+    /// samples.
+    EntropyCheck {
+        /// The status words.
+        status: Binding,
+    },
     /// The batch's [`super::batch::EncodedJob`]s decoded whole by the hardware decoder
     /// into [`Buffer::Rgbi`] (CUDA with nvJPEG only); `pack_planar` launches follow.
     Hardware,

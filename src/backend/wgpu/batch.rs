@@ -25,7 +25,7 @@ use super::WgpuError;
 use crate::backend::device::batch::{BatchPlan, DeviceLimits};
 use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
 use crate::backend::device::job::HardwareDecode;
-use crate::backend::device::launch::{Buffer, Kernel};
+use crate::backend::device::launch::{Buffer, Kernel, Step};
 use crate::backend::device::DeviceError;
 use crate::decode::Image8;
 use crate::error::Result;
@@ -126,6 +126,8 @@ struct Scratch {
     oriented: Option<wgpu::Buffer>,
     horizontal: Option<wgpu::Buffer>,
     resized: Option<wgpu::Buffer>,
+    coefficients: Option<wgpu::Buffer>,
+    entropy_status: Option<wgpu::Buffer>,
 }
 
 impl std::fmt::Debug for WgpuBatcher {
@@ -211,7 +213,11 @@ impl WgpuBatcher {
     /// Writes the planned upload into the next staging buffer and records its copy and
     /// every planned step (into `out` when the plan augments); returns the encoder and the
     /// staging slot.
-    fn record(&mut self, out: Option<&WgpuBatchBuffers>) -> Result<(wgpu::CommandEncoder, usize)> {
+    fn record(
+        &mut self,
+        out: Option<&WgpuBatchBuffers>,
+        steps: std::ops::Range<usize>,
+    ) -> Result<(wgpu::CommandEncoder, usize)> {
         let sizes = self.plan.sizes();
         let si = self.staging(sizes.upload)?;
         {
@@ -230,7 +236,7 @@ impl WgpuBatcher {
         }
         self.staging[si].buffer.unmap();
         self.staging[si].state.store(PENDING, Ordering::Release);
-        match self.record_steps(si, out) {
+        match self.record_steps(Some(si), out, steps) {
             Ok(enc) => Ok((enc, si)),
             Err(e) => {
                 // Not submitted: map the staging buffer again so it is not lost.
@@ -240,10 +246,13 @@ impl WgpuBatcher {
         }
     }
 
+    /// Records `steps` of the plan, after the copy of staging buffer `si` into the input
+    /// buffers when given.
     fn record_steps(
         &mut self,
-        si: usize,
+        si: Option<usize>,
         out: Option<&WgpuBatchBuffers>,
+        steps: std::ops::Range<usize>,
     ) -> Result<wgpu::CommandEncoder> {
         use wgpu::BufferUsages as U;
         let sizes = self.plan.sizes();
@@ -292,29 +301,51 @@ impl WgpuBatcher {
             sizes.resized,
             U::STORAGE,
         )?;
+        let coefficients = ctx.grow_buffer(
+            &mut sc.coefficients,
+            "stoker decode coefficients",
+            sizes.coefficients,
+            U::STORAGE,
+        )?;
+        let entropy_status = ctx.grow_buffer(
+            &mut sc.entropy_status,
+            "stoker entropy status",
+            sizes.entropy_status,
+            U::STORAGE | U::COPY_SRC,
+        )?;
         let mut enc = ctx
             .device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("stoker batch"),
             });
-        let sbuf = &self.staging[si].buffer;
-        enc.copy_buffer_to_buffer(sbuf, 0, &dbuf, 0, sizes.decode_input);
-        if sizes.augment_input > 4 {
-            enc.copy_buffer_to_buffer(sbuf, sizes.augment_offset, &abuf, 0, sizes.augment_input);
+        if let Some(si) = si {
+            let sbuf = &self.staging[si].buffer;
+            enc.copy_buffer_to_buffer(sbuf, 0, &dbuf, 0, sizes.decode_input);
+            if sizes.augment_input > 4 {
+                enc.copy_buffer_to_buffer(
+                    sbuf,
+                    sizes.augment_offset,
+                    &abuf,
+                    0,
+                    sizes.augment_input,
+                );
+            }
         }
-        self.pipelines
-            .record(ctx, &mut enc, self.plan.steps(), |b| match b {
-                Buffer::DecodeInput => Some(&dbuf),
-                Buffer::AugmentInput => Some(&abuf),
-                Buffer::Planes => Some(&planes),
-                Buffer::Windows => Some(&windows),
-                Buffer::Oriented => Some(&oriented),
-                Buffer::Horizontal => Some(&horizontal),
-                Buffer::Resized => Some(&resized),
-                Buffer::Images => out.map(|o| &o.images),
-                Buffer::Masks => out.and_then(|o| o.masks.as_ref()),
-                Buffer::Rgbi | Buffer::Coefficients | Buffer::EntropyStatus => None,
-            })?;
+        let steps = self.plan.steps().get(steps).unwrap_or(&[]);
+        self.pipelines.record(ctx, &mut enc, steps, |b| match b {
+            Buffer::DecodeInput => Some(&dbuf),
+            Buffer::AugmentInput => Some(&abuf),
+            Buffer::Planes => Some(&planes),
+            Buffer::Windows => Some(&windows),
+            Buffer::Oriented => Some(&oriented),
+            Buffer::Horizontal => Some(&horizontal),
+            Buffer::Resized => Some(&resized),
+            Buffer::Images => out.map(|o| &o.images),
+            Buffer::Masks => out.and_then(|o| o.masks.as_ref()),
+            Buffer::Coefficients => Some(&coefficients),
+            Buffer::EntropyStatus => Some(&entropy_status),
+            Buffer::Rgbi => None,
+        })?;
         Ok(enc)
     }
 
@@ -358,8 +389,52 @@ impl WgpuBatcher {
             return Ok(());
         }
         self.plan.plan(jobs, out.masks.is_some())?;
-        let (enc, si) = self.record(Some(out))?;
-        self.submit(enc, si)
+        self.execute(Some(out))
+    }
+
+    /// Records and submits the planned steps. Where the plan checks the device entropy
+    /// pass ([`Step::EntropyCheck`]), the steps before it are submitted first and the
+    /// status read back (a wait); samples it flags stop the batch
+    /// ([`DeviceError::EntropyFlagged`]) before anything is written into `out`.
+    fn execute(&mut self, out: Option<&WgpuBatchBuffers>) -> Result<()> {
+        let n = self.plan.steps().len();
+        let check = self
+            .plan
+            .steps()
+            .iter()
+            .position(|s| matches!(s, Step::EntropyCheck { .. }));
+        let Some(c) = check else {
+            let (enc, si) = self.record(out, 0..n)?;
+            return self.submit(enc, si);
+        };
+        let (enc, si) = self.record(out, 0..c)?;
+        self.submit(enc, si)?;
+        let bytes = self.plan.sizes().entropy_status;
+        let status = match &self.scratch.entropy_status {
+            Some(b) => self.ctx.read_buffer(b, 0, bytes)?,
+            None => Vec::new(),
+        };
+        let words: Vec<u32> = status
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let flagged = self.plan.flagged(&words);
+        if !flagged.is_empty() {
+            return Err(DeviceError::EntropyFlagged(flagged).into());
+        }
+        let enc = self.record_steps(None, out, c + 1..n)?;
+        let device = self.ctx.device();
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let commands = enc.finish();
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(WgpuError::Rejected {
+                what: "batch commands",
+                source: e,
+            }
+            .into());
+        }
+        self.ctx.queue().submit([commands]);
+        Ok(())
     }
 
     /// Decodes `images` on the device and submits the work without waiting (for decode
@@ -369,8 +444,7 @@ impl WgpuBatcher {
             return Ok(());
         }
         self.plan.plan_decode(images.iter())?;
-        let (enc, si) = self.record(None)?;
-        self.submit(enc, si)
+        self.execute(None)
     }
 
     /// Decodes `images` on the device and reads the decoded windows back (to compare
@@ -447,6 +521,8 @@ impl DeviceBatcher for WgpuBatcher {
             &s.oriented,
             &s.horizontal,
             &s.resized,
+            &s.coefficients,
+            &s.entropy_status,
         ];
         self.staging.iter().map(|st| st.buffer.size()).sum::<u64>()
             + scratch

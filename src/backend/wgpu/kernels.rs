@@ -213,6 +213,11 @@ impl Pipelines {
                     record_of.push(None);
                 }
                 Step::Hardware => return Err(DeviceError::NoHardwareDecoder.into()),
+                // The batcher submits the steps before it and reads the status back.
+                Step::EntropyCheck { status } => {
+                    resolve(*status, wgpu::BufferUsages::COPY_SRC)?;
+                    record_of.push(None);
+                }
             }
         }
         let device = ctx.device();
@@ -256,8 +261,8 @@ impl Pipelines {
                     encoder.copy_buffer_to_buffer(s, src.offset, d, dst.offset, src.size);
                     i += 1;
                 }
-                // Refused above.
-                Step::Hardware => i += 1,
+                // Refused above; the entropy check is the batcher's (between submissions).
+                Step::Hardware | Step::EntropyCheck { .. } => i += 1,
                 Step::Launch(_) => {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                         label: Some("stoker batch"),

@@ -139,7 +139,7 @@ impl Executor for CudaExecutor {
                     }
                     .map_err(driver)?;
                 }
-                Step::Hardware => unreachable!("refused above"),
+                Step::Hardware | Step::EntropyCheck { .. } => unreachable!("refused above"),
             }
         }
         stream.synchronize().map_err(driver)?;

@@ -36,6 +36,11 @@ pub struct DecodeBenchArgs {
     /// decodes as the CPU does), all, or off.
     #[arg(long, default_value = "exact", value_parser = clap::value_parser!(HardwareDecode))]
     hardware: HardwareDecode,
+    /// Where JPEGs with restart markers are entropy-decoded on a GPU backend: device (the
+    /// huffman pass; the host reads headers only) or host (libjpeg, as files without
+    /// restart markers are).
+    #[arg(long, default_value = "device", value_parser = ["device", "host"])]
+    entropy: String,
     /// Draw images/s per backend and decode path as bars to this SVG file.
     #[arg(long, value_parser = plot::plot_file)]
     plot: Option<PathBuf>,
@@ -117,6 +122,25 @@ struct HostFeed {
     /// Which decoder of that chain took them (engines, nvJPEG's GPU decoder, the CPU),
     /// over the warm-up and the timed passes: all zero without a hardware decoder.
     decode_paths: stoker::backend::device::DecodePaths,
+    /// Host thread time spent preparing one image for the device (headers, entropy
+    /// decoding or the interval scan, packing, CPU decodes of fallbacks; file reading
+    /// excluded: the files are in memory), in microseconds, over the timed passes.
+    host_us_per_image: f64,
+    /// Of the timed passes' images, how many took each decode path.
+    paths: Paths,
+}
+
+/// Samples per decode path.
+#[derive(Debug, Default, Serialize, Clone, Copy)]
+struct Paths {
+    /// Huffman-decoded on the device (JPEGs with restart markers).
+    gpu_entropy: u64,
+    /// Entropy-decoded on the host, the rest on the device.
+    host_entropy: u64,
+    /// Handed whole to the hardware decoder's chain.
+    hardware: u64,
+    /// Decoded by the CPU before the device.
+    cpu: u64,
 }
 
 /// A backend this build or machine lacks: the reason, and the figures at zero so a reader
@@ -385,13 +409,16 @@ fn decode_device(
     mut dev: common::DeviceDecoder,
     inputs: &Inputs,
 ) -> Res<DecodeMeasured> {
-    use stoker::backend::device::job::prepare_with;
+    use stoker::backend::device::job::{prepare_device, prepare_host};
     use stoker::backend::device::{CoeffPool, DeviceError, DeviceSample};
     let (files, paths, threads) = (&inputs.files, &inputs.paths, inputs.threads);
     let opts = DecodeOptions::default();
     let pool = CoeffPool::default();
     let hardware = dev.hardware_decode();
     let max_binding = dev.max_binding();
+    let entropy = a.entropy == "device";
+    let thread_ns = std::sync::atomic::AtomicU64::new(0);
+    let counts = std::sync::Mutex::new(Paths::default());
     // Returns the run, the CPU fallbacks, the failures, and the seconds the host threads
     // spent preparing (entropy decoding, and CPU decodes of fallbacks).
     let pass = |dev: &mut common::DeviceDecoder,
@@ -415,8 +442,26 @@ fn decode_device(
                 threads,
                 |&i| {
                     let bytes = &files[i % n];
-                    prepare_with(bytes, &opts, &pool, hardware)
-                        .and_then(|p| p.fit_bindings(bytes, &opts, &pool, max_binding))
+                    let t = Instant::now();
+                    let p = stoker::decode::peek_info(bytes)
+                        .and_then(|info| {
+                            stoker::decode::check_limits(&info, &opts.limits)?;
+                            prepare_device(
+                                bytes,
+                                info,
+                                &opts,
+                                &pool,
+                                hardware,
+                                entropy,
+                                max_binding,
+                            )
+                        })
+                        .and_then(|p| p.fit_bindings(bytes, &opts, &pool, max_binding));
+                    thread_ns.fetch_add(
+                        t.elapsed().as_nanos() as u64,
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
+                    p
                 },
                 || {},
             );
@@ -430,6 +475,14 @@ fn decode_device(
                         pixels += p.info.pixels();
                         fallbacks += u64::from(p.cpu_reason.is_some());
                         encoded += u64::from(matches!(p.image, DeviceSample::Encoded { .. }));
+                        if let Ok(mut c) = counts.lock() {
+                            match (&p.image, &p.cpu_reason) {
+                                (_, Some(_)) => c.cpu += 1,
+                                (DeviceSample::Entropy { .. }, _) => c.gpu_entropy += 1,
+                                (DeviceSample::Encoded { .. }, _) => c.hardware += 1,
+                                _ => c.host_entropy += 1,
+                            }
+                        }
                         of_sample.push((i, p.info.pixels()));
                         samples.push(p.image);
                     }
@@ -445,6 +498,34 @@ fn decode_device(
                 match dev.decode(&samples) {
                     Ok(()) => break,
                     Err(e) => {
+                        if let Some(DeviceError::EntropyFlagged(flagged)) = DeviceError::of(&e) {
+                            // Damaged data: the host path, as the pipeline does.
+                            for &(k, _) in flagged {
+                                let Some(DeviceSample::Entropy {
+                                    bytes, info, opts, ..
+                                }) = samples.get(k)
+                                else {
+                                    return Err(format!(
+                                        "the device flagged sample {k}, not on its entropy path"
+                                    )
+                                    .into());
+                                };
+                                let p = prepare_host(bytes, *info, opts, &pool).and_then(|p| {
+                                    p.fit_bindings(bytes, opts, &pool, max_binding)
+                                })?;
+                                if let Ok(mut c) = counts.lock() {
+                                    c.gpu_entropy = c.gpu_entropy.saturating_sub(1);
+                                    if p.cpu_reason.is_some() {
+                                        c.cpu += 1;
+                                        fallbacks += 1;
+                                    } else {
+                                        c.host_entropy += 1;
+                                    }
+                                }
+                                samples[k] = p.image;
+                            }
+                            continue;
+                        }
                         let Some(DeviceError::Rejected(rejected)) = DeviceError::of(&e) else {
                             return Err(e.into());
                         };
@@ -491,6 +572,10 @@ fn decode_device(
     };
     let pb = progress(ctx, files.len() as u64, &format!("{kind} warm-up"));
     let (warm, failed, _, _) = pass(&mut dev, 1, &|d| pb.inc(d))?;
+    thread_ns.store(0, std::sync::atomic::Ordering::Relaxed);
+    if let Ok(mut c) = counts.lock() {
+        *c = Paths::default();
+    }
     pb.finish_and_clear();
     let repeats = a.repeats_after(warm.seconds);
     let pb = progress(
@@ -507,6 +592,10 @@ fn decode_device(
         hybrid_images: run.images.saturating_sub(run.fallbacks + encoded),
         hardware_images: encoded,
         decode_paths: dev.decode_paths(),
+        host_us_per_image: thread_ns.load(std::sync::atomic::Ordering::Relaxed) as f64
+            / 1e3
+            / run.images.max(1) as f64,
+        paths: counts.lock().map(|c| *c).unwrap_or_default(),
     });
     Ok(r)
 }
