@@ -128,3 +128,56 @@ fn damaged_intervals_are_flagged_or_decode_as_libjpeg_does() {
     eprintln!("mutants: {flagged} flagged, {clean} clean, {refused} left to the host path");
     assert!(flagged > 50, "{flagged} flagged");
 }
+
+#[test]
+fn crops_of_restart_jpegs_skip_the_rows_above_with_the_same_pixels() {
+    // The CPU decoder decodes a crop of a restart JPEG from a spliced file of the MCU rows
+    // around it: every pixel of the window is the whole decode's.
+    use stoker::decode::{cpu, DecodeOptions, Image8};
+    let mut rng = TestRng(0x00c0_ffee);
+    let (mut whole, mut crop) = (Image8::default(), Image8::default());
+    for case in 0..80 {
+        let (samp, gray) = SAMPLINGS[case % SAMPLINGS.len()];
+        let (w, h) = (16 + rng.below(300) as u32, 40 + rng.below(400) as u32);
+        let (mcus, rows) = match case % 3 {
+            0 => (0, 1 + rng.below(3) as i32),
+            1 => (1 + rng.below(6) as u32, 0),
+            _ => (0, 1),
+        };
+        let jpeg = restart_jpeg(&mut rng, w, h, samp, gray, mcus, rows);
+        let scale = [1, 2, 4, 8][rng.below(4) as usize];
+        let full = (w.div_ceil(scale), h.div_ceil(scale));
+        let y0 = rng.below(u64::from(full.1)) as u32;
+        let y1 = y0 + 1 + rng.below(u64::from(full.1 - y0)) as u32;
+        let x0 = rng.below(u64::from(full.0)) as u32;
+        let x1 = x0 + 1 + rng.below(u64::from(full.0 - x0)) as u32;
+        let opts = DecodeOptions {
+            scale,
+            ..DecodeOptions::default()
+        };
+        cpu::decode_image(&jpeg, &opts, &mut whole).expect("whole");
+        let windowed = DecodeOptions {
+            window: Some([x0, y0, x1, y1]),
+            ..opts
+        };
+        cpu::decode_image(&jpeg, &windowed, &mut crop).expect("crop");
+        assert_eq!(crop.full, whole.full, "case {case}");
+        let (ox, oy) = crop.origin;
+        assert!(
+            ox <= x0 && oy <= y0 && ox + crop.width >= x1 && oy + crop.height >= y1,
+            "case {case}: window not covered"
+        );
+        for y in y0..y1 {
+            for x in x0..x1 {
+                let a = ((y * whole.width + x) * 3) as usize;
+                let b = (((y - oy) * crop.width + (x - ox)) * 3) as usize;
+                assert_eq!(
+                    whole.data[a..a + 3],
+                    crop.data[b..b + 3],
+                    "case {case}: {w}x{h} {samp:?} gray {gray}, restart {mcus}/{rows}, scale {scale}, window {:?}, pixel ({x}, {y})",
+                    [x0, y0, x1, y1]
+                );
+            }
+        }
+    }
+}

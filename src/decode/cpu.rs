@@ -116,7 +116,25 @@ fn decode_jpeg(
         strict: opts.strict,
     };
     let hints = turbo::Hints::of(bytes, info);
-    let (o, w) = turbo::decode(bytes, &req, &hints, &mut out.data)?;
+    let (o, w) = match req.window.and_then(|w| rows_below(bytes, info, scale, w)) {
+        // Restart markers: decode only the MCU rows from just above the window.
+        Some((sub, top)) => {
+            let dy = top / scale;
+            let window = req
+                .window
+                .map(|[x0, y0, x1, y1]| [x0, y0 - dy, x1, y1 - dy]);
+            let (mut o, w) = turbo::decode(
+                &sub,
+                &turbo::Request { window, ..req },
+                &hints,
+                &mut out.data,
+            )?;
+            o.y0 += dy;
+            o.full_height = info.height.div_ceil(scale);
+            (o, w)
+        }
+        None => turbo::decode(bytes, &req, &hints, &mut out.data)?,
+    };
     *warning = w;
     if o.channels == 4 {
         cmyk_to_rgb(&mut out.data, info.adobe_transform.is_some());
@@ -139,6 +157,39 @@ fn decode_jpeg(
 
 /// Extra pixels decoded around a requested window (see `decode_jpeg`).
 const WINDOW_MARGIN: u32 = 2;
+
+/// For a JPEG with restart markers and a window `[x0, y0, x1, y1)` of the image scaled by
+/// `1/scale` that starts below its second MCU row: the JPEG of its MCU rows from one above
+/// the window's first (libjpeg upsamples a cut image's first row from itself, not from the
+/// row above: that row is outside the window) to one below its last
+/// ([`huffman::splice_rows`]), and the first pixel row (unscaled) it holds. The rows above
+/// are then neither entropy-decoded nor read, so a strict decode judges only the rows it
+/// reads, as a crop ending above damage already does.
+fn rows_below(
+    bytes: &[u8],
+    info: &ImageInfo,
+    scale: u32,
+    window: [u32; 4],
+) -> Option<(Vec<u8>, u32)> {
+    use super::jpeg::huffman::{splice_rows, RestartScan};
+    let [_, y0, _, y1] = window;
+    // A cheap look first: a restart interval defined in the headers.
+    if !super::jpeg::markers::has_restart_interval(bytes) {
+        return None;
+    }
+    let scan = RestartScan::parse(bytes).ok()?;
+    let row_px = if scan.single() {
+        8
+    } else {
+        8 * scan.header.max_v
+    };
+    let (top, bottom) = (y0 * scale, (y1 * scale).min(info.height));
+    let first = (top / row_px).checked_sub(1).filter(|&r| r > 0)?;
+    let last = bottom.div_ceil(row_px) + 1;
+    let mut sub = Vec::new();
+    let at = splice_rows(bytes, &scan, first..last, &mut sub)?;
+    Some((sub, at))
+}
 
 /// CMYK (as stored) to RGB in place, 4 bytes per pixel in, 3 out. Adobe files store the
 /// inks inverted (Photoshop's convention): `R = C * K / 255`; others `(255 - C)(255 - K) / 255`.

@@ -178,6 +178,14 @@ fn header_segments(bytes: &[u8]) -> impl Iterator<Item = (u8, usize, usize)> + '
     })
 }
 
+/// Whether the headers before the first scan define a restart interval (a DRI segment
+/// with a non-zero interval).
+pub fn has_restart_interval(bytes: &[u8]) -> bool {
+    header_segments(bytes).any(|(m, i, len)| {
+        m == 0xDD && len >= 4 && bytes.get(i + 4..i + 6).is_some_and(|b| b != [0, 0])
+    })
+}
+
 /// The `(horizontal, vertical)` sampling factors of each component, from the frame
 /// header; `None` when there is no readable one.
 pub fn sampling_factors(bytes: &[u8]) -> Option<Vec<(u8, u8)>> {
