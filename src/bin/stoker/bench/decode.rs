@@ -679,6 +679,11 @@ impl DecodeReport {
                         "{}: host threads prepared {:.1} images/s (entropy decoding and CPU fallbacks), the most this host can feed the device\n",
                         r.backend, h.host_images_per_s
                     ));
+                let p = &h.paths;
+                notes.push_str(&format!(
+                    "{}: {:.1} us of host thread time per image; paths: {} GPU entropy, {} host entropy, {} hardware, {} CPU\n",
+                    r.backend, h.host_us_per_image, p.gpu_entropy, p.host_entropy, p.hardware, p.cpu
+                ));
             }
             for x in &r.failed {
                 notes.push_str(&format!(
