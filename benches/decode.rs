@@ -2,8 +2,9 @@
 //! libjpeg-turbo 3, built by the `turbojpeg` crate) and zune-jpeg, on the same files in the
 //! same run: `cargo bench --bench decode`. Prints a table and the ratios to libjpeg-turbo.
 //! All decoders produce 8-bit RGB into a reused buffer; the last row is the host side of
-//! the GPU decode path (entropy decoding to DCT coefficients only), the most the host
-//! threads can feed a device.
+//! the GPU decode path: entropy decoding to DCT coefficients only, and, for files with
+//! restart markers, the device entropy path's headers, marker scan and packing; the most
+//! the host threads can feed a device.
 
 mod common;
 
@@ -35,7 +36,15 @@ fn main() {
                 )
             })
             .count();
-        println!("({not_ready} of {n} files would not take the device path)\n");
+        println!("({not_ready} of {n} files would not take the device path)");
+        let restarts = files
+            .iter()
+            .filter(|f| stoker::decode::jpeg::huffman::RestartScan::parse(f).is_ok())
+            .count();
+        println!(
+            "({restarts} of {n} files have restart markers: the device entropy path; \
+             `stoker convert --to folder` writes a set that has)\n"
+        );
     }
     println!(
         "{:<48} {:>7} {:>10} {:>16}",
@@ -91,11 +100,28 @@ fn main() {
                 let _ = stoker::decode::jpeg::read_coefficients(&files[i], true, c);
             },
         );
+        // The host side of the device entropy path: headers, the restart-marker scan and
+        // the packing of the intervals (no Huffman decoding), for files with restart
+        // markers; a file without them costs its failed parse here.
+        let entropy = common::throughput(
+            n,
+            threads,
+            min,
+            stoker::decode::jpeg::huffman::PackedEntropy::default,
+            |p, i| {
+                use stoker::decode::jpeg::huffman::{pack_entropy, RestartScan};
+                if let Ok(scan) = RestartScan::parse(&files[i]) {
+                    let (w, h) = (scan.header.width, scan.header.height);
+                    let _ = pack_entropy(&scan, &files[i], 1, [0, 0, w, h], p);
+                }
+            },
+        );
         for (name, v) in [
             ("libjpeg-turbo 3 (TurboJPEG API, turbojpeg crate)", turbo),
             ("stoker cpu (libjpeg-turbo via mozjpeg-sys)", ours),
             ("zune-jpeg", zune),
             ("stoker gpu path, host side (coefficients only)", coeffs),
+            ("stoker gpu path, host side (restart intervals)", entropy),
         ] {
             println!("{name:<48} {threads:>7} {v:>10.1} {:>16.3}", v / turbo);
         }

@@ -259,7 +259,9 @@ fn the_wgpu_backend_runs_from_the_command_line() {
         .map(|k| paths[k].as_u64().expect("a path count"))
         .sum();
     assert_eq!(sum, 6, "{paths}");
-    assert!(results[1]["host_us_per_image"].as_f64().is_some_and(|us| us > 0.0));
+    assert!(results[1]["host_us_per_image"]
+        .as_f64()
+        .is_some_and(|us| us > 0.0));
 
     let p = stoker(&[
         "bench",
