@@ -549,7 +549,20 @@ impl Collector {
                 .map_err(|_| Error::poisoned("device batcher"))?
                 .run(jobs, out);
             let err = match r {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    // Files the device entropy pass decoded whole, none flagged: clean.
+                    for (job, &id) in jobs.iter().zip(&slots.ids) {
+                        if let crate::backend::device::DeviceSample::Entropy {
+                            packed, bytes, ..
+                        } = &job.image
+                        {
+                            if packed.whole {
+                                self.cfg.verdicts.record_clean(id, bytes);
+                            }
+                        }
+                    }
+                    return Ok(());
+                }
                 Err(e) => e,
             };
             let mut rejected: Vec<(usize, String)> = match DeviceError::of(&err) {

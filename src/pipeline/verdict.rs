@@ -9,6 +9,12 @@
 //! sixty-fourth of the work) under the pipeline's own strictness. The verdict (refused, or
 //! delivered with the whole file's warning) is kept for the pipeline's life, keyed by the
 //! sample and a CRC-32C of its bytes, so a file rewritten between epochs is verified again.
+//!
+//! A JPEG on the device entropy path is verified by the device instead: until its verdict
+//! is known, every restart interval of the file is uploaded and decoded (the blocks outside
+//! the window dropped), and a batch that runs with none of them flagged records the file
+//! as clean (a flagged one takes the host path, which judges it); later crops upload only
+//! the intervals under their window.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -48,5 +54,24 @@ impl Verdicts {
             map.insert(id, (len, crc, outcome.clone()));
         }
         outcome
+    }
+
+    /// Whether `bytes` (sample `id`) was verified and found clean (no warning), without
+    /// verifying it.
+    pub(crate) fn known_clean(&self, id: u64, bytes: &[u8]) -> bool {
+        let (len, crc) = (bytes.len() as u64, crc32c::crc32c(bytes));
+        self.map.lock().is_ok_and(|map| {
+            map.get(&id)
+                .is_some_and(|(l, c, o)| (*l, *c) == (len, crc) && matches!(o, Ok(None)))
+        })
+    }
+
+    /// Records that `bytes` (sample `id`) was verified whole elsewhere and found clean:
+    /// the device entropy path decoded every restart interval of the file without a flag.
+    pub(crate) fn record_clean(&self, id: u64, bytes: &[u8]) {
+        let (len, crc) = (bytes.len() as u64, crc32c::crc32c(bytes));
+        if let Ok(mut map) = self.map.lock() {
+            map.insert(id, (len, crc, Ok(None)));
+        }
     }
 }

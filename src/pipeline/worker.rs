@@ -477,9 +477,13 @@ fn prepare_device(
             "sample and pipeline disagree on having a mask".into(),
         ));
     }
+    // A JPEG the CPU decoded for part of its image (the coefficients being left to it)
+    // takes the whole file's verdict, as on the CPU backend (see `decode_into`).
+    let partial =
+        info.format == crate::decode::Format::Jpeg && (opts.window.is_some() || opts.scale != 1);
     // What one device binding cannot hold is decoded by the CPU for this sample.
     let prepare = |hardware| {
-        job::prepare_device(
+        job::prepare_device_verified(
             image,
             info,
             &opts,
@@ -487,14 +491,12 @@ fn prepare_device(
             hardware,
             cfg.device_entropy,
             cfg.device_max_binding,
+            // A file's first crop on the device entropy path decodes it whole.
+            !partial || cfg.verdicts.known_clean(s.id, image),
         )
         .and_then(|p| p.fit_bindings(image, &opts, &cfg.coeff_pool, cfg.device_max_binding))
         .map_err(|e| decode_error(s, "image", &e))
     };
-    // A JPEG the CPU decoded for part of its image (the coefficients being left to it)
-    // takes the whole file's verdict, as on the CPU backend (see `decode_into`).
-    let partial =
-        info.format == crate::decode::Format::Jpeg && (opts.window.is_some() || opts.scale != 1);
     let prepared = prepare(cfg.hardware_decode).and_then(|p| match p.image {
         DeviceSample::Encoded { .. } => verify_encoded(sh, s, image, p, prepare),
         _ if partial && p.cpu_reason.is_some() => {

@@ -3,7 +3,7 @@
 
 use crate::augment::SamplePlan;
 use crate::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
-use crate::decode::jpeg::huffman::{pack_entropy, PackedEntropy, RestartScan};
+use crate::decode::jpeg::huffman::{pack_intervals, PackedEntropy, RestartScan};
 use crate::decode::jpeg::read_coefficients;
 use crate::decode::{
     check_limits, peek_info, DecodeError, DecodeOptions, DecodeWarning, Format, Image8, ImageInfo,
@@ -32,7 +32,7 @@ pub enum DeviceSample {
     /// cached samples).
     Rgb(Image8),
     /// A JPEG with restart markers whose entropy-coded data the device decodes (the
-    /// `huffman` pass), packed by the host ([`pack_entropy`]: headers, decode tables and
+    /// `huffman` pass), packed by the host ([`crate::decode::jpeg::huffman::pack_entropy`]: headers, decode tables and
     /// the bytes of the intervals under the window). Should the device flag an interval
     /// (damaged data, or anything libjpeg might read otherwise), the sample is prepared
     /// again on the host path from `bytes` with `opts` ([`prepare_host`]).
@@ -286,8 +286,34 @@ pub fn prepare_device(
     entropy: bool,
     max_binding: u64,
 ) -> Result<Prepared, DecodeError> {
+    prepare_device_verified(
+        bytes,
+        info,
+        opts,
+        pool,
+        hardware,
+        entropy,
+        max_binding,
+        true,
+    )
+}
+
+/// [`prepare_device`]; unless `verified` (the file's verdict is known clean), a file on
+/// the device entropy path uploads every restart interval, so that the device judges the
+/// whole file whatever the window ([`PackedEntropy::whole`]).
+#[allow(clippy::too_many_arguments)]
+pub fn prepare_device_verified(
+    bytes: &[u8],
+    info: ImageInfo,
+    opts: &DecodeOptions,
+    pool: &CoeffPool,
+    hardware: HardwareDecode,
+    entropy: bool,
+    max_binding: u64,
+    verified: bool,
+) -> Result<Prepared, DecodeError> {
     if entropy && !hardware.takes(bytes, &info, opts) {
-        if let Some(p) = prepare_entropy(bytes, &info, opts, max_binding) {
+        if let Some(p) = prepare_entropy(bytes, &info, opts, max_binding, verified) {
             return Ok(p);
         }
     }
@@ -301,6 +327,7 @@ fn prepare_entropy(
     info: &ImageInfo,
     opts: &DecodeOptions,
     max_binding: u64,
+    verified: bool,
 ) -> Option<Prepared> {
     // Lenient decoding delivers damaged data as libjpeg fills it in: the host path.
     if info.format != Format::Jpeg || !opts.strict {
@@ -317,7 +344,7 @@ fn prepare_entropy(
     let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
     let (window, orientation) = stored_request(info, opts, full);
     let mut packed = Box::<PackedEntropy>::default();
-    pack_entropy(&scan, bytes, scale, window, &mut packed).ok()?;
+    pack_intervals(&scan, bytes, scale, window, !verified, &mut packed).ok()?;
     let words = binding_words(max_binding);
     if packed.coef_words > words
         || packed.packed.data.len() as u64 + 8 * packed.intervals.len() as u64 > words / 2

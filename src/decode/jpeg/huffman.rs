@@ -717,6 +717,8 @@ pub struct PackedEntropy {
     pub coef_words: u64,
     /// Entropy-coded bytes uploaded.
     pub entropy_bytes: u64,
+    /// Every interval of the file is uploaded ([`pack_intervals`] with `all`).
+    pub whole: bool,
 }
 
 /// Packs window `window` of the image scaled by `1/scale` for the device entropy path:
@@ -727,6 +729,20 @@ pub fn pack_entropy(
     bytes: &[u8],
     scale: u32,
     window: [u32; 4],
+    out: &mut PackedEntropy,
+) -> Result<(), DecodeError> {
+    pack_intervals(scan, bytes, scale, window, false, out)
+}
+
+/// [`pack_entropy`], uploading every interval of the file when `all` (each decoded, the
+/// blocks outside the window dropped): the device then judges the whole file, as a host
+/// decode of it would.
+pub fn pack_intervals(
+    scan: &RestartScan,
+    bytes: &[u8],
+    scale: u32,
+    window: [u32; 4],
+    all: bool,
     out: &mut PackedEntropy,
 ) -> Result<(), DecodeError> {
     out.coef_words = pack_header(&scan.header, scale, window, &mut out.packed)?;
@@ -781,7 +797,10 @@ pub fn pack_entropy(
     let mut last = None;
     let mut byte = data.len() * 4;
     let mut wanted: Vec<usize> = Vec::new();
-    for my in my0..my1 {
+    if all {
+        wanted.extend(0..scan.intervals.len());
+    }
+    for my in (my0..my1).filter(|_| !all) {
         let a = (u64::from(my) * per_row + u64::from(mx0)) / ri;
         let b = (u64::from(my) * per_row + u64::from(mx1.max(mx0 + 1)) - 1) / ri;
         for k in a..=b {
@@ -792,6 +811,7 @@ pub fn pack_entropy(
             }
         }
     }
+    out.whole = wanted.len() == scan.intervals.len();
     let mut blob: Vec<u8> = Vec::new();
     for (n, &k) in wanted.iter().enumerate() {
         let r = scan.intervals[k].clone();
