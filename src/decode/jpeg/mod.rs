@@ -1,7 +1,8 @@
 //! JPEG: a typed header scan of our own ([`markers`]) and libjpeg-turbo's decoder behind a
 //! safe wrapper (`turbo`, private) with scaled, cropped and row-skipping decode; for the GPU
 //! paths, host entropy decoding to DCT coefficients and their upload layout ([`coeffs`]),
-//! with scalar oracles of the device stages ([`idct`], [`color`]).
+//! with scalar oracles of the device stages ([`idct`], [`color`]); lossless transcoding
+//! to baseline with restart markers ([`transcode`]: what `stoker convert` writes).
 //!
 //! # Damaged files: what is refused, what is delivered with a warning
 //!
@@ -52,6 +53,8 @@ pub mod color;
 pub mod huffman;
 pub mod idct;
 pub mod markers;
+pub mod transcode;
 pub(crate) mod turbo;
 
+pub use transcode::{add_restarts, KeptReason, Restart, TranscodeOptions, Transcoded};
 pub use turbo::read_coefficients;
