@@ -56,5 +56,7 @@ pub mod markers;
 pub mod transcode;
 pub(crate) mod turbo;
 
-pub use transcode::{add_restarts, KeptReason, Restart, TranscodeOptions, Transcoded};
+pub use transcode::{
+    add_restarts, KeptReason, Restart, TranscodeCounts, TranscodeOptions, Transcoded,
+};
 pub use turbo::read_coefficients;
