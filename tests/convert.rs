@@ -453,3 +453,224 @@ fn an_interrupted_convert_leaves_only_whole_shards() {
         assert_eq!(delivered, back.len());
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// JPEG restart-marker transcoding and the folder output.
+
+/// A folder of JPEGs of every kind the transcoder meets (baseline, progressive,
+/// arithmetic-coded, CMYK, gray: transcoded; 12-bit, lossless: kept), a PNG, and an empty
+/// class. Returns the relative paths and the kept reasons expected.
+fn jpeg_folder(dir: &Path) -> Vec<&'static str> {
+    let files = [
+        ("a/testorig.jpg", "jpeg/ljt_testorig.jpg"),
+        ("a/progressive.jpg", "jpeg/jd_moz_jpg-progressive.jpg"),
+        ("a/arith.jpg", "jpeg/ljt_testimgari.jpg"),
+        ("b/cmyk.jpg", "jpeg/go_video-001_cmyk.jpg"),
+        ("b/gray.jpg", "jpeg/jd_moz_jpg-gray.jpg"),
+        ("b/sub/twelve.jpg", "jpeg/ljt_monkey12.jpg"),
+        ("b/lossless.jpg", "jpeg/jd_ll_jpeg_lossless_sel2.jpg"),
+        ("b/coffee.png", "formats/coffee.png"),
+    ];
+    for (to, from) in files {
+        let bytes = std::fs::read(common::data_dir().join(from)).expect("test file");
+        common::write(dir, to, &bytes);
+    }
+    std::fs::create_dir_all(dir.join("empty")).expect("mkdir");
+    files.iter().map(|f| f.0).collect()
+}
+
+/// The CPU decode of `bytes` (strict), or the error as text.
+fn cpu_pixels(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let mut img = stoker::decode::Image8::default();
+    stoker::decode::cpu::decode_image(bytes, &stoker::decode::DecodeOptions::default(), &mut img)
+        .map(|_| img.data)
+        .map_err(|e| e.to_string())
+}
+
+/// Runs `stoker convert SRC --json ARGS`; returns the JSON report.
+fn stoker_convert(src: &Path, args: &[&str], out: &Path) -> serde_json::Value {
+    let run = Command::new(env!("CARGO_BIN_EXE_stoker"))
+        .arg("convert")
+        .arg(src)
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .arg("--json")
+        .output()
+        .expect("run stoker");
+    assert!(
+        run.status.success(),
+        "stoker convert {args:?} failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    serde_json::from_slice(&run.stdout).expect("JSON")
+}
+
+/// Each image's bytes as written, by sample path, from what `to` wrote in `out`.
+fn written(to: &str, out: &Path) -> Vec<(String, Vec<u8>)> {
+    let data = match to {
+        "folder" => Dataset::image_folder(out),
+        other => shards(other, out),
+    }
+    .expect("listing");
+    data.samples()
+        .iter()
+        .map(|s| (s.path.clone(), s.location.read(u64::MAX).expect("read")))
+        .collect()
+}
+
+/// `stoker convert` transcodes the JPEGs that can be (the same pixels, one baseline scan
+/// with a restart marker every MCU row, the counts in its report), keeps the others byte
+/// for byte with their reasons, and with `--restarts off` copies every file; the folder
+/// output lists the same samples and classes (the empty one too).
+#[test]
+fn stoker_convert_transcodes_jpegs_to_restart_intervals_with_the_same_pixels() {
+    use stoker::decode::jpeg::transcode::layout;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("src");
+    let paths = jpeg_folder(&src);
+    let original = |p: &str| std::fs::read(src.join(p)).expect("original");
+    let jpeg_bytes: u64 = paths
+        .iter()
+        .filter(|p| p.ends_with(".jpg"))
+        .map(|p| original(p).len() as u64)
+        .sum();
+    for to in ["folder", "tar", "tfrecord"] {
+        let out = dir.path().join(to);
+        let report = stoker_convert(&src, &["--to", to], &out);
+        let j = &report["jpegs"];
+        assert_eq!(report["samples"], 8, "{to}: {report}");
+        assert_eq!(report["restarts"], "auto", "{report}");
+        assert_eq!(report["restart_interval"], "row", "{report}");
+        assert_eq!(j["jpegs"], 7, "{to}: {report}");
+        assert_eq!(j["transcoded"], 5, "{to}: {report}");
+        assert_eq!(
+            j["kept"],
+            serde_json::json!({"lossless": 1, "not_8_bit": 1}),
+            "{to}: {report}"
+        );
+        assert_eq!(j["bytes_before"], jpeg_bytes, "{to}: {report}");
+        let after = j["bytes_after"].as_u64().expect("bytes_after");
+        let got = written(to, &out);
+        let listed: Vec<&str> = got.iter().map(|g| g.0.as_str()).collect();
+        let mut want: Vec<&str> = paths.clone();
+        want.sort();
+        assert_eq!(listed, want, "{to}");
+        let mut sum = 0;
+        for (path, bytes) in &got {
+            let orig = original(path);
+            if path.ends_with(".jpg") {
+                sum += bytes.len() as u64;
+            }
+            if path.contains("twelve") || path.contains("lossless") || path.ends_with(".png") {
+                assert!(*bytes == orig, "{to}: {path} is kept byte for byte");
+                continue;
+            }
+            let lay = layout(bytes).expect("layout");
+            assert_eq!((lay.frame, lay.scans), (0xC0, 1), "{to}: {path}");
+            assert_eq!(
+                lay.restart_interval as u32, lay.mcus_per_row,
+                "{to}: {path}"
+            );
+            assert_eq!(cpu_pixels(bytes), cpu_pixels(&orig), "{to}: {path}: pixels");
+        }
+        assert_eq!(sum, after, "{to}: bytes_after");
+        if to == "folder" {
+            let data = Dataset::image_folder(&out).expect("folder");
+            assert_eq!(
+                data.classes(),
+                ["a", "b", "empty"],
+                "every class, the empty one too"
+            );
+        }
+        // Byte for byte with --restarts off.
+        let out = dir.path().join(format!("{to}-off"));
+        let report = stoker_convert(&src, &["--to", to, "--restarts", "off"], &out);
+        assert_eq!(report["jpegs"]["jpegs"], 0, "{report}");
+        for (path, bytes) in written(to, &out) {
+            assert!(bytes == original(&path), "{to} --restarts off: {path}");
+        }
+    }
+    // Another interval, unverified.
+    let out = dir.path().join("mcus");
+    let report = stoker_convert(
+        &src,
+        &[
+            "--to",
+            "folder",
+            "--restart-interval",
+            "mcus:4",
+            "--no-verify",
+        ],
+        &out,
+    );
+    assert_eq!(report["jpegs"]["transcoded"], 5, "{report}");
+    let (_, bytes) = written("folder", &out)
+        .into_iter()
+        .find(|g| g.0 == "a/testorig.jpg")
+        .expect("testorig");
+    assert_eq!(layout(&bytes).map(|l| l.restart_interval), Some(4));
+    assert_eq!(cpu_pixels(&bytes), cpu_pixels(&original("a/testorig.jpg")));
+}
+
+/// A folder output with masks: images under `images/`, masks under `masks/`, read back
+/// paired as they were; the library writer refuses a path that leaves the folder.
+#[test]
+fn a_folder_output_keeps_masks_apart_and_paths_inside() {
+    let mut rng = TestRng(fresh_seed("folder masks"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (src, masks) = (dir.path().join("img"), dir.path().join("masks"));
+    for (i, p) in ["x/0.png", "x/1.png", "y/deep/2.png"].iter().enumerate() {
+        let (w, h) = (4 + i as u32, 5);
+        common::write(
+            &src,
+            p,
+            &common::png_rgb(w, h, &common::random_rgb(&mut rng, w, h)),
+        );
+        let ids: Vec<u16> = (0..w * h).map(|k| (k % 3) as u16).collect();
+        let stem = Path::new(p)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("stem");
+        common::write(
+            &masks,
+            &format!("{stem}.png"),
+            &common::png_labels(w, h, &ids, false),
+        );
+    }
+    let data = Dataset::image_folder(&src)
+        .expect("folder")
+        .with_masks(&masks)
+        .expect("masks");
+    let out = dir.path().join("out");
+    let done = ShardWriter::new(ShardFormat::Folder, &out, "unused", 1)
+        .expect("writer")
+        .with_transcode(Some(Default::default()))
+        .write_dataset(&data, |_| ())
+        .expect("convert");
+    assert_eq!(done.samples, 3);
+    assert!(done.shards.is_empty() && done.classes.is_none(), "{done:?}");
+    let back = Dataset::image_folder(out.join("images"))
+        .expect("images")
+        .with_masks(out.join("masks"))
+        .expect("masks pair again");
+    assert_eq!(back.classes(), data.classes());
+    for (a, b) in data.samples().iter().zip(back.samples()) {
+        assert_eq!((a.id, &a.path, a.label), (b.id, &b.path, b.label));
+        let read = |l: &Option<stoker::source::Location>| {
+            l.as_ref().expect("mask").read(u64::MAX).expect("read")
+        };
+        assert_eq!(read(&a.mask), read(&b.mask), "{}", a.path);
+    }
+    let mut w = ShardWriter::new(ShardFormat::Folder, &dir.path().join("w"), "s", 1).expect("w");
+    let img = common::png_rgb(1, 1, &[1, 2, 3]);
+    for bad in ["../up.png", "/abs.png", "a//b.png", "a/./b.png"] {
+        assert!(w.add(bad, &img, None, None).is_err(), "{bad}");
+    }
+    assert!(
+        w.add("ok/fine.png", &img, None, Some(&img)).is_err(),
+        "a mask without masks apart"
+    );
+    w.add("ok/fine.png", &img, None, None)
+        .expect("a plain path");
+}

@@ -487,6 +487,7 @@ fn a_folder_converted_to_shards_reads_back_with_the_same_images_labels_and_masks
         let data = match format {
             ShardFormat::TfRecord => Dataset::tfrecord(std::slice::from_ref(&out)),
             ShardFormat::Tar => Dataset::tar(std::slice::from_ref(&out)),
+            ShardFormat::Folder => unreachable!("shard formats only"),
         }
         .expect("listing");
         assert_eq!(data.len(), all.len(), "{format:?}");

@@ -1,20 +1,24 @@
 //! `stoker convert`: export a folder dataset (images, labels, masks) to TFRecord or
-//! WebDataset tar shards with their indexes, so a dataset is exported once and trained on
-//! many times. The shards keep each sample's path and the class names (the layout:
-//! `stoker::source::shards::write`), so a sample has the same id, split side and
-//! augmentations in the shards as in the folder.
+//! WebDataset tar shards with their indexes, or to a plain folder, so a dataset is
+//! exported once and trained on many times. The shards keep each sample's path and the
+//! class names (the layout: `stoker::source::shards::write`), so a sample has the same id,
+//! split side and augmentations in the shards as in the folder. By default each JPEG that
+//! can be is transcoded losslessly to one baseline scan with restart markers (the same
+//! pixels; what the GPU decodes in parallel): `--restarts off` copies every file byte for
+//! byte.
 
 use std::path::PathBuf;
 
 use clap::Args;
 use serde::Serialize;
+use stoker::decode::jpeg::{Restart, TranscodeCounts, TranscodeOptions};
 use stoker::source::shards::{ShardFormat, ShardWriter};
 
 use crate::common::{self, fail, kv, progress, Cause, Ctx, Failure, Report, Res};
 
 /// What `stoker convert --help` adds after the options: the layout it writes.
 const LAYOUT: &str = "\
-Layout written to OUT:
+Layout written to OUT (tfrecord, tar):
   PREFIX-00000.EXT, PREFIX-00001.EXT, ...  the shards (EXT: tfrecord or tar), each closed
                                           once it holds SHARD_SIZE, samples in path order
   SHARD.stoker-index                      each shard's index (a cache, rebuilt if missing)
@@ -25,8 +29,16 @@ Every sample records its path in the dataset (e.g. cat/001.jpg). Reading the sha
 that is the sample's path and so its id: a split saved on the folder loads on the shards,
 and a sample gets the same augmentations from either. The classes are the folder's.
 
+The image file: with --restarts off, byte for byte. With --restarts auto (the default),
+a JPEG is transcoded losslessly (the same DCT coefficients, so the same pixels) to one
+baseline scan with optimised Huffman tables and a restart marker every
+--restart-interval, its APPn and COM segments (EXIF, ICC, JFIF, Adobe) copied; a JPEG
+that cannot be (12-bit, lossless, damaged, progressive with incomplete refinement,
+already restarted often enough, ...) and every other image is copied byte for byte. The
+report counts each.
+
 TFRecord: one tf.train.Example per record (no compression) with
-  image/encoded (bytes)     the image file, byte for byte
+  image/encoded (bytes)     the image file
   image/format (bytes)      jpg, png, webp, bmp or bin
   image/filename (bytes)    the sample's path
   stoker/path (bytes)       the sample's path (what stoker reads back)
@@ -36,11 +48,17 @@ TFRecord: one tf.train.Example per record (no compression) with
 
 WebDataset tar: sample key NNNNNN_<path> (its number in the shard, then its path with
 every character other than A-Za-z0-9_- made _, at most 60), members
-  KEY.jpg (or png, webp, bmp)  the image file, byte for byte
+  KEY.jpg (or png, webp, bmp)  the image file
   KEY.cls                      the class id, ASCII decimal (labelled samples)
   KEY.cls.txt                  the class name, UTF-8 (labelled samples)
   KEY.path.txt                 the sample's path, UTF-8
-  KEY.mask.png                 the mask file (with --masks)";
+  KEY.mask.png                 the mask file (with --masks)
+
+Folder (not shards; --shard-size and --prefix unused): each image at its path,
+OUT/cat/001.jpg, every class a folder (an empty one too), so stoker's image-folder
+listing gives the same samples and classes. With --masks: the images under OUT/images/,
+each mask under OUT/masks/ in its image's folder with its image's stem
+(OUT/masks/cat/001.png), read back with --masks OUT/masks.";
 
 #[derive(Debug, Args)]
 #[command(after_long_help = LAYOUT)]
@@ -50,9 +68,22 @@ pub struct ConvertArgs {
     /// Label masks paired by file stem from this folder.
     #[arg(long)]
     masks: Option<PathBuf>,
-    /// Shard format: tfrecord or tar.
+    /// Output: tfrecord or tar (shards), or folder (plain files).
     #[arg(long, value_parser = parse_format)]
     to: ShardFormat,
+    /// JPEG restart markers: auto (transcode each JPEG that can be, losslessly, keep the
+    /// rest) or off (every file byte for byte).
+    #[arg(long, default_value = "auto", value_parser = parse_restarts)]
+    restarts: Restarts,
+    /// With --restarts auto: a restart marker every MCU row (row), every N rows (rows:N),
+    /// N per row (per-row:N) or every N MCUs (mcus:N), or none (off: only the tables are
+    /// optimised and the scans merged).
+    #[arg(long, default_value = "row", value_parser = Restart::parse)]
+    restart_interval: Restart,
+    /// With --restarts auto: do not read each transcoded file back to check that its
+    /// coefficients are the original's (the check costs two more entropy decodes a file).
+    #[arg(long)]
+    no_verify: bool,
     /// Bytes per shard (a shard closes once it holds this much), e.g. 256MiB, 1GB.
     #[arg(long, default_value = "256MiB", value_parser = parse_size)]
     shard_size: u64,
@@ -68,8 +99,15 @@ pub struct ConvertArgs {
 #[derive(Debug, Serialize)]
 struct ConvertReport {
     out: String,
-    /// `tfrecord` or `tar`.
+    /// `tfrecord`, `tar` or `folder`.
     format: &'static str,
+    /// `auto` (JPEGs transcoded with restart markers where they can be) or `off`.
+    restarts: &'static str,
+    /// The restart interval asked (`row`, `rows:N`, `per-row:N`, `mcus:N`, `off`).
+    restart_interval: String,
+    /// What transcoding did to the JPEGs: `jpegs`, `transcoded`, `kept` (by reason),
+    /// `bytes_before`, `bytes_after`, `seconds` (all zero with `--restarts off`).
+    jpegs: TranscodeCounts,
     /// Samples written.
     samples: u64,
     /// Image and mask bytes written.
@@ -92,6 +130,35 @@ impl ConvertReport {
             ("shards", self.shards.len().to_string()),
             ("bytes", self.bytes.to_string()),
         ]);
+        if self.restarts == "auto" {
+            let j = &self.jpegs;
+            let kept: Vec<String> = j.kept.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            let ratio = if j.bytes_before > 0 {
+                j.bytes_after as f64 / j.bytes_before as f64
+            } else {
+                1.0
+            };
+            text.push_str(&kv(&[
+                (
+                    "jpegs",
+                    format!(
+                        "{} transcoded ({}), {} kept{}",
+                        j.transcoded,
+                        self.restart_interval,
+                        j.jpegs - j.transcoded,
+                        if kept.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", kept.join(", "))
+                        }
+                    ),
+                ),
+                (
+                    "jpeg bytes",
+                    format!("{} -> {} ({ratio:.3}x)", j.bytes_before, j.bytes_after),
+                ),
+            ]));
+        }
         for e in &self.errors {
             text.push_str(&format!("unreadable: {}: {}\n", e.path, e.reason));
         }
@@ -106,8 +173,26 @@ fn parse_format(s: &str) -> Result<ShardFormat, String> {
     match s.trim().to_ascii_lowercase().as_str() {
         "tfrecord" => Ok(ShardFormat::TfRecord),
         "tar" | "webdataset" => Ok(ShardFormat::Tar),
+        "folder" | "dir" => Ok(ShardFormat::Folder),
         other => Err(format!(
-            "unknown shard format {other:?} (expected tfrecord or tar)"
+            "unknown output format {other:?} (expected tfrecord, tar or folder)"
+        )),
+    }
+}
+
+/// `--restarts`: transcode the JPEGs that can be, or copy every file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Restarts {
+    Auto,
+    Off,
+}
+
+fn parse_restarts(s: &str) -> Result<Restarts, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "auto" | "on" => Ok(Restarts::Auto),
+        "off" | "none" => Ok(Restarts::Off),
+        other => Err(format!(
+            "unknown --restarts {other:?} (expected auto or off)"
         )),
     }
 }
@@ -142,7 +227,14 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
     if let Some(m) = &a.masks {
         data = data.with_masks(m)?;
     }
-    let w = ShardWriter::new(a.to, &a.out, &a.prefix, a.shard_size).map_err(writing)?;
+    let transcode = (a.restarts == Restarts::Auto).then(|| TranscodeOptions {
+        restart: a.restart_interval,
+        verify: !a.no_verify,
+        ..TranscodeOptions::default()
+    });
+    let w = ShardWriter::new(a.to, &a.out, &a.prefix, a.shard_size)
+        .map_err(writing)?
+        .with_transcode(transcode);
     let pb = progress(ctx, data.len() as u64, "converting");
     let done = w.write_dataset(&data, |_| pb.inc(1)).map_err(writing)?;
     pb.finish_and_clear();
@@ -156,10 +248,13 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
         .collect();
     let r = ConvertReport {
         out: a.out.display().to_string(),
-        format: match a.to {
-            ShardFormat::TfRecord => "tfrecord",
-            ShardFormat::Tar => "tar",
+        format: a.to.name(),
+        restarts: match a.restarts {
+            Restarts::Auto => "auto",
+            Restarts::Off => "off",
         },
+        restart_interval: a.restart_interval.to_string(),
+        jpegs: done.transcode.clone(),
         samples: done.samples,
         bytes: done.bytes,
         shards: done

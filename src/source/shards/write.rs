@@ -45,6 +45,22 @@
 //! A WebDataset reader sees them as the sample's `jpg`, `cls` (an integer), `cls.txt` and
 //! `path.txt` (text) and `mask.png`; TensorFlow's `parse_single_example` skips the features
 //! it is not asked for.
+//!
+//! Folder ([`ShardFormat::Folder`], not shards): each image at its path under the output
+//! folder (`OUT/cat/001.jpg`), so [`crate::Dataset::image_folder`] lists the same samples,
+//! paths and classes (every class gets its folder, an empty one too). With masks, the
+//! images go under `OUT/images/` and each mask under `OUT/masks/`, in its image's folder
+//! with its image's stem (`OUT/masks/cat/001.png`), so
+//! `Dataset::image_folder("OUT/images")?.with_masks("OUT/masks")` pairs them again. Each
+//! file is written under a temporary name (`.partial`) and then renamed. Labels come back
+//! from the class folders only: a dataset whose labels are not its first folder (a file
+//! list) loses them.
+//!
+//! "Byte for byte" above holds without transcoding. With
+//! [`ShardWriter::with_transcode`] (`stoker convert`'s default), each JPEG that can be is
+//! rewritten losslessly as one baseline scan with restart markers
+//! ([`crate::decode::jpeg::transcode`]: the same coefficients, so the same pixels); the
+//! others are written as they are.
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +69,7 @@ use std::collections::HashSet;
 use super::index::{index, Kind};
 use super::tfrecord::{encode_example, frame_record};
 use super::{classes_file_name, ClassList, ExampleKeys, ReadError, CLASSES_FORMAT, MAX_RECORDED};
+use crate::decode::jpeg::transcode::{add_restarts, TranscodeCounts, TranscodeOptions, Transcoded};
 use crate::error::{Error, Result};
 use crate::source::{sample_id, Dataset, Sample};
 
@@ -63,12 +80,27 @@ pub enum ShardFormat {
     TfRecord,
     /// WebDataset tar files.
     Tar,
+    /// A plain folder of image files at their paths (not shards; see the module docs).
+    Folder,
+}
+
+impl ShardFormat {
+    /// `tfrecord`, `tar` or `folder`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShardFormat::TfRecord => "tfrecord",
+            ShardFormat::Tar => "tar",
+            ShardFormat::Folder => "folder",
+        }
+    }
 }
 
 /// The shard being written, held in memory until it is closed.
 enum Open {
     TfRecord(Vec<u8>),
     Tar(::tar::Builder<Vec<u8>>),
+    /// A folder: each file is written when it is added.
+    Folder,
 }
 
 impl Open {
@@ -76,6 +108,7 @@ impl Open {
         match format {
             ShardFormat::TfRecord => Open::TfRecord(Vec::new()),
             ShardFormat::Tar => Open::Tar(::tar::Builder::new(Vec::new())),
+            ShardFormat::Folder => Open::Folder,
         }
     }
 
@@ -84,6 +117,7 @@ impl Open {
         match self {
             Open::TfRecord(b) => b.len(),
             Open::Tar(t) => t.get_ref().len(),
+            Open::Folder => 0,
         }
     }
 
@@ -92,6 +126,7 @@ impl Open {
         match self {
             Open::TfRecord(b) => Ok(b),
             Open::Tar(t) => t.into_inner(),
+            Open::Folder => Ok(Vec::new()),
         }
     }
 }
@@ -101,6 +136,7 @@ impl std::fmt::Debug for Open {
         let kind = match self {
             Open::TfRecord(_) => "TfRecord",
             Open::Tar(_) => "Tar",
+            Open::Folder => "Folder",
         };
         write!(f, "{kind}({} bytes)", self.len())
     }
@@ -134,6 +170,36 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.sync_all()
 }
 
+/// Writes `bytes` to `path` (its folders created) under a temporary name, then renames
+/// it: a file under its final name is complete.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    }
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::write(&partial, bytes).map_err(|e| Error::io(&partial, e))?;
+    std::fs::rename(&partial, path).map_err(|e| Error::io(path, e))
+}
+
+/// `name` (a sample's path) as a relative path that stays inside the output folder:
+/// `/`-separated names, none empty, `.` or `..`, no backslash, not absolute.
+fn relative_inside(name: &str) -> Result<PathBuf> {
+    let ok = !name.starts_with('/')
+        && !name.contains('\\')
+        && name
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains(':'));
+    if !ok {
+        return Err(Error::dataset(format!(
+            "sample path {:?}: a folder output needs relative paths inside it",
+            name.chars().take(80).collect::<String>()
+        )));
+    }
+    Ok(name.split('/').collect())
+}
+
 /// Why [`ShardWriter::add`] refuses an image: `None` for bytes in a format stoker decodes
 /// (a shard reader finds a sample by its image member's extension, so anything else would
 /// be written and then vanish on reading).
@@ -163,6 +229,9 @@ pub struct Converted {
     pub bytes: u64,
     /// The samples left out (their index in the dataset's samples) and why.
     pub unreadable: Vec<(usize, ReadError)>,
+    /// What transcoding did to the JPEGs (all zero without
+    /// [`ShardWriter::with_transcode`]).
+    pub transcode: TranscodeCounts,
 }
 
 /// Writes samples into shards of about `shard_bytes` each (`<prefix>-00000.tfrecord` or
@@ -181,6 +250,12 @@ pub struct ShardWriter {
     classes: Vec<String>,
     /// The ids of the paths added so far: a path added twice is refused.
     ids: HashSet<u64>,
+    /// Transcode JPEGs to baseline with restart markers, with these options.
+    transcode: Option<TranscodeOptions>,
+    /// What transcoding did so far.
+    counts: TranscodeCounts,
+    /// Folder output: images under `images/`, masks under `masks/`.
+    masks_apart: bool,
 }
 
 impl ShardWriter {
@@ -205,7 +280,31 @@ impl ShardWriter {
             keys: ExampleKeys::default(),
             classes: Vec::new(),
             ids: HashSet::new(),
+            transcode: None,
+            counts: TranscodeCounts::default(),
+            masks_apart: false,
         })
+    }
+
+    /// Transcodes each JPEG added, losslessly, to one baseline scan with restart markers
+    /// ([`add_restarts`]: the same pixels); a JPEG it keeps as it is, and every other
+    /// image, is written byte for byte. `None` (the default): every image byte for byte.
+    pub fn with_transcode(mut self, opts: Option<TranscodeOptions>) -> Self {
+        self.transcode = opts;
+        self
+    }
+
+    /// Folder output with masks: images under `images/`, masks under `masks/` (see the
+    /// module docs). [`ShardWriter::write_dataset`] sets it when the dataset has masks; a
+    /// folder writer without it refuses a mask.
+    pub fn with_masks_apart(mut self) -> Self {
+        self.masks_apart = true;
+        self
+    }
+
+    /// What transcoding did so far.
+    pub fn transcode_counts(&self) -> &TranscodeCounts {
+        &self.counts
     }
 
     /// The dataset's class names, by class id ([`crate::Dataset::classes`]): each labelled
@@ -216,9 +315,20 @@ impl ShardWriter {
         self
     }
 
-    /// Where [`ShardWriter::finish`] writes the class list, if the writer has classes.
+    /// Where [`ShardWriter::finish`] writes the class list, if the writer has classes
+    /// (never for a folder: its class folders are the list).
     pub fn classes_path(&self) -> Option<PathBuf> {
-        (!self.classes.is_empty()).then(|| self.dir.join(classes_file_name(&self.prefix)))
+        (!self.classes.is_empty() && self.format != ShardFormat::Folder)
+            .then(|| self.dir.join(classes_file_name(&self.prefix)))
+    }
+
+    /// Where a folder writer puts the images.
+    fn image_root(&self) -> PathBuf {
+        if self.masks_apart {
+            self.dir.join("images")
+        } else {
+            self.dir.clone()
+        }
     }
 
     /// Adds a sample: its path in its dataset (`name`, [`crate::Sample::path`]: recorded in
@@ -255,10 +365,46 @@ impl ShardWriter {
         if let Some(why) = not_an_image(image) {
             return Err(Error::dataset(format!("{name:?}: {why}")));
         }
+        let rel = match self.format {
+            ShardFormat::Folder => {
+                if mask.is_some() && !self.masks_apart {
+                    return Err(Error::config(
+                        "masks",
+                        format!("{name:?}: a folder writer takes masks after with_masks_apart"),
+                    ));
+                }
+                Some(relative_inside(name)?)
+            }
+            _ => None,
+        };
         if !self.ids.insert(sample_id(name)) {
             return Err(Error::dataset(format!(
                 "{name:?} added twice (or its id collides with another path's)"
             )));
+        }
+        let transcoded = self.transcode.and_then(|opts| {
+            if crate::decode::Format::sniff(image) != Some(crate::decode::Format::Jpeg) {
+                return None;
+            }
+            let t0 = std::time::Instant::now();
+            let outcome = add_restarts(image, &opts);
+            self.counts.record(image.len(), &outcome, t0.elapsed());
+            match outcome {
+                Transcoded::Written { bytes, .. } => Some(bytes),
+                Transcoded::Kept(_) => None,
+            }
+        });
+        let image = transcoded.as_deref().unwrap_or(image);
+        if let Some(rel) = rel {
+            let root = self.image_root();
+            write_file(&root.join(&rel), image)?;
+            if let Some(m) = mask {
+                let mut at = self.dir.join("masks").join(&rel);
+                at.set_extension(image_ext(m));
+                write_file(&at, m)?;
+            }
+            self.in_shard += 1;
+            return Ok(());
         }
         match &mut self.open {
             Open::TfRecord(buf) => {
@@ -279,6 +425,7 @@ impl ShardWriter {
                     .unwrap_or_default();
                 frame_record(&encode_example(&bytes, &ints), buf);
             }
+            Open::Folder => {}
             Open::Tar(tar) => {
                 // WebDataset keys hold no dots (the first dot starts the extension).
                 let stem: String = name
@@ -316,12 +463,13 @@ impl ShardWriter {
 
     /// Writes the open shard (and its index), if it holds any sample.
     fn flush(&mut self) -> Result<()> {
-        if self.in_shard == 0 {
+        if self.in_shard == 0 || self.format == ShardFormat::Folder {
+            self.in_shard = 0;
             return Ok(());
         }
         let (ext, kind) = match self.format {
             ShardFormat::TfRecord => ("tfrecord", Kind::TfRecord(&self.keys)),
-            ShardFormat::Tar => ("tar", Kind::Tar),
+            ShardFormat::Tar | ShardFormat::Folder => ("tar", Kind::Tar),
         };
         let path = self
             .dir
@@ -356,6 +504,9 @@ impl ShardWriter {
         mut progress: impl FnMut(&Sample),
     ) -> Result<Converted> {
         self.classes = data.classes().to_vec();
+        if self.format == ShardFormat::Folder && data.samples().iter().any(|s| s.mask.is_some()) {
+            self.masks_apart = true;
+        }
         let classes = self.classes_path();
         let (mut samples, mut bytes) = (0u64, 0u64);
         let mut unreadable = Vec::new();
@@ -379,26 +530,47 @@ impl ShardWriter {
             });
             match read {
                 Ok((image, mask)) => {
+                    let before = self.counts.bytes_after;
+                    let jpegs = self.counts.jpegs;
                     self.add(&s.path, &image, s.label, mask.as_deref())?;
                     samples += 1;
-                    bytes += (image.len() + mask.as_ref().map_or(0, Vec::len)) as u64;
+                    // A transcoded JPEG's size is what was written.
+                    let image_len = if self.counts.jpegs > jpegs {
+                        self.counts.bytes_after - before
+                    } else {
+                        image.len() as u64
+                    };
+                    bytes += image_len + mask.as_ref().map_or(0, Vec::len) as u64;
                 }
                 Err(e) => unreadable.push((i, e)),
             }
             progress(s);
         }
+        let transcode = self.counts.clone();
         Ok(Converted {
             shards: self.finish()?,
             classes,
             samples,
             bytes,
             unreadable,
+            transcode,
         })
     }
 
     /// Writes the last shard and the class list, and returns every shard written.
+    /// (For a folder: no shards; every class gets its folder, so that a class without
+    /// images is listed too.)
     pub fn finish(mut self) -> Result<Vec<PathBuf>> {
         self.flush()?;
+        if self.format == ShardFormat::Folder {
+            let root = self.image_root();
+            for class in &self.classes {
+                if let Ok(rel) = relative_inside(class) {
+                    let d = root.join(rel);
+                    std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?;
+                }
+            }
+        }
         if let Some(path) = self.classes_path() {
             let list = ClassList {
                 format: CLASSES_FORMAT.into(),
