@@ -77,7 +77,9 @@ enum Command {
     Split(split::SplitArgs),
     /// A contact sheet PNG of original and augmented samples, masks overlaid.
     Render(render::RenderArgs),
-    /// Export a folder dataset to TFRecord or WebDataset tar shards with their indexes.
+    /// Export a folder dataset to TFRecord or WebDataset tar shards with their indexes, or to
+    /// a folder, JPEGs transcoded losslessly with restart markers (--restarts off: byte for
+    /// byte).
     Convert(convert::ConvertArgs),
 }
 
