@@ -119,6 +119,22 @@ echo "== cargo test"
 cargo test --locked --all-targets --features parquet
 cargo test --locked --doc --features parquet
 
+# Another reader of what `stoker convert` transcodes: Pillow (its own libjpeg build) must
+# decode every transcoded JPEG to the original's pixels. (TensorFlow's check of the shards,
+# scripts/make_shard_fixtures.py --check, needs a 1.6 GB environment: run by hand.)
+echo "== stoker convert's transcoded JPEGs read back by Pillow (scripts/check_transcode_pillow.py)"
+if ! "$venv/bin/pip" freeze 2>/dev/null | grep -qx "pillow==13.0.0"; then
+    "$venv/bin/pip" install --quiet pillow==13.0.0
+fi
+transcoded="$(mktemp -d)"
+for d in jpeg samples; do
+    # Exit status 1: a few of the test files are no image (reported, not written).
+    cargo run --locked --quiet --bin stoker -- convert "tests/data/$d" --to folder \
+        --out "$transcoded/$d" >/dev/null || [ $? = 1 ]
+    "$venv/bin/python" scripts/check_transcode_pillow.py "tests/data/$d" "$transcoded/$d"
+done
+rm -rf "$transcoded"
+
 echo "== cargo test --no-default-features (the CPU backend alone)"
 # No backend is compiled in, so none can be required.
 STOKER_REQUIRE_WGPU=0 STOKER_REQUIRE_CUDA=0 cargo test --locked --no-default-features --lib --bins --tests

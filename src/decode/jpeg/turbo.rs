@@ -927,7 +927,7 @@ impl Transcoder {
         {
             // SAFETY: created above and not used after this.
             let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
-                ffi::jpeg_destroy_decompress(&mut *src)
+                ffi::jpeg_destroy_decompress(&mut src)
             }));
             return None;
         }
@@ -1034,11 +1034,11 @@ impl Drop for Transcoder {
     fn drop(&mut self) {
         // SAFETY: created in `new` and not used after this.
         let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
-            ffi::jpeg_destroy_compress(&mut *self.dst)
+            ffi::jpeg_destroy_compress(&mut self.dst)
         }));
         // SAFETY: as above.
         let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
-            ffi::jpeg_destroy_decompress(&mut *self.src)
+            ffi::jpeg_destroy_decompress(&mut self.src)
         }));
     }
 }
