@@ -1,14 +1,596 @@
-// Huffman decoding of restart intervals: a line-by-line port of `huffman_interval` in
-// src/decode/jpeg/huffman.rs (the layout is documented there). One invocation per
-// interval of the chunk. PLACEHOLDER: the decode is not written yet.
+// Huffman decoding of restart intervals: a line-by-line port of shaders/huffman.wgsl
+// (itself a port of the scalar oracle `huffman_interval` in src/decode/jpeg/huffman.rs:
+// libjpeg's jdhuff.c, the bit buffer of jpeg_fill_bit_buffer, HUFF_DECODE's 8-bit
+// lookahead and jpeg_huff_decode's slow path, decode_mcu_slow's coefficient loop; and of
+// `agrees_with_simd` in src/decode/jpeg/idct.rs, its IDCT passes as kernels/idct.cu
+// computes them), over the layout documented in huffman.rs.
+//
+// Entry point `huffman`, 64 threads per block, one thread per restart interval of the
+// chunk: it decodes the interval's MCUs, each block into its own frame, writes the blocks
+// that lie in their component's region to `coefs` whole, and its status word (0: clean,
+// otherwise STATUS_* bits) to `status[desc.status]`. Bytes are read only below the
+// interval's end (past it the bit buffer is fed zeros, as libjpeg does).
+// Bindings: 0 `blob` (the decode chunk; read), 1 `coefs` (the coefficient buffer;
+// written), 2 `status` (the interval status words; written). No params.
+//
+// The oracle's i32 arithmetic wraps; here every such value is carried in a u32 (same bits,
+// defined wrapping) and shifted right arithmetically with sra().
+
+// Constants as enumerators, not variables: NVRTC would emit every namespace-scope
+// constant as a global.
+enum : u32 {
+    // Chunk header words.
+    H_COMPONENT_TABLE = 3u,
+    H_INTERVALS = 8u, // intervals in this chunk
+    H_INTERVAL_TABLE = 9u,
+
+    // IntervalDesc words.
+    V_SCAN = 0u,
+    V_FIRST_MCU = 1u,
+    V_MCUS = 2u,
+    V_START = 3u,
+    V_END = 4u,
+    V_STATUS = 5u,
+
+    // ScanDesc words.
+    S_COMPONENTS = 0u,
+    S_MCUS_PER_ROW = 1u,
+    S_FIRST_COMPONENT = 2u,
+    S_FLAGS = 3u,
+    S_COMP = 4u,
+    S_DC_TABLE = 8u,
+    S_AC_TABLE = 12u,
+
+    // ComponentDesc words.
+    C_COEF = 0u,
+    C_QUANT = 1u,
+    C_BX0 = 2u,
+    C_BY0 = 3u,
+    C_BW = 4u,
+    C_BH = 5u,
+
+    // Decode table words (after the 128 lookahead words).
+    T_MAXCODE = 128u,
+    T_VALOFFSET = 146u,
+    T_HUFFVAL = 164u,
+
+    STATUS_OUT_OF_DATA = 1u,
+    STATUS_BAD_CODE = 2u,
+    STATUS_LEFTOVER = 4u,
+    STATUS_OVERFLOW = 8u,
+    STATUS_SIMD_RANGE = 16u,
+
+    // What decode() returns for 16 bits that match no code (the oracle's None).
+    BAD_CODE = 0xFFFFFFFFu,
+
+    // agrees_with_simd's QUICK_BOUND.
+    QUICK_BOUND = 2000u,
+
+    CONST_BITS = 13u,
+    PASS1_BITS = 2u,
+
+    FIX_0_298631336 = 2446u,
+    FIX_0_390180644 = 3196u,
+    FIX_0_541196100 = 4433u,
+    FIX_0_765366865 = 6270u,
+    FIX_0_899976223 = 7373u,
+    FIX_1_175875602 = 9633u,
+    FIX_1_501321110 = 12299u,
+    FIX_1_847759065 = 15137u,
+    FIX_1_961570560 = 16069u,
+    FIX_2_053119869 = 16819u,
+    FIX_2_562915447 = 20995u,
+    FIX_3_072711026 = 25172u,
+    FIX_0_211164243 = 1730u,
+    FIX_0_509795579 = 4176u,
+    FIX_0_601344887 = 4926u,
+    FIX_0_720959822 = 5906u,
+    FIX_0_850430095 = 6967u,
+    FIX_1_061594337 = 8697u,
+    FIX_1_272758580 = 10426u,
+    FIX_1_451774981 = 11893u,
+    FIX_2_172734803 = 17799u,
+    FIX_3_624509785 = 29692u,
+};
+
+// jpeg_natural_order: zigzag index to natural (row-major) index.
+__constant__ const unsigned char NATURAL[64] = {
+    0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5,
+    12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6, 7, 14, 21, 28,
+    35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+    58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
+};
+
+// WGSL's module-scope private variables: the bit reader (the oracle's Bits: the next byte,
+// the interval's end, `nbits` bits left-aligned in `acc`, the zero bits fed past the end),
+// kept in registers; and the block being decoded (32 words: coefficient z in half z % 2 of
+// word z / 2) and the pass-1 workspace of the SIMD check (row * 8 + column), indexed by
+// data and so in the thread's local memory. The check's loops are left rolled (it runs
+// only for blocks past the quick bound), so the workspace does not take 64 registers from
+// every thread.
+struct Bits {
+    u32 pos;
+    u32 stop;
+    u32 acc;
+    u32 nbits;
+    u32 virt;
+};
+
+struct Block {
+    u32 blk[32];
+    u32 ws[64];
+};
+
+// Byte `b` of the chunk.
+static __device__ __forceinline__ u32 byte_at(const u32* blob, u32 b) {
+    return (blob[b / 4u] >> (8u * (b % 4u))) & 0xFFu;
+}
+
+// jpeg_fill_bit_buffer: at least 25 bits in the buffer; FF 00 is one FF; past the end,
+// zero bytes.
+static __device__ __forceinline__ void fill(const u32* blob, Bits& st) {
+    while (st.nbits <= 24u) {
+        u32 b = 0u;
+        if (st.pos < st.stop) {
+            b = byte_at(blob, st.pos);
+            st.pos += 1u;
+            if (b == 0xFFu && st.pos < st.stop && byte_at(blob, st.pos) == 0u) {
+                st.pos += 1u;
+            }
+        } else {
+            st.virt += 8u;
+        }
+        st.acc = st.acc | (b << (24u - st.nbits));
+        st.nbits += 8u;
+    }
+}
+
+static __device__ __forceinline__ void skip(Bits& st, u32 k) {
+    st.acc = st.acc << k;
+    st.nbits -= k;
+}
+
+// GET_BITS.
+static __device__ __forceinline__ u32 get_bits(const u32* blob, Bits& st, u32 k) {
+    if (k == 0u) {
+        return 0u;
+    }
+    fill(blob, st);
+    const u32 v = st.acc >> (32u - k);
+    skip(st, k);
+    return v;
+}
+
+// HUFF_DECODE with the table at word `t`: the 8-bit lookahead, then jpeg_huff_decode's
+// codes of 9-16 bits; BAD_CODE (16 bits consumed) when none matches.
+static __device__ __forceinline__ u32 decode(const u32* blob, Bits& st, u32 t) {
+    fill(blob, st);
+    const u32 peek = st.acc >> 24u;
+    const u32 e = (blob[t + peek / 2u] >> (16u * (peek % 2u))) & 0xFFFFu;
+    if (e != 0u) {
+        skip(st, e >> 8u);
+        return e & 0xFFu;
+    }
+    const u32 p16 = st.acc >> 16u;
+#pragma unroll 1
+    for (u32 l = 9u; l <= 16u; l++) {
+        const u32 code = p16 >> (16u - l);
+        if ((i32)code <= (i32)blob[t + T_MAXCODE + l]) {
+            skip(st, l);
+            const u32 idx = (code + blob[t + T_VALOFFSET + l]) & 0xFFu;
+            return (blob[t + T_HUFFVAL + idx / 4u] >> (8u * (idx % 4u))) & 0xFFu;
+        }
+    }
+    skip(st, 16u);
+    return BAD_CODE;
+}
+
+// HUFF_EXTEND: the sign extension of an `s`-bit magnitude `r`.
+static __device__ __forceinline__ u32 extend(u32 r, u32 s) {
+    if (s == 0u) {
+        return 0u;
+    }
+    if (r < (1u << (s - 1u))) {
+        return r - (1u << s) + 1u;
+    }
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------
+// agrees_with_simd (idct.rs) on the block: the IDCT passes of kernels/idct.cu, each pass-1
+// value checked to fit in 16 bits and each sample (before the range limit) to lie within
+// -512..=511.
+
+// Low or high signed 16-bit half of a word, by index parity.
+static __device__ __forceinline__ u32 half16(u32 word, u32 i) {
+    if ((i & 1u) == 0u) {
+        return sra(word << 16u, 16u);
+    }
+    return sra(word, 16u);
+}
+
+static __device__ __forceinline__ u32 coef(const Block& bk, u32 i) {
+    return half16(bk.blk[i / 2u], i);
+}
+
+// DEQUANTIZE: coefficient times the quantiser, taken as a short.
+static __device__ __forceinline__ u32 deq(const u32* blob, const Block& bk, u32 qt, u32 i) {
+    return coef(bk, i) * half16(blob[qt + i / 2u], i);
+}
+
+static __device__ __forceinline__ u32 descale(u32 x, u32 n) {
+    return sra(x + (1u << (n - 1u)), n);
+}
+
+static __device__ __forceinline__ bool fits16(u32 x) {
+    return (i32)x >= -32768 && (i32)x <= 32767;
+}
+
+static __device__ __forceinline__ bool in_range(u32 x) {
+    return (i32)x >= -512 && (i32)x <= 511;
+}
+
+static __device__ __forceinline__ void idct8_1d(const u32 x[8], u32 shift, u32 out[8]) {
+    const u32 z2 = x[2];
+    const u32 z3 = x[6];
+    const u32 z1 = (z2 + z3) * FIX_0_541196100;
+    const u32 tmp2 = z1 + z3 * (0u - FIX_1_847759065);
+    const u32 tmp3 = z1 + z2 * FIX_0_765366865;
+    const u32 tmp0 = (x[0] + x[4]) << CONST_BITS;
+    const u32 tmp1 = (x[0] - x[4]) << CONST_BITS;
+    const u32 tmp10 = tmp0 + tmp3;
+    const u32 tmp13 = tmp0 - tmp3;
+    const u32 tmp11 = tmp1 + tmp2;
+    const u32 tmp12 = tmp1 - tmp2;
+    u32 t0 = x[7];
+    u32 t1 = x[5];
+    u32 t2 = x[3];
+    u32 t3 = x[1];
+    const u32 o1 = t0 + t3;
+    const u32 o2 = t1 + t2;
+    const u32 o3 = t0 + t2;
+    const u32 o4 = t1 + t3;
+    const u32 z5 = (o3 + o4) * FIX_1_175875602;
+    t0 = t0 * FIX_0_298631336;
+    t1 = t1 * FIX_2_053119869;
+    t2 = t2 * FIX_3_072711026;
+    t3 = t3 * FIX_1_501321110;
+    const u32 m1 = o1 * (0u - FIX_0_899976223);
+    const u32 m2 = o2 * (0u - FIX_2_562915447);
+    const u32 m3 = o3 * (0u - FIX_1_961570560) + z5;
+    const u32 m4 = o4 * (0u - FIX_0_390180644) + z5;
+    t0 = t0 + m1 + m3;
+    t1 = t1 + m2 + m4;
+    t2 = t2 + m2 + m3;
+    t3 = t3 + m1 + m4;
+    out[0] = descale(tmp10 + t3, shift);
+    out[1] = descale(tmp11 + t2, shift);
+    out[2] = descale(tmp12 + t1, shift);
+    out[3] = descale(tmp13 + t0, shift);
+    out[4] = descale(tmp13 - t0, shift);
+    out[5] = descale(tmp12 - t1, shift);
+    out[6] = descale(tmp11 - t2, shift);
+    out[7] = descale(tmp10 - t3, shift);
+}
+
+static __device__ __forceinline__ void idct4_1d(const u32 x[8], u32 shift, u32 out[4]) {
+    const u32 tmp0 = x[0] << (CONST_BITS + 1u);
+    const u32 tmp2 = x[2] * FIX_1_847759065 + x[6] * (0u - FIX_0_765366865);
+    const u32 tmp10 = tmp0 + tmp2;
+    const u32 tmp12 = tmp0 - tmp2;
+    const u32 z1 = x[7];
+    const u32 z2 = x[5];
+    const u32 z3 = x[3];
+    const u32 z4 = x[1];
+    const u32 t0 = z1 * (0u - FIX_0_211164243) + z2 * FIX_1_451774981
+        + z3 * (0u - FIX_2_172734803) + z4 * FIX_1_061594337;
+    const u32 t2 = z1 * (0u - FIX_0_509795579) + z2 * (0u - FIX_0_601344887)
+        + z3 * FIX_0_899976223 + z4 * FIX_2_562915447;
+    out[0] = descale(tmp10 + t2, shift);
+    out[1] = descale(tmp12 + t0, shift);
+    out[2] = descale(tmp12 - t0, shift);
+    out[3] = descale(tmp10 - t2, shift);
+}
+
+static __device__ __forceinline__ void idct2_1d(const u32 x[8], u32 shift, u32 out[2]) {
+    const u32 tmp10 = x[0] << (CONST_BITS + 2u);
+    const u32 tmp0 = x[7] * (0u - FIX_0_720959822) + x[5] * FIX_0_850430095
+        + x[3] * (0u - FIX_1_272758580) + x[1] * FIX_3_624509785;
+    out[0] = descale(tmp10 + tmp0, shift);
+    out[1] = descale(tmp10 - tmp0, shift);
+}
+
+// islow_8x8 (jpeg_idct_islow's passes) within range.
+static __device__ __forceinline__ bool islow_8x8_agrees(const u32* blob, Block& bk, u32 qt) {
+    bool ok = true;
+#pragma unroll 1
+    for (u32 col = 0u; col < 8u; col++) {
+        bool zero = true;
+#pragma unroll 1
+        for (u32 r = 1u; r < 8u; r++) {
+            zero = zero && coef(bk, r * 8u + col) == 0u;
+        }
+        if (zero) {
+            const u32 dc = deq(blob, bk, qt, col) << PASS1_BITS;
+            ok = ok && fits16(dc);
+#pragma unroll 1
+            for (u32 r = 0u; r < 8u; r++) {
+                bk.ws[r * 8u + col] = dc;
+            }
+            continue;
+        }
+        u32 x[8];
+#pragma unroll
+        for (u32 r = 0u; r < 8u; r++) {
+            x[r] = deq(blob, bk, qt, r * 8u + col);
+        }
+        u32 o[8];
+        idct8_1d(x, CONST_BITS - PASS1_BITS, o);
+#pragma unroll
+        for (u32 r = 0u; r < 8u; r++) {
+            ok = ok && fits16(o[r]);
+            bk.ws[r * 8u + col] = o[r];
+        }
+    }
+#pragma unroll 1
+    for (u32 row = 0u; row < 8u; row++) {
+        u32 x[8];
+        bool zero = true;
+#pragma unroll
+        for (u32 i = 0u; i < 8u; i++) {
+            x[i] = bk.ws[row * 8u + i];
+            if (i > 0u) {
+                zero = zero && x[i] == 0u;
+            }
+        }
+        if (zero) {
+            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
+            continue;
+        }
+        u32 o[8];
+        idct8_1d(x, CONST_BITS + PASS1_BITS + 3u, o);
+#pragma unroll
+        for (u32 i = 0u; i < 8u; i++) {
+            ok = ok && in_range(o[i]);
+        }
+    }
+    return ok;
+}
+
+// islow_4x4 (jpeg_idct_4x4's passes) within range.
+static __device__ __forceinline__ bool islow_4x4_agrees(const u32* blob, Block& bk, u32 qt) {
+    bool ok = true;
+#pragma unroll 1
+    for (u32 col = 0u; col < 8u; col++) {
+        if (col == 4u) {
+            continue;
+        }
+        const bool zero = coef(bk, 8u + col) == 0u && coef(bk, 16u + col) == 0u
+            && coef(bk, 24u + col) == 0u && coef(bk, 40u + col) == 0u
+            && coef(bk, 48u + col) == 0u && coef(bk, 56u + col) == 0u;
+        if (zero) {
+            const u32 dc = deq(blob, bk, qt, col) << PASS1_BITS;
+            ok = ok && fits16(dc);
+#pragma unroll 1
+            for (u32 r = 0u; r < 4u; r++) {
+                bk.ws[r * 8u + col] = dc;
+            }
+            continue;
+        }
+        const u32 x[8] = {
+            deq(blob, bk, qt, col), deq(blob, bk, qt, 8u + col), deq(blob, bk, qt, 16u + col),
+            deq(blob, bk, qt, 24u + col), 0u, deq(blob, bk, qt, 40u + col), deq(blob, bk, qt, 48u + col),
+            deq(blob, bk, qt, 56u + col),
+        };
+        u32 o[4];
+        idct4_1d(x, CONST_BITS - PASS1_BITS + 1u, o);
+#pragma unroll
+        for (u32 r = 0u; r < 4u; r++) {
+            ok = ok && fits16(o[r]);
+            bk.ws[r * 8u + col] = o[r];
+        }
+    }
+#pragma unroll 1
+    for (u32 row = 0u; row < 4u; row++) {
+        const u32 b = row * 8u;
+        const u32 x[8] = {
+            bk.ws[b], bk.ws[b + 1u], bk.ws[b + 2u], bk.ws[b + 3u], 0u, bk.ws[b + 5u],
+            bk.ws[b + 6u], bk.ws[b + 7u],
+        };
+        if (x[1] == 0u && x[2] == 0u && x[3] == 0u && x[5] == 0u && x[6] == 0u && x[7] == 0u) {
+            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
+            continue;
+        }
+        u32 o[4];
+        idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u, o);
+#pragma unroll
+        for (u32 i = 0u; i < 4u; i++) {
+            ok = ok && in_range(o[i]);
+        }
+    }
+    return ok;
+}
+
+// islow_2x2 (jpeg_idct_2x2's passes) within range.
+static __device__ __forceinline__ bool islow_2x2_agrees(const u32* blob, Block& bk, u32 qt) {
+    bool ok = true;
+#pragma unroll 1
+    for (u32 k = 0u; k < 5u; k++) {
+        const u32 col = k == 0u ? 0u : 2u * k - 1u;
+        const bool zero = coef(bk, 8u + col) == 0u && coef(bk, 24u + col) == 0u
+            && coef(bk, 40u + col) == 0u && coef(bk, 56u + col) == 0u;
+        if (zero) {
+            const u32 dc = deq(blob, bk, qt, col) << PASS1_BITS;
+            ok = ok && fits16(dc);
+            bk.ws[col] = dc;
+            bk.ws[8u + col] = dc;
+            continue;
+        }
+        const u32 x[8] = {
+            deq(blob, bk, qt, col), deq(blob, bk, qt, 8u + col), 0u, deq(blob, bk, qt, 24u + col), 0u,
+            deq(blob, bk, qt, 40u + col), 0u, deq(blob, bk, qt, 56u + col),
+        };
+        u32 o[2];
+        idct2_1d(x, CONST_BITS - PASS1_BITS + 2u, o);
+        ok = ok && fits16(o[0]) && fits16(o[1]);
+        bk.ws[col] = o[0];
+        bk.ws[8u + col] = o[1];
+    }
+#pragma unroll 1
+    for (u32 row = 0u; row < 2u; row++) {
+        const u32 b = row * 8u;
+        const u32 x[8] = {
+            bk.ws[b], bk.ws[b + 1u], 0u, bk.ws[b + 3u], 0u, bk.ws[b + 5u], 0u, bk.ws[b + 7u],
+        };
+        if (x[1] == 0u && x[3] == 0u && x[5] == 0u && x[7] == 0u) {
+            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
+            continue;
+        }
+        u32 o[2];
+        idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u, o);
+        ok = ok && in_range(o[0]) && in_range(o[1]);
+    }
+    return ok;
+}
+
+// agrees_with_simd: every dequantised coefficient within 16 bits; then the quick bound on
+// their magnitudes, or every IDCT size's passes within range.
+static __device__ __forceinline__ bool simd_agrees(const u32* blob, Block& bk, u32 qt) {
+    u32 sum = 0u;
+#pragma unroll 1
+    for (u32 i = 0u; i < 64u; i++) {
+        const u32 d = deq(blob, bk, qt, i);
+        const u32 m = (i32)d < 0 ? 0u - d : d;
+        if (m > 32767u) {
+            return false;
+        }
+        sum += m;
+    }
+    if (sum <= QUICK_BOUND) {
+        return true;
+    }
+    return islow_8x8_agrees(blob, bk, qt) && islow_4x4_agrees(blob, bk, qt) && islow_2x2_agrees(blob, bk, qt);
+}
+
+// ---------------------------------------------------------------------------------------
 
 extern "C" __global__ void huffman(const KernelArgs a) {
     const u32* blob = (const u32*)a.ptr[0];
+    u32* coefs = (u32*)a.ptr[1];
     u32* status = (u32*)a.ptr[2];
-    const u32 gid =
+    const u32 i =
         (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * 64u + local_invocation_index();
-    if (gid >= blob[8]) {
+    if (i >= blob[H_INTERVALS]) {
         return;
     }
-    status[blob[blob[9] + 8u * gid + 5u]] = 0xFFFFFFFFu;
+    const u32 comp_table = blob[H_COMPONENT_TABLE];
+    const u32 iv = blob[H_INTERVAL_TABLE] + 8u * i;
+    const u32 scan = blob[iv + V_SCAN];
+    const u32 first_mcu = blob[iv + V_FIRST_MCU];
+    const u32 mcus = blob[iv + V_MCUS];
+    Bits st;
+    st.pos = blob[iv + V_START];
+    st.stop = blob[iv + V_END];
+    st.acc = 0u;
+    st.nbits = 0u;
+    st.virt = 0u;
+    const u32 ncomp = umin(blob[scan + S_COMPONENTS], 4u);
+    const u32 per_row = umax(blob[scan + S_MCUS_PER_ROW], 1u);
+    const u32 first_component = blob[scan + S_FIRST_COMPONENT];
+    const bool single = (blob[scan + S_FLAGS] & 1u) == 1u;
+    Block b;
+    u32 stat = 0u;
+    u32 pred[4] = {0u, 0u, 0u, 0u};
+#pragma unroll 1
+    for (u32 m = 0u; m < mcus; m++) {
+        const u32 mcu = first_mcu + m;
+        const u32 mx = mcu % per_row;
+        const u32 my = mcu / per_row;
+#pragma unroll 1
+        for (u32 j = 0u; j < ncomp; j++) {
+            const u32 cw = blob[scan + S_COMP + j];
+            const u32 fi = cw & 0xFFu;
+            u32 h = 1u;
+            u32 v = 1u;
+            if (!single) {
+                h = (cw >> 8u) & 0xFFu;
+                v = (cw >> 16u) & 0xFFu;
+            }
+            const u32 dct = blob[scan + S_DC_TABLE + j];
+            const u32 act = blob[scan + S_AC_TABLE + j];
+            const u32 cd = comp_table + 16u * (first_component + fi);
+            const u32 coef_offset = blob[cd + C_COEF];
+            const u32 quant = blob[cd + C_QUANT];
+            const u32 bx0 = blob[cd + C_BX0];
+            const u32 by0 = blob[cd + C_BY0];
+            const u32 bw = blob[cd + C_BW];
+            const u32 bh = blob[cd + C_BH];
+#pragma unroll 1
+            for (u32 y = 0u; y < v; y++) {
+#pragma unroll 1
+                for (u32 x = 0u; x < h; x++) {
+#pragma unroll
+                    for (u32 w = 0u; w < 32u; w++) {
+                        b.blk[w] = 0u;
+                    }
+                    // DC.
+                    u32 s = decode(blob, st, dct);
+                    if (s == BAD_CODE) {
+                        stat |= STATUS_BAD_CODE;
+                        s = 0u;
+                    }
+                    const u32 r = get_bits(blob, st, s);
+                    pred[j] = pred[j] + extend(r, s);
+                    b.blk[0] = pred[j] & 0xFFFFu;
+                    // AC.
+                    u32 k = 1u;
+#pragma unroll 1
+                    while (k < 64u) {
+                        u32 rs = decode(blob, st, act);
+                        if (rs == BAD_CODE) {
+                            stat |= STATUS_BAD_CODE;
+                            rs = 0u;
+                        }
+                        const u32 run = rs >> 4u;
+                        const u32 sz = rs & 15u;
+                        if (sz != 0u) {
+                            k += run;
+                            const u32 bits = get_bits(blob, st, sz);
+                            const u32 val = extend(bits, sz) & 0xFFFFu;
+                            if (k > 63u) {
+                                stat |= STATUS_OVERFLOW;
+                                k = 63u;
+                            }
+                            const u32 z = NATURAL[k];
+                            b.blk[z / 2u] = b.blk[z / 2u] | (val << (16u * (z % 2u)));
+                        } else {
+                            if (run != 15u) {
+                                break;
+                            }
+                            k += 15u;
+                        }
+                        k += 1u;
+                    }
+                    const u32 bx = mx * h + x;
+                    const u32 by = my * v + y;
+                    if (bx >= bx0 && bx < bx0 + bw && by >= by0 && by < by0 + bh) {
+                        if (!simd_agrees(blob, b, quant)) {
+                            stat |= STATUS_SIMD_RANGE;
+                        }
+                        const u32 at = coef_offset + 32u * ((by - by0) * bw + (bx - bx0));
+#pragma unroll
+                        for (u32 w = 0u; w < 32u; w++) {
+                            coefs[at + w] = b.blk[w];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (st.virt > st.nbits) {
+        stat |= STATUS_OUT_OF_DATA;
+    } else if (st.pos < st.stop || st.nbits - st.virt >= 8u) {
+        stat |= STATUS_LEFTOVER;
+    }
+    status[blob[iv + V_STATUS]] = stat;
 }

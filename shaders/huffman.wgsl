@@ -1,17 +1,552 @@
-// Huffman decoding of restart intervals: a line-by-line port of `huffman_interval` in
-// src/decode/jpeg/huffman.rs (the layout is documented there). One invocation per
-// interval of the chunk. PLACEHOLDER: the decode is not written yet.
+// Huffman decoding of restart intervals: a line-by-line port of the scalar oracle
+// `huffman_interval` in src/decode/jpeg/huffman.rs (libjpeg's jdhuff.c: the bit buffer of
+// jpeg_fill_bit_buffer, HUFF_DECODE's 8-bit lookahead and jpeg_huff_decode's slow path,
+// decode_mcu_slow's coefficient loop), over the layout documented there, and of the check
+// `agrees_with_simd` in src/decode/jpeg/idct.rs (its IDCT passes as shaders/idct.wgsl
+// computes them).
+//
+// One invocation per restart interval of the chunk: it decodes the interval's MCUs, each
+// block into private memory, writes the blocks that lie in their component's region to
+// `coefs` whole, and its status word (0: clean, otherwise STATUS_* bits) to
+// `status[desc.status]`. Bytes are read only below the interval's end (past it the bit
+// buffer is fed zeros, as libjpeg does). All integer arithmetic is 32-bit and wraps, as in
+// the oracle.
 
 @group(0) @binding(0) var<storage, read> blob: array<u32>;
 @group(0) @binding(1) var<storage, read_write> coefs: array<u32>;
 @group(0) @binding(2) var<storage, read_write> status: array<u32>;
 
+// Chunk header words.
+const H_COMPONENT_TABLE: u32 = 3u;
+const H_INTERVALS: u32 = 8u;        // intervals in this chunk
+const H_INTERVAL_TABLE: u32 = 9u;
+
+// IntervalDesc words.
+const V_SCAN: u32 = 0u;
+const V_FIRST_MCU: u32 = 1u;
+const V_MCUS: u32 = 2u;
+const V_START: u32 = 3u;
+const V_END: u32 = 4u;
+const V_STATUS: u32 = 5u;
+
+// ScanDesc words.
+const S_COMPONENTS: u32 = 0u;
+const S_MCUS_PER_ROW: u32 = 1u;
+const S_FIRST_COMPONENT: u32 = 2u;
+const S_FLAGS: u32 = 3u;
+const S_COMP: u32 = 4u;
+const S_DC_TABLE: u32 = 8u;
+const S_AC_TABLE: u32 = 12u;
+
+// ComponentDesc words.
+const C_COEF: u32 = 0u;
+const C_QUANT: u32 = 1u;
+const C_BX0: u32 = 2u;
+const C_BY0: u32 = 3u;
+const C_BW: u32 = 4u;
+const C_BH: u32 = 5u;
+
+// Decode table words (after the 128 lookahead words).
+const T_MAXCODE: u32 = 128u;
+const T_VALOFFSET: u32 = 146u;
+const T_HUFFVAL: u32 = 164u;
+
+const STATUS_OUT_OF_DATA: u32 = 1u;
+const STATUS_BAD_CODE: u32 = 2u;
+const STATUS_LEFTOVER: u32 = 4u;
+const STATUS_OVERFLOW: u32 = 8u;
+const STATUS_SIMD_RANGE: u32 = 16u;
+
+// What decode() returns for 16 bits that match no code (the oracle's None).
+const BAD_CODE: u32 = 0xFFFFFFFFu;
+
+// agrees_with_simd's QUICK_BOUND.
+const QUICK_BOUND: u32 = 2000u;
+
+const CONST_BITS: u32 = 13u;
+const PASS1_BITS: u32 = 2u;
+
+const FIX_0_298631336: i32 = 2446;
+const FIX_0_390180644: i32 = 3196;
+const FIX_0_541196100: i32 = 4433;
+const FIX_0_765366865: i32 = 6270;
+const FIX_0_899976223: i32 = 7373;
+const FIX_1_175875602: i32 = 9633;
+const FIX_1_501321110: i32 = 12299;
+const FIX_1_847759065: i32 = 15137;
+const FIX_1_961570560: i32 = 16069;
+const FIX_2_053119869: i32 = 16819;
+const FIX_2_562915447: i32 = 20995;
+const FIX_3_072711026: i32 = 25172;
+const FIX_0_211164243: i32 = 1730;
+const FIX_0_509795579: i32 = 4176;
+const FIX_0_601344887: i32 = 4926;
+const FIX_0_720959822: i32 = 5906;
+const FIX_0_850430095: i32 = 6967;
+const FIX_1_061594337: i32 = 8697;
+const FIX_1_272758580: i32 = 10426;
+const FIX_1_451774981: i32 = 11893;
+const FIX_2_172734803: i32 = 17799;
+const FIX_3_624509785: i32 = 29692;
+
+// jpeg_natural_order: zigzag index to natural (row-major) index.
+const NATURAL = array<u32, 64>(
+    0u, 1u, 8u, 16u, 9u, 2u, 3u, 10u, 17u, 24u, 32u, 25u, 18u, 11u, 4u, 5u,
+    12u, 19u, 26u, 33u, 40u, 48u, 41u, 34u, 27u, 20u, 13u, 6u, 7u, 14u, 21u, 28u,
+    35u, 42u, 49u, 56u, 57u, 50u, 43u, 36u, 29u, 22u, 15u, 23u, 30u, 37u, 44u, 51u,
+    58u, 59u, 52u, 45u, 38u, 31u, 39u, 46u, 53u, 60u, 61u, 54u, 47u, 55u, 62u, 63u,
+);
+
+// The bit reader (the oracle's Bits): the next byte, the interval's end, `nbits` bits
+// left-aligned in `acc`, and the zero bits fed past the end.
+var<private> pos: u32;
+var<private> stop: u32;
+var<private> acc: u32;
+var<private> nbits: u32;
+var<private> virt: u32;
+
+// The block being decoded (32 words: coefficient z in half z % 2 of word z / 2), and the
+// pass-1 workspace of the SIMD check (row * 8 + column).
+var<private> blk: array<u32, 32>;
+var<private> ws: array<i32, 64>;
+
+// Byte `b` of the chunk.
+fn byte_at(b: u32) -> u32 {
+    return (blob[b / 4u] >> (8u * (b % 4u))) & 0xFFu;
+}
+
+// jpeg_fill_bit_buffer: at least 25 bits in the buffer; FF 00 is one FF; past the end,
+// zero bytes.
+fn fill() {
+    while (nbits <= 24u) {
+        var b = 0u;
+        if (pos < stop) {
+            b = byte_at(pos);
+            pos += 1u;
+            if (b == 0xFFu && pos < stop && byte_at(pos) == 0u) {
+                pos += 1u;
+            }
+        } else {
+            virt += 8u;
+        }
+        acc = acc | (b << (24u - nbits));
+        nbits += 8u;
+    }
+}
+
+fn skip(k: u32) {
+    acc = acc << k;
+    nbits -= k;
+}
+
+// GET_BITS.
+fn get_bits(k: u32) -> u32 {
+    if (k == 0u) {
+        return 0u;
+    }
+    fill();
+    let v = acc >> (32u - k);
+    skip(k);
+    return v;
+}
+
+// HUFF_DECODE with the table at word `t`: the 8-bit lookahead, then jpeg_huff_decode's
+// codes of 9-16 bits; BAD_CODE (16 bits consumed) when none matches.
+fn decode(t: u32) -> u32 {
+    fill();
+    let peek = acc >> 24u;
+    let e = (blob[t + peek / 2u] >> (16u * (peek % 2u))) & 0xFFFFu;
+    if (e != 0u) {
+        skip(e >> 8u);
+        return e & 0xFFu;
+    }
+    let p16 = acc >> 16u;
+    for (var l = 9u; l <= 16u; l++) {
+        let code = i32(p16 >> (16u - l));
+        if (code <= i32(blob[t + T_MAXCODE + l])) {
+            skip(l);
+            let idx = u32(code + i32(blob[t + T_VALOFFSET + l])) & 0xFFu;
+            return (blob[t + T_HUFFVAL + idx / 4u] >> (8u * (idx % 4u))) & 0xFFu;
+        }
+    }
+    skip(16u);
+    return BAD_CODE;
+}
+
+// HUFF_EXTEND: the sign extension of an `s`-bit magnitude `r`.
+fn extend(r: u32, s: u32) -> i32 {
+    if (s == 0u) {
+        return 0;
+    }
+    if (r < (1u << (s - 1u))) {
+        return i32(r) - (1i << s) + 1;
+    }
+    return i32(r);
+}
+
+// ---------------------------------------------------------------------------------------
+// agrees_with_simd (idct.rs) on `blk`: the IDCT passes of shaders/idct.wgsl, each pass-1
+// value checked to fit in 16 bits and each sample (before the range limit) to lie within
+// -512..=511.
+
+// Low or high signed 16-bit half of a word, by index parity.
+fn half16(word: u32, i: u32) -> i32 {
+    if ((i & 1u) == 0u) {
+        return i32(word << 16u) >> 16u;
+    }
+    return i32(word) >> 16u;
+}
+
+fn coef(i: u32) -> i32 {
+    return half16(blk[i / 2u], i);
+}
+
+// DEQUANTIZE: coefficient times the quantiser, taken as a short.
+fn deq(qt: u32, i: u32) -> i32 {
+    return coef(i) * half16(blob[qt + i / 2u], i);
+}
+
+fn descale(x: i32, n: u32) -> i32 {
+    return (x + (1i << (n - 1u))) >> n;
+}
+
+fn fits16(x: i32) -> bool {
+    return x >= -32768 && x <= 32767;
+}
+
+fn in_range(x: i32) -> bool {
+    return x >= -512 && x <= 511;
+}
+
+fn idct8_1d(x: array<i32, 8>, shift: u32) -> array<i32, 8> {
+    let z2 = x[2];
+    let z3 = x[6];
+    let z1 = (z2 + z3) * FIX_0_541196100;
+    let tmp2 = z1 + z3 * (-FIX_1_847759065);
+    let tmp3 = z1 + z2 * FIX_0_765366865;
+    let tmp0 = (x[0] + x[4]) << CONST_BITS;
+    let tmp1 = (x[0] - x[4]) << CONST_BITS;
+    let tmp10 = tmp0 + tmp3;
+    let tmp13 = tmp0 - tmp3;
+    let tmp11 = tmp1 + tmp2;
+    let tmp12 = tmp1 - tmp2;
+    var t0 = x[7];
+    var t1 = x[5];
+    var t2 = x[3];
+    var t3 = x[1];
+    let o1 = t0 + t3;
+    let o2 = t1 + t2;
+    let o3 = t0 + t2;
+    let o4 = t1 + t3;
+    let z5 = (o3 + o4) * FIX_1_175875602;
+    t0 = t0 * FIX_0_298631336;
+    t1 = t1 * FIX_2_053119869;
+    t2 = t2 * FIX_3_072711026;
+    t3 = t3 * FIX_1_501321110;
+    let m1 = o1 * (-FIX_0_899976223);
+    let m2 = o2 * (-FIX_2_562915447);
+    let m3 = o3 * (-FIX_1_961570560) + z5;
+    let m4 = o4 * (-FIX_0_390180644) + z5;
+    t0 = t0 + m1 + m3;
+    t1 = t1 + m2 + m4;
+    t2 = t2 + m2 + m3;
+    t3 = t3 + m1 + m4;
+    return array<i32, 8>(
+        descale(tmp10 + t3, shift),
+        descale(tmp11 + t2, shift),
+        descale(tmp12 + t1, shift),
+        descale(tmp13 + t0, shift),
+        descale(tmp13 - t0, shift),
+        descale(tmp12 - t1, shift),
+        descale(tmp11 - t2, shift),
+        descale(tmp10 - t3, shift),
+    );
+}
+
+fn idct4_1d(x: array<i32, 8>, shift: u32) -> array<i32, 4> {
+    let tmp0 = x[0] << (CONST_BITS + 1u);
+    let tmp2 = x[2] * FIX_1_847759065 + x[6] * (-FIX_0_765366865);
+    let tmp10 = tmp0 + tmp2;
+    let tmp12 = tmp0 - tmp2;
+    let z1 = x[7];
+    let z2 = x[5];
+    let z3 = x[3];
+    let z4 = x[1];
+    let t0 = z1 * (-FIX_0_211164243) + z2 * FIX_1_451774981 + z3 * (-FIX_2_172734803)
+        + z4 * FIX_1_061594337;
+    let t2 = z1 * (-FIX_0_509795579) + z2 * (-FIX_0_601344887) + z3 * FIX_0_899976223
+        + z4 * FIX_2_562915447;
+    return array<i32, 4>(
+        descale(tmp10 + t2, shift),
+        descale(tmp12 + t0, shift),
+        descale(tmp12 - t0, shift),
+        descale(tmp10 - t2, shift),
+    );
+}
+
+fn idct2_1d(x: array<i32, 8>, shift: u32) -> array<i32, 2> {
+    let tmp10 = x[0] << (CONST_BITS + 2u);
+    let tmp0 = x[7] * (-FIX_0_720959822) + x[5] * FIX_0_850430095 + x[3] * (-FIX_1_272758580)
+        + x[1] * FIX_3_624509785;
+    return array<i32, 2>(descale(tmp10 + tmp0, shift), descale(tmp10 - tmp0, shift));
+}
+
+// islow_8x8 (jpeg_idct_islow's passes) within range.
+fn islow_8x8_agrees(qt: u32) -> bool {
+    var ok = true;
+    for (var col = 0u; col < 8u; col++) {
+        var zero = true;
+        for (var r = 1u; r < 8u; r++) {
+            zero = zero && coef(r * 8u + col) == 0;
+        }
+        if (zero) {
+            let dc = deq(qt, col) << PASS1_BITS;
+            ok = ok && fits16(dc);
+            for (var r = 0u; r < 8u; r++) {
+                ws[r * 8u + col] = dc;
+            }
+            continue;
+        }
+        var x: array<i32, 8>;
+        for (var r = 0u; r < 8u; r++) {
+            x[r] = deq(qt, r * 8u + col);
+        }
+        var o = idct8_1d(x, CONST_BITS - PASS1_BITS);
+        for (var r = 0u; r < 8u; r++) {
+            ok = ok && fits16(o[r]);
+            ws[r * 8u + col] = o[r];
+        }
+    }
+    for (var row = 0u; row < 8u; row++) {
+        var x: array<i32, 8>;
+        var zero = true;
+        for (var i = 0u; i < 8u; i++) {
+            x[i] = ws[row * 8u + i];
+            if (i > 0u) {
+                zero = zero && x[i] == 0;
+            }
+        }
+        if (zero) {
+            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
+            continue;
+        }
+        var o = idct8_1d(x, CONST_BITS + PASS1_BITS + 3u);
+        for (var i = 0u; i < 8u; i++) {
+            ok = ok && in_range(o[i]);
+        }
+    }
+    return ok;
+}
+
+// islow_4x4 (jpeg_idct_4x4's passes) within range.
+fn islow_4x4_agrees(qt: u32) -> bool {
+    var ok = true;
+    for (var col = 0u; col < 8u; col++) {
+        if (col == 4u) {
+            continue;
+        }
+        let zero = coef(8u + col) == 0 && coef(16u + col) == 0 && coef(24u + col) == 0
+            && coef(40u + col) == 0 && coef(48u + col) == 0 && coef(56u + col) == 0;
+        if (zero) {
+            let dc = deq(qt, col) << PASS1_BITS;
+            ok = ok && fits16(dc);
+            for (var r = 0u; r < 4u; r++) {
+                ws[r * 8u + col] = dc;
+            }
+            continue;
+        }
+        let x = array<i32, 8>(
+            deq(qt, col), deq(qt, 8u + col), deq(qt, 16u + col), deq(qt, 24u + col), 0,
+            deq(qt, 40u + col), deq(qt, 48u + col), deq(qt, 56u + col),
+        );
+        var o = idct4_1d(x, CONST_BITS - PASS1_BITS + 1u);
+        for (var r = 0u; r < 4u; r++) {
+            ok = ok && fits16(o[r]);
+            ws[r * 8u + col] = o[r];
+        }
+    }
+    for (var row = 0u; row < 4u; row++) {
+        let b = row * 8u;
+        let x = array<i32, 8>(
+            ws[b], ws[b + 1u], ws[b + 2u], ws[b + 3u], 0, ws[b + 5u], ws[b + 6u], ws[b + 7u],
+        );
+        if (x[1] == 0 && x[2] == 0 && x[3] == 0 && x[5] == 0 && x[6] == 0 && x[7] == 0) {
+            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
+            continue;
+        }
+        var o = idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u);
+        for (var i = 0u; i < 4u; i++) {
+            ok = ok && in_range(o[i]);
+        }
+    }
+    return ok;
+}
+
+// islow_2x2 (jpeg_idct_2x2's passes) within range.
+fn islow_2x2_agrees(qt: u32) -> bool {
+    var ok = true;
+    for (var k = 0u; k < 5u; k++) {
+        let col = select(2u * k - 1u, 0u, k == 0u);
+        let zero = coef(8u + col) == 0 && coef(24u + col) == 0 && coef(40u + col) == 0
+            && coef(56u + col) == 0;
+        if (zero) {
+            let dc = deq(qt, col) << PASS1_BITS;
+            ok = ok && fits16(dc);
+            ws[col] = dc;
+            ws[8u + col] = dc;
+            continue;
+        }
+        let x = array<i32, 8>(
+            deq(qt, col), deq(qt, 8u + col), 0, deq(qt, 24u + col), 0, deq(qt, 40u + col), 0,
+            deq(qt, 56u + col),
+        );
+        var o = idct2_1d(x, CONST_BITS - PASS1_BITS + 2u);
+        ok = ok && fits16(o[0]) && fits16(o[1]);
+        ws[col] = o[0];
+        ws[8u + col] = o[1];
+    }
+    for (var row = 0u; row < 2u; row++) {
+        let b = row * 8u;
+        let x = array<i32, 8>(ws[b], ws[b + 1u], 0, ws[b + 3u], 0, ws[b + 5u], 0, ws[b + 7u]);
+        if (x[1] == 0 && x[3] == 0 && x[5] == 0 && x[7] == 0) {
+            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
+            continue;
+        }
+        var o = idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u);
+        ok = ok && in_range(o[0]) && in_range(o[1]);
+    }
+    return ok;
+}
+
+// agrees_with_simd: every dequantised coefficient within 16 bits; then the quick bound on
+// their magnitudes, or every IDCT size's passes within range.
+fn simd_agrees(qt: u32) -> bool {
+    var sum = 0u;
+    for (var i = 0u; i < 64u; i++) {
+        let d = deq(qt, i);
+        let m = u32(select(d, -d, d < 0));
+        if (m > 32767u) {
+            return false;
+        }
+        sum += m;
+    }
+    if (sum <= QUICK_BOUND) {
+        return true;
+    }
+    return islow_8x8_agrees(qt) && islow_4x4_agrees(qt) && islow_2x2_agrees(qt);
+}
+
+// ---------------------------------------------------------------------------------------
+
 @compute @workgroup_size(64)
-fn huffman(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
-    let i = id.y * n.x * 64u + id.x;
-    if (i >= blob[8]) {
+fn huffman(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = (wid.y * nwg.x + wid.x) * 64u + lid;
+    if (i >= blob[H_INTERVALS]) {
         return;
     }
-    status[blob[blob[9] + 8u * i + 5u]] = 0xFFFFFFFFu;
-    coefs[0] = coefs[0];
+    let comp_table = blob[H_COMPONENT_TABLE];
+    let iv = blob[H_INTERVAL_TABLE] + 8u * i;
+    let scan = blob[iv + V_SCAN];
+    let first_mcu = blob[iv + V_FIRST_MCU];
+    let mcus = blob[iv + V_MCUS];
+    pos = blob[iv + V_START];
+    stop = blob[iv + V_END];
+    acc = 0u;
+    nbits = 0u;
+    virt = 0u;
+    let ncomp = min(blob[scan + S_COMPONENTS], 4u);
+    let per_row = max(blob[scan + S_MCUS_PER_ROW], 1u);
+    let first_component = blob[scan + S_FIRST_COMPONENT];
+    let single = (blob[scan + S_FLAGS] & 1u) == 1u;
+    var st = 0u;
+    var pred = array<i32, 4>(0, 0, 0, 0);
+    for (var m = 0u; m < mcus; m++) {
+        let mcu = first_mcu + m;
+        let mx = mcu % per_row;
+        let my = mcu / per_row;
+        for (var j = 0u; j < ncomp; j++) {
+            let cw = blob[scan + S_COMP + j];
+            let fi = cw & 0xFFu;
+            var h = 1u;
+            var v = 1u;
+            if (!single) {
+                h = (cw >> 8u) & 0xFFu;
+                v = (cw >> 16u) & 0xFFu;
+            }
+            let dct = blob[scan + S_DC_TABLE + j];
+            let act = blob[scan + S_AC_TABLE + j];
+            let cd = comp_table + 16u * (first_component + fi);
+            let coef_offset = blob[cd + C_COEF];
+            let quant = blob[cd + C_QUANT];
+            let bx0 = blob[cd + C_BX0];
+            let by0 = blob[cd + C_BY0];
+            let bw = blob[cd + C_BW];
+            let bh = blob[cd + C_BH];
+            for (var y = 0u; y < v; y++) {
+                for (var x = 0u; x < h; x++) {
+                    for (var w = 0u; w < 32u; w++) {
+                        blk[w] = 0u;
+                    }
+                    // DC.
+                    var s = decode(dct);
+                    if (s == BAD_CODE) {
+                        st |= STATUS_BAD_CODE;
+                        s = 0u;
+                    }
+                    let r = get_bits(s);
+                    pred[j] = pred[j] + extend(r, s);
+                    blk[0] = u32(pred[j]) & 0xFFFFu;
+                    // AC.
+                    var k = 1u;
+                    while (k < 64u) {
+                        var rs = decode(act);
+                        if (rs == BAD_CODE) {
+                            st |= STATUS_BAD_CODE;
+                            rs = 0u;
+                        }
+                        let run = rs >> 4u;
+                        let sz = rs & 15u;
+                        if (sz != 0u) {
+                            k += run;
+                            let bits = get_bits(sz);
+                            let val = u32(extend(bits, sz)) & 0xFFFFu;
+                            if (k > 63u) {
+                                st |= STATUS_OVERFLOW;
+                                k = 63u;
+                            }
+                            let z = NATURAL[k];
+                            blk[z / 2u] = blk[z / 2u] | (val << (16u * (z % 2u)));
+                        } else {
+                            if (run != 15u) {
+                                break;
+                            }
+                            k += 15u;
+                        }
+                        k += 1u;
+                    }
+                    let bx = mx * h + x;
+                    let by = my * v + y;
+                    if (bx >= bx0 && bx < bx0 + bw && by >= by0 && by < by0 + bh) {
+                        if (!simd_agrees(quant)) {
+                            st |= STATUS_SIMD_RANGE;
+                        }
+                        let at = coef_offset + 32u * ((by - by0) * bw + (bx - bx0));
+                        for (var w = 0u; w < 32u; w++) {
+                            coefs[at + w] = blk[w];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if (virt > nbits) {
+        st |= STATUS_OUT_OF_DATA;
+    } else if (pos < stop || nbits - virt >= 8u) {
+        st |= STATUS_LEFTOVER;
+    }
+    status[blob[iv + V_STATUS]] = st;
 }

@@ -17,6 +17,7 @@ use stoker::backend::device::augment::Params;
 use stoker::backend::device::launch::PARAM_WORDS;
 use stoker::backend::wgpu::shaders;
 use stoker::decode::jpeg::coeffs::{self, ComponentDesc, ImageDesc, Upsample};
+use stoker::decode::jpeg::huffman::{self, IntervalDesc, ScanDesc};
 
 fn validate(name: &str, source: &str) -> Result<(), String> {
     let module = naga::front::wgsl::parse_str(source)
@@ -351,6 +352,80 @@ fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
     ]
     .map(|(name, m)| (name, m.code()));
     failures.extend(check_values("color.wgsl", shaders::COLOR, &methods));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_huffman_shader_reads_the_entropy_records_where_rust_writes_them() {
+    let scan = fields!(
+        ScanDesc;
+        components, mcus_per_row, first_component, flags, comp, dc_table, ac_table,
+    );
+    let interval = fields!(
+        IntervalDesc;
+        scan, first_mcu, mcus, start, end, status, reserved,
+    );
+    let component = fields!(
+        ComponentDesc;
+        coef_offset, quant_offset, bx0, by0, bw, bh, dct_size, plane_offset, plane_stride,
+        downsampled_width, downsampled_height, method, eh, ev, group_start, groups,
+    );
+    assert_eq!(size_of::<ScanDesc>(), 64);
+    assert_eq!(size_of::<IntervalDesc>(), 32);
+    let scan_words = [
+        ("S_COMPONENTS", "components"),
+        ("S_MCUS_PER_ROW", "mcus_per_row"),
+        ("S_FIRST_COMPONENT", "first_component"),
+        ("S_FLAGS", "flags"),
+        ("S_COMP", "comp"),
+        ("S_DC_TABLE", "dc_table"),
+        ("S_AC_TABLE", "ac_table"),
+    ];
+    let interval_words = [
+        ("V_SCAN", "scan"),
+        ("V_FIRST_MCU", "first_mcu"),
+        ("V_MCUS", "mcus"),
+        ("V_START", "start"),
+        ("V_END", "end"),
+        ("V_STATUS", "status"),
+    ];
+    let component_words = [
+        ("C_COEF", "coef_offset"),
+        ("C_QUANT", "quant_offset"),
+        ("C_BX0", "bx0"),
+        ("C_BY0", "by0"),
+        ("C_BW", "bw"),
+        ("C_BH", "bh"),
+    ];
+    let (name, src) = ("huffman.wgsl", shaders::HUFFMAN);
+    let mut failures = check_word_constants(name, src, "S_", &scan_words, &scan);
+    failures.extend(check_word_constants(
+        name,
+        src,
+        "V_",
+        &interval_words,
+        &interval,
+    ));
+    failures.extend(check_word_constants(
+        name,
+        src,
+        "C_",
+        &component_words,
+        &component,
+    ));
+    for words in [&scan_words[..], &interval_words, &component_words] {
+        failures.extend(check_mapped(&[src], words));
+    }
+    let status = same_names!(huffman::{
+        STATUS_OUT_OF_DATA, STATUS_BAD_CODE, STATUS_LEFTOVER, STATUS_OVERFLOW, STATUS_SIMD_RANGE
+    });
+    failures.extend(check_values(name, src, &status));
+    let table = [
+        ("T_MAXCODE", huffman::MAXCODE as u32),
+        ("T_VALOFFSET", huffman::VALOFFSET as u32),
+        ("T_HUFFVAL", huffman::HUFFVAL as u32),
+    ];
+    failures.extend(check_values(name, src, &table));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

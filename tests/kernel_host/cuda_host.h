@@ -1,7 +1,8 @@
 // Just enough of CUDA for kernels/common.cuh and kernels/*.cu to compile as C++20 with a
 // host compiler and run on the CPU (tests/kernel_host/emulator.cpp).
 //
-// - Execution-space qualifiers vanish; `__shared__` becomes `static`, which is right as
+// - Execution-space qualifiers vanish, and so does `__constant__` (a constant table is
+//   an ordinary namespace-scope array); `__shared__` becomes `static`, which is right as
 //   long as one block of a kernel that uses shared memory runs at a time (the emulator
 //   runs such "cooperative" kernels block by block).
 // - threadIdx, blockIdx, blockDim, gridDim are per-thread: the emulator sets them before it
@@ -24,6 +25,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __shared__ static
+#define __constant__
 
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;

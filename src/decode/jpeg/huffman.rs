@@ -55,9 +55,12 @@ use crate::decode::DecodeError;
 
 /// Words of one decode table.
 pub const TABLE_WORDS: usize = 256;
-const MAXCODE: usize = 128;
-const VALOFFSET: usize = 146;
-const HUFFVAL: usize = 164;
+/// Word of a decode table where `maxcode[0..18]` starts.
+pub const MAXCODE: usize = 128;
+/// Word of a decode table where `valoffset[0..18]` starts.
+pub const VALOFFSET: usize = 146;
+/// Word of a decode table where the value list starts.
+pub const HUFFVAL: usize = 164;
 
 /// Status bit: the interval's MCUs needed bits past the end of its data (libjpeg's
 /// `JWRN_HIT_MARKER`).
@@ -1023,8 +1026,10 @@ impl Bits {
         v
     }
 
-    /// Decodes one symbol with the table at `t`; `None` for a bad code (16 bits consumed,
-    /// as libjpeg's `jpeg_huff_decode` leaves them... it returns 0 after a warning).
+    /// Decodes one symbol with the table at `t`: the 8-bit lookahead, then codes of 9-16
+    /// bits (`jpeg_huff_decode`); `None` for 16 bits that match no code, which are
+    /// consumed (libjpeg reads a 17th bit before it warns and returns 0: the interval is
+    /// flagged, so the difference never shows).
     fn decode(&mut self, chunk: &[u32], t: usize) -> Option<u32> {
         self.fill(chunk);
         let peek = self.acc >> 24;
