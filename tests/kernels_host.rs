@@ -1,8 +1,8 @@
 //! The CUDA kernels (`kernels/*.cu`) on the CPU, through the C++ emulation of
 //! `tests/kernel_host/` (see `common/executor/emulator.rs`): every case of
-//! `common/executor/` (orientation, decode, augment) against the CPU oracles, and the
-//! emulator's own checks. Without a C++ compiler the tests say so and pass, unless
-//! `STOKER_REQUIRE_KERNEL_HOST=1`.
+//! `common/executor/` (orientation, Huffman decoding, decode, augment) against the CPU
+//! oracles, and the emulator's own checks. Without a C++ compiler the tests say so and
+//! pass, unless `STOKER_REQUIRE_KERNEL_HOST=1`.
 
 mod common;
 #[path = "common/executor/mod.rs"]

@@ -1,7 +1,7 @@
 //! The WGSL shaders (`shaders/*.wgsl`) on this machine's wgpu adapter (Mesa lavapipe in
 //! CI), through the backend's own pipelines and batcher (see
 //! `common/executor/wgpu_device.rs`): every case of `common/executor/` (orientation,
-//! decode, augment) against the CPU oracles. Skips without an adapter unless
+//! Huffman decoding, decode, augment) against the CPU oracles. Skips without an adapter unless
 //! `STOKER_REQUIRE_WGPU=1`.
 #![cfg(feature = "wgpu")]
 

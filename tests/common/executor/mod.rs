@@ -7,7 +7,7 @@
 //! - [`wgpu_device`]: the WGSL shaders on this machine's wgpu adapter (lavapipe in CI);
 //! - [`cuda_device`]: the CUDA kernels on a GPU.
 //!
-//! The cases ([`orient`], [`decode`], [`augment`]) are written once against the trait and
+//! The cases ([`orient`], [`huffman`], [`decode`], [`augment`]) are written once against the trait and
 //! compare with the CPU oracles; [`executor_tests!`] makes one `#[test]` per case for an
 //! executor. A test binary opts in with
 //!
@@ -29,6 +29,7 @@ pub mod augment;
 pub mod cuda_device;
 pub mod decode;
 pub mod emulator;
+pub mod huffman;
 pub mod orient;
 pub mod random;
 #[cfg(feature = "wgpu")]
@@ -167,6 +168,10 @@ macro_rules! executor_tests {
     ($executor:expr) => {
         $crate::executor::executor_tests!(@cases $executor;
             orient::orient_launches_match_an_independent_reorientation,
+            huffman::huffman_matches_the_oracle_on_random_restart_jpegs,
+            huffman::huffman_matches_the_oracle_on_damaged_intervals,
+            huffman::huffman_flags_blocks_past_the_simd_range_as_the_oracle_does,
+            huffman::huffman_checks_blocks_at_the_edges_of_the_simd_range_as_the_oracle_does,
             decode::decode_matches_the_oracle_and_the_cpu,
             decode::small_bindings_split_a_decode_into_chunks,
             decode::rotated_jpegs_through_a_batch_plan_match_the_oracle_upright,
