@@ -23,9 +23,10 @@ use stoker::backend::device::launch::Kernel;
 /// The most local memory (stack frame) a kernel may use per thread, in bytes. The IDCT
 /// keeps the most per-thread state: two 64-word arrays (the dequantised block and the
 /// samples), 512 bytes, which ptxas keeps in registers today but may place in local
-/// memory. Twice that leaves room for it; a kernel above the bound holds per-thread state
-/// nobody budgeted for, and local memory is device memory, read through the caches at
-/// every access.
+/// memory. The Huffman pass keeps what it indexes by data there (the block it decodes,
+/// the SIMD check's pass-1 workspace, the DC predictions: 400 bytes). Twice the IDCT's
+/// leaves room for both; a kernel above the bound holds per-thread state nobody budgeted
+/// for, and local memory is device memory, read through the caches at every access.
 const MAX_LOCAL_BYTES: u32 = 1024;
 
 fn required() -> bool {
