@@ -20,6 +20,7 @@
 const H_COMPONENT_TABLE: u32 = 3u;
 const H_INTERVALS: u32 = 8u;        // intervals in this chunk
 const H_INTERVAL_TABLE: u32 = 9u;
+const H_MAX_BLOCKS: u32 = 12u;     // the most blocks an interval of the chunk holds
 
 // IntervalDesc words.
 const V_SCAN: u32 = 0u;
@@ -118,7 +119,16 @@ fn byte_at(b: u32) -> u32 {
 // jpeg_fill_bit_buffer: at least 25 bits in the buffer; FF 00 is one FF; past the end,
 // zero bytes.
 fn fill() {
-    while (nbits <= 24u) {
+    // Straight-line (at most four bytes), not a loop: llvmpipe gives an invocation a
+    // budget of loop iterations (its loop limiter), which a loop here would spend.
+    fill_byte();
+    fill_byte();
+    fill_byte();
+    fill_byte();
+}
+
+fn fill_byte() {
+    if (nbits <= 24u) {
         var b = 0u;
         if (pos < stop) {
             b = byte_at(pos);
@@ -152,25 +162,43 @@ fn get_bits(k: u32) -> u32 {
 
 // HUFF_DECODE with the table at word `t`: the 8-bit lookahead, then jpeg_huff_decode's
 // codes of 9-16 bits; BAD_CODE (16 bits consumed) when none matches.
+// Whether the code of length `l` at the top of `p16` is one of table `t`'s (at most
+// maxcode[l]).
+fn long_code_fits(t: u32, p16: u32, l: u32) -> bool {
+    return i32(p16 >> (16u - l)) <= i32(blob[t + T_MAXCODE + l]);
+}
+
 fn decode(t: u32) -> u32 {
     fill();
     let peek = acc >> 24u;
     let e = (blob[t + peek / 2u] >> (16u * (peek % 2u))) & 0xFFFFu;
-    if (e != 0u) {
-        skip(e >> 8u);
-        return e & 0xFFu;
-    }
-    let p16 = acc >> 16u;
-    for (var l = 9u; l <= 16u; l++) {
-        let code = i32(p16 >> (16u - l));
-        if (code <= i32(blob[t + T_MAXCODE + l])) {
-            skip(l);
-            let idx = u32(code + i32(blob[t + T_VALOFFSET + l])) & 0xFFu;
-            return (blob[t + T_HUFFVAL + idx / 4u] >> (8u * (idx % 4u))) & 0xFFu;
+    var len = e >> 8u;
+    var sym = e & 0xFFu;
+    if (e == 0u) {
+        // Longer codes: the shortest length l (9-16) whose code fits maxcode[l], tried
+        // longest first and unrolled (no loop: the loop budget, see `fill`).
+        len = 17u;
+        let p16 = acc >> 16u;
+        len = select(len, 16u, long_code_fits(t, p16, 16u));
+        len = select(len, 15u, long_code_fits(t, p16, 15u));
+        len = select(len, 14u, long_code_fits(t, p16, 14u));
+        len = select(len, 13u, long_code_fits(t, p16, 13u));
+        len = select(len, 12u, long_code_fits(t, p16, 12u));
+        len = select(len, 11u, long_code_fits(t, p16, 11u));
+        len = select(len, 10u, long_code_fits(t, p16, 10u));
+        len = select(len, 9u, long_code_fits(t, p16, 9u));
+        if (len <= 16u) {
+            let code = i32(p16 >> (16u - len));
+            let idx = u32(code + i32(blob[t + T_VALOFFSET + len])) & 0xFFu;
+            sym = (blob[t + T_HUFFVAL + idx / 4u] >> (8u * (idx % 4u))) & 0xFFu;
         }
     }
-    skip(16u);
-    return BAD_CODE;
+    if (len > 16u) {
+        skip(16u);
+        return BAD_CODE;
+    }
+    skip(len);
+    return sym;
 }
 
 // HUFF_EXTEND: the sign extension of an `s`-bit magnitude `r`.
@@ -305,16 +333,16 @@ fn islow_8x8_agrees(qt: u32) -> bool {
             for (var r = 0u; r < 8u; r++) {
                 ws[r * 8u + col] = dc;
             }
-            continue;
-        }
-        var x: array<i32, 8>;
-        for (var r = 0u; r < 8u; r++) {
-            x[r] = deq(qt, r * 8u + col);
-        }
-        var o = idct8_1d(x, CONST_BITS - PASS1_BITS);
-        for (var r = 0u; r < 8u; r++) {
-            ok = ok && fits16(o[r]);
-            ws[r * 8u + col] = o[r];
+        } else {
+            var x: array<i32, 8>;
+            for (var r = 0u; r < 8u; r++) {
+                x[r] = deq(qt, r * 8u + col);
+            }
+            var o = idct8_1d(x, CONST_BITS - PASS1_BITS);
+            for (var r = 0u; r < 8u; r++) {
+                ok = ok && fits16(o[r]);
+                ws[r * 8u + col] = o[r];
+            }
         }
     }
     for (var row = 0u; row < 8u; row++) {
@@ -328,11 +356,11 @@ fn islow_8x8_agrees(qt: u32) -> bool {
         }
         if (zero) {
             ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-            continue;
-        }
-        var o = idct8_1d(x, CONST_BITS + PASS1_BITS + 3u);
-        for (var i = 0u; i < 8u; i++) {
-            ok = ok && in_range(o[i]);
+        } else {
+            var o = idct8_1d(x, CONST_BITS + PASS1_BITS + 3u);
+            for (var i = 0u; i < 8u; i++) {
+                ok = ok && in_range(o[i]);
+            }
         }
     }
     return ok;
@@ -343,26 +371,26 @@ fn islow_4x4_agrees(qt: u32) -> bool {
     var ok = true;
     for (var col = 0u; col < 8u; col++) {
         if (col == 4u) {
-            continue;
-        }
-        let zero = coef(8u + col) == 0 && coef(16u + col) == 0 && coef(24u + col) == 0
-            && coef(40u + col) == 0 && coef(48u + col) == 0 && coef(56u + col) == 0;
-        if (zero) {
-            let dc = deq(qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
-            for (var r = 0u; r < 4u; r++) {
-                ws[r * 8u + col] = dc;
+        } else {
+            let zero = coef(8u + col) == 0 && coef(16u + col) == 0 && coef(24u + col) == 0
+                && coef(40u + col) == 0 && coef(48u + col) == 0 && coef(56u + col) == 0;
+            if (zero) {
+                let dc = deq(qt, col) << PASS1_BITS;
+                ok = ok && fits16(dc);
+                for (var r = 0u; r < 4u; r++) {
+                    ws[r * 8u + col] = dc;
+                }
+            } else {
+                let x = array<i32, 8>(
+                    deq(qt, col), deq(qt, 8u + col), deq(qt, 16u + col), deq(qt, 24u + col), 0,
+                    deq(qt, 40u + col), deq(qt, 48u + col), deq(qt, 56u + col),
+                );
+                var o = idct4_1d(x, CONST_BITS - PASS1_BITS + 1u);
+                for (var r = 0u; r < 4u; r++) {
+                    ok = ok && fits16(o[r]);
+                    ws[r * 8u + col] = o[r];
+                }
             }
-            continue;
-        }
-        let x = array<i32, 8>(
-            deq(qt, col), deq(qt, 8u + col), deq(qt, 16u + col), deq(qt, 24u + col), 0,
-            deq(qt, 40u + col), deq(qt, 48u + col), deq(qt, 56u + col),
-        );
-        var o = idct4_1d(x, CONST_BITS - PASS1_BITS + 1u);
-        for (var r = 0u; r < 4u; r++) {
-            ok = ok && fits16(o[r]);
-            ws[r * 8u + col] = o[r];
         }
     }
     for (var row = 0u; row < 4u; row++) {
@@ -372,11 +400,11 @@ fn islow_4x4_agrees(qt: u32) -> bool {
         );
         if (x[1] == 0 && x[2] == 0 && x[3] == 0 && x[5] == 0 && x[6] == 0 && x[7] == 0) {
             ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-            continue;
-        }
-        var o = idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u);
-        for (var i = 0u; i < 4u; i++) {
-            ok = ok && in_range(o[i]);
+        } else {
+            var o = idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u);
+            for (var i = 0u; i < 4u; i++) {
+                ok = ok && in_range(o[i]);
+            }
         }
     }
     return ok;
@@ -394,41 +422,55 @@ fn islow_2x2_agrees(qt: u32) -> bool {
             ok = ok && fits16(dc);
             ws[col] = dc;
             ws[8u + col] = dc;
-            continue;
+        } else {
+            let x = array<i32, 8>(
+                deq(qt, col), deq(qt, 8u + col), 0, deq(qt, 24u + col), 0, deq(qt, 40u + col), 0,
+                deq(qt, 56u + col),
+            );
+            var o = idct2_1d(x, CONST_BITS - PASS1_BITS + 2u);
+            ok = ok && fits16(o[0]) && fits16(o[1]);
+            ws[col] = o[0];
+            ws[8u + col] = o[1];
         }
-        let x = array<i32, 8>(
-            deq(qt, col), deq(qt, 8u + col), 0, deq(qt, 24u + col), 0, deq(qt, 40u + col), 0,
-            deq(qt, 56u + col),
-        );
-        var o = idct2_1d(x, CONST_BITS - PASS1_BITS + 2u);
-        ok = ok && fits16(o[0]) && fits16(o[1]);
-        ws[col] = o[0];
-        ws[8u + col] = o[1];
     }
     for (var row = 0u; row < 2u; row++) {
         let b = row * 8u;
         let x = array<i32, 8>(ws[b], ws[b + 1u], 0, ws[b + 3u], 0, ws[b + 5u], 0, ws[b + 7u]);
         if (x[1] == 0 && x[3] == 0 && x[5] == 0 && x[7] == 0) {
             ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-            continue;
+        } else {
+            var o = idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u);
+            ok = ok && in_range(o[0]) && in_range(o[1]);
         }
-        var o = idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u);
-        ok = ok && in_range(o[0]) && in_range(o[1]);
     }
     return ok;
 }
 
 // agrees_with_simd: every dequantised coefficient within 16 bits; then the quick bound on
 // their magnitudes, or every IDCT size's passes within range.
+// |coefficient i dequantised|.
+fn mag(qt: u32, i: u32) -> u32 {
+    let d = deq(qt, i);
+    return u32(select(d, -d, d < 0));
+}
+
 fn simd_agrees(qt: u32) -> bool {
+    // (No `return` or `continue` inside loops in this file: llvmpipe mis-runs lanes that
+    // leave a loop so while others go on.)
     var sum = 0u;
-    for (var i = 0u; i < 64u; i++) {
-        let d = deq(qt, i);
-        let m = u32(select(d, -d, d < 0));
-        if (m > 32767u) {
-            return false;
-        }
-        sum += m;
+    var wide = false;
+    // Eight coefficients an iteration (the loop budget, see `fill`).
+    for (var i = 0u; i < 64u; i += 8u) {
+        let m = array<u32, 8>(
+            mag(qt, i), mag(qt, i + 1u), mag(qt, i + 2u), mag(qt, i + 3u),
+            mag(qt, i + 4u), mag(qt, i + 5u), mag(qt, i + 6u), mag(qt, i + 7u),
+        );
+        wide = wide || max(max(max(m[0], m[1]), max(m[2], m[3])),
+            max(max(m[4], m[5]), max(m[6], m[7]))) > 32767u;
+        sum += m[0] + m[1] + m[2] + m[3] + m[4] + m[5] + m[6] + m[7];
+    }
+    if (wide) {
+        return false;
     }
     if (sum <= QUICK_BOUND) {
         return true;
@@ -438,16 +480,20 @@ fn simd_agrees(qt: u32) -> bool {
 
 // ---------------------------------------------------------------------------------------
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(32)
 fn huffman(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = (wid.y * nwg.x + wid.x) * 64u + lid;
-    if (i >= blob[H_INTERVALS]) {
-        return;
+    let i = (wid.y * nwg.x + wid.x) * 32u + lid;
+    if (i < blob[H_INTERVALS]) {
+        decode_interval(i);
     }
+}
+
+// One interval (`huffman_interval`).
+fn decode_interval(i: u32) {
     let comp_table = blob[H_COMPONENT_TABLE];
     let iv = blob[H_INTERVAL_TABLE] + 8u * i;
     let scan = blob[iv + V_SCAN];
@@ -464,84 +510,119 @@ fn huffman(
     let single = (blob[scan + S_FLAGS] & 1u) == 1u;
     var st = 0u;
     var pred = array<i32, 4>(0, 0, 0, 0);
-    for (var m = 0u; m < mcus; m++) {
+    // The blocks of an MCU, per scan component: its first block and its h x v.
+    var firsts = array<u32, 5>(0u, 0u, 0u, 0u, 0u);
+    for (var j = 0u; j < ncomp; j++) {
+        let cw = blob[scan + S_COMP + j];
+        var hv = 1u;
+        if (!single) {
+            hv = ((cw >> 8u) & 0xFFu) * ((cw >> 16u) & 0xFFu);
+        }
+        firsts[j + 1u] = firsts[j] + hv;
+    }
+    let per_mcu = max(firsts[ncomp], 1u);
+    // One loop over the interval's blocks, in MCU order (each MCU: each scan component's
+    // v rows of h blocks), rather than four nested loops: llvmpipe skipped the last
+    // block of an interval when every lane of a group ran the nested loops in step.
+    // The same bound for every invocation of the chunk, each skipping what is past its
+    // own interval: llvmpipe mis-masks the lanes of a loop whose bound differs from lane
+    // to lane (it ran some past their end and stopped others early).
+    let total = mcus * per_mcu;
+    let bound = max(blob[H_MAX_BLOCKS], total);
+    for (var b = 0u; b < bound; b++) {
+      if (b < total) {
+        let m = b / per_mcu;
+        let rb = b % per_mcu;
+        var j = 0u;
+        for (var c = 1u; c < ncomp; c++) {
+            if (rb >= firsts[c]) {
+                j = c;
+            }
+        }
         let mcu = first_mcu + m;
         let mx = mcu % per_row;
         let my = mcu / per_row;
-        for (var j = 0u; j < ncomp; j++) {
-            let cw = blob[scan + S_COMP + j];
-            let fi = cw & 0xFFu;
-            var h = 1u;
-            var v = 1u;
-            if (!single) {
-                h = (cw >> 8u) & 0xFFu;
-                v = (cw >> 16u) & 0xFFu;
+        let cw = blob[scan + S_COMP + j];
+        let fi = cw & 0xFFu;
+        var h = 1u;
+        if (!single) {
+            h = (cw >> 8u) & 0xFFu;
+        }
+        let y = (rb - firsts[j]) / max(h, 1u);
+        let x = (rb - firsts[j]) % max(h, 1u);
+        var v = 1u;
+        if (!single) {
+            v = (cw >> 16u) & 0xFFu;
+        }
+        let dct = blob[scan + S_DC_TABLE + j];
+        let act = blob[scan + S_AC_TABLE + j];
+        let cd = comp_table + 16u * (first_component + fi);
+        let coef_offset = blob[cd + C_COEF];
+        let quant = blob[cd + C_QUANT];
+        let bx0 = blob[cd + C_BX0];
+        let by0 = blob[cd + C_BY0];
+        let bw = blob[cd + C_BW];
+        let bh = blob[cd + C_BH];
+        blk = array<u32, 32>();
+        // DC.
+        var s = decode(dct);
+        if (s == BAD_CODE) {
+            st |= STATUS_BAD_CODE;
+            s = 0u;
+        }
+        let r = get_bits(s);
+        pred[j] = pred[j] + extend(r, s);
+        blk[0] = u32(pred[j]) & 0xFFFFu;
+        // AC.
+        var k = 1u;
+        while (k < 64u) {
+            var rs = decode(act);
+            if (rs == BAD_CODE) {
+                st |= STATUS_BAD_CODE;
+                rs = 0u;
             }
-            let dct = blob[scan + S_DC_TABLE + j];
-            let act = blob[scan + S_AC_TABLE + j];
-            let cd = comp_table + 16u * (first_component + fi);
-            let coef_offset = blob[cd + C_COEF];
-            let quant = blob[cd + C_QUANT];
-            let bx0 = blob[cd + C_BX0];
-            let by0 = blob[cd + C_BY0];
-            let bw = blob[cd + C_BW];
-            let bh = blob[cd + C_BH];
-            for (var y = 0u; y < v; y++) {
-                for (var x = 0u; x < h; x++) {
-                    for (var w = 0u; w < 32u; w++) {
-                        blk[w] = 0u;
-                    }
-                    // DC.
-                    var s = decode(dct);
-                    if (s == BAD_CODE) {
-                        st |= STATUS_BAD_CODE;
-                        s = 0u;
-                    }
-                    let r = get_bits(s);
-                    pred[j] = pred[j] + extend(r, s);
-                    blk[0] = u32(pred[j]) & 0xFFFFu;
-                    // AC.
-                    var k = 1u;
-                    while (k < 64u) {
-                        var rs = decode(act);
-                        if (rs == BAD_CODE) {
-                            st |= STATUS_BAD_CODE;
-                            rs = 0u;
-                        }
-                        let run = rs >> 4u;
-                        let sz = rs & 15u;
-                        if (sz != 0u) {
-                            k += run;
-                            let bits = get_bits(sz);
-                            let val = u32(extend(bits, sz)) & 0xFFFFu;
-                            if (k > 63u) {
-                                st |= STATUS_OVERFLOW;
-                                k = 63u;
-                            }
-                            let z = NATURAL[k];
-                            blk[z / 2u] = blk[z / 2u] | (val << (16u * (z % 2u)));
-                        } else {
-                            if (run != 15u) {
-                                break;
-                            }
-                            k += 15u;
-                        }
-                        k += 1u;
-                    }
-                    let bx = mx * h + x;
-                    let by = my * v + y;
-                    if (bx >= bx0 && bx < bx0 + bw && by >= by0 && by < by0 + bh) {
-                        if (!simd_agrees(quant)) {
-                            st |= STATUS_SIMD_RANGE;
-                        }
-                        let at = coef_offset + 32u * ((by - by0) * bw + (bx - bx0));
-                        for (var w = 0u; w < 32u; w++) {
-                            coefs[at + w] = blk[w];
-                        }
-                    }
+            let run = rs >> 4u;
+            let sz = rs & 15u;
+            if (sz != 0u) {
+                k += run;
+                let bits = get_bits(sz);
+                let val = u32(extend(bits, sz)) & 0xFFFFu;
+                if (k > 63u) {
+                    st |= STATUS_OVERFLOW;
+                    k = 63u;
                 }
+                let z = NATURAL[k];
+                blk[z / 2u] = blk[z / 2u] | (val << (16u * (z % 2u)));
+                k += 1u;
+            } else if (run == 15u) {
+                k += 16u;
+            } else {
+                // End of block. (No `break`: llvmpipe skipped the code after
+                // this loop when every lane of a group left it so at once.)
+                k = 64u;
             }
         }
+        let bx = mx * h + x;
+        let by = my * v + y;
+        if (bx >= bx0 && bx < bx0 + bw && by >= by0 && by < by0 + bh) {
+            if (!simd_agrees(quant)) {
+                st |= STATUS_SIMD_RANGE;
+            }
+            let at = coef_offset + 32u * ((by - by0) * bw + (bx - bx0));
+            // Eight words an iteration (the loop budget, see `fill`).
+            for (var w = 0u; w < 32u; w += 8u) {
+                coefs[at + w] = blk[w];
+                coefs[at + w + 1u] = blk[w + 1u];
+                coefs[at + w + 2u] = blk[w + 2u];
+                coefs[at + w + 3u] = blk[w + 3u];
+                coefs[at + w + 4u] = blk[w + 4u];
+                coefs[at + w + 5u] = blk[w + 5u];
+                coefs[at + w + 6u] = blk[w + 6u];
+                coefs[at + w + 7u] = blk[w + 7u];
+            }
+        }
+
+    }
     }
     if (virt > nbits) {
         st |= STATUS_OUT_OF_DATA;

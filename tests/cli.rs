@@ -280,6 +280,67 @@ fn the_wgpu_backend_runs_from_the_command_line() {
     assert_eq!(r["delivered"], 6);
     assert_eq!(r["stats"]["gpu_decoded"], 6, "{r}");
 
+    // The samples transcoded with restart markers: every one Huffman-decoded on the
+    // device, by the decode benchmark and through the pipeline, none falling back.
+    let rst = tempfile::tempdir().expect("tempdir");
+    let samples = common::data_dir().join("samples");
+    let out = rst.path().join("samples");
+    let c = stoker(&[
+        "convert",
+        samples.to_str().expect("path"),
+        "--to",
+        "folder",
+        "--out",
+        out.to_str().expect("path"),
+    ]);
+    assert_eq!(c["jpegs"]["transcoded"], 6, "{c}");
+    let out_s = out.to_str().expect("path");
+    let d = stoker(&[
+        "bench",
+        "decode",
+        "--backend",
+        "wgpu",
+        "--repeat",
+        "1",
+        "--images",
+        out_s,
+    ]);
+    let r = &d["results"][0];
+    assert_eq!(r["paths"]["gpu_entropy"], 6, "{r}");
+    assert_eq!(r["fallbacks"], 0, "{r}");
+    let d = stoker(&[
+        "bench",
+        "decode",
+        "--backend",
+        "wgpu",
+        "--repeat",
+        "1",
+        "--images",
+        out_s,
+        "--entropy",
+        "host",
+    ]);
+    assert_eq!(d["results"][0]["paths"]["host_entropy"], 6, "{d}");
+    let p = stoker(&[
+        "bench",
+        "pipeline",
+        "--backend",
+        "wgpu",
+        "--epochs",
+        "2",
+        "--size",
+        "32",
+        "--batch",
+        "4",
+        "--images",
+        out_s,
+    ]);
+    let r = &p["results"][0];
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(r["delivered"], 12, "{r}");
+    assert_eq!(r["stats"]["gpu_entropy"], 12, "{r}");
+    assert_eq!(r["stats"]["cpu_fallbacks"], 0, "{r}");
+
     let dir = tempfile::tempdir().expect("tempdir");
     let good = common::data_dir().join("samples/photo/sklearn_flower.jpg");
     let mut written = Vec::new();

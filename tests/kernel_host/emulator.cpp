@@ -74,7 +74,7 @@ struct KernelInfo {
 constexpr unsigned AUGMENT_WRITABLE = (1u << 3) | (1u << 4) | (1u << 5);
 
 const KernelInfo KERNELS[] = {
-    {"huffman", k_huffman::huffman, 64, 3, (1u << 1) | (1u << 2), false},
+    {"huffman", k_huffman::huffman, 32, 3, (1u << 1) | (1u << 2), false},
     {"idct", k_idct::idct, 64, 3, 1u << 1, false},
     {"color", k_color::color, 64, 3, 1u << 2, false},
     {"orient", k_orient::orient, 64, 2, 1u << 1, false},

@@ -193,6 +193,8 @@ struct Chunk {
     status_base: u64,
     /// Its interval table has been written (the chunk is closed).
     closed: bool,
+    /// The most blocks one of its intervals holds (header word 12).
+    max_interval_blocks: u32,
 }
 
 /// A batch's upload for the decode shaders, built on the host and reused batch after
@@ -300,12 +302,16 @@ impl DecodeInput {
         }
         let table = (self.blob.len() - c.start) as u32;
         let start = c.start;
-        let (n, coef_words) = (c.intervals as u32, c.coef_words as u32);
+        let (n, coef_words, most) = (
+            c.intervals as u32,
+            c.coef_words as u32,
+            c.max_interval_blocks,
+        );
         self.blob
             .extend_from_slice(bytemuck::cast_slice(&self.pending));
         self.pending.clear();
-        let h = &mut self.blob[start..start + 12];
-        h[8..12].copy_from_slice(&[n, table, coef_words, 1]);
+        let h = &mut self.blob[start..start + 13];
+        h[8..13].copy_from_slice(&[n, table, coef_words, 1, most]);
     }
 
     /// Samples in the batch.
@@ -570,6 +576,7 @@ impl DecodeInput {
         chunk.plane_words += u64::from(q.plane_words);
         chunk.coef_words += p.coef_words;
         chunk.intervals += intervals;
+        chunk.max_interval_blocks = chunk.max_interval_blocks.max(p.max_interval_blocks());
         let chunk = *chunk;
         self.blob.extend_from_slice(bytemuck::cast_slice(&[scan]));
         self.blob.extend_from_slice(&q.data);

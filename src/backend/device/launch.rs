@@ -81,11 +81,9 @@ impl Kernel {
     /// Invocations per workgroup (CUDA threads per block), as the WGSL declares.
     pub fn workgroup(self) -> u32 {
         match self {
-            Kernel::Huffman
-            | Kernel::Idct
-            | Kernel::Color
-            | Kernel::Orient
-            | Kernel::PackPlanar => 64,
+            // One warp: each invocation decodes a whole restart interval.
+            Kernel::Huffman => 32,
+            Kernel::Idct | Kernel::Color | Kernel::Orient | Kernel::PackPlanar => 64,
             Kernel::Horizontal
             | Kernel::VerticalJitter
             | Kernel::WriteImage

@@ -28,7 +28,10 @@
 //! Offsets are word offsets from the start of the chunk the records are in, except byte
 //! offsets, which are byte offsets from the same start. A chunk's header (see
 //! `backend::device::decode`) gives in word 3 the component table offset, in word 8 the
-//! number of intervals and in word 9 the interval table's word offset.
+//! number of intervals, in word 9 the interval table's word offset and in word 12 the most
+//! blocks any of its intervals holds: the bound of the shader's block loop, the same for
+//! every invocation (llvmpipe mis-masks the lanes of a loop whose bound differs from lane
+//! to lane; each invocation skips the iterations past its own interval).
 //!
 //! - **Decode table** ([`TABLE_WORDS`] words, built by [`table_words`]): words 0-127 the
 //!   8-bit lookahead, entry `e` in half `e % 2` (low half for even `e`) of word `e / 2`, a
@@ -851,6 +854,30 @@ pub fn pack_intervals(
 }
 
 impl PackedEntropy {
+    /// Blocks in one MCU of its scan.
+    pub fn blocks_per_mcu(&self) -> u32 {
+        let n = (self.scan.components as usize).min(4);
+        if self.scan.flags & 1 == 1 {
+            return 1;
+        }
+        self.scan.comp[..n]
+            .iter()
+            .map(|c| ((c >> 8) & 0xFF) * ((c >> 16) & 0xFF))
+            .sum::<u32>()
+            .max(1)
+    }
+
+    /// The most blocks one of its intervals holds (chunk header word 12 is the most over
+    /// a chunk's images).
+    pub fn max_interval_blocks(&self) -> u32 {
+        let per = self.blocks_per_mcu();
+        self.intervals
+            .iter()
+            .map(|iv| iv.mcus.saturating_mul(per))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The records placed in a chunk: the data at word `data_at`, the scan record at word
     /// `scan_at`, the component records from index `first_component` of the chunk's
     /// component table, the interval status words from `first_status`, the regions from
@@ -917,6 +944,7 @@ pub fn standalone_chunk(p: &PackedEntropy) -> (Vec<u32>, usize) {
     chunk[8] = intervals.len() as u32;
     chunk[9] = iv_table as u32;
     chunk[10] = p.coef_words as u32;
+    chunk[12] = p.max_interval_blocks();
     for (i, c) in comps.iter().enumerate() {
         chunk[comp_table + 16 * i..comp_table + 16 * (i + 1)]
             .copy_from_slice(bytemuck::cast_slice(std::slice::from_ref(c)));

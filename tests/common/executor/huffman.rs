@@ -14,6 +14,7 @@ use stoker::decode::jpeg::huffman::{
     STATUS_OUT_OF_DATA, STATUS_SIMD_RANGE,
 };
 use stoker::decode::jpeg::idct::agrees_with_simd;
+use stoker::decode::jpeg::{color, read_coefficients};
 
 use super::{bytes_to_words, garbage, words_to_bytes, Buffers, Executor};
 use crate::common::{mutant, restart_jpeg, scan_start, TestRng};
@@ -101,6 +102,11 @@ fn chunk_of(images: &[(String, PackedEntropy)]) -> Chunk {
         coef += p.coef_words as usize;
     }
     words[10] = coef as u32;
+    words[12] = images
+        .iter()
+        .map(|(_, p)| p.max_interval_blocks())
+        .max()
+        .unwrap_or(0);
     Chunk {
         words,
         coef_words: coef,
@@ -687,4 +693,100 @@ pub fn huffman_checks_blocks_at_the_edges_of_the_simd_range_as_the_oracle_does(e
         c.intervals
     );
     assert!(agree > 0 && disagree > 0, "both sides of the check");
+}
+
+/// The test JPEGs (and the shared corpus's, where present) transcoded with restart
+/// markers: real photographs, optimised tables with codes up to 16 bits. Each decodes
+/// word for word as the oracle does, a few to a chunk, and, through a batch plan (entropy
+/// chunks as the batcher lays them out), with every status word clean and the windows
+/// the host coefficients' (`color::decode_coefficients` of libjpeg's).
+pub fn transcoded_files_match_the_oracle_and_the_host_coefficients(e: &dyn Executor) {
+    use stoker::backend::device::job::{prepare_device, HardwareDecode};
+    use stoker::backend::device::{BatchPlan, CoeffPool, DeviceSample};
+    use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
+    use stoker::decode::jpeg::transcode::{add_restarts, TranscodeOptions, Transcoded};
+    use stoker::decode::DecodeOptions;
+    let mut files = Vec::new();
+    for p in crate::common::decode_test_jpegs() {
+        let Ok(b) = std::fs::read(&p) else { continue };
+        if let Transcoded::Written { bytes, .. } = add_restarts(&b, &TranscodeOptions::default()) {
+            files.push((p.display().to_string(), bytes));
+        }
+    }
+    assert!(files.len() >= 20, "{} transcoded test files", files.len());
+    let mut rng = TestRng(0x7A4E_5C0D);
+    for group in files.chunks(3) {
+        let images: Vec<(String, PackedEntropy)> = group
+            .iter()
+            .filter_map(|(label, b)| {
+                let scan = RestartScan::parse(b).ok()?;
+                Some(packed(&mut rng, b, &scan, label))
+            })
+            .collect();
+        if !images.is_empty() {
+            check(e, &chunk_of(&images), false, "transcoded");
+        }
+    }
+    // Through a batch plan, whole images at scale 1.
+    let pool = CoeffPool::default();
+    let opts = DecodeOptions::default();
+    let mut samples = Vec::new();
+    let mut expected = Vec::new();
+    let mut c = Coefficients::default();
+    for (label, b) in files.iter().take(24) {
+        let info = stoker::decode::peek_info(b).expect("headers");
+        let p = prepare_device(b, info, &opts, &pool, HardwareDecode::Off, true, 128 << 20)
+            .expect("prepare");
+        if !matches!(p.image, DeviceSample::Entropy { .. }) {
+            continue;
+        }
+        assert_eq!(
+            read_coefficients(b, true, &mut c).expect("libjpeg"),
+            CoeffStatus::Ready,
+            "{label}"
+        );
+        let (w, h) = (c.width, c.height);
+        expected.push((
+            label.clone(),
+            color::decode_coefficients(&c, 1, [0, 0, w, h]).expect("oracle"),
+        ));
+        samples.push(p.image);
+    }
+    assert!(
+        samples.len() >= 10,
+        "{} samples on the entropy path",
+        samples.len()
+    );
+    let mut plan = BatchPlan::new(e.limits());
+    plan.plan_decode(samples.iter()).expect("plan");
+    let mut buffers = Buffers::for_plan(&plan);
+    let steps: Vec<Step> = plan
+        .steps()
+        .iter()
+        .filter(|s| !matches!(s, Step::EntropyCheck { .. }))
+        .cloned()
+        .collect();
+    e.run(&steps, &mut buffers);
+    let status = bytes_to_words(buffers.get(Buffer::EntropyStatus));
+    assert_eq!(
+        plan.flagged(&status),
+        Vec::new(),
+        "{}: flagged transcoded files",
+        e.name()
+    );
+    let got = plan
+        .windows_to_host(buffers.get(Buffer::Windows))
+        .expect("windows");
+    for ((label, want), img) in expected.iter().zip(&got) {
+        assert_eq!(
+            (img.width, img.height),
+            (want.width, want.height),
+            "{label}"
+        );
+        assert!(
+            img.data == want.data,
+            "{}: {label}: the windows differ from the host coefficients' decode",
+            e.name()
+        );
+    }
 }

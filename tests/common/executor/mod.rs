@@ -86,6 +86,8 @@ impl Buffers {
             Buffer::Images,
             Buffer::Masks,
             Buffer::Rgbi,
+            Buffer::Coefficients,
+            Buffer::EntropyStatus,
         ] {
             buffers = buffers.with(b, garbage(sizes.of(b).max(4)));
         }
@@ -172,6 +174,7 @@ macro_rules! executor_tests {
             huffman::huffman_matches_the_oracle_on_damaged_intervals,
             huffman::huffman_flags_blocks_past_the_simd_range_as_the_oracle_does,
             huffman::huffman_checks_blocks_at_the_edges_of_the_simd_range_as_the_oracle_does,
+            huffman::transcoded_files_match_the_oracle_and_the_host_coefficients,
             decode::decode_matches_the_oracle_and_the_cpu,
             decode::small_bindings_split_a_decode_into_chunks,
             decode::rotated_jpegs_through_a_batch_plan_match_the_oracle_upright,
