@@ -5,7 +5,7 @@
 // `agrees_with_simd` in src/decode/jpeg/idct.rs, its IDCT passes as kernels/idct.cu
 // computes them), over the layout documented in huffman.rs.
 //
-// Entry point `huffman`, 64 threads per block, one thread per restart interval of the
+// Entry point `huffman`, 32 threads per block (a warp), one thread per restart interval of the
 // chunk: it decodes the interval's MCUs, each block into its own frame, writes the blocks
 // that lie in their component's region to `coefs` whole, and its status word (0: clean,
 // otherwise STATUS_* bits) to `status[desc.status]`. Bytes are read only below the
