@@ -10,17 +10,7 @@ use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
 use stoker::decode::jpeg::huffman::{decode_coefficients, RestartScan};
 use stoker::decode::jpeg::read_coefficients;
 
-/// Luma sampling factors (chroma 1x1), and gray.
-const SAMPLINGS: [((i32, i32), bool); 8] = [
-    ((1, 1), false),
-    ((2, 1), false),
-    ((2, 2), false),
-    ((1, 1), true),
-    ((1, 2), false),
-    ((4, 1), false),
-    ((1, 4), false),
-    ((3, 1), false),
-];
+use common::RESTART_SAMPLINGS as SAMPLINGS;
 
 fn assert_same(a: &Coefficients, b: &Coefficients, what: &str) {
     assert_eq!(

@@ -274,6 +274,19 @@ pub fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Luma sampling factors (chroma 1x1) and gray, for [`restart_jpeg`]: every layout the
+/// device entropy path takes, odd ones (4x1, 1x4, 3x1) included.
+pub const RESTART_SAMPLINGS: [((i32, i32), bool); 8] = [
+    ((1, 1), false),
+    ((2, 1), false),
+    ((2, 2), false),
+    ((1, 1), true),
+    ((1, 2), false),
+    ((4, 1), false),
+    ((1, 4), false),
+    ((3, 1), false),
+];
+
 /// A random JPEG of `w x h` with restart markers, one every `mcus` MCUs (or, when `mcus`
 /// is 0, every `rows` MCU rows; none when both are 0), with luma sampling `(h, v)` (chroma 1x1) or one
 /// component (`gray`). Encoded by the libjpeg the crate links (mozjpeg's build of

@@ -19,17 +19,7 @@ use stoker::decode::jpeg::{color, read_coefficients};
 use super::{bytes_to_words, garbage, words_to_bytes, Buffers, Executor};
 use crate::common::{mutant, restart_jpeg, scan_start, TestRng};
 
-/// Luma sampling factors (chroma 1x1), and gray (as in `tests/huffman.rs`).
-const SAMPLINGS: [((i32, i32), bool); 8] = [
-    ((1, 1), false),
-    ((2, 1), false),
-    ((2, 2), false),
-    ((1, 1), true),
-    ((1, 2), false),
-    ((4, 1), false),
-    ((1, 4), false),
-    ((3, 1), false),
-];
+use crate::common::RESTART_SAMPLINGS as SAMPLINGS;
 
 /// Words of a chunk header.
 const CHUNK_HEADER: usize = 64;
