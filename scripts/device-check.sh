@@ -27,7 +27,10 @@
 #                     cannot be made), `stoker bench decode --backend cpu,cuda,wgpu`,
 #                     `bench pipeline --backend cuda,cpu`, both again with --hardware all,
 #                     torchvision's GPU decode (scripts/bench_torchvision_gpu.py) on the
-#                     same files, `nvidia-smi dmon -s puc` in the background meanwhile
+#                     same files, then the same files with restart markers (`stoker
+#                     convert --to folder`): bench decode with the GPU entropy path and
+#                     with host entropy decoding (--entropy host), bench pipeline, CUDA
+#                     and wgpu, engines off; `nvidia-smi dmon -s puc` in the background
 #         rest        compute-sanitizer memcheck and racecheck over one test each (MEMCHECK_*,
 #                     RACECHECK_* below), device_memory on the card's Vulkan driver,
 #                     nvidia-smi after
@@ -90,6 +93,8 @@ declare -A CAP=(
     [pipeline]=90 [shutdown]=60 [wgpu_kernels]=90 [device_memory]=90
     [bench_set]=150 [bench_decode]=120 [bench_decode_hw_all]=60 [bench_pipeline]=120
     [bench_pipeline_hw_all]=60 [torchvision]=120 [sanitizer]=90
+    [restart_set]=60 [bench_decode_entropy]=90 [bench_decode_entropy_host]=60
+    [bench_pipeline_entropy]=90
 )
 # The sanitizer runs: a test executable and a libtest filter (a substring of test names).
 MEMCHECK_TEST=cuda_backend
@@ -442,6 +447,23 @@ run() {
     # The peer: the machine's own environment and CUDA libraries, not stoker's.
     step torchvision "${CAP[torchvision]}" bench --gpu --stdout "$OUT/bench/torchvision.json" -- \
         python3 scripts/bench_torchvision_gpu.py "$images" --batch 256 --seconds 15
+    # The same files with restart markers (`stoker convert --to folder`, lossless): the
+    # GPU entropy path against host entropy decoding and the engines, CUDA and wgpu.
+    local rst="$WORK/bench-rst"
+    if rm -rf "$rst" && step restart_set "${CAP[restart_set]}" cmd --gpu --needs "$s" -- \
+        "$s" convert "$images" --to folder --out "$rst" --json; then
+        b=(--images "$rst" --batch 256 --json)
+        step bench_decode_entropy "${CAP[bench_decode_entropy]}" bench --gpu --needs "$s" \
+            --stdout "$OUT/bench/bench_decode_entropy.json" -- \
+            "${senv[@]}" "$s" bench decode --backend cuda,wgpu --hardware off "${b[@]}"
+        step bench_decode_entropy_host "${CAP[bench_decode_entropy_host]}" bench --gpu --needs "$s" \
+            --stdout "$OUT/bench/bench_decode_entropy_host.json" -- \
+            "${senv[@]}" "$s" bench decode --backend cuda,wgpu --hardware off --entropy host "${b[@]}"
+        b+=(--size 224 --dtype f16 --epochs 3)
+        step bench_pipeline_entropy "${CAP[bench_pipeline_entropy]}" bench --gpu --needs "$s" \
+            --stdout "$OUT/bench/bench_pipeline_entropy.json" -- \
+            "${senv[@]}" "$s" bench pipeline --backend cuda,wgpu --hardware off "${b[@]}"
+    fi
     if [ -n "$DMON" ]; then
         kill "$DMON" 2>/dev/null
         wait "$DMON" 2>/dev/null

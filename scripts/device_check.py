@@ -535,6 +535,12 @@ def summarise(out, final=False):
         "cuda_decode_hardware_all_images_per_s": rate(bench.get("bench_decode_hw_all"), "cuda"),
         "cuda_pipeline_images_per_s": rate(bench.get("bench_pipeline"), "cuda"),
         "cuda_pipeline_hardware_all_images_per_s": rate(bench.get("bench_pipeline_hw_all"), "cuda"),
+        "cuda_decode_gpu_entropy_images_per_s": rate(bench.get("bench_decode_entropy"), "cuda"),
+        "wgpu_decode_gpu_entropy_images_per_s": rate(bench.get("bench_decode_entropy"), "wgpu"),
+        "cuda_decode_host_entropy_images_per_s": rate(bench.get("bench_decode_entropy_host"), "cuda"),
+        "wgpu_decode_host_entropy_images_per_s": rate(bench.get("bench_decode_entropy_host"), "wgpu"),
+        "cuda_pipeline_gpu_entropy_images_per_s": rate(bench.get("bench_pipeline_entropy"), "cuda"),
+        "cuda_decode_gpu_entropy_host_us_per_image": rate(bench.get("bench_decode_entropy"), "cuda", "host_us_per_image"),
         "torchvision_decode_images_per_s": (tv.get("decode") or {}).get("images_per_s"),
         "torchvision_train_images_per_s": (tv.get("train") or {}).get("images_per_s"),
     }
