@@ -316,10 +316,30 @@ fn exif_rotated_jpegs_take_the_device_path_with_the_same_pixels() {
             files.push(corpus.join(format!("jpeg/exif_{o}.jpg")));
         }
     }
+    // Each also with restart markers (its EXIF kept): the device entropy path turns it
+    // upright as the hybrid path does.
+    let mut restarts = 0;
     for f in &files {
         let name = f.file_name().and_then(|n| n.to_str()).expect("name");
-        common::write(dir.path(), name, &std::fs::read(f).expect("jpeg"));
+        let bytes = std::fs::read(f).expect("jpeg");
+        common::write(dir.path(), name, &bytes);
+        use stoker::decode::jpeg::transcode::{add_restarts, TranscodeOptions, Transcoded};
+        if let Transcoded::Written { bytes, .. } =
+            add_restarts(&bytes, &TranscodeOptions::default())
+        {
+            assert_eq!(
+                stoker::decode::peek_info(&bytes)
+                    .expect("headers")
+                    .orientation,
+                stoker::decode::peek_info(&std::fs::read(f).expect("jpeg"))
+                    .expect("headers")
+                    .orientation
+            );
+            common::write(dir.path(), &format!("rst_{name}"), &bytes);
+            restarts += 1;
+        }
     }
+    assert!(restarts >= 1, "no rotated file took restart markers");
     let subset = Dataset::flat(dir.path()).expect("folder").all();
     let aug = Augment::new()
         .random_resized_crop(40, (0.08, 1.0), (0.75, 1.333))
@@ -327,6 +347,11 @@ fn exif_rotated_jpegs_take_the_device_path_with_the_same_pixels() {
         .normalize(MEAN, STD)
         .dtype(DType::F32);
     compare(&subset, &aug, STD, true);
+    // The restart-marked ones on the device entropy path.
+    for backend in devices() {
+        let (_, _, _, st) = epoch_with_reports(&subset, &aug, backend, true);
+        assert_eq!(st.gpu_entropy, restarts, "{backend}");
+    }
 }
 
 /// A wgpu device of this machine's adapter whose storage bindings hold at most `bytes`
