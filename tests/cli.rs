@@ -308,7 +308,7 @@ fn the_wgpu_backend_runs_from_the_command_line() {
     let r = &d["results"][0];
     assert_eq!(r["paths"]["gpu_entropy"], 6, "{r}");
     assert_eq!(r["fallbacks"], 0, "{r}");
-    let d = stoker(&[
+    let h = stoker(&[
         "bench",
         "decode",
         "--backend",
@@ -320,7 +320,16 @@ fn the_wgpu_backend_runs_from_the_command_line() {
         "--entropy",
         "host",
     ]);
-    assert_eq!(d["results"][0]["paths"]["host_entropy"], 6, "{d}");
+    assert_eq!(h["results"][0]["paths"]["host_entropy"], 6, "{h}");
+    // The entropy-coded bytes upload smaller than their coefficients, at one status
+    // read-back per batch.
+    let bytes = |j: &serde_json::Value| j["upload_bytes_per_image"].as_f64().expect("bytes");
+    assert!(bytes(r) * 3.0 < bytes(&h["results"][0]), "{r} {h}");
+    assert!(
+        r["plan"]["entropy_checks"].as_u64().is_some_and(|n| n >= 1),
+        "{r}"
+    );
+    assert_eq!(h["results"][0]["plan"]["entropy_checks"], 0, "{h}");
     let p = stoker(&[
         "bench",
         "pipeline",

@@ -781,6 +781,10 @@ impl DeviceBatcher for CudaBatcher {
         CudaBatcher::memory_in_flight(self)
     }
 
+    fn plan_counts(&self) -> crate::backend::device::batch::PlanCounts {
+        self.plan.counts()
+    }
+
     fn hardware_decode(&self) -> HardwareDecode {
         CudaBatcher::hardware_decode(self)
     }

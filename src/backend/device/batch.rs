@@ -30,6 +30,28 @@ impl DeviceLimits {
     };
 }
 
+/// What the batches planned so far came to, summed: how much each sample costs the
+/// upload and how many passes a batch takes, visible without a device
+/// ([`super::DeviceBatcher::plan_counts`], `stoker bench decode --json`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PlanCounts {
+    /// Batches planned.
+    pub batches: u64,
+    /// Samples in them.
+    pub samples: u64,
+    /// Bytes uploaded (both parts of every upload).
+    pub upload_bytes: u64,
+    /// Of those, the decode input's: coefficients, entropy-coded bytes, pixels.
+    pub decode_input_bytes: u64,
+    /// Kernel launches (dispatches).
+    pub launches: u64,
+    /// Device-to-device copies.
+    pub copies: u64,
+    /// Entropy-status read-backs (one per batch holding samples on the device entropy
+    /// path: a host wait).
+    pub entropy_checks: u64,
+}
+
 /// Bytes of each buffer a planned batch uses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sizes {
@@ -219,6 +241,8 @@ pub struct BatchPlan {
     encoded: Vec<EncodedJob>,
     /// The sample of each image pushed into `decode_in`, in push order.
     pushed: Vec<usize>,
+    /// What the plans made so far come to.
+    counts: PlanCounts,
     window_words: u64,
     steps: Vec<Step>,
     sizes: Sizes,
@@ -235,6 +259,7 @@ impl BatchPlan {
             orient_jobs: Vec::new(),
             encoded: Vec::new(),
             pushed: Vec::new(),
+            counts: PlanCounts::default(),
             window_words: 0,
             steps: Vec::new(),
             sizes: Sizes::default(),
@@ -276,6 +301,11 @@ impl BatchPlan {
                 (s != 0).then_some((sample, s))
             })
             .collect()
+    }
+
+    /// What the plans made so far come to.
+    pub fn counts(&self) -> PlanCounts {
+        self.counts
     }
 
     /// The steps, in order.
@@ -593,6 +623,19 @@ impl BatchPlan {
                 0
             },
         };
+        let c = &mut self.counts;
+        c.batches += 1;
+        c.samples += self.images.len() as u64;
+        c.upload_bytes += self.sizes.decode_input + self.sizes.augment_input;
+        c.decode_input_bytes += self.sizes.decode_input;
+        for step in &self.steps {
+            match step {
+                Step::Launch(_) => c.launches += 1,
+                Step::Copy { .. } => c.copies += 1,
+                Step::EntropyCheck { .. } => c.entropy_checks += 1,
+                Step::Hardware => {}
+            }
+        }
         Ok(())
     }
 

@@ -151,6 +151,12 @@ pub trait DeviceBatcher: Send + fmt::Debug {
         DecodePaths::default()
     }
 
+    /// What the batches planned so far came to (uploads, launches, copies), where the
+    /// backend plans batches; all zero elsewhere.
+    fn plan_counts(&self) -> super::batch::PlanCounts {
+        super::batch::PlanCounts::default()
+    }
+
     /// Decodes `images` on the device and submits the work without waiting (decode
     /// benchmarks: [`Self::wait`] before the clock stops).
     fn decode(&mut self, images: &[DeviceSample]) -> Result<()>;

@@ -17,7 +17,7 @@ pub mod launch;
 pub mod orient;
 
 pub use augment::AugmentInput;
-pub use batch::{BatchPlan, DeviceLimits, Sizes};
+pub use batch::{BatchPlan, DeviceLimits, PlanCounts, Sizes};
 pub use batcher::{BatcherConfig, DecodePaths, DeviceBatcher, DeviceBuffers, Plane};
 pub use decode::{DecodeInput, DeviceImage};
 pub use error::{DeviceError, Rejected};

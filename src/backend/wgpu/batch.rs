@@ -532,6 +532,10 @@ impl DeviceBatcher for WgpuBatcher {
                 .sum::<u64>()
     }
 
+    fn plan_counts(&self) -> crate::backend::device::batch::PlanCounts {
+        self.plan.counts()
+    }
+
     fn hardware_decode(&self) -> HardwareDecode {
         HardwareDecode::Off
     }

@@ -128,6 +128,11 @@ struct HostFeed {
     host_us_per_image: f64,
     /// Of the timed passes' images, how many took each decode path.
     paths: Paths,
+    /// What the timed passes' batch plans came to: uploads, launches, copies, entropy
+    /// read-backs (summed), and per sample and per batch.
+    plan: stoker::backend::device::PlanCounts,
+    upload_bytes_per_image: f64,
+    launches_per_batch: f64,
 }
 
 /// Samples per decode path.
@@ -583,7 +588,18 @@ fn decode_device(
         (repeats * files.len()) as u64,
         &format!("{kind} decode"),
     );
+    let before = dev.plan_counts();
     let (run, _, host, encoded) = pass(&mut dev, repeats, &|d| pb.inc(d))?;
+    let after = dev.plan_counts();
+    let plan = stoker::backend::device::PlanCounts {
+        batches: after.batches - before.batches,
+        samples: after.samples - before.samples,
+        upload_bytes: after.upload_bytes - before.upload_bytes,
+        decode_input_bytes: after.decode_input_bytes - before.decode_input_bytes,
+        launches: after.launches - before.launches,
+        copies: after.copies - before.copies,
+        entropy_checks: after.entropy_checks - before.entropy_checks,
+    };
     pb.finish_and_clear();
     let mut r = run.measured(kind, be, failed, repeats, a, inputs);
     r.host = Some(HostFeed {
@@ -596,6 +612,9 @@ fn decode_device(
             / 1e3
             / run.images.max(1) as f64,
         paths: counts.lock().map(|c| *c).unwrap_or_default(),
+        plan,
+        upload_bytes_per_image: plan.upload_bytes as f64 / plan.samples.max(1) as f64,
+        launches_per_batch: plan.launches as f64 / plan.batches.max(1) as f64,
     });
     Ok(r)
 }
@@ -683,6 +702,10 @@ impl DecodeReport {
                 notes.push_str(&format!(
                     "{}: {:.1} us of host thread time per image; paths: {} GPU entropy, {} host entropy, {} hardware, {} CPU\n",
                     r.backend, h.host_us_per_image, p.gpu_entropy, p.host_entropy, p.hardware, p.cpu
+                ));
+                notes.push_str(&format!(
+                    "{}: {:.0} bytes uploaded per image, {:.1} launches per batch\n",
+                    r.backend, h.upload_bytes_per_image, h.launches_per_batch
                 ));
             }
             for x in &r.failed {
