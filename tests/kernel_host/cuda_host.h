@@ -2,18 +2,20 @@
 // host compiler and run on the CPU (tests/kernel_host/emulator.cpp).
 //
 // - Execution-space qualifiers vanish, and so does `__constant__` (a constant table is
-//   an ordinary namespace-scope array); `__shared__` becomes `static`, which is right as
-//   long as one block of a kernel that uses shared memory runs at a time (the emulator
-//   runs such "cooperative" kernels block by block).
+//   an ordinary namespace-scope array); `__shared__` becomes `static thread_local`, which
+//   is right as long as the threads of one block share an OS thread and it runs one block
+//   at a time (the emulator runs the threads of "cooperative" kernels, those with
+//   barriers, as fibers on one OS thread, block after block on each).
 // - threadIdx, blockIdx, blockDim, gridDim are per-thread: the emulator sets them before it
 //   calls a kernel on a thread.
-// - __syncthreads() waits on the block's std::barrier. A kernel the emulator runs without
-//   one (its threads one after the other) has no business calling it: that is an error.
+// - __syncthreads() switches to the next fiber of the block (the emulator's scheduler
+//   runs every live fiber of the block to its next barrier, or its end, before any goes
+//   on). A kernel the emulator runs without fibers (its threads one after the other) has
+//   no business calling it: that is an error.
 // - The math is <cmath>'s IEEE float functions; build with -ffp-contract=off (no FMA
 //   contraction, like NVRTC's --fmad=false) and without -ffast-math.
 #pragma once
 
-#include <barrier>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +26,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static
+#define __shared__ static thread_local
 #define __constant__
 
 struct dim3 {
@@ -36,18 +38,18 @@ inline thread_local dim3 blockIdx;
 inline thread_local dim3 blockDim;
 inline thread_local dim3 gridDim;
 
-// The barrier of the block the calling thread belongs to, or null when the kernel runs its
-// threads sequentially.
-inline thread_local std::barrier<>* kernel_host_block_barrier = nullptr;
+// What __syncthreads() does on this OS thread: yield to the block's fiber scheduler, or
+// null when the kernel runs its threads one after the other.
+inline thread_local void (*kernel_host_sync)() = nullptr;
 
 inline void __syncthreads() {
-    if (kernel_host_block_barrier == nullptr) {
+    if (kernel_host_sync == nullptr) {
         std::fputs("emulator: __syncthreads() in a kernel not marked cooperative in the "
                    "emulator's kernel table\n",
             stderr);
         std::_Exit(4);
     }
-    kernel_host_block_barrier->arrive_and_wait();
+    kernel_host_sync();
 }
 
 inline float __uint_as_float(unsigned x) {

@@ -21,9 +21,10 @@
 // How a launch runs: each binding is copied into its own allocation that ends at an
 // inaccessible guard page (read-only bindings are made read-only), so an access past the
 // end of a binding faults instead of landing in a neighbour; written bindings are copied
-// back afterwards. Kernels without barriers run their blocks in parallel over the CPUs,
-// each block's threads one after the other; cooperative kernels (shared memory and
-// __syncthreads) run one block at a time, with one OS thread per CUDA thread.
+// back afterwards. Blocks run in parallel over the CPUs. A block of a kernel without
+// barriers runs its threads one after the other; a cooperative kernel's (shared memory
+// and __syncthreads) runs its threads as fibers on one OS thread, each to its next barrier
+// in turn.
 
 #include "cuda_host.h"
 
@@ -46,6 +47,7 @@ namespace k_augment {
 }
 
 #include <signal.h>
+#include <ucontext.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -235,7 +237,7 @@ void run_parallel(const KernelInfo& k, const KernelArgs& args, unsigned gx, unsi
     auto work = [&] {
         blockDim = dim3{k.block, 1, 1};
         gridDim = dim3{gx, gy, 1};
-        kernel_host_block_barrier = nullptr;
+        kernel_host_sync = nullptr;
         for (uint64_t b; (b = next.fetch_add(1)) < total;) {
             blockIdx = dim3{(unsigned)(b % gx), (unsigned)(b / gx), 0};
             for (unsigned t = 0; t < k.block; t++) {
@@ -254,45 +256,102 @@ void run_parallel(const KernelInfo& k, const KernelArgs& args, unsigned gx, unsi
     }
 }
 
-// One block at a time, one OS thread per CUDA thread, the threads reused across blocks.
-// A thread that returns leaves the block's barrier (arrive_and_drop), as an exited CUDA
-// thread no longer counts at __syncthreads.
-void run_cooperative(const KernelInfo& k, const KernelArgs& args, unsigned gx, unsigned gy) {
-    const unsigned n = k.block;
-    std::barrier<> start(n + 1);
-    std::barrier<> end(n + 1);
-    std::unique_ptr<std::barrier<>> sync;
-    dim3 block;
-    bool quit = false;
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < n; t++) {
-        pool.emplace_back([&, t] {
-            threadIdx = dim3{t, 0, 0};
-            blockDim = dim3{n, 1, 1};
-            gridDim = dim3{gx, gy, 1};
-            for (;;) {
-                start.arrive_and_wait();
-                if (quit) {
-                    return;
-                }
-                blockIdx = block;
-                kernel_host_block_barrier = sync.get();
-                k.fn(args);
-                sync->arrive_and_drop();
-                end.arrive_and_wait();
+// The CUDA threads of one block as fibers on the calling OS thread (each with its own
+// stack, reused from block to block), and the scheduler's context they yield to.
+constexpr size_t FIBER_STACK = 256 << 10;
+
+struct Fibers {
+    std::vector<ucontext_t> ctx;
+    std::vector<void*> stacks;
+    std::vector<char> done;
+    ucontext_t scheduler;
+    unsigned current = 0;
+    const KernelInfo* kernel = nullptr;
+    const KernelArgs* args = nullptr;
+
+    explicit Fibers(unsigned n) : ctx(n), stacks(n, nullptr), done(n, 1) {
+        for (void*& s : stacks) {
+            s = mmap(nullptr, FIBER_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                -1, 0);
+            if (s == MAP_FAILED) {
+                fail("mmap of a fiber stack failed");
             }
-        });
-    }
-    for (unsigned y = 0; y < gy; y++) {
-        for (unsigned x = 0; x < gx; x++) {
-            sync = std::make_unique<std::barrier<>>(n);
-            block = dim3{x, y, 0};
-            start.arrive_and_wait();
-            end.arrive_and_wait();
         }
     }
-    quit = true;
-    start.arrive_and_wait();
+    ~Fibers() {
+        for (void* s : stacks) {
+            munmap(s, FIBER_STACK);
+        }
+    }
+    Fibers(const Fibers&) = delete;
+    Fibers& operator=(const Fibers&) = delete;
+};
+
+thread_local Fibers* t_fibers = nullptr;
+
+void fiber_yield() {
+    Fibers& f = *t_fibers;
+    swapcontext(&f.ctx[f.current], &f.scheduler);
+}
+
+void fiber_main() {
+    Fibers& f = *t_fibers;
+    f.kernel->fn(*f.args);
+    // An exited thread no longer counts at __syncthreads: it is not resumed.
+    t_fibers->done[t_fibers->current] = 1;
+}
+
+// Runs block `blockIdx` on this OS thread: every live fiber to its next barrier or its end,
+// in thread order, round after round, until all have ended.
+void run_block_fibers(Fibers& f) {
+    const unsigned n = (unsigned)f.ctx.size();
+    for (unsigned t = 0; t < n; t++) {
+        getcontext(&f.ctx[t]);
+        f.ctx[t].uc_stack.ss_sp = f.stacks[t];
+        f.ctx[t].uc_stack.ss_size = FIBER_STACK;
+        f.ctx[t].uc_link = &f.scheduler;
+        makecontext(&f.ctx[t], fiber_main, 0);
+        f.done[t] = 0;
+    }
+    for (unsigned live = n; live > 0;) {
+        for (unsigned t = 0; t < n; t++) {
+            if (f.done[t]) {
+                continue;
+            }
+            f.current = t;
+            threadIdx = dim3{t, 0, 0};
+            swapcontext(&f.scheduler, &f.ctx[t]);
+            live -= f.done[t] ? 1 : 0;
+        }
+    }
+}
+
+// Blocks spread over the CPUs as run_parallel does; each block's threads as fibers.
+void run_cooperative(const KernelInfo& k, const KernelArgs& args, unsigned gx, unsigned gy) {
+    const uint64_t total = (uint64_t)gx * gy;
+    const uint64_t cpus = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned workers = (unsigned)std::min<uint64_t>(cpus, (total + 3) / 4);
+    std::atomic<uint64_t> next{0};
+    auto work = [&] {
+        Fibers f(k.block);
+        f.kernel = &k;
+        f.args = &args;
+        t_fibers = &f;
+        kernel_host_sync = fiber_yield;
+        blockDim = dim3{k.block, 1, 1};
+        gridDim = dim3{gx, gy, 1};
+        for (uint64_t b; (b = next.fetch_add(1)) < total;) {
+            blockIdx = dim3{(unsigned)(b % gx), (unsigned)(b / gx), 0};
+            run_block_fibers(f);
+        }
+        kernel_host_sync = nullptr;
+        t_fibers = nullptr;
+    };
+    std::vector<std::thread> pool;
+    for (unsigned i = 1; i < workers; i++) {
+        pool.emplace_back(work);
+    }
+    work();
     for (auto& t : pool) {
         t.join();
     }
