@@ -5,8 +5,11 @@
 // Entry points, 256 threads per block:
 // - `horizontal`: one thread per (sample, window row read, output column): the
 //   horizontal resize, u8 RGB into `hbuf` (one word per pixel).
-// - `vertical_jitter`: one block per sample: the vertical resize into `rbuf`, then the
-//   colour jitter ops in the plan's order (contrast's mean reduced in shared memory).
+// - `vertical_jitter`, one thread per output pixel (blocks within one sample): phase 0,
+//   the vertical resize into `rbuf` and the jitter ops before the first contrast change,
+//   each block's grayscale sum after the group's items in `hbuf`; per contrast change,
+//   phase 1 (one block per sample) reduces them into the mean, phase 2 (per pixel) blends
+//   and runs the ops up to the next change.
 // - `write_image`: one thread per u32 word of the batch's image output.
 // - `write_mask`: one thread per u32 word of the mask output (two u16 labels).
 // Bindings, the same for every entry point (the WGSL storage bindings 1-6): 0 `hdr` (the
@@ -17,7 +20,8 @@
 // (horizontal items [item0, item0 + items)), 4 win_base, 5 data_base, 6 r_base (word of
 // `windows`, of the blob and of the resized buffer where the bindings start), 7 h_base
 // (first item held by `hbuf`), 8 byte0 (byte of sample s0's slot where a write chunk
-// starts), 9 words (its word count), 10-15 unused.
+// starts), 9 words (its word count), 10 phase and 11 contrast (`vertical_jitter`'s phase,
+// 0-2, and contrast change, from 1), 12-15 unused.
 //
 // Integer resize math is the CPU's: acc = (1 << 21) + sum(pixel * weight), then
 // clamp(acc >> 22, 0, 255), wrapping as WGSL's i32 does (carried in u32 here). Jitter uses
@@ -89,6 +93,8 @@ enum : u32 {
     H_BASE = 7u,
     BYTE0 = 8u,
     WORDS = 9u,
+    PHASE = 10u,
+    CONTRAST = 11u,
 };
 
 // The WGSL module's bindings and uniform.
@@ -315,79 +321,139 @@ static __device__ __forceinline__ U3 pixel_ops(const Aug& g, u32 s, U3 v0, u32 f
     return v;
 }
 
+// Sums `v` over the block (at most WG x 255: no carry) into hbuf[at]. Every thread of
+// the block calls it: it holds barriers.
+static __device__ __forceinline__ void block_sum(
+    const Aug& g, u32* red_lo, u32 li, u32 v, u32 at) {
+    red_lo[li] = v;
+    __syncthreads();
+    for (u32 stride = WG / 2u; stride > 0u; stride >>= 1u) {
+        if (li < stride) {
+            red_lo[li] = red_lo[li] + red_lo[li + stride];
+        }
+        __syncthreads();
+    }
+    if (li == 0u) {
+        g.hbuf[at] = red_lo[0];
+    }
+}
+
+// The op index of contrast change `r` (from 1) in the plan's order, or the op count.
+static __device__ __forceinline__ u32 nth_contrast(const Aug& g, u32 s, u32 r, u32 count) {
+    u32 k = next_contrast(g, s, 0u, count);
+    for (u32 i = 1u; i < r && k < count; i++) {
+        k = next_contrast(g, s, k + 1u, count);
+    }
+    return k;
+}
+
 extern "C" __global__ void vertical_jitter(const KernelArgs a) {
     __shared__ u32 red_lo[WG];
     __shared__ u32 red_hi[WG];
     const Aug g = bindings(a);
     const u32 li = local_invocation_index();
-    // One block per sample: everything below that depends on `s` is uniform, so every
+    const u32 ow = g.hdr[H_OUT_W];
+    const u32 npx = ow * g.hdr[H_OUT_H];
+    // Phases 0 and 2: `per` blocks per sample, block `b` of WG pixels each; phase 1: one
+    // per sample. Everything below that depends on `s` is uniform in the block, so every
     // thread of the block returns here or reaches every barrier.
-    const u32 s = g.P[S0] + workgroup_id_y() * num_workgroups_x() + workgroup_id_x();
+    const u32 per = udiv(npx + WG - 1u, WG);
+    const u32 id = workgroup_id_y() * num_workgroups_x() + workgroup_id_x();
+    u32 s = g.P[S0] + id;
+    u32 b = 0u;
+    if (g.P[PHASE] != 1u) {
+        s = g.P[S0] + udiv(id, per);
+        b = urem(id, per);
+    }
     if (s >= g.P[S1]) {
         return;
     }
-    const u32 ow = g.hdr[H_OUT_W];
-    const u32 npx = ow * g.hdr[H_OUT_H];
     const u32 rb = s * npx - g.P[R_BASE];
-    const u32 hb = desc(g, s, D_ITEM) - g.P[H_BASE];
-    const u32 yb = desc(g, s, D_YB);
-    const u32 yw = desc(g, s, D_YW);
-    const u32 ky = desc(g, s, D_KY);
+    // The sample's partial sums (one per block) and its mean, after the group's items.
+    const u32 part = g.P[ITEMS] + (s - g.P[S0]) * per;
+    const u32 mean_at = g.P[ITEMS] + (g.P[S1] - g.P[S0]) * per + (s - g.P[S0]);
     const u32 count = op_count(g, s);
-    u32 k = next_contrast(g, s, 0u, count);
-    // Vertical resize and the ops before the first contrast change.
-    for (u32 p = li; p < npx; p += WG) {
-        const u32 xx = urem(p, ow);
-        const u32 yy = udiv(p, ow);
-        const u32 start = table(g, yb + 2u * yy);
-        const u32 n = table(g, yb + 2u * yy + 1u);
-        const u32 wbase = yw + yy * ky;
-        U3 acc = {ROUND, ROUND, ROUND};
-        for (u32 t = 0u; t < n; t++) {
-            const u32 w = table(g, wbase + t);
-            const U3 px = unpack_rgb(g.hbuf[hb + (start + t) * ow + xx]);
-            acc.x += px.x * w;
-            acc.y += px.y * w;
-            acc.z += px.z * w;
+    const u32 p = b * WG + li;
+    if (g.P[PHASE] == 0u) {
+        // Vertical resize and the ops before the first contrast change.
+        const u32 first = next_contrast(g, s, 0u, count);
+        u32 gsum = 0u;
+        if (p < npx) {
+            const u32 hb = desc(g, s, D_ITEM) - g.P[H_BASE];
+            const u32 xx = urem(p, ow);
+            const u32 yy = udiv(p, ow);
+            const u32 yb = desc(g, s, D_YB);
+            const u32 start = table(g, yb + 2u * yy);
+            const u32 n = table(g, yb + 2u * yy + 1u);
+            const u32 wbase = desc(g, s, D_YW) + yy * desc(g, s, D_KY);
+            U3 acc = {ROUND, ROUND, ROUND};
+            for (u32 t = 0u; t < n; t++) {
+                const u32 w = table(g, wbase + t);
+                const U3 px = unpack_rgb(g.hbuf[hb + (start + t) * ow + xx]);
+                acc.x += px.x * w;
+                acc.y += px.y * w;
+                acc.z += px.z * w;
+            }
+            const U3 v = pixel_ops(g, s, clip8(acc), 0u, first);
+            g.rbuf[rb + p] = pack_rgb(v);
+            gsum = f32_to_u32(floorf(gray(v)));
         }
-        g.rbuf[rb + p] = pack_rgb(pixel_ops(g, s, clip8(acc), 0u, k));
+        if (first < count) {
+            block_sum(g, red_lo, li, gsum, part + b);
+        }
+        return;
     }
-    // Each contrast change, then the per-pixel ops up to the next one.
-    const float c = plan_f(g, s, P_CONTRAST);
-    while (k < count) {
-        u32 sum = 0u;
-        for (u32 p = li; p < npx; p += WG) {
-            sum += f32_to_u32(floorf(gray(unpack_rgb(g.rbuf[rb + p]))));
+    const u32 k = nth_contrast(g, s, g.P[CONTRAST], count);
+    if (k >= count) {
+        return;
+    }
+    if (g.P[PHASE] == 1u) {
+        // The exact sum of the blocks' sums (a carry word above), then the mean.
+        u32 lo = 0u;
+        u32 hi = 0u;
+        for (u32 j = li; j < per; j += WG) {
+            const u32 a0 = lo;
+            lo = lo + g.hbuf[part + j];
+            hi = hi + (lo < a0 ? 1u : 0u);
         }
-        red_lo[li] = sum;
-        red_hi[li] = 0u;
+        red_lo[li] = lo;
+        red_hi[li] = hi;
         __syncthreads();
         for (u32 stride = WG / 2u; stride > 0u; stride >>= 1u) {
             if (li < stride) {
                 const u32 a0 = red_lo[li];
-                const u32 lo = a0 + red_lo[li + stride];
-                red_lo[li] = lo;
-                red_hi[li] = red_hi[li] + red_hi[li + stride] + (lo < a0 ? 1u : 0u);
+                const u32 l = a0 + red_lo[li + stride];
+                red_lo[li] = l;
+                red_hi[li] = red_hi[li] + red_hi[li + stride] + (l < a0 ? 1u : 0u);
             }
             __syncthreads();
         }
-        const u32 lo = red_lo[0];
-        const u32 hi = red_hi[0];
-        const u32 n = umax(npx, 1u);
-        float mean;
-        if (hi == 0u && lo < 16777216u) {
-            mean = (float)lo / (float)n;
-        } else {
-            mean = ((float)hi * 4294967296.0f + (float)lo) / (float)n;
+        if (li == 0u) {
+            const u32 l = red_lo[0];
+            const u32 h = red_hi[0];
+            const u32 n = umax(npx, 1u);
+            float mean;
+            if (h == 0u && l < 16777216u) {
+                mean = (float)l / (float)n;
+            } else {
+                mean = ((float)h * 4294967296.0f + (float)l) / (float)n;
+            }
+            g.hbuf[mean_at] = as_u32(mean);
         }
-        const u32 next = next_contrast(g, s, k + 1u, count);
-        for (u32 p = li; p < npx; p += WG) {
-            const U3 v = blend(unpack_rgb(g.rbuf[rb + p]), mean, c);
-            g.rbuf[rb + p] = pack_rgb(pixel_ops(g, s, v, k + 1u, next));
-        }
-        // Everyone has read the sums before the next reduction overwrites them.
-        __syncthreads();
-        k = next;
+        return;
+    }
+    // Phase 2: the contrast change, then the per-pixel ops up to the next one.
+    const float mean = as_f32(g.hbuf[mean_at]);
+    const u32 next = next_contrast(g, s, k + 1u, count);
+    u32 gsum = 0u;
+    if (p < npx) {
+        const float c = plan_f(g, s, P_CONTRAST);
+        const U3 v = pixel_ops(g, s, blend(unpack_rgb(g.rbuf[rb + p]), mean, c), k + 1u, next);
+        g.rbuf[rb + p] = pack_rgb(v);
+        gsum = f32_to_u32(floorf(gray(v)));
+    }
+    if (next < count) {
+        block_sum(g, red_lo, li, gsum, part + b);
     }
 }
 

@@ -10,12 +10,14 @@
 // binding exceeds the device's storage binding limit (`P` says which part is bound):
 // 1. `horizontal`: one invocation per (sample, window row read, output column): the
 //    horizontal resize, u8 RGB into `hbuf` (one word per pixel).
-// 2. `vertical_jitter`: one workgroup per sample: the vertical resize into `rbuf` (one
-//    word per output pixel), then the colour jitter ops in the plan's order. Contrast
-//    needs the mean of the floored grayscale over the whole image: an exact integer sum,
-//    reduced in workgroup memory. Every invocation reads and writes only its own pixels
-//    of `rbuf`, so the workgroup barriers around the reduction are the only ordering
-//    needed inside the pass.
+// 2. `vertical_jitter`, one invocation per output pixel (workgroups within one sample):
+//    phase 0, the vertical resize into `rbuf` (one word per output pixel) and the colour
+//    jitter ops before the plan's first contrast change. Contrast needs the mean of the
+//    floored grayscale over the whole image, an exact integer sum: each workgroup writes
+//    its pixels' sum into `hbuf` after the group's items; per contrast change, phase 1
+//    (one workgroup per sample) reduces them into the mean, and phase 2 (per pixel again)
+//    blends and runs the ops up to the next change. Every invocation reads and writes
+//    only its own pixels of `rbuf`; launches order the phases.
 // 3. `write_image`: one invocation per u32 word of the batch output: flips, normalise,
 //    layout and dtype. A word may hold elements of two samples; each word is written once.
 // 4. `write_mask`: one invocation per u32 word of the mask output (two u16 labels):
@@ -95,12 +97,15 @@ struct Params {
     // Write passes: byte of sample s0's slot where the chunk starts, and its word count.
     byte0: u32,
     words: u32,
+    // vertical_jitter: phase 0 (resize and the ops before the first contrast change),
+    // 1 (the mean for contrast change `contrast`, from 1), 2 (its blend and the ops up to
+    // the next).
+    phase: u32,
+    contrast: u32,
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
     _pad3: u32,
-    _pad4: u32,
-    _pad5: u32,
 }
 
 @group(0) @binding(0) var<uniform> P: Params;
@@ -302,76 +307,135 @@ fn pixel_ops(s: u32, v0: vec3<u32>, first: u32, end: u32) -> vec3<u32> {
     return v;
 }
 
+// Sums `v` over the workgroup (at most WG x 255: no carry) into hbuf[at]. Called in
+// uniform control flow: it holds barriers.
+fn block_sum(li: u32, v: u32, at: u32) {
+    red_lo[li] = v;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+        if li < stride {
+            red_lo[li] = red_lo[li] + red_lo[li + stride];
+        }
+        workgroupBarrier();
+    }
+    if li == 0u {
+        hbuf[at] = red_lo[0];
+    }
+}
+
+// The op index of contrast change `r` (from 1) in the plan's order, or the op count.
+fn nth_contrast(s: u32, r: u32, count: u32) -> u32 {
+    var k = next_contrast(s, 0u, count);
+    for (var i = 1u; i < r && k < count; i++) {
+        k = next_contrast(s, k + 1u, count);
+    }
+    return k;
+}
+
 @compute @workgroup_size(256)
 fn vertical_jitter(
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) nw: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    // One workgroup per sample: everything below that depends on `s` is uniform.
-    let s = P.s0 + wg.y * nw.x + wg.x;
+    let ow = hdr[H_OUT_W];
+    let npx = ow * hdr[H_OUT_H];
+    // Phases 0 and 2: `per` workgroups per sample, block `b` of WG pixels each; phase 1:
+    // one per sample. Everything below that depends on `s` is uniform in the workgroup.
+    let per = (npx + WG - 1u) / WG;
+    let id = wg.y * nw.x + wg.x;
+    var s = P.s0 + id;
+    var b = 0u;
+    if P.phase != 1u {
+        s = P.s0 + id / per;
+        b = id % per;
+    }
     if s >= P.s1 {
         return;
     }
-    let ow = hdr[H_OUT_W];
-    let npx = ow * hdr[H_OUT_H];
     let rb = s * npx - P.r_base;
-    let hb = desc(s, D_ITEM) - P.h_base;
-    let yb = desc(s, D_YB);
-    let yw = desc(s, D_YW);
-    let ky = desc(s, D_KY);
+    // The sample's partial sums (one per block) and its mean, after the group's items.
+    let part = P.items + (s - P.s0) * per;
+    let mean_at = P.items + (P.s1 - P.s0) * per + (s - P.s0);
     let count = op_count(s);
-    var k = next_contrast(s, 0u, count);
-    // Vertical resize and the ops before the first contrast change.
-    for (var p = li; p < npx; p += WG) {
-        let xx = p % ow;
-        let yy = p / ow;
-        let start = table(yb + 2u * yy);
-        let n = table(yb + 2u * yy + 1u);
-        let wbase = yw + yy * ky;
-        var acc = vec3<i32>(ROUND);
-        for (var t = 0u; t < n; t++) {
-            let w = bitcast<i32>(table(wbase + t));
-            acc += vec3<i32>(unpack_rgb(hbuf[hb + (start + t) * ow + xx])) * w;
+    let p = b * WG + li;
+    if P.phase == 0u {
+        // Vertical resize and the ops before the first contrast change.
+        let first = next_contrast(s, 0u, count);
+        var g = 0u;
+        if p < npx {
+            let hb = desc(s, D_ITEM) - P.h_base;
+            let xx = p % ow;
+            let yy = p / ow;
+            let yb = desc(s, D_YB);
+            let start = table(yb + 2u * yy);
+            let n = table(yb + 2u * yy + 1u);
+            let wbase = desc(s, D_YW) + yy * desc(s, D_KY);
+            var acc = vec3<i32>(ROUND);
+            for (var t = 0u; t < n; t++) {
+                let w = bitcast<i32>(table(wbase + t));
+                acc += vec3<i32>(unpack_rgb(hbuf[hb + (start + t) * ow + xx])) * w;
+            }
+            let v = pixel_ops(s, clip8(acc), 0u, first);
+            rbuf[rb + p] = pack_rgb(v);
+            g = u32(floor(gray(v)));
         }
-        rbuf[rb + p] = pack_rgb(pixel_ops(s, clip8(acc), 0u, k));
+        if first < count {
+            block_sum(li, g, part + b);
+        }
+        return;
     }
-    // Each contrast change, then the per-pixel ops up to the next one.
-    let c = plan_f(s, P_CONTRAST);
-    while k < count {
-        var sum = 0u;
-        for (var p = li; p < npx; p += WG) {
-            sum += u32(floor(gray(unpack_rgb(rbuf[rb + p]))));
+    let k = nth_contrast(s, P.contrast, count);
+    if k >= count {
+        return;
+    }
+    if P.phase == 1u {
+        // The exact sum of the blocks' sums (a carry word above), then the mean.
+        var lo = 0u;
+        var hi = 0u;
+        for (var j = li; j < per; j += WG) {
+            let a = lo;
+            lo = lo + hbuf[part + j];
+            hi = hi + select(0u, 1u, lo < a);
         }
-        red_lo[li] = sum;
-        red_hi[li] = 0u;
+        red_lo[li] = lo;
+        red_hi[li] = hi;
         workgroupBarrier();
         for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
             if li < stride {
                 let a = red_lo[li];
-                let lo = a + red_lo[li + stride];
-                red_lo[li] = lo;
-                red_hi[li] = red_hi[li] + red_hi[li + stride] + select(0u, 1u, lo < a);
+                let l = a + red_lo[li + stride];
+                red_lo[li] = l;
+                red_hi[li] = red_hi[li] + red_hi[li + stride] + select(0u, 1u, l < a);
             }
             workgroupBarrier();
         }
-        let lo = red_lo[0];
-        let hi = red_hi[0];
-        let n = max(npx, 1u);
-        var mean: f32;
-        if hi == 0u && lo < 16777216u {
-            mean = f32(lo) / f32(n);
-        } else {
-            mean = (f32(hi) * 4294967296.0 + f32(lo)) / f32(n);
+        if li == 0u {
+            let l = red_lo[0];
+            let h = red_hi[0];
+            let n = max(npx, 1u);
+            var mean: f32;
+            if h == 0u && l < 16777216u {
+                mean = f32(l) / f32(n);
+            } else {
+                mean = (f32(h) * 4294967296.0 + f32(l)) / f32(n);
+            }
+            hbuf[mean_at] = bitcast<u32>(mean);
         }
-        let next = next_contrast(s, k + 1u, count);
-        for (var p = li; p < npx; p += WG) {
-            let v = blend(unpack_rgb(rbuf[rb + p]), mean, c);
-            rbuf[rb + p] = pack_rgb(pixel_ops(s, v, k + 1u, next));
-        }
-        // Everyone has read the sums before the next reduction overwrites them.
-        workgroupBarrier();
-        k = next;
+        return;
+    }
+    // Phase 2: the contrast change, then the per-pixel ops up to the next one.
+    let mean = bitcast<f32>(hbuf[mean_at]);
+    let next = next_contrast(s, k + 1u, count);
+    var g = 0u;
+    if p < npx {
+        let c = plan_f(s, P_CONTRAST);
+        let v = pixel_ops(s, blend(unpack_rgb(rbuf[rb + p]), mean, c), k + 1u, next);
+        rbuf[rb + p] = pack_rgb(v);
+        g = u32(floor(gray(v)));
+    }
+    if next < count {
+        block_sum(li, g, part + b);
     }
 }
 

@@ -217,7 +217,8 @@ type Fields = Vec<(&'static str, usize, usize)>;
 fn params_fields() -> Fields {
     fields!(
         Params;
-        s0, s1, item0, items, win_base, data_base, r_base, h_base, byte0, words, pad,
+        s0, s1, item0, items, win_base, data_base, r_base, h_base, byte0, words, phase, contrast,
+        pad,
     )
 }
 

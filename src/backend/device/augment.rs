@@ -28,10 +28,17 @@
 //! 1. `horizontal`: one invocation per `(sample, window row read, output column)`, all
 //!    samples of a group flattened (a binary search finds the sample), 256 per workgroup,
 //!    a 2D grid of workgroups. Writes u8 RGB, one word per pixel, to a scratch buffer.
-//! 2. `vertical_jitter`: one workgroup of 256 per sample (2D grid): the vertical resize,
-//!    then the jitter ops in the plan's order; contrast reduces an exact integer sum of
-//!    the floored grayscale in workgroup memory. Writes one word per output pixel to a
-//!    second scratch buffer holding the whole batch.
+//! 2. `vertical_jitter`, spread over the whole GPU: phase 0 runs one invocation per
+//!    output pixel (`ceil(pixels / 256)` workgroups per sample, each within one sample,
+//!    a 2D grid): the vertical resize and the jitter ops before the plan's first contrast
+//!    change, one word per output pixel into a second scratch buffer holding the whole
+//!    batch. Contrast needs the mean of the floored grayscale over the whole image: each
+//!    workgroup writes the exact integer sum of its pixels' (at most 256 x 255) after the
+//!    horizontal items in the horizontal scratch buffer. Then, per contrast change `r`
+//!    (a plan has at most one, each op appearing once in its order, but the planner takes
+//!    any), phase 1 (one workgroup per sample) reduces the partial sums with a carry word
+//!    into the mean, and phase 2 (one invocation per pixel again) blends with it and runs
+//!    the ops up to the next contrast change, leaving the partial sums for it.
 //! 3. `write_image`: one invocation per u32 word of the batch output (2D grid): flips,
 //!    normalise, layout and dtype (u8 four per word, f16 rounded to nearest even, f32).
 //!    A word may hold elements of two samples; every word is written by one invocation.
@@ -101,6 +108,8 @@ pub struct AugmentInput {
     data: Vec<(u64, u64)>,
     /// Per sample: window words `[start, end)` in the windows buffer.
     windows: Vec<(u64, u64)>,
+    /// Per sample: contrast changes in its jitter order (`vertical_jitter`'s rounds).
+    contrasts: Vec<u32>,
     kx: Coeffs,
     ky: Coeffs,
 }
@@ -121,6 +130,7 @@ impl AugmentInput {
         self.item_starts.clear();
         self.data.clear();
         self.windows.clear();
+        self.contrasts.clear();
         self.write_header();
     }
 
@@ -364,6 +374,7 @@ impl AugmentInput {
             win0,
             win0 + u64::from(image.width) * u64::from(image.height),
         ));
+        self.contrasts.push(contrast_changes(plan));
         self.shape = Some(shape);
         self.n += 1;
         self.write_header();
@@ -442,6 +453,10 @@ impl AugmentInput {
             )
         };
         let npx = shape.pixels();
+        // Workgroups per sample in `vertical_jitter`'s phases 0 and 2, and the words after
+        // a group's horizontal items that hold their partial sums and the means.
+        let per_sample = npx.div_ceil(WORKGROUP);
+        let sums = |s0: usize, s1: usize| (s1 - s0) as u64 * (per_sample + 1);
         let resized_span = |s0: u64, s1: u64| span(Buffer::Resized, s0 * npx * 4, s1 * npx * 4);
         let item_end = |s: usize| self.item_starts.get(s).copied().unwrap_or(self.items);
         let windows_head = head(Buffer::Windows, windows_bytes);
@@ -485,7 +500,7 @@ impl AugmentInput {
                 } else {
                     windows_head
                 };
-                let h = (item_end(s1 + 1) - self.item_starts[s0]) * 4;
+                let h = (item_end(s1 + 1) - self.item_starts[s0] + sums(s0, s1 + 1)) * 4;
                 let fits = win.size <= max
                     && data_span(s0, s1 + 1).size <= max
                     && h <= max
@@ -514,7 +529,8 @@ impl AugmentInput {
                 windows_head
             };
             let (item0, items) = (self.item_starts[s0], item_end(s1) - self.item_starts[s0]);
-            max_h = max_h.max(items * 4);
+            let h_words = items + sums(s0, s1);
+            max_h = max_h.max(h_words * 4);
             let data = data_span(s0, s1);
             let resized = resized_span(s0 as u64, s1 as u64);
             let params = Params {
@@ -535,7 +551,7 @@ impl AugmentInput {
                 Binding {
                     buffer: Buffer::Horizontal,
                     offset: 0,
-                    size: (items * 4).max(4),
+                    size: h_words * 4,
                 },
                 resized,
                 head(Buffer::Images, self.images_bytes()),
@@ -548,7 +564,22 @@ impl AugmentInput {
                     bindings.clone(),
                 )?;
             }
-            push(Kernel::VerticalJitter, (s1 - s0) as u64, params, bindings)?;
+            let spread = (s1 - s0) as u64 * per_sample;
+            push(Kernel::VerticalJitter, spread, params, bindings.clone())?;
+            let rounds = self.contrasts[s0..s1].iter().copied().max().unwrap_or(0);
+            for contrast in 1..=rounds {
+                let mut p = params;
+                p.contrast = contrast;
+                p.phase = 1;
+                push(
+                    Kernel::VerticalJitter,
+                    (s1 - s0) as u64,
+                    p,
+                    bindings.clone(),
+                )?;
+                p.phase = 2;
+                push(Kernel::VerticalJitter, spread, p, bindings.clone())?;
+            }
             s0 = s1;
         }
 
@@ -659,8 +690,13 @@ pub struct Params {
     pub byte0: u32,
     /// Write passes: words in the chunk.
     pub words: u32,
+    /// `vertical_jitter`: 0 (resize and the ops before the first contrast change), 1 (the
+    /// mean for contrast change `contrast`), 2 (the blend and the ops up to the next).
+    pub phase: u32,
+    /// `vertical_jitter` phases 1 and 2: which contrast change (from 1).
+    pub contrast: u32,
     /// Zero: the record is [`PARAM_WORDS`] words long.
-    pub pad: [u32; PARAM_WORDS - 10],
+    pub pad: [u32; PARAM_WORDS - 12],
 }
 
 const _: () = assert!(std::mem::size_of::<Params>() == PARAM_WORDS * 4);
@@ -669,6 +705,19 @@ impl Params {
     fn words(&self) -> [u32; PARAM_WORDS] {
         bytemuck::cast(*self)
     }
+}
+
+/// Contrast changes in `plan`'s jitter order, counted as `vertical_jitter` does
+/// (`is_contrast`): the ops up to the first empty one, contrast with a factor other than 1.
+fn contrast_changes(plan: &SamplePlan) -> u32 {
+    if plan.flags & crate::augment::plan::JITTER == 0 || plan.contrast == 1.0 {
+        return 0;
+    }
+    (0..4)
+        .map(|k| (plan.jitter_order >> (8 * k)) & 255)
+        .take_while(|&op| op != 0)
+        .filter(|&op| op == crate::augment::plan::OP_CONTRAST)
+        .count() as u32
 }
 
 /// Where a write launch reads each sample's input: the resized pixels (`write_image`) or
@@ -767,4 +816,85 @@ fn chunks(total: u64, step: u64, fits: impl Fn(u64, u64) -> bool) -> Option<Vec<
         w0 = end(lo);
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Augment;
+
+    /// The planned `vertical_jitter` launches of `n` samples of a `w x h` output: the
+    /// workgroups of each, with its phase and contrast change.
+    fn vertical(aug: &Augment, n: u64, (w, h): (u32, u32)) -> Vec<(u64, u32, u32)> {
+        let mut input = AugmentInput::new();
+        for id in 0..n {
+            let plan = aug.plan(1, 0, id, 300, 200);
+            let image = DeviceImage {
+                offset: (id * 300 * 200) as u32,
+                width: 300,
+                height: 200,
+                full_width: 300,
+                full_height: 200,
+                scale: 1,
+                ..DeviceImage::default()
+            };
+            input.push(&plan, image, None).expect("push");
+        }
+        assert_eq!(input.image_bytes(), 3 * u64::from(w) * u64::from(h));
+        let (launches, scratch) = input
+            .launches(n * 300 * 200 * 4, false, 1 << 30, 65535)
+            .expect("plan");
+        let vj: Vec<_> = launches
+            .iter()
+            .filter(|l| l.kernel == Kernel::VerticalJitter)
+            .map(|l| {
+                let p: Params = bytemuck::cast(l.params);
+                let hbuf = l.bindings[3];
+                // The partial sums and the means fit the horizontal binding and scratch.
+                let per = (u64::from(w) * u64::from(h)).div_ceil(WORKGROUP);
+                let need = u64::from(p.items) + u64::from(p.s1 - p.s0) * (per + 1);
+                assert!(hbuf.size >= need * 4 && scratch.horizontal >= need * 4);
+                let groups = u64::from(l.grid[0]) * u64::from(l.grid[1]);
+                (groups, p.phase, p.contrast)
+            })
+            .collect();
+        vj
+    }
+
+    #[test]
+    fn the_vertical_pass_spreads_over_every_output_pixel() {
+        // 224 x 224: 196 workgroups of 256 per sample, not one.
+        let aug = Augment::new().resize(224, 224);
+        let vj = vertical(&aug, 4, (224, 224));
+        assert_eq!(vj.len(), 1, "{vj:?}");
+        assert!(vj[0].0 >= 4 * 196 && vj[0].0 < 4 * 196 + 256, "{vj:?}");
+        assert_eq!(vj[0].1, 0);
+    }
+
+    #[test]
+    fn contrast_adds_a_mean_and_a_blend_phase() {
+        // Jitter with contrast: per group, phase 0 over every pixel, the mean (one
+        // workgroup per sample), the blend over every pixel again.
+        let aug = Augment::new().resize(100, 60).color_jitter(0.4, 0.5, 0.4);
+        let vj = vertical(&aug, 5, (100, 60));
+        let per = 6000u64.div_ceil(256);
+        assert_eq!(vj.len(), 3, "{vj:?}");
+        assert_eq!((vj[0].1, vj[1].1, vj[2].1), (0, 1, 2));
+        assert_eq!((vj[1].2, vj[2].2), (1, 1));
+        assert!(vj[0].0 >= 5 * per && vj[2].0 == vj[0].0, "{vj:?}");
+        assert!(vj[1].0 >= 5 && vj[1].0 < 5 + 65535, "{vj:?}");
+        // A plan whose contrast factor is 1 has no contrast change.
+        let mut plan = aug.plan(1, 0, 0, 300, 200);
+        plan.contrast = 1.0;
+        assert_eq!(contrast_changes(&plan), 0);
+        plan.contrast = 1.5;
+        plan.flags |= crate::augment::plan::JITTER;
+        plan.jitter_order = 0x0403_0201;
+        assert_eq!(contrast_changes(&plan), 1);
+        // The ops stop at the first empty one, as the shader's `op_count` does.
+        plan.jitter_order = 0x0200_0201;
+        assert_eq!(contrast_changes(&plan), 1);
+        plan.jitter_order = 0x0202_0202;
+        assert_eq!(contrast_changes(&plan), 4);
+    }
 }

@@ -32,7 +32,8 @@ pub enum Kernel {
     Orient,
     /// `horizontal`: the horizontal resize of a group of samples.
     Horizontal,
-    /// `vertical_jitter`: the vertical resize and colour jitter, one workgroup per sample.
+    /// `vertical_jitter`: the vertical resize and colour jitter, one invocation per output
+    /// pixel (with a per-sample reduction phase for contrast).
     VerticalJitter,
     /// `write_image`: flips, normalisation, layout and dtype into the batch's images.
     WriteImage,
