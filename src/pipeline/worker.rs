@@ -436,17 +436,14 @@ fn attempt(
     run(sh, s, &ws.decoded, &plan, w, mask_writer, &mut ws.scratch).map(|p| (p, None))
 }
 
-/// The device input of a CPU-decoded (or cached) sample: its image and mask.
-fn device_job(plan: SamplePlan, d: &Decoded) -> Box<DeviceJob> {
-    Box::new(DeviceJob {
-        plan,
+/// The device input of a cached sample: a copy of its image and mask (the cache keeps
+/// them).
+fn device_job_cached(plan: &SamplePlan, d: &Decoded) -> MaybeJob {
+    Some(Box::new(DeviceJob {
+        plan: *plan,
         image: DeviceSample::Rgb(d.image.clone()),
         mask: d.mask.clone(),
-    })
-}
-
-fn device_job_cached(plan: &SamplePlan, d: &Decoded) -> MaybeJob {
-    Some(device_job(*plan, d))
+    }))
 }
 
 /// The device input of one sample: a JPEG entropy-decoded to coefficients for the
@@ -466,7 +463,15 @@ fn prepare_device(
         let plan = decode_into(sh, s, image, mask, &mut ws.decoded)?;
         ws.warning = ws.decoded.warning.clone();
         sh.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
-        return Ok((plan, device_job(plan, &ws.decoded)));
+        // The worker's decode buffers go with the job (the cache has made its copy): no
+        // second copy of the image.
+        let d = &mut ws.decoded;
+        let job = DeviceJob {
+            plan,
+            image: DeviceSample::Rgb(std::mem::take(&mut d.image)),
+            mask: d.mask.take(),
+        };
+        return Ok((plan, Box::new(job)));
     }
     let (info, plan) = plan_from_headers(sh, s, image)?;
     let opts = plan.decode_options(base_options(cfg), &info);
