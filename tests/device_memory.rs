@@ -6,7 +6,8 @@
 //! batches need), live device memory stays under a bound derived from the configuration,
 //! and from the second epoch to the last the memory the batcher does not account for
 //! (live bytes less [`stoker::Pipeline::memory_in_flight`]) does not grow: a per-batch
-//! allocation never dropped, or a pool that never frees, grows with the batches.
+//! allocation never dropped, or a pool that never frees, grows with the batches. Nor is a
+//! buffer made per batch ([`stoker::backend::wgpu::buffers_created`]).
 //!
 //! Runs on lavapipe in CI (`STOKER_REQUIRE_WGPU=1` makes a missing adapter a failure).
 
@@ -153,6 +154,8 @@ fn device_memory_stays_bounded_over_epochs_of_mixed_sizes() {
     // Per epoch: the largest live figure seen after a batch, and the settled figures at
     // its end (live, the batcher's own account, and what it does not account for).
     let mut epochs = Vec::new();
+    // Buffers stoker has created on the device by the end of each epoch.
+    let mut created = Vec::new();
     let mut batches = 0;
     for e in 0..EPOCHS {
         let mut peak = 0;
@@ -180,6 +183,7 @@ fn device_memory_stays_bounded_over_epochs_of_mixed_sizes() {
             settled as i64 - tracked as i64
         );
         epochs.push((peak, settled, tracked));
+        created.push(stoker::backend::wgpu::buffers_created());
     }
     eprintln!(
         "{batches} batches of {BATCH}; before the pipeline {before} B live; largest image {largest} px"
@@ -190,6 +194,16 @@ fn device_memory_stays_bounded_over_epochs_of_mixed_sizes() {
             "epoch {e}: {peak} B live on the device, more than the bound of {bound} B (and {before} B before)"
         );
     }
+    // No buffer per batch (launch parameters, staging, outputs): once the grow-only
+    // buffers have reached what the batches need, the later epochs make (almost) none.
+    let half = created.len() / 2;
+    let late = created[created.len() - 1] - created[half];
+    let late_batches = (created.len() - 1 - half) * (SIZES.len() * COPIES).div_ceil(BATCH);
+    eprintln!("buffers created by the end of each epoch: {created:?}");
+    assert!(
+        late * 4 <= late_batches as u64,
+        "{late} buffers created over the last {late_batches} batches"
+    );
     let other = |(_, settled, tracked): (u64, u64, u64)| settled as i64 - tracked as i64;
     let (second, last) = (epochs[1], epochs[epochs.len() - 1]);
     assert!(
@@ -211,4 +225,32 @@ fn device_memory_stays_bounded_over_epochs_of_mixed_sizes() {
         after <= before,
         "{after} B live after the pipeline was dropped, {before} B before it was built"
     );
+}
+
+/// Every buffer the wgpu backend makes goes through `WgpuContext::create_buffer`, which
+/// counts it (so the count above sees a per-batch buffer): no other call creates one.
+#[test]
+fn the_wgpu_backend_creates_buffers_in_one_place() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/wgpu");
+    let mut direct = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("src/backend/wgpu") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("source");
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if [
+                "create_buffer_init",
+                "device.create_buffer(",
+                "device().create_buffer(",
+            ]
+            .iter()
+            .any(|p| code.contains(p))
+            {
+                direct.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    // The one in `WgpuContext::create_buffer` itself.
+    assert_eq!(direct.len(), 1, "{direct:#?}");
+    assert!(direct[0].contains("mod.rs"), "{direct:#?}");
 }

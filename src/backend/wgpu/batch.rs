@@ -128,6 +128,8 @@ struct Scratch {
     resized: Option<wgpu::Buffer>,
     coefficients: Option<wgpu::Buffer>,
     entropy_status: Option<wgpu::Buffer>,
+    /// The launches' parameter records.
+    params: Option<wgpu::Buffer>,
 }
 
 impl std::fmt::Debug for WgpuBatcher {
@@ -332,20 +334,21 @@ impl WgpuBatcher {
             }
         }
         let steps = self.plan.steps().get(steps).unwrap_or(&[]);
-        self.pipelines.record(ctx, &mut enc, steps, |b| match b {
-            Buffer::DecodeInput => Some(&dbuf),
-            Buffer::AugmentInput => Some(&abuf),
-            Buffer::Planes => Some(&planes),
-            Buffer::Windows => Some(&windows),
-            Buffer::Oriented => Some(&oriented),
-            Buffer::Horizontal => Some(&horizontal),
-            Buffer::Resized => Some(&resized),
-            Buffer::Images => out.map(|o| &o.images),
-            Buffer::Masks => out.and_then(|o| o.masks.as_ref()),
-            Buffer::Coefficients => Some(&coefficients),
-            Buffer::EntropyStatus => Some(&entropy_status),
-            Buffer::Rgbi => None,
-        })?;
+        self.pipelines
+            .record(ctx, &mut enc, steps, &mut sc.params, |b| match b {
+                Buffer::DecodeInput => Some(&dbuf),
+                Buffer::AugmentInput => Some(&abuf),
+                Buffer::Planes => Some(&planes),
+                Buffer::Windows => Some(&windows),
+                Buffer::Oriented => Some(&oriented),
+                Buffer::Horizontal => Some(&horizontal),
+                Buffer::Resized => Some(&resized),
+                Buffer::Images => out.map(|o| &o.images),
+                Buffer::Masks => out.and_then(|o| o.masks.as_ref()),
+                Buffer::Coefficients => Some(&coefficients),
+                Buffer::EntropyStatus => Some(&entropy_status),
+                Buffer::Rgbi => None,
+            })?;
         Ok(enc)
     }
 

@@ -3,8 +3,6 @@
 
 use std::num::NonZeroU64;
 
-use wgpu::util::DeviceExt;
-
 use super::{bind, shaders, storage_entry, WgpuContext, WgpuError};
 use crate::backend::device::launch::{Buffer, Kernel, Launch, Step, PARAM_WORDS};
 use crate::backend::device::DeviceError;
@@ -146,11 +144,17 @@ impl Pipelines {
     /// Records `steps` into `encoder`, binding each [`Buffer`] to what `buffer` returns.
     /// A missing buffer, or a binding outside its buffer or without `STORAGE` usage, is
     /// [`crate::Error::Device`], reported before anything is recorded.
+    ///
+    /// The launches' parameter records go into the buffer kept in `params_slot` (grown
+    /// when they need more), written through the queue: the write lands after every
+    /// earlier submission and before the next, so the buffer is reused batch after batch.
+    /// Submit `encoder` before `params_slot` is recorded into again.
     pub fn record<'b>(
         &self,
         ctx: &WgpuContext,
         encoder: &mut wgpu::CommandEncoder,
         steps: &[Step],
+        params_slot: &mut Option<wgpu::Buffer>,
         buffer: impl Fn(Buffer) -> Option<&'b wgpu::Buffer>,
     ) -> Result<()> {
         let resolve = |b: crate::backend::device::Binding, usage: wgpu::BufferUsages| {
@@ -222,13 +226,21 @@ impl Pipelines {
         }
         let device = ctx.device();
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let params = (!records.is_empty()).then(|| {
-            device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("stoker launch params"),
-                contents: bytemuck::cast_slice(&records),
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::STORAGE,
-            })
-        });
+        let params = if records.is_empty() {
+            None
+        } else {
+            let bytes: &[u8] = bytemuck::cast_slice(&records);
+            let buf = ctx.grow_buffer(
+                params_slot,
+                "stoker launch params",
+                bytes.len() as u64,
+                wgpu::BufferUsages::UNIFORM
+                    | wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST,
+            )?;
+            ctx.queue().write_buffer(&buf, 0, bytes);
+            Some(buf)
+        };
         let mut groups = Vec::with_capacity(steps.len());
         for (step, rec) in steps.iter().zip(&record_of) {
             let Step::Launch(l) = step else {

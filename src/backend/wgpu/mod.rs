@@ -36,6 +36,15 @@ struct Inner {
     software: bool,
 }
 
+static BUFFERS_CREATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Buffers stoker has created on wgpu devices so far, in this process (every context):
+/// once its grow-only buffers have reached the sizes the batches need, a pipeline makes
+/// none per batch.
+pub fn buffers_created() -> u64 {
+    BUFFERS_CREATED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A wgpu device and queue, owned by stoker or passed in by the user. Cheap to clone.
 #[derive(Clone)]
 pub struct WgpuContext {
@@ -246,7 +255,9 @@ impl WgpuContext {
 
     /// Creates a buffer, or says why not: larger than the device allows, or out of memory
     /// (wgpu would otherwise report either to its uncaptured-error handler, which panics).
+    /// Counted in [`buffers_created`].
     pub fn create_buffer(&self, desc: &wgpu::BufferDescriptor<'_>) -> Result<wgpu::Buffer> {
+        BUFFERS_CREATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let device = self.device();
         let max = device.limits().max_buffer_size;
         let label = desc.label.unwrap_or("buffer");

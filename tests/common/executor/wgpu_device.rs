@@ -69,9 +69,12 @@ impl Executor for WgpuExecutor {
             })
             .collect();
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        let recorded = self.pipelines.record(&self.ctx, &mut encoder, steps, |b| {
-            buffers.index(b).map(|i| &gpu[i])
-        });
+        let mut params = None;
+        let recorded = self
+            .pipelines
+            .record(&self.ctx, &mut encoder, steps, &mut params, |b| {
+                buffers.index(b).map(|i| &gpu[i])
+            });
         match recorded {
             Ok(()) => {}
             Err(e @ stoker::Error::Device { .. }) => return Err(e.to_string()),
