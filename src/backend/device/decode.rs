@@ -20,6 +20,10 @@
 //! offsets to the chunk's first output word (chunks' outputs start on 64-word boundaries in
 //! the windows buffer, so they can be bound there). [`DecodeInput::launches`] plans two
 //! launches per chunk, the IDCT then colour conversion.
+//!
+//! After the chunks, once the batch is finished, [`DecodeInput::append_table`] places
+//! tables another pass reads (the orientation pass's job table), each on a 256-byte
+//! boundary, so that the decode-only batches upload them too.
 
 use super::error::DeviceError;
 use super::launch::{grid, Binding, Buffer, Kernel, Launch};
@@ -211,6 +215,8 @@ pub struct DecodeInput {
     entropy_images: Vec<EntropyImage>,
     /// Images pushed so far.
     pushed: usize,
+    /// The word where the chunks end and the appended tables begin, once there are any.
+    tables: Option<usize>,
 }
 
 /// An image of the batch on the device entropy path: which push it was and where its
@@ -240,6 +246,7 @@ impl DecodeInput {
             pending: Vec::new(),
             entropy_images: Vec::new(),
             pushed: 0,
+            tables: None,
         }
     }
 
@@ -257,6 +264,7 @@ impl DecodeInput {
         self.pending.clear();
         self.entropy_images.clear();
         self.pushed = 0;
+        self.tables = None;
     }
 
     /// The images on the device entropy path and their status words.
@@ -312,6 +320,34 @@ impl DecodeInput {
         self.pending.clear();
         let h = &mut self.blob[start..start + 13];
         h[8..13].copy_from_slice(&[n, table, coef_words, 1, most]);
+    }
+
+    /// The byte offset (a multiple of 256) where [`Self::append_table`] places its words.
+    pub fn table_offset(&self) -> u64 {
+        self.blob.len().next_multiple_of(ALIGN_WORDS) as u64 * 4
+    }
+
+    /// Appends `words` after the chunks (and the tables appended before) at
+    /// [`Self::table_offset`], which it returns: a table another pass reads from the
+    /// upload. It finishes the batch ([`Self::finish`]): no image can be pushed after it
+    /// (until [`Self::clear`]).
+    pub fn append_table(&mut self, words: &[u32]) -> u64 {
+        self.close_chunk();
+        self.tables.get_or_insert(self.blob.len());
+        let at = self.blob.len().next_multiple_of(ALIGN_WORDS);
+        self.blob.resize(at, 0);
+        self.blob.extend_from_slice(words);
+        at as u64 * 4
+    }
+
+    /// Refuses an image pushed after a table was appended.
+    fn open_for_images(&self) -> std::result::Result<(), DecodeError> {
+        match self.tables {
+            Some(_) => Err(DecodeError::Panicked(
+                "an image pushed after DecodeInput::append_table".into(),
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Samples in the batch.
@@ -393,6 +429,7 @@ impl DecodeInput {
 
     /// Places a packed image in the open chunk, or in a new one when it does not fit.
     fn append(&mut self, p: &PackedJpeg) -> std::result::Result<DeviceImage, DecodeError> {
+        self.open_for_images()?;
         let pixels = u64::from(p.image.width) * u64::from(p.image.height);
         let data = p.data.len() as u64;
         let comps = p.components.len();
@@ -489,6 +526,7 @@ impl DecodeInput {
         &mut self,
         p: &PackedEntropy,
     ) -> std::result::Result<DeviceImage, DecodeError> {
+        self.open_for_images()?;
         let q = &p.packed;
         let pixels = u64::from(q.image.width) * u64::from(q.image.height);
         let data = q.data.len() as u64 + SCAN_WORDS as u64;
@@ -629,7 +667,8 @@ impl DecodeInput {
     /// Word range of chunk `i` in the blob.
     fn chunk_words(&self, i: usize) -> (usize, usize) {
         let start = self.chunks[i].start;
-        let end = self.chunks.get(i + 1).map_or(self.blob.len(), |c| c.start);
+        let last = self.tables.unwrap_or(self.blob.len());
+        let end = self.chunks.get(i + 1).map_or(last, |c| c.start);
         (start, end)
     }
 
