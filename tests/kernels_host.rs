@@ -23,14 +23,20 @@ fn the_emulator_reports_out_of_bounds_accesses_and_bad_launches() {
     let Some(emu) = executor::emulator::get() else {
         return;
     };
+    // One 16x16 window turned by 180 degrees, its job record in the decode input.
     let launch = |dst_bytes: u64, bindings: usize| {
         let mut params = [0u32; PARAM_WORDS];
-        params[..7].copy_from_slice(&[0, 16, 16, 3, 16, 16, 256]);
+        params[..3].copy_from_slice(&[1, 256, 256]);
         let mut b = vec![
             Binding {
                 buffer: Buffer::Windows,
                 offset: 0,
                 size: 1024,
+            },
+            Binding {
+                buffer: Buffer::DecodeInput,
+                offset: 0,
+                size: 32,
             },
             Binding {
                 buffer: Buffer::Oriented,
@@ -47,19 +53,24 @@ fn the_emulator_reports_out_of_bounds_accesses_and_bad_launches() {
         })]
     };
     let fresh = || {
+        let job: [u32; 8] = [0, 16, 16, 3, 16, 16, 0, 0];
         Buffers::default()
             .with(Buffer::Windows, garbage(1024))
+            .with(
+                Buffer::DecodeInput,
+                job.iter().flat_map(|w| w.to_le_bytes()).collect(),
+            )
             .with(Buffer::Oriented, garbage(1024))
     };
-    emu.run(&launch(1024, 2), &mut fresh());
+    emu.run(&launch(1024, 3), &mut fresh());
     let e = emu
-        .try_run(&launch(512, 2), &mut fresh())
+        .try_run(&launch(512, 3), &mut fresh())
         .expect_err("a 512-byte destination for 1024 bytes");
-    assert!(e.contains("past the end of binding 1"), "{e}");
+    assert!(e.contains("past the end of binding 2"), "{e}");
     let e = emu
-        .try_run(&launch(1024, 1), &mut fresh())
-        .expect_err("one binding");
-    assert!(e.contains("1 bindings, the kernel has 2"), "{e}");
+        .try_run(&launch(1024, 2), &mut fresh())
+        .expect_err("two bindings");
+    assert!(e.contains("2 bindings, the kernel has 3"), "{e}");
 }
 
 /// The augment input refuses a sample whose output shape differs from the batch's, and a

@@ -79,7 +79,7 @@ const KernelInfo KERNELS[] = {
     {"huffman", k_huffman::huffman, 32, 3, (1u << 1) | (1u << 2), false},
     {"idct", k_idct::idct, 64, 3, 1u << 1, false},
     {"color", k_color::color, 64, 3, 1u << 2, false},
-    {"orient", k_orient::orient, 64, 2, 1u << 1, false},
+    {"orient", k_orient::orient, 64, 3, 1u << 2, false},
     {"horizontal", k_augment::horizontal, 256, 6, AUGMENT_WRITABLE, false},
     {"vertical_jitter", k_augment::vertical_jitter, 256, 6, AUGMENT_WRITABLE, true},
     {"write_image", k_augment::write_image, 256, 6, AUGMENT_WRITABLE, false},

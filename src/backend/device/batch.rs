@@ -41,7 +41,8 @@ pub struct PlanCounts {
     pub samples: u64,
     /// Bytes uploaded (both parts of every upload).
     pub upload_bytes: u64,
-    /// Of those, the decode input's: coefficients, entropy-coded bytes, pixels.
+    /// Of those, the decode input's: coefficients, entropy-coded bytes, pixels (and the
+    /// orientation pass's job table, 32 bytes a rotated sample).
     pub decode_input_bytes: u64,
     /// Kernel launches (dispatches).
     pub launches: u64,
@@ -569,8 +570,14 @@ impl BatchPlan {
         let windows = round4(self.window_words * 4);
         let (entropy, decode) = self.decode_in.planned(max_binding, per_dim)?;
         let (pack, rgbi) = self.pack_launches(max_binding, per_dim)?;
-        let (orient, oriented) =
-            orient::launches(&self.orient_jobs, windows, max_binding, per_dim)?;
+        // The orientation job table goes with the decode input, after its chunks.
+        let table_at = self.decode_in.table_offset();
+        let orient = orient::launches(&self.orient_jobs, windows, table_at, max_binding, per_dim)?;
+        if !orient.table.is_empty() && self.decode_in.append_table(&orient.table) != table_at {
+            return Err(crate::Error::internal(
+                "the orientation job table moved in the decode input",
+            ));
+        }
         let (augment, scratch) = self
             .augment_in
             .launches(windows, masks, max_binding, per_dim)?;
@@ -590,7 +597,7 @@ impl BatchPlan {
             self.steps.push(Step::Hardware);
             self.steps.extend(pack.into_iter().map(Step::Launch));
         }
-        self.steps.extend(orient);
+        self.steps.extend(orient.steps);
         self.steps.extend(augment.into_iter().map(Step::Launch));
         let decode_input = round4(self.decode_in.bytes().len() as u64);
         let augment_offset = decode_input.div_ceil(256) * 256;
@@ -602,7 +609,7 @@ impl BatchPlan {
             augment_input,
             planes: round4(self.decode_in.plane_words() * 4),
             windows,
-            oriented: round4(oriented),
+            oriented: round4(orient.oriented),
             horizontal: round4(scratch.horizontal),
             resized: round4(scratch.resized),
             images: self.augment_in.images_bytes(),
@@ -698,7 +705,108 @@ impl BatchPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::jpeg::coeffs::Upsample;
+    use crate::decode::jpeg::coeffs::{Coefficients, ColorModel, Upsample};
+    use crate::Augment;
+
+    /// A gray JPEG of `w x h` pixels, every block zero.
+    fn gray(w: u32, h: u32) -> Box<Coefficients> {
+        let mut c = Box::<Coefficients>::default();
+        c.clear();
+        c.width = w;
+        c.height = h;
+        c.color = ColorModel::Gray;
+        let (wib, hib) = (w.div_ceil(8), h.div_ceil(8));
+        let comp = c.push_component(1, 1, wib, hib, [1; 64]);
+        comp.blocks = vec![[0; 64]; (wib * hib) as usize];
+        c
+    }
+
+    #[test]
+    fn rotated_samples_take_one_orient_launch_and_one_copy_per_batch() {
+        // 64 samples, 16 of them rotated (every orientation 2-8 among them).
+        let aug = Augment::new().resize(16, 16);
+        let jobs: Vec<DeviceJob> = (0..64u32)
+            .map(|k| {
+                let orientation = if k % 4 == 0 { 2 + (k / 4 % 7) as u8 } else { 1 };
+                let (w, h) = (24 + k % 5, 16 + k % 3);
+                let (uw, uh) = if orientation >= 5 { (h, w) } else { (w, h) };
+                DeviceJob {
+                    plan: aug.plan(7, 0, u64::from(k), uw, uh),
+                    image: DeviceSample::Jpeg {
+                        coeffs: gray(w, h),
+                        scale: 1,
+                        window: [0, 0, w, h],
+                        orientation,
+                    },
+                    mask: None,
+                }
+            })
+            .collect();
+        let orient_steps = |plan: &BatchPlan| {
+            let launches: Vec<Launch> = plan
+                .steps()
+                .iter()
+                .filter_map(|s| match s {
+                    Step::Launch(l) if l.kernel == Kernel::Orient => Some(l.clone()),
+                    _ => None,
+                })
+                .collect();
+            let copies = plan
+                .steps()
+                .iter()
+                .filter(|s| matches!(s, Step::Copy { .. }))
+                .count();
+            (launches, copies)
+        };
+        let mut plan = BatchPlan::new(DeviceLimits::UNBOUNDED);
+        plan.plan(&jobs, false).expect("plan");
+        let (launches, copies) = orient_steps(&plan);
+        assert_eq!((launches.len(), copies), (1, 1));
+        // The job table sits in the decode input, after the decode chunks.
+        let table = launches[0].bindings[1];
+        assert_eq!(table.buffer, Buffer::DecodeInput);
+        assert_eq!(table.size, 16 * 32);
+        assert!(table.offset + table.size <= plan.sizes().decode_input);
+        let decode_end = plan
+            .steps()
+            .iter()
+            .filter_map(|s| match s {
+                Step::Launch(l) if l.kernel != Kernel::Orient => Some(l),
+                _ => None,
+            })
+            .flat_map(|l| &l.bindings)
+            .filter(|b| b.buffer == Buffer::DecodeInput)
+            .map(|b| b.offset + b.size)
+            .max()
+            .expect("decode launches");
+        assert!(decode_end <= table.offset);
+        // The whole batch: one decode chunk (idct, color), the orientation pass, the
+        // augment passes (horizontal, vertical_jitter, write_image); one copy. (A launch
+        // and a copy per rotated sample would make it 21 launches and 16 copies.)
+        let c = plan.counts();
+        assert_eq!((c.launches, c.copies), (6, 1));
+        // A decode-only plan of the same samples, and of one rotated sample alone.
+        plan.plan_decode(jobs.iter().map(|j| &j.image))
+            .expect("plan");
+        let (launches, copies) = orient_steps(&plan);
+        assert_eq!((launches.len(), copies), (1, 1));
+        let c = plan.counts();
+        assert_eq!((c.batches, c.launches, c.copies), (2, 6 + 3, 1 + 1));
+        plan.plan_decode(jobs[..1].iter().map(|j| &j.image))
+            .expect("plan");
+        let (launches, copies) = orient_steps(&plan);
+        assert_eq!((launches.len(), copies), (1, 1));
+        // Small limits split the pass, still copying back once.
+        let mut plan = BatchPlan::new(DeviceLimits {
+            max_binding: 64 << 10,
+            per_dim: 16,
+        });
+        plan.plan_decode(jobs.iter().map(|j| &j.image))
+            .expect("plan");
+        let (launches, copies) = orient_steps(&plan);
+        assert!(launches.len() > 1, "{}", launches.len());
+        assert_eq!(copies, 1);
+    }
 
     #[test]
     fn stored_planes_follow_libjpeg_geometry() {

@@ -28,7 +28,8 @@ pub enum Kernel {
     Idct,
     /// `color`: upsampling and colour conversion of planes into RGBA windows.
     Color,
-    /// `orient`: one window turned upright (EXIF orientation 2-8).
+    /// `orient`: a batch's rotated windows (or a group of them) turned upright (EXIF
+    /// orientation 2-8), reading their job table.
     Orient,
     /// `horizontal`: the horizontal resize of a group of samples.
     Horizontal,

@@ -29,7 +29,7 @@ fn spec(kernel: Kernel) -> (&'static str, &'static [bool], Params) {
         Kernel::Huffman => (shaders::HUFFMAN, &[true, false, false], Params::None),
         Kernel::Idct => (shaders::IDCT, &[true, false, true], Params::None),
         Kernel::Color => (shaders::COLOR, &[true, true, false], Params::None),
-        Kernel::Orient => (shaders::ORIENT, &[true, false], Params::Storage),
+        Kernel::Orient => (shaders::ORIENT, &[true, true, false], Params::Storage),
         Kernel::Horizontal | Kernel::VerticalJitter | Kernel::WriteImage | Kernel::WriteMask => {
             (shaders::AUGMENT, AUGMENT, Params::Uniform)
         }
