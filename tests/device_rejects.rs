@@ -157,6 +157,10 @@ fn host_decode(image: &DeviceSample) -> Result<(Image8, Took), DecodeError> {
             cpu::decode_image(bytes, opts, &mut img)?;
             Ok((img, Took::Coefficients))
         }
+        // The stand-in keeps no device cache (it grants none), so plans copy nothing.
+        DeviceSample::Cached { .. } => Err(DecodeError::Unsupported(
+            "the stand-in keeps no device cache".into(),
+        )),
     }
 }
 

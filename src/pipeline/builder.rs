@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::device_cache::DeviceCache;
 use super::{cache::Cache, stats::Counters, Config, OnError, Pipeline};
 use crate::augment::Augment;
 use crate::backend::device::job::HardwareDecode;
@@ -31,6 +32,7 @@ pub struct PipelineBuilder {
     limits: Limits,
     strict_decode: bool,
     cache_bytes: u64,
+    device_cache_bytes: u64,
     shard: Option<(usize, usize)>,
     shard_from_env: bool,
     drop_last: bool,
@@ -62,6 +64,7 @@ impl PipelineBuilder {
             limits: Limits::default(),
             strict_decode: true,
             cache_bytes: 0,
+            device_cache_bytes: 0,
             memory_limit: None,
             shard: None,
             shard_from_env: false,
@@ -217,9 +220,35 @@ impl PipelineBuilder {
         self
     }
 
-    /// Keep up to `bytes` of decoded samples (before augmentation) across epochs.
+    /// Keep up to `bytes` of decoded samples (before augmentation) across epochs, in host
+    /// memory: whole images, filled in the first epoch (first come, first kept, nothing
+    /// evicted) and served in later ones without reading the file. Augmentation runs on
+    /// them with each epoch's plan. On a GPU backend a sample kept here is decoded on the
+    /// CPU and its pixels uploaded in every epoch; with [`Self::device_cache_bytes`] it is
+    /// kept in device memory instead, as far as that budget goes.
     pub fn cache_bytes(mut self, bytes: u64) -> Self {
         self.cache_bytes = bytes;
+        self
+    }
+
+    /// GPU backends: keep up to `bytes` of decoded samples in device memory across epochs
+    /// (default 0: none). A sample's first epoch decodes its whole image on the device
+    /// (upright after its EXIF orientation, at full scale: the pixels of the CPU decode)
+    /// and a copy on the device keeps it; later epochs neither read nor decode it, the
+    /// image is copied into the batch and augmented with the epoch's plan (each epoch
+    /// still looks different). Label planes stay in host memory (they are uploaded with
+    /// every batch), so do the decoder's warnings, delivered again in every epoch.
+    ///
+    /// The budget is capped by what the device allows for one buffer (wgpu:
+    /// `max_buffer_size`; CUDA: the memory free when the pipeline is built) and filled
+    /// first come, first kept, nothing evicted. A sample with no room left goes to the
+    /// host cache of [`Self::cache_bytes`] when there is one (decoded on the CPU, as
+    /// without this option); otherwise it is decoded on the device in every epoch. Both
+    /// caches turn the crop-aware decode off (they keep whole images). On the CPU
+    /// backend this option does nothing ([`Self::cache_bytes`] applies).
+    /// [`crate::Stats::device_cache_hits`] counts the samples served from it.
+    pub fn device_cache_bytes(mut self, bytes: u64) -> Self {
+        self.device_cache_bytes = bytes;
         self
     }
 
@@ -301,7 +330,7 @@ impl PipelineBuilder {
             .shard(rank, world)?
             .batches_of(self.batch_size, self.drop_last)?;
         let selected = self.select(workers)?;
-        let batcher = selected.backend.batcher(&BatcherConfig {
+        let mut batcher = selected.backend.batcher(&BatcherConfig {
             ring: self.prefetch.max(2),
             batch_size: self.batch_size,
             batch_bytes: self.batch_bytes(has_masks),
@@ -313,8 +342,24 @@ impl PipelineBuilder {
             Some(b) => (b.max_binding(), b.hardware_decode()),
             None => (u64::MAX, HardwareDecode::Off),
         };
+        let device_cache = match (batcher.as_mut(), self.device_cache_bytes) {
+            (_, 0) => None,
+            (None, _) => {
+                log::info!("device cache: no device batches on this backend; off");
+                None
+            }
+            (Some(b), asked) => {
+                let granted = b.set_decoded_cache(asked)?;
+                if granted < asked {
+                    log::info!(
+                        "device cache: {granted} of the {asked} bytes asked for (what the device allows for one buffer)"
+                    );
+                }
+                (granted > 0).then(|| Arc::new(DeviceCache::new(granted)))
+            }
+        };
         let mut augment = self.augment;
-        if self.cache_bytes > 0 && augment.is_crop_aware() {
+        if (self.cache_bytes > 0 || device_cache.is_some()) && augment.is_crop_aware() {
             // The cache keeps whole images so any later crop can be served from it.
             log::info!("decoded-sample cache on: crop-aware decode off");
             augment = augment.crop_aware(false);
@@ -343,6 +388,7 @@ impl PipelineBuilder {
         };
         Ok(Pipeline {
             cache: (self.cache_bytes > 0).then(|| Arc::new(Cache::new(self.cache_bytes))),
+            device_cache,
             cfg: Arc::new(cfg),
             subset: self.subset,
             sampler,

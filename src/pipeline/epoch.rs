@@ -12,6 +12,7 @@ use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, 
 
 use super::batch::{Batch, BatchBuffers, Replacement, SampleWarning};
 use super::cache::Cache;
+use super::device_cache::{DeviceCache, Reservation};
 use super::memory::SlotMemory;
 use super::staging::{Staged, StagingRing};
 use super::stats::Counters;
@@ -53,6 +54,7 @@ pub struct Epoch {
     kept_staging: Arc<Mutex<Vec<Staged>>>,
     started: Instant,
     source: Source,
+    device_cache: Option<Arc<DeviceCache>>,
 }
 
 /// Where the consumer's batches come from.
@@ -114,6 +116,7 @@ pub(crate) struct EpochParts {
     pub cfg: Arc<Config>,
     pub subset: Subset,
     pub cache: Option<Arc<Cache>>,
+    pub device_cache: Option<Arc<DeviceCache>>,
     pub total: Arc<Counters>,
     pub pool: Arc<Mutex<Vec<BatchBuffers>>>,
     /// The batches to make: the epoch's from `first_batch` on.
@@ -153,6 +156,7 @@ impl Epoch {
             cfg: Arc::clone(&cfg),
             subset: p.subset,
             cache: p.cache,
+            device_cache: p.device_cache.clone(),
             stats: Arc::clone(&stats),
             epoch: p.epoch,
             replace_pool: p.replace_pool,
@@ -263,6 +267,7 @@ impl Epoch {
             kept_staging: p.staging,
             started: Instant::now(),
             source,
+            device_cache: p.device_cache,
         })
     }
 
@@ -281,7 +286,9 @@ impl Epoch {
     /// Statistics of this epoch so far.
     pub fn stats(&self) -> super::Stats {
         let running = (!self.finished).then(|| self.started.elapsed().as_secs_f64());
-        self.stats.snapshot_at(running)
+        let mut s = self.stats.snapshot_at(running);
+        s.device_cache_bytes = self.device_cache.as_ref().map_or(0, |c| c.used());
+        s
     }
 
     fn finish(&mut self) {
@@ -307,6 +314,9 @@ struct Slots {
     /// Under `OnError::Replace`: the failed sample a slot's sample stands in for.
     stands_in: Vec<Option<Box<StandsIn>>>,
     warnings: Vec<Option<Box<SampleWarning>>>,
+    /// The slot's place in the device cache, recorded once the batch is submitted (given
+    /// back if the slot is left out, replaced, or the batch fails).
+    reservations: Vec<Option<Box<Reservation>>>,
 }
 
 impl Slots {
@@ -319,6 +329,7 @@ impl Slots {
             samples: Vec::with_capacity(n),
             stands_in: Vec::with_capacity(n),
             warnings: Vec::with_capacity(n),
+            reservations: Vec::with_capacity(n),
         }
     }
 
@@ -335,6 +346,7 @@ impl Slots {
         self.samples.push(d.sample);
         self.stands_in.push(d.replaced);
         self.warnings.push(d.warning);
+        self.reservations.push(d.reservation);
     }
 
     /// Leaves slot `k` out; the slots after it move down one.
@@ -346,6 +358,7 @@ impl Slots {
         self.samples.remove(k);
         self.stands_in.remove(k);
         self.warnings.remove(k);
+        self.reservations.remove(k);
     }
 
     /// Puts the replacement `d` in slot `k`.
@@ -357,6 +370,7 @@ impl Slots {
         self.samples[k] = d.sample;
         self.stands_in[k] = d.replaced;
         self.warnings[k] = d.warning;
+        self.reservations[k] = d.reservation;
     }
 
     /// The slots filled by replacements, and the warnings, each with its slot.
@@ -466,6 +480,15 @@ impl Collector {
                     return Err(exhausted_error(exhausted));
                 }
                 r?;
+                // The batch that fills them is submitted: the device cache's entries are
+                // recorded, for later batches to copy out (after it, in queue order).
+                for (job, r) in jobs.iter_mut().zip(&mut slots.reservations) {
+                    if let Some(r) = r.take() {
+                        if job.cache_to == Some(r.slot()) {
+                            (*r).commit(job.mask.take());
+                        }
+                    }
+                }
                 cfg.coeff_pool.recycle(jobs.into_iter().map(|j| j.image));
                 Some(bufs)
             }
@@ -672,6 +695,9 @@ impl Collector {
                         self.stats.gpu_decoded.fetch_sub(1, Ordering::Relaxed);
                         self.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
                     }
+                    if let Some(Some(r)) = slots.reservations.get_mut(k) {
+                        r.warning = p.warning.clone();
+                    }
                     if let Some(w) = slots.warnings.get_mut(k) {
                         *w = p.warning.map(|w| {
                             Box::new(crate::pipeline::batch::SampleWarning::new(sample, w))
@@ -789,7 +815,7 @@ impl Collector {
                     if o.is_none() {
                         p.remaining -= 1;
                     }
-                    *o = Some(outcome);
+                    *o = Some(*outcome);
                 }
                 None
             }

@@ -16,7 +16,8 @@
 //!   consumer, and sends one job per sample to the readers.
 //! - **Readers** (`readers`, default 8) take a staging buffer from the ring of `S` staging
 //!   slots (default `max(2 * batch_size, 2 * workers)`), read the sample's compressed bytes
-//!   (and mask) into it, and pass it on. A decoded-sample cache hit skips the read.
+//!   (and mask) into it, and pass it on. A decoded-sample cache hit (host or device)
+//!   skips the read.
 //! - **Workers** (`workers`, default: the available cores) decode, compute the sample's
 //!   [`SamplePlan`](crate::augment::SamplePlan) and execute it straight into the sample's
 //!   slot of the batch buffer; then they return the staging buffer and report `Done`.
@@ -66,6 +67,7 @@
 mod batch;
 mod builder;
 mod cache;
+mod device_cache;
 mod epoch;
 mod memory;
 mod readers;
@@ -181,6 +183,7 @@ pub struct Pipeline {
     subset: Subset,
     sampler: Sampler,
     cache: Option<Arc<cache::Cache>>,
+    device_cache: Option<Arc<device_cache::DeviceCache>>,
     total: Arc<stats::Counters>,
     pool: Arc<Mutex<Vec<batch::BatchBuffers>>>,
     staging: Arc<Mutex<Vec<staging::Staged>>>,
@@ -224,6 +227,7 @@ impl Pipeline {
             cfg: Arc::clone(&self.cfg),
             subset: self.subset.clone(),
             cache: self.cache.clone(),
+            device_cache: self.device_cache.clone(),
             total: Arc::clone(&self.total),
             pool: Arc::clone(&self.pool),
             staging: Arc::clone(&self.staging),
@@ -272,6 +276,12 @@ impl Pipeline {
         self.cache.as_ref().map_or(0, |c| c.used())
     }
 
+    /// Bytes of device memory the entries of the device cache of decoded samples take
+    /// (0 without one: see [`PipelineBuilder::device_cache_bytes`]).
+    pub fn device_cache_bytes_used(&self) -> u64 {
+        self.device_cache.as_ref().map_or(0, |c| c.used())
+    }
+
     /// Bytes of the batch ring (`prefetch` batches of images and masks), fixed by the
     /// configuration: host memory, or device memory on a device backend (which may lend
     /// one more batch while one waits ready for the caller). The staging ring adds
@@ -310,6 +320,8 @@ impl Pipeline {
 
     /// Statistics over every finished epoch.
     pub fn stats(&self) -> Stats {
-        self.total.snapshot()
+        let mut s = self.total.snapshot();
+        s.device_cache_bytes = self.device_cache_bytes_used();
+        s
     }
 }

@@ -24,6 +24,7 @@ pub(crate) struct Counters {
     pub samples_reported: AtomicU64,
     pub replacements: AtomicU64,
     pub cache_hits: AtomicU64,
+    pub device_cache_hits: AtomicU64,
     pub batches: AtomicU64,
     pub gpu_decoded: AtomicU64,
     pub gpu_entropy: AtomicU64,
@@ -62,6 +63,7 @@ impl Counters {
             (&self.samples_reported, &total.samples_reported),
             (&self.replacements, &total.replacements),
             (&self.cache_hits, &total.cache_hits),
+            (&self.device_cache_hits, &total.device_cache_hits),
             (&self.batches, &total.batches),
             (&self.gpu_decoded, &total.gpu_decoded),
             (&self.gpu_entropy, &total.gpu_entropy),
@@ -106,6 +108,8 @@ impl Counters {
             samples_reported: self.samples_reported.load(Ordering::Relaxed),
             replacements: self.replacements.load(Ordering::Relaxed),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            device_cache_hits: self.device_cache_hits.load(Ordering::Relaxed),
+            device_cache_bytes: 0,
             batches: self.batches.load(Ordering::Relaxed),
             gpu_decoded: self.gpu_decoded.load(Ordering::Relaxed),
             gpu_entropy: self.gpu_entropy.load(Ordering::Relaxed),
@@ -148,8 +152,14 @@ pub struct Stats {
     pub samples_reported: u64,
     /// Slots filled by a replacement sample (`OnError::Replace`).
     pub replacements: u64,
-    /// Samples served from the decoded-sample cache.
+    /// Samples served from the decoded-sample cache in host memory.
     pub cache_hits: u64,
+    /// GPU backends: samples served from the device cache of decoded samples
+    /// ([`PipelineBuilder::device_cache_bytes`](super::PipelineBuilder::device_cache_bytes)):
+    /// neither read nor decoded, their image copied on the device.
+    pub device_cache_hits: u64,
+    /// GPU backends: bytes of device memory the device cache's entries take now.
+    pub device_cache_bytes: u64,
     /// Batches delivered.
     pub batches: u64,
     /// GPU backends: images whose JPEG decode ran on the device: the sum of
@@ -164,7 +174,7 @@ pub struct Stats {
     /// the batcher's `decode_paths`).
     pub hardware: u64,
     /// GPU backends: images the CPU decoded instead, one sample at a time (other formats,
-    /// JPEG features the device path does not take, cached samples).
+    /// JPEG features the device path does not take, samples for the host cache).
     pub cpu_fallbacks: u64,
     /// GPU backends: time the collector thread spent packing, uploading and submitting
     /// batches (off the consumer's thread).

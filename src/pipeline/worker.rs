@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use super::batch::SampleWarning;
 use super::cache::{Cache, Decoded};
+use super::device_cache::{DeviceCache, DeviceEntry, Reservation};
 use super::memory::{SlotMemory, SlotWriter};
 use super::readers::read_sample;
 use super::staging::{Staged, StagingRing};
@@ -40,6 +41,8 @@ pub(super) struct Job {
 pub(super) enum Payload {
     Staged(Staged),
     Cached(Arc<Decoded>),
+    /// Kept in the device cache: nothing was read.
+    DeviceCached(Arc<DeviceEntry>),
     Failed(SampleError, Staged),
 }
 
@@ -62,6 +65,9 @@ pub(super) struct Delivered {
     pub(super) gpu: Option<Box<DeviceJob>>,
     /// What its decoder tolerated, when anything (boxed: rare, and messages stay small).
     pub(super) warning: Option<Box<SampleWarning>>,
+    /// Its place in the device cache, when its batch is to keep its decoded image there
+    /// (boxed: messages stay small).
+    pub(super) reservation: Option<Box<Reservation>>,
 }
 
 /// The failed sample a replacement stands in for, and where the replacement is in the
@@ -96,7 +102,8 @@ pub(super) enum Msg {
     Done {
         batch: usize,
         slot: usize,
-        outcome: Outcome,
+        /// Boxed: an outcome is large, and messages stay small.
+        outcome: Box<Outcome>,
     },
 }
 
@@ -105,6 +112,8 @@ pub(super) struct Shared {
     pub(super) cfg: Arc<Config>,
     pub(super) subset: Subset,
     pub(super) cache: Option<Arc<Cache>>,
+    /// The device cache of decoded samples (device backends only).
+    pub(super) device_cache: Option<Arc<DeviceCache>>,
     pub(super) stats: Arc<Counters>,
     pub(super) epoch: u64,
     /// The rank's own samples this epoch: replacements come from here, so a replacement
@@ -127,13 +136,21 @@ pub(super) fn reader(
             recv(cancel) -> _ => return,
         };
         let sample = &sh.subset.samples()[job.sample];
-        let cached = sh.cache.as_ref().and_then(|c| c.get(sample.id));
-        let payload = match cached {
-            Some(d) => {
+        let on_device = sh.device_cache.as_ref().and_then(|c| c.get(sample.id));
+        let cached = match on_device {
+            Some(_) => None,
+            None => sh.cache.as_ref().and_then(|c| c.get(sample.id)),
+        };
+        let payload = match (on_device, cached) {
+            (Some(e), _) => {
+                sh.stats.device_cache_hits.fetch_add(1, Ordering::Relaxed);
+                Payload::DeviceCached(e)
+            }
+            (None, Some(d)) => {
                 sh.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
                 Payload::Cached(d)
             }
-            None => {
+            (None, None) => {
                 let mut st = select! {
                     recv(sh.staging.free_rx) -> s => match s { Ok(s) => s, Err(_) => return },
                     recv(cancel) -> _ => return,
@@ -164,6 +181,9 @@ pub(crate) struct WorkerState {
     replace: Staged,
     /// What the decoder tolerated in the sample last made (set by `attempt`).
     warning: Option<DecodeWarning>,
+    /// The device-cache place of the sample last made, if it got one (set by
+    /// `prepare_device`).
+    reservation: Option<Box<Reservation>>,
 }
 
 pub(super) fn worker(
@@ -214,7 +234,7 @@ fn work(
         });
         match payload {
             Payload::Staged(st) | Payload::Failed(_, st) => sh.staging.give_back(st),
-            Payload::Cached(_) => {}
+            Payload::Cached(_) | Payload::DeviceCached(_) => {}
         }
         // Release this job's hold on the batch buffers before reporting completion.
         drop(job);
@@ -222,7 +242,7 @@ fn work(
             .send(Msg::Done {
                 batch,
                 slot,
-                outcome,
+                outcome: Box::new(outcome),
             })
             .is_err()
         {
@@ -260,7 +280,12 @@ fn process(
         };
     };
     ws.warning = None;
+    ws.reservation = None;
     let first = match payload {
+        Payload::DeviceCached(e) => {
+            ws.warning = e.warning.clone();
+            Ok(device_job_kept(sh, sample, e))
+        }
         Payload::Cached(d) => {
             ws.warning = d.warning.clone();
             let plan = cached_plan(sh, sample, d);
@@ -298,6 +323,7 @@ fn process(
                         .warning
                         .take()
                         .map(|w| Box::new(SampleWarning::new(sample, w))),
+                    reservation: ws.reservation.take(),
                 }),
                 error: None,
                 exhausted: false,
@@ -376,6 +402,7 @@ fn replacement(
                         .warning
                         .take()
                         .map(|w| Box::new(SampleWarning::new(cand, w))),
+                    reservation: ws.reservation.take(),
                 });
             }
             Err(e) => log::debug!("replacement candidate failed too: {e}"),
@@ -436,13 +463,51 @@ fn attempt(
     run(sh, s, &ws.decoded, &plan, w, mask_writer, &mut ws.scratch).map(|p| (p, None))
 }
 
-/// The device input of a cached sample: a copy of its image and mask (the cache keeps
-/// them).
+/// The device input of a sample kept in the device cache: its plan (on the whole upright
+/// image), the copy of its image out of the cache, its label plane.
+fn device_job_kept(sh: &Shared, s: &Sample, e: &DeviceEntry) -> (SamplePlan, MaybeJob) {
+    let plan = sh
+        .cfg
+        .augment
+        .plan(sh.cfg.seed, sh.epoch, s.id, e.width, e.height);
+    let job = DeviceJob {
+        plan,
+        image: DeviceSample::Cached {
+            offset: e.offset,
+            width: e.width,
+            height: e.height,
+        },
+        mask: e.mask.clone(),
+        cache_to: None,
+    };
+    (plan, Some(Box::new(job)))
+}
+
+/// A place in the device cache for the whole upright image of `s` (`info` its headers),
+/// when there is a device cache with room for it and the image fits one storage binding
+/// of the device (as every decoded window must).
+fn device_cache_place(
+    sh: &Shared,
+    s: &Sample,
+    info: &crate::decode::ImageInfo,
+) -> Option<Reservation> {
+    let dc = sh.device_cache.as_ref()?;
+    let (w, h) = info.oriented_size();
+    let bytes = 4 * u64::from(w) * u64::from(h) + 256;
+    if bytes > sh.cfg.device_max_binding {
+        return None;
+    }
+    dc.reserve(s.id, w, h)
+}
+
+/// The device input of a sample in the host cache: a copy of its image and mask (the
+/// cache keeps them).
 fn device_job_cached(plan: &SamplePlan, d: &Decoded) -> MaybeJob {
     Some(Box::new(DeviceJob {
         plan: *plan,
         image: DeviceSample::Rgb(d.image.clone()),
         mask: d.mask.clone(),
+        cache_to: None,
     }))
 }
 
@@ -458,7 +523,12 @@ fn prepare_device(
 ) -> Result<(SamplePlan, Box<DeviceJob>), SampleError> {
     let t = Instant::now();
     let cfg = &sh.cfg;
-    if sh.cache.is_some() {
+    ws.reservation = None;
+    let (info, plan) = plan_from_headers(sh, s, image)?;
+    // With the device cache on, a sample that gets a place there is decoded whole on the
+    // device and kept; the others go to the host cache when there is one.
+    let reservation = device_cache_place(sh, s, &info);
+    if reservation.is_none() && sh.cache.is_some() {
         // The cache keeps whole CPU-decoded images so any later crop can be served.
         let plan = decode_into(sh, s, image, mask, &mut ws.decoded)?;
         ws.warning = ws.decoded.warning.clone();
@@ -470,11 +540,15 @@ fn prepare_device(
             plan,
             image: DeviceSample::Rgb(std::mem::take(&mut d.image)),
             mask: d.mask.take(),
+            cache_to: None,
         };
         return Ok((plan, Box::new(job)));
     }
-    let (info, plan) = plan_from_headers(sh, s, image)?;
-    let opts = plan.decode_options(base_options(cfg), &info);
+    let opts = match reservation {
+        // The whole upright image, at full scale: what any later plan may read.
+        Some(_) => base_options(cfg),
+        None => plan.decode_options(base_options(cfg), &info),
+    };
     if s.mask.is_some() != cfg.has_masks {
         return Err(SampleError::new(
             s,
@@ -523,6 +597,7 @@ fn prepare_device(
             window[3].saturating_sub(window[1]),
         ),
         DeviceSample::Rgb(img) => (img.width, img.height),
+        DeviceSample::Cached { width, height, .. } => (*width, *height),
         DeviceSample::Entropy { packed, .. } => {
             (packed.packed.image.width, packed.packed.image.height)
         }
@@ -565,12 +640,19 @@ fn prepare_device(
         }
         None => None,
     };
+    let cache_to = reservation.map(|mut r| {
+        r.warning = prepared.warning.clone();
+        let slot = r.slot();
+        ws.reservation = Some(Box::new(r));
+        slot
+    });
     Ok((
         plan,
         Box::new(DeviceJob {
             plan,
             image: prepared.image,
             mask,
+            cache_to,
         }),
     ))
 }

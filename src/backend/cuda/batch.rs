@@ -12,6 +12,12 @@
 //! - One set of scratch buffers (planes, windows, intermediates) on the compute stream,
 //!   where batches run in order; the output buffers belong to the pipeline's batch ring.
 //!
+//! - The device cache of decoded samples ([`Buffer::DecodedCache`]), when set up
+//!   ([`DeviceBatcher::set_decoded_cache`]): one allocation on the compute stream kept
+//!   across batches and epochs, grown within its budget by a copy on that stream. Batches
+//!   copy images into it after decoding them and out of it into their windows, all on the
+//!   compute stream, so a later batch's copy out follows the copy in.
+//!
 //! Every buffer is grow-only: after the largest batch has been seen, the memory in
 //! flight is fixed ([`CudaBatcher::memory_in_flight`]); it never grows with the dataset.
 
@@ -21,7 +27,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
 
 use super::hardware::{decode_chain, Attempt, BatchDecode, Path};
-use super::memory::{self, address, DeviceBuffer, KernelArgs, Pinned, PlainBuffer};
+use super::memory::{self, address, DeviceBuffer, KeptBuffer, KernelArgs, Pinned, PlainBuffer};
 use super::nvjpeg;
 use super::{device_err, kernels, CudaDevice, CudaError};
 use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob, HARDWARE_HEADER_WORDS};
@@ -192,6 +198,10 @@ pub struct CudaBatcher {
     hardware: Option<Hardware>,
     /// Whether what nvJPEG refuses is decoded strictly by the CPU (as the pipeline's).
     strict: bool,
+    /// The device cache of decoded samples (on the compute stream) and its budget in
+    /// bytes (0: none).
+    decoded_cache: KeptBuffer,
+    decoded_cache_budget: u64,
 }
 
 impl std::fmt::Debug for CudaBatcher {
@@ -235,6 +245,8 @@ impl CudaBatcher {
             scratch: Scratch::default(),
             hardware: None,
             strict: true,
+            decoded_cache: KeptBuffer::default(),
+            decoded_cache_budget: 0,
         })
     }
 
@@ -439,6 +451,19 @@ impl CudaBatcher {
         s.resized.ensure(c, sizes.resized)?;
         s.coefficients.ensure(c, sizes.coefficients)?;
         s.entropy_status.ensure(c, sizes.entropy_status)?;
+        if sizes.decoded_cache > self.decoded_cache_budget {
+            return Err(DeviceError::Bounds {
+                buffer: Buffer::DecodedCache,
+                len: self.decoded_cache_budget,
+                start: 0,
+                end: sizes.decoded_cache,
+            }
+            .into());
+        }
+        if sizes.decoded_cache > 0 {
+            self.decoded_cache
+                .ensure(c, sizes.decoded_cache, self.decoded_cache_budget)?;
+        }
         let scratch = |b: &DeviceBuffer| b.get().map(|x| (address(x, c), x.len() as u64));
         let mut bases: HashMap<Buffer, (u64, u64)> = HashMap::new();
         bases.insert(Buffer::DecodeInput, (input, sizes.decode_input));
@@ -461,6 +486,9 @@ impl CudaBatcher {
         }
         if let Some((base, len, _)) = &rgbi {
             bases.insert(Buffer::Rgbi, (*base, *len));
+        }
+        if let Some(x) = self.decoded_cache.get() {
+            bases.insert(Buffer::DecodedCache, (address(x, c), x.len() as u64));
         }
         if let Some(o) = out {
             bases.insert(
@@ -587,9 +615,10 @@ impl CudaBatcher {
                 Step::Copy { src, dst } => {
                     let (to, from) = (resolve(dst)?, resolve(src)?);
                     // SAFETY: both ranges were resolved within their buffers, and the plan
-                    // only copies between distinct buffers (`Oriented` to `Windows`); the
-                    // buffers stay allocated until this stream has passed the copy, as for
-                    // the launches above.
+                    // only copies between distinct buffers (`Oriented` to `Windows`,
+                    // `Windows` to and from `DecodedCache`); the buffers stay allocated
+                    // until this stream has passed the copy, as for the launches above (the
+                    // decoded cache is allocated and freed on this stream).
                     unsafe { memory::copy_dtod(c, to, from, src.size as usize)? };
                 }
                 // Done first (`hardware_step`); the compute stream waits for it.
@@ -795,6 +824,22 @@ impl DeviceBatcher for CudaBatcher {
 
     fn max_binding(&self) -> u64 {
         DeviceLimits::UNBOUNDED.max_binding
+    }
+
+    fn set_decoded_cache(&mut self, bytes: u64) -> Result<u64> {
+        // One allocation: at most what the device has free now.
+        let (free, _) = self.device.memory()?;
+        let budget = bytes.min(free as u64) / 256 * 256;
+        if self.decoded_cache.bytes() > budget {
+            // A smaller budget forgets what the cache held (the caller's map with it).
+            self.decoded_cache.clear();
+        }
+        self.decoded_cache_budget = budget;
+        Ok(budget)
+    }
+
+    fn decoded_cache_bytes(&self) -> u64 {
+        self.decoded_cache.bytes()
     }
 }
 

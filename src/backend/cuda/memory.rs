@@ -142,6 +142,78 @@ impl DeviceBuffer {
     }
 }
 
+/// A device buffer kept across batches whose contents survive its growth (the device
+/// cache of decoded samples), allocated on one stream: a larger buffer is allocated and
+/// what the old one holds is copied into it, both on that stream, and the old one is freed
+/// on it after the copy.
+#[derive(Debug, Default)]
+pub struct KeptBuffer {
+    slice: Option<CudaSlice<u8>>,
+}
+
+impl KeptBuffer {
+    /// At least `bytes` (at most `cap`, which `bytes` may not exceed), holding what it
+    /// held. Every use of it must be on `stream`, the stream of its first call.
+    pub fn ensure(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        bytes: u64,
+        cap: u64,
+    ) -> Result<&CudaSlice<u8>> {
+        let held = self.bytes();
+        if bytes > held {
+            // Doubling keeps the copies few.
+            let size = bytes
+                .max(held.saturating_mul(2))
+                .max(1 << 20)
+                .next_multiple_of(256)
+                .min(cap)
+                .max(bytes);
+            let len = usize::try_from(size).map_err(|_| CudaError::Missing("address space"))?;
+            // SAFETY: the bytes are left uninitialised, which is sound for `u8`; the old
+            // contents are copied in below, and a copy out of the cache reads only places
+            // a batch wrote (their entries are recorded once that batch was submitted).
+            let grown = unsafe { stream.alloc::<u8>(len) }.map_err(|source| CudaError::Alloc {
+                what: "the device cache of decoded samples",
+                bytes: len,
+                source,
+            })?;
+            if let Some(old) = &self.slice {
+                // SAFETY: two distinct live allocations of this context, `old.len()` bytes
+                // each at least; `old` is freed on `stream` (it was allocated there) when
+                // dropped just below, which is ordered after the copy.
+                unsafe {
+                    copy_dtod(
+                        stream,
+                        address(&grown, stream),
+                        address(old, stream),
+                        old.len(),
+                    )?
+                };
+            }
+            self.slice = Some(grown);
+        }
+        self.slice
+            .as_ref()
+            .ok_or_else(|| CudaError::Missing("device cache buffer").into())
+    }
+
+    /// The buffer, if allocated.
+    pub fn get(&self) -> Option<&CudaSlice<u8>> {
+        self.slice.as_ref()
+    }
+
+    /// Bytes allocated.
+    pub fn bytes(&self) -> u64 {
+        self.slice.as_ref().map_or(0, |s| s.len() as u64)
+    }
+
+    /// Frees the buffer (on its stream).
+    pub fn clear(&mut self) {
+        self.slice = None;
+    }
+}
+
 /// The device address of `slice` (for [`KernelArgs`]).
 pub(crate) fn address(slice: &CudaSlice<u8>, stream: &Arc<CudaStream>) -> CUdeviceptr {
     // The guard only records that `stream` reads the slice; ordering of our own work is

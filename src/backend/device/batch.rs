@@ -84,6 +84,9 @@ pub struct Sizes {
     pub coefficients: u64,
     /// [`Buffer::EntropyStatus`] (0 without samples on the device entropy path).
     pub entropy_status: u64,
+    /// Bytes of [`Buffer::DecodedCache`] the plan's copies reach (0 when it has none):
+    /// the persistent buffer must hold at least this many, keeping what it holds.
+    pub decoded_cache: u64,
 }
 
 impl Sizes {
@@ -102,6 +105,7 @@ impl Sizes {
             Buffer::Rgbi => self.rgbi,
             Buffer::Coefficients => self.coefficients,
             Buffer::EntropyStatus => self.entropy_status,
+            Buffer::DecodedCache => self.decoded_cache,
         }
     }
 }
@@ -242,6 +246,11 @@ pub struct BatchPlan {
     encoded: Vec<EncodedJob>,
     /// The sample of each image pushed into `decode_in`, in push order.
     pushed: Vec<usize>,
+    /// Samples served from the device cache: (sample, byte offset in the cache, width,
+    /// height), placed after the decoded windows.
+    cached: Vec<(usize, u64, u32, u32)>,
+    /// The copies into and out of [`Buffer::DecodedCache`], after the orientation steps.
+    cache_copies: Vec<Step>,
     /// What the plans made so far come to.
     counts: PlanCounts,
     window_words: u64,
@@ -260,6 +269,8 @@ impl BatchPlan {
             orient_jobs: Vec::new(),
             encoded: Vec::new(),
             pushed: Vec::new(),
+            cached: Vec::new(),
+            cache_copies: Vec::new(),
             counts: PlanCounts::default(),
             window_words: 0,
             steps: Vec::new(),
@@ -271,6 +282,7 @@ impl BatchPlan {
     /// into [`Buffer::Masks`] when `masks`).
     pub fn plan(&mut self, jobs: &[DeviceJob], masks: bool) -> Result<()> {
         self.pack_decode(jobs.iter().map(|j| &j.image))?;
+        self.plan_cache_fills(jobs)?;
         for (j, img) in jobs.iter().zip(&self.images) {
             self.augment_in.push(&j.plan, *img, j.mask.as_ref())?;
         }
@@ -403,6 +415,8 @@ impl BatchPlan {
         self.encoded.clear();
         self.steps.clear();
         self.pushed.clear();
+        self.cached.clear();
+        self.cache_copies.clear();
         let images: Vec<&DeviceSample> = images.collect();
         self.images.resize(images.len(), DeviceImage::default());
         // Images on the device entropy path first: their chunks come together, their
@@ -476,6 +490,15 @@ impl BatchPlan {
                     upright.push(*orientation);
                     DeviceImage::default()
                 }
+                DeviceSample::Cached {
+                    offset,
+                    width,
+                    height,
+                } => {
+                    // Placed after the decoded windows, once their total is known.
+                    self.cached.push((k, *offset, *width, *height));
+                    DeviceImage::default()
+                }
             };
             self.images[k] = g;
         }
@@ -529,6 +552,7 @@ impl BatchPlan {
             }
             next += u64::from(w) * u64::from(h);
         }
+        next = self.place_cached(next)?;
         for job in &mut self.orient_jobs {
             let slot = job.dst as usize;
             let (ow, oh) = job.size();
@@ -598,6 +622,17 @@ impl BatchPlan {
             self.steps.extend(pack.into_iter().map(Step::Launch));
         }
         self.steps.extend(orient.steps);
+        let mut decoded_cache = 0;
+        for step in &self.cache_copies {
+            if let Step::Copy { src, dst } = step {
+                for b in [src, dst] {
+                    if b.buffer == Buffer::DecodedCache {
+                        decoded_cache = u64::max(decoded_cache, b.offset + b.size);
+                    }
+                }
+            }
+        }
+        self.steps.append(&mut self.cache_copies);
         self.steps.extend(augment.into_iter().map(Step::Launch));
         let decode_input = round4(self.decode_in.bytes().len() as u64);
         let augment_offset = decode_input.div_ceil(256) * 256;
@@ -629,6 +664,7 @@ impl BatchPlan {
             } else {
                 0
             },
+            decoded_cache,
         };
         let c = &mut self.counts;
         c.batches += 1;
@@ -642,6 +678,98 @@ impl BatchPlan {
                 Step::EntropyCheck { .. } => c.entropy_checks += 1,
                 Step::Hardware => {}
             }
+        }
+        Ok(())
+    }
+
+    /// Places the windows of the samples served from the device cache from word `next`
+    /// on (each on a 64-word boundary) and plans their copies out of
+    /// [`Buffer::DecodedCache`]; returns the first word after them.
+    fn place_cached(&mut self, mut next: u64) -> Result<u64> {
+        for &(sample, offset, width, height) in &self.cached {
+            let bytes = 4 * u64::from(width) * u64::from(height);
+            if bytes == 0 || offset % 256 != 0 {
+                return Err(DeviceError::CacheEntry {
+                    sample,
+                    offset,
+                    width,
+                    height,
+                }
+                .into());
+            }
+            next = next.next_multiple_of(64);
+            let end = next + bytes / 4;
+            let at = u32::try_from(next)
+                .ok()
+                .filter(|_| end <= u64::from(u32::MAX))
+                .ok_or(DeviceError::TooLarge {
+                    what: "the end of a cached window, in words",
+                    value: end,
+                    max: u32::MAX.into(),
+                })?;
+            if let Some(g) = self.images.get_mut(sample) {
+                *g = DeviceImage {
+                    offset: at,
+                    width,
+                    height,
+                    origin_x: 0,
+                    origin_y: 0,
+                    full_width: width,
+                    full_height: height,
+                    scale: 1,
+                };
+            }
+            self.cache_copies.push(Step::Copy {
+                src: Binding {
+                    buffer: Buffer::DecodedCache,
+                    offset,
+                    size: bytes,
+                },
+                dst: Binding {
+                    buffer: Buffer::Windows,
+                    offset: next * 4,
+                    size: bytes,
+                },
+            });
+            next = end;
+        }
+        Ok(next)
+    }
+
+    /// Plans the copies of the images decoded whole in this batch into their places in
+    /// [`Buffer::DecodedCache`] ([`DeviceJob::cache_to`]), after they are decoded and
+    /// turned upright. An image that is not whole, or not of its slot's size, is refused.
+    fn plan_cache_fills(&mut self, jobs: &[DeviceJob]) -> Result<()> {
+        for (sample, (job, g)) in jobs.iter().zip(&self.images).enumerate() {
+            let Some(slot) = job.cache_to else {
+                continue;
+            };
+            let whole = g.origin_x == 0
+                && g.origin_y == 0
+                && g.scale == 1
+                && (g.width, g.height) == (slot.width, slot.height)
+                && (g.full_width, g.full_height) == (slot.width, slot.height);
+            if !whole || slot.bytes() == 0 || slot.offset % 256 != 0 {
+                return Err(DeviceError::CacheEntry {
+                    sample,
+                    offset: slot.offset,
+                    width: g.width,
+                    height: g.height,
+                }
+                .into());
+            }
+            self.cache_copies.push(Step::Copy {
+                src: Binding {
+                    buffer: Buffer::Windows,
+                    offset: u64::from(g.offset) * 4,
+                    size: slot.bytes(),
+                },
+                dst: Binding {
+                    buffer: Buffer::DecodedCache,
+                    offset: slot.offset,
+                    size: slot.bytes(),
+                },
+            });
         }
         Ok(())
     }

@@ -179,6 +179,21 @@ pub trait DeviceBatcher: Send + fmt::Debug {
     /// The largest storage binding of the device: a decoded window must fit one.
     fn max_binding(&self) -> u64;
 
+    /// Sets up the device cache of decoded samples ([`super::Buffer::DecodedCache`]): a
+    /// buffer the batcher keeps across batches and epochs, grown (keeping its contents)
+    /// up to `bytes` as the plans' copies reach further, capped by what the device allows
+    /// for one buffer. Returns the budget granted: at most `bytes`, 0 where the batcher
+    /// keeps no such buffer (the default), in which case no plan may copy into it.
+    fn set_decoded_cache(&mut self, bytes: u64) -> Result<u64> {
+        let _ = bytes;
+        Ok(0)
+    }
+
+    /// Bytes of device memory the cache of decoded samples holds now.
+    fn decoded_cache_bytes(&self) -> u64 {
+        0
+    }
+
     /// Decodes one file through the device path into `out` and reads it back, as
     /// `stoker decode` does to compare backends: what the device path does not take is
     /// decoded by the CPU decoder, as in the pipeline. Blocks.

@@ -17,6 +17,23 @@ use crate::decode::DecodeError;
 /// sizes that overflow, with the numbers as fields.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
+    /// A sample's place in the device cache does not hold its image: the image is not
+    /// whole (a window, a reduced scale), not of the size its place was made for, or
+    /// the place is misaligned.
+    #[error(
+        "sample {sample}: a {width}x{height} image does not fit its place at byte {offset} \
+         of the device cache"
+    )]
+    CacheEntry {
+        /// The sample's index in the batch.
+        sample: usize,
+        /// The place's first byte in the cache buffer.
+        offset: u64,
+        /// The image's width.
+        width: u32,
+        /// The image's height.
+        height: u32,
+    },
     /// `count * each` bytes do not fit in a size.
     #[error("{what}: {count} x {each} bytes overflows")]
     Overflow {

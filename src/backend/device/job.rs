@@ -60,6 +60,37 @@ pub enum DeviceSample {
         /// EXIF orientation to apply after decoding (1: none).
         orientation: u8,
     },
+    /// A whole decoded image kept in the device cache ([`super::Buffer::DecodedCache`]):
+    /// nothing is uploaded or decoded, the plan copies it into the batch's windows.
+    Cached {
+        /// Its first byte in the cache buffer (a multiple of 256).
+        offset: u64,
+        /// Its width (upright).
+        width: u32,
+        /// Its height (upright).
+        height: u32,
+    },
+}
+
+/// Where a sample decoded whole in this batch is kept in the device cache
+/// ([`super::Buffer::DecodedCache`]): the plan copies its decoded (upright) image there,
+/// `width * height` RGBA words from byte `offset`, after the decode. The image must come
+/// out whole (origin 0, 0, scale 1) at exactly this size, or the plan is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSlot {
+    /// First byte in the cache buffer (a multiple of 256).
+    pub offset: u64,
+    /// Width of the upright image.
+    pub width: u32,
+    /// Height of the upright image.
+    pub height: u32,
+}
+
+impl CacheSlot {
+    /// Bytes of the image it holds.
+    pub fn bytes(&self) -> u64 {
+        4 * u64::from(self.width) * u64::from(self.height)
+    }
 }
 
 /// Which JPEGs a hardware decoder (nvJPEG's, on the CUDA backend) takes.
@@ -142,7 +173,10 @@ pub fn binding_refusal(
         } => super::decode::jpeg_binding_refusal(coeffs, *scale, *window, max_binding),
         DeviceSample::Rgb(img) => Ok(super::decode::rgb_binding_refusal(img, max_binding)),
         // Checked when packed (`prepare_device`): what does not fit takes the host path.
-        DeviceSample::Encoded { .. } | DeviceSample::Entropy { .. } => Ok(None),
+        // A cached image was decoded on the device once already.
+        DeviceSample::Encoded { .. }
+        | DeviceSample::Entropy { .. }
+        | DeviceSample::Cached { .. } => Ok(None),
     }
 }
 
@@ -510,6 +544,9 @@ pub struct DeviceJob {
     pub image: DeviceSample,
     /// The label plane, for segmentation sets.
     pub mask: Option<LabelPlane>,
+    /// Where its decoded image is kept in the device cache, when it is decoded whole to
+    /// be kept there.
+    pub cache_to: Option<CacheSlot>,
 }
 
 crate::error::from_str_by_name! {

@@ -134,6 +134,10 @@ pub enum Buffer {
     Masks,
     /// The hardware decoder's interleaved RGB images (CUDA with nvJPEG).
     Rgbi,
+    /// Whole decoded images kept across batches and epochs (the device cache of decoded
+    /// samples), RGBA words as in [`Buffer::Windows`]; owned by the batcher, never
+    /// bound to a kernel: only [`Step::Copy`] reads or writes it.
+    DecodedCache,
 }
 
 /// A byte range of one buffer bound to a launch.

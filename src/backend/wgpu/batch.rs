@@ -14,6 +14,12 @@
 //!   the pipeline's batch ring: a batch's buffers are reused only after the caller dropped
 //!   the batch, and any work the caller submitted on them before that is ordered first.
 //!
+//! - The device cache of decoded samples ([`Buffer::DecodedCache`]), when set up
+//!   ([`DeviceBatcher::set_decoded_cache`]): one buffer kept across batches and epochs,
+//!   grown within its budget by a copy of what it holds into a larger one. A batch copies
+//!   images into it after decoding them and out of it into its windows; submissions on
+//!   one queue run in order, so a later batch's copy out follows the copy in.
+//!
 //! Pipelines and bind group layouts are created once, in [`WgpuBatcher::new`].
 
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -113,6 +119,9 @@ pub struct WgpuBatcher {
     ring: usize,
     next: usize,
     scratch: Scratch,
+    /// The device cache of decoded samples and its budget in bytes (0: none).
+    decoded_cache: Option<wgpu::Buffer>,
+    decoded_cache_budget: u64,
 }
 
 /// Grow-only device buffers of the batches (one set: submissions on one queue run in
@@ -156,6 +165,8 @@ impl WgpuBatcher {
             ring: ring.max(2),
             next: 0,
             scratch: Scratch::default(),
+            decoded_cache: None,
+            decoded_cache_budget: 0,
         })
     }
 
@@ -197,6 +208,55 @@ impl WgpuBatcher {
             self.staging[i] = self.new_staging(need + need / 2)?;
         }
         Ok(i)
+    }
+
+    /// The device cache of decoded samples, holding at least `bytes` (`None` when the
+    /// plan reaches none of it). Grown within the budget by a copy of what it holds into
+    /// a larger buffer, submitted at once: queue order puts it after every copy into the
+    /// old buffer and before every use of the new one.
+    fn decoded_cache(&mut self, bytes: u64) -> Result<Option<wgpu::Buffer>> {
+        if bytes == 0 {
+            return Ok(self.decoded_cache.clone());
+        }
+        let budget = self.decoded_cache_budget;
+        if bytes > budget {
+            return Err(DeviceError::Bounds {
+                buffer: Buffer::DecodedCache,
+                len: budget,
+                start: 0,
+                end: bytes,
+            }
+            .into());
+        }
+        let held = self.decoded_cache.as_ref().map_or(0, wgpu::Buffer::size);
+        if held >= bytes {
+            return Ok(self.decoded_cache.clone());
+        }
+        // Doubling keeps the copies few; the budget is a multiple of 256 bytes.
+        let size = bytes
+            .max(held.saturating_mul(2))
+            .max(1 << 20)
+            .next_multiple_of(256)
+            .min(budget);
+        use wgpu::BufferUsages as U;
+        let grown = self.ctx.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("stoker decoded cache"),
+            size,
+            usage: U::COPY_SRC | U::COPY_DST,
+            mapped_at_creation: false,
+        })?;
+        if let Some(old) = &self.decoded_cache {
+            let mut enc =
+                self.ctx
+                    .device()
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("stoker decoded cache growth"),
+                    });
+            enc.copy_buffer_to_buffer(old, 0, &grown, 0, old.size());
+            self.ctx.queue().submit([enc.finish()]);
+        }
+        self.decoded_cache = Some(grown);
+        Ok(self.decoded_cache.clone())
     }
 
     fn new_staging(&self, bytes: u64) -> Result<Staging> {
@@ -315,6 +375,8 @@ impl WgpuBatcher {
             sizes.entropy_status,
             U::STORAGE | U::COPY_SRC,
         )?;
+        let decoded_cache = self.decoded_cache(sizes.decoded_cache)?;
+        let ctx = &self.ctx;
         let mut enc = ctx
             .device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -348,6 +410,7 @@ impl WgpuBatcher {
                 Buffer::Coefficients => Some(&coefficients),
                 Buffer::EntropyStatus => Some(&entropy_status),
                 Buffer::Rgbi => None,
+                Buffer::DecodedCache => decoded_cache.as_ref(),
             })?;
         Ok(enc)
     }
@@ -545,5 +608,25 @@ impl DeviceBatcher for WgpuBatcher {
 
     fn max_binding(&self) -> u64 {
         max_binding(&self.ctx)
+    }
+
+    fn set_decoded_cache(&mut self, bytes: u64) -> Result<u64> {
+        let max = self.ctx.device().limits().max_buffer_size;
+        // Whole 256-byte places: the budget is rounded down to them.
+        let budget = bytes.min(max) / 256 * 256;
+        if self
+            .decoded_cache
+            .as_ref()
+            .is_some_and(|b| b.size() > budget)
+        {
+            // A smaller budget forgets what the cache held (the caller's map with it).
+            self.decoded_cache = None;
+        }
+        self.decoded_cache_budget = budget;
+        Ok(budget)
+    }
+
+    fn decoded_cache_bytes(&self) -> u64 {
+        self.decoded_cache.as_ref().map_or(0, wgpu::Buffer::size)
     }
 }

@@ -388,7 +388,12 @@ pub fn a_batch_plan_decodes_and_augments_like_the_reference(e: &dyn Executor) {
             };
             oracles.push(oracle);
             let mask = (id % 2 == 0).then(|| random_mask(&mut rng, w, h));
-            jobs.push(DeviceJob { plan, image, mask });
+            jobs.push(DeviceJob {
+                plan,
+                image,
+                mask,
+                cache_to: None,
+            });
         }
         let mut plan = BatchPlan::new(e.limits());
         plan.plan(&jobs, true).expect("plan");

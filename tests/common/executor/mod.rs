@@ -7,7 +7,7 @@
 //! - [`wgpu_device`]: the WGSL shaders on this machine's wgpu adapter (lavapipe in CI);
 //! - [`cuda_device`]: the CUDA kernels on a GPU.
 //!
-//! The cases ([`orient`], [`huffman`], [`decode`], [`augment`]) are written once against the trait and
+//! The cases ([`orient`], [`huffman`], [`decode`], [`augment`], [`cache`]) are written once against the trait and
 //! compare with the CPU oracles; [`executor_tests!`] makes one `#[test]` per case for an
 //! executor. A test binary opts in with
 //!
@@ -25,6 +25,7 @@
 #![allow(dead_code)]
 
 pub mod augment;
+pub mod cache;
 #[cfg(feature = "cuda")]
 pub mod cuda_device;
 pub mod decode;
@@ -88,6 +89,7 @@ impl Buffers {
             Buffer::Rgbi,
             Buffer::Coefficients,
             Buffer::EntropyStatus,
+            Buffer::DecodedCache,
         ] {
             buffers = buffers.with(b, garbage(sizes.of(b).max(4)));
         }
@@ -189,6 +191,7 @@ macro_rules! executor_tests {
             augment::f16_rounding_ties_and_overflow_match_half,
             augment::a_batch_plan_decodes_and_augments_like_the_reference,
             augment::short_buffers_are_refused,
+            cache::cached_images_come_back_as_they_were_decoded,
         );
     };
     (@cases $executor:expr; $($module:ident :: $case:ident),* $(,)?) => {
