@@ -110,12 +110,14 @@ fn check(cpu: &[Epoch], dev: &[Epoch]) {
         let mean = sum as f64 / c.images.len().max(1) as f64;
         println!(
             "epoch {e}: worst {worst} levels, mean {mean:.4}; device-cache hits {}, host-cache hits {}, \
-             device decoded {}, CPU fallbacks {}, bytes read {}",
+             device decoded {}, CPU fallbacks {}, bytes read {}; wall {:.3} s (CPU backend {:.3} s)",
             g.stats.device_cache_hits,
             g.stats.cache_hits,
             g.stats.gpu_decoded,
             g.stats.cpu_fallbacks,
-            g.stats.bytes_read
+            g.stats.bytes_read,
+            g.stats.wall_seconds,
+            c.stats.wall_seconds
         );
         assert!(
             f64::from(worst) <= LEVELS,

@@ -39,7 +39,9 @@
 //! # Memory
 //!
 //! In flight: `K` batch buffers plus `S` staging buffers plus one decode buffer per
-//! worker, whatever the dataset size. If the caller keeps every batch of the ring alive
+//! worker, whatever the dataset size. The decoded-sample caches add their budgets: `cache_bytes` of host
+//! memory, and on a device backend `device_cache_bytes` of device memory (its entries'
+//! label planes stay on the host). If the caller keeps every batch of the ring alive
 //! and asks for the next one, the epoch lends one more buffer instead of deadlocking.
 //!
 //! # Errors
