@@ -867,6 +867,7 @@ mod tests {
                         orientation,
                     },
                     mask: None,
+                    cache_to: None,
                 }
             })
             .collect();

@@ -318,6 +318,7 @@ impl WgpuBatcher {
     ) -> Result<wgpu::CommandEncoder> {
         use wgpu::BufferUsages as U;
         let sizes = self.plan.sizes();
+        let decoded_cache = self.decoded_cache(sizes.decoded_cache)?;
         let ctx = &self.ctx;
         let sc = &mut self.scratch;
         let storage = U::STORAGE | U::COPY_DST;
@@ -375,8 +376,6 @@ impl WgpuBatcher {
             sizes.entropy_status,
             U::STORAGE | U::COPY_SRC,
         )?;
-        let decoded_cache = self.decoded_cache(sizes.decoded_cache)?;
-        let ctx = &self.ctx;
         let mut enc = ctx
             .device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
