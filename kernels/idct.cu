@@ -7,7 +7,8 @@
 // (1 block for 8x8 and 4x4 outputs, 2 for 2x2, 4 for 1x1), so it writes whole plane words
 // and no two threads write the same word.
 // Bindings: 0 `blob` (the decode chunk: header, image and component tables, data; read),
-// 1 `planes` (component planes; written). No params.
+// 1 `planes` (component planes; written), 2 the blocks (the chunk again, or the
+// coefficient buffer the `huffman` pass wrote; read). No params.
 //
 // The oracle's i32 arithmetic wraps; here every such value is carried in a u32 (same bits,
 // defined wrapping) and shifted right arithmetically with sra().
@@ -19,6 +20,7 @@ enum : u32 {
     H_COMPONENTS = 1u, // number of component records
     H_COMPONENT_TABLE = 3u,
     H_IDCT = 4u, // IDCT invocations in this chunk
+    H_FULL_BLOCKS = 11u, // 1: blocks in the layout of size 8; 0: of each dct_size
 
     // ComponentDesc words.
     C_COEF = 0u,
@@ -77,13 +79,49 @@ static __device__ __forceinline__ u32 half16(u32 word, u32 i) {
     return sra(word, 16u);
 }
 
-static __device__ __forceinline__ u32 coef(const u32* blob, const u32* blocks, u32 at, u32 i) {
-    return half16(blocks[at + i / 2u], i);
+// A block stored in the layout of output size `stored` (coeffs.rs): the kept rows by the
+// kept columns, row-major; `side` of each, natural row or column x at `rank`.
+static __device__ __forceinline__ u32 side(u32 stored) {
+    if (stored == 8u) {
+        return 8u;
+    }
+    if (stored == 4u) {
+        return 7u;
+    }
+    if (stored == 2u) {
+        return 5u;
+    }
+    return 1u;
+}
+
+static __device__ __forceinline__ u32 rank(u32 stored, u32 x) {
+    if (stored == 8u) {
+        return x;
+    }
+    if (stored == 4u) {
+        return x - (x > 4u ? 1u : 0u);
+    }
+    if (stored == 2u) {
+        return (x + 1u) / 2u;
+    }
+    return 0u;
+}
+
+// Words of one block in the layout of size `stored`.
+static __device__ __forceinline__ u32 block_words(u32 stored) {
+    const u32 n = side(stored);
+    return (n * n + 1u) / 2u;
+}
+
+// Natural-order coefficient i of the block at `at`, stored in the layout of size `stored`.
+static __device__ __forceinline__ u32 coef(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 i) {
+    const u32 k = rank(stored, i / 8u) * side(stored) + rank(stored, i % 8u);
+    return half16(blocks[at + k / 2u], k);
 }
 
 // DEQUANTIZE: coefficient times the quantiser, taken as a short.
-static __device__ __forceinline__ u32 deq(const u32* blob, const u32* blocks, u32 at, u32 qt, u32 i) {
-    return coef(blob, blocks, at, i) * half16(blob[qt + i / 2u], i);
+static __device__ __forceinline__ u32 deq(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 qt, u32 i) {
+    return coef(blob, blocks, at, stored, i) * half16(blob[qt + i / 2u], i);
 }
 
 static __device__ __forceinline__ u32 descale(u32 x, u32 n) {
@@ -175,17 +213,18 @@ static __device__ __forceinline__ void idct2_1d(const u32 x[8], u32 shift, u32 o
     out[1] = descale(tmp10 - tmp0, shift);
 }
 
-// jpeg_idct_islow: block at `at`, quantisation table at `qt`, into st.samples.
-static __device__ __forceinline__ void idct_8x8(const u32* blob, const u32* blocks, u32 at, u32 qt, IdctState& st) {
+// jpeg_idct_islow: block at `at` (in the layout of size `stored`), quantisation table at
+// `qt`, into st.samples.
+static __device__ __forceinline__ void idct_8x8(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 qt, IdctState& st) {
 #pragma unroll
     for (u32 col = 0u; col < 8u; col++) {
         bool zero = true;
 #pragma unroll
         for (u32 r = 1u; r < 8u; r++) {
-            zero = zero && coef(blob, blocks, at, r * 8u + col) == 0u;
+            zero = zero && coef(blob, blocks, at, stored, r * 8u + col) == 0u;
         }
         if (zero) {
-            const u32 dc = deq(blob, blocks, at, qt, col) << PASS1_BITS;
+            const u32 dc = deq(blob, blocks, at, stored, qt, col) << PASS1_BITS;
 #pragma unroll
             for (u32 r = 0u; r < 8u; r++) {
                 st.ws[r * 8u + col] = dc;
@@ -195,7 +234,7 @@ static __device__ __forceinline__ void idct_8x8(const u32* blob, const u32* bloc
         u32 x[8];
 #pragma unroll
         for (u32 r = 0u; r < 8u; r++) {
-            x[r] = deq(blob, blocks, at, qt, r * 8u + col);
+            x[r] = deq(blob, blocks, at, stored, qt, r * 8u + col);
         }
         u32 o[8];
         idct8_1d(x, CONST_BITS - PASS1_BITS, o);
@@ -233,17 +272,20 @@ static __device__ __forceinline__ void idct_8x8(const u32* blob, const u32* bloc
 }
 
 // jpeg_idct_4x4 into st.samples (rows 0-3, columns 0-3).
-static __device__ __forceinline__ void idct_4x4(const u32* blob, const u32* blocks, u32 at, u32 qt, IdctState& st) {
+static __device__ __forceinline__ void idct_4x4(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 qt, IdctState& st) {
 #pragma unroll
     for (u32 col = 0u; col < 8u; col++) {
         if (col == 4u) {
             continue;
         }
-        const bool zero = coef(blob, blocks, at, 8u + col) == 0u && coef(blob, blocks, at, 16u + col) == 0u
-            && coef(blob, blocks, at, 24u + col) == 0u && coef(blob, blocks, at, 40u + col) == 0u
-            && coef(blob, blocks, at, 48u + col) == 0u && coef(blob, blocks, at, 56u + col) == 0u;
+        const bool zero = coef(blob, blocks, at, stored, 8u + col) == 0u
+            && coef(blob, blocks, at, stored, 16u + col) == 0u
+            && coef(blob, blocks, at, stored, 24u + col) == 0u
+            && coef(blob, blocks, at, stored, 40u + col) == 0u
+            && coef(blob, blocks, at, stored, 48u + col) == 0u
+            && coef(blob, blocks, at, stored, 56u + col) == 0u;
         if (zero) {
-            const u32 dc = deq(blob, blocks, at, qt, col) << PASS1_BITS;
+            const u32 dc = deq(blob, blocks, at, stored, qt, col) << PASS1_BITS;
 #pragma unroll
             for (u32 r = 0u; r < 4u; r++) {
                 st.ws[r * 8u + col] = dc;
@@ -251,9 +293,10 @@ static __device__ __forceinline__ void idct_4x4(const u32* blob, const u32* bloc
             continue;
         }
         const u32 x[8] = {
-            deq(blob, blocks, at, qt, col), deq(blob, blocks, at, qt, 8u + col), deq(blob, blocks, at, qt, 16u + col),
-            deq(blob, blocks, at, qt, 24u + col), 0u, deq(blob, blocks, at, qt, 40u + col),
-            deq(blob, blocks, at, qt, 48u + col), deq(blob, blocks, at, qt, 56u + col),
+            deq(blob, blocks, at, stored, qt, col), deq(blob, blocks, at, stored, qt, 8u + col),
+            deq(blob, blocks, at, stored, qt, 16u + col), deq(blob, blocks, at, stored, qt, 24u + col),
+            0u, deq(blob, blocks, at, stored, qt, 40u + col),
+            deq(blob, blocks, at, stored, qt, 48u + col), deq(blob, blocks, at, stored, qt, 56u + col),
         };
         u32 o[4];
         idct4_1d(x, CONST_BITS - PASS1_BITS + 1u, o);
@@ -287,22 +330,25 @@ static __device__ __forceinline__ void idct_4x4(const u32* blob, const u32* bloc
 }
 
 // jpeg_idct_2x2 into st.samples (rows 0-1, columns 0-1).
-static __device__ __forceinline__ void idct_2x2(const u32* blob, const u32* blocks, u32 at, u32 qt, IdctState& st) {
+static __device__ __forceinline__ void idct_2x2(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 qt, IdctState& st) {
 #pragma unroll
     for (u32 k = 0u; k < 5u; k++) {
         const u32 col = k == 0u ? 0u : 2u * k - 1u;
-        const bool zero = coef(blob, blocks, at, 8u + col) == 0u && coef(blob, blocks, at, 24u + col) == 0u
-            && coef(blob, blocks, at, 40u + col) == 0u && coef(blob, blocks, at, 56u + col) == 0u;
+        const bool zero = coef(blob, blocks, at, stored, 8u + col) == 0u
+            && coef(blob, blocks, at, stored, 24u + col) == 0u
+            && coef(blob, blocks, at, stored, 40u + col) == 0u
+            && coef(blob, blocks, at, stored, 56u + col) == 0u;
         if (zero) {
-            const u32 dc = deq(blob, blocks, at, qt, col) << PASS1_BITS;
+            const u32 dc = deq(blob, blocks, at, stored, qt, col) << PASS1_BITS;
             st.ws[col] = dc;
             st.ws[8u + col] = dc;
             continue;
         }
         const u32 x[8] = {
-            deq(blob, blocks, at, qt, col), deq(blob, blocks, at, qt, 8u + col), 0u,
-            deq(blob, blocks, at, qt, 24u + col), 0u, deq(blob, blocks, at, qt, 40u + col), 0u,
-            deq(blob, blocks, at, qt, 56u + col),
+            deq(blob, blocks, at, stored, qt, col), deq(blob, blocks, at, stored, qt, 8u + col), 0u,
+            deq(blob, blocks, at, stored, qt, 24u + col), 0u,
+            deq(blob, blocks, at, stored, qt, 40u + col), 0u,
+            deq(blob, blocks, at, stored, qt, 56u + col),
         };
         u32 o[2];
         idct2_1d(x, CONST_BITS - PASS1_BITS + 2u, o);
@@ -329,8 +375,8 @@ static __device__ __forceinline__ void idct_2x2(const u32* blob, const u32* bloc
 }
 
 // jpeg_idct_1x1.
-static __device__ __forceinline__ u32 idct_1x1(const u32* blob, const u32* blocks, u32 at, u32 qt) {
-    return range_limit(descale(deq(blob, blocks, at, qt, 0u), 3u));
+static __device__ __forceinline__ u32 idct_1x1(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 qt) {
+    return range_limit(descale(deq(blob, blocks, at, stored, qt, 0u), 3u));
 }
 
 extern "C" __global__ void idct(const KernelArgs a) {
@@ -372,9 +418,13 @@ extern "C" __global__ void idct(const KernelArgs a) {
     const u32 plane = comp_word(blob, c, C_PLANE);
     const u32 stride = comp_word(blob, c, C_STRIDE);
     const u32 block0 = gy * bw + gx * per;
+    // Host-decoded blocks are in the layout of the component's size, the huffman pass's
+    // in that of size 8.
+    const u32 stored = blob[H_FULL_BLOCKS] == 1u ? 8u : size;
+    const u32 per_block = block_words(stored);
     IdctState st;
     if (size == 8u) {
-        idct_8x8(blob, blocks, coefs + 32u * block0, qt, st);
+        idct_8x8(blob, blocks, coefs + per_block * block0, stored, qt, st);
 #pragma unroll
         for (u32 r = 0u; r < 8u; r++) {
             const u32 row = plane + (gy * 8u + r) * stride + gx * 2u;
@@ -385,7 +435,7 @@ extern "C" __global__ void idct(const KernelArgs a) {
                 | (st.samples[s + 6u] << 16u) | (st.samples[s + 7u] << 24u);
         }
     } else if (size == 4u) {
-        idct_4x4(blob, blocks, coefs + 32u * block0, qt, st);
+        idct_4x4(blob, blocks, coefs + per_block * block0, stored, qt, st);
 #pragma unroll
         for (u32 r = 0u; r < 4u; r++) {
             const u32 s = r * 8u;
@@ -398,7 +448,7 @@ extern "C" __global__ void idct(const KernelArgs a) {
 #pragma unroll
         for (u32 k = 0u; k < 2u; k++) {
             if (gx * 2u + k < bw) {
-                idct_2x2(blob, blocks, coefs + 32u * (block0 + k), qt, st);
+                idct_2x2(blob, blocks, coefs + per_block * (block0 + k), stored, qt, st);
 #pragma unroll
                 for (u32 r = 0u; r < 2u; r++) {
                     words[r] = words[r]
@@ -415,7 +465,8 @@ extern "C" __global__ void idct(const KernelArgs a) {
 #pragma unroll
         for (u32 k = 0u; k < 4u; k++) {
             if (gx * 4u + k < bw) {
-                word = word | (idct_1x1(blob, blocks, coefs + 32u * (block0 + k), qt) << (8u * k));
+                word = word
+                    | (idct_1x1(blob, blocks, coefs + per_block * (block0 + k), stored, qt) << (8u * k));
             }
         }
         planes[plane + gy * stride + gx] = word;

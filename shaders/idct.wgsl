@@ -17,6 +17,7 @@
 const H_COMPONENTS: u32 = 1u;    // number of component records
 const H_COMPONENT_TABLE: u32 = 3u;
 const H_IDCT: u32 = 4u;          // IDCT invocations in this chunk
+const H_FULL_BLOCKS: u32 = 11u;  // 1: blocks in the layout of size 8; 0: of each dct_size
 
 // ComponentDesc words.
 const C_COEF: u32 = 0u;
@@ -70,13 +71,49 @@ fn half16(word: u32, i: u32) -> i32 {
     return i32(word) >> 16u;
 }
 
-fn coef(at: u32, i: u32) -> i32 {
-    return half16(coefs[at + i / 2u], i);
+// A block stored in the layout of output size `stored` (coeffs.rs): the kept rows by the
+// kept columns, row-major; `side` of each, natural row or column x at `rank`.
+fn side(stored: u32) -> u32 {
+    if (stored == 8u) {
+        return 8u;
+    }
+    if (stored == 4u) {
+        return 7u;
+    }
+    if (stored == 2u) {
+        return 5u;
+    }
+    return 1u;
+}
+
+fn rank(stored: u32, x: u32) -> u32 {
+    if (stored == 8u) {
+        return x;
+    }
+    if (stored == 4u) {
+        return x - select(0u, 1u, x > 4u);
+    }
+    if (stored == 2u) {
+        return (x + 1u) / 2u;
+    }
+    return 0u;
+}
+
+// Words of one block in the layout of size `stored`.
+fn block_words(stored: u32) -> u32 {
+    let n = side(stored);
+    return (n * n + 1u) / 2u;
+}
+
+// Natural-order coefficient i of the block at `at`, stored in the layout of size `stored`.
+fn coef(at: u32, stored: u32, i: u32) -> i32 {
+    let k = rank(stored, i / 8u) * side(stored) + rank(stored, i % 8u);
+    return half16(coefs[at + k / 2u], k);
 }
 
 // DEQUANTIZE: coefficient times the quantiser, taken as a short.
-fn deq(at: u32, qt: u32, i: u32) -> i32 {
-    return coef(at, i) * half16(blob[qt + i / 2u], i);
+fn deq(at: u32, stored: u32, qt: u32, i: u32) -> i32 {
+    return coef(at, stored, i) * half16(blob[qt + i / 2u], i);
 }
 
 fn descale(x: i32, n: u32) -> i32 {
@@ -171,15 +208,16 @@ fn idct2_1d(x: array<i32, 8>, shift: u32) -> array<i32, 2> {
     return array<i32, 2>(descale(tmp10 + tmp0, shift), descale(tmp10 - tmp0, shift));
 }
 
-// jpeg_idct_islow: block at `at`, quantisation table at `qt`, into samples[].
-fn idct_8x8(at: u32, qt: u32) {
+// jpeg_idct_islow: block at `at` (in the layout of size `stored`), quantisation table at
+// `qt`, into samples[].
+fn idct_8x8(at: u32, stored: u32, qt: u32) {
     for (var col = 0u; col < 8u; col++) {
         var zero = true;
         for (var r = 1u; r < 8u; r++) {
-            zero = zero && coef(at, r * 8u + col) == 0;
+            zero = zero && coef(at, stored, r * 8u + col) == 0;
         }
         if (zero) {
-            let dc = deq(at, qt, col) << PASS1_BITS;
+            let dc = deq(at, stored, qt, col) << PASS1_BITS;
             for (var r = 0u; r < 8u; r++) {
                 ws[r * 8u + col] = dc;
             }
@@ -187,7 +225,7 @@ fn idct_8x8(at: u32, qt: u32) {
         }
         var x: array<i32, 8>;
         for (var r = 0u; r < 8u; r++) {
-            x[r] = deq(at, qt, r * 8u + col);
+            x[r] = deq(at, stored, qt, r * 8u + col);
         }
         var o = idct8_1d(x, CONST_BITS - PASS1_BITS);
         for (var r = 0u; r < 8u; r++) {
@@ -218,25 +256,26 @@ fn idct_8x8(at: u32, qt: u32) {
 }
 
 // jpeg_idct_4x4 into samples[] (rows 0-3, columns 0-3).
-fn idct_4x4(at: u32, qt: u32) {
+fn idct_4x4(at: u32, stored: u32, qt: u32) {
     for (var col = 0u; col < 8u; col++) {
         if (col == 4u) {
             continue;
         }
-        let zero = coef(at, 8u + col) == 0 && coef(at, 16u + col) == 0
-            && coef(at, 24u + col) == 0 && coef(at, 40u + col) == 0
-            && coef(at, 48u + col) == 0 && coef(at, 56u + col) == 0;
+        let zero = coef(at, stored, 8u + col) == 0 && coef(at, stored, 16u + col) == 0
+            && coef(at, stored, 24u + col) == 0 && coef(at, stored, 40u + col) == 0
+            && coef(at, stored, 48u + col) == 0 && coef(at, stored, 56u + col) == 0;
         if (zero) {
-            let dc = deq(at, qt, col) << PASS1_BITS;
+            let dc = deq(at, stored, qt, col) << PASS1_BITS;
             for (var r = 0u; r < 4u; r++) {
                 ws[r * 8u + col] = dc;
             }
             continue;
         }
         let x = array<i32, 8>(
-            deq(at, qt, col), deq(at, qt, 8u + col), deq(at, qt, 16u + col),
-            deq(at, qt, 24u + col), 0, deq(at, qt, 40u + col), deq(at, qt, 48u + col),
-            deq(at, qt, 56u + col),
+            deq(at, stored, qt, col), deq(at, stored, qt, 8u + col),
+            deq(at, stored, qt, 16u + col), deq(at, stored, qt, 24u + col), 0,
+            deq(at, stored, qt, 40u + col), deq(at, stored, qt, 48u + col),
+            deq(at, stored, qt, 56u + col),
         );
         var o = idct4_1d(x, CONST_BITS - PASS1_BITS + 1u);
         for (var r = 0u; r < 4u; r++) {
@@ -263,20 +302,21 @@ fn idct_4x4(at: u32, qt: u32) {
 }
 
 // jpeg_idct_2x2 into samples[] (rows 0-1, columns 0-1).
-fn idct_2x2(at: u32, qt: u32) {
+fn idct_2x2(at: u32, stored: u32, qt: u32) {
     for (var k = 0u; k < 5u; k++) {
         let col = select(2u * k - 1u, 0u, k == 0u);
-        let zero = coef(at, 8u + col) == 0 && coef(at, 24u + col) == 0
-            && coef(at, 40u + col) == 0 && coef(at, 56u + col) == 0;
+        let zero = coef(at, stored, 8u + col) == 0 && coef(at, stored, 24u + col) == 0
+            && coef(at, stored, 40u + col) == 0 && coef(at, stored, 56u + col) == 0;
         if (zero) {
-            let dc = deq(at, qt, col) << PASS1_BITS;
+            let dc = deq(at, stored, qt, col) << PASS1_BITS;
             ws[col] = dc;
             ws[8u + col] = dc;
             continue;
         }
         let x = array<i32, 8>(
-            deq(at, qt, col), deq(at, qt, 8u + col), 0, deq(at, qt, 24u + col), 0,
-            deq(at, qt, 40u + col), 0, deq(at, qt, 56u + col),
+            deq(at, stored, qt, col), deq(at, stored, qt, 8u + col), 0,
+            deq(at, stored, qt, 24u + col), 0, deq(at, stored, qt, 40u + col), 0,
+            deq(at, stored, qt, 56u + col),
         );
         var o = idct2_1d(x, CONST_BITS - PASS1_BITS + 2u);
         ws[col] = o[0];
@@ -298,8 +338,8 @@ fn idct_2x2(at: u32, qt: u32) {
 }
 
 // jpeg_idct_1x1.
-fn idct_1x1(at: u32, qt: u32) -> u32 {
-    return range_limit(descale(deq(at, qt, 0u), 3u));
+fn idct_1x1(at: u32, stored: u32, qt: u32) -> u32 {
+    return range_limit(descale(deq(at, stored, qt, 0u), 3u));
 }
 
 @compute @workgroup_size(64)
@@ -340,8 +380,12 @@ fn idct(
     let plane = comp_word(c, C_PLANE);
     let stride = comp_word(c, C_STRIDE);
     let block0 = gy * bw + gx * per;
+    // Host-decoded blocks are in the layout of the component's size, the huffman pass's
+    // in that of size 8.
+    let stored = select(size, 8u, blob[H_FULL_BLOCKS] == 1u);
+    let per_block = block_words(stored);
     if (size == 8u) {
-        idct_8x8(coefs + 32u * block0, qt);
+        idct_8x8(coefs + per_block * block0, stored, qt);
         for (var r = 0u; r < 8u; r++) {
             let row = plane + (gy * 8u + r) * stride + gx * 2u;
             let s = r * 8u;
@@ -351,7 +395,7 @@ fn idct(
                 | (samples[s + 6u] << 16u) | (samples[s + 7u] << 24u);
         }
     } else if (size == 4u) {
-        idct_4x4(coefs + 32u * block0, qt);
+        idct_4x4(coefs + per_block * block0, stored, qt);
         for (var r = 0u; r < 4u; r++) {
             let s = r * 8u;
             planes[plane + (gy * 4u + r) * stride + gx] = samples[s] | (samples[s + 1u] << 8u)
@@ -361,7 +405,7 @@ fn idct(
         var words = array<u32, 2>(0u, 0u);
         for (var k = 0u; k < 2u; k++) {
             if (gx * 2u + k < bw) {
-                idct_2x2(coefs + 32u * (block0 + k), qt);
+                idct_2x2(coefs + per_block * (block0 + k), stored, qt);
                 for (var r = 0u; r < 2u; r++) {
                     words[r] = words[r] | ((samples[r * 8u] | (samples[r * 8u + 1u] << 8u))
                         << (16u * k));
@@ -375,7 +419,8 @@ fn idct(
         var word = 0u;
         for (var k = 0u; k < 4u; k++) {
             if (gx * 4u + k < bw) {
-                word = word | (idct_1x1(coefs + 32u * (block0 + k), qt) << (8u * k));
+                word = word
+                    | (idct_1x1(coefs + per_block * (block0 + k), stored, qt) << (8u * k));
             }
         }
         planes[plane + gy * stride + gx] = word;

@@ -10,10 +10,17 @@
 //!
 //! | words | what |
 //! | --- | --- |
-//! | 0-63 | header: 0 images, 1 components, 2 image table offset, 3 component table offset, 4 IDCT invocations, 5 output pixels, 6 plane words, 7 output words, 8-63 zero |
+//! | 0-63 | header: 0 images, 1 components, 2 image table offset, 3 component table offset, 4 IDCT invocations, 5 output pixels, 6 plane words, 7 output words, 8-10 and 12 entropy chunks only (intervals, interval table offset, coefficient words, the most blocks an interval holds: see `decode::jpeg::huffman`), 11 the blocks' layout, 13-63 zero |
 //! | 64.. | image table: [`ImageDesc`] records (16 words), `IMAGES_PER_CHUNK` slots |
 //! | .. | component table: [`ComponentDesc`] records (16 words), `COMPONENTS_PER_CHUNK` slots |
 //! | .. | data: quantisation tables, blocks, passthrough pixels (see `decode::jpeg::coeffs`) |
+//!
+//! A chunk holds host-decoded coefficients or, an *entropy chunk*, entropy-coded bytes
+//! that the `huffman` kernel decodes into [`Buffer::Coefficients`]. Header word 11 says
+//! where the `idct` kernel finds the blocks and in which layout (`decode::jpeg::coeffs`):
+//! 0, in the chunk's data, each component's in the layout of its DCT output size (the
+//! coefficients its IDCT reads, 32 words a block at 8 down to 1 at 1); 1 (entropy
+//! chunks), in the coefficient buffer, 32 words a block at every size.
 //!
 //! Offsets in a chunk's records are relative to the chunk: data offsets to its first word,
 //! plane offsets to the start of the plane scratch buffer (reused by every chunk), output
@@ -59,6 +66,9 @@ pub struct DeviceImage {
 
 /// Words in a chunk header.
 const HEADER_WORDS: usize = 64;
+/// Header word: 1 when the chunk's blocks are in [`Buffer::Coefficients`], in the layout
+/// of size 8; 0 when they are in its data, in the layout of each component's size.
+const H_FULL_BLOCKS: usize = 11;
 /// Image records a chunk holds.
 pub const IMAGES_PER_CHUNK: usize = 64;
 /// Component records a chunk holds.
@@ -89,6 +99,8 @@ struct Need {
     data_words: u64,
     plane_words: u64,
     pixels: u64,
+    /// Coefficient blocks (uploaded, or decoded on the device).
+    blocks: u64,
 }
 
 impl Need {
@@ -100,13 +112,12 @@ impl Need {
     }
 
     /// Says which window of which image needs what, against a binding of `max_words`.
-    fn describe(&self, image: &ImageDesc, components: usize, max_words: u64) -> String {
+    fn describe(&self, image: &ImageDesc, max_words: u64) -> String {
         let (w, h, s) = (image.width, image.height, image.scale.max(1));
         let what = if image.kind == KIND_PASSTHROUGH {
             format!("a {w}x{h} window decoded on the host")
         } else {
-            // Blocks: the data less one quantisation table (32 words) per component.
-            let blocks = self.data_words.saturating_sub(32 * components as u64) / 32;
+            let blocks = self.blocks;
             format!(
                 "the {w}x{h} window at ({}, {}) of the {}x{} image at IDCT scale 1/{s} \
                  ({}x{} stored pixels, {blocks} coefficient blocks)",
@@ -147,10 +158,11 @@ pub fn jpeg_binding_refusal(
         data_words: size.data_words,
         plane_words: size.plane_words,
         pixels: size.pixels,
+        blocks: size.blocks,
     };
     Ok(need
         .exceeds(max_words)
-        .then(|| need.describe(&desc, coeffs.components.len(), max_words)))
+        .then(|| need.describe(&desc, max_words)))
 }
 
 /// [`jpeg_binding_refusal`] for host pixels passed through the device
@@ -162,6 +174,7 @@ pub fn rgb_binding_refusal(img: &Image8, max_binding: u64) -> Option<String> {
         data_words: pixels,
         plane_words: 0,
         pixels,
+        blocks: 0,
     };
     let desc = ImageDesc {
         kind: KIND_PASSTHROUGH,
@@ -170,7 +183,15 @@ pub fn rgb_binding_refusal(img: &Image8, max_binding: u64) -> Option<String> {
         ..ImageDesc::default()
     };
     need.exceeds(max_words)
-        .then(|| need.describe(&desc, 0, max_words))
+        .then(|| need.describe(&desc, max_words))
+}
+
+/// Blocks in the regions of `components`.
+fn region_blocks(components: &[ComponentDesc]) -> u64 {
+    components
+        .iter()
+        .map(|c| u64::from(c.bw) * u64::from(c.bh))
+        .sum()
 }
 
 /// Host bookkeeping of one chunk.
@@ -319,7 +340,8 @@ impl DecodeInput {
             .extend_from_slice(bytemuck::cast_slice(&self.pending));
         self.pending.clear();
         let h = &mut self.blob[start..start + 13];
-        h[8..13].copy_from_slice(&[n, table, coef_words, 1, most]);
+        h[8..11].copy_from_slice(&[n, table, coef_words]);
+        h[12] = most;
     }
 
     /// The byte offset (a multiple of 256) where [`Self::append_table`] places its words.
@@ -446,13 +468,12 @@ impl DecodeInput {
             data_words: data,
             plane_words: u64::from(p.plane_words),
             pixels,
+            blocks: region_blocks(&p.components),
         };
         if need.exceeds(self.max_binding_words) {
-            return Err(DecodeError::Unsupported(need.describe(
-                &p.image,
-                p.components.len(),
-                self.max_binding_words,
-            )));
+            return Err(DecodeError::Unsupported(
+                need.describe(&p.image, self.max_binding_words),
+            ));
         }
         let open = self
             .chunks
@@ -549,11 +570,10 @@ impl DecodeInput {
             data_words: data + 8 * intervals,
             plane_words: u64::from(q.plane_words).max(p.coef_words),
             pixels,
+            blocks: region_blocks(&q.components),
         };
         if need.exceeds(max) {
-            return Err(DecodeError::Unsupported(
-                need.describe(&q.image, comps, max),
-            ));
+            return Err(DecodeError::Unsupported(need.describe(&q.image, max)));
         }
         let open = self.chunks.last().is_some_and(|c| {
             c.entropy && !c.closed && fits(c, self.blob.len(), self.pending.len())
@@ -662,6 +682,7 @@ impl DecodeInput {
             c.plane_words as u32,
             c.out_words as u32,
         ]);
+        self.blob[c.start + H_FULL_BLOCKS] = u32::from(c.entropy);
     }
 
     /// Word range of chunk `i` in the blob.
@@ -797,31 +818,32 @@ mod tests {
     #[test]
     fn what_a_binding_cannot_hold_is_refused_up_front_naming_its_window() {
         let max = 1u64 << 20;
-        // 1024x1024 gray at 1/8: a 128x128 window (64 KiB of output) of 16384 blocks
-        // (2 MiB of coefficients): more than a 1 MiB binding holds.
-        let coeffs = gray(1024, 1024);
-        let why = jpeg_binding_refusal(&coeffs, 8, [0, 0, 128, 128], max)
+        // 2400x2400 gray at 1/4: a 300x300 window (352 KiB of output) of 151x151 blocks
+        // (the window's 150x150 and one iMCU more), 13 words each in the layout of size
+        // 2: 1.1 MiB of coefficients, more than a 1 MiB binding holds.
+        let coeffs = gray(2400, 2400);
+        let why = jpeg_binding_refusal(&coeffs, 4, [0, 0, 300, 300], max)
             .unwrap()
             .expect("refused");
         assert!(
-            why.contains("128x128 window at (0, 0) of the 128x128 image at IDCT scale 1/8")
-                && why.contains("1024x1024 stored pixels, 16384 coefficient blocks")
+            why.contains("300x300 window at (0, 0) of the 600x600 image at IDCT scale 1/4")
+                && why.contains("1200x1200 stored pixels, 22801 coefficient blocks")
                 && why.contains(&format!(
                     "{} bytes of input",
-                    4 * (DATA_START + 32 + 32 * 16384)
+                    4 * (DATA_START + 32 + 13 * 22801)
                 ))
                 && why.contains("a GPU binding holds 1048576 bytes"),
             "{why}"
         );
         let mut input = DecodeInput::new().with_max_binding(max);
-        let pushed = input.push_jpeg(&coeffs, 8, [0, 0, 128, 128]).unwrap_err();
+        let pushed = input.push_jpeg(&coeffs, 4, [0, 0, 300, 300]).unwrap_err();
         assert_eq!(pushed, DecodeError::Unsupported(why));
         // A quarter of it fits, and is taken.
         assert_eq!(
-            jpeg_binding_refusal(&coeffs, 8, [0, 0, 56, 56], max).unwrap(),
+            jpeg_binding_refusal(&coeffs, 4, [0, 0, 150, 150], max).unwrap(),
             None
         );
-        assert!(input.push_jpeg(&coeffs, 8, [0, 0, 56, 56]).is_ok());
+        assert!(input.push_jpeg(&coeffs, 4, [0, 0, 150, 150]).is_ok());
         // Host pixels: a window whose pixels and the chunk's tables overflow.
         let side = 512;
         let img = Image8::new(side, side, vec![0; (side * side * 3) as usize]);

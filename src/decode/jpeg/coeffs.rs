@@ -20,10 +20,23 @@
 //!
 //! Everything is little-endian `u32` words (WGSL has no 16-bit integers):
 //!
-//! - **Coefficient pair**: word `k` of a block holds natural-order coefficients `2k` (low
-//!   half) and `2k + 1` (high half), each an `i16` in two's complement. A reader sign-extends
-//!   with arithmetic shifts: `low = (w << 16) as i32 >> 16`, `high = w as i32 >> 16`. A block
-//!   is 32 words.
+//! - **Block**: the coefficients of one 8x8 block that an IDCT of output size `s` reads,
+//!   in *the layout of size `s`* ([`kept_rows`], [`block_slot`], [`block_words`]). libjpeg's
+//!   IDCTs read only some coefficients: `jpeg_idct_islow` (s = 8) all 64, `jpeg_idct_4x4`
+//!   rows and columns 0-3 and 5-7 (49), `jpeg_idct_2x2` rows and columns 0, 1, 3, 5, 7
+//!   (25), `jpeg_idct_1x1` the DC alone. The layout of size `s` keeps those: the kept rows
+//!   by the kept columns (`n` of each: 8, 7, 5, 1), row-major, the natural-order
+//!   coefficient at row `r`, column `c` in slot `rank(r) * n + rank(c)`, where `rank(x)` is
+//!   `x` at size 8, `x - (x > 4)` at 4, `(x + 1) / 2` at 2 and 0 at 1. Slot `k` is half
+//!   `k % 2` of word `k / 2` (low half for even `k`), an `i16` in two's complement; a block
+//!   is `ceil(n * n / 2)` words: 32, 25, 13, 1 (the last word's high half zero when `n * n`
+//!   is odd). The layout of size 8 is the whole block in natural order. A reader
+//!   sign-extends with arithmetic shifts: `low = (w << 16) as i32 >> 16`,
+//!   `high = w as i32 >> 16`. [`pack`] stores each component's blocks in the layout of its
+//!   own DCT output size ([`ComponentDesc::dct_size`]); the blocks the device decodes
+//!   ([`super::huffman`], into a coefficient buffer) are in the layout of size 8 whatever
+//!   the component's size, and a chunk's header says which of the two its blocks are in
+//!   (`backend::device::decode`).
 //! - **Quantisation table**: 32 words, entries `2k` (low) and `2k + 1` (high), natural order,
 //!   as the `u16` stored in the file. The IDCT uses them as libjpeg's SIMD build does
 //!   (`ISLOW_MULT_TYPE` is `short`): sign-extended from 16 bits.
@@ -498,7 +511,9 @@ impl ImageDesc {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct ComponentDesc {
-    /// Word 0: data offset of the region's first block (32 words a block, row-major).
+    /// Word 0: data offset of the region's first block, row-major: [`block_words`]`(dct_size)`
+    /// words a block in the upload ([`pack`]), 32 in the coefficient buffer
+    /// ([`pack_header`]).
     pub coef_offset: u32,
     /// Word 1: data offset of the quantisation table (32 words).
     pub quant_offset: u32,
@@ -544,6 +559,54 @@ pub fn blocks_per_group(dct_size: u32) -> u32 {
 /// IDCT invocations per block row of a region `bw` blocks wide.
 pub fn idct_groups(bw: u32, dct_size: u32) -> u32 {
     bw.div_ceil(blocks_per_group(dct_size))
+}
+
+/// The rows (and, the same, the columns) of a block, in natural order, that the IDCT of
+/// output size `dct_size` reads, and that a block stored in the layout of that size keeps
+/// (see the module docs): 0-7 at 8 (and for sizes other than 1, 2, 4, as
+/// [`super::idct::idct_block`] takes them), 0-3 and 5-7 at 4, 0, 1, 3, 5, 7 at 2, 0 at 1.
+pub fn kept_rows(dct_size: u32) -> &'static [usize] {
+    match dct_size {
+        1 => &[0],
+        2 => &[0, 1, 3, 5, 7],
+        4 => &[0, 1, 2, 3, 5, 6, 7],
+        _ => &[0, 1, 2, 3, 4, 5, 6, 7],
+    }
+}
+
+/// Words of one block stored in the layout of output size `dct_size`: `ceil(n * n / 2)` for
+/// `n` [`kept_rows`]: 32 at 8, 25 at 4, 13 at 2, 1 at 1.
+pub fn block_words(dct_size: u32) -> u32 {
+    let n = kept_rows(dct_size).len() as u32;
+    (n * n).div_ceil(2)
+}
+
+/// The slot of natural-order coefficient `i` (0-63) in a block stored in the layout of
+/// output size `dct_size`: `rank(row) * n + rank(column)` (see the module docs), `None`
+/// for a coefficient that layout drops (the IDCT of that size never reads it).
+pub fn block_slot(dct_size: u32, i: usize) -> Option<usize> {
+    let kept = kept_rows(dct_size);
+    let rank = |x: usize| kept.iter().position(|&k| k == x);
+    Some(rank(i / 8)? * kept.len() + rank(i % 8)?)
+}
+
+/// Appends `block` (natural order) to `out` in the layout of output size `dct_size`.
+fn push_block(out: &mut Vec<u32>, block: &[i16; 64], dct_size: u32) {
+    let kept = kept_rows(dct_size);
+    if kept.len() == 8 {
+        out.extend(
+            block
+                .chunks_exact(2)
+                .map(|c| pack_pair(c[0] as u16, c[1] as u16)),
+        );
+        return;
+    }
+    let mut slots = kept
+        .iter()
+        .flat_map(|&r| kept.iter().map(move |&c| block[r * 8 + c] as u16));
+    while let Some(low) = slots.next() {
+        out.push(pack_pair(low, slots.next().unwrap_or(0)));
+    }
 }
 
 /// One image packed for upload: descriptors and the words they point into.
@@ -660,7 +723,8 @@ pub struct PackedSize {
     pub scale: u32,
     /// Coefficient blocks uploaded, over every component.
     pub blocks: u64,
-    /// Words of [`PackedJpeg::data`]: quantisation tables and blocks.
+    /// Words of [`PackedJpeg::data`]: quantisation tables (32 words each) and blocks
+    /// ([`block_words`] of each component's DCT output size).
     pub data_words: u64,
     /// [`PackedJpeg::plane_words`].
     pub plane_words: u64,
@@ -689,7 +753,7 @@ pub fn packed_size(
         let (bw, bh) = (bx1 - bx0, by1 - by0);
         let blocks = u64::from(bw) * u64::from(bh);
         size.blocks += blocks;
-        size.data_words += 32 + 32 * blocks;
+        size.data_words += 32 + u64::from(block_words(g.dct_size)) * blocks;
         size.plane_words += u64::from((bw * g.dct_size).div_ceil(4)) * u64::from(bh * g.dct_size);
     }
     Ok(size)
@@ -714,8 +778,9 @@ pub fn pack(
 /// [`pack`] without the blocks, for a header whose blocks the device decodes
 /// ([`super::huffman`]): `out.data` holds the quantisation tables only, and each
 /// component's `coef_offset` is the word offset of its region in a separate coefficient
-/// area (32 words a block, regions one after another from 0). Returns the words of that
-/// area. The blocks of `coeffs` are not read (they may be empty).
+/// area (32 words a block, the layout of size 8 whatever the component's DCT output size;
+/// regions one after another from 0). Returns the words of that area. The blocks of
+/// `coeffs` are not read (they may be empty).
 pub fn pack_header(
     coeffs: &Coefficients,
     scale: u32,
@@ -761,17 +826,14 @@ fn pack_into(
             at as u32
         };
         if with_blocks {
-            out.data.reserve(bw as usize * bh as usize * 32);
+            out.data
+                .reserve(bw as usize * bh as usize * block_words(g.dct_size) as usize);
         }
         for by in (by0..by1).filter(|_| with_blocks) {
             let start = by as usize * comp.width_in_blocks as usize;
             let row = &comp.blocks[start + bx0 as usize..start + bx1 as usize];
             for block in row {
-                out.data.extend(
-                    block
-                        .chunks_exact(2)
-                        .map(|c| pack_pair(c[0] as u16, c[1] as u16)),
-                );
+                push_block(&mut out.data, block, g.dct_size);
             }
         }
         let stride = (bw * g.dct_size).div_ceil(4);
@@ -805,10 +867,14 @@ fn pack_into(
     Ok(coef_area)
 }
 
-/// Reads coefficient `i` (natural order) of the block at data offset `block`.
-pub fn coef_at(data: &[u32], block: usize, i: usize) -> i16 {
-    let w = data[block + i / 2];
-    if i.is_multiple_of(2) {
+/// Reads coefficient `i` (natural order) of the block at data offset `block`, stored in
+/// the layout of output size `dct_size`; 0 for a coefficient that layout drops.
+pub fn coef_at(data: &[u32], block: usize, dct_size: u32, i: usize) -> i16 {
+    let Some(k) = block_slot(dct_size, i) else {
+        return 0;
+    };
+    let w = data[block + k / 2];
+    if k.is_multiple_of(2) {
         w as u16 as i16
     } else {
         (w >> 16) as u16 as i16
@@ -918,13 +984,13 @@ mod tests {
                 }
             }
         }
-        // A small window at 1/8 of a large image reads a block per output pixel: 64 times
-        // the coefficients of its pixels.
+        // A small window at 1/8 of a large image reads a block per output pixel, and
+        // uploads its DC alone: one word.
         let c = coeffs(2048, 2048, &[(1, 1)]);
         let size = packed_size(&c, 8, [0, 0, 256, 256]).unwrap();
         assert_eq!(size.pixels, 256 * 256);
         assert_eq!(size.blocks, 256 * 256);
-        assert_eq!(size.data_words, 32 + 32 * 256 * 256);
+        assert_eq!(size.data_words, 32 + 256 * 256);
         assert!(packed_size(&c, 3, [0, 0, 8, 8]).is_err());
         assert!(packed_size(&c, 8, [256, 0, 300, 8]).is_err());
     }
@@ -942,10 +1008,73 @@ mod tests {
         assert_eq!((d.bx0, d.by0, d.bw, d.bh), (1, 0, 4, 4));
         // Block (1, 1) of the image is block (0, 1) of the region.
         let region_block = d.coef_offset as usize + 32 * 4;
-        assert_eq!(coef_at(&p.data, region_block, 0), -3);
-        assert_eq!(coef_at(&p.data, region_block, 1), 1234);
-        assert_eq!(coef_at(&p.data, region_block, 63), -32768);
+        assert_eq!(coef_at(&p.data, region_block, 8, 0), -3);
+        assert_eq!(coef_at(&p.data, region_block, 8, 1), 1234);
+        assert_eq!(coef_at(&p.data, region_block, 8, 63), -32768);
         assert!(pack(&c, 1, [64, 0, 70, 8], &mut p).is_err());
         assert!(pack(&c, 3, [0, 0, 8, 8], &mut p).is_err());
+    }
+
+    /// The layout's slots are the kept rows by the kept columns, row-major, as the
+    /// shaders compute them (`rank` in `shaders/idct.wgsl`), and fill the block's words.
+    #[test]
+    fn block_layouts_keep_what_each_idct_reads() {
+        for (size, n, words) in [(8u32, 8usize, 32u32), (4, 7, 25), (2, 5, 13), (1, 1, 1)] {
+            assert_eq!(kept_rows(size).len(), n);
+            assert_eq!(block_words(size), words);
+            let rank = |x: usize| match size {
+                8 => x,
+                4 => x - usize::from(x > 4),
+                2 => x.div_ceil(2),
+                _ => 0,
+            };
+            let mut seen = vec![false; n * n];
+            for i in 0..64 {
+                let (r, c) = (i / 8, i % 8);
+                let kept = kept_rows(size).contains(&r) && kept_rows(size).contains(&c);
+                let slot = block_slot(size, i);
+                assert_eq!(slot.is_some(), kept, "size {size}, coefficient {i}");
+                if let Some(k) = slot {
+                    assert_eq!(k, rank(r) * n + rank(c), "size {size}, coefficient {i}");
+                    assert!(!seen[k]);
+                    seen[k] = true;
+                }
+            }
+            assert!(seen.iter().all(|&s| s));
+        }
+    }
+
+    #[test]
+    fn reduced_sizes_pack_the_kept_coefficients() {
+        let mut c = coeffs(64, 64, &[(1, 1)]);
+        for (i, v) in c.components[0].blocks[0].iter_mut().enumerate() {
+            *v = i as i16 * if i % 3 == 0 { -1 } else { 1 } - 100;
+        }
+        c.components[0].blocks[1][0] = 777;
+        let block = c.components[0].blocks[0];
+        let mut p = PackedJpeg::default();
+        for scale in [1, 2, 4, 8] {
+            pack(&c, scale, [0, 0, 1, 1], &mut p).unwrap();
+            let d = p.components[0];
+            let words = block_words(d.dct_size) as usize;
+            assert_eq!(d.dct_size, 8 / scale);
+            assert_eq!(p.data.len(), 32 + words * (d.bw * d.bh) as usize);
+            for (i, &v) in block.iter().enumerate() {
+                let want = if block_slot(d.dct_size, i).is_some() {
+                    v
+                } else {
+                    0
+                };
+                let at = d.coef_offset as usize;
+                assert_eq!(coef_at(&p.data, at, d.dct_size, i), want, "1/{scale} {i}");
+            }
+            // The next block starts `words` on, and an odd slot count leaves the last
+            // word's high half zero.
+            let at = d.coef_offset as usize + words;
+            assert_eq!(coef_at(&p.data, at, d.dct_size, 0), 777);
+            if d.dct_size < 8 {
+                assert_eq!(p.data[d.coef_offset as usize + words - 1] >> 16, 0);
+            }
+        }
     }
 }

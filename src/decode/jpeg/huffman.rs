@@ -45,9 +45,11 @@
 //! - **Entropy-coded bytes**: the intervals' bytes as in the file (byte stuffing kept,
 //!   the markers left out), byte `b` of the chunk in bits `8 * (b % 4)` of word `b / 4`.
 //!
-//! Blocks are written to the coefficient buffer (32 words a block, as in
-//! [`super::coeffs`]) at the component record's `coef_offset`, row-major over its region;
-//! blocks outside the region are decoded (the bits must be read) and dropped.
+//! Blocks are written to the coefficient buffer at the component record's `coef_offset`,
+//! row-major over its region, 32 words a block: the layout of size 8 of
+//! [`super::coeffs`] (the whole block), whatever the component's DCT output size, which
+//! an entropy chunk's header word 11 (1) tells the IDCT. Blocks outside the region are
+//! decoded (the bits must be read) and dropped.
 
 use std::ops::Range;
 
@@ -927,9 +929,9 @@ impl PackedEntropy {
 const CHUNK_HEADER: usize = 64;
 
 /// One image alone in a chunk, laid out as the device pass reads it (header words 3, 8,
-/// 9 and 10; the component table, the scan record, the interval table, the data): for
-/// the oracle's whole-image decode and the tests of the shader and the kernel. Returns
-/// the chunk and the words of coefficient buffer it needs.
+/// 9, 10 and 12, and 11 for the IDCT; the component table, the scan record, the interval
+/// table, the data): for the oracle's whole-image decode and the tests of the shader and
+/// the kernel. Returns the chunk and the words of coefficient buffer it needs.
 pub fn standalone_chunk(p: &PackedEntropy) -> (Vec<u32>, usize) {
     let ncomp = p.packed.components.len();
     let comp_table = CHUNK_HEADER;
@@ -944,6 +946,7 @@ pub fn standalone_chunk(p: &PackedEntropy) -> (Vec<u32>, usize) {
     chunk[8] = intervals.len() as u32;
     chunk[9] = iv_table as u32;
     chunk[10] = p.coef_words as u32;
+    chunk[11] = 1;
     chunk[12] = p.max_interval_blocks();
     for (i, c) in comps.iter().enumerate() {
         chunk[comp_table + 16 * i..comp_table + 16 * (i + 1)]

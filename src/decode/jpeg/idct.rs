@@ -11,7 +11,7 @@
 //! CPU decoder. Quantisation entries are used as
 //! the SIMD build's `short` multiplier table holds them: sign-extended from 16 bits.
 
-use super::coeffs::{coef_at, quant_at, PackedJpeg};
+use super::coeffs::{block_words, coef_at, quant_at, PackedJpeg};
 
 const CONST_BITS: u32 = 13;
 const PASS1_BITS: u32 = 2;
@@ -353,7 +353,8 @@ pub fn idct_block(size: u32, block: &[i16; 64], quant: &[u16; 64], out: &mut [u8
 
 /// Runs the IDCT over component `c`'s region of `packed` into `plane` (resized): the
 /// plane as the shaders lay it out, `plane_stride * 4` bytes a row, `bh * dct_size` rows,
-/// bytes past the region's `bw * dct_size` samples zero.
+/// bytes past the region's `bw * dct_size` samples zero. The blocks are in the layout of
+/// the component's DCT output size, as [`super::coeffs::pack`] stores them.
 pub fn idct_component(packed: &PackedJpeg, c: usize, plane: &mut Vec<u8>) {
     let d = &packed.components[c];
     let size = d.dct_size as usize;
@@ -365,11 +366,12 @@ pub fn idct_component(packed: &PackedJpeg, c: usize, plane: &mut Vec<u8>) {
         *q = quant_at(&packed.data, d.quant_offset as usize, i);
     }
     let mut block = [0i16; 64];
+    let words = block_words(d.dct_size) as usize;
     for by in 0..d.bh as usize {
         for bx in 0..d.bw as usize {
-            let at = d.coef_offset as usize + 32 * (by * d.bw as usize + bx);
+            let at = d.coef_offset as usize + words * (by * d.bw as usize + bx);
             for (i, v) in block.iter_mut().enumerate() {
-                *v = coef_at(&packed.data, at, i);
+                *v = coef_at(&packed.data, at, d.dct_size, i);
             }
             let start = by * size * stride + bx * size;
             idct_block(d.dct_size, &block, &quant, &mut plane[start..], stride);
@@ -463,6 +465,34 @@ mod tests {
             idct_block(size as u32, &block, &quant, &mut out, 8);
             for r in 0..size {
                 assert!(out[r * 8..r * 8 + size].iter().all(|&v| v == 148), "{size}");
+            }
+        }
+    }
+
+    /// Each IDCT reads only the coefficients the layout of its size keeps
+    /// ([`super::super::coeffs::block_slot`]): whatever the others hold, the samples are
+    /// the same.
+    #[test]
+    fn each_idct_reads_only_what_its_layout_keeps() {
+        use super::super::coeffs::block_slot;
+        let mut quant = [0u16; 64];
+        let mut base = [0i16; 64];
+        for i in 0..64 {
+            quant[i] = 1 + (i as u16 * 7) % 13;
+            base[i] = ((i as i16 * 37) % 29) - 14;
+        }
+        base[0] = 300;
+        for size in [1u32, 2, 4, 8] {
+            let mut want = vec![0u8; 64];
+            idct_block(size, &base, &quant, &mut want, 8);
+            for i in (0..64).filter(|&i| block_slot(size, i).is_none()) {
+                for v in [i16::MIN, -1000, 1000, i16::MAX] {
+                    let mut block = base;
+                    block[i] = v;
+                    let mut got = vec![0u8; 64];
+                    idct_block(size, &block, &quant, &mut got, 8);
+                    assert_eq!(got, want, "size {size}, coefficient {i} = {v}");
+                }
             }
         }
     }
