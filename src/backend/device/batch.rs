@@ -989,4 +989,74 @@ mod tests {
         assert_eq!(h[r + 11], Upsample::H2V2Fancy.code());
         assert_eq!(job.header_words(true)[0], 1);
     }
+
+    /// A `w x h` image with sampling factors `samp` (one component: gray, three: YCbCr),
+    /// every block zero.
+    fn zero_coefficients(w: u32, h: u32, samp: &[(u32, u32)]) -> Box<Coefficients> {
+        let mut c = Box::<Coefficients>::default();
+        c.clear();
+        (c.width, c.height) = (w, h);
+        c.color = if samp.len() == 1 {
+            ColorModel::Gray
+        } else {
+            ColorModel::YCbCr
+        };
+        c.max_h = samp.iter().map(|s| s.0).max().unwrap_or(1);
+        c.max_v = samp.iter().map(|s| s.1).max().unwrap_or(1);
+        let (max_h, max_v) = (c.max_h, c.max_v);
+        for &(hs, vs) in samp {
+            let wib = (w * hs).div_ceil(max_h * 8);
+            let hib = (h * vs).div_ceil(max_v * 8);
+            let comp = c.push_component(hs, vs, wib, hib, [1; 64]);
+            comp.blocks = vec![[0; 64]; (wib * hib) as usize];
+        }
+        c
+    }
+
+    /// The decode input uploads of each block only the coefficients its component's IDCT
+    /// reads: 32 words at 1/1, down to the DC alone (1 word) for luma at 1/8.
+    #[test]
+    fn coefficient_uploads_shrink_with_the_idct_scale() {
+        // 256x256 gray (32x32 blocks) and 256x256 4:2:0 (32x32 luma blocks, 16x16 of
+        // each chroma), whole, in one batch.
+        let gray = zero_coefficients(256, 256, &[(1, 1)]);
+        let ycc = zero_coefficients(256, 256, &[(2, 2), (1, 1), (1, 1)]);
+        // Words of a block in the layout of each DCT output size.
+        let words = |size: u32| match size {
+            8 => 32,
+            4 => 25,
+            2 => 13,
+            _ => 1,
+        };
+        // The chunk's header and record tables: 64 + 64 * 16 + 256 * 16 words.
+        let tables = 5184;
+        let mut got = Vec::new();
+        for (scale, luma, chroma) in [(1, 8, 8), (2, 4, 8), (4, 2, 4), (8, 1, 2)] {
+            let samples: Vec<DeviceSample> = [&gray, &ycc]
+                .into_iter()
+                .map(|c| DeviceSample::Jpeg {
+                    coeffs: c.clone(),
+                    scale,
+                    window: [0, 0, 256 / scale, 256 / scale],
+                    orientation: 1,
+                })
+                .collect();
+            let mut plan = BatchPlan::new(DeviceLimits::UNBOUNDED);
+            plan.plan_decode(samples.iter()).expect("plan");
+            let counts = plan.counts();
+            // Four quantisation tables of 32 words, 2048 luma blocks, 512 chroma blocks.
+            let want = 4 * (tables + 4 * 32 + 2048 * words(luma) + 512 * words(chroma));
+            assert_eq!(counts.decode_input_bytes, want, "1/{scale}");
+            // The rest of the upload is the augment input's.
+            assert_eq!(
+                counts.upload_bytes - want,
+                plan.sizes().augment_input,
+                "1/{scale}"
+            );
+            got.push(counts.decode_input_bytes);
+        }
+        // 341 KiB at 1/1, 285 KiB at 1/2, 175 KiB at 1/4, 55 KiB at 1/8 (a block at 32
+        // words whatever the scale would be 341 KiB each time).
+        assert_eq!(got, [348_928, 291_584, 178_944, 56_064]);
+    }
 }
