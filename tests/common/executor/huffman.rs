@@ -688,8 +688,9 @@ pub fn huffman_checks_blocks_at_the_edges_of_the_simd_range_as_the_oracle_does(e
 /// The test JPEGs (and the shared corpus's, where present) transcoded with restart
 /// markers: real photographs, optimised tables with codes up to 16 bits. Each decodes
 /// word for word as the oracle does, a few to a chunk, and, through a batch plan (entropy
-/// chunks as the batcher lays them out), with every status word clean and the windows
-/// the host coefficients' (`color::decode_coefficients` of libjpeg's).
+/// chunks as the batcher lays them out) at IDCT scales 1/1 to 1/8, with every status word
+/// clean and the windows the host coefficients' (`color::decode_coefficients` of
+/// libjpeg's).
 pub fn transcoded_files_match_the_oracle_and_the_host_coefficients(e: &dyn Executor) {
     use stoker::backend::device::job::{prepare_device, HardwareDecode};
     use stoker::backend::device::{BatchPlan, CoeffPool, DeviceSample};
@@ -717,13 +718,19 @@ pub fn transcoded_files_match_the_oracle_and_the_host_coefficients(e: &dyn Execu
             check(e, &chunk_of(&images), false, "transcoded");
         }
     }
-    // Through a batch plan, whole images at scale 1.
+    // Through a batch plan, whole images at IDCT scales 1/1, 1/2, 1/4, 1/8 in turn: the
+    // IDCT reads the huffman pass's blocks (the layout of size 8) at every DCT size.
     let pool = CoeffPool::default();
-    let opts = DecodeOptions::default();
     let mut samples = Vec::new();
     let mut expected = Vec::new();
     let mut c = Coefficients::default();
-    for (label, b) in files.iter().take(24) {
+    for (k, (label, b)) in files.iter().take(24).enumerate() {
+        let scale = [1, 2, 4, 8][k % 4];
+        let opts = DecodeOptions {
+            scale,
+            ..DecodeOptions::default()
+        };
+        let label = &format!("{label} at 1/{scale}");
         let info = stoker::decode::peek_info(b).expect("headers");
         let p = prepare_device(b, info, &opts, &pool, HardwareDecode::Off, true, 128 << 20)
             .expect("prepare");
@@ -735,10 +742,10 @@ pub fn transcoded_files_match_the_oracle_and_the_host_coefficients(e: &dyn Execu
             CoeffStatus::Ready,
             "{label}"
         );
-        let (w, h) = (c.width, c.height);
+        let (w, h) = c.scaled_size(scale);
         expected.push((
             label.clone(),
-            color::decode_coefficients(&c, 1, [0, 0, w, h]).expect("oracle"),
+            color::decode_coefficients(&c, scale, [0, 0, w, h]).expect("oracle"),
         ));
         samples.push(p.image);
     }
