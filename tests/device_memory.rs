@@ -206,8 +206,11 @@ fn device_memory_stays_bounded_over_epochs_of_mixed_sizes() {
     );
     let other = |(_, settled, tracked): (u64, u64, u64)| settled as i64 - tracked as i64;
     let (second, last) = (epochs[1], epochs[epochs.len() - 1]);
+    // (Less than a page of slack: the allocator rounds each allocation, so a grow-only
+    // buffer that grows changes the rounding by a few bytes; a leak of one buffer per batch
+    // over these 190 batches would be tens of kilobytes.)
     assert!(
-        other(last) <= other(second),
+        other(last) <= other(second) + 4096,
         "memory the batcher does not account for grew from epoch 1 ({} B) to epoch {} ({} B)",
         other(second),
         epochs.len() - 1,

@@ -588,6 +588,7 @@ impl DeviceBatcher for WgpuBatcher {
             &s.resized,
             &s.coefficients,
             &s.entropy_status,
+            &s.params,
         ];
         self.staging.iter().map(|st| st.buffer.size()).sum::<u64>()
             + scratch
