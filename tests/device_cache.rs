@@ -242,34 +242,12 @@ fn a_budget_smaller_than_the_dataset_serves_the_rest_from_the_host_cache_or_a_fr
 
 /// JPEG images with random label masks of the same size.
 fn jpegs_with_masks(dir: &Path) -> Subset {
-    let mut rng = common::TestRng(17);
-    for entry in std::fs::read_dir(common::data_dir().join("samples/photo")).expect("dir") {
-        let entry = entry.expect("entry").path();
-        let bytes = std::fs::read(&entry).expect("read");
-        let info = stoker::decode::peek_info(&bytes).expect("headers");
-        let (w, h) = info.oriented_size();
-        let stem = entry.file_stem().and_then(|s| s.to_str()).expect("stem");
-        common::write(dir, &format!("img/{stem}.jpg"), &bytes);
-        let cells: Vec<u16> = (0..(w.div_ceil(8) * h.div_ceil(8)))
-            .map(|_| rng.below(5) as u16 * 7)
-            .collect();
-        let ids: Vec<u16> = (0..h)
-            .flat_map(|y| {
-                let cells = &cells;
-                (0..w).map(move |x| cells[((y / 8) * w.div_ceil(8) + x / 8) as usize])
-            })
-            .collect();
-        common::write(
-            dir,
-            &format!("masks/{stem}.png"),
-            &common::png_labels(w, h, &ids, false),
-        );
-    }
-    Dataset::flat(dir.join("img"))
-        .expect("images")
-        .with_masks(dir.join("masks"))
-        .expect("masks")
-        .all()
+    let mut files: Vec<_> = std::fs::read_dir(common::data_dir().join("samples/photo"))
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    common::jpegs_with_masks(dir, &files, 17)
 }
 
 #[test]
@@ -291,18 +269,7 @@ fn masks_of_cached_samples_follow_the_image() {
 #[test]
 fn exif_rotated_jpegs_are_kept_upright() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut files = vec![common::data_dir().join("jpeg/pil_hopper_orientation_6.jpg")];
-    if let Some(corpus) = common::corpus_dir() {
-        for o in [
-            "landscape_2",
-            "landscape_3",
-            "landscape_5",
-            "portrait_6",
-            "portrait_8",
-        ] {
-            files.push(corpus.join(format!("jpeg/exif_{o}.jpg")));
-        }
-    }
+    let files = common::exif_rotated_jpegs();
     for f in files.iter().filter(|f| f.exists()) {
         let name = f.file_name().and_then(|n| n.to_str()).expect("name");
         let bytes = std::fs::read(f).expect("jpeg");

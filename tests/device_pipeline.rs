@@ -226,34 +226,7 @@ fn same_batches_and_pixels_as_the_cpu_backend() {
 
 /// JPEG images with random label masks of the same size.
 fn jpegs_with_masks(dir: &Path) -> Subset {
-    let mut rng = common::TestRng(3);
-    for entry in walk(&common::data_dir().join("samples")) {
-        let bytes = std::fs::read(&entry).expect("read");
-        let info = stoker::decode::peek_info(&bytes).expect("headers");
-        let (w, h) = info.oriented_size();
-        let stem = entry.file_stem().and_then(|s| s.to_str()).expect("stem");
-        common::write(dir, &format!("img/{stem}.jpg"), &bytes);
-        // Blocky labels (8x8 cells of 5 classes) so nearest sampling is visible.
-        let cells: Vec<u16> = (0..(w.div_ceil(8) * h.div_ceil(8)))
-            .map(|_| rng.below(5) as u16 * 7)
-            .collect();
-        let ids: Vec<u16> = (0..h)
-            .flat_map(|y| {
-                let cells = &cells;
-                (0..w).map(move |x| cells[((y / 8) * w.div_ceil(8) + x / 8) as usize])
-            })
-            .collect();
-        common::write(
-            dir,
-            &format!("masks/{stem}.png"),
-            &common::png_labels(w, h, &ids, false),
-        );
-    }
-    Dataset::flat(dir.join("img"))
-        .expect("images")
-        .with_masks(dir.join("masks"))
-        .expect("masks")
-        .all()
+    common::jpegs_with_masks(dir, &walk(&common::data_dir().join("samples")), 3)
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -304,18 +277,7 @@ fn the_decoded_sample_cache_gives_the_same_batches() {
 #[test]
 fn exif_rotated_jpegs_take_the_device_path_with_the_same_pixels() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut files = vec![common::data_dir().join("jpeg/pil_hopper_orientation_6.jpg")];
-    if let Some(corpus) = common::corpus_dir() {
-        for o in [
-            "landscape_2",
-            "landscape_3",
-            "landscape_5",
-            "portrait_6",
-            "portrait_8",
-        ] {
-            files.push(corpus.join(format!("jpeg/exif_{o}.jpg")));
-        }
-    }
+    let files = common::exif_rotated_jpegs();
     // Each also with restart markers (its EXIF kept): the device entropy path turns it
     // upright as the hybrid path does.
     let mut restarts = 0;

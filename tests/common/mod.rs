@@ -363,3 +363,56 @@ pub fn restart_jpeg(
         v
     }
 }
+
+/// The JPEGs `files` copied into `dir/img` with random blocky label masks of their
+/// (upright) size in `dir/masks` (8x8 cells of 5 classes, so nearest sampling shows), as
+/// one subset.
+#[allow(dead_code)]
+pub fn jpegs_with_masks(dir: &Path, files: &[PathBuf], seed: u64) -> stoker::Subset {
+    let mut rng = TestRng(seed);
+    for entry in files {
+        let bytes = std::fs::read(entry).expect("read");
+        let info = stoker::decode::peek_info(&bytes).expect("headers");
+        let (w, h) = info.oriented_size();
+        let stem = entry.file_stem().and_then(|s| s.to_str()).expect("stem");
+        write(dir, &format!("img/{stem}.jpg"), &bytes);
+        let cells: Vec<u16> = (0..(w.div_ceil(8) * h.div_ceil(8)))
+            .map(|_| rng.below(5) as u16 * 7)
+            .collect();
+        let ids: Vec<u16> = (0..h)
+            .flat_map(|y| {
+                let cells = &cells;
+                (0..w).map(move |x| cells[((y / 8) * w.div_ceil(8) + x / 8) as usize])
+            })
+            .collect();
+        write(
+            dir,
+            &format!("masks/{stem}.png"),
+            &png_labels(w, h, &ids, false),
+        );
+    }
+    stoker::Dataset::flat(dir.join("img"))
+        .expect("images")
+        .with_masks(dir.join("masks"))
+        .expect("masks")
+        .all()
+}
+
+/// EXIF-rotated JPEGs: one of `tests/data`, and five orientations of the shared corpus
+/// where it is present.
+#[allow(dead_code)]
+pub fn exif_rotated_jpegs() -> Vec<PathBuf> {
+    let mut files = vec![data_dir().join("jpeg/pil_hopper_orientation_6.jpg")];
+    if let Some(corpus) = corpus_dir() {
+        for o in [
+            "landscape_2",
+            "landscape_3",
+            "landscape_5",
+            "portrait_6",
+            "portrait_8",
+        ] {
+            files.push(corpus.join(format!("jpeg/exif_{o}.jpg")));
+        }
+    }
+    files
+}

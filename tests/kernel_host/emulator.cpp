@@ -228,11 +228,26 @@ void install_fault_handlers() {
     }
 }
 
+// Runs `work` (which takes blocks until none is left) on up to one OS thread per CPU, the
+// calling thread among them, and fewer where there are fewer than `per` blocks for each.
+template <class F>
+void on_workers(uint64_t total, uint64_t per, F& work) {
+    const uint64_t cpus = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned workers = (unsigned)std::min<uint64_t>(cpus, (total + per - 1) / per);
+    std::vector<std::thread> pool;
+    for (unsigned i = 1; i < workers; i++) {
+        pool.emplace_back(work);
+    }
+    work();
+    for (auto& t : pool) {
+        t.join();
+    }
+}
+
 // Blocks spread over the CPUs; a block's threads run one after the other.
 void run_parallel(const KernelInfo& k, const KernelArgs& args, unsigned gx, unsigned gy) {
     const uint64_t total = (uint64_t)gx * gy;
-    const uint64_t cpus = std::max(1u, std::thread::hardware_concurrency());
-    const unsigned workers = (unsigned)std::min<uint64_t>(cpus, (total + 15) / 16);
+    const uint64_t per = 16;
     std::atomic<uint64_t> next{0};
     auto work = [&] {
         blockDim = dim3{k.block, 1, 1};
@@ -246,14 +261,7 @@ void run_parallel(const KernelInfo& k, const KernelArgs& args, unsigned gx, unsi
             }
         }
     };
-    std::vector<std::thread> pool;
-    for (unsigned i = 1; i < workers; i++) {
-        pool.emplace_back(work);
-    }
-    work();
-    for (auto& t : pool) {
-        t.join();
-    }
+    on_workers(total, per, work);
 }
 
 // The CUDA threads of one block as fibers on the calling OS thread (each with its own
@@ -329,8 +337,7 @@ void run_block_fibers(Fibers& f) {
 // Blocks spread over the CPUs as run_parallel does; each block's threads as fibers.
 void run_cooperative(const KernelInfo& k, const KernelArgs& args, unsigned gx, unsigned gy) {
     const uint64_t total = (uint64_t)gx * gy;
-    const uint64_t cpus = std::max(1u, std::thread::hardware_concurrency());
-    const unsigned workers = (unsigned)std::min<uint64_t>(cpus, (total + 3) / 4);
+    const uint64_t per = 4;
     std::atomic<uint64_t> next{0};
     auto work = [&] {
         Fibers f(k.block);
@@ -347,14 +354,7 @@ void run_cooperative(const KernelInfo& k, const KernelArgs& args, unsigned gx, u
         kernel_host_sync = nullptr;
         t_fibers = nullptr;
     };
-    std::vector<std::thread> pool;
-    for (unsigned i = 1; i < workers; i++) {
-        pool.emplace_back(work);
-    }
-    work();
-    for (auto& t : pool) {
-        t.join();
-    }
+    on_workers(total, per, work);
 }
 
 void launch(Reader& r, std::vector<std::vector<unsigned char>>& buffers, unsigned step,

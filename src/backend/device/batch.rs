@@ -833,21 +833,8 @@ impl BatchPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::jpeg::coeffs::{Coefficients, ColorModel, Upsample};
+    use crate::decode::jpeg::coeffs::{zero_coefficients, Upsample};
     use crate::Augment;
-
-    /// A gray JPEG of `w x h` pixels, every block zero.
-    fn gray(w: u32, h: u32) -> Box<Coefficients> {
-        let mut c = Box::<Coefficients>::default();
-        c.clear();
-        c.width = w;
-        c.height = h;
-        c.color = ColorModel::Gray;
-        let (wib, hib) = (w.div_ceil(8), h.div_ceil(8));
-        let comp = c.push_component(1, 1, wib, hib, [1; 64]);
-        comp.blocks = vec![[0; 64]; (wib * hib) as usize];
-        c
-    }
 
     #[test]
     fn rotated_samples_take_one_orient_launch_and_one_copy_per_batch() {
@@ -861,7 +848,7 @@ mod tests {
                 DeviceJob {
                     plan: aug.plan(7, 0, u64::from(k), uw, uh),
                     image: DeviceSample::Jpeg {
-                        coeffs: gray(w, h),
+                        coeffs: zero_coefficients(w, h, &[(1, 1)]),
                         scale: 1,
                         window: [0, 0, w, h],
                         orientation,
@@ -988,29 +975,6 @@ mod tests {
         assert_eq!((h[r + 9], h[r + 10]), (20, 15));
         assert_eq!(h[r + 11], Upsample::H2V2Fancy.code());
         assert_eq!(job.header_words(true)[0], 1);
-    }
-
-    /// A `w x h` image with sampling factors `samp` (one component: gray, three: YCbCr),
-    /// every block zero.
-    fn zero_coefficients(w: u32, h: u32, samp: &[(u32, u32)]) -> Box<Coefficients> {
-        let mut c = Box::<Coefficients>::default();
-        c.clear();
-        (c.width, c.height) = (w, h);
-        c.color = if samp.len() == 1 {
-            ColorModel::Gray
-        } else {
-            ColorModel::YCbCr
-        };
-        c.max_h = samp.iter().map(|s| s.0).max().unwrap_or(1);
-        c.max_v = samp.iter().map(|s| s.1).max().unwrap_or(1);
-        let (max_h, max_v) = (c.max_h, c.max_v);
-        for &(hs, vs) in samp {
-            let wib = (w * hs).div_ceil(max_h * 8);
-            let hib = (h * vs).div_ceil(max_v * 8);
-            let comp = c.push_component(hs, vs, wib, hib, [1; 64]);
-            comp.blocks = vec![[0; 64]; (wib * hib) as usize];
-        }
-        c
     }
 
     /// The decode input uploads of each block only the coefficients its component's IDCT

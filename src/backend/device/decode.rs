@@ -800,20 +800,7 @@ impl DecodeInput {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::jpeg::coeffs::{ColorModel, Component};
-
-    /// A gray image of `w x h` pixels, all blocks zero.
-    fn gray(w: u32, h: u32) -> Box<Coefficients> {
-        let mut c = Box::<Coefficients>::default();
-        c.clear();
-        c.width = w;
-        c.height = h;
-        c.color = ColorModel::Gray;
-        let (wib, hib) = (w.div_ceil(8), h.div_ceil(8));
-        let comp: &mut Component = c.push_component(1, 1, wib, hib, [1; 64]);
-        comp.blocks = vec![[0; 64]; (wib * hib) as usize];
-        c
-    }
+    use crate::decode::jpeg::coeffs::zero_coefficients;
 
     #[test]
     fn what_a_binding_cannot_hold_is_refused_up_front_naming_its_window() {
@@ -821,7 +808,7 @@ mod tests {
         // 2400x2400 gray at 1/4: a 300x300 window (352 KiB of output) of 151x151 blocks
         // (the window's 150x150 and one iMCU more), 13 words each in the layout of size
         // 2: 1.1 MiB of coefficients, more than a 1 MiB binding holds.
-        let coeffs = gray(2400, 2400);
+        let coeffs = zero_coefficients(2400, 2400, &[(1, 1)]);
         let why = jpeg_binding_refusal(&coeffs, 4, [0, 0, 300, 300], max)
             .unwrap()
             .expect("refused");

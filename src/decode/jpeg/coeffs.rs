@@ -891,6 +891,30 @@ pub fn quant_at(data: &[u32], table: usize, i: usize) -> u16 {
     }
 }
 
+/// A `w x h` image with sampling factors `samp` (one component: gray, three: YCbCr),
+/// every block zero: what tests plan uploads from.
+#[cfg(test)]
+pub(crate) fn zero_coefficients(w: u32, h: u32, samp: &[(u32, u32)]) -> Box<Coefficients> {
+    let mut c = Box::<Coefficients>::default();
+    c.clear();
+    (c.width, c.height) = (w, h);
+    c.color = if samp.len() == 1 {
+        ColorModel::Gray
+    } else {
+        ColorModel::YCbCr
+    };
+    c.max_h = samp.iter().map(|s| s.0).max().unwrap_or(1);
+    c.max_v = samp.iter().map(|s| s.1).max().unwrap_or(1);
+    let (max_h, max_v) = (c.max_h, c.max_v);
+    for &(hs, vs) in samp {
+        let wib = (w * hs).div_ceil(max_h * 8);
+        let hib = (h * vs).div_ceil(max_v * 8);
+        let comp = c.push_component(hs, vs, wib, hib, [1; 64]);
+        comp.blocks = vec![[0; 64]; (wib * hib) as usize];
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
