@@ -815,7 +815,7 @@ impl Collector {
                     if o.is_none() {
                         p.remaining -= 1;
                     }
-                    *o = Some(*outcome);
+                    *o = Some(outcome);
                 }
                 None
             }
