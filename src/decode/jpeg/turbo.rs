@@ -757,8 +757,11 @@ unsafe fn run_coefficients(
         out.max_v = max_factor(|c| c.v_samp_factor);
         for (ci, comp) in comps.iter().enumerate() {
             if comp.quant_table.is_null() {
-                return Err(DecodeError::Jpeg(format!(
-                    "component {ci} has no quantisation table"
+                // libjpeg latches a component's table at its first scan: a component no
+                // scan carried. The CPU decoder gives the verdict (a missing scan: the
+                // file is damaged) and, leniently, the grey libjpeg fills in.
+                return Ok(CoeffStatus::CpuOnly(format!(
+                    "component {ci} is in no scan (it has no quantisation table)"
                 )));
             }
             let (wib, hib) = (comp.width_in_blocks, comp.height_in_blocks);
