@@ -330,6 +330,17 @@ fn the_wgpu_backend_runs_from_the_command_line() {
         "{r}"
     );
     assert_eq!(h["results"][0]["plan"]["entropy_checks"], 0, "{h}");
+    // Nearly every byte uploaded (the entropy-coded bytes, the packed coefficients) is
+    // copied once, straight from the buffer the host thread filled; the planner writes
+    // the records and tables.
+    for j in [r, &h["results"][0]] {
+        let plan = &j["plan"];
+        let (payload, input) = (
+            plan["payload_bytes"].as_f64().expect("payload"),
+            plan["decode_input_bytes"].as_f64().expect("input"),
+        );
+        assert!(payload > 0.9 * input && payload < input, "{plan}");
+    }
     let p = stoker(&[
         "bench",
         "pipeline",

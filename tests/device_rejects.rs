@@ -150,6 +150,18 @@ fn host_decode(image: &DeviceSample) -> Result<(Image8, Took), DecodeError> {
             let img = stoker::decode::jpeg::color::decode_coefficients(coeffs, *scale, *window)?;
             Ok((img, Took::Coefficients))
         }
+        DeviceSample::Packed {
+            packed,
+            orientation,
+        } => {
+            if *orientation != 1 {
+                return Err(DecodeError::Unsupported(format!(
+                    "the stand-in turns no image upright (orientation {orientation})"
+                )));
+            }
+            let img = stoker::decode::jpeg::color::decode_window(packed);
+            Ok((img, Took::Coefficients))
+        }
         DeviceSample::Rgb(img) => Ok((img.clone(), Took::Pixels)),
         // Restart-marked files: the window the device entropy path would decode.
         DeviceSample::Entropy { bytes, opts, .. } => {

@@ -441,7 +441,7 @@ impl Collector {
                     let job = d.gpu.take().ok_or_else(|| {
                         Error::internal(format!("slot {slot} has no device input"))
                     })?;
-                    jobs.push(*job);
+                    jobs.push(job);
                 }
                 if k != slot && ib + mb > 0 {
                     images
@@ -681,6 +681,7 @@ impl Collector {
             };
             let redone = prepare_host(bytes, *info, opts, &cfg.coeff_pool)
                 .and_then(|p| p.fit_bindings(bytes, opts, &cfg.coeff_pool, cfg.device_max_binding))
+                .and_then(|p| p.packed(&cfg.coeff_pool))
                 .and_then(|mut p| {
                     // As a worker does: a partial CPU decode takes the whole file's verdict.
                     if partial && p.cpu_reason.is_some() {
@@ -751,7 +752,7 @@ impl Collector {
             .gpu
             .take()
             .ok_or_else(|| Error::internal("a replacement has no device input"))?;
-        let old = std::mem::replace(&mut jobs[k], *job);
+        let old = std::mem::replace(&mut jobs[k], job);
         self.cfg.coeff_pool.recycle(std::iter::once(old.image));
         slots.replace(k, d);
         Ok(None)

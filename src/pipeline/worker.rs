@@ -61,8 +61,9 @@ pub(super) struct Delivered {
     /// Under `OnError::Replace`: the failed sample it stands in for (boxed: rare).
     pub(super) replaced: Option<Box<StandsIn>>,
     pub(super) plan: SamplePlan,
-    /// What the device needs for this sample, when batches are made on one.
-    pub(super) gpu: Option<Box<DeviceJob>>,
+    /// What the device needs for this sample, when batches are made on one (not boxed:
+    /// a box would be an allocation per sample; the message is moved, not copied, twice).
+    pub(super) gpu: Option<DeviceJob>,
     /// What its decoder tolerated, when anything (boxed: rare, and messages stay small).
     pub(super) warning: Option<Box<SampleWarning>>,
     /// Its place in the device cache, when its batch is to keep its decoded image there
@@ -445,7 +446,7 @@ pub(super) fn device_replacement(
 }
 
 /// What the device needs for one sample, when batches are made on a device.
-type MaybeJob = Option<Box<DeviceJob>>;
+type MaybeJob = Option<DeviceJob>;
 
 /// Decodes (or, on a device, prepares) one sample from its bytes and fills its slot.
 fn attempt(
@@ -482,7 +483,7 @@ fn device_job_kept(sh: &Shared, s: &Sample, e: &DeviceEntry) -> (SamplePlan, May
         mask: e.mask.clone(),
         cache_to: None,
     };
-    (plan, Some(Box::new(job)))
+    (plan, Some(job))
 }
 
 /// A place in the device cache for the whole upright image of `s` (`info` its headers),
@@ -505,12 +506,12 @@ fn device_cache_place(
 /// The device input of a sample in the host cache: a copy of its image and mask (the
 /// cache keeps them).
 fn device_job_cached(plan: &SamplePlan, d: &Decoded) -> MaybeJob {
-    Some(Box::new(DeviceJob {
+    Some(DeviceJob {
         plan: *plan,
         image: DeviceSample::Rgb(d.image.clone()),
         mask: d.mask.clone(),
         cache_to: None,
-    }))
+    })
 }
 
 /// The device input of one sample: a JPEG entropy-decoded to coefficients for the
@@ -522,7 +523,7 @@ fn prepare_device(
     image: &[u8],
     mask: &[u8],
     ws: &mut WorkerState,
-) -> Result<(SamplePlan, Box<DeviceJob>), SampleError> {
+) -> Result<(SamplePlan, DeviceJob), SampleError> {
     let t = Instant::now();
     let cfg = &sh.cfg;
     ws.reservation = None;
@@ -544,7 +545,7 @@ fn prepare_device(
             mask: d.mask.take(),
             cache_to: None,
         };
-        return Ok((plan, Box::new(job)));
+        return Ok((plan, job));
     }
     let opts = match reservation {
         // The whole upright image, at full scale: what any later plan may read.
@@ -576,6 +577,8 @@ fn prepare_device(
             !partial || cfg.verdicts.known_clean(s.id, image),
         )
         .and_then(|p| p.fit_bindings(image, &opts, &cfg.coeff_pool, cfg.device_max_binding))
+        // Packed here, so that the batch's planner only copies (once, into staging).
+        .and_then(|p| p.packed(&cfg.coeff_pool))
         .map_err(|e| decode_error(s, "image", &e))
     };
     let prepared = prepare(cfg.hardware_decode).and_then(|p| match p.image {
@@ -603,6 +606,7 @@ fn prepare_device(
         DeviceSample::Entropy { packed, .. } => {
             (packed.packed.image.width, packed.packed.image.height)
         }
+        DeviceSample::Packed { packed, .. } => (packed.image.width, packed.image.height),
     };
     // (A binding starts on a 256-byte boundary at or before the window.)
     let bytes = 4 * u64::from(ww) * u64::from(wh) + 256;
@@ -650,12 +654,12 @@ fn prepare_device(
     });
     Ok((
         plan,
-        Box::new(DeviceJob {
+        DeviceJob {
             plan,
             image: prepared.image,
             mask,
             cache_to,
-        }),
+        },
     ))
 }
 

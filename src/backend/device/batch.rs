@@ -4,7 +4,7 @@
 //! copies [`BatchPlan::write_upload`] in, and runs the steps.
 
 use super::augment::AugmentInput;
-use super::decode::{DecodeInput, DeviceImage};
+use super::decode::{DecodeInput, DeviceImage, Hole, Segment};
 use super::error::DeviceError;
 use super::job::{upright_origin, DeviceJob, DeviceSample};
 use super::launch::{grid, Binding, Buffer, Kernel, Launch, Step, PARAM_WORDS};
@@ -51,7 +51,21 @@ pub struct PlanCounts {
     /// Entropy-status read-backs (one per batch holding samples on the device entropy
     /// path: a host wait).
     pub entropy_checks: u64,
+    /// Of the upload bytes, those copied once, straight from the buffers the workers
+    /// packed (coefficient blocks, entropy-coded bytes), into the staging buffer
+    /// ([`BatchPlan::write_upload`]; on CUDA by up to [`UPLOAD_THREADS`] threads at once).
+    /// The planning thread writes the rest (records, tables, host pixels, the augment
+    /// input).
+    pub payload_bytes: u64,
 }
+
+/// The most threads [`BatchPlan::write_upload`] spreads a batch's payload copies over.
+pub const UPLOAD_THREADS: usize = 8;
+
+/// Payload bytes below which [`BatchPlan::write_upload`] copies on the calling thread
+/// alone (a thread costs tens of microseconds to start; a core copies about a megabyte in
+/// that time).
+const SPREAD_BYTES: usize = 4 << 20;
 
 /// Bytes of each buffer a planned batch uses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -263,7 +277,9 @@ impl BatchPlan {
     pub fn new(limits: DeviceLimits) -> Self {
         BatchPlan {
             limits,
-            decode_in: DecodeInput::new().with_max_binding(limits.max_binding),
+            decode_in: DecodeInput::new()
+                .with_max_binding(limits.max_binding)
+                .deferring(true),
             augment_in: AugmentInput::new(),
             images: Vec::new(),
             orient_jobs: Vec::new(),
@@ -351,26 +367,67 @@ impl BatchPlan {
         self.images.is_empty()
     }
 
-    /// The upload as `(byte offset, bytes)` parts: the decode blob, then the augment blob.
-    pub fn upload_parts(&self) -> [(usize, &[u8]); 2] {
-        [
-            (0, self.decode_in.bytes()),
-            (self.sizes.augment_offset as usize, self.augment_in.bytes()),
-        ]
+    /// Writes the upload into `dst` ([`Sizes::upload`] bytes at least), `sample(k)` being
+    /// sample `k` of the plan, as planned. The payloads the workers packed are copied once,
+    /// straight from the samples into `dst`, spread over up to [`UPLOAD_THREADS`] threads
+    /// when the batch holds enough of them ([`PlanCounts::payload_bytes`]); the planning
+    /// thread writes the rest. Every byte of `dst` is written at most once, in order.
+    pub fn write_upload<'a, D: UploadTarget>(
+        &self,
+        dst: D,
+        sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
+    ) -> Result<()> {
+        let len = dst.len();
+        let upload = self.sizes.upload;
+        let short = || DeviceError::Staging { len, upload };
+        let augment_at = self.sizes.augment_offset as usize;
+        if (len as u64) < upload {
+            return Err(short().into());
+        }
+        let (mut rest, augment) = dst.split(augment_at).ok_or_else(short)?;
+        let mut copies: Vec<(D, &[u8])> = Vec::with_capacity(self.decode_in.holes().len());
+        let mut at = 0;
+        for segment in self.decode_in.segments() {
+            let (start, src) = match segment {
+                Segment::Blob { at, words } => (at * 4, bytemuck::cast_slice(words)),
+                Segment::Payload(h) => (h.at * 4, self.payload(h, sample)?),
+            };
+            let gap = start.checked_sub(at).ok_or_else(short)?;
+            let (_, tail) = rest.split(gap).ok_or_else(short)?;
+            let (mut piece, tail) = tail.split(src.len()).ok_or_else(short)?;
+            match segment {
+                Segment::Blob { .. } => piece.write(src),
+                Segment::Payload(_) => copies.push((piece, src)),
+            }
+            rest = tail;
+            at = start + src.len();
+        }
+        let a = self.augment_in.bytes();
+        let (mut piece, _) = augment.split(a.len()).ok_or_else(short)?;
+        piece.write(a);
+        D::write_all(copies);
+        Ok(())
     }
 
-    /// Writes the upload into `dst` ([`Sizes::upload`] bytes at least).
-    pub fn write_upload(&self, dst: &mut [u8]) -> Result<()> {
-        let len = dst.len();
-        for (at, part) in self.upload_parts() {
-            dst.get_mut(at..at + part.len())
-                .ok_or(DeviceError::Staging {
-                    len,
-                    upload: self.sizes.upload,
-                })?
-                .copy_from_slice(part);
+    /// The data of the sample pushed as `h.push`, which `h` leaves out of the blob.
+    fn payload<'a>(
+        &self,
+        h: Hole,
+        sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
+    ) -> Result<&'a [u8]> {
+        let k = self.pushed.get(h.push).copied();
+        let words: Option<&'a [u32]> = match k.and_then(sample) {
+            Some(DeviceSample::Packed { packed, .. }) => Some(&packed.data),
+            Some(DeviceSample::Entropy { packed, .. }) => Some(&packed.packed.data),
+            _ => None,
+        };
+        match words {
+            Some(w) if w.len() == h.words => Ok(bytemuck::cast_slice(w)),
+            _ => Err(crate::Error::internal(format!(
+                "the upload was written from other samples than planned (push {}, sample {k:?})",
+                h.push
+            ))),
         }
-        Ok(())
     }
 
     /// The decoded windows, read back from the windows buffer's bytes, as host images.
@@ -454,6 +511,21 @@ impl BatchPlan {
                     self.pushed.push(k);
                     if *orientation != 1 {
                         // Placed after every decoded window once their total is known.
+                        self.orient_jobs.push(OrientJob {
+                            src: g,
+                            orientation: *orientation,
+                            dst: k as u64,
+                        });
+                    }
+                    g
+                }
+                DeviceSample::Packed {
+                    packed,
+                    orientation,
+                } => {
+                    let g = self.decode_in.push_packed(packed)?;
+                    self.pushed.push(k);
+                    if *orientation != 1 {
                         self.orient_jobs.push(OrientJob {
                             src: g,
                             orientation: *orientation,
@@ -634,7 +706,7 @@ impl BatchPlan {
         }
         self.steps.append(&mut self.cache_copies);
         self.steps.extend(augment.into_iter().map(Step::Launch));
-        let decode_input = round4(self.decode_in.bytes().len() as u64);
+        let decode_input = round4(self.decode_in.upload_bytes());
         let augment_offset = decode_input.div_ceil(256) * 256;
         let augment_input = round4(self.augment_in.bytes().len() as u64);
         self.sizes = Sizes {
@@ -671,6 +743,12 @@ impl BatchPlan {
         c.samples += self.images.len() as u64;
         c.upload_bytes += self.sizes.decode_input + self.sizes.augment_input;
         c.decode_input_bytes += self.sizes.decode_input;
+        c.payload_bytes += self
+            .decode_in
+            .holes()
+            .iter()
+            .map(|h| 4 * h.words as u64)
+            .sum::<u64>();
         for step in &self.steps {
             match step {
                 Step::Launch(_) => c.launches += 1,
@@ -830,10 +908,104 @@ impl BatchPlan {
     }
 }
 
+/// Where [`BatchPlan::write_upload`] writes: host memory, or a mapped staging buffer that
+/// may only be written (wgpu's mappings, which may be write-combined).
+pub trait UploadTarget: Sized {
+    /// Bytes.
+    fn len(&self) -> usize;
+
+    /// Whether it holds no byte.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first `mid` bytes and the rest; `None` when `mid` exceeds [`Self::len`].
+    fn split(self, mid: usize) -> Option<(Self, Self)>;
+
+    /// Writes `src` from the first byte (as much of it as fits).
+    fn write(&mut self, src: &[u8]);
+
+    /// Runs `copies` (disjoint destinations). On the calling thread, unless the target can
+    /// be written from several threads (host memory, CUDA's pinned staging: see
+    /// [`UPLOAD_THREADS`]); wgpu's write-only mappings cannot be sent to another thread.
+    fn write_all(copies: Vec<(Self, &[u8])>) {
+        for (mut d, s) in copies {
+            d.write(s);
+        }
+    }
+}
+
+impl UploadTarget for &mut [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+
+    fn split(self, mid: usize) -> Option<(Self, Self)> {
+        self.split_at_mut_checked(mid)
+    }
+
+    fn write(&mut self, src: &[u8]) {
+        let n = src.len().min(<[u8]>::len(self));
+        self[..n].copy_from_slice(&src[..n]);
+    }
+
+    fn write_all(copies: Vec<(Self, &[u8])>) {
+        copy_spread(copies);
+    }
+}
+
+/// Runs `copies` (disjoint destinations), on the calling thread when they are small, else
+/// spread over up to [`UPLOAD_THREADS`] scoped threads in runs of about equal bytes.
+fn copy_spread(copies: Vec<(&mut [u8], &[u8])>) {
+    let total: usize = copies.iter().map(|(_, s)| s.len()).sum();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(UPLOAD_THREADS)
+        .min(total / (SPREAD_BYTES / 4))
+        .max(1);
+    if threads == 1 || total < SPREAD_BYTES {
+        for (mut d, s) in copies {
+            d.write(s);
+        }
+        return;
+    }
+    let share = total.div_ceil(threads);
+    let mut runs: Vec<Vec<(&mut [u8], &[u8])>> = Vec::with_capacity(threads);
+    let mut run = Vec::new();
+    let mut bytes = 0;
+    for (d, s) in copies {
+        bytes += s.len();
+        run.push((d, s));
+        if bytes >= share {
+            runs.push(std::mem::take(&mut run));
+            bytes = 0;
+        }
+    }
+    if !run.is_empty() {
+        runs.push(run);
+    }
+    std::thread::scope(|scope| {
+        let mut runs = runs.into_iter();
+        // The calling thread takes the first run itself.
+        let first = runs.next();
+        for r in runs {
+            scope.spawn(move || {
+                for (mut d, s) in r {
+                    d.write(s);
+                }
+            });
+        }
+        for (mut d, s) in first.into_iter().flatten() {
+            d.write(s);
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decode::jpeg::coeffs::{zero_coefficients, Upsample};
+    use crate::backend::device::job::CoeffPool;
+    use crate::decode::jpeg::coeffs::{zero_coefficients, Coefficients, Upsample};
     use crate::Augment;
 
     #[test]
@@ -922,6 +1094,102 @@ mod tests {
         let (launches, copies) = orient_steps(&plan);
         assert!(launches.len() > 1, "{}", launches.len());
         assert_eq!(copies, 1);
+    }
+
+    /// Coefficients of a `w x h` image with every coefficient set from a counter-based
+    /// hash of (`seed`, block, position): no two payloads alike, none zero throughout.
+    fn busy_coefficients(w: u32, h: u32, samp: &[(u32, u32)], seed: u64) -> Box<Coefficients> {
+        let mut c = zero_coefficients(w, h, samp);
+        for (ci, comp) in c.components.iter_mut().enumerate() {
+            for (b, block) in comp.blocks.iter_mut().enumerate() {
+                for (k, v) in block.iter_mut().enumerate() {
+                    let x =
+                        crate::rng::mix64(seed ^ ((ci as u64) << 56 | (b as u64) << 6 | k as u64));
+                    *v = (x % 2001) as i16 - 1000;
+                }
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn packed_samples_are_copied_once_into_the_upload_as_the_planner_packs_them() {
+        // Greyscale, 4:2:0 and 4:4:4 at every scale, some rotated, some windows: the
+        // samples the workers packed upload byte for byte as those the planner packs,
+        // their payloads written straight from the samples (several per chunk, side by
+        // side), in a batch large enough (8 MiB of payload) to be spread over threads.
+        let aug = Augment::new().resize(16, 16);
+        let samplings: [&[(u32, u32)]; 3] = [&[(1, 1)], &[(2, 2), (1, 1), (1, 1)], &[(1, 1); 3]];
+        let jobs = |packed: bool| -> Vec<DeviceJob> {
+            let pool = CoeffPool::default();
+            (0..24u32)
+                .map(|k| {
+                    let (w, h) = (200 + 37 * k, 300 + 11 * (k % 7));
+                    let scale = [1, 2, 4, 8][k as usize % 4];
+                    let orientation = if k % 5 == 0 { 6 } else { 1 };
+                    let window = if k % 3 == 0 {
+                        [8, 16, 100.min(w / scale), 120.min(h / scale)]
+                    } else {
+                        [0, 0, w / scale, h / scale]
+                    };
+                    let image = DeviceSample::Jpeg {
+                        coeffs: busy_coefficients(w, h, samplings[k as usize % 3], k.into()),
+                        scale,
+                        window,
+                        orientation,
+                    };
+                    let image = if packed {
+                        image.packed(&pool).expect("packs")
+                    } else {
+                        image
+                    };
+                    DeviceJob {
+                        plan: aug.plan(7, 0, u64::from(k), 64, 64),
+                        image,
+                        mask: None,
+                        cache_to: None,
+                    }
+                })
+                .collect()
+        };
+        let upload = |jobs: &[DeviceJob]| {
+            let mut plan = BatchPlan::new(DeviceLimits::UNBOUNDED);
+            plan.plan(jobs, false).expect("plan");
+            let mut bytes = vec![0xA5u8; plan.sizes().upload as usize];
+            plan.write_upload(bytes.as_mut_slice(), &|k| jobs.get(k).map(|j| &j.image))
+                .expect("upload");
+            (bytes, plan.counts(), plan.sizes(), plan.steps().to_vec())
+        };
+        let (by_planner, c0, sizes0, steps0) = upload(&jobs(false));
+        let packed = jobs(true);
+        assert!(packed
+            .iter()
+            .all(|j| matches!(j.image, DeviceSample::Packed { .. })));
+        let (by_workers, c1, sizes1, steps1) = upload(&packed);
+        assert_eq!((sizes0, &steps0), (sizes1, &steps1));
+        assert!(by_planner == by_workers, "the uploads differ");
+        let payload: u64 = packed
+            .iter()
+            .map(|j| match &j.image {
+                DeviceSample::Packed { packed, .. } => 4 * packed.data.len() as u64,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(c0.payload_bytes, 0);
+        assert_eq!(c1.payload_bytes, payload);
+        assert!(payload > 2 * SPREAD_BYTES as u64, "{payload}");
+        assert_eq!(c0.upload_bytes, c1.upload_bytes);
+        // Planned from other samples than it is written from: refused, not garbage.
+        let mut plan = BatchPlan::new(DeviceLimits::UNBOUNDED);
+        plan.plan(&packed, false).expect("plan");
+        let mut bytes = vec![0u8; plan.sizes().upload as usize];
+        let swapped = |k: usize| packed.get(k ^ 1).map(|j| &j.image);
+        assert!(plan.write_upload(bytes.as_mut_slice(), &swapped).is_err());
+        // And into too small a buffer.
+        let mut small = vec![0u8; plan.sizes().upload as usize - 1];
+        assert!(plan
+            .write_upload(small.as_mut_slice(), &|k| packed.get(k).map(|j| &j.image))
+            .is_err());
     }
 
     #[test]

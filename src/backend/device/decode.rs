@@ -197,8 +197,10 @@ fn region_blocks(components: &[ComponentDesc]) -> u64 {
 /// Host bookkeeping of one chunk.
 #[derive(Debug, Clone, Copy, Default)]
 struct Chunk {
-    /// First word of the chunk in the blob.
+    /// First word of the chunk in the upload.
     start: usize,
+    /// Where that word is in the blob (earlier payloads left out: [`DecodeInput::deferring`]).
+    blob_start: usize,
     images: usize,
     components: usize,
     idct: u64,
@@ -238,6 +240,39 @@ pub struct DecodeInput {
     pushed: usize,
     /// The word where the chunks end and the appended tables begin, once there are any.
     tables: Option<usize>,
+    /// Whether the payloads of samples packed beforehand are left out of the blob.
+    defer: bool,
+    /// Those left out, in upload order.
+    holes: Vec<Hole>,
+    /// Their words.
+    deferred_words: usize,
+}
+
+/// A payload left out of the blob ([`DecodeInput::deferring`]): the `words` words of push
+/// `push`'s data belong at upload word `at`. The writer of the upload copies them from the
+/// sample itself ([`crate::backend::device::BatchPlan::write_upload`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hole {
+    /// First word in the upload.
+    pub at: usize,
+    /// Words.
+    pub words: usize,
+    /// Which push (0 for the first image pushed into the batch).
+    pub push: usize,
+}
+
+/// A stretch of the upload ([`DecodeInput::segments`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Segment<'a> {
+    /// Words the blob holds, from upload word `at`.
+    Blob {
+        /// First word in the upload.
+        at: usize,
+        /// The words.
+        words: &'a [u32],
+    },
+    /// A payload left out of the blob.
+    Payload(Hole),
 }
 
 /// An image of the batch on the device entropy path: which push it was and where its
@@ -268,7 +303,60 @@ impl DecodeInput {
             entropy_images: Vec::new(),
             pushed: 0,
             tables: None,
+            defer: false,
+            holes: Vec::new(),
+            deferred_words: 0,
         }
+    }
+
+    /// Leaves the data of samples the workers packed ([`Self::push_packed`],
+    /// [`Self::push_entropy`]) out of the blob when `on`: the upload is then written from
+    /// [`Self::segments`], each payload copied once, straight from its sample (by several
+    /// threads at once: [`crate::backend::device::BatchPlan::write_upload`]), rather than
+    /// into the blob and again out of it. Off (the default), [`Self::bytes`] is the whole
+    /// upload.
+    pub fn deferring(mut self, on: bool) -> Self {
+        self.defer = on;
+        self
+    }
+
+    /// Words of the upload: the blob's and the payloads left out of it.
+    pub fn upload_words(&self) -> usize {
+        self.blob.len() + self.deferred_words
+    }
+
+    /// The upload in order: stretches of the blob and the payloads left out of it.
+    pub fn segments(&self) -> impl Iterator<Item = Segment<'_>> + '_ {
+        let mut blob_at = 0;
+        let mut upload_at = 0;
+        let mut holes = self.holes.iter();
+        let mut next = holes.next();
+        let mut hole_due = false;
+        std::iter::from_fn(move || loop {
+            if hole_due {
+                hole_due = false;
+                let h = next.copied()?;
+                next = holes.next();
+                upload_at = h.at + h.words;
+                return Some(Segment::Payload(h));
+            }
+            let until = next.map_or(self.upload_words(), |h| h.at);
+            let n = until.saturating_sub(upload_at);
+            let words = self.blob.get(blob_at..blob_at + n).unwrap_or(&[]);
+            let at = upload_at;
+            blob_at += n;
+            upload_at = until;
+            hole_due = next.is_some();
+            if !words.is_empty() {
+                return Some(Segment::Blob { at, words });
+            }
+            next?;
+        })
+    }
+
+    /// The payloads left out of the blob, in upload order.
+    pub fn holes(&self) -> &[Hole] {
+        &self.holes
     }
 
     /// Keeps every chunk's blob, planes and outputs within `bytes` (at least 64 KiB):
@@ -286,6 +374,8 @@ impl DecodeInput {
         self.entropy_images.clear();
         self.pushed = 0;
         self.tables = None;
+        self.holes.clear();
+        self.deferred_words = 0;
     }
 
     /// The images on the device entropy path and their status words.
@@ -329,8 +419,8 @@ impl DecodeInput {
         if !c.entropy {
             return;
         }
-        let table = (self.blob.len() - c.start) as u32;
-        let start = c.start;
+        let table = (self.blob.len() + self.deferred_words - c.start) as u32;
+        let start = c.blob_start;
         let (n, coef_words, most) = (
             c.intervals as u32,
             c.coef_words as u32,
@@ -346,7 +436,7 @@ impl DecodeInput {
 
     /// The byte offset (a multiple of 256) where [`Self::append_table`] places its words.
     pub fn table_offset(&self) -> u64 {
-        self.blob.len().next_multiple_of(ALIGN_WORDS) as u64 * 4
+        self.upload_words().next_multiple_of(ALIGN_WORDS) as u64 * 4
     }
 
     /// Appends `words` after the chunks (and the tables appended before) at
@@ -355,9 +445,10 @@ impl DecodeInput {
     /// (until [`Self::clear`]).
     pub fn append_table(&mut self, words: &[u32]) -> u64 {
         self.close_chunk();
-        self.tables.get_or_insert(self.blob.len());
-        let at = self.blob.len().next_multiple_of(ALIGN_WORDS);
-        self.blob.resize(at, 0);
+        let end = self.upload_words();
+        self.tables.get_or_insert(end);
+        let at = end.next_multiple_of(ALIGN_WORDS);
+        self.blob.resize(self.blob.len() + (at - end), 0);
         self.blob.extend_from_slice(words);
         at as u64 * 4
     }
@@ -382,9 +473,16 @@ impl DecodeInput {
         self.len() == 0
     }
 
-    /// The upload: everything the shaders read, to be written to the input buffer.
+    /// The blob: the whole upload (everything the shaders read, to be written to the input
+    /// buffer) unless payloads are left out of it ([`Self::deferring`]; then
+    /// [`Self::segments`] says where its words go).
     pub fn bytes(&self) -> &[u8] {
         bytemuck::cast_slice(&self.blob)
+    }
+
+    /// Bytes of the upload, payloads left out of the blob included.
+    pub fn upload_bytes(&self) -> u64 {
+        self.upload_words() as u64 * 4
     }
 
     /// Words the windows buffer needs (4 bytes each).
@@ -407,7 +505,7 @@ impl DecodeInput {
         window: [u32; 4],
     ) -> std::result::Result<DeviceImage, DecodeError> {
         let mut packed = std::mem::take(&mut self.packed);
-        let r = pack(coeffs, scale, window, &mut packed).and_then(|()| self.append(&packed));
+        let r = pack(coeffs, scale, window, &mut packed).and_then(|()| self.append(&packed, false));
         self.packed = packed;
         r
     }
@@ -444,13 +542,39 @@ impl DecodeInput {
             scale: img.scale,
             ..ImageDesc::default()
         };
-        let r = self.append(&packed);
+        let r = self.append(&packed, false);
         self.packed = packed;
         r
     }
 
+    /// Adds an image a worker packed ([`crate::decode::jpeg::coeffs::pack`]), as
+    /// [`Self::push_jpeg`] does after packing. Its data is left out of the blob where
+    /// [`Self::deferring`].
+    pub fn push_packed(&mut self, p: &PackedJpeg) -> std::result::Result<DeviceImage, DecodeError> {
+        self.append(p, self.defer)
+    }
+
+    /// Appends `words` of push [`Self::pushed`] to the upload: into the blob, or, when
+    /// `defer`, as a hole.
+    fn put_data(&mut self, words: &[u32], defer: bool) {
+        if defer && !words.is_empty() {
+            self.holes.push(Hole {
+                at: self.upload_words(),
+                words: words.len(),
+                push: self.pushed,
+            });
+            self.deferred_words += words.len();
+        } else {
+            self.blob.extend_from_slice(words);
+        }
+    }
+
     /// Places a packed image in the open chunk, or in a new one when it does not fit.
-    fn append(&mut self, p: &PackedJpeg) -> std::result::Result<DeviceImage, DecodeError> {
+    fn append(
+        &mut self,
+        p: &PackedJpeg,
+        defer: bool,
+    ) -> std::result::Result<DeviceImage, DecodeError> {
         self.open_for_images()?;
         let pixels = u64::from(p.image.width) * u64::from(p.image.height);
         let data = p.data.len() as u64;
@@ -478,11 +602,11 @@ impl DecodeInput {
         let open = self
             .chunks
             .last()
-            .is_some_and(|c| !c.entropy && !c.closed && fits(c, self.blob.len()));
+            .is_some_and(|c| !c.entropy && !c.closed && fits(c, self.upload_words()));
         if !open {
             self.open_chunk(false);
         }
-        let blob_len = self.blob.len();
+        let blob_len = self.upload_words();
         if self
             .chunks
             .last()
@@ -503,7 +627,7 @@ impl DecodeInput {
         if image.kind == KIND_PASSTHROUGH {
             image.src_offset = base;
         }
-        let at = chunk.start + IMAGE_TABLE + chunk.images * RECORD_WORDS;
+        let at = chunk.blob_start + IMAGE_TABLE + chunk.images * RECORD_WORDS;
         self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[image]));
         for (i, c) in p.components.iter().enumerate() {
             let d = ComponentDesc {
@@ -514,7 +638,7 @@ impl DecodeInput {
                 ..*c
             };
             chunk.idct += u64::from(c.groups);
-            let at = chunk.start + COMPONENT_TABLE + (chunk.components + i) * RECORD_WORDS;
+            let at = chunk.blob_start + COMPONENT_TABLE + (chunk.components + i) * RECORD_WORDS;
             self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[d]));
         }
         let out = DeviceImage {
@@ -533,7 +657,7 @@ impl DecodeInput {
         chunk.out_words += pixels;
         chunk.plane_words += u64::from(p.plane_words);
         let chunk = *chunk;
-        self.blob.extend_from_slice(&p.data);
+        self.put_data(&p.data, defer);
         self.write_header(&chunk);
         self.pushed += 1;
         Ok(out)
@@ -576,12 +700,12 @@ impl DecodeInput {
             return Err(DecodeError::Unsupported(need.describe(&q.image, max)));
         }
         let open = self.chunks.last().is_some_and(|c| {
-            c.entropy && !c.closed && fits(c, self.blob.len(), self.pending.len())
+            c.entropy && !c.closed && fits(c, self.upload_words(), self.pending.len())
         });
         if !open {
             self.open_chunk(true);
         }
-        let blob_len = self.blob.len();
+        let blob_len = self.upload_words();
         let Some(chunk) = self.chunks.last_mut() else {
             return Err(DecodeError::Panicked("no open chunk".into()));
         };
@@ -604,7 +728,7 @@ impl DecodeInput {
         image.first_component = chunk.components as u32;
         image.out_offset = chunk.out_words as u32;
         image.pixel_start = chunk.pixels as u32;
-        let at = chunk.start + IMAGE_TABLE + chunk.images * RECORD_WORDS;
+        let at = chunk.blob_start + IMAGE_TABLE + chunk.images * RECORD_WORDS;
         self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[image]));
         for (i, c) in components.iter().enumerate() {
             let d = ComponentDesc {
@@ -613,7 +737,7 @@ impl DecodeInput {
                 ..*c
             };
             chunk.idct += u64::from(c.groups);
-            let at = chunk.start + COMPONENT_TABLE + (chunk.components + i) * RECORD_WORDS;
+            let at = chunk.blob_start + COMPONENT_TABLE + (chunk.components + i) * RECORD_WORDS;
             self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[d]));
         }
         let out = DeviceImage {
@@ -637,7 +761,7 @@ impl DecodeInput {
         chunk.max_interval_blocks = chunk.max_interval_blocks.max(p.max_interval_blocks());
         let chunk = *chunk;
         self.blob.extend_from_slice(bytemuck::cast_slice(&[scan]));
-        self.blob.extend_from_slice(&q.data);
+        self.put_data(&q.data, self.defer);
         self.pending.extend_from_slice(&ivs);
         self.write_header(&chunk);
         self.entropy_images.push(EntropyImage {
@@ -650,16 +774,19 @@ impl DecodeInput {
 
     fn open_chunk(&mut self, entropy: bool) {
         self.close_chunk();
-        let start = self.blob.len().next_multiple_of(ALIGN_WORDS);
+        let end = self.upload_words();
+        let start = end.next_multiple_of(ALIGN_WORDS);
+        let blob_start = self.blob.len() + (start - end);
         let out_base = self.chunks.last().map_or(0, |c| {
             (c.out_base + c.out_words).next_multiple_of(ALIGN_WORDS as u64)
         });
         let align = |n: u64| n.next_multiple_of(ALIGN_WORDS as u64);
         let coef_base = align(self.coefficient_words());
         let status_base = align(self.status_words());
-        self.blob.resize(start + DATA_START, 0);
+        self.blob.resize(blob_start + DATA_START, 0);
         let chunk = Chunk {
             start,
+            blob_start,
             out_base,
             entropy,
             coef_base,
@@ -671,7 +798,7 @@ impl DecodeInput {
     }
 
     fn write_header(&mut self, c: &Chunk) {
-        let h = &mut self.blob[c.start..c.start + 8];
+        let h = &mut self.blob[c.blob_start..c.blob_start + 8];
         h.copy_from_slice(&[
             c.images as u32,
             c.components as u32,
@@ -682,13 +809,13 @@ impl DecodeInput {
             c.plane_words as u32,
             c.out_words as u32,
         ]);
-        self.blob[c.start + H_FULL_BLOCKS] = u32::from(c.entropy);
+        self.blob[c.blob_start + H_FULL_BLOCKS] = u32::from(c.entropy);
     }
 
     /// Word range of chunk `i` in the blob.
     fn chunk_words(&self, i: usize) -> (usize, usize) {
         let start = self.chunks[i].start;
-        let last = self.tables.unwrap_or(self.blob.len());
+        let last = self.tables.unwrap_or(self.upload_words());
         let end = self.chunks.get(i + 1).map_or(last, |c| c.start);
         (start, end)
     }

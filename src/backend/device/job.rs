@@ -2,7 +2,7 @@
 //! coefficients, or pixels the CPU decoded), shared by every GPU backend.
 
 use crate::augment::SamplePlan;
-use crate::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
+use crate::decode::jpeg::coeffs::{pack, CoeffStatus, Coefficients, PackedJpeg};
 use crate::decode::jpeg::huffman::{pack_intervals, PackedEntropy, RestartScan};
 use crate::decode::jpeg::read_coefficients;
 use crate::decode::{
@@ -26,6 +26,16 @@ pub enum DeviceSample {
         window: [u32; 4],
         /// EXIF orientation to apply after decoding (1: none; 2-8: the whole decoded
         /// image is turned upright on the device, as the CPU decoder does).
+        orientation: u8,
+    },
+    /// A JPEG entropy-decoded and packed for upload by the worker that prepared it
+    /// ([`DeviceSample::packed`]): its window's blocks in the layout the IDCT reads at its
+    /// scale, which the plan places as they are, copied once, straight into the staging
+    /// buffer.
+    Packed {
+        /// The records and data.
+        packed: Box<PackedJpeg>,
+        /// EXIF orientation to apply after decoding (1: none).
         orientation: u8,
     },
     /// Pixels the CPU decoded (other formats, JPEG features the GPU path does not take,
@@ -176,6 +186,7 @@ pub fn binding_refusal(
         // A cached image was decoded on the device once already.
         DeviceSample::Encoded { .. }
         | DeviceSample::Entropy { .. }
+        | DeviceSample::Packed { .. }
         | DeviceSample::Cached { .. } => Ok(None),
     }
 }
@@ -204,6 +215,56 @@ impl Prepared {
         pool.recycle(std::iter::once(self.image));
         decoded_on_cpu(bytes, opts, reason)
     }
+
+    /// This sample with its coefficients packed for upload ([`DeviceSample::packed`]).
+    pub fn packed(mut self, pool: &CoeffPool) -> Result<Prepared, DecodeError> {
+        self.image = self.image.packed(pool)?;
+        Ok(self)
+    }
+}
+
+impl AsRef<DeviceSample> for DeviceSample {
+    fn as_ref(&self) -> &DeviceSample {
+        self
+    }
+}
+
+impl AsRef<DeviceSample> for DeviceJob {
+    fn as_ref(&self) -> &DeviceSample {
+        &self.image
+    }
+}
+
+impl DeviceSample {
+    /// A [`DeviceSample::Jpeg`] as [`DeviceSample::Packed`]: the blocks its window needs at
+    /// its scale, packed here (on the worker that prepared it) rather than by the thread
+    /// that plans the batch; the coefficients go back to `pool`, the packed buffer comes
+    /// from it. Every other sample is returned as it is. Errors: what
+    /// [`crate::decode::jpeg::coeffs::pack`] refuses.
+    pub fn packed(self, pool: &CoeffPool) -> Result<DeviceSample, DecodeError> {
+        let DeviceSample::Jpeg {
+            coeffs,
+            scale,
+            window,
+            orientation,
+        } = self
+        else {
+            return Ok(self);
+        };
+        let mut packed = pool.take_packed();
+        let r = pack(&coeffs, scale, window, &mut packed);
+        pool.put(coeffs);
+        match r {
+            Ok(()) => Ok(DeviceSample::Packed {
+                packed,
+                orientation,
+            }),
+            Err(e) => {
+                pool.put_packed(packed);
+                Err(e)
+            }
+        }
+    }
 }
 
 /// Prepares one image for the device: a JPEG is entropy-decoded on this thread to DCT
@@ -224,6 +285,9 @@ pub struct CoeffPool {
     // Boxed as the jobs hold them, so a buffer goes back and forth without re-boxing.
     #[allow(clippy::vec_box)]
     free: std::sync::Mutex<Vec<Box<Coefficients>>>,
+    /// Packed uploads ([`DeviceSample::Packed`]), as their samples hold them.
+    #[allow(clippy::vec_box)]
+    packed: std::sync::Mutex<Vec<Box<PackedJpeg>>>,
 }
 
 impl CoeffPool {
@@ -246,13 +310,29 @@ impl CoeffPool {
         }
     }
 
-    /// Takes back the coefficient buffers of `samples` (the rest is dropped).
+    fn take_packed(&self) -> Box<PackedJpeg> {
+        self.packed
+            .lock()
+            .ok()
+            .and_then(|mut v| v.pop())
+            .unwrap_or_default()
+    }
+
+    fn put_packed(&self, packed: Box<PackedJpeg>) {
+        if let Ok(mut v) = self.packed.lock() {
+            if v.len() < Self::MAX {
+                v.push(packed);
+            }
+        }
+    }
+
+    /// Takes back the coefficient and packed buffers of `samples` (the rest is dropped).
     pub fn recycle(&self, samples: impl IntoIterator<Item = DeviceSample>) {
-        if let Ok(mut v) = self.free.lock() {
-            for s in samples {
-                if let (DeviceSample::Jpeg { coeffs, .. }, true) = (s, v.len() < Self::MAX) {
-                    v.push(coeffs);
-                }
+        for s in samples {
+            match s {
+                DeviceSample::Jpeg { coeffs, .. } => self.put(coeffs),
+                DeviceSample::Packed { packed, .. } => self.put_packed(packed),
+                _ => {}
             }
         }
     }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use super::kernels::Pipelines;
 use super::WgpuContext;
 use super::WgpuError;
-use crate::backend::device::batch::{BatchPlan, DeviceLimits};
+use crate::backend::device::batch::{BatchPlan, DeviceLimits, UploadTarget};
 use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
 use crate::backend::device::job::HardwareDecode;
 use crate::backend::device::launch::{Buffer, Kernel, Step};
@@ -95,6 +95,21 @@ impl WgpuBatchBuffers {
 const PENDING: u8 = 0;
 const MAPPED: u8 = 1;
 const FAILED: u8 = 2;
+
+impl UploadTarget for wgpu::WriteOnly<'_, [u8]> {
+    fn len(&self) -> usize {
+        wgpu::WriteOnly::len(self)
+    }
+
+    fn split(self, mid: usize) -> Option<(Self, Self)> {
+        self.split_at_checked(mid).ok()
+    }
+
+    fn write(&mut self, src: &[u8]) {
+        let n = src.len().min(wgpu::WriteOnly::len(self));
+        self.slice(..n).copy_from_slice(&src[..n]);
+    }
+}
 
 /// A host-visible staging buffer and its mapping state (`PENDING`, `MAPPED`, `FAILED`).
 struct Staging {
@@ -275,14 +290,15 @@ impl WgpuBatcher {
     /// Writes the planned upload into the next staging buffer and records its copy and
     /// every planned step (into `out` when the plan augments); returns the encoder and the
     /// staging slot.
-    fn record(
+    fn record<'a>(
         &mut self,
         out: Option<&WgpuBatchBuffers>,
         steps: std::ops::Range<usize>,
+        sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
     ) -> Result<(wgpu::CommandEncoder, usize)> {
         let sizes = self.plan.sizes();
         let si = self.staging(sizes.upload)?;
-        {
+        let written = {
             let st = &self.staging[si];
             let mut view = st
                 .buffer
@@ -292,12 +308,16 @@ impl WgpuBatcher {
                     what: "staging",
                     source,
                 })?;
-            for (at, part) in self.plan.upload_parts() {
-                view.slice(at..at + part.len()).copy_from_slice(part);
-            }
-        }
+            self.plan.write_upload(view.slice(..), sample)
+        };
         self.staging[si].buffer.unmap();
         self.staging[si].state.store(PENDING, Ordering::Release);
+        if let Err(e) = written {
+            // Nothing submitted: map the staging buffer again so it is not lost.
+            self.staging[si].submission = None;
+            self.remap(si);
+            return Err(e);
+        }
         match self.record_steps(Some(si), out, steps) {
             Ok(enc) => Ok((enc, si)),
             Err(e) => {
@@ -454,14 +474,18 @@ impl WgpuBatcher {
             return Ok(());
         }
         self.plan.plan(jobs, out.masks.is_some())?;
-        self.execute(Some(out))
+        self.execute(Some(out), &|k| jobs.get(k).map(|j| &j.image))
     }
 
     /// Records and submits the planned steps. Where the plan checks the device entropy
     /// pass ([`Step::EntropyCheck`]), the steps before it are submitted first and the
     /// status read back (a wait); samples it flags stop the batch
     /// ([`DeviceError::EntropyFlagged`]) before anything is written into `out`.
-    fn execute(&mut self, out: Option<&WgpuBatchBuffers>) -> Result<()> {
+    fn execute<'a>(
+        &mut self,
+        out: Option<&WgpuBatchBuffers>,
+        sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
+    ) -> Result<()> {
         let n = self.plan.steps().len();
         let check = self
             .plan
@@ -469,10 +493,10 @@ impl WgpuBatcher {
             .iter()
             .position(|s| matches!(s, Step::EntropyCheck { .. }));
         let Some(c) = check else {
-            let (enc, si) = self.record(out, 0..n)?;
+            let (enc, si) = self.record(out, 0..n, sample)?;
             return self.submit(enc, si);
         };
-        let (enc, si) = self.record(out, 0..c)?;
+        let (enc, si) = self.record(out, 0..c, sample)?;
         self.submit(enc, si)?;
         let bytes = self.plan.sizes().entropy_status;
         let status = match &self.scratch.entropy_status {
@@ -509,7 +533,7 @@ impl WgpuBatcher {
             return Ok(());
         }
         self.plan.plan_decode(images.iter())?;
-        self.execute(None)
+        self.execute(None, &|k| images.get(k))
     }
 
     /// Decodes `images` on the device and reads the decoded windows back (to compare

@@ -397,7 +397,7 @@ pub fn a_batch_plan_decodes_and_augments_like_the_reference(e: &dyn Executor) {
         }
         let mut plan = BatchPlan::new(e.limits());
         plan.plan(&jobs, true).expect("plan");
-        let mut buffers = Buffers::for_plan(&plan);
+        let mut buffers = Buffers::for_plan(&plan, &jobs);
         e.run(plan.steps(), &mut buffers);
         let windows = plan
             .windows_to_host(buffers.get(Buffer::Windows))

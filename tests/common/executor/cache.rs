@@ -57,7 +57,7 @@ pub fn cached_images_come_back_as_they_were_decoded(e: &dyn Executor) {
         plan.sizes().decoded_cache,
         places[3].offset + places[3].bytes()
     );
-    let mut buffers = Buffers::for_plan(&plan);
+    let mut buffers = Buffers::for_plan(&plan, &first);
     e.run(plan.steps(), &mut buffers);
     let decoded = plan
         .windows_to_host(buffers.get(Buffer::Windows))
@@ -89,7 +89,7 @@ pub fn cached_images_come_back_as_they_were_decoded(e: &dyn Executor) {
         .steps()
         .iter()
         .all(|s| !matches!(s, Step::Launch(l) if l.kernel.source() != "augment")));
-    let mut buffers = Buffers::for_plan(&plan).with(Buffer::DecodedCache, cache);
+    let mut buffers = Buffers::for_plan(&plan, &later).with(Buffer::DecodedCache, cache);
     e.run(plan.steps(), &mut buffers);
     let served = plan
         .windows_to_host(buffers.get(Buffer::Windows))

@@ -304,7 +304,8 @@ fn rotated_files(orientations: std::ops::RangeInclusive<u8>) -> Vec<PathBuf> {
 
 /// EXIF-rotated JPEGs through a whole [`BatchPlan`] (decode, orient, copy back), whole
 /// and in windows of the upright frame: each equal to the oracle's decode of the stored
-/// rectangle [`prepare`] chose, turned upright, and covering the window asked for.
+/// rectangle [`prepare`] chose, turned upright, and covering the window asked for; every
+/// other sample packed by its "worker" ([`DeviceSample::packed`]), as in the pipeline.
 pub fn rotated_jpegs_through_a_batch_plan_match_the_oracle_upright(e: &dyn Executor) {
     let files = rotated_files(2..=8);
     let mut rng = TestRng(0x0E1F);
@@ -363,13 +364,19 @@ pub fn rotated_jpegs_through_a_batch_plan_match_the_oracle_upright(e: &dyn Execu
                     oracle.height as usize,
                     *orientation,
                 );
-                samples.push(p.image);
+                // Every other sample packed beforehand, as the pipeline's workers do: its
+                // payload goes into the upload straight from the sample.
+                samples.push(if samples.len() % 2 == 1 {
+                    p.image.packed(&CoeffPool::default()).expect("packs")
+                } else {
+                    p.image
+                });
                 want.push((f.clone(), window, up, upright_size));
             }
         }
         let mut plan = BatchPlan::new(e.limits());
         plan.plan_decode(samples.iter()).expect("plan");
-        let mut buffers = Buffers::for_plan(&plan);
+        let mut buffers = Buffers::for_plan(&plan, &samples);
         e.run(plan.steps(), &mut buffers);
         let got = plan
             .windows_to_host(buffers.get(Buffer::Windows))
@@ -649,7 +656,7 @@ pub fn hardware_decoded_jpegs_through_a_batch_plan_match_the_cpu_decoder(e: &dyn
         rgbi[j.header as usize..j.header as usize + header.len()].copy_from_slice(&header);
     }
     assert!(planar >= 6, "only {planar} planar samples");
-    let mut buffers = Buffers::for_plan(&plan).with(Buffer::Rgbi, rgbi);
+    let mut buffers = Buffers::for_plan(&plan, &samples).with(Buffer::Rgbi, rgbi);
     let steps: Vec<Step> = plan
         .steps()
         .iter()

@@ -756,7 +756,7 @@ pub fn transcoded_files_match_the_oracle_and_the_host_coefficients(e: &dyn Execu
     );
     let mut plan = BatchPlan::new(e.limits());
     plan.plan_decode(samples.iter()).expect("plan");
-    let mut buffers = Buffers::for_plan(&plan);
+    let mut buffers = Buffers::for_plan(&plan, &samples);
     let steps: Vec<Step> = plan
         .steps()
         .iter()

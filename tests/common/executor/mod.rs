@@ -62,12 +62,15 @@ impl Buffers {
         self.0.iter().position(|(b, _)| *b == buffer)
     }
 
-    /// The buffers of a planned batch: the upload's two parts, and garbage of the size the
-    /// plan asks for in every other buffer.
-    pub fn for_plan(plan: &BatchPlan) -> Self {
+    /// The buffers of a planned batch: the upload's two parts (written from `samples`, as
+    /// planned), and garbage of the size the plan asks for in every other buffer.
+    pub fn for_plan<S: AsRef<DeviceSample>>(plan: &BatchPlan, samples: &[S]) -> Self {
         let sizes = plan.sizes();
         let mut upload = vec![0u8; sizes.upload as usize];
-        plan.write_upload(&mut upload).expect("upload");
+        plan.write_upload(upload.as_mut_slice(), &|k| {
+            samples.get(k).map(|s| s.as_ref())
+        })
+        .expect("upload");
         let a = sizes.augment_offset as usize;
         let mut buffers = Buffers::default()
             .with(
@@ -134,7 +137,7 @@ pub trait Executor: Sync {
     fn decode_to_host(&self, samples: &[DeviceSample]) -> Vec<Image8> {
         let mut plan = BatchPlan::new(self.limits());
         plan.plan_decode(samples.iter()).expect("plan");
-        let mut buffers = Buffers::for_plan(&plan);
+        let mut buffers = Buffers::for_plan(&plan, samples);
         self.run(plan.steps(), &mut buffers);
         plan.windows_to_host(buffers.get(Buffer::Windows))
             .expect("windows")

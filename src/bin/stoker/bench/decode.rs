@@ -461,7 +461,9 @@ fn decode_device(
                                 max_binding,
                             )
                         })
-                        .and_then(|p| p.fit_bindings(bytes, &opts, &pool, max_binding));
+                        .and_then(|p| p.fit_bindings(bytes, &opts, &pool, max_binding))
+                        // Packed on this thread, as the pipeline's workers do.
+                        .and_then(|p| p.packed(&pool));
                     thread_ns.fetch_add(
                         t.elapsed().as_nanos() as u64,
                         std::sync::atomic::Ordering::Relaxed,
@@ -517,6 +519,7 @@ fn decode_device(
                                 };
                                 let p = prepare_host(bytes, *info, opts, &pool).and_then(|p| {
                                     p.fit_bindings(bytes, opts, &pool, max_binding)
+                                        .and_then(|p| p.packed(&pool))
                                 })?;
                                 if let Ok(mut c) = counts.lock() {
                                     c.gpu_entropy = c.gpu_entropy.saturating_sub(1);
@@ -599,6 +602,7 @@ fn decode_device(
         launches: after.launches - before.launches,
         copies: after.copies - before.copies,
         entropy_checks: after.entropy_checks - before.entropy_checks,
+        payload_bytes: after.payload_bytes - before.payload_bytes,
     };
     pb.finish_and_clear();
     let mut r = run.measured(kind, be, failed, repeats, a, inputs);
