@@ -163,6 +163,7 @@ fn host_decode(image: &DeviceSample) -> Result<(Image8, Took), DecodeError> {
             Ok((img, Took::Coefficients))
         }
         DeviceSample::Rgb(img) => Ok((img.clone(), Took::Pixels)),
+        DeviceSample::Shared(img) => Ok((img.image().clone(), Took::Pixels)),
         // Restart-marked files: the window the device entropy path would decode.
         DeviceSample::Entropy { bytes, opts, .. } => {
             let mut img = Image8::default();

@@ -19,6 +19,12 @@ pub(crate) struct Decoded {
     pub warning: Option<DecodeWarning>,
 }
 
+impl AsRef<crate::decode::Image8> for Decoded {
+    fn as_ref(&self) -> &crate::decode::Image8 {
+        &self.image
+    }
+}
+
 impl Decoded {
     pub(crate) fn byte_len(&self) -> u64 {
         (self.image.byte_len() + self.mask.as_ref().map_or(0, LabelPlane::byte_len)) as u64

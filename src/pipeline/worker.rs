@@ -19,7 +19,9 @@ use super::stats::Counters;
 use super::{Config, OnError};
 use crate::augment::reference::Scratch;
 use crate::augment::SamplePlan;
-use crate::backend::device::job::{self, DeviceJob, DeviceSample, HardwareDecode, Prepared};
+use crate::backend::device::job::{
+    self, DeviceJob, DeviceSample, HardwareDecode, Prepared, SharedImage,
+};
 use crate::backend::device::DeviceBuffers;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
 use crate::decode::{DecodeWarning, LabelPlane};
@@ -503,12 +505,12 @@ fn device_cache_place(
     dc.reserve(s.id, w, h)
 }
 
-/// The device input of a sample in the host cache: a copy of its image and mask (the
-/// cache keeps them).
-fn device_job_cached(plan: &SamplePlan, d: &Decoded) -> MaybeJob {
+/// The device input of a sample in the host cache: its image, shared with the cache (no
+/// copy), and a copy of its mask.
+fn device_job_cached(plan: &SamplePlan, d: &Arc<Decoded>) -> MaybeJob {
     Some(DeviceJob {
         plan: *plan,
-        image: DeviceSample::Rgb(d.image.clone()),
+        image: DeviceSample::Shared(SharedImage::new(Arc::clone(d) as _)),
         mask: d.mask.clone(),
         cache_to: None,
     })
@@ -602,6 +604,7 @@ fn prepare_device(
             window[3].saturating_sub(window[1]),
         ),
         DeviceSample::Rgb(img) => (img.width, img.height),
+        DeviceSample::Shared(img) => (img.image().width, img.image().height),
         DeviceSample::Cached { width, height, .. } => (*width, *height),
         DeviceSample::Entropy { packed, .. } => {
             (packed.packed.image.width, packed.packed.image.height)

@@ -538,6 +538,10 @@ impl BatchPlan {
                     self.pushed.push(k);
                     self.decode_in.push_rgb(img)?
                 }
+                DeviceSample::Shared(img) => {
+                    self.pushed.push(k);
+                    self.decode_in.push_rgb(img.image())?
+                }
                 DeviceSample::Encoded {
                     bytes,
                     window,

@@ -41,6 +41,9 @@ pub enum DeviceSample {
     /// Pixels the CPU decoded (other formats, JPEG features the GPU path does not take,
     /// cached samples).
     Rgb(Image8),
+    /// Pixels the CPU decoded, shared with whatever keeps them (the host cache of decoded
+    /// samples): uploaded as [`DeviceSample::Rgb`] is, without a copy per use.
+    Shared(SharedImage),
     /// A JPEG with restart markers whose entropy-coded data the device decodes (the
     /// `huffman` pass), packed by the host ([`crate::decode::jpeg::huffman::pack_entropy`]: headers, decode tables and
     /// the bytes of the intervals under the window). Should the device flag an interval
@@ -80,6 +83,30 @@ pub enum DeviceSample {
         /// Its height (upright).
         height: u32,
     },
+}
+
+/// A decoded image held by something shared ([`DeviceSample::Shared`]): the host cache's
+/// entry, kept alive while the sample's batch is planned.
+#[derive(Clone)]
+pub struct SharedImage(std::sync::Arc<dyn AsRef<Image8> + Send + Sync>);
+
+impl SharedImage {
+    /// Shares the image `holder` holds.
+    pub fn new(holder: std::sync::Arc<dyn AsRef<Image8> + Send + Sync>) -> Self {
+        SharedImage(holder)
+    }
+
+    /// The image.
+    pub fn image(&self) -> &Image8 {
+        (*self.0).as_ref()
+    }
+}
+
+impl std::fmt::Debug for SharedImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let img = self.image();
+        write!(f, "SharedImage({}x{})", img.width, img.height)
+    }
 }
 
 /// Where a sample decoded whole in this batch is kept in the device cache
@@ -182,6 +209,9 @@ pub fn binding_refusal(
             ..
         } => super::decode::jpeg_binding_refusal(coeffs, *scale, *window, max_binding),
         DeviceSample::Rgb(img) => Ok(super::decode::rgb_binding_refusal(img, max_binding)),
+        DeviceSample::Shared(img) => {
+            Ok(super::decode::rgb_binding_refusal(img.image(), max_binding))
+        }
         // Checked when packed (`prepare_device`): what does not fit takes the host path.
         // A cached image was decoded on the device once already.
         DeviceSample::Encoded { .. }

@@ -22,7 +22,8 @@ pub use batcher::{BatcherConfig, DecodePaths, DeviceBatcher, DeviceBuffers, Plan
 pub use decode::{DecodeInput, DeviceImage};
 pub use error::{DeviceError, Rejected};
 pub use job::{
-    prepare, prepare_from, prepare_reusing, CacheSlot, CoeffPool, DeviceJob, DeviceSample, Prepared,
+    prepare, prepare_from, prepare_reusing, CacheSlot, CoeffPool, DeviceJob, DeviceSample,
+    Prepared, SharedImage,
 };
 pub use launch::{Binding, Buffer, Kernel, Launch, Step};
 pub use orient::OrientJob;
