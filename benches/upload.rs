@@ -5,12 +5,15 @@
 //! over several rounds in one run:
 //!
 //! - *planner packs*: the samples hold coefficients ([`DeviceSample::Jpeg`]); the planning
-//!   thread packs each window's blocks into the batch's blob, which is then copied into
-//!   staging (what the device path did before its workers packed);
+//!   thread packs each window's blocks into the batch's blob, which is then written into
+//!   staging (what the device path did before its workers packed, but for the staging
+//!   write, which it did on one thread);
 //! - *workers packed*: the samples were packed by the threads that prepared them
 //!   ([`DeviceSample::packed`], timed separately below as the workers' share); the
 //!   planning thread writes the records and the payloads go into staging once, straight
-//!   from the samples, spread over threads.
+//!   from the samples.
+//!
+//! Both write staging the same way: in ranges, several threads at once on a large batch.
 //!
 //! Prints microseconds of the planning thread per image both ways and their ratio, and
 //! what packing costs a worker per image.
@@ -91,7 +94,7 @@ fn main() {
                 continue;
             }
             staging.resize(plan.sizes().upload as usize, 0);
-            let _ = plan.write_upload(staging.as_mut_slice(), &|k| batch.get(k));
+            let _ = plan.write_upload(&mut staging.as_mut_slice(), &|k| batch.get(k));
         }
         t.elapsed().as_secs_f64() * 1e6 / samples.len() as f64
     };

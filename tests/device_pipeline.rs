@@ -572,3 +572,62 @@ fn jpegs_with_restart_markers_are_huffman_decoded_on_the_device() {
         );
     }
 }
+
+/// A batch whose upload is written into the staging buffer by several threads at once (the
+/// six sample photos' packed coefficients, twice: more than 4 MiB) decodes exactly as the
+/// oracle decodes each sample's packed blocks, on every device backend.
+#[test]
+fn a_batch_written_into_staging_by_several_threads_decodes_as_the_oracle_does() {
+    use stoker::backend::device::{prepare_reusing, BatcherConfig, CoeffPool, DeviceSample};
+    use stoker::backend::{select_with, BackendOptions};
+    let opts = BackendOptions {
+        allow_software_gpu: true,
+        ..Default::default()
+    };
+    let mut files = Vec::new();
+    common::files_below(&common::data_dir().join("samples"), &mut files);
+    files.sort();
+    let pool = CoeffPool::default();
+    let mut samples = Vec::new();
+    for f in files.iter().chain(&files) {
+        let bytes = std::fs::read(f).expect("sample");
+        let p = prepare_reusing(&bytes, &Default::default(), &pool).expect("prepares");
+        let image = p.image.packed(&pool).expect("packs");
+        assert!(
+            matches!(image, DeviceSample::Packed { .. }),
+            "{}",
+            f.display()
+        );
+        samples.push(image);
+    }
+    let payload: usize = samples
+        .iter()
+        .map(|s| match s {
+            DeviceSample::Packed { packed, .. } => 4 * packed.data.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(payload > 4 << 20, "{payload} bytes");
+    for kind in common::backends() {
+        let selected = select_with(kind, 1, &opts).expect("a backend common::backends() found");
+        let Some(mut batcher) = selected
+            .backend
+            .batcher(&BatcherConfig::default())
+            .expect("the backend's batcher")
+        else {
+            continue;
+        };
+        let got = batcher.decode_to_host(&samples).expect("decodes");
+        assert_eq!(got.len(), samples.len());
+        for (k, (s, img)) in samples.iter().zip(&got).enumerate() {
+            let DeviceSample::Packed { packed, .. } = s else {
+                unreachable!()
+            };
+            let want = stoker::decode::jpeg::color::decode_window(packed);
+            assert!(
+                want.data == img.data && (want.width, want.height) == (img.width, img.height),
+                "{kind}: sample {k} differs from the oracle"
+            );
+        }
+    }
+}

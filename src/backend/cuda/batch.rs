@@ -410,7 +410,7 @@ impl CudaBatcher {
             slot.uploaded.synchronize().map_err(device_err)?;
         }
         let staging = slot.pinned.ensure(&self.device, sizes.upload)?;
-        self.plan.write_upload(staging, sample)?;
+        self.plan.write_upload(&mut &mut staging[..], sample)?;
         // The copy waits for the kernels that still read this slot's input buffer.
         if slot.used {
             self.copy.wait(&slot.consumed).map_err(device_err)?;

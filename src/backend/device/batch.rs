@@ -53,16 +53,15 @@ pub struct PlanCounts {
     pub entropy_checks: u64,
     /// Of the upload bytes, those copied once, straight from the buffers the workers
     /// packed (coefficient blocks, entropy-coded bytes), into the staging buffer
-    /// ([`BatchPlan::write_upload`]; on CUDA by up to [`UPLOAD_THREADS`] threads at once).
-    /// The planning thread writes the rest (records, tables, host pixels, the augment
-    /// input).
+    /// ([`BatchPlan::write_upload`], by up to [`UPLOAD_THREADS`] threads at once); the
+    /// rest are the records, tables, host pixels and the augment input.
     pub payload_bytes: u64,
 }
 
 /// The most threads [`BatchPlan::write_upload`] spreads a batch's payload copies over.
 pub const UPLOAD_THREADS: usize = 8;
 
-/// Payload bytes below which [`BatchPlan::write_upload`] copies on the calling thread
+/// Upload bytes below which [`BatchPlan::write_upload`] writes on the calling thread
 /// alone (a thread costs tens of microseconds to start; a core copies about a megabyte in
 /// that time).
 const SPREAD_BYTES: usize = 4 << 20;
@@ -369,43 +368,70 @@ impl BatchPlan {
 
     /// Writes the upload into `dst` ([`Sizes::upload`] bytes at least), `sample(k)` being
     /// sample `k` of the plan, as planned. The payloads the workers packed are copied once,
-    /// straight from the samples into `dst`, spread over up to [`UPLOAD_THREADS`] threads
-    /// when the batch holds enough of them ([`PlanCounts::payload_bytes`]); the planning
-    /// thread writes the rest. Every byte of `dst` is written at most once, in order.
-    pub fn write_upload<'a, D: UploadTarget>(
+    /// straight from the samples into `dst` ([`PlanCounts::payload_bytes`]); the blob around
+    /// them holds the records and tables. Where the batch holds enough bytes, `dst` is cut
+    /// into up to [`UPLOAD_THREADS`] ranges written at once, one thread each.
+    pub fn write_upload<'a, T: UploadTarget>(
         &self,
-        dst: D,
+        dst: &mut T,
         sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
     ) -> Result<()> {
         let len = dst.len();
-        let upload = self.sizes.upload;
-        let short = || DeviceError::Staging { len, upload };
-        let augment_at = self.sizes.augment_offset as usize;
-        if (len as u64) < upload {
+        let upload = self.sizes.upload as usize;
+        let short = || DeviceError::Staging {
+            len,
+            upload: upload as u64,
+        };
+        if len < upload {
             return Err(short().into());
         }
-        let (mut rest, augment) = dst.split(augment_at).ok_or_else(short)?;
-        let mut copies: Vec<(D, &[u8])> = Vec::with_capacity(self.decode_in.holes().len());
-        let mut at = 0;
+        let mut parts: Vec<(usize, &[u8])> =
+            Vec::with_capacity(2 * self.decode_in.holes().len() + 2);
         for segment in self.decode_in.segments() {
-            let (start, src) = match segment {
+            parts.push(match segment {
                 Segment::Blob { at, words } => (at * 4, bytemuck::cast_slice(words)),
                 Segment::Payload(h) => (h.at * 4, self.payload(h, sample)?),
-            };
-            let gap = start.checked_sub(at).ok_or_else(short)?;
-            let (_, tail) = rest.split(gap).ok_or_else(short)?;
-            let (mut piece, tail) = tail.split(src.len()).ok_or_else(short)?;
-            match segment {
-                Segment::Blob { .. } => piece.write(src),
-                Segment::Payload(_) => copies.push((piece, src)),
-            }
-            rest = tail;
-            at = start + src.len();
+            });
         }
-        let a = self.augment_in.bytes();
-        let (mut piece, _) = augment.split(a.len()).ok_or_else(short)?;
-        piece.write(a);
-        D::write_all(copies);
+        parts.push((self.sizes.augment_offset as usize, self.augment_in.bytes()));
+        let mut end = 0;
+        for &(at, bytes) in &parts {
+            if at < end || at + bytes.len() > upload {
+                return Err(short().into());
+            }
+            end = at + bytes.len();
+        }
+        if upload == 0 {
+            return Ok(());
+        }
+        // Ranges on 8-byte boundaries (what a mapped range of a wgpu buffer starts on).
+        let threads = spread_threads(upload);
+        let mut bounds: Vec<usize> = (0..threads).map(|i| (upload * i / threads) & !7).collect();
+        bounds.push(upload);
+        bounds.dedup();
+        let mut pieces = dst.parts(&bounds)?;
+        let ranges: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
+        if pieces.len() != ranges.len() {
+            return Err(crate::Error::internal(
+                "an upload target gave other ranges than asked",
+            ));
+        }
+        if pieces.len() == 1 {
+            write_range(&mut pieces[0], ranges[0], &parts);
+            return Ok(());
+        }
+        let parts = &parts;
+        std::thread::scope(|scope| {
+            let mut work = pieces.iter_mut().zip(&ranges);
+            // The calling thread writes the first range itself.
+            let first = work.next();
+            for (piece, &range) in work {
+                scope.spawn(move || write_range(piece, range, parts));
+            }
+            if let Some((piece, &range)) = first {
+                write_range(piece, range, parts);
+            }
+        });
         Ok(())
     }
 
@@ -912,9 +938,14 @@ impl BatchPlan {
     }
 }
 
-/// Where [`BatchPlan::write_upload`] writes: host memory, or a mapped staging buffer that
-/// may only be written (wgpu's mappings, which may be write-combined).
-pub trait UploadTarget: Sized {
+/// Where [`BatchPlan::write_upload`] writes: host memory (`&mut [u8]`, CUDA's pinned
+/// staging), or a mapped staging buffer that may only be written in ranges (wgpu's).
+pub trait UploadTarget {
+    /// One range of it, written by one thread.
+    type Part<'p>: UploadPart + Send
+    where
+        Self: 'p;
+
     /// Bytes.
     fn len(&self) -> usize;
 
@@ -923,86 +954,78 @@ pub trait UploadTarget: Sized {
         self.len() == 0
     }
 
-    /// The first `mid` bytes and the rest; `None` when `mid` exceeds [`Self::len`].
-    fn split(self, mid: usize) -> Option<(Self, Self)>;
+    /// The disjoint ranges `bounds[i]..bounds[i + 1]` (increasing, on 8-byte boundaries
+    /// but the last, within [`Self::len`]), one part each.
+    fn parts(&mut self, bounds: &[usize]) -> Result<Vec<Self::Part<'_>>>;
+}
 
-    /// Writes `src` from the first byte (as much of it as fits).
-    fn write(&mut self, src: &[u8]);
-
-    /// Runs `copies` (disjoint destinations). On the calling thread, unless the target can
-    /// be written from several threads (host memory, CUDA's pinned staging: see
-    /// [`UPLOAD_THREADS`]); wgpu's write-only mappings cannot be sent to another thread.
-    fn write_all(copies: Vec<(Self, &[u8])>) {
-        for (mut d, s) in copies {
-            d.write(s);
-        }
-    }
+/// One range of an [`UploadTarget`].
+pub trait UploadPart {
+    /// Writes `src` from byte `at` of the range (as much of it as fits).
+    fn write_at(&mut self, at: usize, src: &[u8]);
 }
 
 impl UploadTarget for &mut [u8] {
+    type Part<'p>
+        = &'p mut [u8]
+    where
+        Self: 'p;
+
     fn len(&self) -> usize {
         <[u8]>::len(self)
     }
 
-    fn split(self, mid: usize) -> Option<(Self, Self)> {
-        self.split_at_mut_checked(mid)
-    }
-
-    fn write(&mut self, src: &[u8]) {
-        let n = src.len().min(<[u8]>::len(self));
-        self[..n].copy_from_slice(&src[..n]);
-    }
-
-    fn write_all(copies: Vec<(Self, &[u8])>) {
-        copy_spread(copies);
+    fn parts(&mut self, bounds: &[usize]) -> Result<Vec<&mut [u8]>> {
+        let mut out = Vec::with_capacity(bounds.len().saturating_sub(1));
+        let first = bounds.first().copied().unwrap_or(0);
+        let mut rest = self.get_mut(first..).ok_or_else(bad_bounds)?;
+        for w in bounds.windows(2) {
+            let n = w[1].checked_sub(w[0]).ok_or_else(bad_bounds)?;
+            let (piece, tail) = rest.split_at_mut_checked(n).ok_or_else(bad_bounds)?;
+            out.push(piece);
+            rest = tail;
+        }
+        Ok(out)
     }
 }
 
-/// Runs `copies` (disjoint destinations), on the calling thread when they are small, else
-/// spread over up to [`UPLOAD_THREADS`] scoped threads in runs of about equal bytes.
-fn copy_spread(copies: Vec<(&mut [u8], &[u8])>) {
-    let total: usize = copies.iter().map(|(_, s)| s.len()).sum();
-    let threads = std::thread::available_parallelism()
+impl UploadPart for &mut [u8] {
+    fn write_at(&mut self, at: usize, src: &[u8]) {
+        let n = src.len().min(<[u8]>::len(self).saturating_sub(at));
+        if n > 0 {
+            self[at..at + n].copy_from_slice(&src[..n]);
+        }
+    }
+}
+
+fn bad_bounds() -> crate::Error {
+    crate::Error::internal("upload ranges outside their target")
+}
+
+/// Threads to write an upload of `bytes` with: one below [`SPREAD_BYTES`], else up to
+/// [`UPLOAD_THREADS`] (and the host's cores), a megabyte or more each.
+fn spread_threads(bytes: usize) -> usize {
+    if bytes < SPREAD_BYTES {
+        return 1;
+    }
+    std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(UPLOAD_THREADS)
-        .min(total / (SPREAD_BYTES / 4))
-        .max(1);
-    if threads == 1 || total < SPREAD_BYTES {
-        for (mut d, s) in copies {
-            d.write(s);
+        .min(bytes / (1 << 20))
+        .max(1)
+}
+
+/// Writes what of `parts` (sorted, disjoint `(first byte, bytes)`) falls in `range` into
+/// `piece`, which holds that range.
+fn write_range<P: UploadPart>(piece: &mut P, (lo, hi): (usize, usize), parts: &[(usize, &[u8])]) {
+    let first = parts.partition_point(|(at, b)| at + b.len() <= lo);
+    for &(at, bytes) in &parts[first..] {
+        if at >= hi {
+            break;
         }
-        return;
+        let (a, b) = (at.max(lo), (at + bytes.len()).min(hi));
+        piece.write_at(a - lo, &bytes[a - at..b - at]);
     }
-    let share = total.div_ceil(threads);
-    let mut runs: Vec<Vec<(&mut [u8], &[u8])>> = Vec::with_capacity(threads);
-    let mut run = Vec::new();
-    let mut bytes = 0;
-    for (d, s) in copies {
-        bytes += s.len();
-        run.push((d, s));
-        if bytes >= share {
-            runs.push(std::mem::take(&mut run));
-            bytes = 0;
-        }
-    }
-    if !run.is_empty() {
-        runs.push(run);
-    }
-    std::thread::scope(|scope| {
-        let mut runs = runs.into_iter();
-        // The calling thread takes the first run itself.
-        let first = runs.next();
-        for r in runs {
-            scope.spawn(move || {
-                for (mut d, s) in r {
-                    d.write(s);
-                }
-            });
-        }
-        for (mut d, s) in first.into_iter().flatten() {
-            d.write(s);
-        }
-    });
 }
 
 #[cfg(test)]
@@ -1160,8 +1183,10 @@ mod tests {
             let mut plan = BatchPlan::new(DeviceLimits::UNBOUNDED);
             plan.plan(jobs, false).expect("plan");
             let mut bytes = vec![0xA5u8; plan.sizes().upload as usize];
-            plan.write_upload(bytes.as_mut_slice(), &|k| jobs.get(k).map(|j| &j.image))
-                .expect("upload");
+            plan.write_upload(&mut bytes.as_mut_slice(), &|k| {
+                jobs.get(k).map(|j| &j.image)
+            })
+            .expect("upload");
             (bytes, plan.counts(), plan.sizes(), plan.steps().to_vec())
         };
         let (by_planner, c0, sizes0, steps0) = upload(&jobs(false));
@@ -1188,11 +1213,15 @@ mod tests {
         plan.plan(&packed, false).expect("plan");
         let mut bytes = vec![0u8; plan.sizes().upload as usize];
         let swapped = |k: usize| packed.get(k ^ 1).map(|j| &j.image);
-        assert!(plan.write_upload(bytes.as_mut_slice(), &swapped).is_err());
+        assert!(plan
+            .write_upload(&mut bytes.as_mut_slice(), &swapped)
+            .is_err());
         // And into too small a buffer.
         let mut small = vec![0u8; plan.sizes().upload as usize - 1];
         assert!(plan
-            .write_upload(small.as_mut_slice(), &|k| packed.get(k).map(|j| &j.image))
+            .write_upload(&mut small.as_mut_slice(), &|k| packed
+                .get(k)
+                .map(|j| &j.image))
             .is_err());
     }
 

@@ -17,7 +17,9 @@ pub mod launch;
 pub mod orient;
 
 pub use augment::AugmentInput;
-pub use batch::{BatchPlan, DeviceLimits, PlanCounts, Sizes, UploadTarget, UPLOAD_THREADS};
+pub use batch::{
+    BatchPlan, DeviceLimits, PlanCounts, Sizes, UploadPart, UploadTarget, UPLOAD_THREADS,
+};
 pub use batcher::{BatcherConfig, DecodePaths, DeviceBatcher, DeviceBuffers, Plane};
 pub use decode::{DecodeInput, DeviceImage};
 pub use error::{DeviceError, Rejected};

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use super::kernels::Pipelines;
 use super::WgpuContext;
 use super::WgpuError;
-use crate::backend::device::batch::{BatchPlan, DeviceLimits, UploadTarget};
+use crate::backend::device::batch::{BatchPlan, DeviceLimits, UploadPart, UploadTarget};
 use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
 use crate::backend::device::job::HardwareDecode;
 use crate::backend::device::launch::{Buffer, Kernel, Step};
@@ -96,18 +96,51 @@ const PENDING: u8 = 0;
 const MAPPED: u8 = 1;
 const FAILED: u8 = 2;
 
-impl UploadTarget for wgpu::WriteOnly<'_, [u8]> {
+/// The first `len` bytes of a mapped staging buffer, written in ranges, each through its
+/// own mapped view (views of disjoint ranges may be written from several threads).
+struct Mapped<'a> {
+    buffer: &'a wgpu::Buffer,
+    len: usize,
+}
+
+impl UploadTarget for Mapped<'_> {
+    type Part<'p>
+        = wgpu::BufferViewMut
+    where
+        Self: 'p;
+
     fn len(&self) -> usize {
-        wgpu::WriteOnly::len(self)
+        self.len
     }
 
-    fn split(self, mid: usize) -> Option<(Self, Self)> {
-        self.split_at_checked(mid).ok()
+    fn parts(&mut self, bounds: &[usize]) -> Result<Vec<wgpu::BufferViewMut>> {
+        bounds
+            .windows(2)
+            .map(|w| {
+                if w[0] >= w[1] || w[1] > self.len || w[0] % 8 != 0 {
+                    return Err(crate::Error::internal("a staging range out of order"));
+                }
+                self.buffer
+                    .slice(w[0] as u64..w[1] as u64)
+                    .get_mapped_range_mut()
+                    .map_err(|source| {
+                        WgpuError::View {
+                            what: "staging",
+                            source,
+                        }
+                        .into()
+                    })
+            })
+            .collect()
     }
+}
 
-    fn write(&mut self, src: &[u8]) {
-        let n = src.len().min(wgpu::WriteOnly::len(self));
-        self.slice(..n).copy_from_slice(&src[..n]);
+impl UploadPart for wgpu::BufferViewMut {
+    fn write_at(&mut self, at: usize, src: &[u8]) {
+        let n = src.len().min(self.len().saturating_sub(at));
+        if n > 0 {
+            self.slice(at..at + n).copy_from_slice(&src[..n]);
+        }
     }
 }
 
@@ -298,18 +331,13 @@ impl WgpuBatcher {
     ) -> Result<(wgpu::CommandEncoder, usize)> {
         let sizes = self.plan.sizes();
         let si = self.staging(sizes.upload)?;
-        let written = {
-            let st = &self.staging[si];
-            let mut view = st
-                .buffer
-                .slice(..sizes.upload)
-                .get_mapped_range_mut()
-                .map_err(|source| WgpuError::View {
-                    what: "staging",
-                    source,
-                })?;
-            self.plan.write_upload(view.slice(..), sample)
-        };
+        let written = self.plan.write_upload(
+            &mut Mapped {
+                buffer: &self.staging[si].buffer,
+                len: sizes.upload as usize,
+            },
+            sample,
+        );
         self.staging[si].buffer.unmap();
         self.staging[si].state.store(PENDING, Ordering::Release);
         if let Err(e) = written {

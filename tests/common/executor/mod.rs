@@ -67,7 +67,7 @@ impl Buffers {
     pub fn for_plan<S: AsRef<DeviceSample>>(plan: &BatchPlan, samples: &[S]) -> Self {
         let sizes = plan.sizes();
         let mut upload = vec![0u8; sizes.upload as usize];
-        plan.write_upload(upload.as_mut_slice(), &|k| {
+        plan.write_upload(&mut upload.as_mut_slice(), &|k| {
             samples.get(k).map(|s| s.as_ref())
         })
         .expect("upload");
