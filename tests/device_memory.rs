@@ -101,8 +101,13 @@ fn live(device: &wgpu::Device) -> u64 {
         .total_allocated_bytes
 }
 
+/// The tests that use the device take turns: one measures live device memory, the other
+/// counts what is created.
+static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn device_memory_stays_bounded_over_epochs_of_mixed_sizes() {
+    let _turn = DEVICE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(ctx) = common::wgpu_context() else {
         return;
     };
@@ -156,6 +161,8 @@ fn device_memory_stays_bounded_over_epochs_of_mixed_sizes() {
     let mut epochs = Vec::new();
     // Buffers stoker has created on the device by the end of each epoch.
     let mut created = Vec::new();
+    // And bind groups (for the record: batches of mixed sizes bind mixed ranges).
+    let mut groups = Vec::new();
     let mut batches = 0;
     for e in 0..EPOCHS {
         let mut peak = 0;
@@ -184,6 +191,7 @@ fn device_memory_stays_bounded_over_epochs_of_mixed_sizes() {
         );
         epochs.push((peak, settled, tracked));
         created.push(stoker::backend::wgpu::buffers_created());
+        groups.push(stoker::backend::wgpu::bind_groups_created());
     }
     eprintln!(
         "{batches} batches of {BATCH}; before the pipeline {before} B live; largest image {largest} px"
@@ -200,6 +208,7 @@ fn device_memory_stays_bounded_over_epochs_of_mixed_sizes() {
     let late = created[created.len() - 1] - created[half];
     let late_batches = (created.len() - 1 - half) * (SIZES.len() * COPIES).div_ceil(BATCH);
     eprintln!("buffers created by the end of each epoch: {created:?}");
+    eprintln!("bind groups created by the end of each epoch: {groups:?}");
     assert!(
         late * 4 <= late_batches as u64,
         "{late} buffers created over the last {late_batches} batches"
@@ -256,4 +265,42 @@ fn the_wgpu_backend_creates_buffers_in_one_place() {
     // The one in `WgpuContext::create_buffer` itself.
     assert_eq!(direct.len(), 1, "{direct:#?}");
     assert!(direct[0].contains("mod.rs"), "{direct:#?}");
+}
+
+/// A batch that binds what one of the batches just before it bound (the same kernels,
+/// buffers and ranges) makes no bind group: over epochs of identical batches (one file
+/// again and again, resized whole), the batches after the first epoch make none.
+#[test]
+fn identical_batches_reuse_their_bind_groups() {
+    let _turn = DEVICE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(ctx) = common::wgpu_context() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bytes =
+        std::fs::read(common::data_dir().join("samples/photo/skimage_coffee.jpg")).expect("sample");
+    for i in 0..16 {
+        common::write(dir.path(), &format!("c/{i:02}.jpg"), &bytes);
+    }
+    let subset = Dataset::image_folder(dir.path()).expect("folder").all();
+    let pipe = Pipeline::builder(subset)
+        .backend(BackendKind::Wgpu)
+        .wgpu_device(ctx.device().clone(), ctx.queue().clone())
+        .augment(Augment::new().resize(48, 40))
+        .batch_size(4)
+        .workers(2)
+        .build()
+        .expect("pipeline");
+    let mut made = Vec::new();
+    for epoch in 0..3 {
+        let before = stoker::backend::wgpu::bind_groups_created();
+        for b in pipe.epoch(epoch).expect("epoch") {
+            let b = b.expect("batch");
+            assert_eq!(b.len(), 4);
+        }
+        made.push(stoker::backend::wgpu::bind_groups_created() - before);
+    }
+    eprintln!("bind groups made per epoch of 4 batches: {made:?}");
+    assert!(made[0] > 0, "{made:?}");
+    assert_eq!(made[1..], [0, 0], "bind groups made after the first epoch");
 }

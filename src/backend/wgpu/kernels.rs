@@ -1,7 +1,11 @@
 //! Runs planned [`Step`]s on a wgpu device: one compute pipeline per [`Kernel`], a bind
-//! group per launch, parameter records in one buffer, copies between passes.
+//! group per launch (reused while a later batch binds the same ranges of the same
+//! buffers), parameter records in one buffer, copies between passes.
 
+use std::collections::HashMap;
 use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use super::{bind, shaders, storage_entry, WgpuContext, WgpuError};
 use crate::backend::device::launch::{Buffer, Kernel, Launch, Step, PARAM_WORDS};
@@ -45,10 +49,41 @@ struct Pipeline {
     layout: wgpu::BindGroupLayout,
 }
 
+/// Batches a bind group is kept for after its last use: at least the batches a ring of
+/// output and staging buffers cycles through, so that a batch written into the same ring
+/// slot as one before finds its groups.
+const KEPT_BATCHES: u64 = 4;
+
+static GROUPS_CREATED: AtomicU64 = AtomicU64::new(0);
+
+/// Bind groups stoker has created on wgpu devices so far, in this process: a batch that
+/// binds what one of the batches just before it bound (the same kernel, buffers and
+/// ranges) makes none.
+pub fn bind_groups_created() -> u64 {
+    GROUPS_CREATED.load(Ordering::Relaxed)
+}
+
+/// What a bind group binds: its kernel and, per entry, binding number, buffer and range.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct GroupKey {
+    kernel: Kernel,
+    entries: Vec<(u32, wgpu::Buffer, u64, u64)>,
+}
+
+/// The bind groups of the last [`KEPT_BATCHES`] batches, with the batch that last used
+/// each. (They keep their buffers alive: one a grow replaced lives on until its groups
+/// are dropped, at most that many batches later.)
+#[derive(Debug, Default)]
+struct GroupCache {
+    groups: HashMap<GroupKey, (wgpu::BindGroup, u64)>,
+    batch: u64,
+}
+
 /// Compiled pipelines for a set of kernels, built once per device.
 #[derive(Debug)]
 pub struct Pipelines {
     pipelines: Vec<Pipeline>,
+    groups: Mutex<GroupCache>,
 }
 
 impl Pipelines {
@@ -131,7 +166,10 @@ impl Pipelines {
             }
             .into());
         }
-        Ok(Pipelines { pipelines })
+        Ok(Pipelines {
+            pipelines,
+            groups: Mutex::new(GroupCache::default()),
+        })
     }
 
     fn get(&self, kernel: Kernel) -> Result<&Pipeline> {
@@ -241,6 +279,15 @@ impl Pipelines {
             ctx.queue().write_buffer(&buf, 0, bytes);
             Some(buf)
         };
+        let mut cache = self
+            .groups
+            .lock()
+            .map_err(|_| crate::Error::internal("the bind group cache was poisoned"))?;
+        cache.batch += 1;
+        let batch = cache.batch;
+        cache
+            .groups
+            .retain(|_, (_, used)| *used + KEPT_BATCHES > batch);
         let mut groups = Vec::with_capacity(steps.len());
         for (step, rec) in steps.iter().zip(&record_of) {
             let Step::Launch(l) = step else {
@@ -253,9 +300,15 @@ impl Pipelines {
                 params.as_ref(),
                 *rec,
                 &resolve,
+                &mut cache,
             )?));
         }
+        drop(cache);
         if let Some(e) = pollster::block_on(scope.pop()) {
+            // No group made under a validation error is kept.
+            if let Ok(mut cache) = self.groups.lock() {
+                cache.groups.clear();
+            }
             return Err(WgpuError::Rejected {
                 what: "bindings",
                 source: e,
@@ -294,6 +347,9 @@ impl Pipelines {
         Ok(())
     }
 
+    /// The bind group of launch `l`: the one a recent batch made for the same bindings
+    /// (`cache`), or a new one, kept there.
+    #[allow(clippy::too_many_arguments)]
     fn bind_group<'b>(
         &self,
         ctx: &WgpuContext,
@@ -304,26 +360,51 @@ impl Pipelines {
             crate::backend::device::Binding,
             wgpu::BufferUsages,
         ) -> Result<&'b wgpu::Buffer>,
+        cache: &mut GroupCache,
     ) -> Result<wgpu::BindGroup> {
         let p = self.get(l.kernel)?;
         let (_, storages, mode) = spec(l.kernel);
         let first = u32::from(mode == Params::Uniform);
-        let mut entries = Vec::with_capacity(storages.len() + 1);
+        let mut key = GroupKey {
+            kernel: l.kernel,
+            entries: Vec::with_capacity(storages.len() + 1),
+        };
         for (i, b) in l.bindings.iter().enumerate() {
             let buf = resolve(*b, wgpu::BufferUsages::STORAGE)?;
-            entries.push(bind(buf, first + i as u32, b.offset, b.size));
+            key.entries
+                .push((first + i as u32, buf.clone(), b.offset, b.size));
         }
         if let (Some(params), Some(at)) = (params, record) {
             match mode {
-                Params::Uniform => entries.push(bind(params, 0, at, (PARAM_WORDS * 4) as u64)),
-                Params::Storage => entries.push(bind(params, storages.len() as u32, at, 32)),
+                Params::Uniform => {
+                    key.entries
+                        .push((0, params.clone(), at, (PARAM_WORDS * 4) as u64))
+                }
+                Params::Storage => {
+                    key.entries
+                        .push((storages.len() as u32, params.clone(), at, 32))
+                }
                 Params::None => {}
             }
         }
-        Ok(ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
+        let batch = cache.batch;
+        if let Some((group, used)) = cache.groups.get_mut(&key) {
+            *used = batch;
+            return Ok(group.clone());
+        }
+        let entries: Vec<wgpu::BindGroupEntry<'_>> = key
+            .entries
+            .iter()
+            .map(|(binding, buf, offset, size)| bind(buf, *binding, *offset, *size))
+            .collect();
+        GROUPS_CREATED.fetch_add(1, Ordering::Relaxed);
+        let group = ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(l.kernel.name()),
             layout: &p.layout,
             entries: &entries,
-        }))
+        });
+        drop(entries);
+        cache.groups.insert(key, (group.clone(), batch));
+        Ok(group)
     }
 }

@@ -15,6 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use error::WgpuError;
+pub use kernels::bind_groups_created;
 
 use super::device::{BatcherConfig, DeviceBatcher};
 use super::{Backend, BackendKind};
