@@ -578,12 +578,7 @@ fn jpegs_with_restart_markers_are_huffman_decoded_on_the_device() {
 /// oracle decodes each sample's packed blocks, on every device backend.
 #[test]
 fn a_batch_written_into_staging_by_several_threads_decodes_as_the_oracle_does() {
-    use stoker::backend::device::{prepare_reusing, BatcherConfig, CoeffPool, DeviceSample};
-    use stoker::backend::{select_with, BackendOptions};
-    let opts = BackendOptions {
-        allow_software_gpu: true,
-        ..Default::default()
-    };
+    use stoker::backend::device::{prepare_reusing, CoeffPool, DeviceSample};
     let mut files = Vec::new();
     common::files_below(&common::data_dir().join("samples"), &mut files);
     files.sort();
@@ -608,15 +603,7 @@ fn a_batch_written_into_staging_by_several_threads_decodes_as_the_oracle_does() 
         })
         .sum();
     assert!(payload > 4 << 20, "{payload} bytes");
-    for kind in common::backends() {
-        let selected = select_with(kind, 1, &opts).expect("a backend common::backends() found");
-        let Some(mut batcher) = selected
-            .backend
-            .batcher(&BatcherConfig::default())
-            .expect("the backend's batcher")
-        else {
-            continue;
-        };
+    for (kind, mut batcher) in common::device_batchers() {
         let got = batcher.decode_to_host(&samples).expect("decodes");
         assert_eq!(got.len(), samples.len());
         for (k, (s, img)) in samples.iter().zip(&got).enumerate() {

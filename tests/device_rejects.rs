@@ -122,6 +122,16 @@ struct HostBatcher {
     scratch: Scratch,
 }
 
+/// The stand-in turns no image upright.
+fn upright_only(orientation: u8) -> Result<(), DecodeError> {
+    match orientation {
+        1 => Ok(()),
+        o => Err(DecodeError::Unsupported(format!(
+            "the stand-in turns no image upright (orientation {o})"
+        ))),
+    }
+}
+
 /// What the stand-in's decoders make of one sample: whole files as a hardware decoder
 /// does (whatever it can decode, damaged or not: it has no strict mode), coefficients
 /// with the scalar oracles of the device decode, pixels as they are.
@@ -142,11 +152,7 @@ fn host_decode(image: &DeviceSample) -> Result<(Image8, Took), DecodeError> {
             window,
             orientation,
         } => {
-            if *orientation != 1 {
-                return Err(DecodeError::Unsupported(format!(
-                    "the stand-in turns no image upright (orientation {orientation})"
-                )));
-            }
+            upright_only(*orientation)?;
             let img = stoker::decode::jpeg::color::decode_coefficients(coeffs, *scale, *window)?;
             Ok((img, Took::Coefficients))
         }
@@ -154,11 +160,7 @@ fn host_decode(image: &DeviceSample) -> Result<(Image8, Took), DecodeError> {
             packed,
             orientation,
         } => {
-            if *orientation != 1 {
-                return Err(DecodeError::Unsupported(format!(
-                    "the stand-in turns no image upright (orientation {orientation})"
-                )));
-            }
+            upright_only(*orientation)?;
             let img = stoker::decode::jpeg::color::decode_window(packed);
             Ok((img, Took::Coefficients))
         }

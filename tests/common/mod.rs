@@ -200,6 +200,32 @@ pub fn backends() -> Vec<stoker::BackendKind> {
     v
 }
 
+/// The batcher of every device backend present ([`backends`] less the CPU's), reached
+/// through `Backend::batcher` as the pipeline reaches it (a software adapter allowed).
+#[allow(dead_code)]
+pub fn device_batchers() -> Vec<(
+    stoker::BackendKind,
+    Box<dyn stoker::backend::device::DeviceBatcher>,
+)> {
+    use stoker::backend::device::BatcherConfig;
+    use stoker::backend::{select_with, BackendOptions};
+    let opts = BackendOptions {
+        allow_software_gpu: true,
+        ..Default::default()
+    };
+    backends()
+        .into_iter()
+        .filter_map(|kind| {
+            let selected = select_with(kind, 1, &opts).expect("a backend backends() found");
+            let batcher = selected
+                .backend
+                .batcher(&BatcherConfig::default())
+                .expect("the backend's batcher")?;
+            Some((kind, batcher))
+        })
+        .collect()
+}
+
 /// A JPEG (quality 85, chroma `subsamp`) of `w` x `h` random pixels from
 /// [`random_rgb`].
 #[allow(dead_code)]

@@ -435,6 +435,20 @@ impl BatchPlan {
         Ok(())
     }
 
+    /// Notes sample `k`, decoded into `g`, as pushed; one with an EXIF `orientation` gets
+    /// an orientation job (placed after every decoded window, once their total is known).
+    fn pushed_image(&mut self, k: usize, g: DeviceImage, orientation: u8) -> DeviceImage {
+        self.pushed.push(k);
+        if orientation != 1 {
+            self.orient_jobs.push(OrientJob {
+                src: g,
+                orientation,
+                dst: k as u64,
+            });
+        }
+        g
+    }
+
     /// The data of the sample pushed as `h.push`, which `h` leaves out of the blob.
     fn payload<'a>(
         &self,
@@ -512,15 +526,7 @@ impl BatchPlan {
             } = img
             {
                 let g = self.decode_in.push_entropy(packed)?;
-                self.pushed.push(k);
-                if *orientation != 1 {
-                    self.orient_jobs.push(OrientJob {
-                        src: g,
-                        orientation: *orientation,
-                        dst: k as u64,
-                    });
-                }
-                self.images[k] = g;
+                self.images[k] = self.pushed_image(k, g, *orientation);
             }
         }
         let mut upright = Vec::new();
@@ -534,31 +540,14 @@ impl BatchPlan {
                     orientation,
                 } => {
                     let g = self.decode_in.push_jpeg(coeffs, *scale, *window)?;
-                    self.pushed.push(k);
-                    if *orientation != 1 {
-                        // Placed after every decoded window once their total is known.
-                        self.orient_jobs.push(OrientJob {
-                            src: g,
-                            orientation: *orientation,
-                            dst: k as u64,
-                        });
-                    }
-                    g
+                    self.pushed_image(k, g, *orientation)
                 }
                 DeviceSample::Packed {
                     packed,
                     orientation,
                 } => {
                     let g = self.decode_in.push_packed(packed)?;
-                    self.pushed.push(k);
-                    if *orientation != 1 {
-                        self.orient_jobs.push(OrientJob {
-                            src: g,
-                            orientation: *orientation,
-                            dst: k as u64,
-                        });
-                    }
-                    g
+                    self.pushed_image(k, g, *orientation)
                 }
                 DeviceSample::Rgb(img) => {
                     self.pushed.push(k);

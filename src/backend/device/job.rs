@@ -325,35 +325,19 @@ impl CoeffPool {
     const MAX: usize = 1024;
 
     fn take(&self) -> Box<Coefficients> {
-        self.free
-            .lock()
-            .ok()
-            .and_then(|mut v| v.pop())
-            .unwrap_or_default()
+        take_from(&self.free)
     }
 
     fn put(&self, coeffs: Box<Coefficients>) {
-        if let Ok(mut v) = self.free.lock() {
-            if v.len() < Self::MAX {
-                v.push(coeffs);
-            }
-        }
+        put_into(&self.free, coeffs);
     }
 
     fn take_packed(&self) -> Box<PackedJpeg> {
-        self.packed
-            .lock()
-            .ok()
-            .and_then(|mut v| v.pop())
-            .unwrap_or_default()
+        take_from(&self.packed)
     }
 
     fn put_packed(&self, packed: Box<PackedJpeg>) {
-        if let Ok(mut v) = self.packed.lock() {
-            if v.len() < Self::MAX {
-                v.push(packed);
-            }
-        }
+        put_into(&self.packed, packed);
     }
 
     /// Takes back the coefficient and packed buffers of `samples` (the rest is dropped).
@@ -364,6 +348,25 @@ impl CoeffPool {
                 DeviceSample::Packed { packed, .. } => self.put_packed(packed),
                 _ => {}
             }
+        }
+    }
+}
+
+/// A buffer from `free`, or a new one.
+#[allow(clippy::vec_box)]
+fn take_from<T: Default>(free: &std::sync::Mutex<Vec<Box<T>>>) -> Box<T> {
+    free.lock()
+        .ok()
+        .and_then(|mut v| v.pop())
+        .unwrap_or_default()
+}
+
+/// Keeps `item` in `free`, unless it holds [`CoeffPool::MAX`] already.
+#[allow(clippy::vec_box)]
+fn put_into<T>(free: &std::sync::Mutex<Vec<Box<T>>>, item: Box<T>) {
+    if let Ok(mut v) = free.lock() {
+        if v.len() < CoeffPool::MAX {
+            v.push(item);
         }
     }
 }
