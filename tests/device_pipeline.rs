@@ -488,14 +488,7 @@ fn jpegs_with_restart_markers_are_huffman_decoded_on_the_device() {
     // hands it to the host path, so batches, reports and pixels are the CPU backend's.
     let dir = tempfile::tempdir().expect("tmp");
     let mut rng = common::TestRng(0x0e57_a7e5);
-    let samplings = [
-        ((1, 1), false),
-        ((2, 2), false),
-        ((2, 1), false),
-        ((1, 1), true),
-        ((1, 2), false),
-        ((4, 1), false),
-    ];
+    let samplings = common::RESTART_SAMPLINGS;
     let mut clean = 0u64;
     for i in 0..18 {
         let (samp, gray) = samplings[i % samplings.len()];
