@@ -279,6 +279,26 @@ fn the_wgpu_backend_runs_from_the_command_line() {
     assert!(r.get("error").is_none(), "{r}");
     assert_eq!(r["delivered"], 6);
     assert_eq!(r["stats"]["gpu_decoded"], 6, "{r}");
+    // With the device cache, the epochs after the first are served from device memory.
+    let p = stoker(&[
+        "bench",
+        "pipeline",
+        "--backend",
+        "wgpu",
+        "--epochs",
+        "3",
+        "--size",
+        "32",
+        "--batch",
+        "4",
+        "--device-cache-mb",
+        "64",
+    ]);
+    let r = &p["results"][0];
+    assert!(r.get("error").is_none(), "{r}");
+    assert_eq!(r["delivered"], 18, "{r}");
+    assert_eq!(r["stats"]["device_cache_hits"], 12, "{r}");
+    assert_eq!(r["stats"]["cpu_fallbacks"], 0, "{r}");
 
     // The samples transcoded with restart markers: every one Huffman-decoded on the
     // device, by the decode benchmark and through the pipeline, none falling back.

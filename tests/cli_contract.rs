@@ -771,6 +771,10 @@ fn invalid_options_are_usage_errors_naming_the_option() {
             &["--cache-mb"],
         ),
         (pipeline(&["--cache-mb", "100000000"]), &["--cache-mb"]),
+        (
+            pipeline(&["--device-cache-mb", "18446744073709551615"]),
+            &["--device-cache-mb"],
+        ),
         (pipeline(&["--step-ms=-1"]), &["--step-ms"]),
         (
             pipeline(&["--step-ms", "18446744073709551615"]),

@@ -53,6 +53,10 @@ pub struct PipelineBenchArgs {
     /// Decoded-sample cache, in MiB (0: none).
     #[arg(long, default_value = "0", value_parser = cache_mb)]
     cache_mb: u64,
+    /// Device cache of decoded samples on the GPU backends, in MiB (0: none): cached
+    /// epochs run on the device (`stats.device_cache_hits`).
+    #[arg(long, default_value = "0", value_parser = cache_mb)]
+    device_cache_mb: u64,
     /// Training seed.
     #[arg(long, default_value = "0")]
     seed: u64,
@@ -89,7 +93,7 @@ impl PipelineBenchArgs {
     }
 }
 
-/// `--cache-mb`: MiB that fit in a `u64` of bytes (whether they fit in memory is the
+/// `--cache-mb`, `--device-cache-mb`: MiB that fit in a `u64` of bytes (whether they fit in memory is the
 /// pipeline's check, at build).
 fn cache_mb(s: &str) -> Result<u64, String> {
     let mb = s.trim().parse::<u64>().map_err(|e| e.to_string())?;
@@ -291,7 +295,8 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             .seed(a.seed)
             .shard(rank, world_size)
             .hardware_decode(a.hardware)
-            .cache_bytes(a.cache_mb.saturating_mul(1 << 20));
+            .cache_bytes(a.cache_mb.saturating_mul(1 << 20))
+            .device_cache_bytes(a.device_cache_mb.saturating_mul(1 << 20));
         if let Some(w) = a.workers {
             b = b.workers(w);
         }
