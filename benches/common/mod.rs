@@ -70,8 +70,19 @@ pub fn throughput<S>(
     done as f64 / start.elapsed().as_secs_f64()
 }
 
-/// Threads to measure with: 1 and every core.
+/// Threads to measure with: `STOKER_BENCH_THREADS` (a comma-separated list), else 1 and
+/// every core.
 pub fn thread_counts() -> Vec<usize> {
+    if let Ok(list) = std::env::var("STOKER_BENCH_THREADS") {
+        let counts: Vec<usize> = list
+            .split(',')
+            .filter_map(|t| t.trim().parse().ok())
+            .filter(|&t| t > 0)
+            .collect();
+        if !counts.is_empty() {
+            return counts;
+        }
+    }
     let all = std::thread::available_parallelism().map_or(1, |n| n.get());
     if all > 1 {
         vec![1, all]

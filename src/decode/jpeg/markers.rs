@@ -245,9 +245,7 @@ pub fn segment_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
     while i + 1 < bytes.len() && gaps.len() < 64 {
         // `i` is the end of a segment: count the bytes before the next marker.
         let start = i;
-        while i < bytes.len() && bytes[i] != 0xFF {
-            i += 1;
-        }
+        i = memchr::memchr(0xFF, &bytes[i..]).map_or(bytes.len(), |k| i + k);
         let skipped = i - start;
         while i + 1 < bytes.len() && bytes[i + 1] == 0xFF {
             i += 1; // fill bytes before a marker are not counted
@@ -281,7 +279,12 @@ pub fn segment_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
         if marker == 0xDA {
             // Skip the entropy-coded data up to the next marker that is not a restart.
             while i + 1 < bytes.len() {
-                if bytes[i] == 0xFF && !matches!(bytes[i + 1], 0x00 | 0xFF | 0xD0..=0xD7) {
+                let Some(k) = memchr::memchr(0xFF, &bytes[i..bytes.len() - 1]) else {
+                    i = bytes.len() - 1;
+                    break;
+                };
+                i += k;
+                if !matches!(bytes[i + 1], 0x00 | 0xFF | 0xD0..=0xD7) {
                     break;
                 }
                 i += 1;
@@ -335,6 +338,98 @@ mod tests {
         assert!(!ends_with_eoi(&[]));
         assert_eq!(segment_gaps(&f[..5]), vec![]);
         assert_eq!(first_scan_components(&f[..12]), None);
+    }
+
+    /// The scan written one byte at a time, as libjpeg reads: what [`segment_gaps`] must
+    /// find with its faster search.
+    fn plain_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
+        let mut gaps = Vec::new();
+        let (mut i, mut carried) = (2, 0);
+        while i + 1 < bytes.len() && gaps.len() < 64 {
+            let start = i;
+            while i < bytes.len() && bytes[i] != 0xFF {
+                i += 1;
+            }
+            let skipped = i - start;
+            while i + 1 < bytes.len() && bytes[i + 1] == 0xFF {
+                i += 1;
+            }
+            let Some(&marker) = bytes.get(i + 1) else {
+                break;
+            };
+            if marker == 0x00 {
+                carried += skipped + 2;
+                i += 2;
+                continue;
+            }
+            if carried + skipped > 0 {
+                gaps.push((carried + skipped, marker));
+            }
+            carried = 0;
+            i += 2;
+            match marker {
+                0xD9 => break,
+                0xD8 | 0x01 | 0xD0..=0xD7 => continue,
+                _ => {}
+            }
+            let Some(b) = bytes.get(i..i + 2) else {
+                break;
+            };
+            i += usize::from(u16::from_be_bytes([b[0], b[1]])).max(2);
+            if marker == 0xDA {
+                while i + 1 < bytes.len() {
+                    if bytes[i] == 0xFF && !matches!(bytes[i + 1], 0x00 | 0xFF | 0xD0..=0xD7) {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+        }
+        gaps
+    }
+
+    /// Every test JPEG, cut short at random points and with random bytes (many of them
+    /// FF) written over random places: the gaps found are the plain scan's.
+    #[test]
+    fn gaps_are_those_of_the_plain_scan() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jpeg");
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: usize| -> usize {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n.max(1) as u64) as usize
+        };
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).expect("tests/data/jpeg") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_none_or(|e| e != "jpg") {
+                continue;
+            }
+            let bytes = std::fs::read(&path).expect("test file");
+            files += 1;
+            assert_eq!(
+                segment_gaps(&bytes),
+                plain_gaps(&bytes),
+                "{}",
+                path.display()
+            );
+            for _ in 0..20 {
+                let mut b = bytes[..2 + next(bytes.len().saturating_sub(1))].to_vec();
+                for _ in 0..next(6) {
+                    let at = next(b.len());
+                    let v = [0xFF, 0x00, 0xD0 + next(8) as u8, 0xD9, next(256) as u8][next(5)];
+                    b[at] = v;
+                }
+                assert_eq!(
+                    segment_gaps(&b),
+                    plain_gaps(&b),
+                    "{} mutated",
+                    path.display()
+                );
+            }
+        }
+        assert!(files > 10, "only {files} test JPEGs");
     }
 
     #[test]
