@@ -263,39 +263,31 @@ fn the_wgpu_backend_runs_from_the_command_line() {
         .as_f64()
         .is_some_and(|us| us > 0.0));
 
-    let p = stoker(&[
-        "bench",
-        "pipeline",
-        "--backend",
-        "wgpu",
-        "--epochs",
-        "1",
-        "--size",
-        "32",
-        "--batch",
-        "4",
-    ]);
-    let r = &p["results"][0];
-    assert!(r.get("error").is_none(), "{r}");
+    // The bundled samples through the wgpu pipeline, `epochs` epochs of batches of 4.
+    let wgpu_pipeline = |epochs: &str, extra: &[&str]| -> Value {
+        let mut args = vec![
+            "bench",
+            "pipeline",
+            "--backend",
+            "wgpu",
+            "--epochs",
+            epochs,
+            "--size",
+            "32",
+            "--batch",
+            "4",
+        ];
+        args.extend_from_slice(extra);
+        let p = stoker(&args);
+        let r = p["results"][0].clone();
+        assert!(r.get("error").is_none(), "{r}");
+        r
+    };
+    let r = wgpu_pipeline("1", &[]);
     assert_eq!(r["delivered"], 6);
     assert_eq!(r["stats"]["gpu_decoded"], 6, "{r}");
     // With the device cache, the epochs after the first are served from device memory.
-    let p = stoker(&[
-        "bench",
-        "pipeline",
-        "--backend",
-        "wgpu",
-        "--epochs",
-        "3",
-        "--size",
-        "32",
-        "--batch",
-        "4",
-        "--device-cache-mb",
-        "64",
-    ]);
-    let r = &p["results"][0];
-    assert!(r.get("error").is_none(), "{r}");
+    let r = wgpu_pipeline("3", &["--device-cache-mb", "64"]);
     assert_eq!(r["delivered"], 18, "{r}");
     assert_eq!(r["stats"]["device_cache_hits"], 12, "{r}");
     assert_eq!(r["stats"]["cpu_fallbacks"], 0, "{r}");
