@@ -178,6 +178,103 @@ fn header_segments(bytes: &[u8]) -> impl Iterator<Item = (u8, usize, usize)> + '
     })
 }
 
+/// Whether a scan of this JPEG uses a quantisation or Huffman table the file has not
+/// defined before that scan. libjpeg keeps tables from one image to the next on a reused
+/// decompressor (for abbreviated streams), so such a file would borrow the previous
+/// image's tables there, while a fresh decompressor refuses it (quantisation) or takes the
+/// standard tables (Huffman): the decoders give it a fresh one. Conservative: a Huffman
+/// table a scan names is counted as used even where the scan would not read it.
+pub fn borrows_tables(bytes: &[u8]) -> bool {
+    let (mut quant, mut dc, mut ac) = ([false; 4], [false; 4], [false; 4]);
+    let mut frame: Vec<(u8, u8)> = Vec::new();
+    let (mut arithmetic, mut progressive) = (false, false);
+    let mut i = 2;
+    loop {
+        let Some(k) = bytes.get(i..).and_then(|rest| memchr::memchr(0xFF, rest)) else {
+            return false;
+        };
+        i += k;
+        let Some(&m) = bytes.get(i + 1) else {
+            return false;
+        };
+        match m {
+            0xFF => {
+                i += 1;
+                continue;
+            }
+            0x00 | 0x01 | 0xD0..=0xD8 => {
+                i += 2;
+                continue;
+            }
+            0xD9 => return false,
+            _ => {}
+        }
+        let Some(len) = bytes
+            .get(i + 2..i + 4)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+        else {
+            return false;
+        };
+        let body = bytes
+            .get(i + 4..(i + 2 + len).min(bytes.len()))
+            .unwrap_or(&[]);
+        match m {
+            0xDB => {
+                let mut j = 0;
+                while let Some(&pq_tq) = body.get(j) {
+                    if let Some(q) = quant.get_mut(usize::from(pq_tq & 0x0F)) {
+                        *q = true;
+                    }
+                    j += 1 + 64 * (1 + usize::from(pq_tq >> 4 != 0));
+                }
+            }
+            0xC4 => {
+                let mut j = 0;
+                while let Some(&tc_th) = body.get(j) {
+                    let Some(counts) = body.get(j + 1..j + 17) else {
+                        break;
+                    };
+                    let table = if tc_th & 0x10 != 0 { &mut ac } else { &mut dc };
+                    if let Some(t) = table.get_mut(usize::from(tc_th & 0x0F)) {
+                        *t = true;
+                    }
+                    j += 17 + counts.iter().map(|&c| usize::from(c)).sum::<usize>();
+                }
+            }
+            0xC0..=0xCF if !matches!(m, 0xC4 | 0xC8 | 0xCC) => {
+                arithmetic = m >= 0xC9;
+                progressive = matches!(m, 0xC2 | 0xC6 | 0xCA | 0xCE);
+                let n = body.get(5).map_or(0, |&n| usize::from(n));
+                frame = body
+                    .get(6..6 + 3 * n)
+                    .unwrap_or(&[])
+                    .chunks_exact(3)
+                    .map(|c| (c[0], c[2]))
+                    .collect();
+            }
+            0xDA => {
+                let n = body.first().map_or(0, |&n| usize::from(n));
+                for c in body.get(1..1 + 2 * n).unwrap_or(&[]).chunks_exact(2) {
+                    let tq = frame.iter().find(|f| f.0 == c[0]).map(|f| f.1);
+                    let defined = |t: &[bool; 4], id: u8| t.get(usize::from(id)) == Some(&true);
+                    let huffman_ok =
+                        arithmetic || (defined(&dc, c[1] >> 4) && defined(&ac, c[1] & 0x0F));
+                    if tq.is_some_and(|tq| !defined(&quant, tq)) || !huffman_ok {
+                        return true;
+                    }
+                }
+                // A sequential scan of every component is the only one libjpeg reads
+                // (it refuses a second): the entropy-coded data need not be walked.
+                if !progressive && n == frame.len() {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+        i += 2 + len.max(2);
+    }
+}
+
 /// Whether the headers before the first scan define a restart interval (a DRI segment
 /// with a non-zero interval).
 pub fn has_restart_interval(bytes: &[u8]) -> bool {

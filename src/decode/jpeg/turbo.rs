@@ -622,10 +622,19 @@ thread_local! {
     static DECODER: RefCell<Option<Decoder>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's reusable decompressor.
+/// Runs `f` with this thread's reusable decompressor, or with a fresh one for a file that
+/// would otherwise borrow the tables an earlier file left in it
+/// ([`crate::decode::jpeg::markers::borrows_tables`]).
 fn with_decoder<R>(
+    bytes: &[u8],
     f: impl FnOnce(&mut Decoder) -> Result<R, DecodeError>,
 ) -> Result<R, DecodeError> {
+    if crate::decode::jpeg::markers::borrows_tables(bytes) {
+        let mut fresh = Decoder::new().ok_or_else(|| {
+            DecodeError::Panicked("libjpeg could not create a decompressor".into())
+        })?;
+        return f(&mut fresh);
+    }
     DECODER.with(|cell| {
         let mut slot = cell
             .try_borrow_mut()
@@ -647,7 +656,7 @@ pub(crate) fn decode(
     hints: &Hints,
     out: &mut Vec<u8>,
 ) -> Result<(Output, Option<DecodeWarning>), DecodeError> {
-    with_decoder(|dec| dec.decode(bytes, req, hints, out))
+    with_decoder(bytes, |dec| dec.decode(bytes, req, hints, out))
 }
 
 /// Entropy-decodes `bytes` (baseline, extended, progressive or arithmetic-coded JPEG; gray,
@@ -670,7 +679,9 @@ pub fn read_coefficients(
     out.clear();
     out.adobe_inverted = info.adobe_transform.is_some();
     let hints = Hints::of(bytes, &info);
-    let status = with_decoder(|dec| dec.read_coefficients(bytes, strict, &hints, out))?;
+    let status = with_decoder(bytes, |dec| {
+        dec.read_coefficients(bytes, strict, &hints, out)
+    })?;
     if status != CoeffStatus::Ready {
         return Ok(status);
     }
@@ -1161,6 +1172,15 @@ pub(crate) fn transcode(
     restart_interval: u16,
     max_out: usize,
 ) -> Result<Vec<u8>, TranscodeStop> {
+    if crate::decode::jpeg::markers::borrows_tables(bytes) {
+        // A fresh transcoder: the file would borrow the tables an earlier file left.
+        let mut fresh = Transcoder::new().ok_or_else(|| {
+            TranscodeStop::Failed(DecodeError::Panicked(
+                "libjpeg could not create a transcoder".into(),
+            ))
+        })?;
+        return fresh.transcode(bytes, hints, restart_interval, max_out);
+    }
     TRANSCODER.with(|cell| {
         let mut slot = cell.try_borrow_mut().map_err(|_| {
             TranscodeStop::Failed(DecodeError::Panicked("re-entrant JPEG transcode".into()))
@@ -1186,6 +1206,77 @@ mod tests {
     /// file's own verdict (read after `jpeg_finish_decompress` before this was fixed) may
     /// read it. (The fuzzer found this as a heap use-after-free under AddressSanitizer:
     /// tests/data/regress/coefficients/.)
+    /// `bytes` without its header segments of marker `m` (up to the first scan).
+    fn without(bytes: &[u8], m: u8) -> Vec<u8> {
+        let mut out = bytes[..2].to_vec();
+        let mut i = 2;
+        while i + 4 <= bytes.len() && bytes[i] == 0xFF && bytes[i + 1] != 0xDA {
+            let end = i + 2 + usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
+            if bytes[i + 1] != m {
+                out.extend_from_slice(&bytes[i..end]);
+            }
+            i = end;
+        }
+        out.extend_from_slice(&bytes[i..]);
+        out
+    }
+
+    /// libjpeg keeps tables from one image to the next on a decompressor. A file that
+    /// uses a table it never defines must decode as on a fresh decompressor whatever was
+    /// decoded before it on the thread: refused without its quantisation tables, decoded
+    /// with the standard Huffman tables without its own. (The fuzzer found the device
+    /// oracle and the CPU decoder disagreeing on such a file: each borrowed the tables of
+    /// the file its thread had decoded last; tests/data/regress/device_oracle/.)
+    #[test]
+    fn a_file_never_borrows_the_tables_of_the_one_before() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jpeg");
+        let read = |f: &str| std::fs::read(dir.join(f)).expect("test JPEG");
+        let (a, b) = (read("ljt_testorig.jpg"), read("go_video-001_q50_444.jpg"));
+        fn run(bytes: &[u8]) -> (Result<Vec<u8>, DecodeError>, Result<usize, DecodeError>) {
+            let req = Request {
+                scale: 1,
+                window: None,
+                strict: false,
+            };
+            let info = crate::decode::jpeg::markers::peek(bytes).expect("headers");
+            let mut out = Vec::new();
+            let pixels = decode(bytes, &req, &Hints::of(bytes, &info), &mut out).map(|_| out);
+            let mut c = Coefficients::default();
+            let coeffs = read_coefficients(bytes, false, &mut c).map(|_| c.components.len());
+            (pixels, coeffs)
+        }
+        let no_dqt = without(&b, 0xDB);
+        let no_dht = without(&b, 0xC4);
+        assert!(crate::decode::jpeg::markers::borrows_tables(&no_dqt));
+        assert!(crate::decode::jpeg::markers::borrows_tables(&no_dht));
+        assert!(!crate::decode::jpeg::markers::borrows_tables(&a));
+        assert!(!crate::decode::jpeg::markers::borrows_tables(&b));
+        // On a thread whose decompressor is fresh.
+        let fresh = |bytes: Vec<u8>| {
+            std::thread::spawn(move || run(&bytes))
+                .join()
+                .expect("thread")
+        };
+        let (dqt_fresh, dht_fresh) = (fresh(no_dqt.clone()), fresh(no_dht.clone()));
+        let refused = |r: &(Result<Vec<u8>, DecodeError>, Result<usize, DecodeError>)| {
+            (r.0.is_err(), r.1.is_err())
+        };
+        assert_eq!(refused(&dqt_fresh), (true, true), "on a fresh decompressor");
+        // After other files on this thread, with their tables left in the decompressor.
+        for before in [&a, &b] {
+            let _ = run(before);
+            let dqt = run(&no_dqt);
+            assert_eq!(refused(&dqt), (true, true), "after another file");
+            let _ = run(before);
+            let dht = run(&no_dht);
+            assert!(
+                dht.0.as_ref().ok() == dht_fresh.0.as_ref().ok(),
+                "pixels without Huffman tables differ from a fresh decode's"
+            );
+            assert_eq!(dht.1.as_ref().ok(), dht_fresh.1.as_ref().ok());
+        }
+    }
+
     #[test]
     fn a_reused_decoder_never_keeps_a_progressive_files_state() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/jpeg");
