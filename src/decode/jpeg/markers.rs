@@ -186,7 +186,10 @@ fn header_segments(bytes: &[u8]) -> impl Iterator<Item = (u8, usize, usize)> + '
 /// table a scan names is counted as used even where the scan would not read it.
 pub fn borrows_tables(bytes: &[u8]) -> bool {
     let (mut quant, mut dc, mut ac) = ([false; 4], [false; 4], [false; 4]);
-    let mut frame: Vec<(u8, u8)> = Vec::new();
+    // Each frame component's (id, quantisation table); libjpeg takes at most 10. A fixed
+    // array: this runs on every decode, which must not allocate.
+    let mut frame = [(0u8, 0u8); 10];
+    let mut frame_len = 0;
     let (mut arithmetic, mut progressive) = (false, false);
     let mut i = 2;
     loop {
@@ -245,17 +248,19 @@ pub fn borrows_tables(bytes: &[u8]) -> bool {
                 arithmetic = m >= 0xC9;
                 progressive = matches!(m, 0xC2 | 0xC6 | 0xCA | 0xCE);
                 let n = body.get(5).map_or(0, |&n| usize::from(n));
-                frame = body
-                    .get(6..6 + 3 * n)
-                    .unwrap_or(&[])
-                    .chunks_exact(3)
-                    .map(|c| (c[0], c[2]))
-                    .collect();
+                frame_len = 0;
+                for (f, c) in frame
+                    .iter_mut()
+                    .zip(body.get(6..6 + 3 * n).unwrap_or(&[]).chunks_exact(3))
+                {
+                    *f = (c[0], c[2]);
+                    frame_len += 1;
+                }
             }
             0xDA => {
                 let n = body.first().map_or(0, |&n| usize::from(n));
                 for c in body.get(1..1 + 2 * n).unwrap_or(&[]).chunks_exact(2) {
-                    let tq = frame.iter().find(|f| f.0 == c[0]).map(|f| f.1);
+                    let tq = frame[..frame_len].iter().find(|f| f.0 == c[0]).map(|f| f.1);
                     let defined = |t: &[bool; 4], id: u8| t.get(usize::from(id)) == Some(&true);
                     let huffman_ok =
                         arithmetic || (defined(&dc, c[1] >> 4) && defined(&ac, c[1] & 0x0F));
@@ -265,7 +270,7 @@ pub fn borrows_tables(bytes: &[u8]) -> bool {
                 }
                 // A sequential scan of every component is the only one libjpeg reads
                 // (it refuses a second): the entropy-coded data need not be walked.
-                if !progressive && n == frame.len() {
+                if !progressive && n == frame_len {
                     return false;
                 }
             }
