@@ -624,7 +624,9 @@ thread_local! {
 
 /// Runs `f` with this thread's reusable decompressor, or with a fresh one for a file that
 /// would otherwise borrow the tables an earlier file left in it
-/// ([`crate::decode::jpeg::markers::borrows_tables`]).
+/// ([`crate::decode::jpeg::markers::borrows_tables`]). Clearing the decompressor's table
+/// pointers instead would leak: libjpeg allocates a table from its permanent pool whenever
+/// the pointer is null, and frees that pool only when the decompressor is destroyed.
 fn with_decoder<R>(
     bytes: &[u8],
     f: impl FnOnce(&mut Decoder) -> Result<R, DecodeError>,
