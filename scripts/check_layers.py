@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 # Bottom first. A module may name modules of its own layer (without a cycle) or below.
-LAYERS = [["error"], ["rng", "decode"], ["source"], ["augment"], ["backend"], ["pipeline"]]
+LAYERS = [["error"], ["rng", "decode"], ["source"], ["augment"], ["backend"], ["pipeline"], ["frameworks"]]
 ROOT = Path(__file__).resolve().parent.parent / "src"
 
 COMMENT = re.compile(r"//.*$", re.M)

@@ -49,6 +49,25 @@ pub enum Error {
         /// The element type the batch holds.
         found: &'static str,
     },
+    /// A batch was asked for as a framework's tensor on another device than the one it
+    /// lives on.
+    #[error("the batch lives on {batch}, the tensor was asked for on {wanted}: {hint}")]
+    DeviceMismatch {
+        /// Where the batch lives (`cpu`, `wgpu: <adapter>`, `cuda: <context>`).
+        batch: String,
+        /// The device the tensor was asked for on.
+        wanted: String,
+        /// How to get the two on one device.
+        hint: String,
+    },
+    /// A deep-learning framework (burn, candle) refused a step of the hand-off.
+    #[error("{framework}: {reason}")]
+    Framework {
+        /// `burn` or `candle`.
+        framework: &'static str,
+        /// What the framework said.
+        reason: String,
+    },
     /// A configuration needs more of something than a limit allows.
     #[error("{what} needs {needed} bytes, more than the {limit} allowed")]
     Limit {

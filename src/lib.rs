@@ -106,6 +106,7 @@
 //! | [`augment`] | the per-sample plan from `(seed, epoch, id)` and the reference execution of every pixel |
 //! | [`backend`] | who decodes and executes plans: the CPU, and the device backends with what they share ([`backend::device`]: job preparation, batch packing, the launch plan, the batcher interface) |
 //! | [`pipeline`] | threads, rings, backpressure and shutdown; the [`Batch`] handle |
+//! | [`frameworks`] | batches as burn and candle tensors on the framework's own device (features `burn`, `candle`, `candle-cuda`) |
 //!
 //! The command-line tool (`src/bin/stoker`) stands on top and uses the public API only.
 
@@ -115,6 +116,7 @@ pub mod augment;
 pub mod backend;
 pub mod decode;
 pub mod error;
+pub mod frameworks;
 pub mod pipeline;
 pub mod rng;
 pub mod source;

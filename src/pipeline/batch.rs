@@ -188,7 +188,7 @@ impl Batch {
 
     /// The device buffers as the backend's own type `T`.
     #[allow(dead_code)] // Unused in a build without device backends.
-    fn device_buffers_as<T: 'static>(&self) -> Option<&T> {
+    pub(crate) fn device_buffers_as<T: 'static>(&self) -> Option<&T> {
         self.device_buffers()?.as_any().downcast_ref::<T>()
     }
 

@@ -39,6 +39,8 @@ pub struct PipelineBuilder {
     hardware_decode: HardwareDecode,
     device_entropy: bool,
     memory_limit: Option<u64>,
+    /// A setting refused when it was made (`setting`, `reason`), reported by `build`.
+    refused: Option<(String, String)>,
     #[cfg(feature = "cuda")]
     cuda_user: Option<(
         std::sync::Arc<cudarc::driver::CudaContext>,
@@ -66,6 +68,7 @@ impl PipelineBuilder {
             cache_bytes: 0,
             device_cache_bytes: 0,
             memory_limit: None,
+            refused: None,
             shard: None,
             shard_from_env: false,
             drop_last: false,
@@ -89,6 +92,18 @@ impl PipelineBuilder {
     #[cfg(feature = "wgpu")]
     pub fn wgpu_device(mut self, device: ::wgpu::Device, queue: ::wgpu::Queue) -> Self {
         self.backend_opts.wgpu = Some(backend::wgpu::WgpuContext::from_device(device, queue));
+        self.backend = BackendKind::Wgpu;
+        self
+    }
+
+    /// Runs the wgpu backend on `ctx`, a context stoker keeps for a framework's device
+    /// (its batches then name that very context, see [`WgpuContext::same_as`]).
+    ///
+    /// [`WgpuContext::same_as`]: crate::backend::wgpu::WgpuContext::same_as
+    #[cfg(feature = "wgpu")]
+    #[allow(dead_code)] // Used by the burn hand-off only.
+    pub(crate) fn wgpu_context(mut self, ctx: backend::wgpu::WgpuContext) -> Self {
+        self.backend_opts.wgpu = Some(ctx);
         self.backend = BackendKind::Wgpu;
         self
     }
@@ -126,6 +141,15 @@ impl PipelineBuilder {
     ) -> Self {
         self.cuda_user = Some((ctx, stream));
         self.backend = BackendKind::Cuda;
+        self
+    }
+
+    /// Records a setting that cannot be honoured, for [`Self::build`] to report (the
+    /// setters chain, so they cannot fail themselves). The first one is kept.
+    #[allow(dead_code)] // Used by the framework hand-offs only.
+    pub(crate) fn refuse(mut self, setting: &str, reason: impl Into<String>) -> Self {
+        self.refused
+            .get_or_insert_with(|| (setting.to_string(), reason.into()));
         self
     }
 
@@ -284,6 +308,9 @@ impl PipelineBuilder {
 
     /// Validates the configuration, selects the backend and returns the pipeline.
     pub fn build(self) -> Result<Pipeline> {
+        if let Some((setting, reason)) = &self.refused {
+            return Err(Error::config(setting, reason));
+        }
         self.augment.validate()?;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let workers = self.workers.unwrap_or(cores);

@@ -69,6 +69,11 @@ impl Drop for CudaBatchBuffers {
 }
 
 impl CudaBatchBuffers {
+    /// The device the buffers live on; its consumer stream waits for each batch.
+    pub fn device(&self) -> &CudaDevice {
+        &self.device
+    }
+
     /// Output buffers for `batch_size` samples of `image_bytes` (and `mask_bytes` when not
     /// 0), zeroed.
     pub fn new(

@@ -43,9 +43,36 @@ fn unavailable(reason: impl Into<String>) -> Error {
 
 /// Whether the CUDA driver library can be loaded (no panic when it cannot).
 pub fn driver_present() -> bool {
-    // SAFETY: cudarc's probe only tries to dlopen the driver library by its names and
-    // drops the handle.
-    unsafe { cudarc::driver::sys::is_culib_present() }
+    library_loads(&["cuda", "nvcuda"])
+}
+
+/// Whether cudarc finds one of the libraries `names` (`"cuda"`, `"nvrtc"`) when it opens
+/// them by name. cudarc's own probe (`is_culib_present`) exists only when cudarc loads
+/// its libraries at run time; stoker asks for that (`fallback-dynamic-loading`), but a
+/// crate beside it (candle's `cuda` feature) may make cudarc link them instead, and stoker
+/// must build either way. So this probe is stoker's: it tries the names cudarc tries
+/// (`cudarc::get_lib_name_candidates` for CUDA 13.0, the version stoker selects), and
+/// drops the handle. Where cudarc links the libraries, the program has them loaded
+/// already and the probe finds them by their SONAMEs.
+pub(crate) fn library_loads(names: &[&str]) -> bool {
+    use std::env::consts::{DLL_PREFIX as P, DLL_SUFFIX as S};
+    let candidates = names.iter().flat_map(|lib| {
+        let width = ["", "13", "130", "130_0", "10", "11", "12", "9"]
+            .map(|v| format!("{P}{lib}64{}{v}{S}", if v.is_empty() { "" } else { "_" }));
+        let soname = ["13", "12", "11", "10", "9", "1"].map(|v| format!("{P}{lib}{S}.{v}"));
+        std::iter::once(format!("{P}{lib}{S}"))
+            .chain(width)
+            .chain(soname)
+    });
+    for name in candidates {
+        // SAFETY: opening a CUDA library by name runs only its own initialisers; the
+        // handle is dropped at once (the library stays loaded for cudarc when it is
+        // already in use).
+        if unsafe { libloading::Library::new(&name) }.is_ok() {
+            return true;
+        }
+    }
+    false
 }
 
 /// A CUDA context and the stream batches are handed over on. Cheap to clone.

@@ -55,9 +55,7 @@ pub fn version() -> Result<(i32, i32)> {
 }
 
 fn find() -> std::result::Result<(i32, i32), CudaError> {
-    // SAFETY: cudarc's probe only tries to dlopen NVRTC by its names and drops the
-    // handle; loading NVRTC runs only its own initialisers.
-    if unsafe { sys::is_culib_present() } {
+    if super::library_loads(&["nvrtc"]) {
         let version = loaded_version()?;
         builtins_by_name(version);
         return Ok(version);
@@ -72,8 +70,7 @@ fn find() -> std::result::Result<(i32, i32), CudaError> {
         // Kept loaded on purpose, like the builtins: cudarc's dlopen by name then finds
         // this library by its SONAME.
         std::mem::forget(lib);
-        // SAFETY: as above.
-        if unsafe { sys::is_culib_present() } {
+        if super::library_loads(&["nvrtc"]) {
             log::debug!(
                 "cuda: NVRTC {}.{} from {}",
                 version.0,

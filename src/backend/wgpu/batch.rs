@@ -56,6 +56,11 @@ fn round4(n: u64) -> u64 {
 }
 
 impl WgpuBatchBuffers {
+    /// The device and queue the buffers live on.
+    pub fn context(&self) -> &WgpuContext {
+        &self.ctx
+    }
+
     /// Output buffers for `batch_size` samples of `image_bytes` (and `mask_bytes` when not
     /// 0). Larger than the device allows, or out of memory: [`crate::Error::Device`].
     pub fn new(

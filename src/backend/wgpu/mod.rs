@@ -225,6 +225,13 @@ impl WgpuContext {
         }
     }
 
+    /// Whether `other` is this very context (a clone of it), not only a device that
+    /// compares equal: wgpu compares devices by their id alone, and the devices of two
+    /// instances can share one.
+    pub fn same_as(&self, other: &WgpuContext) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// The device.
     pub fn device(&self) -> &wgpu::Device {
         &self.inner.device
