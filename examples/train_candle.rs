@@ -21,51 +21,49 @@ mod synth;
 mod train;
 
 use candle_core::{DType, Device, Module, Tensor, D};
-use candle_nn::{conv2d, Conv2d, Conv2dConfig, Optimizer, ParamsAdamW, VarBuilder, VarMap};
+use candle_nn::{
+    batch_norm, conv2d, BatchNorm, Conv2d, Conv2dConfig, ModuleT, Optimizer, ParamsAdamW,
+    VarBuilder, VarMap,
+};
 use stoker::Pipeline;
 use train::{Clock, EpochReport, Options};
 
-/// A strided encoder with dilated convolutions (a receptive field wider than the largest
-/// shape), upsampled and joined with the full-resolution features, then a per-pixel head.
+/// Four full-resolution convolutions of growing dilation (a receptive field wider than the
+/// largest shape) with batch normalisation, and a per-pixel head.
 struct Net {
-    c1: Conv2d,
-    c2: Conv2d,
-    c3: Conv2d,
-    c4: Conv2d,
-    c5: Conv2d,
+    convs: Vec<(Conv2d, BatchNorm)>,
     head: Conv2d,
-}
-
-fn conv_cfg(padding: usize, stride: usize, dilation: usize) -> Conv2dConfig {
-    Conv2dConfig {
-        padding,
-        stride,
-        dilation,
-        ..Default::default()
-    }
 }
 
 impl Net {
     fn new(classes: usize, vb: VarBuilder) -> candle_core::Result<Net> {
-        Ok(Net {
-            c1: conv2d(3, 16, 3, conv_cfg(1, 1, 1), vb.pp("c1"))?,
-            c2: conv2d(16, 32, 3, conv_cfg(1, 2, 1), vb.pp("c2"))?,
-            c3: conv2d(32, 32, 3, conv_cfg(2, 1, 2), vb.pp("c3"))?,
-            c4: conv2d(32, 32, 3, conv_cfg(4, 1, 4), vb.pp("c4"))?,
-            c5: conv2d(48, 16, 3, conv_cfg(1, 1, 1), vb.pp("c5"))?,
-            head: conv2d(16, classes, 1, conv_cfg(0, 1, 1), vb.pp("head"))?,
-        })
+        let mut convs = Vec::new();
+        for (i, (cin, cout, dilation)) in [(3, 16, 1), (16, 32, 2), (32, 32, 4), (32, 32, 8)]
+            .into_iter()
+            .enumerate()
+        {
+            let cfg = Conv2dConfig {
+                padding: dilation,
+                dilation,
+                ..Default::default()
+            };
+            convs.push((
+                conv2d(cin, cout, 3, cfg, vb.pp(format!("c{i}")))?,
+                batch_norm(cout, 1e-5, vb.pp(format!("n{i}")))?,
+            ));
+        }
+        let head = conv2d(32, classes, 1, Conv2dConfig::default(), vb.pp("head"))?;
+        Ok(Net { convs, head })
     }
 
-    /// `[N, 3, H, W]` to per-pixel logits `[N, classes, H, W]`.
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let (_, _, h, w) = x.dims4()?;
-        let f1 = self.c1.forward(x)?.relu()?;
-        let f = self.c2.forward(&f1)?.relu()?;
-        let f = self.c3.forward(&f)?.relu()?;
-        let f = self.c4.forward(&f)?.relu()?;
-        let up = f.upsample_nearest2d(h, w)?;
-        let f = self.c5.forward(&Tensor::cat(&[&up, &f1], 1)?)?.relu()?;
+    /// `[N, 3, H, W]` to per-pixel logits `[N, classes, H, W]`; `train` selects batch
+    /// statistics (training) or the running ones (validation, whose batches may hold
+    /// one class only).
+    fn forward(&self, x: &Tensor, train: bool) -> candle_core::Result<Tensor> {
+        let mut f = x.clone();
+        for (conv, norm) in &self.convs {
+            f = norm.forward_t(&conv.forward(&f)?, train)?.relu()?;
+        }
         self.head.forward(&f)
     }
 }
@@ -77,12 +75,14 @@ fn pixel_loss(logits: &Tensor, masks: &Tensor) -> candle_core::Result<Tensor> {
     candle_nn::loss::cross_entropy(&flat, &masks.flatten_all()?)
 }
 
-/// The device `--backend` names.
+/// The device `--backend` names; by default CUDA where candle can open it (feature
+/// `candle-cuda`), the CPU otherwise. CUDA runs on a stream of its own
+/// (`new_cuda_with_stream`): stoker and candle order their work on it.
 fn device(o: &Options) -> Result<Device, Box<dyn std::error::Error>> {
     Ok(match o.backend.as_deref() {
         Some("cpu") => Device::Cpu,
-        Some("cuda") => Device::new_cuda(0)?,
-        None => Device::cuda_if_available(0)?,
+        Some("cuda") => Device::new_cuda_with_stream(0)?,
+        None => Device::new_cuda_with_stream(0).unwrap_or(Device::Cpu),
         Some(other) => return Err(format!("unknown --backend {other:?} (cuda or cpu)").into()),
     })
 }
@@ -124,7 +124,7 @@ pub fn run(o: &Options) -> Result<Vec<EpochReport>, Box<dyn std::error::Error>> 
             let batch = batch?;
             let t = batch.to_candle(&device)?;
             let masks = t.masks.ok_or("a batch without masks")?;
-            let loss = pixel_loss(&net.forward(&t.images)?, &masks)?;
+            let loss = pixel_loss(&net.forward(&t.images, true)?, &masks)?;
             opt.backward_step(&loss)?;
             loss_sum += f64::from(loss.to_scalar::<f32>()?);
             steps += 1;
@@ -138,7 +138,7 @@ pub fn run(o: &Options) -> Result<Vec<EpochReport>, Box<dyn std::error::Error>> 
             let batch = batch?;
             let t = batch.to_candle(&device)?;
             let masks = t.masks.ok_or("a batch without masks")?;
-            let guess = net.forward(&t.images)?.argmax(D::Minus(3))?;
+            let guess = net.forward(&t.images, false)?.argmax(D::Minus(3))?;
             let guess = guess.flatten_all()?.to_vec1::<u32>()?;
             let truth = masks.flatten_all()?.to_vec1::<u32>()?;
             for (&g, &t) in guess.iter().zip(&truth) {
@@ -206,6 +206,31 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A short run on the CPU: the validation mean IoU must end well above what
+    /// predicting background everywhere scores, which it cannot if the masks were not
+    /// those of their images or did not get the images' geometry.
+    #[test]
+    fn segments_well_above_chance() {
+        let mut o = Options::defaults("train_candle_test");
+        o.backend = Some("cpu".into());
+        o.images = 800;
+        o.size = 24;
+        o.lr = 0.01;
+        o.json = true;
+        let reports = run(&o).expect("training runs");
+        let last = reports.last().expect("an epoch");
+        let miou = last.val_miou.expect("mean IoU");
+        assert!(
+            miou > 1.8 * last.chance && miou > last.chance + 0.1,
+            "validation mean IoU {miou:.3} is not well above chance {:.3}: {reports:?}",
+            last.chance
+        );
+        assert!(
+            last.loss < reports[0].loss,
+            "the loss did not fall: {reports:?}"
+        );
+    }
 
     #[test]
     fn mean_iou_counts_only_present_classes() {

@@ -42,8 +42,11 @@ fi
 # installed without their dependencies (which would pull in 13.x releases) into a local
 # virtual environment. Nothing CUDA is needed to build; the tests that need a GPU say
 # they were skipped.
+# nvvm (cicc) and cccl (libcu++, thrust) let nvcc compile candle's kernels, for the build
+# of stoker beside candle's `cuda` feature below.
 CUDA_WHEELS=(nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-nvcc==13.0.88 nvidia-cuda-runtime==13.0.96
-    nvidia-cuda-crt==13.0.88 nvidia-nvjpeg==13.0.4.44)
+    nvidia-cuda-crt==13.0.88 nvidia-nvjpeg==13.0.4.44 nvidia-nvvm==13.0.88
+    nvidia-cuda-cccl==13.0.85)
 venv=.venv-cuda
 if [ ! -x "$venv/bin/pip" ]; then
     if ! python3 -m venv "$venv" >/dev/null 2>&1; then
@@ -59,8 +62,8 @@ if [ ! -x "$venv/bin/pip" ]; then
         fi
     fi
 fi
-if ! "$venv/bin/pip" freeze 2>/dev/null | grep -qx "nvidia-nvjpeg==13.0.4.44"; then
-    echo "== installing the CUDA 13.0 wheels (NVRTC, ptxas, nvJPEG)"
+if ! "$venv/bin/pip" freeze 2>/dev/null | grep -qx "nvidia-nvvm==13.0.88"; then
+    echo "== installing the CUDA 13.0 wheels (NVRTC, nvcc, ptxas, nvJPEG)"
     "$venv/bin/pip" install --quiet --no-deps "${CUDA_WHEELS[@]}"
 fi
 CUDA_HOME="$("$venv/bin/python" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')"
@@ -92,8 +95,11 @@ cargo fmt --all -- --check
 echo "== the modules import only downwards (scripts/check_layers.py)"
 python3 scripts/check_layers.py
 
-echo "== cargo clippy --all-targets --features parquet -- -D warnings"
-cargo clippy --all-targets --locked --features parquet -- -D warnings
+# The main build: every backend, Parquet, and the burn and candle hand-offs (their
+# examples and tests included).
+FEATURES=parquet,burn,candle
+echo "== cargo clippy --all-targets --features $FEATURES -- -D warnings"
+cargo clippy --all-targets --locked --features "$FEATURES" -- -D warnings
 
 # Every backend can be compiled out: each single-backend build and the CPU-only build
 # must build and lint clean, so no cfg combination rots (a compiled-out backend keeps its
@@ -105,6 +111,14 @@ for features in "--no-default-features" "--no-default-features --features wgpu" 
     cargo clippy --all-targets --locked $features -- -D warnings
 done
 
+# Beside candle's `cuda` feature (which makes cudarc link the CUDA libraries rather than
+# load them, and builds candle's kernels with nvcc for the compute capability named
+# here): the library and the candle example build and lint clean. Nothing is linked, so
+# no CUDA driver or cuBLAS is needed.
+echo "== cargo clippy --lib --examples --features candle-cuda -- -D warnings (candle's cuda feature)"
+PATH="$CUDA_HOME/bin:$PATH" CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}" \
+    cargo clippy --lib --examples --locked --features parquet,burn,candle-cuda -- -D warnings
+
 echo "== the library alone builds none of the CLI's dependencies (feature cli)"
 if cargo tree --locked --no-default-features --features wgpu -e normal --prefix none |
     grep -E '^(clap|indicatif|plotters) '; then
@@ -113,11 +127,11 @@ if cargo tree --locked --no-default-features --features wgpu -e normal --prefix 
 fi
 
 echo "== cargo doc (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features parquet
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features "$FEATURES"
 
 echo "== cargo test"
-cargo test --locked --all-targets --features parquet
-cargo test --locked --doc --features parquet
+cargo test --locked --all-targets --features "$FEATURES"
+cargo test --locked --doc --features "$FEATURES"
 
 # Another reader of what `stoker convert` transcodes: Pillow (its own libjpeg build) must
 # decode every transcoded JPEG to the original's pixels. (TensorFlow's check of the shards,
@@ -129,7 +143,7 @@ fi
 transcoded="$(mktemp -d)"
 for d in jpeg samples; do
     # Exit status 1: a few of the test files are no image (reported, not written).
-    cargo run --locked --quiet --bin stoker -- convert "tests/data/$d" --to folder \
+    cargo run --locked --quiet --features "$FEATURES" --bin stoker -- convert "tests/data/$d" --to folder \
         --out "$transcoded/$d" >/dev/null || [ $? = 1 ]
     "$venv/bin/python" scripts/check_transcode_pillow.py "tests/data/$d" "$transcoded/$d"
 done
@@ -141,11 +155,11 @@ STOKER_REQUIRE_WGPU=0 STOKER_REQUIRE_CUDA=0 cargo test --locked --no-default-fea
 
 if [ "$STOKER_REQUIRE_WGPU" = 1 ]; then
     echo "== the wgpu example on this machine's adapter"
-    cargo run --locked --quiet --features parquet --example wgpu_consumer >/dev/null
+    cargo run --locked --quiet --features "$FEATURES" --example wgpu_consumer >/dev/null
 fi
 
 echo "== the CUDA example (it says so and exits where there is no GPU)"
-cargo run --locked --quiet --features parquet --example cuda_consumer
+cargo run --locked --quiet --features "$FEATURES" --example cuda_consumer
 
 # Fuzzing (fuzz/, libFuzzer with AddressSanitizer): every target for a bounded time
 # (STOKER_FUZZ_SECONDS each, default 15), seeded from tests/data and the earlier findings

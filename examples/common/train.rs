@@ -38,12 +38,12 @@ impl Options {
     /// the target folder.
     pub fn defaults(example: &str) -> Options {
         Options {
-            epochs: 4,
+            epochs: 8,
             json: false,
             backend: None,
-            images: 800,
-            size: 48,
-            batch: 32,
+            images: 1600,
+            size: 32,
+            batch: 16,
             data: PathBuf::from(env!("CARGO_MANIFEST_DIR"))
                 .join("target")
                 .join("synthetic-shapes")
@@ -114,9 +114,8 @@ pub fn dataset(o: &Options, masks: bool) -> Result<Split, Box<dyn std::error::Er
 /// Masks follow the geometry, nearest-neighbour.
 pub fn train_augment(o: &Options) -> Augment {
     Augment::new()
-        .random_resized_crop(o.size, (0.6, 1.0), (3.0 / 4.0, 4.0 / 3.0))
+        .random_resized_crop(o.size, (0.8, 1.0), (3.0 / 4.0, 4.0 / 3.0))
         .flip_horizontal(0.5)
-        .flip_vertical(0.5)
         .color_jitter(0.2, 0.2, 0.2)
         .normalize([0.5, 0.5, 0.5], [0.25, 0.25, 0.25])
         .dtype(DType::F32)

@@ -5,7 +5,8 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use stoker::{Augment, DType, Dataset, Pipeline};
 //!
-//! let device = candle_core::Device::cuda_if_available(0)?;
+//! // A stream of its own (not `new_cuda`'s per-thread default stream), shared with stoker.
+//! let device = candle_core::Device::new_cuda_with_stream(0).unwrap_or(candle_core::Device::Cpu);
 //! let pipe = Pipeline::builder(Dataset::image_folder("data/train")?.all())
 //!     .candle_device(&device) // CUDA: candle's own context and stream
 //!     .augment(Augment::new().resize(64, 64).dtype(DType::F32))
@@ -70,6 +71,17 @@ impl PipelineBuilder {
             #[cfg(feature = "candle-cuda")]
             Device::Cuda(d) => {
                 let stream = d.cuda_stream();
+                // `Device::new_cuda` runs candle on the per-thread default stream, which is
+                // another stream on each host thread: stoker's threads could not order
+                // their work against the training thread's on it.
+                if stream.cu_stream() as usize == 0x2 {
+                    return self.refuse(
+                        "candle_device",
+                        "candle's device runs on the per-thread default stream \
+                         (Device::new_cuda); make it with Device::new_cuda_with_stream so \
+                         stoker and candle share one stream",
+                    );
+                }
                 let ctx = std::sync::Arc::clone(stream.context());
                 self.cuda_stream(ctx, stream)
             }
