@@ -28,7 +28,7 @@ use burn::nn::{
 };
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor};
-use stoker::{Batch, Pipeline};
+use stoker::Batch;
 use train::{Clock, EpochReport, Options};
 
 /// Four strided convolutions with batch normalisation (a receptive field as wide as the
@@ -121,14 +121,7 @@ pub fn run(o: &Options) -> Result<Vec<EpochReport>, Box<dyn std::error::Error>> 
     let name = format!("burn {device:?}");
     let split = train::dataset(o, false)?;
     let classes = split.train().classes().len();
-    let train_pipe = train::common(Pipeline::builder(split.train()), o)
-        .burn_device(&device)
-        .augment(train::train_augment(o))
-        .build()?;
-    let val_pipe = train::common(Pipeline::builder(split.val()), o)
-        .burn_device(&device)
-        .augment(train::val_augment(o))
-        .build()?;
+    let (train_pipe, val_pipe) = train::pipelines(o, &split, |b| b.burn_device(&device))?;
     let train_dev = device.clone().autodiff();
     train_dev.seed(o.seed);
     let mut model = Net::new(classes, &train_dev);
@@ -186,17 +179,7 @@ pub fn run(o: &Options) -> Result<Vec<EpochReport>, Box<dyn std::error::Error>> 
 }
 
 fn main() {
-    let o = match Options::parse("train_burn", std::env::args().skip(1)) {
-        Ok(o) => o,
-        Err(msg) => {
-            eprintln!("{msg}");
-            std::process::exit(2);
-        }
-    };
-    if let Err(e) = run(&o) {
-        eprintln!("error: {e}");
-        std::process::exit(1);
-    }
+    train::main("train_burn", run);
 }
 
 #[cfg(test)]

@@ -25,7 +25,6 @@ use candle_nn::{
     batch_norm, conv2d, BatchNorm, Conv2d, Conv2dConfig, ModuleT, Optimizer, ParamsAdamW,
     VarBuilder, VarMap,
 };
-use stoker::Pipeline;
 use train::{Clock, EpochReport, Options};
 
 /// Four full-resolution convolutions of growing dilation (a receptive field wider than the
@@ -94,14 +93,7 @@ pub fn run(o: &Options) -> Result<Vec<EpochReport>, Box<dyn std::error::Error>> 
     let split = train::dataset(o, true)?;
     // Background and one class per shape.
     let classes = split.train().classes().len() + 1;
-    let train_pipe = train::common(Pipeline::builder(split.train()), o)
-        .candle_device(&device)
-        .augment(train::train_augment(o))
-        .build()?;
-    let val_pipe = train::common(Pipeline::builder(split.val()), o)
-        .candle_device(&device)
-        .augment(train::val_augment(o))
-        .build()?;
+    let (train_pipe, val_pipe) = train::pipelines(o, &split, |b| b.candle_device(&device))?;
     let varmap = VarMap::new();
     let net = Net::new(
         classes,
@@ -190,17 +182,7 @@ fn mean_iou(inter: &[u64], union: &[u64]) -> f64 {
 }
 
 fn main() {
-    let o = match Options::parse("train_candle", std::env::args().skip(1)) {
-        Ok(o) => o,
-        Err(msg) => {
-            eprintln!("{msg}");
-            std::process::exit(2);
-        }
-    };
-    if let Err(e) = run(&o) {
-        eprintln!("error: {e}");
-        std::process::exit(1);
-    }
+    train::main("train_candle", run);
 }
 
 #[cfg(test)]

@@ -126,21 +126,31 @@ mod candle {
     fn a_device_batch_wanted_on_the_cpu_is_a_device_mismatch() {
         let Some(ctx) = wgpu_context() else { return };
         let (_dir, subset) = dataset();
-        let pipe = pipeline(subset, DType::F32, |b| {
-            b.wgpu_device(ctx.device().clone(), ctx.queue().clone())
-        });
-        let batch = pipe
-            .epoch(0)
-            .unwrap()
-            .next()
-            .expect("a batch")
-            .expect("batch");
+        let (_pipe, batch) = first_batch_on(&ctx, subset);
         assert!(batch.on_device());
         match batch.to_candle(&Device::Cpu) {
             Err(Error::DeviceMismatch { .. }) => {}
             other => panic!("expected a device mismatch, got {:?}", other.map(|_| ())),
         }
     }
+}
+
+/// The first batch of an `f32` pipeline over `subset` on `ctx` (with its pipeline, which
+/// must outlive it).
+fn first_batch_on(
+    ctx: &stoker::backend::wgpu::WgpuContext,
+    subset: Subset,
+) -> (Pipeline, stoker::Batch) {
+    let pipe = pipeline(subset, DType::F32, |b| {
+        b.wgpu_device(ctx.device().clone(), ctx.queue().clone())
+    });
+    let batch = pipe
+        .epoch(0)
+        .expect("epoch")
+        .next()
+        .expect("a batch")
+        .expect("batch");
+    (pipe, batch)
 }
 
 /// stoker's own wgpu device (lavapipe in CI), for the mismatch tests.
@@ -265,15 +275,7 @@ mod burn {
         let Some(device) = burn_wgpu() else { return };
         let Some(ctx) = wgpu_context() else { return };
         let (_dir, subset) = dataset();
-        let pipe = pipeline(subset.clone(), DType::F32, |b| {
-            b.wgpu_device(ctx.device().clone(), ctx.queue().clone())
-        });
-        let batch = pipe
-            .epoch(0)
-            .unwrap()
-            .next()
-            .expect("a batch")
-            .expect("batch");
+        let (_pipe, batch) = first_batch_on(&ctx, subset.clone());
         match batch.to_burn(&device) {
             Err(Error::DeviceMismatch { .. }) => {}
             other => panic!("expected a device mismatch, got {:?}", other.map(|_| ())),

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use stoker::{Augment, DType, Dataset, PipelineBuilder, Split, SplitSpec};
+use stoker::{Augment, DType, Dataset, Pipeline, PipelineBuilder, Split, SplitSpec};
 
 use super::synth::{self, SynthSpec};
 
@@ -87,6 +87,22 @@ impl Options {
     }
 }
 
+/// The examples' `main`: parses the command line (exit status 2 on a bad one), runs
+/// `run` (exit status 1 on an error).
+pub fn main<T>(example: &str, run: fn(&Options) -> Result<T, Box<dyn std::error::Error>>) {
+    let o = match Options::parse(example, std::env::args().skip(1)) {
+        Ok(o) => o,
+        Err(msg) => {
+            eprintln!("{msg}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&o) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
 fn num<T: std::str::FromStr>(s: &str) -> Result<T, String> {
     s.parse().map_err(|_| format!("not a number: {s:?}"))
 }
@@ -129,9 +145,25 @@ pub fn val_augment(o: &Options) -> Augment {
         .dtype(DType::F32)
 }
 
-/// What every pipeline of the examples sets: batch size, seed, prefetch.
-pub fn common(b: PipelineBuilder, o: &Options) -> PipelineBuilder {
-    b.batch_size(o.batch).seed(o.seed).prefetch(3)
+/// The training and the validation pipeline of `split`, on the device `on` sets, with the
+/// batch size and seed of `o`.
+pub fn pipelines(
+    o: &Options,
+    split: &Split,
+    on: impl Fn(PipelineBuilder) -> PipelineBuilder,
+) -> stoker::Result<(Pipeline, Pipeline)> {
+    let build = |subset, augment| {
+        on(Pipeline::builder(subset))
+            .augment(augment)
+            .batch_size(o.batch)
+            .seed(o.seed)
+            .prefetch(3)
+            .build()
+    };
+    Ok((
+        build(split.train(), train_augment(o))?,
+        build(split.val(), val_augment(o))?,
+    ))
 }
 
 /// Splits an epoch's time into waiting for the next batch and the rest (the step).
