@@ -293,10 +293,9 @@ mod cuda {
                     .map_err(candle_err)?;
                 let lo = pairs.narrow(3, 0, 1).map_err(candle_err)?;
                 let hi = pairs.narrow(3, 1, 1).map_err(candle_err)?;
-                let scale = Tensor::new(256u32, &candle_core::Device::Cuda(device.clone()))
-                    .map_err(candle_err)?;
+                // (affine has a u32 kernel: no scalar is uploaded for the product)
                 let wide = hi
-                    .broadcast_mul(&scale)
+                    .affine(256.0, 0.0)
                     .and_then(|h| h.add(&lo))
                     .and_then(|t| t.squeeze(3))
                     .map_err(candle_err)?;
