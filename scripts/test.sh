@@ -95,11 +95,18 @@ cargo fmt --all -- --check
 echo "== the modules import only downwards (scripts/check_layers.py)"
 python3 scripts/check_layers.py
 
-# The main build: every backend, Parquet, and the burn and candle hand-offs (their
-# examples and tests included).
-FEATURES=parquet,burn,candle
+# The main build: every backend and Parquet.
+FEATURES=parquet
 echo "== cargo clippy --all-targets --features $FEATURES -- -D warnings"
 cargo clippy --all-targets --locked --features "$FEATURES" -- -D warnings
+
+# The burn and candle hand-offs: the library with them, their examples and their tests
+# (nothing else in the suite depends on them, and linking every test against burn's and
+# candle's crates would cost minutes).
+FRAMEWORKS=parquet,burn,candle
+FRAMEWORK_TARGETS=(--example train_burn --example train_candle --test frameworks)
+echo "== cargo clippy --lib ${FRAMEWORK_TARGETS[*]} --features $FRAMEWORKS -- -D warnings"
+cargo clippy --locked --lib "${FRAMEWORK_TARGETS[@]}" --features "$FRAMEWORKS" -- -D warnings
 
 # Every backend can be compiled out: each single-backend build and the CPU-only build
 # must build and lint clean, so no cfg combination rots (a compiled-out backend keeps its
@@ -115,9 +122,9 @@ done
 # load them, and builds candle's kernels with nvcc for the compute capability named
 # here): the library and the candle example build and lint clean. Nothing is linked, so
 # no CUDA driver or cuBLAS is needed.
-echo "== cargo clippy --lib --examples --features candle-cuda -- -D warnings (candle's cuda feature)"
+echo "== cargo clippy --lib --example train_candle --features candle-cuda -- -D warnings (candle's cuda feature)"
 PATH="$CUDA_HOME/bin:$PATH" CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}" \
-    cargo clippy --lib --examples --locked --features parquet,burn,candle-cuda -- -D warnings
+    cargo clippy --lib --example train_candle --locked --features parquet,candle-cuda -- -D warnings
 
 echo "== the library alone builds none of the CLI's dependencies (feature cli)"
 if cargo tree --locked --no-default-features --features wgpu -e normal --prefix none |
@@ -127,11 +134,17 @@ if cargo tree --locked --no-default-features --features wgpu -e normal --prefix 
 fi
 
 echo "== cargo doc (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features "$FEATURES"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features "$FRAMEWORKS"
 
 echo "== cargo test"
 cargo test --locked --all-targets --features "$FEATURES"
 cargo test --locked --doc --features "$FEATURES"
+
+# The hand-offs' tests and the two training runs (about 3 minutes: each must end well
+# above chance), and the module docs' examples.
+echo "== cargo test ${FRAMEWORK_TARGETS[*]} --features $FRAMEWORKS"
+cargo test --locked "${FRAMEWORK_TARGETS[@]}" --features "$FRAMEWORKS"
+cargo test --locked --doc --features "$FRAMEWORKS" frameworks
 
 # Another reader of what `stoker convert` transcodes: Pillow (its own libjpeg build) must
 # decode every transcoded JPEG to the original's pixels. (TensorFlow's check of the shards,
