@@ -34,7 +34,7 @@ use std::sync::Mutex;
 
 use burn::tensor::{DType as BurnDType, Device, Int, Tensor, TensorData};
 
-use crate::augment::{DType, Layout};
+use crate::augment::DType;
 use crate::backend::wgpu::batch::WgpuBatchBuffers;
 use crate::backend::wgpu::WgpuContext;
 use crate::error::{Error, Result};
@@ -208,24 +208,13 @@ impl Batch {
         })
     }
 
+    /// `[N]` int labels (see [`super::labels`]).
     fn burn_labels(&self, device: &Device) -> Result<Option<Tensor<1, Int>>> {
-        let labels = self.labels();
-        if labels.iter().all(Option::is_none) {
-            return Ok(None);
-        }
-        let values: Option<Vec<i64>> = labels.iter().map(|l| l.map(i64::from)).collect();
-        let values = values.ok_or_else(|| {
-            burn_err(format!(
-                "batch {} mixes labelled and unlabelled samples; a label tensor cannot hold \
-                 a missing label (read batch.labels() instead)",
-                self.index()
-            ))
-        })?;
-        let n = values.len();
-        Ok(Some(Tensor::from_data(
-            TensorData::new(values, [n]),
-            device,
-        )))
+        Ok(super::labels(self, "burn")?.map(|values| {
+            let wide: Vec<i64> = values.into_iter().map(i64::from).collect();
+            let n = wide.len();
+            Tensor::from_data(TensorData::new(wide, [n]), device)
+        }))
     }
 
     fn host_to_burn(&self, device: &Device, labels: Option<Tensor<1, Int>>) -> Result<BurnBatch> {
@@ -246,7 +235,7 @@ impl Batch {
             Some(m) => {
                 let wide: Vec<i64> = m.iter().map(|&v| i64::from(v)).collect();
                 Some(Tensor::<3, Int>::from_data(
-                    TensorData::new(wide, self.burn_mask_shape()),
+                    TensorData::new(wide, super::mask_shape(self)),
                     device,
                 ))
             }
@@ -257,15 +246,6 @@ impl Batch {
             labels,
             masks,
         })
-    }
-
-    /// `[N, H, W]` of the masks.
-    fn burn_mask_shape(&self) -> [usize; 3] {
-        let [n, a, b, c] = self.shape();
-        match self.layout() {
-            Layout::Nchw => [n, b, c],
-            Layout::Nhwc => [n, a, b],
-        }
     }
 
     fn wgpu_to_burn(
@@ -303,7 +283,7 @@ impl Batch {
         drop(keep);
         let masks = packed.map(|(packed, keep)| {
             drop(keep);
-            unpack_masks(packed, self.burn_mask_shape()).to_device(device)
+            unpack_masks(packed, super::mask_shape(self)).to_device(device)
         });
         Ok(BurnBatch {
             images: t.to_device(device),
@@ -363,7 +343,7 @@ fn copy_masks(
     device: &Device,
     enc: &mut ::wgpu::CommandEncoder,
 ) -> Result<(Tensor<1, Int>, Resource)> {
-    let [n, h, w] = batch.burn_mask_shape();
+    let [n, h, w] = super::mask_shape(batch);
     let words = (n * h * w).div_ceil(2);
     let packed = Tensor::<1, Int>::zeros([words], (device, BurnDType::I32));
     let prim = packed

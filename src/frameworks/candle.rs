@@ -131,25 +131,14 @@ impl Batch {
         })
     }
 
-    /// `[N]` u32 labels; `None` when no sample has one, an error when only some do (a
-    /// tensor cannot hold a missing label).
+    /// `[N]` u32 labels (see [`super::labels`]).
     fn candle_labels(&self, device: &Device) -> Result<Option<Tensor>> {
-        let labels = self.labels();
-        if labels.iter().all(Option::is_none) {
-            return Ok(None);
+        match super::labels(self, "candle")? {
+            Some(values) => Tensor::from_vec(values, self.len(), device)
+                .map(Some)
+                .map_err(candle_err),
+            None => Ok(None),
         }
-        let values: Option<Vec<u32>> = labels.iter().copied().collect();
-        let values = values.ok_or_else(|| Error::Framework {
-            framework: "candle",
-            reason: format!(
-                "batch {} mixes labelled and unlabelled samples; a label tensor cannot hold a \
-                 missing label (read batch.labels() instead)",
-                self.index()
-            ),
-        })?;
-        Tensor::from_vec(values, self.len(), device)
-            .map(Some)
-            .map_err(candle_err)
     }
 
     fn host_to_candle(&self, device: &Device, labels: Option<Tensor>) -> Result<CandleBatch> {
@@ -164,7 +153,7 @@ impl Batch {
             Some(m) => {
                 // candle has no u16: the class ids widen to u32 in the one copy.
                 let wide: Vec<u32> = m.iter().map(|&v| u32::from(v)).collect();
-                let [n, h, w] = self.mask_shape();
+                let [n, h, w] = super::mask_shape(self);
                 Some(Tensor::from_vec(wide, (n, h, w), device).map_err(candle_err)?)
             }
             None => None,
@@ -174,15 +163,6 @@ impl Batch {
             labels,
             masks,
         })
-    }
-
-    /// `[N, H, W]` of the masks.
-    fn mask_shape(&self) -> [usize; 3] {
-        let [n, a, b, c] = self.shape();
-        match self.layout() {
-            crate::Layout::Nchw => [n, b, c],
-            crate::Layout::Nhwc => [n, a, b],
-        }
     }
 }
 
@@ -284,7 +264,7 @@ mod cuda {
         let images = tensor(images, &shape);
         let masks = match &bufs.masks {
             Some(m) => {
-                let [n, h, w] = batch.mask_shape();
+                let [n, h, w] = crate::frameworks::mask_shape(batch);
                 // The u16 class ids as byte pairs, widened on the device: lo + 256 hi
                 // (candle has no u16, and casts from u8 exist on every backend).
                 let bytes = copy_out::<u8>(&stream, m, 2 * n * h * w, device)?;

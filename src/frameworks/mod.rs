@@ -34,3 +34,36 @@ pub(crate) fn batch_location(batch: &crate::Batch) -> String {
         false => "the host".into(),
     }
 }
+
+/// The batch's labels, for a label tensor: `None` when no sample has one, an
+/// [`Error::Framework`](crate::Error::Framework) of `framework` when only some do (a
+/// tensor cannot hold a missing label).
+#[allow(dead_code)] // Unused in a build with neither framework.
+pub(crate) fn labels(
+    batch: &crate::Batch,
+    framework: &'static str,
+) -> crate::Result<Option<Vec<u32>>> {
+    let labels = batch.labels();
+    if labels.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let values: Option<Vec<u32>> = labels.iter().copied().collect();
+    values.map(Some).ok_or_else(|| crate::Error::Framework {
+        framework,
+        reason: format!(
+            "batch {} mixes labelled and unlabelled samples; a label tensor cannot hold a \
+             missing label (read batch.labels() instead)",
+            batch.index()
+        ),
+    })
+}
+
+/// `[N, H, W]` of the batch's masks, whatever its layout.
+#[allow(dead_code)] // Unused in a build with neither framework.
+pub(crate) fn mask_shape(batch: &crate::Batch) -> [usize; 3] {
+    let [n, a, b, c] = batch.shape();
+    match batch.layout() {
+        crate::Layout::Nchw => [n, b, c],
+        crate::Layout::Nhwc => [n, a, b],
+    }
+}
