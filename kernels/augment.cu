@@ -10,8 +10,10 @@
 //   each block's grayscale sum after the group's items in `hbuf`; per contrast change,
 //   phase 1 (one block per sample) reduces them into the mean, phase 2 (per pixel) blends
 //   and runs the ops up to the next change.
-// - `write_image`: one thread per u32 word of the batch's image output.
-// - `write_mask`: one thread per u32 word of the mask output (two u16 labels).
+// - `write_image`: one thread per u32 word of the batch's image output (the affine warp,
+//   flips, normalise, layout, dtype).
+// - `write_mask`: one thread per u32 word of the mask output (two u16 labels; nearest
+//   through the host tables and the affine warp, flips).
 // Bindings, the same for every entry point (the WGSL storage bindings 1-6): 0 `hdr` (the
 // blob's header, descriptors and plans; read), 1 `data` (a range of the data section;
 // read), 2 `windows` (decoded RGBA windows; read), 3 `hbuf` (horizontal pass output),
@@ -59,7 +61,7 @@ enum : u32 {
     D_NEAREST = 15u, // source column per output column, then source row per row
 
     // SamplePlan words.
-    PLAN_WORDS = 28u,
+    PLAN_WORDS = 36u,
     P_FLAGS = 10u,
     P_ORDER = 11u,
     P_BRIGHTNESS = 12u,
@@ -68,11 +70,18 @@ enum : u32 {
     P_HUE = 15u,
     P_MEAN = 16u,
     P_STD = 20u,
+    P_AFFINE = 25u,      // a, b, c_int, d, e, f_int
+    P_AFFINE_FRAC = 31u, // fractions of c and f
+    P_FILL = 33u,
+    P_MASK_FILL = 34u,
 
     FLIP_H = 1u,
     FLIP_V = 2u,
     JITTER = 4u,
     NORMALIZE = 8u,
+    AFFINE = 32u,
+    AFFINE_FRAC_BITS = 16u,
+    AFFINE_WEIGHT_BITS = 11u,
 
     OP_BRIGHTNESS = 1u,
     OP_CONTRAST = 2u,
@@ -462,7 +471,93 @@ struct Elem {
     u32 c;
 };
 
-// One element of a sample's slot: channel value (0-255) after flips, and its channel.
+struct I2 {
+    i32 x, y;
+};
+
+// One axis (k = 0: u, 1: v) of the affine map of sample s at output pixel (x, y):
+// `a x + b y + c` as (integer part, 16-bit fraction), summed from 32-bit pieces so it is
+// the CPU's exact 64-bit sum (x, y < 2^14, so each partial product fits).
+static __device__ __forceinline__ I2 affine_axis(const Aug& g, u32 s, u32 k, u32 x, u32 y) {
+    const i32 a = as_i32(plan_u(g, s, P_AFFINE + 3u * k));
+    const i32 b = as_i32(plan_u(g, s, P_AFFINE + 3u * k + 1u));
+    const i32 ci = as_i32(plan_u(g, s, P_AFFINE + 3u * k + 2u));
+    const u32 cf = plan_u(g, s, P_AFFINE_FRAC + k);
+    const u32 pa = ((u32)a & 0xffffu) * x;
+    const u32 pb = ((u32)b & 0xffffu) * y;
+    const u32 f = cf + (pa & 0xffffu) + (pb & 0xffffu);
+    const i32 i = ci + (a >> AFFINE_FRAC_BITS) * (i32)x + (b >> AFFINE_FRAC_BITS) * (i32)y
+        + (i32)(pa >> AFFINE_FRAC_BITS) + (i32)(pb >> AFFINE_FRAC_BITS)
+        + (i32)(f >> AFFINE_FRAC_BITS);
+    return I2{i, (i32)(f & 0xffffu)};
+}
+
+// The bilinear weight of the next pixel along one axis, from a position's fraction.
+static __device__ __forceinline__ i32 affine_weight(i32 frac) {
+    const u32 sh = AFFINE_FRAC_BITS - AFFINE_WEIGHT_BITS;
+    return (frac + (1 << (sh - 1u))) >> sh;
+}
+
+// x / 2^bits rounded to the nearest integer, ties to even.
+static __device__ __forceinline__ i32 round_even(i32 x, u32 bits) {
+    const i32 q = x >> bits;
+    const i32 r = x - (q << bits);
+    const i32 half = 1 << (bits - 1u);
+    return q + ((r > half || (r == half && (q & 1) != 0)) ? 1 : 0);
+}
+
+// f + round(m * (t - f)) in fixed point: the reference's `blend_fill`.
+static __device__ __forceinline__ u32 blend_fill(i32 acc, i32 m, i32 fill) {
+    const u32 wb = AFFINE_WEIGHT_BITS;
+    if (m == (1 << (2u * wb))) {
+        return (u32)iclamp(round_even(acc, 2u * wb), 0, 255);
+    }
+    const i32 t = (acc + (1 << (wb - 1u))) >> wb;
+    const i32 mm = (m + (1 << (wb - 1u))) >> wb;
+    return (u32)iclamp(fill + round_even(mm * (t - (fill << wb)), 2u * wb), 0, 255);
+}
+
+// Channel c of the warped image of sample s at output pixel (x, y) (before flips): the
+// bilinear taps of `rbuf` inside the image, blended with the fill by their coverage.
+static __device__ __forceinline__ u32 warped(const Aug& g, u32 s, u32 x, u32 y, u32 c) {
+    const u32 ow = g.hdr[H_OUT_W];
+    const u32 oh = g.hdr[H_OUT_H];
+    const I2 u = affine_axis(g, s, 0u, x, y);
+    const I2 v = affine_axis(g, s, 1u, x, y);
+    const i32 wx = affine_weight(u.y);
+    const i32 wy = affine_weight(v.y);
+    const i32 one = 1 << AFFINE_WEIGHT_BITS;
+    const u32 base = s * ow * oh - g.P[R_BASE];
+    i32 acc = 0;
+    i32 m = 0;
+    for (i32 dy = 0; dy < 2; dy++) {
+        const i32 r = v.x + dy;
+        const i32 wr = dy == 1 ? wy : one - wy;
+        if (r < 0 || r >= (i32)oh) {
+            continue;
+        }
+        for (i32 dx = 0; dx < 2; dx++) {
+            const i32 col = u.x + dx;
+            if (col < 0 || col >= (i32)ow) {
+                continue;
+            }
+            const i32 w = wr * (dx == 1 ? wx : one - wx);
+            m += w;
+            acc += w * (i32)((g.rbuf[base + (u32)r * ow + (u32)col] >> (8u * c)) & 255u);
+        }
+    }
+    return blend_fill(acc, m, (i32)((plan_u(g, s, P_FILL) >> (8u * c)) & 255u));
+}
+
+// The pixel nearest a position along an axis of n pixels (ties to even), or -1 outside.
+static __device__ __forceinline__ i32 nearest_index(I2 p, u32 n) {
+    const i32 half = 1 << (AFFINE_FRAC_BITS - 1u);
+    const i32 i = p.x + ((p.y > half || (p.y == half && (p.x & 1) != 0)) ? 1 : 0);
+    return (i >= 0 && i < (i32)n) ? i : -1;
+}
+
+// One element of a sample's slot: channel value (0-255) after the warp and flips, and
+// its channel.
 static __device__ __forceinline__ Elem element(const Aug& g, u32 s, u32 l) {
     const u32 ow = g.hdr[H_OUT_W];
     const u32 oh = g.hdr[H_OUT_H];
@@ -484,6 +579,9 @@ static __device__ __forceinline__ Elem element(const Aug& g, u32 s, u32 l) {
     }
     if ((flags & FLIP_V) != 0u) {
         y = oh - 1u - y;
+    }
+    if ((flags & AFFINE) != 0u) {
+        return Elem{warped(g, s, x, y, c), c};
     }
     const u32 v = (g.rbuf[s * npx - g.P[R_BASE] + y * ow + x] >> (8u * c)) & 255u;
     return Elem{v, c};
@@ -603,9 +701,20 @@ extern "C" __global__ void write_mask(const KernelArgs a) {
             if ((flags & FLIP_V) != 0u) {
                 y = oh - 1u - y;
             }
-            const u32 nt = desc(g, s, D_NEAREST);
-            const u32 idx = table(g, nt + ow + y) * mw + table(g, nt + x);
-            const u32 v = (table(g, desc(g, s, D_MASK) + idx / 2u) >> (16u * (idx & 1u))) & 65535u;
+            u32 v = plan_u(g, s, P_MASK_FILL);
+            bool inside = true;
+            if ((flags & AFFINE) != 0u) {
+                const i32 cx = nearest_index(affine_axis(g, s, 0u, x, y), ow);
+                const i32 cy = nearest_index(affine_axis(g, s, 1u, x, y), oh);
+                inside = cx >= 0 && cy >= 0;
+                x = (u32)(cx > 0 ? cx : 0);
+                y = (u32)(cy > 0 ? cy : 0);
+            }
+            if (inside) {
+                const u32 nt = desc(g, s, D_NEAREST);
+                const u32 idx = table(g, nt + ow + y) * mw + table(g, nt + x);
+                v = (table(g, desc(g, s, D_MASK) + idx / 2u) >> (16u * (idx & 1u))) & 65535u;
+            }
             word |= v << (16u * k);
         }
     }

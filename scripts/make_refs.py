@@ -48,6 +48,14 @@ What is written (file names relative to tests/data/refs/):
   - ``{"op": "normalize", "mean": [...], "std": [...], "output": "*.f32"}``:
     ``F.normalize(F.to_dtype(t, torch.float32, scale=True), mean, std)`` on the
     uint8 CHW tensor, written as raw little-endian float32 in CHW order.
+  - ``{"op": "affine", "filter": "bilinear", "angle": a, "translate": [tx, ty],
+    "scale": s, "shear": [sx, sy], "fill": [r, g, b], ...}``: torchvision v2
+    ``F.affine(t, angle=a, translate=[tx, ty], scale=s, shear=[sx, sy],
+    interpolation=InterpolationMode.BILINEAR, fill=[r, g, b])`` on the uint8 CHW
+    tensor (about the centre, output the input's size); with ``"filter":
+    "nearest"`` and ``"fill": [id]`` the same on an L label plane as a (1, H, W)
+    uint8 tensor with InterpolationMode.NEAREST. These cases are drawn after all
+    the others, so adding them left the earlier files byte for byte as they were.
 
   Every CASE also has ``name``, ``input`` and ``output``.
 * ``README.md``: a short description of the folder and the licences.
@@ -255,6 +263,29 @@ def normalize(name, inp, mean, std):
                       output=f"{name}.f32"))
 
 
+def affine(name, inp, angle, translate, scale, shear, fill, labels=False):
+    """torchvision v2 affine about the centre on a uint8 CHW tensor (bilinear, the RGB
+    fill), or on an L label plane as a (1, H, W) uint8 tensor (nearest, the id fill)."""
+    if labels:
+        with Image.open(OUT / inp) as im:
+            assert im.mode == "L"
+            t = torch.from_numpy(np.asarray(im).copy()).unsqueeze(0)
+        mode = InterpolationMode.NEAREST
+    else:
+        t = to_chw(load_rgb(inp))
+        mode = InterpolationMode.BILINEAR
+    out = F.affine(t, angle=angle, translate=list(translate), scale=scale, shear=list(shear),
+                   interpolation=mode, fill=[float(f) for f in fill])
+    assert out.dtype == torch.uint8
+    if labels:
+        Image.fromarray(out[0].numpy(), mode="L").save(OUT / f"{name}.png", optimize=True)
+    else:
+        save_png(from_chw(out), f"{name}.png")
+    cases.append(dict(name=name, op="affine", input=inp, angle=angle, translate=list(translate),
+                      scale=scale, shear=list(shear), fill=list(fill),
+                      filter="nearest" if labels else "bilinear", output=f"{name}.png"))
+
+
 def factor(lo, hi, step=256):
     """Random factor in [lo, hi], a multiple of 1/step."""
     return round(rng.uniform(lo, hi) * step) / step
@@ -414,6 +445,35 @@ def main():
     normalize("normalize_identity_grad", jg, [0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
     normalize("normalize_odd_palette", jp, [0.1, 0.9, 0.33], [0.05, 2.0, 0.7])
     normalize("normalize_imagenet_1x1", n1, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+
+    # --- affine (torchvision v2), after every earlier draw -----------------
+    affine("affine_identity_grad", jg, 0.0, (0, 0), 1.0, (0.0, 0.0), (0, 0, 0))
+    affine("affine_rot90_camera", jcam, 90.0, (0, 0), 1.0, (0.0, 0.0), (0, 0, 0))
+    affine("affine_shift_fill_coffee", jc, 0.0, (5, -3), 1.0, (0.0, 0.0), (10, 200, 30))
+    affine("affine_zoom2_retina", jr, 0.0, (0, 0), 2.0, (0.0, 0.0), (0, 0, 0))
+    affine("affine_shrink_hubble", jh, 0.0, (0, 0), 0.5, (0.0, 0.0), (255, 255, 255))
+    affine("affine_shear_noise", jn, 0.0, (0, 0), 1.0, (20.0, -10.0), (0, 0, 0))
+    affine_inputs = [jn, jg, jc, jr, jh, jcam, n33, g64]
+    for i in range(24):
+        inp = affine_inputs[i % len(affine_inputs)]
+        w, h = image_size(inp)
+        angle = float(rng.uniform(-180.0, 180.0))
+        translate = (int(round(rng.uniform(-0.2, 0.2) * w)), int(round(rng.uniform(-0.2, 0.2) * h)))
+        scale = float(rng.uniform(0.5, 1.6))
+        shear = (float(rng.uniform(-25.0, 25.0)), float(rng.uniform(-10.0, 10.0)) if i % 2 else 0.0)
+        fill = tuple(int(v) for v in rng.integers(0, 256, 3)) if i % 3 else (0, 0, 0)
+        affine(f"affine_rand{i:02d}_{Path(inp).stem[3:]}", inp, angle, translate, scale, shear, fill)
+    affine("affine_rot90_labels64", l64, 90.0, (0, 0), 1.0, (0.0, 0.0), (255,), labels=True)
+    affine("affine_shift_labels37", l37, 0.0, (4, 2), 1.0, (0.0, 0.0), (255,), labels=True)
+    for i in range(10):
+        inp = [l37, l64, l120][i % 3]
+        w, h = image_size(inp)
+        angle = float(rng.uniform(-180.0, 180.0))
+        translate = (int(round(rng.uniform(-0.2, 0.2) * w)), int(round(rng.uniform(-0.2, 0.2) * h)))
+        scale = float(rng.uniform(0.5, 1.6))
+        shear = (float(rng.uniform(-25.0, 25.0)), float(rng.uniform(-10.0, 10.0)))
+        affine(f"affine_labels_rand{i:02d}_{Path(inp).stem[3:]}", inp, angle, translate, scale,
+               shear, (255 if i % 2 else 0,), labels=True)
 
     versions = {"Pillow": PIL.__version__, "torch": torch.__version__,
                 "torchvision": torchvision.__version__, "numpy": np.__version__}

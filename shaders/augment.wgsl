@@ -2,7 +2,7 @@
 //
 // Input: one blob of u32 words built on the host by src/backend/device/augment.rs
 // (`AugmentInput`), bound twice: `hdr` holds the header, the per-sample descriptors and the
-// plans (`SamplePlan`, 28 words each, byte for byte); `data` a range of the per-sample
+// plans (`SamplePlan`, 36 words each, byte for byte); `data` a range of the per-sample
 // tables (resize coefficients, nearest tables, mask pixels). Decoded windows are RGBA
 // words (R in the low byte) in `windows`.
 //
@@ -18,10 +18,15 @@
 //    (one workgroup per sample) reduces them into the mean, and phase 2 (per pixel again)
 //    blends and runs the ops up to the next change. Every invocation reads and writes
 //    only its own pixels of `rbuf`; launches order the phases.
-// 3. `write_image`: one invocation per u32 word of the batch output: flips, normalise,
-//    layout and dtype. A word may hold elements of two samples; each word is written once.
+// 3. `write_image`: one invocation per u32 word of the batch output: the affine warp
+//    (bilinear, four taps of `rbuf`), flips, normalise, layout and dtype. A word may hold
+//    elements of two samples; each word is written once.
 // 4. `write_mask`: one invocation per u32 word of the mask output (two u16 labels):
-//    Pillow's NEAREST through host tables, flips.
+//    Pillow's NEAREST through host tables, the affine warp (nearest), flips.
+//
+// The affine warp's positions are 32.16 fixed point built from 32-bit pieces
+// (`affine_axis`), the exact sums the CPU takes in 64 bits, and its blend is integer, so
+// warped pixels and labels are the CPU's bit for bit.
 //
 // Integer resize math is the CPU's: acc = (1 << 21) + sum(pixel * weight), then
 // clamp(acc >> 22, 0, 255). Jitter uses the CPU's f32 operations in the same order.
@@ -57,7 +62,7 @@ const D_MASK_W: u32 = 13u; // mask width (0: no mask, the output is 0)
 const D_NEAREST: u32 = 15u; // source column per output column, then source row per row
 
 // SamplePlan words.
-const PLAN_WORDS: u32 = 28u;
+const PLAN_WORDS: u32 = 36u;
 const P_FLAGS: u32 = 10u;
 const P_ORDER: u32 = 11u;
 const P_BRIGHTNESS: u32 = 12u;
@@ -66,11 +71,18 @@ const P_SATURATION: u32 = 14u;
 const P_HUE: u32 = 15u;
 const P_MEAN: u32 = 16u;
 const P_STD: u32 = 20u;
+const P_AFFINE: u32 = 25u; // a, b, c_int, d, e, f_int
+const P_AFFINE_FRAC: u32 = 31u; // fractions of c and f
+const P_FILL: u32 = 33u;
+const P_MASK_FILL: u32 = 34u;
 
 const FLIP_H: u32 = 1u;
 const FLIP_V: u32 = 2u;
 const JITTER: u32 = 4u;
 const NORMALIZE: u32 = 8u;
+const AFFINE: u32 = 32u;
+const AFFINE_FRAC_BITS: u32 = 16u;
+const AFFINE_WEIGHT_BITS: u32 = 11u;
 
 const OP_BRIGHTNESS: u32 = 1u;
 const OP_CONTRAST: u32 = 2u;
@@ -439,7 +451,87 @@ fn vertical_jitter(
     }
 }
 
-// One element of a sample's slot: channel value (0-255) after flips.
+// One axis (k = 0: u, 1: v) of the affine map of sample s at output pixel (x, y):
+// `a x + b y + c` as (integer part, 16-bit fraction), summed from 32-bit pieces so it is
+// the CPU's exact 64-bit sum (x, y < 2^14, so each partial product fits).
+fn affine_axis(s: u32, k: u32, x: u32, y: u32) -> vec2<i32> {
+    let a = bitcast<i32>(plan_u(s, P_AFFINE + 3u * k));
+    let b = bitcast<i32>(plan_u(s, P_AFFINE + 3u * k + 1u));
+    let ci = bitcast<i32>(plan_u(s, P_AFFINE + 3u * k + 2u));
+    let cf = plan_u(s, P_AFFINE_FRAC + k);
+    let pa = u32(a & 0xffff) * x;
+    let pb = u32(b & 0xffff) * y;
+    let f = cf + (pa & 0xffffu) + (pb & 0xffffu);
+    let i = ci + (a >> AFFINE_FRAC_BITS) * i32(x) + (b >> AFFINE_FRAC_BITS) * i32(y)
+        + i32(pa >> AFFINE_FRAC_BITS) + i32(pb >> AFFINE_FRAC_BITS) + i32(f >> AFFINE_FRAC_BITS);
+    return vec2<i32>(i, i32(f & 0xffffu));
+}
+
+// The bilinear weight of the next pixel along one axis, from a position's fraction.
+fn affine_weight(frac: i32) -> i32 {
+    let sh = AFFINE_FRAC_BITS - AFFINE_WEIGHT_BITS;
+    return (frac + (1 << (sh - 1u))) >> sh;
+}
+
+// x / 2^bits rounded to the nearest integer, ties to even.
+fn round_even(x: i32, bits: u32) -> i32 {
+    let q = x >> bits;
+    let r = x - (q << bits);
+    let half = 1 << (bits - 1u);
+    return q + select(0, 1, r > half || (r == half && (q & 1) != 0));
+}
+
+// f + round(m * (t - f)) in fixed point: the reference's `blend_fill`.
+fn blend_fill(acc: i32, m: i32, fill: i32) -> u32 {
+    let wb = AFFINE_WEIGHT_BITS;
+    if m == (1 << (2u * wb)) {
+        return u32(clamp(round_even(acc, 2u * wb), 0, 255));
+    }
+    let t = (acc + (1 << (wb - 1u))) >> wb;
+    let mm = (m + (1 << (wb - 1u))) >> wb;
+    return u32(clamp(fill + round_even(mm * (t - (fill << wb)), 2u * wb), 0, 255));
+}
+
+// Channel c of the warped image of sample s at output pixel (x, y) (before flips): the
+// bilinear taps of `rbuf` inside the image, blended with the fill by their coverage.
+fn warped(s: u32, x: u32, y: u32, c: u32) -> u32 {
+    let ow = hdr[H_OUT_W];
+    let oh = hdr[H_OUT_H];
+    let u = affine_axis(s, 0u, x, y);
+    let v = affine_axis(s, 1u, x, y);
+    let wx = affine_weight(u.y);
+    let wy = affine_weight(v.y);
+    let one = 1 << AFFINE_WEIGHT_BITS;
+    let base = s * ow * oh - P.r_base;
+    var acc = 0;
+    var m = 0;
+    for (var dy = 0; dy < 2; dy++) {
+        let r = v.x + dy;
+        let wr = select(one - wy, wy, dy == 1);
+        if r < 0 || r >= i32(oh) {
+            continue;
+        }
+        for (var dx = 0; dx < 2; dx++) {
+            let col = u.x + dx;
+            if col < 0 || col >= i32(ow) {
+                continue;
+            }
+            let w = wr * select(one - wx, wx, dx == 1);
+            m += w;
+            acc += w * i32((rbuf[base + u32(r) * ow + u32(col)] >> (8u * c)) & 255u);
+        }
+    }
+    return blend_fill(acc, m, i32((plan_u(s, P_FILL) >> (8u * c)) & 255u));
+}
+
+// The pixel nearest a position along an axis of n pixels (ties to even), or -1 outside.
+fn nearest_index(p: vec2<i32>, n: u32) -> i32 {
+    let half = 1 << (AFFINE_FRAC_BITS - 1u);
+    let i = p.x + select(0, 1, p.y > half || (p.y == half && (p.x & 1) != 0));
+    return select(-1, i, i >= 0 && i < i32(n));
+}
+
+// One element of a sample's slot: channel value (0-255) after the warp and flips.
 fn element(s: u32, l: u32) -> vec2<u32> {
     let ow = hdr[H_OUT_W];
     let oh = hdr[H_OUT_H];
@@ -461,6 +553,9 @@ fn element(s: u32, l: u32) -> vec2<u32> {
     }
     if (flags & FLIP_V) != 0u {
         y = oh - 1u - y;
+    }
+    if (flags & AFFINE) != 0u {
+        return vec2<u32>(warped(s, x, y, c), c);
     }
     let v = (rbuf[s * npx - P.r_base + y * ow + x] >> (8u * c)) & 255u;
     return vec2<u32>(v, c);
@@ -587,9 +682,20 @@ fn write_mask(
             if (flags & FLIP_V) != 0u {
                 y = oh - 1u - y;
             }
-            let nt = desc(s, D_NEAREST);
-            let idx = table(nt + ow + y) * mw + table(nt + x);
-            let v = (table(desc(s, D_MASK) + idx / 2u) >> (16u * (idx & 1u))) & 65535u;
+            var v = plan_u(s, P_MASK_FILL);
+            var inside = true;
+            if (flags & AFFINE) != 0u {
+                let cx = nearest_index(affine_axis(s, 0u, x, y), ow);
+                let cy = nearest_index(affine_axis(s, 1u, x, y), oh);
+                inside = cx >= 0 && cy >= 0;
+                x = u32(max(cx, 0));
+                y = u32(max(cy, 0));
+            }
+            if inside {
+                let nt = desc(s, D_NEAREST);
+                let idx = table(nt + ow + y) * mw + table(nt + x);
+                v = (table(desc(s, D_MASK) + idx / 2u) >> (16u * (idx & 1u))) & 65535u;
+            }
             word |= v << (16u * k);
         }
     }

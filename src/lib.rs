@@ -121,7 +121,7 @@ pub mod pipeline;
 pub mod rng;
 pub mod source;
 
-pub use augment::{Augment, DType, Element, Layout, SamplePlan};
+pub use augment::{Affine, Augment, DType, Element, Layout, SamplePlan};
 pub use backend::device::job::HardwareDecode;
 pub use backend::BackendKind;
 pub use decode::{Limits, WarningKind};

@@ -55,6 +55,8 @@ pub enum Stream {
     Flip = 5,
     /// Colour-jitter order and factors.
     Jitter = 6,
+    /// Affine warp parameters.
+    Affine = 7,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.

@@ -9,7 +9,9 @@ mod common;
 
 use std::path::Path;
 
-use stoker::{Augment, BackendKind, DType, Dataset, Layout, Pipeline, PipelineBuilder, Subset};
+use stoker::{
+    Affine, Augment, BackendKind, DType, Dataset, Layout, Pipeline, PipelineBuilder, Subset,
+};
 
 /// Largest difference allowed, in 0-255 levels: the device decode is within 2 levels of
 /// the CPU decode (a resize averages, it does not amplify) and the augment pass within 1.
@@ -254,6 +256,19 @@ fn masks_follow_the_image_exactly() {
         .normalize(MEAN, STD)
         .dtype(DType::F32);
     compare(&subset, &aug, STD, true);
+    // The affine warp moves the mask with the image: the same labels on every backend,
+    // the ignore id where the warp reads outside.
+    let warped = aug
+        .random_affine(
+            Affine::new()
+                .degrees(-30.0, 30.0)
+                .translate(0.1, 0.1)
+                .scale(0.8, 1.2)
+                .shear(-10.0, 10.0),
+        )
+        .fill([128, 128, 128])
+        .mask_fill(255);
+    compare(&subset, &warped, STD, true);
 }
 
 #[test]

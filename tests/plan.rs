@@ -270,3 +270,105 @@ fn layouts_and_dtypes_agree() {
         assert!((a - c).abs() < 1e-3);
     }
 }
+
+/// The affine warp's draws are keyed by (seed, epoch, id), stay in their ranges and move
+/// with the epoch; the fixed-point map the backends execute is the float map torchvision
+/// computes, within `2^-17` of a pixel per pixel of distance from the centre.
+#[test]
+fn affine_draws_are_in_range_keyed_and_exact_in_fixed_point() {
+    use stoker::augment::{affine_fixed, inverse_affine_matrix, AffineParams};
+    use stoker::rng::{Rng, Stream};
+    use stoker::Affine;
+    let ranges = Affine::new()
+        .degrees(-30.0, 45.0)
+        .translate(0.25, 0.1)
+        .scale(0.5, 2.0)
+        .shear(-20.0, 10.0)
+        .shear_y(-5.0, 5.0);
+    let aug = Augment::new().resize(40, 30).random_affine(ranges);
+    let mut seen = std::collections::BTreeSet::new();
+    for id in 0..300u64 {
+        let p = ranges.draw(&mut Rng::new(9, 2, id, Stream::Affine), 40, 30);
+        assert!((-30.0..=45.0).contains(&p.angle), "{p:?}");
+        assert!(
+            p.translate.0.abs() <= 10.0 && p.translate.1.abs() <= 3.0,
+            "{p:?}"
+        );
+        assert_eq!(p.translate.0.fract(), 0.0, "whole-pixel translations");
+        assert!((0.5..=2.0).contains(&p.scale) && (-20.0..=10.0).contains(&p.shear.0));
+        let plan = aug.plan(9, 2, id, 640, 480);
+        assert_eq!(plan, aug.plan(9, 2, id, 640, 480));
+        assert_ne!(plan.affine, aug.plan(9, 3, id, 640, 480).affine);
+        seen.insert(plan.affine);
+    }
+    assert!(seen.len() > 295, "only {} distinct maps of 300", seen.len());
+
+    let mut rng = common::TestRng(0xAFF1);
+    for _ in 0..200 {
+        let (w, h) = (1 + rng.below(3000) as u32, 1 + rng.below(3000) as u32);
+        let p = AffineParams {
+            angle: rng.below(7200) as f64 / 10.0 - 360.0,
+            translate: (rng.below(200) as f64 - 100.0, rng.below(200) as f64 - 100.0),
+            scale: 0.05 + rng.below(1000) as f64 / 100.0,
+            shear: (rng.below(140) as f64 - 70.0, rng.below(140) as f64 - 70.0),
+        };
+        let m = inverse_affine_matrix(&p);
+        let (affine, affine_frac) = affine_fixed(&m, w, h);
+        let plan = SamplePlan {
+            affine,
+            affine_frac,
+            ..Augment::new().resize(w, h).plan(0, 0, 0, w, h)
+        };
+        for (x, y) in [
+            (0, 0),
+            (w - 1, 0),
+            (0, h - 1),
+            (w - 1, h - 1),
+            (w / 2, h / 3),
+        ] {
+            // The float map, centred coordinates in and out, as torchvision's grid.
+            let (xc, yc) = (
+                f64::from(x) + 0.5 - f64::from(w) / 2.0,
+                f64::from(y) + 0.5 - f64::from(h) / 2.0,
+            );
+            let u = m[0] * xc + m[1] * yc + m[2] + f64::from(w) / 2.0 - 0.5;
+            let v = m[3] * xc + m[4] * yc + m[5] + f64::from(h) / 2.0 - 0.5;
+            let (qu, qv) = plan.affine_source(x, y);
+            let one = 65536.0;
+            let dist = xc.abs() + yc.abs() + 1.0;
+            let tol = dist * (1.0 / 131072.0) + 1.0 / one;
+            assert!(
+                (qu as f64 / one - u).abs() <= tol && (qv as f64 / one - v).abs() <= tol,
+                "{p:?} {w}x{h} at ({x}, {y}): fixed ({}, {}) float ({u}, {v})",
+                qu as f64 / one,
+                qv as f64 / one
+            );
+        }
+    }
+}
+
+#[test]
+fn affine_ranges_out_of_bounds_are_refused() {
+    use stoker::Affine;
+    for bad in [
+        Affine::new().degrees(10.0, -10.0),
+        Affine::new().degrees(f64::NAN, 1.0),
+        Affine::new().translate(1.5, 0.0),
+        Affine::new().translate(-0.1, 0.0),
+        Affine::new().scale(0.0, 1.0),
+        Affine::new().scale(1.0, 100.0),
+        Affine::new().shear(-85.0, 0.0),
+        Affine::new().shear_y(0.0, 80.0),
+    ] {
+        let aug = Augment::new().resize(8, 8).random_affine(bad);
+        assert!(
+            matches!(aug.validate(), Err(stoker::Error::Config { .. })),
+            "{bad:?} accepted"
+        );
+    }
+    assert!(Augment::new()
+        .resize(8, 8)
+        .random_rotation(180.0)
+        .validate()
+        .is_ok());
+}

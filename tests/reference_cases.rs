@@ -1,16 +1,22 @@
 //! The CPU reference against Pillow and torchvision: cases generated once by
 //! `scripts/make_refs.py` (Pillow 13, torchvision 0.29) and committed under
 //! `tests/data/refs/`. Every image pixel within +-1; label planes exact; normalised
-//! values within 1e-5 (a few
-//! units in the last place).
+//! values within 1e-5 (a few units in the last place). The affine warp: image pixels
+//! within +-1 of torchvision's float32 `grid_sample`, at most 2 % of them off at all (the
+//! 11-bit bilinear weights round differently on noise);
+//! label planes exact but for at most 0.5 % of pixels (positions within rounding of a
+//! pixel boundary, where torchvision's float32 grid and the exact fixed-point one may
+//! round apart).
 
 mod common;
 
 use serde_json::Value;
 use stoker::augment::plan::{
-    SamplePlan, ANTIALIAS, JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_HUE, OP_SATURATION,
+    SamplePlan, AFFINE, ANTIALIAS, JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_HUE,
+    OP_SATURATION,
 };
-use stoker::augment::reference::{execute_mask, jitter_rgb, resize_only, write_slot};
+use stoker::augment::reference::{execute_mask, jitter_rgb, resize_only, warp_rgb, write_slot};
+use stoker::augment::{affine_fixed, inverse_affine_matrix, AffineParams};
 use stoker::decode::{cpu, DecodeOptions, Image8, LabelPlane};
 use stoker::{Augment, DType, Layout};
 
@@ -202,6 +208,57 @@ fn reference_matches_pillow_and_torchvision() {
                     failures.push(format!("{name}: worst difference {worst:e}"));
                 }
                 "normalize (torchvision)"
+            }
+            ("affine", filter, _) => {
+                let v = f64s(&c["translate"]);
+                let sh = f64s(&c["shear"]);
+                let fill = f64s(&c["fill"]);
+                let params = AffineParams {
+                    angle: c["angle"].as_f64().expect("angle"),
+                    translate: (v[0], v[1]),
+                    scale: c["scale"].as_f64().expect("scale"),
+                    shear: (sh[0], sh[1]),
+                };
+                let affine_plan = |w: u32, h: u32| {
+                    let mut plan = geometry((w, h), [0.0, 0.0, w.into(), h.into()], (w, h), false);
+                    plan.flags |= AFFINE;
+                    (plan.affine, plan.affine_frac) =
+                        affine_fixed(&inverse_affine_matrix(&params), w, h);
+                    plan
+                };
+                if filter == Some("nearest") {
+                    let src = labels(input);
+                    let want = labels(output);
+                    let mut plan = affine_plan(src.width, src.height);
+                    plan.mask_fill = fill[0] as u32;
+                    let mut got = vec![0u16; want.data.len()];
+                    execute_mask(&plan, &src, &mut got);
+                    let wrong = got.iter().zip(&want.data).filter(|(a, b)| a != b).count();
+                    if wrong * 200 > got.len() {
+                        failures.push(format!(
+                            "{name}: {wrong} of {} label pixels differ",
+                            got.len()
+                        ));
+                    }
+                    "affine nearest (torchvision)"
+                } else {
+                    let src = image(input);
+                    let want = image(output);
+                    let mut plan = affine_plan(src.width, src.height);
+                    plan.fill =
+                        u32::from_le_bytes([fill[0] as u8, fill[1] as u8, fill[2] as u8, 0]);
+                    let mut got = Vec::new();
+                    warp_rgb(&plan, &src.data, &mut got);
+                    let d = max_diff(&got, &want.data);
+                    let off = got.iter().zip(&want.data).filter(|(a, b)| a != b).count();
+                    if d > 1 || off * 50 > got.len() || got.len() != want.data.len() {
+                        failures.push(format!(
+                            "{name}: max difference {d}, {off} of {} values off",
+                            got.len()
+                        ));
+                    }
+                    "affine bilinear (torchvision)"
+                }
             }
             other => panic!("unknown case kind {other:?} in {name}"),
         };

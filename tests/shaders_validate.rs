@@ -227,7 +227,7 @@ fn sample_plan_fields() -> Fields {
         SamplePlan;
         id_lo, id_hi, src_width, src_height, crop_x, crop_y, crop_w, crop_h, out_width,
         out_height, flags, jitter_order, brightness, contrast, saturation, hue, mean, layout,
-        std, dtype, decode_scale, _pad,
+        std, dtype, decode_scale, affine, affine_frac, fill, mask_fill, _pad,
     )
 }
 
@@ -251,24 +251,32 @@ fn the_augment_params_struct_matches_the_rust_one() {
     );
 }
 
+/// The augment code's `P_*` word indices of [`SamplePlan`] fields, by field.
+const PLAN_WORD_NAMES: [(&str, &str); 12] = [
+    ("P_FLAGS", "flags"),
+    ("P_ORDER", "jitter_order"),
+    ("P_BRIGHTNESS", "brightness"),
+    ("P_CONTRAST", "contrast"),
+    ("P_SATURATION", "saturation"),
+    ("P_HUE", "hue"),
+    ("P_MEAN", "mean"),
+    ("P_STD", "std"),
+    ("P_AFFINE", "affine"),
+    ("P_AFFINE_FRAC", "affine_frac"),
+    ("P_FILL", "fill"),
+    ("P_MASK_FILL", "mask_fill"),
+];
+
 #[test]
 fn the_augment_shader_reads_the_sample_plan_where_rust_writes_it() {
     let fields = sample_plan_fields();
-    let words = [
-        ("P_FLAGS", "flags"),
-        ("P_ORDER", "jitter_order"),
-        ("P_BRIGHTNESS", "brightness"),
-        ("P_CONTRAST", "contrast"),
-        ("P_SATURATION", "saturation"),
-        ("P_HUE", "hue"),
-        ("P_MEAN", "mean"),
-        ("P_STD", "std"),
-    ];
+    let words = PLAN_WORD_NAMES;
     let src = shaders::AUGMENT;
     let mut failures = check_word_constants("augment.wgsl", src, "P_", &words, &fields);
     failures.extend(check_mapped(&[src], &words));
     let values = same_names!(plan::{
-        FLIP_H, FLIP_V, JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_SATURATION, OP_HUE
+        FLIP_H, FLIP_V, JITTER, NORMALIZE, AFFINE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS,
+        OP_BRIGHTNESS, OP_CONTRAST, OP_SATURATION, OP_HUE
     });
     failures.extend(check_values("augment.wgsl", src, &values));
     let plan_words = [("PLAN_WORDS", (size_of::<SamplePlan>() / 4) as u32)];
@@ -476,5 +484,53 @@ fn the_cuda_augment_kernel_reads_the_params_where_rust_writes_them() {
     assert_eq!(
         cuda, rust,
         "kernels/augment.cu's Params words and device::augment::Params"
+    );
+}
+
+/// `kernels/augment.cu` reads the [`SamplePlan`] words where Rust writes them: its
+/// `PLAN_WORDS` and each `P_*` enumerator.
+#[test]
+fn the_cuda_augment_kernel_reads_the_sample_plan_where_rust_writes_it() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/augment.cu");
+    let source = std::fs::read_to_string(path).expect("kernels/augment.cu");
+    let block = source
+        .split_once("// SamplePlan words.")
+        .and_then(|(_, rest)| rest.split_once("\n\n"))
+        .expect("the SamplePlan words block")
+        .0;
+    let fields = sample_plan_fields();
+    let mut seen = 0;
+    for line in block.lines() {
+        let entry = line
+            .split("//")
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_end_matches(',');
+        let Some((name, value)) = entry.split_once(" = ") else {
+            continue;
+        };
+        let value: usize = value.trim_end_matches('u').parse().expect("a word index");
+        if name == "PLAN_WORDS" {
+            assert_eq!(value * 4, size_of::<SamplePlan>(), "PLAN_WORDS");
+            continue;
+        }
+        let field = PLAN_WORD_NAMES
+            .iter()
+            .find(|(c, _)| *c == name)
+            .unwrap_or_else(|| panic!("{name} indexes no field this test knows"))
+            .1;
+        let offset = fields
+            .iter()
+            .find(|(f, _, _)| *f == field)
+            .expect("field")
+            .1;
+        assert_eq!(value * 4, offset, "{name}: the Rust field {field}");
+        seen += 1;
+    }
+    assert_eq!(
+        seen,
+        PLAN_WORD_NAMES.len(),
+        "every plan word is named in the kernel"
     );
 }

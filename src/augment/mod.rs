@@ -13,7 +13,7 @@ pub use plan::{DType, Element, Layout, SamplePlan};
 
 use crate::error::{Error, Result};
 use crate::rng::{Rng, Stream};
-use plan::{ANTIALIAS, FLIP_H, FLIP_V, JITTER, NORMALIZE};
+use plan::{AFFINE, AFFINE_FRAC_BITS, ANTIALIAS, FLIP_H, FLIP_V, JITTER, NORMALIZE};
 
 /// How the crop box is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,6 +49,190 @@ pub struct Jitter {
     pub hue: f64,
 }
 
+/// Ranges of a random affine warp, as torchvision.transforms.v2's
+/// `RandomAffine(degrees, translate, scale, shear)`: per sample an angle, a translation, a
+/// scale and shears are drawn uniformly from these ranges, and the resized image is warped
+/// about its centre (bilinear for images, nearest for label planes, the fill values where
+/// the warp reads outside). Build with [`Affine::new`] and the methods below.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Affine {
+    degrees: (f64, f64),
+    translate: (f64, f64),
+    scale: (f64, f64),
+    shear_x: (f64, f64),
+    shear_y: (f64, f64),
+}
+
+impl Default for Affine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The drawn parameters of one sample's affine warp, in torchvision's terms.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AffineParams {
+    /// Rotation in degrees, clockwise as torchvision's `affine` takes it.
+    pub angle: f64,
+    /// Translation in output pixels (whole pixels, as torchvision rounds them).
+    pub translate: (f64, f64),
+    /// Scale factor.
+    pub scale: f64,
+    /// Shear along x and y, in degrees.
+    pub shear: (f64, f64),
+}
+
+impl Affine {
+    /// The identity: no rotation, translation, scaling or shear.
+    pub fn new() -> Self {
+        Affine {
+            degrees: (0.0, 0.0),
+            translate: (0.0, 0.0),
+            scale: (1.0, 1.0),
+            shear_x: (0.0, 0.0),
+            shear_y: (0.0, 0.0),
+        }
+    }
+
+    /// Rotation angle drawn from `[lo, hi]` degrees, clockwise (torchvision's `affine`
+    /// convention; its `RandomAffine(degrees=d)` is `(-d, d)`).
+    pub fn degrees(mut self, lo: f64, hi: f64) -> Self {
+        self.degrees = (lo, hi);
+        self
+    }
+
+    /// Translation by up to `fx` of the output width and `fy` of its height either way,
+    /// rounded to whole pixels (fractions in `[0, 1]`).
+    pub fn translate(mut self, fx: f64, fy: f64) -> Self {
+        self.translate = (fx, fy);
+        self
+    }
+
+    /// Scale factor drawn from `[lo, hi]` (within `[1/64, 64]`).
+    pub fn scale(mut self, lo: f64, hi: f64) -> Self {
+        self.scale = (lo, hi);
+        self
+    }
+
+    /// Shear along x drawn from `[lo, hi]` degrees (within `(-80, 80)`).
+    pub fn shear(mut self, lo: f64, hi: f64) -> Self {
+        self.shear_x = (lo, hi);
+        self
+    }
+
+    /// Shear along y drawn from `[lo, hi]` degrees (within `(-80, 80)`).
+    pub fn shear_y(mut self, lo: f64, hi: f64) -> Self {
+        self.shear_y = (lo, hi);
+        self
+    }
+
+    /// One sample's parameters for an output of `width x height`, drawn as torchvision's
+    /// `RandomAffine` draws them (angle, translation, scale, shear x, shear y; a draw is
+    /// taken for each even when its range is a point).
+    pub fn draw(&self, rng: &mut Rng, width: u32, height: u32) -> AffineParams {
+        let angle = rng.uniform(self.degrees.0, self.degrees.1);
+        let (mx, my) = (
+            self.translate.0 * f64::from(width),
+            self.translate.1 * f64::from(height),
+        );
+        let tx = rng.uniform(-mx, mx).round_ties_even();
+        let ty = rng.uniform(-my, my).round_ties_even();
+        let scale = rng.uniform(self.scale.0, self.scale.1);
+        let sx = rng.uniform(self.shear_x.0, self.shear_x.1);
+        let sy = rng.uniform(self.shear_y.0, self.shear_y.1);
+        AffineParams {
+            angle,
+            translate: (tx + 0.0, ty + 0.0),
+            scale,
+            shear: (sx, sy),
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::config("random_affine", m));
+        let range = |(lo, hi): (f64, f64)| lo.is_finite() && hi.is_finite() && lo <= hi;
+        if !range(self.degrees) || self.degrees.0 < -360.0 || self.degrees.1 > 360.0 {
+            return bad(format!(
+                "degrees {:?} must satisfy -360 <= lo <= hi <= 360",
+                self.degrees
+            ));
+        }
+        let (fx, fy) = self.translate;
+        if !((0.0..=1.0).contains(&fx) && (0.0..=1.0).contains(&fy)) {
+            return bad(format!(
+                "translate fractions {:?} must be within [0, 1]",
+                self.translate
+            ));
+        }
+        if !range(self.scale) || self.scale.0 < 1.0 / 64.0 || self.scale.1 > 64.0 {
+            return bad(format!(
+                "scale {:?} must satisfy 1/64 <= lo <= hi <= 64",
+                self.scale
+            ));
+        }
+        for s in [self.shear_x, self.shear_y] {
+            if !range(s) || s.0 <= -80.0 || s.1 >= 80.0 {
+                return bad(format!(
+                    "shear {s:?} must satisfy -80 < lo <= hi < 80 degrees"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// torchvision's `_get_inverse_affine_matrix` about the centre: the map from a point of
+/// the output (centred coordinates, y down) to the point of the input it shows, as
+/// `[a, b, c, d, e, f]` with `x_in = a x + b y + c`, `y_in = d x + e y + f`.
+pub fn inverse_affine_matrix(p: &AffineParams) -> [f64; 6] {
+    let rot = p.angle.to_radians();
+    let (sx, sy) = (p.shear.0.to_radians(), p.shear.1.to_radians());
+    let (tx, ty) = p.translate;
+    let a = (rot - sy).cos() / sy.cos();
+    let b = -(a * sx.tan() + rot.sin());
+    let c = (rot - sy).sin() / sy.cos();
+    let d = rot.cos() - c * sx.tan();
+    let mut m = [
+        d / p.scale,
+        -b / p.scale,
+        0.0,
+        -c / p.scale,
+        a / p.scale,
+        0.0,
+    ];
+    m[2] -= m[0] * tx + m[1] * ty;
+    m[5] -= m[3] * tx + m[4] * ty;
+    m
+}
+
+/// The plan's fixed-point form of an inverse map `m` (centred coordinates) for an image
+/// of `width x height`, in pixel-index coordinates: `(affine, affine_frac)` of
+/// [`SamplePlan`]. The constant terms absorb the rounding of the slopes at the image
+/// centre, so the rounding error is smallest there and at most `2^-17` times the distance
+/// from it at the edges.
+pub fn affine_fixed(m: &[f64; 6], width: u32, height: u32) -> ([i32; 6], [u32; 2]) {
+    let one = f64::from(1u32 << AFFINE_FRAC_BITS);
+    let (cw, ch) = (f64::from(width) / 2.0, f64::from(height) / 2.0);
+    // Centre of the output in pixel-index coordinates: x = cw - 0.5.
+    let (mx, my) = (cw - 0.5, ch - 0.5);
+    let q = |v: f64| (v * one).round().clamp(-2_147_483_647.0, 2_147_483_647.0);
+    let row = |a: f64, b: f64, c: f64, centre_in: f64| -> (i32, i32, i64) {
+        let (qa, qb) = (q(a), q(b));
+        // Value at the output centre (mx, my), exactly as the map gives it there.
+        let at_centre = (a * mx + b * my + c + centre_in) * one;
+        let qc = (at_centre - qa * mx - qb * my).round();
+        let qc = qc.clamp(-(1i64 << 46) as f64, (1i64 << 46) as f64) as i64;
+        (qa as i32, qb as i32, qc)
+    };
+    // x_in (centred) = a x_c + b y_c + c with x_c = x - mx; index = x_in + mx.
+    let (a, b, cu) = row(m[0], m[1], m[2] - m[0] * mx - m[1] * my, mx);
+    let (d, e, cv) = row(m[3], m[4], m[5] - m[3] * mx - m[4] * my, my);
+    let int =
+        |c: i64| (c >> AFFINE_FRAC_BITS).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+    let frac = |c: i64| (c & ((1 << AFFINE_FRAC_BITS) - 1)) as u32;
+    ([a, b, int(cu), d, e, int(cv)], [frac(cu), frac(cv)])
+}
+
 /// The augmentation configuration. Build with the methods below; validated by
 /// [`Augment::validate`] when a pipeline is built.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +248,9 @@ pub struct Augment {
     dtype: DType,
     antialias: bool,
     crop_aware: bool,
+    affine: Option<Affine>,
+    fill: [u8; 3],
+    mask_fill: u16,
 }
 
 impl Default for Augment {
@@ -90,6 +277,9 @@ impl Augment {
             dtype: DType::U8,
             antialias: true,
             crop_aware: true,
+            affine: None,
+            fill: [0; 3],
+            mask_fill: 0,
         }
     }
 
@@ -139,6 +329,35 @@ impl Augment {
     /// Mirror top-bottom with probability `p`.
     pub fn flip_vertical(mut self, p: f64) -> Self {
         self.flip_v = p;
+        self
+    }
+
+    /// A random affine warp of the resized image ([`Affine`]: rotation, translation, scale
+    /// and shear), after the colour jitter and before the flips. Image planes are sampled
+    /// bilinearly and label planes by nearest neighbour, with the same map; where the map
+    /// reads outside, images get [`Augment::fill`] and label planes [`Augment::mask_fill`].
+    pub fn random_affine(mut self, affine: Affine) -> Self {
+        self.affine = Some(affine);
+        self
+    }
+
+    /// torchvision's `RandomRotation(degrees)`: a rotation by an angle drawn from
+    /// `[-degrees, degrees]` about the centre, without expanding the image.
+    pub fn random_rotation(self, degrees: f64) -> Self {
+        self.random_affine(Affine::new().degrees(-degrees, degrees))
+    }
+
+    /// The RGB value of image pixels the affine warp takes from outside the image
+    /// (default black).
+    pub fn fill(mut self, rgb: [u8; 3]) -> Self {
+        self.fill = rgb;
+        self
+    }
+
+    /// The label id of mask pixels the affine warp takes from outside the plane (default
+    /// 0; segmentation recipes often use an ignore id such as 255).
+    pub fn mask_fill(mut self, id: u16) -> Self {
+        self.mask_fill = id;
         self
     }
 
@@ -251,6 +470,7 @@ impl Augment {
             || self.flip_h > 0.0
             || self.flip_v > 0.0
             || self.jitter.is_some()
+            || self.affine.is_some()
     }
 
     /// Bytes of one image of a batch: `3 * width * height * dtype size` (a whole batch's
@@ -335,6 +555,9 @@ impl Augment {
                     format!("hue jitter {} is not in [0, 0.5]", j.hue),
                 );
             }
+        }
+        if let Some(a) = &self.affine {
+            a.validate()?;
         }
         if let Some((mean, std)) = self.normalize {
             if self.dtype == DType::U8 {
@@ -434,6 +657,14 @@ impl Augment {
             }
             None => ([0.0; 3], [1.0; 3]),
         };
+        let (mut affine, mut affine_frac) = ([0; 6], [0; 2]);
+        if let Some(a) = &self.affine {
+            flags |= AFFINE;
+            let mut rng = Rng::new(seed, epoch, id, Stream::Affine);
+            let p = a.draw(&mut rng, self.out_width, self.out_height);
+            (affine, affine_frac) =
+                affine_fixed(&inverse_affine_matrix(&p), self.out_width, self.out_height);
+        }
         SamplePlan {
             id_lo: id as u32,
             id_hi: (id >> 32) as u32,
@@ -460,7 +691,11 @@ impl Augment {
             } else {
                 1
             },
-            _pad: [0; 3],
+            affine,
+            affine_frac,
+            fill: u32::from_le_bytes([self.fill[0], self.fill[1], self.fill[2], 0]),
+            mask_fill: u32::from(self.mask_fill),
+            _pad: [0; 1],
         }
     }
 }

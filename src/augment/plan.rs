@@ -1,7 +1,7 @@
 //! The per-sample plan: a `#[repr(C)]` struct that every backend executes unchanged.
 //!
 //! The layout is shared byte for byte with the GPU code (`shaders/*.wgsl`,
-//! `kernels/*.cu`): 28 four-byte words, 112 bytes, a multiple of 16 so arrays of plans can
+//! `kernels/*.cu`): 36 four-byte words, 144 bytes, a multiple of 16 so arrays of plans can
 //! be uploaded as storage buffers. Change it only together with every consumer.
 
 /// Flag: mirror left-right.
@@ -14,6 +14,15 @@ pub const JITTER: u32 = 4;
 pub const NORMALIZE: u32 = 8;
 /// Flag: antialias when downscaling (triangle filter widened by the scale factor).
 pub const ANTIALIAS: u32 = 16;
+/// Flag: warp the resized image by the plan's inverse affine map ([`SamplePlan::affine`]),
+/// bilinear for image planes and nearest for label planes, with the plan's fill values
+/// where the map reads outside.
+pub const AFFINE: u32 = 32;
+
+/// Fractional bits of the affine map's fixed-point numbers.
+pub const AFFINE_FRAC_BITS: u32 = 16;
+/// Fractional bits of the bilinear weights the affine warp derives from a position.
+pub const AFFINE_WEIGHT_BITS: u32 = 11;
 
 /// Jitter op code: brightness.
 pub const OP_BRIGHTNESS: u32 = 1;
@@ -98,6 +107,11 @@ impl DType {
 /// `[crop_x, crop_x + crop_w) x [crop_y, crop_y + crop_h)` is resampled to
 /// `out_width x out_height` with pixel centres at half-integers. The same box and flips
 /// apply to every plane of the sample; jitter and normalisation to image planes only.
+///
+/// With [`AFFINE`], the resized (and jittered) image is then warped in the output frame:
+/// output pixel `(x, y)` (before flips) reads the resized image at the position
+/// [`SamplePlan::affine_source`] gives, in fixed point so every backend reads exactly the
+/// same place.
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct SamplePlan {
@@ -145,17 +159,40 @@ pub struct SamplePlan {
     /// decoded at `1/decode_scale` of its size (libjpeg-turbo's scaled IDCT) and the crop
     /// box divided by it. Other formats are decoded at full size.
     pub decode_scale: u32,
-    /// Padding to 112 bytes.
-    pub _pad: [u32; 3],
+    /// The inverse affine map (with [`AFFINE`]) from an output pixel `(x, y)` to the
+    /// position it reads in the resized image, in pixel-index coordinates (pixel `i`'s
+    /// centre at `i`): `u = a x + b y + c`, `v = d x + e y + f`. Stored as
+    /// `[a, b, c_int, d, e, f_int]`: `a, b, d, e` with [`AFFINE_FRAC_BITS`] fractional
+    /// bits, `c_int` and `f_int` the integer parts (floors) of `c` and `f`.
+    pub affine: [i32; 6],
+    /// The fractional parts of `c` and `f` ([`AFFINE_FRAC_BITS`] bits).
+    pub affine_frac: [u32; 2],
+    /// Image value where the affine map reads outside the image: RGB, R in the low byte.
+    pub fill: u32,
+    /// Label id where the affine map reads outside the label plane.
+    pub mask_fill: u32,
+    /// Padding to 144 bytes.
+    pub _pad: [u32; 1],
 }
 
-const _: () = assert!(std::mem::size_of::<SamplePlan>() == 112);
+const _: () = assert!(std::mem::size_of::<SamplePlan>() == 144);
 const _: () = assert!(std::mem::align_of::<SamplePlan>() == 4);
 
 impl SamplePlan {
     /// The sample id.
     pub fn id(&self) -> u64 {
         (u64::from(self.id_hi) << 32) | u64::from(self.id_lo)
+    }
+
+    /// Where output pixel `(x, y)` (before flips) reads in the resized image under the
+    /// plan's affine map: `(u, v)` times `2^AFFINE_FRAC_BITS`, exactly (the GPU code
+    /// computes the same sums in 32-bit pieces).
+    pub fn affine_source(&self, x: u32, y: u32) -> (i64, i64) {
+        let [a, b, ci, d, e, fi] = self.affine.map(i64::from);
+        let (x, y) = (i64::from(x), i64::from(y));
+        let u = (ci << AFFINE_FRAC_BITS) + i64::from(self.affine_frac[0]) + a * x + b * y;
+        let v = (fi << AFFINE_FRAC_BITS) + i64::from(self.affine_frac[1]) + d * x + e * y;
+        (u, v)
     }
 
     /// Whether a flag is set.

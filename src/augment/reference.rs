@@ -10,13 +10,20 @@
 //!   u8 tensors: brightness blends with black, contrast with the mean of the (floored)
 //!   grayscale, saturation with the (floored) grayscale, each result clamped and truncated
 //!   to u8; hue through HSV, scaled back by 255.999 and truncated.
+//! - Affine warp ([`AFFINE`]), in the output frame after the jitter, as
+//!   torchvision.transforms.v2's `affine` does on u8 tensors (`grid_sample`, zero
+//!   padding, the fill blended by the interpolated coverage, rounded): the position each
+//!   output pixel reads is exact fixed point ([`SamplePlan::affine_source`]), bilinear
+//!   weights have [`AFFINE_WEIGHT_BITS`] bits and the arithmetic is integer, so every
+//!   backend computes the same value. Label planes: the nearest pixel of the resized
+//!   plane (ties to even, as `grid_sample`'s nearest mode), the mask fill outside.
 //! - Flips, then `(x / 255 - mean) / std` for float outputs, layout and dtype.
 
 use half::f16;
 
 use super::plan::{
-    SamplePlan, ANTIALIAS, FLIP_H, FLIP_V, JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_HUE,
-    OP_SATURATION,
+    SamplePlan, AFFINE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS, ANTIALIAS, FLIP_H, FLIP_V, JITTER,
+    NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_HUE, OP_SATURATION,
 };
 use super::{DType, Layout};
 use crate::decode::{set_len, DecodeOptions, Format, Image8, ImageInfo, LabelPlane};
@@ -27,6 +34,7 @@ const PRECISION_BITS: u32 = 32 - 8 - 2;
 #[derive(Debug, Default)]
 pub struct Scratch {
     resized: Vec<u8>,
+    warped: Vec<u8>,
     horizontal: Vec<u8>,
     acc: Vec<i32>,
     kx: Coeffs,
@@ -405,15 +413,31 @@ fn horizontal_pair<const K: usize>(
     }
 }
 
-/// Resamples a label plane with the plan's box and flips, nearest only, into `out`
-/// (`out_width * out_height` ids). Every output id is an input id.
+/// Resamples a label plane with the plan's box, affine warp and flips, nearest only, into
+/// `out` (`out_width * out_height` ids). Every output id is an input id or, where the
+/// warp reads outside, the plan's mask fill.
 pub fn execute_mask(plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]) {
     let (sw, sh) = (src.width as usize, src.height as usize);
     let (ow, oh) = (plan.out_width as usize, plan.out_height as usize);
     let cols = nearest_table(f64::from(plan.crop_x), f64::from(plan.crop_w), ow, sw);
     let rows = nearest_table(f64::from(plan.crop_y), f64::from(plan.crop_h), oh, sh);
+    if plan.has(AFFINE) {
+        let fill = plan.mask_fill as u16;
+        for (y, orow) in out[..ow * oh].chunks_exact_mut(ow).enumerate() {
+            let yy = src_index(plan.has(FLIP_V), oh, y);
+            for (x, o) in orow.iter_mut().enumerate() {
+                let xx = src_index(plan.has(FLIP_H), ow, x);
+                let (u, v) = plan.affine_source(xx as u32, yy as u32);
+                *o = match (nearest_index(u, ow), nearest_index(v, oh)) {
+                    (Some(c), Some(r)) => src.data[rows[r] * sw + cols[c]],
+                    _ => fill,
+                };
+            }
+        }
+        return;
+    }
     for (y, orow) in out[..ow * oh].chunks_exact_mut(ow).enumerate() {
-        let row = rows[if plan.has(FLIP_V) { oh - 1 - y } else { y }];
+        let row = rows[src_index(plan.has(FLIP_V), oh, y)];
         let srow = &src.data[row * sw..(row + 1) * sw];
         if plan.has(FLIP_H) {
             for (o, &c) in orow.iter_mut().zip(cols.iter().rev()) {
@@ -424,6 +448,98 @@ pub fn execute_mask(plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]) {
                 *o = srow[c];
             }
         }
+    }
+}
+
+/// The pixel nearest a fixed-point position (ties to even, as `grid_sample`'s nearest
+/// mode rounds), if it is inside `[0, n)`.
+#[inline]
+fn nearest_index(q: i64, n: usize) -> Option<usize> {
+    let half = 1i64 << (AFFINE_FRAC_BITS - 1);
+    let (i, f) = (q >> AFFINE_FRAC_BITS, q & ((1 << AFFINE_FRAC_BITS) - 1));
+    let i = if f > half || (f == half && i & 1 == 1) {
+        i + 1
+    } else {
+        i
+    };
+    usize::try_from(i).ok().filter(|&i| i < n)
+}
+
+/// One axis of a fixed-point position: the pixel at or before it and the bilinear weight
+/// of the next one ([`AFFINE_WEIGHT_BITS`] bits, rounded).
+#[inline]
+fn bilinear_axis(q: i64) -> (i64, i32) {
+    let shift = AFFINE_FRAC_BITS - AFFINE_WEIGHT_BITS;
+    let f = (q & ((1 << AFFINE_FRAC_BITS) - 1)) as i32;
+    (q >> AFFINE_FRAC_BITS, (f + (1 << (shift - 1))) >> shift)
+}
+
+/// The affine warp of an RGB u8 image of the output size (the resized, jittered image)
+/// into `out`, before flips: per output pixel, the bilinear taps inside the image, their
+/// coverage `m` and the fill `f` give `f + round(m * (sum - f))`, as torchvision's
+/// `_apply_grid_transform` blends its fill, in integers.
+pub fn warp_rgb(plan: &SamplePlan, src: &[u8], out: &mut Vec<u8>) {
+    let (ow, oh) = (plan.out_width as usize, plan.out_height as usize);
+    let one = 1i32 << AFFINE_WEIGHT_BITS;
+    let fill = plan.fill.to_le_bytes();
+    set_len(out, ow * oh * 3);
+    for y in 0..oh {
+        for x in 0..ow {
+            let (u, v) = plan.affine_source(x as u32, y as u32);
+            let (ui, wx) = bilinear_axis(u);
+            let (vi, wy) = bilinear_axis(v);
+            let mut acc = [0i32; 3];
+            let mut m = 0i32;
+            for (r, wr) in [(vi, one - wy), (vi + 1, wy)] {
+                let Some(r) = usize::try_from(r).ok().filter(|&r| r < oh) else {
+                    continue;
+                };
+                for (c, wc) in [(ui, one - wx), (ui + 1, wx)] {
+                    let Some(c) = usize::try_from(c).ok().filter(|&c| c < ow) else {
+                        continue;
+                    };
+                    let w = wr * wc;
+                    m += w;
+                    let p = &src[(r * ow + c) * 3..][..3];
+                    for k in 0..3 {
+                        acc[k] += w * i32::from(p[k]);
+                    }
+                }
+            }
+            let o = &mut out[(y * ow + x) * 3..][..3];
+            for k in 0..3 {
+                o[k] = blend_fill(acc[k], m, fill[k]);
+            }
+        }
+    }
+}
+
+/// `f + round(m * (t - f))` in the fixed point of [`warp_rgb`]: `acc` is the weighted sum
+/// of the taps inside (`2 * AFFINE_WEIGHT_BITS` fractional bits), `m` the sum of their
+/// weights. With every tap inside it is `acc` rounded, exactly; otherwise `t` and `m` are
+/// first rounded to [`AFFINE_WEIGHT_BITS`] bits. Ties go to even, as `torch.round` does.
+#[inline]
+pub fn blend_fill(acc: i32, m: i32, fill: u8) -> u8 {
+    let wb = AFFINE_WEIGHT_BITS;
+    if m == 1 << (2 * wb) {
+        return round_even(acc, 2 * wb).clamp(0, 255) as u8;
+    }
+    let t = (acc + (1 << (wb - 1))) >> wb;
+    let m = (m + (1 << (wb - 1))) >> wb;
+    let f = i32::from(fill);
+    (f + round_even(m * (t - (f << wb)), 2 * wb)).clamp(0, 255) as u8
+}
+
+/// `x / 2^bits` rounded to the nearest integer, ties to even (`x` may be negative).
+#[inline]
+fn round_even(x: i32, bits: u32) -> i32 {
+    let q = x >> bits;
+    let r = x - (q << bits);
+    let half = 1 << (bits - 1);
+    if r > half || (r == half && q & 1 == 1) {
+        q + 1
+    } else {
+        q
     }
 }
 
@@ -654,8 +770,8 @@ fn write_bytes<T: Copy, const N: usize>(
     }
 }
 
-/// Executes a plan on an image plane: resize, jitter, flip, normalise, layout, dtype,
-/// written into `out` (exactly [`SamplePlan::image_bytes`] long).
+/// Executes a plan on an image plane: resize, jitter, affine warp, flip, normalise, layout,
+/// dtype, written into `out` (exactly [`SamplePlan::image_bytes`] long).
 pub fn execute_image(plan: &SamplePlan, src: &Image8, out: &mut [u8], scratch: &mut Scratch) {
     resize_rgb_impl(
         plan,
@@ -669,7 +785,12 @@ pub fn execute_image(plan: &SamplePlan, src: &Image8, out: &mut [u8], scratch: &
     if plan.has(JITTER) {
         jitter_rgb(plan, &mut scratch.resized);
     }
-    write_slot(plan, &scratch.resized, out);
+    if plan.has(AFFINE) {
+        warp_rgb(plan, &scratch.resized, &mut scratch.warped);
+        write_slot(plan, &scratch.warped, out);
+    } else {
+        write_slot(plan, &scratch.resized, out);
+    }
 }
 
 /// Executes a plan without flips, jitter or normalisation and returns the RGB u8 result:

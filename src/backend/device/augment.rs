@@ -13,7 +13,7 @@
 //! | --- | --- |
 //! | 0..16 | header: sample count, output width, height, dtype, layout, image bytes, word offsets of the descriptors, plans and data section, 7 zero words |
 //! | 16.. | `capacity` descriptors of 16 words (see below) |
-//! | then | `capacity` [`SamplePlan`]s, 28 words each, as they are |
+//! | then | `capacity` [`SamplePlan`]s, 36 words each, as they are |
 //! | then | the data section: per sample, contiguous, in sample order: x bounds (`(first window column, taps)` per output column), x weights (`kx` per output column, i32 with 22 fractional bits, zero past a column's taps), y bounds (`(first row of the horizontal result, taps)` per output row), y weights, and with a mask: the nearest source column per output column, the source row per output row, then the label plane, two u16 per word, low half first |
 //!
 //! A descriptor is: window offset (word in the windows buffer), window width, window height,
@@ -60,7 +60,7 @@ use super::decode::DeviceImage;
 
 const HEADER_WORDS: usize = 16;
 const DESC_WORDS: usize = 16;
-const PLAN_WORDS: usize = 28;
+const PLAN_WORDS: usize = 36;
 const WORKGROUP: u64 = 256;
 /// Binding offsets are kept at multiples of this (a multiple of every valid alignment).
 const BIND_ALIGN: u64 = 256;

@@ -2,8 +2,9 @@
 //! planes), and their check against the CPU reference.
 
 use half::f16;
+use stoker::augment::plan::AFFINE;
 use stoker::augment::reference::{execute_image, execute_mask, needed_window, Scratch};
-use stoker::augment::SamplePlan;
+use stoker::augment::{Affine, SamplePlan};
 use stoker::decode::{Image8, LabelPlane};
 use stoker::{Augment, DType, Layout};
 
@@ -49,6 +50,19 @@ pub fn random_augment(rng: &mut TestRng, dtype: DType, layout: Layout) -> Augmen
         if rng.below(3) != 0 {
             aug = aug.hue(0.3);
         }
+    }
+    if rng.below(2) == 0 {
+        // Rotation, translation, scale and shear, and fills that show where they apply.
+        let affine = Affine::new()
+            .degrees(-40.0, 40.0)
+            .translate(0.2, 0.1)
+            .scale(0.6, 1.5)
+            .shear(-15.0, 15.0)
+            .shear_y(-10.0 * rng.below(2) as f64, 5.0);
+        aug = aug
+            .random_affine(affine)
+            .fill([rng.below(256) as u8, 7, 200])
+            .mask_fill(if rng.below(2) == 0 { 255 } else { 0 });
     }
     if dtype != DType::U8 && rng.below(3) != 0 {
         let std = if rng.below(2) == 0 {
@@ -235,7 +249,10 @@ pub fn check_batch(
                         "{what}: mask of sample {i}, plan {:?}",
                         s.plan
                     );
-                    assert!(got.iter().all(|v| m.data.contains(v)));
+                    let fill = s.plan.mask_fill as u16;
+                    assert!(got
+                        .iter()
+                        .all(|v| m.data.contains(v) || (s.plan.has(AFFINE) && *v == fill)));
                 }
                 None => assert!(got.iter().all(|&v| v == 0)),
             }
