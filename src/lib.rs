@@ -121,14 +121,14 @@ pub mod pipeline;
 pub mod rng;
 pub mod source;
 
-pub use augment::{Affine, Augment, DType, Element, Layout, SamplePlan};
+pub use augment::{Affine, Augment, BoxRule, DType, Element, Layout, SamplePlan};
 pub use backend::device::job::HardwareDecode;
 pub use backend::BackendKind;
 pub use decode::{Limits, WarningKind};
 pub use error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
 pub use pipeline::{Batch, Epoch, OnError, Pipeline, PipelineBuilder, SampleWarning, Stats};
 pub use source::split::SplitSpec;
-pub use source::{Dataset, Sample, Split, Subset, MAX_LABEL};
+pub use source::{BoundingBox, Dataset, Keypoint, Sample, Split, Subset, Targets, MAX_LABEL};
 
 /// The README's examples, compiled as doc tests.
 #[doc = include_str!("../README.md")]

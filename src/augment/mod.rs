@@ -6,9 +6,11 @@
 //! count and batch size, and differs across samples and epochs. [`reference`](mod@reference) defines the
 //! pixels a plan produces; GPU backends are tested against it.
 
+pub mod geometry;
 pub mod plan;
 pub mod reference;
 
+pub use geometry::BoxRule;
 pub use plan::{DType, Element, Layout, SamplePlan};
 
 use crate::error::{Error, Result};
@@ -251,6 +253,7 @@ pub struct Augment {
     affine: Option<Affine>,
     fill: [u8; 3],
     mask_fill: u16,
+    box_rule: BoxRule,
 }
 
 impl Default for Augment {
@@ -280,6 +283,7 @@ impl Augment {
             affine: None,
             fill: [0; 3],
             mask_fill: 0,
+            box_rule: BoxRule::default(),
         }
     }
 
@@ -359,6 +363,18 @@ impl Augment {
     pub fn mask_fill(mut self, id: u16) -> Self {
         self.mask_fill = id;
         self
+    }
+
+    /// Which boxes survive each sample's geometry (default: at least 1 output pixel wide
+    /// and high after clipping, as torchvision's `SanitizeBoundingBoxes`).
+    pub fn box_rule(mut self, rule: BoxRule) -> Self {
+        self.box_rule = rule;
+        self
+    }
+
+    /// The box rule, as set by [`Augment::box_rule`].
+    pub fn get_box_rule(&self) -> BoxRule {
+        self.box_rule
     }
 
     /// Brightness, contrast and saturation jitter, applied in a random order per sample.
@@ -558,6 +574,16 @@ impl Augment {
         }
         if let Some(a) = &self.affine {
             a.validate()?;
+        }
+        let r = self.box_rule;
+        if !(r.min_size >= 0.0 && r.min_size.is_finite() && (0.0..=1.0).contains(&r.min_visible)) {
+            return bad(
+                "box_rule",
+                format!(
+                    "min_size {} must be >= 0 and min_visible {} within [0, 1]",
+                    r.min_size, r.min_visible
+                ),
+            );
         }
         if let Some((mean, std)) = self.normalize {
             if self.dtype == DType::U8 {

@@ -16,6 +16,7 @@ use crate::backend::device::{DeviceBuffers, DeviceError, Plane};
 use crate::backend::wgpu::batch::WgpuBatchBuffers;
 use crate::decode::{DecodeWarning, WarningKind};
 use crate::error::{Error, Result, SampleError};
+use crate::source::Targets;
 
 /// Output buffers for one batch: images, and masks for segmentation sets.
 #[derive(Debug)]
@@ -123,6 +124,8 @@ pub struct Batch {
     pub(super) labels: Vec<Option<u32>>,
     pub(super) ids: Vec<u64>,
     pub(super) plans: Vec<SamplePlan>,
+    /// Each slot's targets moved by its plan (`None` where the sample has none).
+    pub(super) targets: Vec<Option<Targets>>,
     pub(super) errors: Vec<SampleError>,
     pub(super) replacements: Vec<Replacement>,
     pub(super) repeated: Vec<bool>,
@@ -384,6 +387,39 @@ impl Batch {
             .collect()
     }
 
+    /// Each slot's targets beyond the class id ([`Sample::targets`](crate::Sample::targets)),
+    /// in output pixels: boxes and keypoints moved by the slot's plan (crop, resize,
+    /// affine warp, flips), boxes clipped and sanitised by the augmentation's
+    /// [`BoxRule`](crate::BoxRule); `None` where the sample has none.
+    pub fn targets(&self) -> &[Option<Targets>] {
+        &self.targets
+    }
+
+    /// The slots' boxes as padded arrays: `[len, max, 4]` boxes (`x0, y0, x1, y1` in
+    /// output pixels), `[len, max]` class ids (`-1` in padding) and the count per slot,
+    /// with `max` the most boxes any slot holds (at least 1, so the arrays are never
+    /// empty).
+    pub fn padded_boxes(&self) -> PaddedBoxes {
+        let count = |t: &Option<Targets>| t.as_ref().map_or(0, |t| t.boxes.len());
+        let max = self.targets.iter().map(count).max().unwrap_or(0).max(1);
+        let mut out = PaddedBoxes {
+            max,
+            boxes: vec![0.0; self.targets.len() * max * 4],
+            classes: vec![-1; self.targets.len() * max],
+            counts: Vec::with_capacity(self.targets.len()),
+        };
+        for (slot, t) in self.targets.iter().enumerate() {
+            let boxes = t.as_ref().map_or(&[][..], |t| &t.boxes[..]);
+            out.counts.push(boxes.len() as u32);
+            for (k, b) in boxes.iter().enumerate() {
+                let at = slot * max + k;
+                out.boxes[at * 4..at * 4 + 4].copy_from_slice(&[b.x0, b.y0, b.x1, b.y1]);
+                out.classes[at] = i64::from(b.class);
+            }
+        }
+        out
+    }
+
     /// Stable sample ids, in slot order.
     pub fn ids(&self) -> &[u64] {
         &self.ids
@@ -418,6 +454,19 @@ impl Batch {
     pub fn warnings(&self) -> &[SampleWarning] {
         &self.warnings
     }
+}
+
+/// A batch's boxes as padded arrays ([`Batch::padded_boxes`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PaddedBoxes {
+    /// Boxes per slot in the arrays.
+    pub max: usize,
+    /// `[len, max, 4]`: `x0, y0, x1, y1` in output pixels, zeros in padding.
+    pub boxes: Vec<f32>,
+    /// `[len, max]`: class ids, `-1` in padding.
+    pub classes: Vec<i64>,
+    /// Boxes each slot holds.
+    pub counts: Vec<u32>,
 }
 
 impl Drop for Batch {

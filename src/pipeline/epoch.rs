@@ -19,7 +19,7 @@ use super::stats::Counters;
 use super::worker::{device_replacement, reader, worker, Delivered, Job, Loaded, Msg, Outcome};
 use super::worker::{Shared, StandsIn, WorkerState};
 use super::{Config, OnError};
-use crate::augment::SamplePlan;
+use crate::augment::{geometry, SamplePlan};
 use crate::backend::device::job::DeviceJob;
 use crate::backend::device::{DeviceBatcher, DeviceBuffers, DeviceError};
 use crate::error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
@@ -497,6 +497,17 @@ impl Collector {
             _ => return Err(Error::internal("device buffers missing")),
         };
         let (replacements, warnings) = slots.finish();
+        let samples = self.shared.subset.samples();
+        let rule = cfg.augment.get_box_rule();
+        let targets = slots
+            .samples
+            .iter()
+            .zip(&slots.plans)
+            .map(|(&i, plan)| {
+                let t = samples.get(i)?.targets.as_deref()?;
+                Some(geometry::transform(plan, t, &rule))
+            })
+            .collect();
         let Slots {
             ids,
             labels,
@@ -530,6 +541,7 @@ impl Collector {
             labels,
             ids,
             plans,
+            targets,
             errors,
             replacements,
             repeated,

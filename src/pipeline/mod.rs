@@ -80,7 +80,7 @@ mod worker;
 
 use std::sync::{Arc, Mutex};
 
-pub use batch::{Batch, Replacement, SampleWarning};
+pub use batch::{Batch, PaddedBoxes, Replacement, SampleWarning};
 pub use builder::PipelineBuilder;
 pub use epoch::Epoch;
 pub use stats::{Stats, MAX_KEPT_ERRORS};

@@ -150,6 +150,7 @@ fn file_sample(root: &Path, path: PathBuf, label: Option<u32>) -> Result<Sample>
         label,
         mask: None,
         group: None,
+        targets: None,
     })
 }
 

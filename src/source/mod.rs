@@ -20,6 +20,7 @@ pub mod parquet;
 pub mod sampler;
 pub mod shards;
 pub mod split;
+pub mod target;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use crate::rng::{fnv1a64, mix64};
 
 pub use sampler::Sampler;
 pub use split::{CheckReport, Manifest, Split};
+pub use target::{BoundingBox, Keypoint, Targets};
 
 /// Where a sample's bytes live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,6 +140,7 @@ pub fn read_parquet(
 ///     label: None,
 ///     mask: None,
 ///     group: None,
+///     targets: None,
 /// };
 /// ```
 ///
@@ -161,6 +164,9 @@ pub struct Sample {
     pub mask: Option<Location>,
     /// Group key for group-aware splits, if a pattern assigned one.
     pub group: Option<String>,
+    /// Targets beyond the class id (several class ids, a vector, boxes, keypoints), if
+    /// the source has them ([`target`]); shared, since a sample is cloned per epoch.
+    pub targets: Option<Arc<Targets>>,
 }
 
 impl Sample {
@@ -175,7 +181,15 @@ impl Sample {
             label,
             mask: None,
             group: None,
+            targets: None,
         }
+    }
+
+    /// The same sample with `targets` (several class ids, a vector, boxes, keypoints, in
+    /// the image's pixels: see [`target`]).
+    pub fn with_targets(mut self, targets: Targets) -> Sample {
+        self.targets = Some(Arc::new(targets));
+        self
     }
 
     /// The same sample with its label mask at `mask`.
@@ -393,6 +407,31 @@ impl Dataset {
     /// Every image file under `root` (recursively), without labels.
     pub fn flat(root: impl AsRef<Path>) -> Result<Self> {
         files::flat(root.as_ref())
+    }
+
+    /// A manifest: a CSV or JSON Lines file with one sample per record, its `path`
+    /// (relative to the manifest's folder) and any of `label`, `labels`, `values`,
+    /// `boxes`, `box_classes`, `keypoints`, `mask` and `group`. See [`target::manifest`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// std::fs::write(
+    ///     dir.path().join("train.jsonl"),
+    ///     r#"{"path": "a.jpg", "label": 1, "boxes": [[10, 20, 50, 60, 3]]}"#,
+    /// )
+    /// .unwrap();
+    /// let data = stoker::Dataset::from_manifest(dir.path().join("train.jsonl")).unwrap();
+    /// let t = data.samples()[0].targets.as_ref().unwrap();
+    /// assert_eq!((t.boxes[0].x1, t.boxes[0].class), (50.0, 3));
+    /// ```
+    pub fn from_manifest(path: impl AsRef<Path>) -> Result<Self> {
+        target::manifest(path.as_ref())
+    }
+
+    /// A COCO-style annotation file over the images in `images`: boxes (made
+    /// `[x0, y0, x1, y1]`) with their category ids, and keypoints. See [`target::coco`].
+    pub fn coco(annotations: impl AsRef<Path>, images: impl AsRef<Path>) -> Result<Self> {
+        target::coco(annotations.as_ref(), images.as_ref())
     }
 
     /// TFRecord shards (files, or folders of `*.tfrecord` files) of `tf.train.Example`

@@ -340,6 +340,7 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
                 label,
                 mask: has_mask.then(|| Location::Parquet(cell(&mask_col))),
                 group: None,
+                targets: None,
             });
         }
     }

@@ -672,6 +672,7 @@ fn dataset(
                 label,
                 mask,
                 group: None,
+                targets: None,
             });
         }
     }

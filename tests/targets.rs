@@ -1,0 +1,535 @@
+//! Targets beyond one class id: manifests (JSON Lines, CSV) and COCO files read into
+//! [`Targets`]; boxes and keypoints moved by each sample's plan so that they stay on the
+//! pixels and the mask of their object; batches carrying them, the same on every backend
+//! and in every epoch; unusable records reported, never delivered or dropped silently.
+//! ([`stoker::Targets`] is what a sample carries.)
+
+mod common;
+
+use std::path::Path;
+
+use common::TestRng;
+use stoker::augment::geometry::{transform, PointMap};
+use stoker::augment::plan::AFFINE;
+use stoker::augment::reference::{execute_image, execute_mask, Scratch};
+use stoker::decode::{Image8, LabelPlane};
+use stoker::{
+    Affine, Augment, BackendKind, BoundingBox, BoxRule, DType, Dataset, Keypoint, Layout, OnError,
+    Pipeline, SampleErrorKind,
+};
+
+/// A random training geometry: a crop (random resized, centre, or the whole image), flips,
+/// and half the time an affine warp.
+fn random_geometry(rng: &mut TestRng, out: (u32, u32)) -> Augment {
+    let aug = match rng.below(3) {
+        0 => Augment::new().random_resized_crop(out.0, (0.2, 1.0), (0.75, 1.333)),
+        1 => Augment::new().resize_center_crop(out.0 + rng.below(16) as u32, out.0),
+        _ => Augment::new(),
+    }
+    .output_size(out.0, out.1)
+    .flip_horizontal(0.5)
+    .flip_vertical(0.3)
+    .crop_aware(false);
+    if rng.below(2) == 0 {
+        aug.random_affine(
+            Affine::new()
+                .degrees(-90.0, 90.0)
+                .translate(0.1, 0.1)
+                .scale(0.8, 1.25)
+                .shear(-10.0, 10.0),
+        )
+        .mask_fill(9)
+    } else {
+        aug
+    }
+}
+
+/// The bounding rectangle `[x0, y0, x1, y1]` of the pixels where `inside` holds.
+fn extent(w: usize, h: usize, inside: impl Fn(usize, usize) -> bool) -> Option<[f32; 4]> {
+    let mut r: Option<[f32; 4]> = None;
+    for y in 0..h {
+        for x in 0..w {
+            if inside(x, y) {
+                let (fx, fy) = (x as f32, y as f32);
+                let e = r.get_or_insert([fx, fy, fx + 1.0, fy + 1.0]);
+                *e = [
+                    e[0].min(fx),
+                    e[1].min(fy),
+                    e[2].max(fx + 1.0),
+                    e[3].max(fy + 1.0),
+                ];
+            }
+        }
+    }
+    r
+}
+
+/// A filled rectangle drawn into an image (white on black) and a label plane (class 1 on
+/// 0) lands, under random plans, where its box is moved to: the object's pixels and mask
+/// lie in the moved box and reach its edges (within the slack below), and a dropped box
+/// leaves no object to speak of.
+#[test]
+fn boxes_stay_on_their_object_in_the_image_and_the_mask() {
+    let mut rng = TestRng(0xB0_C5);
+    let (mut checked, mut dropped) = (0, 0);
+    let mut scratch = Scratch::default();
+    for case in 0..400u64 {
+        let (w, h) = (40 + rng.below(200) as u32, 40 + rng.below(200) as u32);
+        let out = (24 + rng.below(60) as u32, 24 + rng.below(60) as u32);
+        let aug = random_geometry(&mut rng, out);
+        let plan = aug.plan(3, case, case, w, h);
+        let bx0 = rng.below(u64::from(w) - 12) as u32;
+        let by0 = rng.below(u64::from(h) - 12) as u32;
+        let bx1 = (bx0 + 12 + rng.below(u64::from(w - bx0 - 12) + 1) as u32).min(w);
+        let by1 = (by0 + 12 + rng.below(u64::from(h - by0 - 12) + 1) as u32).min(h);
+        let inside = |x: u32, y: u32| (bx0..bx1).contains(&x) && (by0..by1).contains(&y);
+        let mask = LabelPlane {
+            width: w,
+            height: h,
+            data: (0..h)
+                .flat_map(|y| (0..w).map(move |x| u16::from(inside(x, y))))
+                .collect(),
+        };
+        let rgb: Vec<u8> = (0..h)
+            .flat_map(|y| (0..w).flat_map(move |x| [if inside(x, y) { 255 } else { 0 }; 3]))
+            .collect();
+        let image = Image8::new(w, h, rgb);
+        let (ow, oh) = (out.0 as usize, out.1 as usize);
+        let mut labels = vec![0u16; ow * oh];
+        execute_mask(&plan, &mask, &mut labels);
+        let mut pixels = vec![0u8; plan.image_bytes()];
+        let nhwc = SamplePlanExt::nhwc(&plan);
+        execute_image(&nhwc, &image, &mut pixels, &mut scratch);
+        let object = BoundingBox {
+            x0: bx0 as f32,
+            y0: by0 as f32,
+            x1: bx1 as f32,
+            y1: by1 as f32,
+            class: 1,
+        };
+        let moved = PointMap::new(&plan).bounding_box(&object, &BoxRule::default());
+        let in_mask = extent(ow, oh, |x, y| labels[y * ow + x] == 1);
+        let in_image = extent(ow, oh, |x, y| pixels[(y * ow + x) * 3] > 127);
+        match moved {
+            Some(b) if b.x1 - b.x0 >= 4.0 && b.y1 - b.y0 >= 4.0 => {
+                let b = [b.x0, b.y0, b.x1, b.y1];
+                for (what, got) in [("mask", in_mask), ("image", in_image)] {
+                    let got = got.unwrap_or_else(|| {
+                        panic!("case {case}: box {b:?} of {object:?} but no object in the {what}: {plan:?}")
+                    });
+                    // Sound: the object lies inside the box (within a pixel: two
+                    // nearest-neighbour steps). Tight: the box reaches the object within
+                    // a pixel and a half, or two and a half where the warp rotates (a
+                    // rotated rectangle's sharp corner holds no pixel centre).
+                    let slack = if plan.has(AFFINE) { 2.5 } else { 1.5 };
+                    let outside = (b[0] - got[0])
+                        .max(b[1] - got[1])
+                        .max(got[2] - b[2])
+                        .max(got[3] - b[3]);
+                    let loose = (got[0] - b[0])
+                        .max(got[1] - b[1])
+                        .max(b[2] - got[2])
+                        .max(b[3] - got[3]);
+                    assert!(
+                        outside <= 1.0 && loose <= slack,
+                        "case {case}: the {what} spans {got:?}, the moved box {b:?}: {plan:?}"
+                    );
+                }
+                checked += 1;
+            }
+            Some(_) => {}
+            None => {
+                let n = labels.iter().filter(|&&l| l == 1).count();
+                assert!(
+                    n <= ow.max(oh) * 2,
+                    "case {case}: dropped box, {n} object pixels"
+                );
+                dropped += 1;
+            }
+        }
+    }
+    assert!(checked > 250, "only {checked} cases compared");
+    assert!(dropped > 0, "no case dropped its box");
+}
+
+/// [`execute_image`] writes NCHW by default; the extent check reads NHWC pixels.
+trait SamplePlanExt {
+    fn nhwc(&self) -> Self;
+}
+impl SamplePlanExt for stoker::SamplePlan {
+    fn nhwc(&self) -> Self {
+        let mut p = *self;
+        p.layout = Layout::Nhwc as u32;
+        p.dtype = DType::U8 as u32;
+        p
+    }
+}
+
+/// Keypoints land where their pixel does: a keypoint at the centre of a marked source
+/// pixel moves onto an output pixel whose label is the mark (nearest-neighbour chains its
+/// pixel), flips and warps included; a keypoint moved out of the output is marked not
+/// visible.
+#[test]
+fn keypoints_follow_their_pixel() {
+    let mut rng = TestRng(0x4B_50);
+    let mut inside = 0;
+    let mut outside = 0;
+    for case in 0..300u64 {
+        let (w, h) = (30 + rng.below(100) as u32, 30 + rng.below(100) as u32);
+        let out = (20 + rng.below(40) as u32, 20 + rng.below(40) as u32);
+        let aug = random_geometry(&mut rng, out);
+        let plan = aug.plan(5, 0, case, w, h);
+        // A 5x5 block of class 1 around the keypoint, so nearest sampling keeps it.
+        let (kx, ky) = (
+            2 + rng.below(u64::from(w) - 4) as u32,
+            2 + rng.below(u64::from(h) - 4) as u32,
+        );
+        let mask = LabelPlane {
+            width: w,
+            height: h,
+            data: (0..h)
+                .flat_map(|y| {
+                    (0..w).map(move |x| u16::from(x.abs_diff(kx) <= 2 && y.abs_diff(ky) <= 2))
+                })
+                .collect(),
+        };
+        let mut labels = vec![0u16; out.0 as usize * out.1 as usize];
+        execute_mask(&plan, &mask, &mut labels);
+        let k = PointMap::new(&plan).keypoint(&Keypoint {
+            x: kx as f32 + 0.5,
+            y: ky as f32 + 0.5,
+            visibility: 2,
+            object: 0,
+        });
+        let (ow, oh) = (out.0 as usize, out.1 as usize);
+        if k.visibility == 0 {
+            // Outside the output, or where the output shows the fill (outside the crop).
+            let (x, y) = (k.x.floor(), k.y.floor());
+            if (0.0..out.0 as f32).contains(&k.x) && (0.0..out.1 as f32).contains(&k.y) {
+                let fill_near = (x as usize).saturating_sub(1)..=(x as usize + 1).min(ow - 1);
+                let filled = fill_near.clone().any(|xx| {
+                    ((y as usize).saturating_sub(1)..=(y as usize + 1).min(oh - 1))
+                        .any(|yy| labels[yy * ow + xx] == 9)
+                });
+                assert!(
+                    filled,
+                    "case {case}: invisible at {:?}, no fill near: {plan:?}",
+                    (k.x, k.y)
+                );
+            }
+            outside += 1;
+            continue;
+        }
+        let (px, py) = (k.x.floor() as usize, k.y.floor() as usize);
+        // Within a pixel of a labelled pixel (the block shrinks by rounding at most that).
+        let near = (px.saturating_sub(1)..=(px + 1).min(ow - 1)).any(|x| {
+            (py.saturating_sub(1)..=(py + 1).min(oh - 1)).any(|y| labels[y * ow + x] == 1)
+        });
+        assert!(
+            near,
+            "case {case}: keypoint at {:?} is not on its pixel: {plan:?}",
+            (k.x, k.y)
+        );
+        inside += 1;
+    }
+    assert!(
+        inside > 150 && outside > 0,
+        "{inside} inside, {outside} outside"
+    );
+}
+
+fn write_jpegs(dir: &Path, names: &[&str], rng: &mut TestRng) {
+    for n in names {
+        let (w, h) = (48 + rng.below(40) as u32, 40 + rng.below(40) as u32);
+        let jpeg = common::random_jpeg(rng, w, h, turbojpeg::Subsamp::Sub2x2);
+        common::write(dir, n, &jpeg);
+    }
+}
+
+/// JSON Lines and CSV manifests give the same samples and targets; what a record gets
+/// wrong is reported with its line, and the rest is read.
+#[test]
+fn manifests_read_targets_and_report_bad_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = TestRng(17);
+    write_jpegs(
+        dir.path(),
+        &["a.jpg", "b.jpg", "sub/c.jpg", "d.jpg"],
+        &mut rng,
+    );
+    std::fs::write(
+        dir.path().join("m.jsonl"),
+        concat!(
+            r#"{"path": "a.jpg", "label": 2, "labels": [1, 4], "values": [0.5, -2], "group": "g1"}"#,
+            "\n",
+            r#"{"path": "b.jpg", "boxes": [[1, 2, 30, 20, 7], [5, 5, 9, 9]], "keypoints": [[3, 4], [10, 11, 1]]}"#,
+            "\n\n",
+            r#"{"path": "sub/c.jpg", "boxes": [[1, 2, 3, 4]], "box_classes": [5]}"#,
+            "\n",
+            r#"{"path": "d.jpg", "boxes": [[30, 2, 10, 4]]}"#,
+            "\n",
+        ),
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("m.csv"),
+        "path,label,labels,values,boxes,keypoints,box_classes,group\n\
+         a.jpg,2,1 4,0.5 -2,,,,g1\n\
+         b.jpg,,,,1 2 30 20 7; 5 5 9 9,3 4; 10 11 1,,\n\
+         sub/c.jpg,,,,1 2 3 4,,5,\n\
+         \"d.jpg\",,,,30 2 10 4,,,\n",
+    )
+    .expect("write");
+    let mut read = Vec::new();
+    for m in ["m.jsonl", "m.csv"] {
+        let d = Dataset::from_manifest(dir.path().join(m)).expect(m);
+        let s = d.samples();
+        assert_eq!(s.len(), 4, "{m}");
+        let a = s.iter().find(|s| s.path == "a.jpg").expect("a");
+        assert_eq!(a.label, Some(2));
+        assert_eq!(a.group.as_deref(), Some("g1"));
+        let t = a.targets.as_deref().expect("targets");
+        assert_eq!(
+            (t.classes.as_slice(), t.values.as_slice()),
+            (&[1, 4][..], &[0.5, -2.0][..])
+        );
+        let b = s.iter().find(|s| s.path == "b.jpg").expect("b");
+        let t = b.targets.as_deref().expect("targets");
+        assert_eq!(t.boxes.len(), 2);
+        assert_eq!(
+            (t.boxes[0].x1, t.boxes[0].class, t.boxes[1].class),
+            (30.0, 7, 0)
+        );
+        assert_eq!(t.keypoints[0].visibility, 2);
+        assert_eq!((t.keypoints[1].x, t.keypoints[1].visibility), (10.0, 1));
+        let c = s.iter().find(|s| s.path == "sub/c.jpg").expect("c");
+        assert_eq!(c.targets.as_deref().expect("c").boxes[0].class, 5);
+        let d_ = s.iter().find(|s| s.path == "d.jpg").expect("d");
+        assert!(
+            matches!(
+                &d_.location,
+                stoker::source::Location::Refused { kind: SampleErrorKind::Label, reason }
+                    if reason.contains("x1 < x0") && reason.contains(m)
+            ),
+            "{:?}",
+            d_.location
+        );
+        read.push(s.to_vec());
+    }
+    assert_eq!(
+        read[0]
+            .iter()
+            .map(|s| (&s.path, &s.targets))
+            .collect::<Vec<_>>(),
+        read[1]
+            .iter()
+            .map(|s| (&s.path, &s.targets))
+            .collect::<Vec<_>>(),
+        "JSON Lines and CSV read alike"
+    );
+    // A record without a path, or a line that is not JSON, is an error naming the line.
+    std::fs::write(
+        dir.path().join("bad.jsonl"),
+        "{\"path\": \"a.jpg\"}\n{\"label\": 1}\n",
+    )
+    .expect("w");
+    let e = Dataset::from_manifest(dir.path().join("bad.jsonl")).expect_err("no path");
+    assert!(e.to_string().contains("bad.jsonl:2"), "{e}");
+    std::fs::write(dir.path().join("bad2.jsonl"), "{\"path\": \"a.jpg\"\n").expect("w");
+    let e = Dataset::from_manifest(dir.path().join("bad2.jsonl")).expect_err("not JSON");
+    assert!(e.to_string().contains("bad2.jsonl:1"), "{e}");
+    // Too many boxes for one sample is refused, not allocated.
+    let many: Vec<String> = (0..5000).map(|i| format!("[0, 0, {i}, 1]")).collect();
+    std::fs::write(
+        dir.path().join("many.jsonl"),
+        format!(
+            "{{\"path\": \"a.jpg\", \"boxes\": [{}]}}\n",
+            many.join(", ")
+        ),
+    )
+    .expect("w");
+    let d = Dataset::from_manifest(dir.path().join("many.jsonl")).expect("many");
+    assert!(
+        matches!(&d.samples()[0].location, stoker::source::Location::Refused { reason, .. } if reason.contains("4096"))
+    );
+}
+
+#[test]
+fn coco_files_give_xyxy_boxes_keypoints_and_category_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = TestRng(23);
+    write_jpegs(
+        dir.path(),
+        &["img/1.jpg", "img/2.jpg", "img/3.jpg"],
+        &mut rng,
+    );
+    let coco = serde_json::json!({
+        "images": [
+            {"id": 10, "file_name": "1.jpg", "width": 50, "height": 40},
+            {"id": 11, "file_name": "2.jpg", "width": 50, "height": 40},
+            {"id": 12, "file_name": "3.jpg", "width": 50, "height": 40},
+        ],
+        "annotations": [
+            {"id": 1, "image_id": 10, "category_id": 18, "bbox": [4, 5, 20, 10],
+             "keypoints": [6, 7, 2, 0, 0, 0]},
+            {"id": 2, "image_id": 10, "category_id": 1, "bbox": [0, 0, 5, 5], "iscrowd": 1},
+            {"id": 3, "image_id": 10, "category_id": 1, "bbox": [1, 1, 2, 3]},
+            {"id": 4, "image_id": 12, "category_id": 1, "bbox": [1, 1, -2, 3]},
+        ],
+        "categories": [{"id": 1, "name": "person"}, {"id": 18, "name": "dog"}],
+    });
+    let ann = dir.path().join("ann.json");
+    std::fs::write(&ann, coco.to_string()).expect("write");
+    let d = Dataset::coco(&ann, dir.path().join("img")).expect("coco");
+    assert_eq!(d.classes()[1], "person");
+    assert_eq!(d.classes()[18], "dog");
+    let s = d.samples();
+    let one = s.iter().find(|s| s.path == "1.jpg").expect("1");
+    let t = one.targets.as_deref().expect("targets");
+    assert_eq!(t.boxes.len(), 2, "the crowd box is left out");
+    assert_eq!(
+        (
+            t.boxes[0].x0,
+            t.boxes[0].y0,
+            t.boxes[0].x1,
+            t.boxes[0].y1,
+            t.boxes[0].class
+        ),
+        (4.0, 5.0, 24.0, 15.0, 18)
+    );
+    assert_eq!(t.keypoints.len(), 2);
+    assert_eq!(
+        (
+            t.keypoints[0].x,
+            t.keypoints[0].visibility,
+            t.keypoints[1].visibility
+        ),
+        (6.0, 2, 0)
+    );
+    let two = s.iter().find(|s| s.path == "2.jpg").expect("2");
+    assert!(
+        two.targets.as_deref().expect("empty").boxes.is_empty(),
+        "no annotations: no boxes"
+    );
+    let three = s.iter().find(|s| s.path == "3.jpg").expect("3");
+    assert!(
+        matches!(&three.location, stoker::source::Location::Refused { reason, .. } if reason.contains("negative"))
+    );
+}
+
+/// Batches carry each slot's moved targets: the same on the CPU and device backends, for
+/// any worker count and batch size, equal to the geometry of the slot's plan, and as
+/// padded arrays with counts; a refused record is reported with its path every epoch.
+#[test]
+fn batches_carry_moved_targets_on_every_backend() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = TestRng(99);
+    let names: Vec<String> = (0..9).map(|i| format!("im{i}.jpg")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    write_jpegs(dir.path(), &refs, &mut rng);
+    let mut lines = String::new();
+    for (i, n) in names.iter().enumerate() {
+        let boxes: Vec<String> = (0..i % 4)
+            .map(|k| format!("[{}, {}, {}, {}, {k}]", 2 + k, 3, 20 + 5 * k, 30))
+            .collect();
+        lines += &format!(
+            "{{\"path\": \"{n}\", \"label\": {}, \"boxes\": [{}], \"keypoints\": [[10, 12]]}}\n",
+            i % 3,
+            boxes.join(", ")
+        );
+    }
+    lines += "{\"path\": \"im0.jpg\", \"boxes\": \"wrong\"}\n"
+        .replace("im0", "missing")
+        .as_str();
+    std::fs::write(dir.path().join("train.jsonl"), lines).expect("write");
+    let subset = Dataset::from_manifest(dir.path().join("train.jsonl"))
+        .expect("manifest")
+        .all();
+    let aug = Augment::new()
+        .random_resized_crop(32, (0.3, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .random_affine(Affine::new().degrees(-20.0, 20.0).scale(0.9, 1.1))
+        .dtype(DType::U8);
+    let run = |backend: BackendKind, workers: usize, batch: usize, epoch: u64| {
+        let pipe = Pipeline::builder(subset.clone())
+            .backend(backend)
+            .augment(aug.clone())
+            .batch_size(batch)
+            .workers(workers)
+            .seed(4)
+            .on_error(OnError::Skip)
+            .build()
+            .expect("pipeline");
+        let mut got = Vec::new();
+        let mut errors = Vec::new();
+        for b in pipe.epoch(epoch).expect("epoch") {
+            let b = b.expect("batch");
+            let padded = b.padded_boxes();
+            assert_eq!(padded.counts.len(), b.len());
+            for (slot, (t, plan)) in b.targets().iter().zip(b.plans()).enumerate() {
+                let t = t.as_ref().expect("every sample has targets");
+                let src = subset
+                    .samples()
+                    .iter()
+                    .find(|s| s.id == b.ids()[slot])
+                    .expect("sample");
+                let want = transform(
+                    plan,
+                    src.targets.as_deref().expect("src"),
+                    &BoxRule::default(),
+                );
+                assert_eq!(t, &want);
+                assert_eq!(padded.counts[slot] as usize, t.boxes.len());
+                for (k, bx) in t.boxes.iter().enumerate() {
+                    let at = slot * padded.max + k;
+                    assert_eq!(
+                        &padded.boxes[at * 4..at * 4 + 4],
+                        &[bx.x0, bx.y0, bx.x1, bx.y1]
+                    );
+                    assert_eq!(padded.classes[at], i64::from(bx.class));
+                    assert!(bx.x0 >= 0.0 && bx.x1 <= 32.0 && bx.x0 < bx.x1);
+                }
+                assert!(
+                    padded.classes[slot * padded.max + t.boxes.len()..(slot + 1) * padded.max]
+                        .iter()
+                        .all(|&c| c == -1)
+                );
+                got.push((b.ids()[slot], t.clone()));
+            }
+            errors.extend(
+                b.errors()
+                    .iter()
+                    .map(|e| (e.path.clone(), e.reason.clone())),
+            );
+        }
+        got.sort_by_key(|g| g.0);
+        (got, errors)
+    };
+    let (cpu, errors) = run(BackendKind::Cpu, 2, 4, 1);
+    assert_eq!(cpu.len(), 9);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].0 == "missing.jpg" && errors[0].1.contains("boxes"),
+        "{errors:?}"
+    );
+    assert_eq!(
+        run(BackendKind::Cpu, 1, 3, 1).0,
+        cpu,
+        "workers and batch size"
+    );
+    assert_ne!(
+        run(BackendKind::Cpu, 2, 4, 2).0,
+        cpu,
+        "the next epoch moves the boxes anew"
+    );
+    for backend in common::backends()
+        .into_iter()
+        .filter(|b| *b != BackendKind::Cpu)
+    {
+        assert_eq!(
+            run(backend, 2, 4, 1),
+            (cpu.clone(), errors.clone()),
+            "{backend}"
+        );
+    }
+}
