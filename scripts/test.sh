@@ -5,6 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's header says when it started (minutes and seconds since the script began),
+# so a log shows where the time goes.
+step() {
+    printf '== [%02d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"
+}
+
 if ! command -v cargo >/dev/null 2>&1; then
     echo "error: cargo is not installed (https://rustup.rs)" >&2
     exit 1
@@ -27,7 +33,7 @@ if ! compgen -G '/usr/lib/*/libvulkan.so.1' >/dev/null && ! compgen -G '/usr/lib
 fi
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "== installing ${missing[*]}"
+        step "installing ${missing[*]}"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     else
@@ -51,7 +57,7 @@ venv=.venv-cuda
 if [ ! -x "$venv/bin/pip" ]; then
     if ! python3 -m venv "$venv" >/dev/null 2>&1; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-            echo "== installing python3-venv"
+            step "installing python3-venv"
             apt-get update -qq
             DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip >/dev/null
             rm -rf "$venv"
@@ -63,7 +69,7 @@ if [ ! -x "$venv/bin/pip" ]; then
     fi
 fi
 if ! "$venv/bin/pip" freeze 2>/dev/null | grep -qx "nvidia-nvvm==13.0.88"; then
-    echo "== installing the CUDA 13.0 wheels (NVRTC, nvcc, ptxas, nvJPEG)"
+    step "installing the CUDA 13.0 wheels (NVRTC, nvcc, ptxas, nvJPEG)"
     "$venv/bin/pip" install --quiet --no-deps "${CUDA_WHEELS[@]}"
 fi
 CUDA_HOME="$("$venv/bin/python" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')"
@@ -87,17 +93,17 @@ export STOKER_REQUIRE_WGPU="${STOKER_REQUIRE_WGPU:-0}"
 # feature combinations below) and time. Say how much disk there is, since a full disk shows
 # up as a linker failure.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
-echo "== disk free for target/: $(df -h . | awk 'NR == 2 { print $4 }')"
+step "disk free for target/: $(df -h . | awk 'NR == 2 { print $4 }')"
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== the modules import only downwards (scripts/check_layers.py)"
+step "the modules import only downwards (scripts/check_layers.py)"
 python3 scripts/check_layers.py
 
 # The main build: every backend and Parquet.
 FEATURES=parquet
-echo "== cargo clippy --all-targets --features $FEATURES -- -D warnings"
+step "cargo clippy --all-targets --features $FEATURES -- -D warnings"
 cargo clippy --all-targets --locked --features "$FEATURES" -- -D warnings
 
 # The burn and candle hand-offs: the library with them, their examples and their tests
@@ -105,7 +111,7 @@ cargo clippy --all-targets --locked --features "$FEATURES" -- -D warnings
 # candle's crates would cost minutes).
 FRAMEWORKS=parquet,burn,candle
 FRAMEWORK_TARGETS=(--example train_burn --example train_candle --test frameworks)
-echo "== cargo clippy --lib ${FRAMEWORK_TARGETS[*]} --features $FRAMEWORKS -- -D warnings"
+step "cargo clippy --lib ${FRAMEWORK_TARGETS[*]} --features $FRAMEWORKS -- -D warnings"
 cargo clippy --locked --lib "${FRAMEWORK_TARGETS[@]}" --features "$FRAMEWORKS" -- -D warnings
 
 # Every backend can be compiled out: each single-backend build and the CPU-only build
@@ -113,7 +119,7 @@ cargo clippy --locked --lib "${FRAMEWORK_TARGETS[@]}" --features "$FRAMEWORKS" -
 # names as stand-ins that say it is not in this build).
 for features in "--no-default-features" "--no-default-features --features wgpu" \
     "--no-default-features --features cuda"; do
-    echo "== cargo clippy --all-targets $features -- -D warnings"
+    step "cargo clippy --all-targets $features -- -D warnings"
     # shellcheck disable=SC2086
     cargo clippy --all-targets --locked $features -- -D warnings
 done
@@ -122,34 +128,34 @@ done
 # load them, and builds candle's kernels with nvcc for the compute capability named
 # here): the library and the candle example build and lint clean. Nothing is linked, so
 # no CUDA driver or cuBLAS is needed.
-echo "== cargo clippy --lib --example train_candle --features candle-cuda -- -D warnings (candle's cuda feature)"
+step "cargo clippy --lib --example train_candle --features candle-cuda -- -D warnings (candle's cuda feature)"
 PATH="$CUDA_HOME/bin:$PATH" CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}" \
     cargo clippy --lib --example train_candle --locked --features parquet,candle-cuda -- -D warnings
 
-echo "== the library alone builds none of the CLI's dependencies (feature cli)"
+step "the library alone builds none of the CLI's dependencies (feature cli)"
 if cargo tree --locked --no-default-features --features wgpu -e normal --prefix none |
     grep -E '^(clap|indicatif|plotters) '; then
     echo "error: the library without the cli feature depends on the CLI's crates" >&2
     exit 1
 fi
 
-echo "== cargo doc (warnings are errors)"
+step "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features "$FRAMEWORKS"
 
-echo "== cargo test"
+step "cargo test"
 cargo test --locked --all-targets --features "$FEATURES"
 cargo test --locked --doc --features "$FEATURES"
 
 # The hand-offs' tests and the two training runs (about 3 minutes: each must end well
 # above chance), and the module docs' examples.
-echo "== cargo test ${FRAMEWORK_TARGETS[*]} --features $FRAMEWORKS"
+step "cargo test ${FRAMEWORK_TARGETS[*]} --features $FRAMEWORKS"
 cargo test --locked "${FRAMEWORK_TARGETS[@]}" --features "$FRAMEWORKS"
 cargo test --locked --doc --features "$FRAMEWORKS" frameworks
 
 # Another reader of what `stoker convert` transcodes: Pillow (its own libjpeg build) must
 # decode every transcoded JPEG to the original's pixels. (TensorFlow's check of the shards,
 # scripts/make_shard_fixtures.py --check, needs a 1.6 GB environment: run by hand.)
-echo "== stoker convert's transcoded JPEGs read back by Pillow (scripts/check_transcode_pillow.py)"
+step "stoker convert's transcoded JPEGs read back by Pillow (scripts/check_transcode_pillow.py)"
 if ! "$venv/bin/pip" freeze 2>/dev/null | grep -qx "pillow==13.0.0"; then
     "$venv/bin/pip" install --quiet pillow==13.0.0
 fi
@@ -162,16 +168,16 @@ for d in jpeg samples; do
 done
 rm -rf "$transcoded"
 
-echo "== cargo test --no-default-features (the CPU backend alone)"
+step "cargo test --no-default-features (the CPU backend alone)"
 # No backend is compiled in, so none can be required.
 STOKER_REQUIRE_WGPU=0 STOKER_REQUIRE_CUDA=0 cargo test --locked --no-default-features --lib --bins --tests
 
 if [ "$STOKER_REQUIRE_WGPU" = 1 ]; then
-    echo "== the wgpu example on this machine's adapter"
+    step "the wgpu example on this machine's adapter"
     cargo run --locked --quiet --features "$FEATURES" --example wgpu_consumer >/dev/null
 fi
 
-echo "== the CUDA example (it says so and exits where there is no GPU)"
+step "the CUDA example (it says so and exits where there is no GPU)"
 cargo run --locked --quiet --features "$FEATURES" --example cuda_consumer
 
 # Fuzzing (fuzz/, libFuzzer with AddressSanitizer): every target for a bounded time
@@ -181,11 +187,12 @@ cargo run --locked --quiet --features "$FEATURES" --example cuda_consumer
 fuzz_seconds="${STOKER_FUZZ_SECONDS:-15}"
 if [ "$fuzz_seconds" != 0 ] && rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     if ! command -v cargo-fuzz >/dev/null 2>&1; then
-        echo "== installing cargo-fuzz"
+        step "installing cargo-fuzz"
         cargo install --quiet --locked cargo-fuzz --version 0.13.2
     fi
-    echo "== fuzzing every target for ${fuzz_seconds} s (scripts/fuzz.sh)"
+    step "fuzzing every target for ${fuzz_seconds} s (scripts/fuzz.sh)"
     bash scripts/fuzz.sh "$fuzz_seconds"
 elif [ "$fuzz_seconds" != 0 ]; then
     echo "note: no nightly toolchain (rustup toolchain install nightly): the fuzz targets did not run; tests/regress.rs replayed their findings"
 fi
+step "done"
