@@ -61,7 +61,7 @@ enum : u32 {
     D_NEAREST = 15u, // source column per output column, then source row per row
 
     // SamplePlan words.
-    PLAN_WORDS = 36u,
+    PLAN_WORDS = 40u,
     P_FLAGS = 10u,
     P_ORDER = 11u,
     P_BRIGHTNESS = 12u,
@@ -74,6 +74,7 @@ enum : u32 {
     P_AFFINE_FRAC = 31u, // fractions of c and f
     P_FILL = 33u,
     P_MASK_FILL = 34u,
+    P_VALID = 35u,       // x0 | x1 << 16, y0 | y1 << 16
 
     FLIP_H = 1u,
     FLIP_V = 2u,
@@ -492,6 +493,12 @@ static __device__ __forceinline__ I2 affine_axis(const Aug& g, u32 s, u32 k, u32
     return I2{i, (i32)(f & 0xffffu)};
 }
 
+// The part of axis k (0: x, 1: y) of sample s's resized frame that holds the image.
+static __device__ __forceinline__ I2 valid_range(const Aug& g, u32 s, u32 k) {
+    const u32 w = plan_u(g, s, P_VALID + k);
+    return I2{(i32)(w & 0xffffu), (i32)(w >> 16u)};
+}
+
 // The bilinear weight of the next pixel along one axis, from a position's fraction.
 static __device__ __forceinline__ i32 affine_weight(i32 frac) {
     const u32 sh = AFFINE_FRAC_BITS - AFFINE_WEIGHT_BITS;
@@ -528,17 +535,19 @@ static __device__ __forceinline__ u32 warped(const Aug& g, u32 s, u32 x, u32 y, 
     const i32 wy = affine_weight(v.y);
     const i32 one = 1 << AFFINE_WEIGHT_BITS;
     const u32 base = s * ow * oh - g.P[R_BASE];
+    const I2 vx = valid_range(g, s, 0u);
+    const I2 vy = valid_range(g, s, 1u);
     i32 acc = 0;
     i32 m = 0;
     for (i32 dy = 0; dy < 2; dy++) {
         const i32 r = v.x + dy;
         const i32 wr = dy == 1 ? wy : one - wy;
-        if (r < 0 || r >= (i32)oh) {
+        if (r < vy.x || r >= vy.y) {
             continue;
         }
         for (i32 dx = 0; dx < 2; dx++) {
             const i32 col = u.x + dx;
-            if (col < 0 || col >= (i32)ow) {
+            if (col < vx.x || col >= vx.y) {
                 continue;
             }
             const i32 w = wr * (dx == 1 ? wx : one - wx);
@@ -549,11 +558,11 @@ static __device__ __forceinline__ u32 warped(const Aug& g, u32 s, u32 x, u32 y, 
     return blend_fill(acc, m, (i32)((plan_u(g, s, P_FILL) >> (8u * c)) & 255u));
 }
 
-// The pixel nearest a position along an axis of n pixels (ties to even), or -1 outside.
-static __device__ __forceinline__ i32 nearest_index(I2 p, u32 n) {
+// The pixel nearest a position (ties to even), or -1 outside the range [r.x, r.y).
+static __device__ __forceinline__ i32 nearest_index(I2 p, I2 r) {
     const i32 half = 1 << (AFFINE_FRAC_BITS - 1u);
     const i32 i = p.x + ((p.y > half || (p.y == half && (p.x & 1) != 0)) ? 1 : 0);
-    return (i >= 0 && i < (i32)n) ? i : -1;
+    return (i >= r.x && i < r.y) ? i : -1;
 }
 
 // One element of a sample's slot: channel value (0-255) after the warp and flips, and
@@ -704,8 +713,8 @@ extern "C" __global__ void write_mask(const KernelArgs a) {
             u32 v = plan_u(g, s, P_MASK_FILL);
             bool inside = true;
             if ((flags & AFFINE) != 0u) {
-                const i32 cx = nearest_index(affine_axis(g, s, 0u, x, y), ow);
-                const i32 cy = nearest_index(affine_axis(g, s, 1u, x, y), oh);
+                const i32 cx = nearest_index(affine_axis(g, s, 0u, x, y), valid_range(g, s, 0u));
+                const i32 cy = nearest_index(affine_axis(g, s, 1u, x, y), valid_range(g, s, 1u));
                 inside = cx >= 0 && cy >= 0;
                 x = (u32)(cx > 0 ? cx : 0);
                 y = (u32)(cy > 0 ? cy : 0);

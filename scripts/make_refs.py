@@ -56,6 +56,17 @@ What is written (file names relative to tests/data/refs/):
     "nearest"`` and ``"fill": [id]`` the same on an L label plane as a (1, H, W)
     uint8 tensor with InterpolationMode.NEAREST. These cases are drawn after all
     the others, so adding them left the earlier files byte for byte as they were.
+  - ``{"op": "letterbox", "size": [w, h], "fill": [...], "filter": ...}``: Pillow,
+    the input resized (BILINEAR, or NEAREST for label planes) to
+    ``round(side * min(w / W, h / H))`` pixels and pasted centred (offsets floored)
+    on a canvas of the fill.
+  - ``{"op": "resize_center_crop", "resize": r, "size": [w, h]}``: torchvision
+    v2 on the PIL image, ``F.resize(im, [r], BILINEAR)`` then ``F.center_crop(im,
+    [h, w])``, which pads a side shorter than the crop with 0 (left and top by
+    ``floor(difference / 2)``).
+  - ``{"op": "pad_crop", "size": [w, h], "padding": p, "offset": [dx, dy], "fill":
+    [...]}``: torchvision v2 ``F.pad(t, [p], fill=fill)`` then the ``w x h`` crop at
+    ``(dx, dy)`` of the padded uint8 tensor.
 
   Every CASE also has ``name``, ``input`` and ``output``.
 * ``README.md``: a short description of the folder and the licences.
@@ -286,6 +297,46 @@ def affine(name, inp, angle, translate, scale, shear, fill, labels=False):
                       filter="nearest" if labels else "bilinear", output=f"{name}.png"))
 
 
+def letterbox(name, inp, size, fill, labels=False):
+    """Pillow: the image resized to fit `size` with its aspect kept (BILINEAR, or NEAREST
+    for an L label plane; round(side * scale) pixels), pasted centred on a `fill`
+    canvas."""
+    with Image.open(OUT / inp) as im:
+        im = im.convert("L" if labels else "RGB")
+        w, h = im.size
+        r = min(size[0] / w, size[1] / h)
+        nw = min(max(1, round(w * r)), size[0])
+        nh = min(max(1, round(h * r)), size[1])
+        mode = Image.Resampling.NEAREST if labels else Image.Resampling.BILINEAR
+        canvas = Image.new(im.mode, tuple(size), fill[0] if labels else tuple(fill))
+        canvas.paste(im.resize((nw, nh), mode), ((size[0] - nw) // 2, (size[1] - nh) // 2))
+    canvas.save(OUT / f"{name}.png", optimize=True)
+    cases.append(dict(name=name, op="letterbox", input=inp, size=list(size), fill=list(fill),
+                      filter="nearest" if labels else "bilinear", output=f"{name}.png"))
+
+
+def pad_crop(name, inp, size, padding, offset, fill):
+    """torchvision v2: pad by `padding` (constant fill) on every side, then the crop of
+    `size` at `offset` of the padded tensor (RandomCrop(size, padding)'s two steps)."""
+    t = to_chw(load_rgb(inp))
+    t = F.pad(t, [padding], fill=[float(f) for f in fill])
+    dx, dy = offset
+    t = t[:, dy:dy + size[1], dx:dx + size[0]]
+    save_png(from_chw(t), f"{name}.png")
+    cases.append(dict(name=name, op="pad_crop", input=inp, size=list(size), padding=padding,
+                      offset=list(offset), fill=list(fill), output=f"{name}.png"))
+
+
+def resize_center_crop(name, inp, resize, size):
+    """torchvision v2 on a PIL image: Resize(resize) (shorter side; Pillow's BILINEAR)
+    then CenterCrop(size), which pads a side shorter than the crop with 0 first."""
+    out = F.center_crop(F.resize(load_rgb(inp), [resize], InterpolationMode.BILINEAR),
+                        [size[1], size[0]])
+    out.save(OUT / f"{name}.png", optimize=True)
+    cases.append(dict(name=name, op="resize_center_crop", input=inp, resize=resize,
+                      size=list(size), output=f"{name}.png"))
+
+
 def factor(lo, hi, step=256):
     """Random factor in [lo, hi], a multiple of 1/step."""
     return round(rng.uniform(lo, hi) * step) / step
@@ -474,6 +525,28 @@ def main():
         shear = (float(rng.uniform(-25.0, 25.0)), float(rng.uniform(-10.0, 10.0)))
         affine(f"affine_labels_rand{i:02d}_{Path(inp).stem[3:]}", inp, angle, translate, scale,
                shear, (255 if i % 2 else 0,), labels=True)
+
+    # --- letterbox (Pillow) and padded random crops (torchvision), after the rest ---
+    letterbox("letterbox_wide_coffee", jc, (40, 40), (114, 114, 114))
+    letterbox("letterbox_tall_retina", jr, (30, 50), (0, 0, 0))
+    letterbox("letterbox_up_noise", jn, (64, 36), (1, 2, 3))
+    letterbox("letterbox_grad", g64, (20, 31), (255, 0, 255))
+    letterbox("letterbox_labels37", l37, (40, 40), (255,), labels=True)
+    letterbox("letterbox_labels120", l120, (33, 50), (0,), labels=True)
+    for i, inp in enumerate([jn, jcam, jc, n33, jg]):
+        w, h = image_size(inp)
+        size = (w, h) if i % 2 == 0 else (max(4, w - 6), max(4, h - 3))
+        p = int(rng.integers(1, 6))
+        dx = int(rng.integers(0, w + 2 * p - size[0] + 1))
+        dy = int(rng.integers(0, h + 2 * p - size[1] + 1))
+        fill = tuple(int(v) for v in rng.integers(0, 256, 3))
+        pad_crop(f"padcrop{i}_{Path(inp).stem[3:]}", inp, size, p, (dx, dy), fill)
+
+    # --- resize and centre crop, the crop larger than the image on a side -------
+    resize_center_crop("centercrop_pad_x_coffee", jc, 20, (36, 16))
+    resize_center_crop("centercrop_pad_y_camera", jcam, 24, (20, 31))
+    resize_center_crop("centercrop_pad_both_noise", jn, 12, (21, 15))
+    resize_center_crop("centercrop_inside_grad", jg, 28, (22, 20))
 
     versions = {"Pillow": PIL.__version__, "torch": torch.__version__,
                 "torchvision": torchvision.__version__, "numpy": np.__version__}

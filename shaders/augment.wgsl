@@ -2,7 +2,7 @@
 //
 // Input: one blob of u32 words built on the host by src/backend/device/augment.rs
 // (`AugmentInput`), bound twice: `hdr` holds the header, the per-sample descriptors and the
-// plans (`SamplePlan`, 36 words each, byte for byte); `data` a range of the per-sample
+// plans (`SamplePlan`, 40 words each, byte for byte); `data` a range of the per-sample
 // tables (resize coefficients, nearest tables, mask pixels). Decoded windows are RGBA
 // words (R in the low byte) in `windows`.
 //
@@ -62,7 +62,7 @@ const D_MASK_W: u32 = 13u; // mask width (0: no mask, the output is 0)
 const D_NEAREST: u32 = 15u; // source column per output column, then source row per row
 
 // SamplePlan words.
-const PLAN_WORDS: u32 = 36u;
+const PLAN_WORDS: u32 = 40u;
 const P_FLAGS: u32 = 10u;
 const P_ORDER: u32 = 11u;
 const P_BRIGHTNESS: u32 = 12u;
@@ -75,6 +75,7 @@ const P_AFFINE: u32 = 25u; // a, b, c_int, d, e, f_int
 const P_AFFINE_FRAC: u32 = 31u; // fractions of c and f
 const P_FILL: u32 = 33u;
 const P_MASK_FILL: u32 = 34u;
+const P_VALID: u32 = 35u; // x0 | x1 << 16, y0 | y1 << 16
 
 const FLIP_H: u32 = 1u;
 const FLIP_V: u32 = 2u;
@@ -503,17 +504,19 @@ fn warped(s: u32, x: u32, y: u32, c: u32) -> u32 {
     let wy = affine_weight(v.y);
     let one = 1 << AFFINE_WEIGHT_BITS;
     let base = s * ow * oh - P.r_base;
+    let vx = valid_range(s, 0u);
+    let vy = valid_range(s, 1u);
     var acc = 0;
     var m = 0;
     for (var dy = 0; dy < 2; dy++) {
         let r = v.x + dy;
         let wr = select(one - wy, wy, dy == 1);
-        if r < 0 || r >= i32(oh) {
+        if r < vy.x || r >= vy.y {
             continue;
         }
         for (var dx = 0; dx < 2; dx++) {
             let col = u.x + dx;
-            if col < 0 || col >= i32(ow) {
+            if col < vx.x || col >= vx.y {
                 continue;
             }
             let w = wr * select(one - wx, wx, dx == 1);
@@ -524,11 +527,17 @@ fn warped(s: u32, x: u32, y: u32, c: u32) -> u32 {
     return blend_fill(acc, m, i32((plan_u(s, P_FILL) >> (8u * c)) & 255u));
 }
 
-// The pixel nearest a position along an axis of n pixels (ties to even), or -1 outside.
-fn nearest_index(p: vec2<i32>, n: u32) -> i32 {
+// The part of axis k (0: x, 1: y) of sample s's resized frame that holds the image.
+fn valid_range(s: u32, k: u32) -> vec2<i32> {
+    let w = plan_u(s, P_VALID + k);
+    return vec2<i32>(i32(w & 0xffffu), i32(w >> 16u));
+}
+
+// The pixel nearest a position (ties to even), or -1 outside the range [r.x, r.y).
+fn nearest_index(p: vec2<i32>, r: vec2<i32>) -> i32 {
     let half = 1 << (AFFINE_FRAC_BITS - 1u);
     let i = p.x + select(0, 1, p.y > half || (p.y == half && (p.x & 1) != 0));
-    return select(-1, i, i >= 0 && i < i32(n));
+    return select(-1, i, i >= r.x && i < r.y);
 }
 
 // One element of a sample's slot: channel value (0-255) after the warp and flips.
@@ -685,8 +694,8 @@ fn write_mask(
             var v = plan_u(s, P_MASK_FILL);
             var inside = true;
             if (flags & AFFINE) != 0u {
-                let cx = nearest_index(affine_axis(s, 0u, x, y), ow);
-                let cy = nearest_index(affine_axis(s, 1u, x, y), oh);
+                let cx = nearest_index(affine_axis(s, 0u, x, y), valid_range(s, 0u));
+                let cy = nearest_index(affine_axis(s, 1u, x, y), valid_range(s, 1u));
                 inside = cx >= 0 && cy >= 0;
                 x = u32(max(cx, 0));
                 y = u32(max(cy, 0));

@@ -6,7 +6,8 @@
 //! 11-bit bilinear weights round differently on noise);
 //! label planes exact but for at most 0.5 % of pixels (positions within rounding of a
 //! pixel boundary, where torchvision's float32 grid and the exact fixed-point one may
-//! round apart).
+//! round apart). Letterboxes (Pillow's resize pasted on a fill canvas): image pixels
+//! within +-1, label planes exact; padded crops (torchvision's pad then crop): exact.
 
 mod common;
 
@@ -15,8 +16,10 @@ use stoker::augment::plan::{
     SamplePlan, AFFINE, ANTIALIAS, JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_HUE,
     OP_SATURATION,
 };
-use stoker::augment::reference::{execute_mask, jitter_rgb, resize_only, warp_rgb, write_slot};
-use stoker::augment::{affine_fixed, inverse_affine_matrix, AffineParams};
+use stoker::augment::reference::{
+    execute_image, execute_mask, jitter_rgb, resize_only, warp_rgb, write_slot, Scratch,
+};
+use stoker::augment::{affine_fixed, inverse_affine_matrix, padded_crop, AffineParams};
 use stoker::decode::{cpu, DecodeOptions, Image8, LabelPlane};
 use stoker::{Augment, DType, Layout};
 
@@ -259,6 +262,96 @@ fn reference_matches_pillow_and_torchvision() {
                     }
                     "affine bilinear (torchvision)"
                 }
+            }
+            ("letterbox", filter, _) => {
+                let size = f64s(&c["size"]);
+                let fill = f64s(&c["fill"]);
+                let (w, h) = (size[0] as u32, size[1] as u32);
+                let aug = Augment::new()
+                    .letterbox(w, h)
+                    .fill([
+                        fill[0] as u8,
+                        fill[fill.len() / 2] as u8,
+                        fill[fill.len() - 1] as u8,
+                    ])
+                    .mask_fill(fill[0] as u16)
+                    .dtype(DType::U8)
+                    .layout(Layout::Nhwc);
+                if filter == Some("nearest") {
+                    let src = labels(input);
+                    let want = labels(output);
+                    let plan = aug.plan(0, 0, 0, src.width, src.height);
+                    let mut got = vec![0u16; want.data.len()];
+                    execute_mask(&plan, &src, &mut got);
+                    let wrong = got.iter().zip(&want.data).filter(|(a, b)| a != b).count();
+                    if wrong > 0 {
+                        failures.push(format!("{name}: {wrong} label pixels differ"));
+                    }
+                    "letterbox nearest (Pillow)"
+                } else {
+                    let src = image(input);
+                    let want = image(output);
+                    let plan = aug.plan(0, 0, 0, src.width, src.height);
+                    let mut got = vec![0u8; plan.image_bytes()];
+                    execute_image(&plan, &src, &mut got, &mut Scratch::default());
+                    let d = max_diff(&got, &want.data);
+                    if d > 1 || got.len() != want.data.len() {
+                        failures.push(format!("{name}: max difference {d}"));
+                    }
+                    "letterbox bilinear (Pillow)"
+                }
+            }
+            ("resize_center_crop", _, _) => {
+                let src = image(input);
+                let want = image(output);
+                let size = f64s(&c["size"]);
+                let r = c["resize"].as_u64().expect("resize") as u32;
+                let plan = Augment::new()
+                    .resize_center_crop(r, size[0] as u32)
+                    .output_size(size[0] as u32, size[1] as u32)
+                    .dtype(DType::U8)
+                    .layout(Layout::Nhwc)
+                    .plan(0, 0, 0, src.width, src.height);
+                let mut got = vec![0u8; plan.image_bytes()];
+                execute_image(&plan, &src, &mut got, &mut Scratch::default());
+                let d = max_diff(&got, &want.data);
+                if d > 1 || got.len() != want.data.len() {
+                    failures.push(format!("{name}: max difference {d}"));
+                }
+                "resize and centre crop (torchvision on Pillow)"
+            }
+            ("pad_crop", _, _) => {
+                let src = image(input);
+                let want = image(output);
+                let size = f64s(&c["size"]);
+                let fill = f64s(&c["fill"]);
+                let off = f64s(&c["offset"]);
+                let p = c["padding"].as_u64().expect("padding") as u32;
+                let (w, h) = (size[0] as u32, size[1] as u32);
+                let mut plan = Augment::new()
+                    .random_crop_padded(w, h, p)
+                    .fill([fill[0] as u8, fill[1] as u8, fill[2] as u8])
+                    .dtype(DType::U8)
+                    .layout(Layout::Nhwc)
+                    .plan(0, 0, 0, src.width, src.height);
+                let (b, valid) = padded_crop(
+                    (src.width, src.height),
+                    (w, h),
+                    p,
+                    (off[0] as u64, off[1] as u64),
+                );
+                (plan.crop_x, plan.crop_y, plan.crop_w, plan.crop_h) =
+                    (b[0] as f32, b[1] as f32, b[2] as f32, b[3] as f32);
+                plan.valid = valid;
+                plan.flags |= AFFINE;
+                (plan.affine, plan.affine_frac) = ([1 << 16, 0, 0, 0, 1 << 16, 0], [0; 2]);
+                let mut got = vec![0u8; plan.image_bytes()];
+                execute_image(&plan, &src, &mut got, &mut Scratch::default());
+                let d = max_diff(&got, &want.data);
+                if d > 0 || got.len() != want.data.len() {
+                    failures.push(format!("{name}: max difference {d}"));
+                }
+                "pad and crop (torchvision)"
             }
             other => panic!("unknown case kind {other:?} in {name}"),
         };

@@ -227,7 +227,7 @@ fn sample_plan_fields() -> Fields {
         SamplePlan;
         id_lo, id_hi, src_width, src_height, crop_x, crop_y, crop_w, crop_h, out_width,
         out_height, flags, jitter_order, brightness, contrast, saturation, hue, mean, layout,
-        std, dtype, decode_scale, affine, affine_frac, fill, mask_fill, _pad,
+        std, dtype, decode_scale, affine, affine_frac, fill, mask_fill, valid, _pad,
     )
 }
 
@@ -252,7 +252,7 @@ fn the_augment_params_struct_matches_the_rust_one() {
 }
 
 /// The augment code's `P_*` word indices of [`SamplePlan`] fields, by field.
-const PLAN_WORD_NAMES: [(&str, &str); 12] = [
+const PLAN_WORD_NAMES: [(&str, &str); 13] = [
     ("P_FLAGS", "flags"),
     ("P_ORDER", "jitter_order"),
     ("P_BRIGHTNESS", "brightness"),
@@ -265,6 +265,7 @@ const PLAN_WORD_NAMES: [(&str, &str); 12] = [
     ("P_AFFINE_FRAC", "affine_frac"),
     ("P_FILL", "fill"),
     ("P_MASK_FILL", "mask_fill"),
+    ("P_VALID", "valid"),
 ];
 
 #[test]

@@ -45,6 +45,8 @@ pub struct PointMap {
     affine: Option<([f64; 4], [f64; 2])>,
     width: f64,
     height: f64,
+    /// The part of the resized frame holding the image: `[x0, y0, x1, y1]`.
+    valid: [f64; 4],
     flip_h: bool,
     flip_v: bool,
 }
@@ -64,14 +66,20 @@ impl PointMap {
             let det = if det.abs() < 1e-12 { 1e-12 } else { det };
             ([e / det, -b / det, -d / det, a / det], [c, f])
         });
+        let ((vx0, vx1), (vy0, vy1)) = plan.valid_rect();
         PointMap {
-            sx: ow / f64::from(plan.crop_w).max(1e-9),
-            sy: oh / f64::from(plan.crop_h).max(1e-9),
-            x0: f64::from(plan.crop_x),
-            y0: f64::from(plan.crop_y),
+            sx: f64::from(vx1.saturating_sub(vx0)) / f64::from(plan.crop_w).max(1e-9),
+            sy: f64::from(vy1.saturating_sub(vy0)) / f64::from(plan.crop_h).max(1e-9),
+            x0: f64::from(plan.crop_x)
+                - f64::from(vx0) * f64::from(plan.crop_w)
+                    / f64::from(vx1.saturating_sub(vx0).max(1)),
+            y0: f64::from(plan.crop_y)
+                - f64::from(vy0) * f64::from(plan.crop_h)
+                    / f64::from(vy1.saturating_sub(vy0).max(1)),
             affine,
             width: ow,
             height: oh,
+            valid: [vx0, vy0, vx1, vy1].map(f64::from),
             flip_h: plan.has(FLIP_H),
             flip_v: plan.has(FLIP_V),
         }
@@ -110,8 +118,13 @@ impl PointMap {
         (0.0..self.width).contains(&x) && (0.0..self.height).contains(&y)
     }
 
-    /// The moved box, or `None` where `rule` drops it: the box clipped to the crop (what
-    /// the warp can show; the rest of the output is fill), its four corners warped and
+    fn in_image(&self, (x, y): (f64, f64)) -> bool {
+        let v = self.valid;
+        (v[0]..v[2]).contains(&x) && (v[1]..v[3]).contains(&y)
+    }
+
+    /// The moved box, or `None` where `rule` drops it: the box clipped to the crop (the
+    /// image's part of the resized frame: what the warp can show; the rest is fill), its four corners warped and
     /// flipped, that quadrilateral clipped to the output, and the bounding box of what
     /// is left. (torchvision takes the bounding box of the warped corners before
     /// clipping, which under rotation can keep a box whose object is wholly outside.)
@@ -122,12 +135,12 @@ impl PointMap {
             [(x0, y0), (x1, y0), (x1, y1), (x0, y1)].map(|c| self.warped(c))
         };
         let full = polygon_area(&quad([x0, y0, x1, y1]));
-        let clip = |v: f64, hi: f64| v.clamp(0.0, hi);
+        let v = self.valid;
         let cropped = [
-            clip(x0, self.width),
-            clip(y0, self.height),
-            clip(x1, self.width),
-            clip(y1, self.height),
+            x0.clamp(v[0], v[2]),
+            y0.clamp(v[1], v[3]),
+            x1.clamp(v[0], v[2]),
+            y1.clamp(v[1], v[3]),
         ];
         // Narrower than the rule in the crop (in output pixels, before the warp, which
         // can turn a sliver into a wide diagonal box): gone.
@@ -167,7 +180,7 @@ impl PointMap {
     pub fn keypoint(&self, k: &Keypoint) -> Keypoint {
         let r = self.resized(f64::from(k.x), f64::from(k.y));
         let (x, y) = self.warped(r);
-        let seen = self.inside(r) && self.inside((x, y));
+        let seen = self.in_image(r) && self.inside((x, y));
         Keypoint {
             x: x as f32,
             y: y as f32,

@@ -31,10 +31,24 @@ pub enum Crop {
         ratio: (f64, f64),
     },
     /// Validation: resize the shorter side to `resize`, then take the centre
-    /// `out_width x out_height` (done as one resample of the equivalent source box).
+    /// `out_width x out_height` (done as one resample of the equivalent source box). A
+    /// centre larger than the resized image is padded with the fill, as torchvision's
+    /// `CenterCrop` pads.
     ResizeCenterCrop {
         /// Shorter side after the resize.
         resize: u32,
+    },
+    /// Detection's letterbox: the whole image resized to fit the output with its aspect
+    /// ratio kept (`round(side * scale)` pixels, as Pillow's and OpenCV's letterboxes
+    /// size it), centred, the rest [`Augment::fill`] (and [`Augment::mask_fill`]).
+    Letterbox,
+    /// torchvision's `RandomCrop(size, padding)`, the CIFAR recipe: the image padded by
+    /// `padding` pixels of fill on every side, then an output-sized crop at a uniform
+    /// random offset. A padded image smaller than the output is filled out (as
+    /// `pad_if_needed`).
+    RandomPadded {
+        /// Fill pixels on each side.
+        padding: u32,
     },
 }
 
@@ -309,6 +323,25 @@ impl Augment {
         self
     }
 
+    /// The whole image resized to fit `width x height` with its aspect ratio kept,
+    /// centred, the rest [`Augment::fill`] (label planes [`Augment::mask_fill`]): the
+    /// detection letterbox ([`Crop::Letterbox`]).
+    pub fn letterbox(mut self, width: u32, height: u32) -> Self {
+        self.crop = Crop::Letterbox;
+        self.out_width = width;
+        self.out_height = height;
+        self
+    }
+
+    /// torchvision's `RandomCrop(size, padding)` ([`Crop::RandomPadded`]): pad by
+    /// `padding` pixels of fill, then a random `width x height` crop, no resampling.
+    pub fn random_crop_padded(mut self, width: u32, height: u32, padding: u32) -> Self {
+        self.crop = Crop::RandomPadded { padding };
+        self.out_width = width;
+        self.out_height = height;
+        self
+    }
+
     /// The whole image resized to `width x height`.
     pub fn resize(mut self, width: u32, height: u32) -> Self {
         self.crop = Crop::Full;
@@ -482,8 +515,10 @@ impl Augment {
 
     /// Whether any parameter is random (crop, flips or jitter).
     pub fn is_random(&self) -> bool {
-        matches!(self.crop, Crop::RandomResized { .. })
-            || self.flip_h > 0.0
+        matches!(
+            self.crop,
+            Crop::RandomResized { .. } | Crop::RandomPadded { .. }
+        ) || self.flip_h > 0.0
             || self.flip_v > 0.0
             || self.jitter.is_some()
             || self.affine.is_some()
@@ -553,7 +588,19 @@ impl Augment {
                     return bad("resize_center_crop", "resize must be at least 1".into());
                 }
             }
-            Crop::Full => {}
+            Crop::RandomPadded { padding } => {
+                if padding >= self.out_width.min(self.out_height) {
+                    return bad(
+                        "random_crop_padded",
+                        format!(
+                            "padding {padding} must be smaller than the output {}x{} (or a crop \
+                             could show no image)",
+                            self.out_width, self.out_height
+                        ),
+                    );
+                }
+            }
+            Crop::Full | Crop::Letterbox => {}
         }
         if let Some(j) = self.jitter {
             for (name, v) in [
@@ -612,6 +659,8 @@ impl Augment {
     ) -> SamplePlan {
         let (w, h) = (f64::from(src_width), f64::from(src_height));
         let (ow, oh) = (f64::from(self.out_width), f64::from(self.out_height));
+        let full_frame = [self.out_width << 16, self.out_height << 16];
+        let mut valid = full_frame;
         let (cx, cy, cw, ch) = match self.crop {
             Crop::Full => (0.0, 0.0, w, h),
             Crop::RandomResized { scale, ratio } => {
@@ -626,11 +675,60 @@ impl Augment {
                 } else {
                     ((r * w / h).floor().max(1.0), r)
                 };
-                // CenterCrop: offsets rounded half to even, as Python's round() does.
-                let left = ((rw - ow) / 2.0).round_ties_even();
-                let top = ((rh - oh) / 2.0).round_ties_even();
+                // CenterCrop: offsets rounded half to even, as Python's round() does; a
+                // side shorter than the crop is padded by floor(difference / 2) first,
+                // as torchvision pads it.
+                let offset = |r: f64, o: f64| {
+                    if r < o {
+                        -((o - r) / 2.0).floor()
+                    } else {
+                        ((r - o) / 2.0).round_ties_even()
+                    }
+                };
+                let (left, top) = (offset(rw, ow), offset(rh, oh));
                 let (sx, sy) = (w / rw, h / rh);
-                (left * sx, top * sy, ow * sx, oh * sy)
+                if left >= 0.0 && top >= 0.0 {
+                    (left * sx, top * sy, ow * sx, oh * sy)
+                } else {
+                    // A crop larger than the resized image: torchvision pads it with the
+                    // fill, so the image shows on the output pixels it covers and the
+                    // rest is fill.
+                    let axis = |o: f64, size: f64, out: f64| {
+                        let (lo, hi) = (o.max(0.0), (o + out).min(size));
+                        (lo, hi - lo, (lo - o) as u32 | ((hi - o) as u32) << 16)
+                    };
+                    let (x0, nx, vx) = axis(left, rw, ow);
+                    let (y0, ny, vy) = axis(top, rh, oh);
+                    valid = [vx, vy];
+                    (x0 * sx, y0 * sy, nx * sx, ny * sy)
+                }
+            }
+            Crop::Letterbox => {
+                let r = (ow / w).min(oh / h);
+                let nw = (w * r).round().clamp(1.0, ow);
+                let nh = (h * r).round().clamp(1.0, oh);
+                let (px, py) = (((ow - nw) / 2.0).floor(), ((oh - nh) / 2.0).floor());
+                valid = [
+                    px as u32 | ((px + nw) as u32) << 16,
+                    py as u32 | ((py + nh) as u32) << 16,
+                ];
+                (0.0, 0.0, w, h)
+            }
+            Crop::RandomPadded { padding } => {
+                let p = u64::from(padding);
+                let mut rng = Rng::new(seed, epoch, id, Stream::Augment);
+                let span =
+                    |size: u32, out: u32| (u64::from(size) + 2 * p).saturating_sub(u64::from(out));
+                let dx = rng.below(span(src_width, self.out_width) + 1);
+                let dy = rng.below(span(src_height, self.out_height) + 1);
+                let (b, v) = padded_crop(
+                    (src_width, src_height),
+                    (self.out_width, self.out_height),
+                    padding,
+                    (dx, dy),
+                );
+                valid = v;
+                (b[0], b[1], b[2], b[3])
             }
         };
         let mut flags = 0;
@@ -684,6 +782,15 @@ impl Augment {
             None => ([0.0; 3], [1.0; 3]),
         };
         let (mut affine, mut affine_frac) = ([0; 6], [0; 2]);
+        if valid != full_frame {
+            // The fill around a letterboxed or padded image: the warp's, with the
+            // identity map (each output pixel reads its own, exactly) unless one follows.
+            flags |= AFFINE;
+            (affine, affine_frac) = (
+                [1 << AFFINE_FRAC_BITS, 0, 0, 0, 1 << AFFINE_FRAC_BITS, 0],
+                [0; 2],
+            );
+        }
         if let Some(a) = &self.affine {
             flags |= AFFINE;
             let mut rng = Rng::new(seed, epoch, id, Stream::Affine);
@@ -713,7 +820,11 @@ impl Augment {
             std,
             dtype: self.dtype as u32,
             decode_scale: if self.crop_aware {
-                decode_scale(cw, ch, self.out_width, self.out_height)
+                let ((x0, x1), (y0, y1)) = (
+                    (valid[0] & 0xFFFF, valid[0] >> 16),
+                    (valid[1] & 0xFFFF, valid[1] >> 16),
+                );
+                decode_scale(cw, ch, x1 - x0, y1 - y0)
             } else {
                 1
             },
@@ -721,9 +832,34 @@ impl Augment {
             affine_frac,
             fill: u32::from_le_bytes([self.fill[0], self.fill[1], self.fill[2], 0]),
             mask_fill: u32::from(self.mask_fill),
-            _pad: [0; 1],
+            valid,
+            _pad: [0; 3],
         }
     }
+}
+
+/// The crop of [`Crop::RandomPadded`] at offset `(dx, dy)` of the padded image: the part
+/// of the image it shows as a box `[x, y, w, h]` in source pixels, and the plan's
+/// [`valid`](SamplePlan::valid) words, the output pixels that show it (the same size: no
+/// resampling). The padding must be smaller than the output, so some image shows.
+pub fn padded_crop(
+    src: (u32, u32),
+    out: (u32, u32),
+    padding: u32,
+    (dx, dy): (u64, u64),
+) -> ([f64; 4], [u32; 2]) {
+    let p = i64::from(padding);
+    // One axis: the window [o, o + out) of the image [0, size), in both frames.
+    let axis = |o: i64, size: u32, out: u32| -> (f64, f64, u32) {
+        let lo = o.clamp(0, i64::from(size));
+        let hi = (o + i64::from(out)).clamp(lo, i64::from(size)).max(lo + 1);
+        let at = (lo - o).clamp(0, i64::from(out)) as u32;
+        let end = (at + (hi - lo) as u32).min(out);
+        (lo as f64, (hi - lo) as f64, at | end << 16)
+    };
+    let (x, w, vx) = axis(dx as i64 - p, src.0, out.0);
+    let (y, h, vy) = axis(dy as i64 - p, src.1, out.1);
+    ([x, y, w, h], [vx, vy])
 }
 
 /// The largest IDCT scale denominator `s` in {1, 2, 4, 8} with the crop still at least

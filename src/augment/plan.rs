@@ -1,7 +1,7 @@
 //! The per-sample plan: a `#[repr(C)]` struct that every backend executes unchanged.
 //!
 //! The layout is shared byte for byte with the GPU code (`shaders/*.wgsl`,
-//! `kernels/*.cu`): 36 four-byte words, 144 bytes, a multiple of 16 so arrays of plans can
+//! `kernels/*.cu`): 40 four-byte words, 160 bytes, a multiple of 16 so arrays of plans can
 //! be uploaded as storage buffers. Change it only together with every consumer.
 
 /// Flag: mirror left-right.
@@ -104,8 +104,10 @@ impl DType {
 /// Everything a backend needs to turn one decoded sample into its batch slot.
 ///
 /// Geometry is in source pixels with Pillow's conventions: the crop box
-/// `[crop_x, crop_x + crop_w) x [crop_y, crop_y + crop_h)` is resampled to
-/// `out_width x out_height` with pixel centres at half-integers. The same box and flips
+/// `[crop_x, crop_x + crop_w) x [crop_y, crop_y + crop_h)` is resampled onto the part of
+/// the `out_width x out_height` frame that [`SamplePlan::valid`] names (the whole frame
+/// but for letterboxes and padded crops, whose other pixels are fill) with pixel centres
+/// at half-integers. The same box and flips
 /// apply to every plane of the sample; jitter and normalisation to image planes only.
 ///
 /// With [`AFFINE`], the resized (and jittered) image is then warped in the output frame:
@@ -171,11 +173,16 @@ pub struct SamplePlan {
     pub fill: u32,
     /// Label id where the affine map reads outside the label plane.
     pub mask_fill: u32,
-    /// Padding to 144 bytes.
-    pub _pad: [u32; 1],
+    /// The part of the resized frame that holds the image, `[x0, x1)` and `[y0, y1)` as
+    /// `x0 | x1 << 16` and `y0 | y1 << 16`: the crop box is resized onto it. The whole
+    /// frame unless the image is letterboxed or padded, which sets [`AFFINE`] (the
+    /// identity map if no warp was asked for) so that the rest reads the fill.
+    pub valid: [u32; 2],
+    /// Padding to 160 bytes.
+    pub _pad: [u32; 3],
 }
 
-const _: () = assert!(std::mem::size_of::<SamplePlan>() == 144);
+const _: () = assert!(std::mem::size_of::<SamplePlan>() == 160);
 const _: () = assert!(std::mem::align_of::<SamplePlan>() == 4);
 
 impl SamplePlan {
@@ -193,6 +200,12 @@ impl SamplePlan {
         let u = (ci << AFFINE_FRAC_BITS) + i64::from(self.affine_frac[0]) + a * x + b * y;
         let v = (fi << AFFINE_FRAC_BITS) + i64::from(self.affine_frac[1]) + d * x + e * y;
         (u, v)
+    }
+
+    /// The part of the resized frame that holds the image: `([x0, x1), [y0, y1))`.
+    pub fn valid_rect(&self) -> ((u32, u32), (u32, u32)) {
+        let [x, y] = self.valid;
+        ((x & 0xFFFF, x >> 16), (y & 0xFFFF, y >> 16))
     }
 
     /// Whether a flag is set.

@@ -171,24 +171,70 @@ pub fn resize_coeffs(
     let (ox, oy) = (origin.0 as usize, origin.1 as usize);
     let antialias = plan.has(ANTIALIAS);
     let (x0, y0, x1, y1) = scaled_box(plan, scale);
-    precompute(
+    let (vx, vy) = plan.valid_rect();
+    placed(
         kx,
         ox,
         ox + size.0 as usize,
         x0,
         x1,
-        plan.out_width as usize,
+        plan.out_width,
+        vx,
         antialias,
     );
-    precompute(
+    placed(
         ky,
         oy,
         oy + size.1 as usize,
         y0,
         y1,
-        plan.out_height as usize,
+        plan.out_height,
+        vy,
         antialias,
     );
+}
+
+/// [`precompute`] for the output pixels `[v0, v1)` of `out` (the image's part of the
+/// frame, [`SamplePlan::valid_rect`]): the box resized onto them, and every other output
+/// pixel given no taps (it is fill), at the source index of its nearest neighbour in
+/// `[v0, v1)` so the rows and columns the taps read stay those of the image.
+#[allow(clippy::too_many_arguments)]
+fn placed(
+    c: &mut Coeffs,
+    lo: usize,
+    hi: usize,
+    in0: f64,
+    in1: f64,
+    out: u32,
+    (v0, v1): (u32, u32),
+    antialias: bool,
+) {
+    let (out, v0, v1) = (out as usize, v0 as usize, (v1 as usize).min(out as usize));
+    if (v0, v1) == (0, out) {
+        return precompute(c, lo, hi, in0, in1, out, antialias);
+    }
+    let n = v1.saturating_sub(v0);
+    precompute(c, lo, hi, in0, in1, n.max(1), antialias);
+    let k = c.ksize;
+    let (first, last) = (
+        c.bounds.first().map_or(lo, |b| b.0),
+        c.bounds.last().map_or(lo, |b| b.0),
+    );
+    let (bounds, weights) = (
+        std::mem::take(&mut c.bounds),
+        std::mem::take(&mut c.weights),
+    );
+    c.bounds = (0..out)
+        .map(|i| match i {
+            i if i < v0 => (first, 0),
+            i if i >= v1 || n == 0 => (last, 0),
+            i => bounds[i - v0],
+        })
+        .collect();
+    c.weights = vec![0; out * k];
+    if n > 0 {
+        c.weights[v0 * k..v1 * k].copy_from_slice(&weights[..n * k]);
+    }
 }
 
 impl SamplePlan {
@@ -219,6 +265,8 @@ impl SamplePlan {
 /// plan's image resize reads: what a crop-aware decode must produce.
 pub fn needed_window(plan: &SamplePlan, full: (u32, u32), scale: u32) -> [u32; 4] {
     let (x0, y0, x1, y1) = scaled_box(plan, scale);
+    let ((vx0, vx1), (vy0, vy1)) = plan.valid_rect();
+    // Over the output pixels that show the box (the valid part of the frame).
     let axis = |b0: f64, b1: f64, out: u32, size: u32| -> (u32, u32) {
         let out = out.max(1) as usize;
         let sc = (b1 - b0) / out as f64;
@@ -234,8 +282,8 @@ pub fn needed_window(plan: &SamplePlan, full: (u32, u32), scale: u32) -> [u32; 4
             (last as u32).max(first as u32 + 1).min(size.max(1)),
         )
     };
-    let (wx0, wx1) = axis(x0, x1, plan.out_width, full.0);
-    let (wy0, wy1) = axis(y0, y1, plan.out_height, full.1);
+    let (wx0, wx1) = axis(x0, x1, vx1.saturating_sub(vx0), full.0);
+    let (wy0, wy1) = axis(y0, y1, vy1.saturating_sub(vy0), full.1);
     [wx0, wy0, wx1, wy1]
 }
 
@@ -260,8 +308,9 @@ fn resize_rgb_impl(
     let (ow, oh) = (plan.out_width as usize, plan.out_height as usize);
     let antialias = plan.has(ANTIALIAS);
     let (x0, y0, x1, y1) = scaled_box(plan, src.scale);
-    precompute(kx, ox, ox + sw, x0, x1, ow, antialias);
-    precompute(ky, oy, oy + sh, y0, y1, oh, antialias);
+    let (vx, vy) = plan.valid_rect();
+    placed(kx, ox, ox + sw, x0, x1, plan.out_width, vx, antialias);
+    placed(ky, oy, oy + sh, y0, y1, plan.out_height, vy, antialias);
     // Rows the vertical pass reads, in window coordinates.
     let (first, last) = ky.span(oy);
     let rows = last - first;
@@ -419,16 +468,16 @@ fn horizontal_pair<const K: usize>(
 pub fn execute_mask(plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]) {
     let (sw, sh) = (src.width as usize, src.height as usize);
     let (ow, oh) = (plan.out_width as usize, plan.out_height as usize);
-    let cols = nearest_table(f64::from(plan.crop_x), f64::from(plan.crop_w), ow, sw);
-    let rows = nearest_table(f64::from(plan.crop_y), f64::from(plan.crop_h), oh, sh);
+    let (cols, rows) = mask_tables(plan, sw, sh);
     if plan.has(AFFINE) {
         let fill = plan.mask_fill as u16;
+        let (vx, vy) = plan.valid_rect();
         for (y, orow) in out[..ow * oh].chunks_exact_mut(ow).enumerate() {
             let yy = src_index(plan.has(FLIP_V), oh, y);
             for (x, o) in orow.iter_mut().enumerate() {
                 let xx = src_index(plan.has(FLIP_H), ow, x);
                 let (u, v) = plan.affine_source(xx as u32, yy as u32);
-                *o = match (nearest_index(u, ow), nearest_index(v, oh)) {
+                *o = match (nearest_index(u, vx), nearest_index(v, vy)) {
                     (Some(c), Some(r)) => src.data[rows[r] * sw + cols[c]],
                     _ => fill,
                 };
@@ -452,9 +501,9 @@ pub fn execute_mask(plan: &SamplePlan, src: &LabelPlane, out: &mut [u16]) {
 }
 
 /// The pixel nearest a fixed-point position (ties to even, as `grid_sample`'s nearest
-/// mode rounds), if it is inside `[0, n)`.
+/// mode rounds), if it is inside `[lo, hi)`.
 #[inline]
-fn nearest_index(q: i64, n: usize) -> Option<usize> {
+fn nearest_index(q: i64, (lo, hi): (u32, u32)) -> Option<usize> {
     let half = 1i64 << (AFFINE_FRAC_BITS - 1);
     let (i, f) = (q >> AFFINE_FRAC_BITS, q & ((1 << AFFINE_FRAC_BITS) - 1));
     let i = if f > half || (f == half && i & 1 == 1) {
@@ -462,7 +511,9 @@ fn nearest_index(q: i64, n: usize) -> Option<usize> {
     } else {
         i
     };
-    usize::try_from(i).ok().filter(|&i| i < n)
+    (i64::from(lo)..i64::from(hi))
+        .contains(&i)
+        .then_some(i as usize)
 }
 
 /// One axis of a fixed-point position: the pixel at or before it and the bilinear weight
@@ -475,13 +526,16 @@ fn bilinear_axis(q: i64) -> (i64, i32) {
 }
 
 /// The affine warp of an RGB u8 image of the output size (the resized, jittered image)
-/// into `out`, before flips: per output pixel, the bilinear taps inside the image, their
+/// into `out`, before flips: per output pixel, the bilinear taps inside the image's part
+/// of the frame ([`SamplePlan::valid_rect`]), their
 /// coverage `m` and the fill `f` give `f + round(m * (sum - f))`, as torchvision's
 /// `_apply_grid_transform` blends its fill, in integers.
 pub fn warp_rgb(plan: &SamplePlan, src: &[u8], out: &mut Vec<u8>) {
     let (ow, oh) = (plan.out_width as usize, plan.out_height as usize);
     let one = 1i32 << AFFINE_WEIGHT_BITS;
     let fill = plan.fill.to_le_bytes();
+    let ((x0, x1), (y0, y1)) = plan.valid_rect();
+    let (cols, rows) = (i64::from(x0)..i64::from(x1), i64::from(y0)..i64::from(y1));
     set_len(out, ow * oh * 3);
     for y in 0..oh {
         for x in 0..ow {
@@ -491,13 +545,14 @@ pub fn warp_rgb(plan: &SamplePlan, src: &[u8], out: &mut Vec<u8>) {
             let mut acc = [0i32; 3];
             let mut m = 0i32;
             for (r, wr) in [(vi, one - wy), (vi + 1, wy)] {
-                let Some(r) = usize::try_from(r).ok().filter(|&r| r < oh) else {
+                if !rows.contains(&r) {
                     continue;
-                };
+                }
                 for (c, wc) in [(ui, one - wx), (ui + 1, wx)] {
-                    let Some(c) = usize::try_from(c).ok().filter(|&c| c < ow) else {
+                    if !cols.contains(&c) {
                         continue;
-                    };
+                    }
+                    let (r, c) = (r as usize, c as usize);
                     let w = wr * wc;
                     m += w;
                     let p = &src[(r * ow + c) * 3..][..3];
@@ -541,6 +596,34 @@ fn round_even(x: i32, bits: u32) -> i32 {
     } else {
         q
     }
+}
+
+/// The source column of each output column and the source row of each output row of
+/// the nearest resize of a `width x height` label plane (before the warp and flips): the
+/// crop box resized onto the image's part of the frame by [`nearest_table`], the pixels
+/// outside it given their nearest neighbour's (they show the fill). GPU backends upload
+/// these tables.
+pub fn mask_tables(plan: &SamplePlan, width: usize, height: usize) -> (Vec<usize>, Vec<usize>) {
+    let (vx, vy) = plan.valid_rect();
+    let axis = |x0: f32, extent: f32, out: u32, (v0, v1): (u32, u32), size: usize| {
+        let (out, v0, v1) = (out as usize, v0 as usize, (v1 as usize).min(out as usize));
+        let t = nearest_table(
+            f64::from(x0),
+            f64::from(extent),
+            v1.saturating_sub(v0),
+            size,
+        );
+        (0..out)
+            .map(|i| {
+                let k = i.saturating_sub(v0).min(t.len().saturating_sub(1));
+                t.get(k).copied().unwrap_or(0)
+            })
+            .collect()
+    };
+    (
+        axis(plan.crop_x, plan.crop_w, plan.out_width, vx, width),
+        axis(plan.crop_y, plan.crop_h, plan.out_height, vy, height),
+    )
 }
 
 /// Source indices of Pillow's NEAREST resize with a box along one axis, computed as

@@ -13,7 +13,7 @@
 //! | --- | --- |
 //! | 0..16 | header: sample count, output width, height, dtype, layout, image bytes, word offsets of the descriptors, plans and data section, 7 zero words |
 //! | 16.. | `capacity` descriptors of 16 words (see below) |
-//! | then | `capacity` [`SamplePlan`]s, 36 words each, as they are |
+//! | then | `capacity` [`SamplePlan`]s, 40 words each, as they are |
 //! | then | the data section: per sample, contiguous, in sample order: x bounds (`(first window column, taps)` per output column), x weights (`kx` per output column, i32 with 22 fractional bits, zero past a column's taps), y bounds (`(first row of the horizontal result, taps)` per output row), y weights, and with a mask: the nearest source column per output column, the source row per output row, then the label plane, two u16 per word, low half first |
 //!
 //! A descriptor is: window offset (word in the windows buffer), window width, window height,
@@ -60,7 +60,7 @@ use super::decode::DeviceImage;
 
 const HEADER_WORDS: usize = 16;
 const DESC_WORDS: usize = 16;
-const PLAN_WORDS: usize = 36;
+const PLAN_WORDS: usize = 40;
 const WORKGROUP: u64 = 256;
 /// Binding offsets are kept at multiples of this (a multiple of every valid alignment).
 const BIND_ALIGN: u64 = 256;
@@ -277,7 +277,7 @@ impl AugmentInput {
         if self.n == self.capacity {
             self.grow();
         }
-        let (ow, oh) = (shape.width as usize, shape.height as usize);
+        let ow = shape.width as usize;
         let (ox, oy) = (image.origin_x as usize, image.origin_y as usize);
         reference::resize_coeffs(
             plan,
@@ -308,18 +308,7 @@ impl AugmentInput {
         let (mut mask_at, mut mask_w, mut mask_h, mut nearest) = (0, 0, 0, 0);
         if let Some(m) = mask {
             nearest = rel(&self.words);
-            let cols = reference::nearest_table(
-                f64::from(plan.crop_x),
-                f64::from(plan.crop_w),
-                ow,
-                m.width as usize,
-            );
-            let rows = reference::nearest_table(
-                f64::from(plan.crop_y),
-                f64::from(plan.crop_h),
-                oh,
-                m.height as usize,
-            );
+            let (cols, rows) = reference::mask_tables(plan, m.width as usize, m.height as usize);
             self.words
                 .extend(cols.iter().chain(&rows).map(|&i| i as u32));
             mask_at = rel(&self.words);

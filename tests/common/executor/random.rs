@@ -35,9 +35,11 @@ pub fn random_augment(rng: &mut TestRng, dtype: DType, layout: Layout) -> Augmen
         (3, 2),
     ];
     let (w, h) = SIZES[rng.below(SIZES.len() as u64) as usize];
-    let mut aug = match rng.below(3) {
+    let mut aug = match rng.below(5) {
         0 => Augment::new().random_resized_crop(w, (0.08, 1.0), (0.75, 4.0 / 3.0)),
         1 => Augment::new().resize_center_crop(w + rng.below(20) as u32, w),
+        2 => Augment::new().letterbox(w, h),
+        3 => Augment::new().random_crop_padded(w, h, rng.below(u64::from(w.min(h))) as u32),
         _ => Augment::new(),
     }
     .output_size(w, h)
@@ -51,18 +53,19 @@ pub fn random_augment(rng: &mut TestRng, dtype: DType, layout: Layout) -> Augmen
             aug = aug.hue(0.3);
         }
     }
+    // Fills that show where they apply (letterbox and padding borders, the warp).
+    aug = aug
+        .fill([rng.below(256) as u8, 7, 200])
+        .mask_fill(if rng.below(2) == 0 { 255 } else { 0 });
     if rng.below(2) == 0 {
-        // Rotation, translation, scale and shear, and fills that show where they apply.
+        // Rotation, translation, scale and shear.
         let affine = Affine::new()
             .degrees(-40.0, 40.0)
             .translate(0.2, 0.1)
             .scale(0.6, 1.5)
             .shear(-15.0, 15.0)
             .shear_y(-10.0 * rng.below(2) as f64, 5.0);
-        aug = aug
-            .random_affine(affine)
-            .fill([rng.below(256) as u8, 7, 200])
-            .mask_fill(if rng.below(2) == 0 { 255 } else { 0 });
+        aug = aug.random_affine(affine);
     }
     if dtype != DType::U8 && rng.below(3) != 0 {
         let std = if rng.below(2) == 0 {
