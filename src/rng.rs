@@ -57,6 +57,8 @@ pub enum Stream {
     Jitter = 6,
     /// Affine warp parameters.
     Affine = 7,
+    /// Weighted sampling draws (id = the position in the epoch, or the sample index).
+    Weighted = 8,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.

@@ -10,7 +10,7 @@ use crate::backend::device::BatcherConfig;
 use crate::backend::{self, Backend, BackendKind, Selected};
 use crate::decode::Limits;
 use crate::error::{Error, Result};
-use crate::source::sampler::shard_from_env;
+use crate::source::sampler::{shard_from_env, Weighting};
 use crate::source::{Role, Sampler, Subset};
 
 /// Builder for [`Pipeline`]; every value is checked in [`PipelineBuilder::build`].
@@ -39,6 +39,9 @@ pub struct PipelineBuilder {
     hardware_decode: HardwareDecode,
     device_entropy: bool,
     memory_limit: Option<u64>,
+    /// Weighted sampling: a weight per sample of the subset, draws an epoch (the subset's
+    /// length when `None`), with replacement.
+    weighting: Option<(Vec<f64>, Option<usize>, bool)>,
     /// A setting refused when it was made (`setting`, `reason`), reported by `build`.
     refused: Option<(String, String)>,
     #[cfg(feature = "cuda")]
@@ -68,6 +71,7 @@ impl PipelineBuilder {
             cache_bytes: 0,
             device_cache_bytes: 0,
             memory_limit: None,
+            weighting: None,
             refused: None,
             shard: None,
             shard_from_env: false,
@@ -306,6 +310,60 @@ impl PipelineBuilder {
         self
     }
 
+    /// Weighted sampling ([`crate::source::sampler::Weighting`]): each training epoch is
+    /// `num_samples` draws (the subset's length when `None`), sample `s` drawn with
+    /// probability proportional to `weight(s)`, with or without replacement, as PyTorch's
+    /// `WeightedRandomSampler`; deterministic for `(seed, epoch)` and sharded across ranks
+    /// as the permutation is. A validation subset keeps its fixed order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # for (c, n) in [("cat", 1), ("dog", 9)] {
+    /// #     std::fs::create_dir_all(dir.path().join(c)).unwrap();
+    /// #     for i in 0..n { std::fs::write(dir.path().join(format!("{c}/{i}.png")), []).unwrap(); }
+    /// # }
+    /// let data = stoker::Dataset::image_folder(dir.path()).unwrap().all();
+    /// // Cats nine times as likely as dogs: balanced classes, 64 draws an epoch.
+    /// let pipe = stoker::Pipeline::builder(data)
+    ///     .weighted_by(|s| if s.label == Some(0) { 9.0 } else { 1.0 }, Some(64), true)
+    ///     .augment(stoker::Augment::new().resize(8, 8))
+    ///     .backend(stoker::BackendKind::Cpu)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(pipe.num_batches(), 64 / 32);
+    /// ```
+    pub fn weighted_by(
+        mut self,
+        weight: impl Fn(&crate::Sample) -> f64,
+        num_samples: Option<usize>,
+        replacement: bool,
+    ) -> Self {
+        let w = self.subset.samples().iter().map(weight).collect();
+        self.weighting = Some((w, num_samples, replacement));
+        self
+    }
+
+    /// Class-balanced sampling: [`PipelineBuilder::weighted_by`] with each sample weighted
+    /// by one over the number of samples of its class, so every class is drawn equally
+    /// often. Samples without a label get weight 0 (never drawn).
+    pub fn class_balanced(self, num_samples: Option<usize>, replacement: bool) -> Self {
+        let mut counts = std::collections::HashMap::new();
+        for s in self.subset.samples() {
+            if let Some(l) = s.label {
+                *counts.entry(l).or_insert(0usize) += 1;
+            }
+        }
+        self.weighted_by(
+            move |s| {
+                s.label
+                    .and_then(|l| counts.get(&l))
+                    .map_or(0.0, |&c| 1.0 / c as f64)
+            },
+            num_samples,
+            replacement,
+        )
+    }
+
     /// Validates the configuration, selects the backend and returns the pipeline.
     pub fn build(self) -> Result<Pipeline> {
         if let Some((setting, reason)) = &self.refused {
@@ -353,9 +411,13 @@ impl PipelineBuilder {
         if !shuffle && self.augment.is_random() {
             log::warn!("validation subset with random augmentation; use Augment::validation for a fixed transform");
         }
-        let sampler = Sampler::new(samples.len(), self.seed, shuffle)
+        let mut sampler = Sampler::new(samples.len(), self.seed, shuffle)
             .shard(rank, world)?
             .batches_of(self.batch_size, self.drop_last)?;
+        if let Some((weights, num_samples, replacement)) = &self.weighting {
+            let n = num_samples.unwrap_or(samples.len());
+            sampler = sampler.weighted(Weighting::new(weights.clone(), n, *replacement)?)?;
+        }
         let selected = self.select(workers)?;
         let mut batcher = selected.backend.batcher(&BatcherConfig {
             ring: self.prefetch.max(2),

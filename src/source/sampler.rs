@@ -25,12 +25,126 @@
 //!   epoch) is not read that epoch. No sample repeats.
 //!
 //! Both are deterministic for `(seed, epoch)`, whatever the thread count or backend.
+//!
+//! # Weighted sampling
+//!
+//! With [`Weighting`] an epoch is not a permutation but `num_samples` draws, sample `i`
+//! drawn with probability `w_i / sum(w)` (PyTorch's `WeightedRandomSampler`): with
+//! replacement by inverse transform sampling of one uniform per position, without it by
+//! Efraimidis and Spirakis' keys `u^(1 / w_i)` (the `num_samples` largest, in decreasing
+//! order of key). The draws are keyed by `(seed, epoch, position)`, so they are the same
+//! for every thread count, backend and batch size, and different every epoch; the ranks
+//! of a data-parallel run split the one global order exactly as they split a permutation
+//! (the same padding and `drop_last` rules), so every rank runs the same number of steps.
+//! A sample of weight 0 is never drawn; with replacement a sample may come more than once
+//! an epoch, by design (not flagged as [`repeated`](crate::Batch::repeated)).
+
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::rng::{Rng, Stream};
 
+/// Weighted sampling of a subset's epochs (see the [module docs](self)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Weighting {
+    /// Cumulative weights, one per sample of the subset, in its order.
+    cumulative: Arc<[f64]>,
+    /// The weights themselves.
+    weights: Arc<[f64]>,
+    replacement: bool,
+    num_samples: usize,
+}
+
+impl Weighting {
+    /// Weights `weights[i]` for sample `i` of the subset (in its order): finite, not
+    /// negative, not all zero; `num_samples` draws an epoch, with or without replacement
+    /// (without: at most as many as there are samples of positive weight).
+    pub fn new(weights: Vec<f64>, num_samples: usize, replacement: bool) -> Result<Self> {
+        let bad = |m: String| Err(Error::config("weighted", m));
+        if let Some((i, w)) = weights
+            .iter()
+            .enumerate()
+            .find(|(_, w)| !(w.is_finite() && **w >= 0.0))
+        {
+            return bad(format!(
+                "weight {w} of sample {i} is not a finite number >= 0"
+            ));
+        }
+        let positive = weights.iter().filter(|w| **w > 0.0).count();
+        if positive == 0 {
+            return bad("every weight is 0: nothing could be drawn".into());
+        }
+        if num_samples == 0 {
+            return bad("num_samples must be at least 1".into());
+        }
+        if !replacement && num_samples > positive {
+            return bad(format!(
+                "{num_samples} draws without replacement from {positive} samples of positive weight"
+            ));
+        }
+        let mut acc = 0.0;
+        let cumulative = weights
+            .iter()
+            .map(|w| {
+                acc += w;
+                acc
+            })
+            .collect();
+        Ok(Weighting {
+            cumulative,
+            weights: weights.into(),
+            replacement,
+            num_samples,
+        })
+    }
+
+    /// Draws an epoch has.
+    pub fn num_samples(&self) -> usize {
+        self.num_samples
+    }
+
+    /// Samples weighted (the subset's length).
+    pub fn len(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Whether it weights no samples.
+    pub fn is_empty(&self) -> bool {
+        self.weights.is_empty()
+    }
+
+    /// The order of `epoch`: `num_samples` indices into the subset.
+    fn draw(&self, seed: u64, epoch: u64) -> Vec<usize> {
+        let total = self.cumulative.last().copied().unwrap_or(0.0);
+        if self.replacement {
+            return (0..self.num_samples as u64)
+                .map(|pos| {
+                    let u = Rng::new(seed, epoch, pos, Stream::Weighted).next_f64() * total;
+                    // The first sample whose cumulative weight passes u (weight 0 never).
+                    let i = self.cumulative.partition_point(|&c| c <= u);
+                    i.min(self.weights.len() - 1)
+                })
+                .collect();
+        }
+        // Efraimidis-Spirakis: key ln(u) / w (the log of u^(1/w)), largest first.
+        let mut keys: Vec<(f64, usize)> = self
+            .weights
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w > 0.0)
+            .map(|(i, &w)| {
+                let u = Rng::new(seed, epoch, i as u64, Stream::Weighted).next_f64();
+                (u.max(f64::MIN_POSITIVE).ln() / w, i)
+            })
+            .collect();
+        keys.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        keys.truncate(self.num_samples);
+        keys.into_iter().map(|(_, i)| i).collect()
+    }
+}
+
 /// Plans epochs for a subset of `len` samples.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Sampler {
     len: usize,
     seed: u64,
@@ -39,6 +153,7 @@ pub struct Sampler {
     world_size: usize,
     batch_size: usize,
     drop_last: bool,
+    weighting: Option<Weighting>,
 }
 
 impl Sampler {
@@ -52,7 +167,34 @@ impl Sampler {
             world_size: 1,
             batch_size: 1,
             drop_last: false,
+            weighting: None,
         }
+    }
+
+    /// Epochs of weighted draws instead of permutations (training order only; a
+    /// validation subset keeps its fixed order). The weighting must cover the subset.
+    pub fn weighted(mut self, weighting: Weighting) -> Result<Self> {
+        if weighting.len() != self.len {
+            return Err(Error::config(
+                "weighted",
+                format!(
+                    "{} weights for a subset of {} samples",
+                    weighting.len(),
+                    self.len
+                ),
+            ));
+        }
+        if self.shuffle {
+            self.weighting = Some(weighting);
+        }
+        Ok(self)
+    }
+
+    /// Positions of an epoch before sharding: the subset's length, or the weighted draws.
+    fn epoch_len(&self) -> usize {
+        self.weighting
+            .as_ref()
+            .map_or(self.len, Weighting::num_samples)
     }
 
     /// This process's shard: `rank` of `world_size`.
@@ -78,8 +220,12 @@ impl Sampler {
         Ok(self)
     }
 
-    /// The full order of `epoch` before sharding: indices into the subset.
+    /// The full order of `epoch` before sharding: indices into the subset (a permutation,
+    /// or with [`Sampler::weighted`] the weighted draws).
     pub fn permutation(&self, epoch: u64) -> Vec<usize> {
+        if let Some(w) = &self.weighting {
+            return w.draw(self.seed, epoch);
+        }
         let mut order: Vec<usize> = (0..self.len).collect();
         if self.shuffle && self.len > 1 {
             let mut rng = Rng::new(self.seed, epoch, 0, Stream::Sampler);
@@ -94,10 +240,11 @@ impl Sampler {
     /// Samples this rank gets per epoch, padding included: `ceil(n / w)`, or with
     /// `drop_last` `b * floor(n / (w * b))`. The same on every rank.
     pub fn samples_per_epoch(&self) -> usize {
+        let len = self.epoch_len();
         if self.drop_last {
-            self.len / (self.world_size * self.batch_size) * self.batch_size
+            len / (self.world_size * self.batch_size) * self.batch_size
         } else {
-            self.len.div_ceil(self.world_size)
+            len.div_ceil(self.world_size)
         }
     }
 
@@ -107,8 +254,9 @@ impl Sampler {
     pub fn padding(&self) -> usize {
         let per_rank = self.samples_per_epoch();
         // Positions rank + k * world_size < len are the real ones.
-        let real = if self.len > self.rank {
-            (self.len - self.rank).div_ceil(self.world_size)
+        let len = self.epoch_len();
+        let real = if len > self.rank {
+            (len - self.rank).div_ceil(self.world_size)
         } else {
             0
         };

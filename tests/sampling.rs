@@ -1,0 +1,194 @@
+//! Weighted sampling: draws in proportion to the weights, with and without replacement,
+//! class-balanced from labels; deterministic for (seed, epoch), new every epoch, split
+//! across ranks with equal steps; a sample drawn twice in one batch is delivered twice
+//! alike on every backend; bad weights refused.
+
+mod common;
+
+use stoker::source::sampler::{Sampler, Weighting};
+use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};
+
+fn weighted(weights: Vec<f64>, n: usize, replacement: bool) -> Sampler {
+    let len = weights.len();
+    Sampler::new(len, 21, true)
+        .weighted(Weighting::new(weights, n, replacement).expect("weights"))
+        .expect("sampler")
+}
+
+#[test]
+fn draws_follow_the_weights_and_change_every_epoch() {
+    let weights = vec![1.0, 2.0, 0.0, 4.0, 8.0, 1.0];
+    let total: f64 = weights.iter().sum();
+    let s = weighted(weights.clone(), 1000, true);
+    let mut counts = [0usize; 6];
+    for epoch in 0..40 {
+        let order = s.permutation(epoch);
+        assert_eq!(order.len(), 1000);
+        assert_eq!(order, s.permutation(epoch), "deterministic");
+        assert_ne!(order, s.permutation(epoch + 1), "a new draw every epoch");
+        for i in order {
+            counts[i] += 1;
+        }
+    }
+    assert_eq!(counts[2], 0, "weight 0 is never drawn");
+    for (i, &w) in weights.iter().enumerate() {
+        let want = 40_000.0 * w / total;
+        let got = counts[i] as f64;
+        // Five standard deviations of a binomial count.
+        let sd = (want * (1.0 - w / total)).sqrt().max(1.0);
+        assert!(
+            (got - want).abs() < 5.0 * sd,
+            "sample {i}: {got} draws, {want:.0} expected"
+        );
+    }
+}
+
+#[test]
+fn draws_without_replacement_are_distinct_and_favour_heavy_samples() {
+    let weights: Vec<f64> = (0..50).map(|i| if i < 10 { 10.0 } else { 1.0 }).collect();
+    let s = weighted(weights.clone(), 20, false);
+    let mut heavy = 0;
+    for epoch in 0..200 {
+        let mut order = s.permutation(epoch);
+        assert_eq!(order.len(), 20);
+        heavy += order.iter().filter(|&&i| i < 10).count();
+        order.sort_unstable();
+        order.dedup();
+        assert_eq!(order.len(), 20, "no sample twice without replacement");
+    }
+    // The ten heavy samples make up 100 of 140 weight: nearly all of them are in every
+    // draw of 20, far above the 4 a uniform draw would take.
+    assert!(
+        heavy as f64 / 200.0 > 8.0,
+        "{} heavy samples a draw",
+        heavy as f64 / 200.0
+    );
+    // Every sample of positive weight, once each, when the draw takes them all.
+    let mut all = weighted(vec![1.0, 0.0, 3.0, 2.0], 3, false).permutation(5);
+    all.sort_unstable();
+    assert_eq!(all, vec![0, 2, 3]);
+}
+
+#[test]
+fn weighted_epochs_split_across_ranks_with_equal_steps() {
+    let weights: Vec<f64> = (0..37).map(|i| 1.0 + (i % 5) as f64).collect();
+    for (n, world, batch, drop_last) in [(100, 3, 4, false), (100, 4, 8, true), (7, 8, 2, false)] {
+        let ranks: Vec<Sampler> = (0..world)
+            .map(|r| {
+                weighted(weights.clone(), n, true)
+                    .shard(r, world)
+                    .and_then(|s| s.batches_of(batch, drop_last))
+                    .expect("shard")
+            })
+            .collect();
+        let steps: Vec<usize> = ranks.iter().map(|s| s.batches(3).len()).collect();
+        assert!(steps.windows(2).all(|w| w[0] == w[1]), "{steps:?}");
+        if !drop_last {
+            // The real positions of the ranks together are the global draw, once each.
+            let mut real: Vec<usize> = ranks
+                .iter()
+                .flat_map(|s| {
+                    let o = s.epoch_order(3);
+                    o[..o.len() - s.padding()].to_vec()
+                })
+                .collect();
+            let mut global = ranks[0].permutation(3);
+            real.sort_unstable();
+            global.sort_unstable();
+            assert_eq!(real, global, "n {n} world {world}");
+        }
+    }
+}
+
+#[test]
+fn bad_weights_are_refused() {
+    for (w, n, repl) in [
+        (vec![1.0, -1.0], 2, true),
+        (vec![1.0, f64::NAN], 2, true),
+        (vec![0.0, 0.0], 2, true),
+        (vec![1.0, 0.0, 1.0], 3, false),
+        (vec![1.0], 0, true),
+    ] {
+        assert!(
+            matches!(
+                Weighting::new(w.clone(), n, repl),
+                Err(stoker::Error::Config { .. })
+            ),
+            "{w:?} {n} {repl}"
+        );
+    }
+    let s = Sampler::new(3, 0, true);
+    let w = Weighting::new(vec![1.0, 1.0], 2, true).expect("weights");
+    assert!(s.weighted(w).is_err(), "weights for another subset");
+}
+
+/// Class-balanced sampling of a 1:9 dataset draws both classes alike; a pipeline whose
+/// draws repeat samples within a batch delivers them on every backend alike.
+#[test]
+fn class_balanced_pipelines_draw_classes_alike_on_every_backend() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = common::TestRng(3);
+    for (class, n) in [("rare", 2), ("common", 18)] {
+        for i in 0..n {
+            let jpeg = common::random_jpeg(&mut rng, 40, 30, turbojpeg::Subsamp::Sub2x2);
+            common::write(dir.path(), &format!("{class}/{i}.jpg"), &jpeg);
+        }
+    }
+    let data = Dataset::image_folder(dir.path()).expect("folder").all();
+    let run = |backend: BackendKind| {
+        let pipe = Pipeline::builder(data.clone())
+            .backend(backend)
+            .class_balanced(Some(400), true)
+            .augment(
+                Augment::new()
+                    .random_resized_crop(16, (0.5, 1.0), (0.75, 1.333))
+                    .dtype(DType::U8),
+            )
+            .batch_size(16)
+            .workers(2)
+            .seed(8)
+            .device_cache_bytes(1 << 20)
+            .build()
+            .expect("pipeline");
+        let mut ids = Vec::new();
+        let mut labels = Vec::new();
+        let mut pixels = Vec::new();
+        for b in pipe.epoch(1).expect("epoch") {
+            let b = b.expect("batch");
+            assert!(b.errors().is_empty());
+            ids.extend_from_slice(b.ids());
+            labels.extend(b.labels().iter().map(|l| l.expect("label")));
+            pixels.extend(b.read_images().expect("images"));
+        }
+        (ids, labels, pixels)
+    };
+    let (ids, labels, pixels) = run(BackendKind::Cpu);
+    assert_eq!(ids.len(), 400);
+    // Class 1 is "rare" (sorted folder names: common = 0, rare = 1).
+    let rare = labels.iter().filter(|&&l| l == 1).count();
+    assert!(
+        (150..250).contains(&rare),
+        "{rare} of 400 draws from the rare class"
+    );
+    let mut distinct = ids.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert!(
+        distinct.len() <= 20 && distinct.len() < ids.len(),
+        "draws repeat samples"
+    );
+    for backend in common::backends()
+        .into_iter()
+        .filter(|b| *b != BackendKind::Cpu)
+    {
+        let (i, l, p) = run(backend);
+        assert_eq!((&i, &l), (&ids, &labels), "{backend}: the same draws");
+        let worst = p
+            .iter()
+            .zip(&pixels)
+            .map(|(a, b)| a.abs_diff(*b))
+            .max()
+            .unwrap_or(0);
+        assert!(worst <= 1, "{backend}: pixels differ by {worst}");
+    }
+}
