@@ -48,6 +48,13 @@ seed() {
     fi
 }
 
+# Every target built in one cargo run (in parallel, sharing the dependencies) before any
+# runs: each `cargo fuzz run` below then finds its target built with the same options.
+if ! cargo +nightly fuzz build --fuzz-dir fuzz >fuzz/build.log 2>&1; then
+    tail -40 fuzz/build.log
+    exit 1
+fi
+
 status=0
 for t in "${targets[@]}"; do
     seed "$t"

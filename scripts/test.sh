@@ -101,18 +101,25 @@ cargo fmt --all -- --check
 step "the modules import only downwards (scripts/check_layers.py)"
 python3 scripts/check_layers.py
 
-# The main build: every backend and Parquet.
+# The main build: every backend and Parquet. The burn and candle hand-offs add the
+# features FRAMEWORKS for the library, their examples and their tests only (nothing else
+# in the suite depends on them, and linking every test against burn's and candle's crates
+# would cost minutes). The lint checks every target once with the frameworks on: no code
+# is compiled only without them, so nothing goes unlinted, and the dependencies are
+# checked once rather than once per feature set.
 FEATURES=parquet
-step "cargo clippy --all-targets --features $FEATURES -- -D warnings"
-cargo clippy --all-targets --locked --features "$FEATURES" -- -D warnings
-
-# The burn and candle hand-offs: the library with them, their examples and their tests
-# (nothing else in the suite depends on them, and linking every test against burn's and
-# candle's crates would cost minutes).
 FRAMEWORKS=parquet,burn,candle
 FRAMEWORK_TARGETS=(--example train_burn --example train_candle --test frameworks)
-step "cargo clippy --lib ${FRAMEWORK_TARGETS[*]} --features $FRAMEWORKS -- -D warnings"
-cargo clippy --locked --lib "${FRAMEWORK_TARGETS[@]}" --features "$FRAMEWORKS" -- -D warnings
+# candle's `cuda` feature makes cudarc link the CUDA libraries rather than load them, and
+# builds candle's kernels with nvcc (the pinned wheels') for the compute capability named
+# here. The lint and the docs take it (nothing is linked, so no CUDA driver or cuBLAS is
+# needed): the crate builds beside it, and candle's kernels are compiled once. The same
+# environment for both, or candle's build script would run again.
+export PATH="$CUDA_HOME/bin:$PATH"
+export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
+LINT_FEATURES=parquet,burn,candle-cuda
+step "cargo clippy --all-targets --features $LINT_FEATURES -- -D warnings"
+cargo clippy --all-targets --locked --features "$LINT_FEATURES" -- -D warnings
 
 # Every backend can be compiled out: each single-backend build and the CPU-only build
 # must build and lint clean, so no cfg combination rots (a compiled-out backend keeps its
@@ -124,14 +131,6 @@ for features in "--no-default-features" "--no-default-features --features wgpu" 
     cargo clippy --all-targets --locked $features -- -D warnings
 done
 
-# Beside candle's `cuda` feature (which makes cudarc link the CUDA libraries rather than
-# load them, and builds candle's kernels with nvcc for the compute capability named
-# here): the library and the candle example build and lint clean. Nothing is linked, so
-# no CUDA driver or cuBLAS is needed.
-step "cargo clippy --lib --example train_candle --features candle-cuda -- -D warnings (candle's cuda feature)"
-PATH="$CUDA_HOME/bin:$PATH" CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}" \
-    cargo clippy --lib --example train_candle --locked --features parquet,candle-cuda -- -D warnings
-
 step "the library alone builds none of the CLI's dependencies (feature cli)"
 if cargo tree --locked --no-default-features --features wgpu -e normal --prefix none |
     grep -E '^(clap|indicatif|plotters) '; then
@@ -140,7 +139,7 @@ if cargo tree --locked --no-default-features --features wgpu -e normal --prefix 
 fi
 
 step "cargo doc (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features "$FRAMEWORKS"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features "$LINT_FEATURES"
 
 step "cargo test"
 cargo test --locked --all-targets --features "$FEATURES"
@@ -159,18 +158,36 @@ step "stoker convert's transcoded JPEGs read back by Pillow (scripts/check_trans
 if ! "$venv/bin/pip" freeze 2>/dev/null | grep -qx "pillow==13.0.0"; then
     "$venv/bin/pip" install --quiet pillow==13.0.0
 fi
+# The CLI the tests above built (integration tests build the binaries with their
+# features): `cargo run` would build it again without the dev-dependencies' features.
+stoker_bin="${CARGO_TARGET_DIR:-target}/debug/stoker"
+if [ ! -x "$stoker_bin" ]; then
+    echo "error: $stoker_bin was not built by the tests" >&2
+    exit 1
+fi
 transcoded="$(mktemp -d)"
 for d in jpeg samples; do
     # Exit status 1: a few of the test files are no image (reported, not written).
-    cargo run --locked --quiet --features "$FEATURES" --bin stoker -- convert "tests/data/$d" --to folder \
+    "$stoker_bin" convert "tests/data/$d" --to folder \
         --out "$transcoded/$d" >/dev/null || [ $? = 1 ]
     "$venv/bin/python" scripts/check_transcode_pillow.py "tests/data/$d" "$transcoded/$d"
 done
 rm -rf "$transcoded"
 
 step "cargo test --no-default-features (the CPU backend alone)"
-# No backend is compiled in, so none can be required.
-STOKER_REQUIRE_WGPU=0 STOKER_REQUIRE_CUDA=0 cargo test --locked --no-default-features --lib --bins --tests
+# No backend is compiled in, so none can be required. Every target was linted without
+# the backends above; the tests run here are all but those of a device backend (which
+# would only say they were skipped) and of the frameworks (a feature of their own).
+DEVICE_TESTS=" cuda_backend cuda_hardware device_cache device_check_dry device_memory \
+device_pipeline device_rejects frameworks huffman kernels_compile kernels_host nvjpeg_load \
+shaders_validate wgpu_context wgpu_kernels "
+host_tests=()
+for t in tests/*.rs; do
+    t=$(basename "$t" .rs)
+    case "$DEVICE_TESTS" in *" $t "*) ;; *) host_tests+=(--test "$t") ;; esac
+done
+STOKER_REQUIRE_WGPU=0 STOKER_REQUIRE_CUDA=0 cargo test --locked --no-default-features --lib --bins \
+    "${host_tests[@]}"
 
 if [ "$STOKER_REQUIRE_WGPU" = 1 ]; then
     step "the wgpu example on this machine's adapter"
@@ -181,10 +198,10 @@ step "the CUDA example (it says so and exits where there is no GPU)"
 cargo run --locked --quiet --features "$FEATURES" --example cuda_consumer
 
 # Fuzzing (fuzz/, libFuzzer with AddressSanitizer): every target for a bounded time
-# (STOKER_FUZZ_SECONDS each, default 15), seeded from tests/data and the earlier findings
+# (STOKER_FUZZ_SECONDS each, default 10), seeded from tests/data and the earlier findings
 # in tests/data/regress/ (which tests/regress.rs also replays on stable). cargo-fuzz needs
 # a nightly toolchain; it is installed from crates.io when missing (about a minute).
-fuzz_seconds="${STOKER_FUZZ_SECONDS:-15}"
+fuzz_seconds="${STOKER_FUZZ_SECONDS:-10}"
 if [ "$fuzz_seconds" != 0 ] && rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     if ! command -v cargo-fuzz >/dev/null 2>&1; then
         step "installing cargo-fuzz"

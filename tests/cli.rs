@@ -291,6 +291,10 @@ fn the_wgpu_backend_runs_from_the_command_line() {
     assert_eq!(r["delivered"], 18, "{r}");
     assert_eq!(r["stats"]["device_cache_hits"], 12, "{r}");
     assert_eq!(r["stats"]["cpu_fallbacks"], 0, "{r}");
+    // The affine warp on: still every sample on the device.
+    let r = wgpu_pipeline("1", &["--affine"]);
+    assert_eq!(r["delivered"], 6, "{r}");
+    assert_eq!(r["stats"]["gpu_decoded"], 6, "{r}");
 
     // The samples transcoded with restart markers: every one Huffman-decoded on the
     // device, by the decode benchmark and through the pipeline, none falling back.

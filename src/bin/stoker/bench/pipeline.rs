@@ -57,6 +57,10 @@ pub struct PipelineBenchArgs {
     /// epochs run on the device (`stats.device_cache_hits`).
     #[arg(long, default_value = "0", value_parser = cache_mb)]
     device_cache_mb: u64,
+    /// Add a random affine warp to the transform (RandomAffine: rotation of up to 15
+    /// degrees, translation of up to a tenth, scale 0.9 to 1.1, shear of up to 5 degrees).
+    #[arg(long)]
+    affine: bool,
     /// Training seed.
     #[arg(long, default_value = "0")]
     seed: u64,
@@ -280,6 +284,15 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         .flip_horizontal(0.5);
     if a.dtype != DType::U8 {
         aug = aug.normalize(IMAGENET_MEAN, IMAGENET_STD);
+    }
+    if a.affine {
+        aug = aug.random_affine(
+            stoker::Affine::new()
+                .degrees(-15.0, 15.0)
+                .translate(0.1, 0.1)
+                .scale(0.9, 1.1)
+                .shear(-5.0, 5.0),
+        );
     }
     let aug = aug.dtype(a.dtype);
     let step = Duration::from_millis(a.step_ms);
