@@ -38,8 +38,7 @@ fn library(required: bool) -> Option<Library> {
 
 /// Whether CUDA device 0 can be used. Checks for libcuda first: cudarc panics without it.
 fn gpu_usable() -> bool {
-    // SAFETY: only probes for the driver library with libloading; calls nothing in it.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+    if !stoker::backend::cuda::driver_present() {
         return false;
     }
     cudarc::driver::CudaContext::new(0).is_ok()
@@ -175,8 +174,7 @@ fn decodes_like_the_cpu_decoder() {
         return;
     }
     let Some(lib) = library(true) else { return };
-    // SAFETY: only probes for the driver library with libloading.
-    let culib = unsafe { cudarc::driver::sys::is_culib_present() };
+    let culib = stoker::backend::cuda::driver_present();
     assert!(culib, "STOKER_REQUIRE_CUDA=1 but libcuda is not present");
     let ctx = cudarc::driver::CudaContext::new(0).expect("CUDA device 0");
     let stream = ctx.new_stream().expect("CUDA stream");

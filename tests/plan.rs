@@ -372,3 +372,29 @@ fn affine_ranges_out_of_bounds_are_refused() {
         .validate()
         .is_ok());
 }
+
+/// A hand-made plan naming a valid rect past its frame is read clamped to the frame: the
+/// reference neither panics nor reads outside the sample.
+#[test]
+fn a_valid_rect_past_the_frame_is_clamped() {
+    use stoker::augment::reference::{execute_image, execute_mask, Scratch};
+    use stoker::decode::{Image8, LabelPlane};
+    let aug = Augment::new().letterbox(12, 9).dtype(DType::U8);
+    let mut plan = aug.plan(0, 0, 0, 30, 10);
+    let good = plan;
+    assert_eq!(good.valid_rect(), ((0, 12), (2, 6)));
+    plan.valid = [0xFFFF_0000, 0xFFFF_0005];
+    assert_eq!(plan.valid_rect(), ((0, 12), (5, 9)));
+    plan.valid = [0x0000_0020, 0x0003_0002];
+    assert_eq!(plan.valid_rect(), ((0, 0), (2, 3)));
+    let img = Image8::new(30, 10, vec![200; 30 * 10 * 3]);
+    let mut out = vec![0u8; plan.image_bytes()];
+    execute_image(&plan, &img, &mut out, &mut Scratch::default());
+    let mask = LabelPlane {
+        width: 30,
+        height: 10,
+        data: vec![3; 300],
+    };
+    let mut labels = vec![0u16; 12 * 9];
+    execute_mask(&plan, &mask, &mut labels);
+}

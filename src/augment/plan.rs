@@ -203,9 +203,14 @@ impl SamplePlan {
     }
 
     /// The part of the resized frame that holds the image: `([x0, x1), [y0, y1))`.
+    /// Clamped to the frame, so a hand-made plan cannot name pixels outside it.
     pub fn valid_rect(&self) -> ((u32, u32), (u32, u32)) {
+        let axis = |w: u32, n: u32| {
+            let hi = (w >> 16).min(n);
+            ((w & 0xFFFF).min(hi), hi)
+        };
         let [x, y] = self.valid;
-        ((x & 0xFFFF, x >> 16), (y & 0xFFFF, y >> 16))
+        (axis(x, self.out_width), axis(y, self.out_height))
     }
 
     /// Whether a flag is set.

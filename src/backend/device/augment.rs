@@ -13,7 +13,7 @@
 //! | --- | --- |
 //! | 0..16 | header: sample count, output width, height, dtype, layout, image bytes, word offsets of the descriptors, plans and data section, 7 zero words |
 //! | 16.. | `capacity` descriptors of 16 words (see below) |
-//! | then | `capacity` [`SamplePlan`]s, 40 words each, as they are |
+//! | then | `capacity` [`SamplePlan`]s, 40 words each, as they are (the valid rect clamped) |
 //! | then | the data section: per sample, contiguous, in sample order: x bounds (`(first window column, taps)` per output column), x weights (`kx` per output column, i32 with 22 fractional bits, zero past a column's taps), y bounds (`(first row of the horizontal result, taps)` per output row), y weights, and with a mask: the nearest source column per output column, the source row per output row, then the label plane, two u16 per word, low half first |
 //!
 //! A descriptor is: window offset (word in the windows buffer), window width, window height,
@@ -351,9 +351,16 @@ impl AugmentInput {
         ];
         let d = HEADER_WORDS + self.n * DESC_WORDS;
         self.words[d..d + DESC_WORDS].copy_from_slice(&desc);
+        // The valid rect as the reference reads it (clamped to the frame), so no plan can
+        // send the warp's taps outside the sample's pixels.
+        let ((vx0, vx1), (vy0, vy1)) = plan.valid_rect();
+        let packed = SamplePlan {
+            valid: [vx0 | vx1 << 16, vy0 | vy1 << 16],
+            ..*plan
+        };
         let p = HEADER_WORDS + self.capacity * DESC_WORDS + self.n * PLAN_WORDS;
         self.words[p..p + PLAN_WORDS]
-            .copy_from_slice(bytemuck::cast_slice(std::slice::from_ref(plan)));
+            .copy_from_slice(bytemuck::cast_slice(std::slice::from_ref(&packed)));
         self.item_starts.push(self.items);
         self.items += items;
         self.data
