@@ -247,6 +247,9 @@ pub enum SampleErrorKind {
     Label,
     /// An internal failure while processing the sample (a bug: please report it).
     Internal,
+    /// The pipeline's user transform returned an error or panicked on the sample
+    /// ([`crate::PipelineBuilder::transform`]).
+    Transform,
 }
 
 /// A sample that could not be delivered, with where it came from and why.

@@ -59,6 +59,8 @@ pub enum Stream {
     Affine = 7,
     /// Weighted sampling draws (id = the position in the epoch, or the sample index).
     Weighted = 8,
+    /// A user transform's own draws ([`crate::pipeline::UserSample::rng`]).
+    User = 9,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.

@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::device_cache::DeviceCache;
+use super::transform::{TransformResult, UserSample, UserTransform};
 use super::{cache::Cache, stats::Counters, Config, OnError, Pipeline};
 use crate::augment::Augment;
 use crate::backend::device::job::HardwareDecode;
@@ -42,6 +43,8 @@ pub struct PipelineBuilder {
     /// Weighted sampling: a weight per sample of the subset, draws an epoch (the subset's
     /// length when `None`), with replacement.
     weighting: Option<(Vec<f64>, Option<usize>, bool)>,
+    /// The caller's transform of each decoded sample.
+    transform: Option<UserTransform>,
     /// A setting refused when it was made (`setting`, `reason`), reported by `build`.
     refused: Option<(String, String)>,
     #[cfg(feature = "cuda")]
@@ -72,6 +75,7 @@ impl PipelineBuilder {
             device_cache_bytes: 0,
             memory_limit: None,
             weighting: None,
+            transform: None,
             refused: None,
             shard: None,
             shard_from_env: false,
@@ -364,6 +368,44 @@ impl PipelineBuilder {
         )
     }
 
+    /// Runs `f`, the caller's own code, on every decoded sample before the augment pass,
+    /// on the worker threads: it gets the whole upright image, the label plane and the
+    /// targets, and the sample's own random stream keyed by `(seed, epoch, sample id)`
+    /// ([`UserSample::rng`]), and may change them or replace the image (the sample's plan
+    /// is then made for the image it returns). Its error or panic fails the sample with
+    /// [`SampleErrorKind::Transform`](crate::SampleErrorKind::Transform), under the
+    /// pipeline's [`OnError`] policy.
+    ///
+    /// It runs on the CPU on every backend: on wgpu and CUDA each sample is then decoded
+    /// on the CPU (crop-aware decoding is off), transformed, uploaded, and augmented on
+    /// the device. The host cache ([`Self::cache_bytes`]) keeps samples as decoded, before
+    /// the transform; the device cache cannot be combined with a transform (an error at
+    /// [`Self::build`]). See [`crate::pipeline::transform`].
+    ///
+    /// ```no_run
+    /// # fn main() -> stoker::Result<()> {
+    /// use stoker::{Augment, Dataset, Pipeline};
+    ///
+    /// let pipe = Pipeline::builder(Dataset::image_folder("data/train")?.all())
+    ///     // Random inversion, as a recipe stoker does not have would do it.
+    ///     .transform(|s| {
+    ///         if s.rng().bernoulli(0.2) {
+    ///             s.pixels_mut().iter_mut().for_each(|v| *v = 255 - *v);
+    ///         }
+    ///         Ok(())
+    ///     })
+    ///     .augment(Augment::new().random_resized_crop(224, (0.08, 1.0), (0.75, 4.0 / 3.0)))
+    ///     .build()?;
+    /// # let _ = pipe; Ok(()) }
+    /// ```
+    pub fn transform(
+        mut self,
+        f: impl Fn(&mut UserSample<'_>) -> TransformResult + Send + Sync + 'static,
+    ) -> Self {
+        self.transform = Some(UserTransform(Arc::new(f)));
+        self
+    }
+
     /// Validates the configuration, selects the backend and returns the pipeline.
     pub fn build(self) -> Result<Pipeline> {
         if let Some((setting, reason)) = &self.refused {
@@ -447,7 +489,18 @@ impl PipelineBuilder {
                 (granted > 0).then(|| Arc::new(DeviceCache::new(granted)))
             }
         };
+        if device_cache.is_some() && self.transform.is_some() {
+            return Err(Error::config(
+                "device_cache_bytes",
+                "the device cache keeps decoded samples on the device, where a user \
+                 transform (which runs on the host) cannot reach them: use cache_bytes",
+            ));
+        }
         let mut augment = self.augment;
+        if self.transform.is_some() && augment.is_crop_aware() {
+            // The transform may read (and move) any pixel: it gets whole images.
+            augment = augment.crop_aware(false);
+        }
         if (self.cache_bytes > 0 || device_cache.is_some()) && augment.is_crop_aware() {
             // The cache keeps whole images so any later crop can be served from it.
             log::info!("decoded-sample cache on: crop-aware decode off");
@@ -474,6 +527,7 @@ impl PipelineBuilder {
             device_entropy: self.device_entropy && device_max_binding != u64::MAX,
             coeff_pool: Default::default(),
             verdicts: Default::default(),
+            transform: self.transform,
         };
         Ok(Pipeline {
             cache: (self.cache_bytes > 0).then(|| Arc::new(Cache::new(self.cache_bytes))),

@@ -23,7 +23,7 @@ use crate::augment::{geometry, SamplePlan};
 use crate::backend::device::job::DeviceJob;
 use crate::backend::device::{DeviceBatcher, DeviceBuffers, DeviceError};
 use crate::error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
-use crate::source::Subset;
+use crate::source::{Subset, Targets};
 
 struct Pending {
     images: Option<Arc<SlotMemory>>,
@@ -317,6 +317,8 @@ struct Slots {
     /// The slot's place in the device cache, recorded once the batch is submitted (given
     /// back if the slot is left out, replaced, or the batch fails).
     reservations: Vec<Option<Box<Reservation>>>,
+    /// The targets a user transform left, in place of the sample's own.
+    targets: Vec<Option<Arc<Targets>>>,
 }
 
 impl Slots {
@@ -330,6 +332,7 @@ impl Slots {
             stands_in: Vec::with_capacity(n),
             warnings: Vec::with_capacity(n),
             reservations: Vec::with_capacity(n),
+            targets: Vec::with_capacity(n),
         }
     }
 
@@ -347,6 +350,7 @@ impl Slots {
         self.stands_in.push(d.replaced);
         self.warnings.push(d.warning);
         self.reservations.push(d.reservation);
+        self.targets.push(d.targets);
     }
 
     /// Leaves slot `k` out; the slots after it move down one.
@@ -359,6 +363,7 @@ impl Slots {
         self.stands_in.remove(k);
         self.warnings.remove(k);
         self.reservations.remove(k);
+        self.targets.remove(k);
     }
 
     /// Puts the replacement `d` in slot `k`.
@@ -371,6 +376,7 @@ impl Slots {
         self.stands_in[k] = d.replaced;
         self.warnings[k] = d.warning;
         self.reservations[k] = d.reservation;
+        self.targets[k] = d.targets;
     }
 
     /// The slots filled by replacements, and the warnings, each with its slot.
@@ -503,8 +509,12 @@ impl Collector {
             .samples
             .iter()
             .zip(&slots.plans)
-            .map(|(&i, plan)| {
-                let t = samples.get(i)?.targets.as_deref()?;
+            .zip(&slots.targets)
+            .map(|((&i, plan), moved)| {
+                let t = match moved {
+                    Some(t) => t,
+                    None => samples.get(i)?.targets.as_ref()?,
+                };
                 Some(geometry::transform(plan, t, &rule))
             })
             .collect();

@@ -75,6 +75,7 @@ mod memory;
 mod readers;
 mod staging;
 mod stats;
+pub mod transform;
 mod verdict;
 mod worker;
 
@@ -84,6 +85,7 @@ pub use batch::{Batch, PaddedBoxes, Replacement, SampleWarning};
 pub use builder::PipelineBuilder;
 pub use epoch::Epoch;
 pub use stats::{Stats, MAX_KEPT_ERRORS};
+pub use transform::{TransformResult, UserSample};
 
 use crate::augment::Augment;
 use crate::backend::device::DeviceBatcher;
@@ -138,6 +140,8 @@ pub(crate) struct Config {
     pub coeff_pool: crate::backend::device::job::CoeffPool,
     /// Verdicts on whole JPEGs, for crop-aware decodes (see `verdict`).
     pub verdicts: verdict::Verdicts,
+    /// The caller's transform of each decoded sample.
+    pub transform: Option<transform::UserTransform>,
 }
 
 impl Config {

@@ -27,8 +27,8 @@ use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
 use crate::decode::{DecodeWarning, LabelPlane};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::rng::{Rng, Stream};
-use crate::source::Sample;
 use crate::source::Subset;
+use crate::source::{Sample, Targets};
 
 /// One sample to read: where it goes in its batch.
 pub(super) struct Job {
@@ -71,6 +71,8 @@ pub(super) struct Delivered {
     /// Its place in the device cache, when its batch is to keep its decoded image there
     /// (boxed: messages stay small).
     pub(super) reservation: Option<Box<Reservation>>,
+    /// Its targets as the user transform left them, in place of the sample's own.
+    pub(super) targets: Option<Arc<Targets>>,
 }
 
 /// The failed sample a replacement stands in for, and where the replacement is in the
@@ -189,6 +191,9 @@ pub(crate) struct WorkerState {
     /// The device-cache place of the sample last made, if it got one (set by
     /// `prepare_device`).
     reservation: Option<Box<Reservation>>,
+    /// The targets the user transform left for the sample last made (set by
+    /// `transformed`).
+    targets: Option<Arc<Targets>>,
 }
 
 pub(super) fn worker(
@@ -286,10 +291,18 @@ fn process(
     };
     ws.warning = None;
     ws.reservation = None;
+    ws.targets = None;
     let first = match payload {
         Payload::DeviceCached(e) => {
             ws.warning = e.warning.clone();
             Ok(device_job_kept(sh, sample, e))
+        }
+        Payload::Cached(d) if sh.cfg.transform.is_some() => {
+            ws.warning = d.warning.clone();
+            // The cache keeps samples as decoded: the transform changes a copy.
+            ws.decoded.clone_from(&**d);
+            transformed(sh, sample, ws)
+                .and_then(|plan| finish_decoded(sh, sample, plan, w, mask_writer.as_mut(), ws))
         }
         Payload::Cached(d) => {
             ws.warning = d.warning.clone();
@@ -329,6 +342,7 @@ fn process(
                         .take()
                         .map(|w| Box::new(SampleWarning::new(sample, w))),
                     reservation: ws.reservation.take(),
+                    targets: ws.targets.take(),
                 }),
                 error: None,
                 exhausted: false,
@@ -387,6 +401,7 @@ fn replacement(
         }
         let mut st = std::mem::take(&mut ws.replace);
         ws.warning = None;
+        ws.targets = None;
         let r = read_sample(cand, &sh.cfg.limits, &mut st.image, &mut st.mask, &sh.stats)
             .and_then(|()| make(cand, &st, ws));
         ws.replace = st;
@@ -408,6 +423,7 @@ fn replacement(
                         .take()
                         .map(|w| Box::new(SampleWarning::new(cand, w))),
                     reservation: ws.reservation.take(),
+                    targets: ws.targets.take(),
                 });
             }
             Err(e) => log::debug!("replacement candidate failed too: {e}"),
@@ -463,9 +479,73 @@ fn attempt(
     if sh.cfg.on_device() {
         return prepare_device(sh, s, image, mask, ws).map(|(p, j)| (p, Some(j)));
     }
+    if sh.cfg.transform.is_some() {
+        let _ = decode_into(sh, s, image, mask, &mut ws.decoded)?;
+        ws.warning = ws.decoded.warning.clone();
+        let plan = transformed(sh, s, ws)?;
+        return finish_decoded(sh, s, plan, w, mask_writer, ws);
+    }
     let plan = decode_into(sh, s, image, mask, &mut ws.decoded)?;
     ws.warning = ws.decoded.warning.clone();
     run(sh, s, &ws.decoded, &plan, w, mask_writer, &mut ws.scratch).map(|p| (p, None))
+}
+
+/// Runs the pipeline's user transform on the worker's decoded sample (whole, upright)
+/// and returns the plan made for the image it leaves; the targets it leaves go to
+/// `ws.targets`.
+fn transformed(sh: &Shared, s: &Sample, ws: &mut WorkerState) -> Result<SamplePlan, SampleError> {
+    let cfg = &sh.cfg;
+    let Some(t) = &cfg.transform else {
+        return Err(SampleError::new(
+            s,
+            SampleErrorKind::Internal,
+            "no user transform to run".into(),
+        ));
+    };
+    let time = Instant::now();
+    let d = &mut ws.decoded;
+    let r = super::transform::apply(
+        t,
+        (cfg.seed, sh.epoch),
+        &cfg.limits,
+        s,
+        &mut d.image,
+        d.mask.as_mut(),
+    );
+    Counters::add(&sh.stats.augment_ns, time.elapsed());
+    ws.targets = r?;
+    let (w, h) = (d.image.width, d.image.height);
+    Ok(cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h))
+}
+
+/// A transformed sample (in `ws.decoded`) into its slot: on the CPU, the plan executed
+/// into the slot; on a device, the pixels handed over for upload (a CPU decode, counted
+/// as a fallback).
+fn finish_decoded(
+    sh: &Shared,
+    s: &Sample,
+    plan: SamplePlan,
+    w: &mut SlotWriter,
+    mask_writer: Option<&mut SlotWriter>,
+    ws: &mut WorkerState,
+) -> Result<(SamplePlan, MaybeJob), SampleError> {
+    if !sh.cfg.on_device() {
+        return run(sh, s, &ws.decoded, &plan, w, mask_writer, &mut ws.scratch).map(|p| (p, None));
+    }
+    Ok((plan, Some(decoded_job(sh, plan, ws))))
+}
+
+/// The device input of a sample decoded (and transformed) on the CPU: its pixels, moved
+/// out of the worker's buffers, for upload. Counted as a CPU fallback.
+fn decoded_job(sh: &Shared, plan: SamplePlan, ws: &mut WorkerState) -> DeviceJob {
+    sh.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
+    let d = &mut ws.decoded;
+    DeviceJob {
+        plan,
+        image: DeviceSample::Rgb(std::mem::take(&mut d.image)),
+        mask: d.mask.take(),
+        cache_to: None,
+    }
 }
 
 /// The device input of a sample kept in the device cache: its plan (on the whole upright
@@ -526,9 +606,16 @@ fn prepare_device(
     mask: &[u8],
     ws: &mut WorkerState,
 ) -> Result<(SamplePlan, DeviceJob), SampleError> {
-    let t = Instant::now();
     let cfg = &sh.cfg;
     ws.reservation = None;
+    if cfg.transform.is_some() {
+        // The transform needs the pixels on the host: the CPU decodes the whole image.
+        let _ = decode_into(sh, s, image, mask, &mut ws.decoded)?;
+        ws.warning = ws.decoded.warning.clone();
+        let plan = transformed(sh, s, ws)?;
+        return Ok((plan, decoded_job(sh, plan, ws)));
+    }
+    let t = Instant::now();
     let (info, plan) = plan_from_headers(sh, s, image)?;
     // With the device cache on, a sample that gets a place there is decoded whole on the
     // device and kept; the others go to the host cache when there is one.
@@ -763,8 +850,9 @@ fn decode_into(
     let cfg = &sh.cfg;
     let (info, plan) = plan_from_headers(sh, s, image)?;
     let base = base_options(cfg);
-    // With the cache on, decode whole images so any later crop can be served.
-    let opts = if sh.cache.is_some() {
+    // With the cache on, decode whole images so any later crop can be served; a user
+    // transform gets whole images too.
+    let opts = if sh.cache.is_some() || cfg.transform.is_some() {
         base
     } else {
         plan.decode_options(base, &info)
