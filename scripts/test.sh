@@ -101,15 +101,14 @@ cargo fmt --all -- --check
 step "the modules import only downwards (scripts/check_layers.py)"
 python3 scripts/check_layers.py
 
-# The main build: every backend and Parquet. The burn and candle hand-offs add the
-# features FRAMEWORKS for the library, their examples and their tests only (nothing else
-# in the suite depends on them, and linking every test against burn's and candle's crates
-# would cost minutes). The lint checks every target once with the frameworks on: no code
-# is compiled only without them, so nothing goes unlinted, and the dependencies are
-# checked once rather than once per feature set.
-FEATURES=parquet
-FRAMEWORKS=parquet,burn,candle
-FRAMEWORK_TARGETS=(--example train_burn --example train_candle --test frameworks)
+# One build for every test: every backend, Parquet, and the burn and candle hand-offs.
+# burn and candle turn on features of crates the rest of the graph shares (serde, rand,
+# hashbrown, ...), so a build without them and one with them share almost nothing: two
+# feature sets cost two whole builds (about 13 minutes each here), while linking the
+# tests that do not use the frameworks against their crates costs far less. The lint
+# checks every target once with the frameworks on (and candle's cuda feature), so
+# nothing goes unlinted, and the dependencies are checked once.
+FEATURES=parquet,burn,candle
 # candle's `cuda` feature makes cudarc link the CUDA libraries rather than load them, and
 # builds candle's kernels with nvcc (the pinned wheels') for the compute capability named
 # here. The lint and the docs take it (nothing is linked, so no CUDA driver or cuBLAS is
@@ -141,15 +140,12 @@ fi
 step "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features "$LINT_FEATURES"
 
-step "cargo test"
+# Every target, the hand-offs' tests and the two training examples' runs among them
+# (about 3 minutes: each must end well above chance).
+step "cargo test --all-targets --features $FEATURES"
 cargo test --locked --all-targets --features "$FEATURES"
+step "cargo test --doc --features $FEATURES"
 cargo test --locked --doc --features "$FEATURES"
-
-# The hand-offs' tests and the two training runs (about 3 minutes: each must end well
-# above chance), and the module docs' examples.
-step "cargo test ${FRAMEWORK_TARGETS[*]} --features $FRAMEWORKS"
-cargo test --locked "${FRAMEWORK_TARGETS[@]}" --features "$FRAMEWORKS"
-cargo test --locked --doc --features "$FRAMEWORKS" frameworks
 
 # Another reader of what `stoker convert` transcodes: Pillow (its own libjpeg build) must
 # decode every transcoded JPEG to the original's pixels. (TensorFlow's check of the shards,
@@ -174,20 +170,11 @@ for d in jpeg samples; do
 done
 rm -rf "$transcoded"
 
-step "cargo test --no-default-features (the CPU backend alone)"
-# No backend is compiled in, so none can be required. Every target was linted without
-# the backends above; the tests run here are all but those of a device backend (which
-# would only say they were skipped) and of the frameworks (a feature of their own).
-DEVICE_TESTS=" cuda_backend cuda_hardware device_cache device_check_dry device_memory \
-device_pipeline device_rejects frameworks huffman kernels_compile kernels_host nvjpeg_load \
-shaders_validate wgpu_context wgpu_kernels "
-host_tests=()
-for t in tests/*.rs; do
-    t=$(basename "$t" .rs)
-    case "$DEVICE_TESTS" in *" $t "*) ;; *) host_tests+=(--test "$t") ;; esac
-done
-STOKER_REQUIRE_WGPU=0 STOKER_REQUIRE_CUDA=0 cargo test --locked --no-default-features --lib --bins \
-    "${host_tests[@]}"
+# The CPU-only build (--no-default-features) and each single-backend build are linted
+# above, every target. Its tests are not run again here: without burn and candle the
+# shared crates take other features, so that would be a third whole build (about 10
+# minutes) to run the same CPU code the suite above runs; the fuzz targets below do run a
+# build of the library without its default features.
 
 if [ "$STOKER_REQUIRE_WGPU" = 1 ]; then
     step "the wgpu example on this machine's adapter"
