@@ -231,6 +231,118 @@ fn decode_inspect_split_and_render_work() {
     assert!(png.is_file());
 }
 
+/// An 8-bit RGB PNG file's size and pixels.
+fn read_rgb_png(p: &Path) -> (usize, usize, Vec<u8>) {
+    let bytes = std::fs::read(p).expect("png");
+    let mut dec = png::Decoder::new(std::io::Cursor::new(bytes));
+    dec.set_transformations(png::Transformations::IDENTITY);
+    let mut r = dec.read_info().expect("png header");
+    let mut buf = vec![0u8; r.output_buffer_size().expect("size")];
+    let f = r.next_frame(&mut buf).expect("png pixels");
+    assert_eq!(f.color_type, png::ColorType::Rgb);
+    buf.truncate(f.buffer_size());
+    (f.width as usize, f.height as usize, buf)
+}
+
+/// `render --manifest`: each sample's boxes and keypoints drawn on the original and, where
+/// the batch moved them, on the augmented image, in their class's colour; a legend under
+/// the rows with each class's swatch; the report lists what was drawn.
+#[test]
+fn render_draws_boxes_keypoints_and_a_legend() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (w, h) = (80u32, 60u32);
+    let grey = vec![128u8; (3 * w * h) as usize];
+    let mut lines = String::new();
+    for (name, class) in [("a.png", 3), ("b.png", 5)] {
+        common::write(dir.path(), name, &common::png_rgb(w, h, &grey));
+        // Boxes over most of the image, so any crop keeps them.
+        lines += &format!(
+            "{{\"path\": \"{name}\", \"boxes\": [[6, 5, 74, 55, {class}]], \"keypoints\": [[40, 30]]}}\n"
+        );
+    }
+    let manifest = common::write(dir.path(), "m.jsonl", lines.as_bytes());
+    let png = dir.path().join("sheet.png");
+    let size = 64usize;
+    let r = stoker(&[
+        "render",
+        "--manifest",
+        path(&manifest),
+        "--backend",
+        "cpu",
+        "--n",
+        "2",
+        "--size",
+        "64",
+        "--seed",
+        "2",
+        "--out",
+        path(&png),
+    ]);
+    let legend = r["legend"].as_array().expect("legend");
+    let colour = |class: u64| -> [u8; 3] {
+        let e = legend
+            .iter()
+            .find(|e| e["id"] == class)
+            .unwrap_or_else(|| panic!("class {class} in the legend: {r}"));
+        let hex = e["colour"].as_str().expect("colour");
+        [1, 3, 5].map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+    };
+    assert_eq!(legend.len(), 2, "{r}");
+    let (sw, sh, px) = read_rgb_png(&png);
+    let at = |x: usize, y: usize| -> [u8; 3] {
+        let i = 3 * (y * sw + x);
+        [px[i], px[i + 1], px[i + 2]]
+    };
+    let gap = 4;
+    let rows_h = 2 * size + 3 * gap;
+    assert_eq!((sw, sh), (2 * size + 3 * gap, rows_h + 12 + gap));
+    let mut drawn = 0;
+    for (i, row) in r["rows"].as_array().expect("rows").iter().enumerate() {
+        let y_row = gap + i * (size + gap);
+        let class = if row["path"] == "a.png" { 3 } else { 5 };
+        // The original, fitted to 64x48 and centred: its box's top-left corner.
+        let s = size as f64 / f64::from(w);
+        let (ox, oy) = (gap, y_row + (size - 48) / 2);
+        let corner = |v: f64| (v * s).round() as usize;
+        assert_eq!(
+            at(ox + corner(6.0), oy + corner(5.0)),
+            colour(class),
+            "{row}"
+        );
+        // The augmented image: the moved box's corners, and the keypoint's centre.
+        for b in row["boxes"].as_array().expect("boxes") {
+            let v: Vec<f64> = (0..5).map(|k| b[k].as_f64().expect("number")).collect();
+            assert_eq!(v[4] as u64, class);
+            let (x0, y0) = (v[0].round() as usize, v[1].round() as usize);
+            let (x1, y1) = (v[2].round() as usize - 1, v[3].round() as usize - 1);
+            let ax = 2 * gap + size;
+            for (x, y) in [(x0, y0), (x1, y1), (x0, y1), (x1, y0)] {
+                assert_eq!(at(ax + x, y_row + y), colour(class), "{row} at ({x}, {y})");
+            }
+            drawn += 1;
+        }
+        for k in row["keypoints"].as_array().expect("keypoints") {
+            let (x, y) = (k[0].as_f64().expect("x"), k[1].as_f64().expect("y"));
+            let (x, y) = (x.floor() as usize, y.floor() as usize);
+            assert_eq!(at(2 * gap + size + x, y_row + y), colour(class), "{row}");
+        }
+    }
+    assert_eq!(drawn, 2, "{r}");
+    // The legend's swatches, side by side on one line under the rows.
+    let mut xs = Vec::new();
+    for e in legend {
+        let c = colour(e["id"].as_u64().expect("id"));
+        let (x, y) = (
+            e["at"][0].as_u64().expect("x"),
+            e["at"][1].as_u64().expect("y"),
+        );
+        assert_eq!(y as usize, rows_h, "{e}");
+        assert_eq!(at(x as usize + 3, y as usize + 3), c);
+        xs.push(x);
+    }
+    assert!(xs[0] < xs[1], "{xs:?}");
+}
+
 /// `bench decode --backend cpu,wgpu`, `bench pipeline --backend wgpu` and
 /// `decode --backend wgpu` run on this machine's adapter (lavapipe in CI), and the device
 /// writes the same PNG as the CPU.

@@ -174,7 +174,8 @@ pub struct Stats {
     /// the batcher's `decode_paths`).
     pub hardware: u64,
     /// GPU backends: images the CPU decoded instead, one sample at a time (other formats,
-    /// JPEG features the device path does not take, samples for the host cache).
+    /// JPEG features the device path does not take, samples for the host cache, every
+    /// sample of a pipeline with a user transform).
     pub cpu_fallbacks: u64,
     /// GPU backends: time the collector thread spent packing, uploading and submitting
     /// batches (off the consumer's thread).

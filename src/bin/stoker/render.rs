@@ -1,7 +1,9 @@
 //! `stoker render`: a contact sheet for a person to look at. One row per sample: the
 //! whole original (aspect kept), the augmented image exactly as a training batch holds
 //! it (taken from a real pipeline), and, for segmentation sets, the augmented label mask
-//! blended over the augmented image.
+//! blended over the augmented image. Boxes and keypoints (from a manifest or a COCO
+//! file) are drawn on the original where the sample has them and on the augmented image
+//! where the batch moved them; a legend under the rows gives each class's colour.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -12,7 +14,7 @@ use stoker::augment::plan::FLIP_H;
 use stoker::augment::{reference, Layout};
 use stoker::decode::{DecodeOptions, Image8};
 use stoker::source::Sample;
-use stoker::{Augment, BackendKind, DType, Dataset, OnError, Pipeline, SamplePlan};
+use stoker::{Augment, BackendKind, DType, Dataset, OnError, Pipeline, SamplePlan, Targets};
 
 use crate::common::{
     self, fail, Cause, Ctx, Failure, Report, Res, Table, MASK_IMAGES_DIR, MASK_LABELS_DIR,
@@ -28,8 +30,16 @@ pub struct RenderArgs {
     #[arg(long)]
     images: Option<PathBuf>,
     /// Label masks paired with the images by file stem (PNG class maps).
-    #[arg(long, requires = "images")]
+    #[arg(long, requires = "images", conflicts_with = "coco")]
     masks: Option<PathBuf>,
+    /// A manifest (CSV or JSON Lines: path, label, boxes, keypoints, mask, ...) instead of
+    /// --images: its boxes and keypoints are drawn.
+    #[arg(long, conflicts_with_all = ["images", "coco"])]
+    manifest: Option<PathBuf>,
+    /// COCO annotations (instances or person keypoints) for the images of --images: the
+    /// boxes and keypoints are drawn, labelled with the categories' names.
+    #[arg(long, requires = "images")]
+    coco: Option<PathBuf>,
     /// Backend (auto, cpu, wgpu, cuda).
     #[arg(long, default_value = "auto", value_parser = clap::value_parser!(BackendKind))]
     backend: BackendKind,
@@ -59,6 +69,8 @@ struct Row {
     augmented: Vec<u8>,
     /// `size * size` class ids.
     mask: Option<Vec<u16>>,
+    /// The sample's boxes and keypoints as the batch moved them (output pixels).
+    targets: Option<Targets>,
 }
 
 /// The JSON object of `stoker render`.
@@ -79,6 +91,34 @@ struct RenderReport {
     rows: Vec<RowReport>,
     /// Samples the pipeline skipped.
     errors: Vec<Failure>,
+    /// The classes drawn (mask ids and box classes), as the legend shows them.
+    legend: Vec<LegendEntry>,
+}
+
+/// One entry of the legend.
+#[derive(Debug, Serialize)]
+struct LegendEntry {
+    /// The class id.
+    id: u32,
+    /// Its name, where the dataset has one.
+    name: String,
+    /// Its colour on the sheet, `#rrggbb`.
+    colour: String,
+    /// Where its 8x8 swatch is on the sheet (left, top); `None` past what the legend
+    /// shows (it then says how many more there are).
+    at: Option<[usize; 2]>,
+}
+
+impl LegendEntry {
+    /// The text beside the swatch: the id, and the name where it says more.
+    fn label(&self) -> String {
+        // (A dataset without class names numbers its classes: the id alone then.)
+        if self.name.is_empty() || self.name == self.id.to_string() {
+            self.id.to_string()
+        } else {
+            format!("{} {}", self.id, self.name)
+        }
+    }
 }
 
 /// One row's sample and its augmentation.
@@ -94,6 +134,10 @@ struct RowReport {
     brightness: f32,
     contrast: f32,
     saturation: f32,
+    /// The boxes on the augmented image, `[x0, y0, x1, y1, class]` in its pixels.
+    boxes: Vec<[f32; 5]>,
+    /// The keypoints on the augmented image that are still visible, `[x, y]`.
+    keypoints: Vec<[f32; 2]>,
 }
 
 impl RenderReport {
@@ -133,10 +177,12 @@ impl RenderReport {
     }
 }
 
-/// A saturated colour per class id, hue from a hash of the id.
-fn class_colour(id: u16) -> [u8; 3] {
-    let h = (stoker::rng::mix64(u64::from(id)) >> 40) as f64 / (1u64 << 24) as f64 * 6.0;
-    let (s, v) = (0.85, 1.0);
+/// A saturated colour per class id (the same for a mask's id and a box's class): hues a
+/// golden-ratio turn apart, so that neighbouring ids (the classes of one dataset) differ
+/// most, and every third id a little darker.
+fn class_colour(id: u32) -> [u8; 3] {
+    let h = (f64::from(id) * 0.618_033_988_749_895).fract() * 6.0;
+    let (s, v) = (0.85, if id % 3 == 2 { 0.8 } else { 1.0 });
     let i = h.floor();
     let f = h - i;
     let (p, q, t) = (v * (1.0 - s), v * (1.0 - s * f), v * (1.0 - s * (1.0 - f)));
@@ -159,7 +205,7 @@ fn overlay(rgb: &[u8], mask: &[u16]) -> Vec<u8> {
         if id == 0 {
             continue;
         }
-        let c = class_colour(id);
+        let c = class_colour(u32::from(id));
         for (v, c) in px.iter_mut().zip(c) {
             *v = ((u16::from(*v) + u16::from(c)) / 2) as u8;
         }
@@ -173,6 +219,162 @@ fn blit(sheet: &mut [u8], sheet_w: usize, x0: usize, y0: usize, rgb: &[u8], w: u
         let dst = ((y0 + y) * sheet_w + x0) * 3;
         sheet[dst..dst + w * 3].copy_from_slice(&rgb[y * w * 3..(y + 1) * w * 3]);
     }
+}
+
+/// Where one cell of the sheet is, to draw into it (everything clipped to the cell).
+#[derive(Clone, Copy)]
+struct Cell {
+    x0: usize,
+    y0: usize,
+    w: usize,
+    h: usize,
+}
+
+impl Cell {
+    /// Sets pixel `(x, y)` of the cell (cell coordinates) when it is inside.
+    fn put(&self, sheet: &mut [u8], sheet_w: usize, (x, y): (i64, i64), c: [u8; 3]) {
+        if x < 0 || y < 0 || x as usize >= self.w || y as usize >= self.h {
+            return;
+        }
+        let at = 3 * ((self.y0 + y as usize) * sheet_w + self.x0 + x as usize);
+        if let Some(px) = sheet.get_mut(at..at + 3) {
+            px.copy_from_slice(&c);
+        }
+    }
+
+    /// The outline of the box `[x0, y0, x1, y1]` (cell pixels, corner coordinates), two
+    /// pixels wide, inside the box.
+    fn outline(&self, sheet: &mut [u8], sheet_w: usize, b: [f32; 4], c: [u8; 3]) {
+        let [x0, y0, x1, y1] = b.map(|v| v.round() as i64);
+        for t in 0..2 {
+            for x in x0..x1 {
+                self.put(sheet, sheet_w, (x, y0 + t), c);
+                self.put(sheet, sheet_w, (x, y1 - 1 - t), c);
+            }
+            for y in y0..y1 {
+                self.put(sheet, sheet_w, (x0 + t, y), c);
+                self.put(sheet, sheet_w, (x1 - 1 - t, y), c);
+            }
+        }
+    }
+
+    /// A keypoint: a 5x5 black square with a 3x3 centre of colour `c`.
+    fn keypoint(&self, sheet: &mut [u8], sheet_w: usize, (x, y): (f32, f32), c: [u8; 3]) {
+        let (x, y) = (x.floor() as i64, y.floor() as i64);
+        for dy in -2..=2i64 {
+            for dx in -2..=2i64 {
+                let inner = dx.abs() <= 1 && dy.abs() <= 1;
+                self.put(
+                    sheet,
+                    sheet_w,
+                    (x + dx, y + dy),
+                    if inner { c } else { [0; 3] },
+                );
+            }
+        }
+    }
+
+    /// `text` in the 8x8 bitmap font from `(x, y)`, cut at the cell's edge.
+    fn text(&self, sheet: &mut [u8], sheet_w: usize, (x, y): (i64, i64), text: &str, c: [u8; 3]) {
+        use font8x8::UnicodeFonts;
+        for (i, ch) in text.chars().enumerate() {
+            let glyph = font8x8::BASIC_FONTS
+                .get(ch)
+                .or_else(|| font8x8::BASIC_FONTS.get('?'))
+                .unwrap_or([0; 8]);
+            let gx = x + 8 * i as i64;
+            for (gy, row) in glyph.iter().enumerate() {
+                for bit in 0..8 {
+                    // The font's rows are read from the low bit: bit 0 is the left pixel.
+                    if row >> bit & 1 == 1 {
+                        self.put(sheet, sheet_w, (gx + bit, y + gy as i64), c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Draws a sample's boxes (in their class's colour) and visible keypoints (in their
+/// object's box colour, white without one) into `cell`, scaled by `scale` from the
+/// targets' pixels.
+fn draw_targets(sheet: &mut [u8], sheet_w: usize, cell: Cell, t: &Targets, scale: (f32, f32)) {
+    let (sx, sy) = scale;
+    for b in &t.boxes {
+        let c = class_colour(b.class);
+        cell.outline(
+            sheet,
+            sheet_w,
+            [b.x0 * sx, b.y0 * sy, b.x1 * sx, b.y1 * sy],
+            c,
+        );
+    }
+    for k in t.keypoints.iter().filter(|k| k.visibility > 0) {
+        let c = t
+            .boxes
+            .get(k.object as usize)
+            .map_or([255; 3], |b| class_colour(b.class));
+        cell.keypoint(sheet, sheet_w, (k.x * sx, k.y * sy), c);
+    }
+}
+
+/// Height of one legend line.
+const LEGEND_LINE: usize = 12;
+/// Most lines of entries the legend has (then a line says how many more).
+const LEGEND_LINES: usize = 8;
+/// Longest label drawn, in characters (longer ones are cut).
+const LEGEND_CHARS: usize = 16;
+
+/// Lays the legend out in columns across `width` pixels from sheet row `top`: sets each
+/// shown entry's swatch position and returns the legend's height.
+fn lay_out_legend(legend: &mut [LegendEntry], width: usize, top: usize) -> usize {
+    if legend.is_empty() {
+        return 0;
+    }
+    let chars = legend
+        .iter()
+        .map(|e| e.label().chars().count().min(LEGEND_CHARS))
+        .max()
+        .unwrap_or(1);
+    // Swatch, gap, label, gap.
+    let column = 12 + 8 * chars + 12;
+    let columns = (width / column).max(1);
+    let shown = legend.len().min(columns * LEGEND_LINES);
+    for (i, e) in legend.iter_mut().enumerate() {
+        e.at = (i < shown).then(|| {
+            [
+                GAP + (i % columns) * column,
+                top + (i / columns) * LEGEND_LINE,
+            ]
+        });
+    }
+    let lines = shown.div_ceil(columns) + usize::from(shown < legend.len());
+    lines * LEGEND_LINE + GAP
+}
+
+/// The legend's lines: each class drawn (mask ids, box classes), its name where the
+/// dataset has one.
+fn legend(rows: &[Row], names: &[String]) -> Vec<LegendEntry> {
+    let mut ids = std::collections::BTreeSet::new();
+    for r in rows {
+        if let Some(m) = &r.mask {
+            ids.extend(m.iter().filter(|&&id| id != 0).map(|&id| u32::from(id)));
+        }
+        if let Some(t) = &r.targets {
+            ids.extend(t.boxes.iter().map(|b| b.class));
+        }
+    }
+    ids.into_iter()
+        .map(|id| {
+            let [r, g, b] = class_colour(id);
+            LegendEntry {
+                id,
+                name: names.get(id as usize).cloned().unwrap_or_default(),
+                colour: format!("#{r:02x}{g:02x}{b:02x}"),
+                at: None,
+            }
+        })
+        .collect()
 }
 
 /// The whole image resized to fit `size x size`, aspect kept: (rgb, width, height).
@@ -189,16 +391,18 @@ fn fit(img: &Image8, id: u64, size: u32) -> (Vec<u8>, u32, u32) {
 pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
     // Before the work: a sheet with nowhere to go is an error now, not after rendering.
     crate::ensure_parent(&a.out)?;
-    let repeat = a.images.is_none();
-    let data = match &a.images {
-        Some(dir) => {
+    let repeat = a.images.is_none() && a.manifest.is_none();
+    let data = match (&a.images, &a.manifest, &a.coco) {
+        (_, Some(m), _) => Dataset::from_manifest(m)?,
+        (Some(dir), None, Some(ann)) => Dataset::coco(ann, dir)?,
+        (Some(dir), None, None) => {
             let d = common::open_dataset(dir)?;
             match &a.masks {
                 Some(m) => d.with_masks(m)?,
                 None => d,
             }
         }
-        None => {
+        (None, None, _) => {
             let images = common::resolve_dir(None, MASK_IMAGES_DIR, "--images")?;
             let labels = common::resolve_dir(None, MASK_LABELS_DIR, "--images")?;
             Dataset::flat(images)?.with_masks(labels)?
@@ -208,6 +412,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
         return Err(fail(Cause::NoInput, "no images to render"));
     }
     let has_masks = data.samples().iter().any(|s| s.mask.is_some());
+    let names = data.classes().to_vec();
     let by_id: HashMap<u64, Sample> = data.samples().iter().map(|s| (s.id, s.clone())).collect();
     let size = a.size as usize;
     let aug = Augment::new()
@@ -262,6 +467,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
                 plan: *plan,
                 augmented: augmented.to_vec(),
                 mask,
+                targets: batch.targets().get(slot).cloned().flatten(),
             });
             if rows.len() >= a.n {
                 break;
@@ -282,7 +488,8 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
     // Originals, decoded once per sample on the CPU.
     let be = pipe.backend();
     let limits = stoker::Limits::default();
-    let mut originals: HashMap<u64, (Vec<u8>, u32, u32)> = HashMap::new();
+    // (rgb, width, height, and the scale from the original's pixels).
+    let mut originals: HashMap<u64, (Vec<u8>, u32, u32, (f32, f32))> = HashMap::new();
     for r in &rows {
         if originals.contains_key(&r.id) {
             continue;
@@ -304,29 +511,46 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
             &mut img,
         )
         .map_err(|e| format!("{}: {e}", s.path))?;
-        originals.insert(r.id, fit(&img, r.id, a.size));
+        let (rgb, w, h) = fit(&img, r.id, a.size);
+        let scale = (
+            w as f32 / img.width.max(1) as f32,
+            h as f32 / img.height.max(1) as f32,
+        );
+        originals.insert(r.id, (rgb, w, h, scale));
     }
 
     let cols = if has_masks { 3 } else { 2 };
     let sheet_w = cols * size + (cols + 1) * GAP;
-    let sheet_h = rows.len() * size + (rows.len() + 1) * GAP;
+    let rows_h = rows.len() * size + (rows.len() + 1) * GAP;
+    let mut legend = legend(&rows, &names);
+    let sheet_h = rows_h + lay_out_legend(&mut legend, sheet_w - 2 * GAP, rows_h);
     let mut sheet = vec![BACKGROUND; sheet_w * sheet_h * 3];
     for (i, r) in rows.iter().enumerate() {
         let y0 = GAP + i * (size + GAP);
-        if let Some((rgb, w, h)) = originals.get(&r.id) {
+        if let Some((rgb, w, h, scale)) = originals.get(&r.id) {
             let (w, h) = (*w as usize, *h as usize);
-            blit(
-                &mut sheet,
-                sheet_w,
-                GAP + (size - w) / 2,
-                y0 + (size - h) / 2,
-                rgb,
+            let cell = Cell {
+                x0: GAP + (size - w) / 2,
+                y0: y0 + (size - h) / 2,
                 w,
                 h,
-            );
+            };
+            blit(&mut sheet, sheet_w, cell.x0, cell.y0, rgb, w, h);
+            if let Some(t) = by_id.get(&r.id).and_then(|s| s.targets.as_deref()) {
+                draw_targets(&mut sheet, sheet_w, cell, t, *scale);
+            }
         }
         let x1 = 2 * GAP + size;
         blit(&mut sheet, sheet_w, x1, y0, &r.augmented, size, size);
+        if let Some(t) = &r.targets {
+            let cell = Cell {
+                x0: x1,
+                y0,
+                w: size,
+                h: size,
+            };
+            draw_targets(&mut sheet, sheet_w, cell, t, (1.0, 1.0));
+        }
         if let Some(m) = &r.mask {
             let x2 = 3 * GAP + 2 * size;
             blit(
@@ -339,6 +563,33 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
                 size,
             );
         }
+    }
+    // The legend: a swatch of each class's colour, its id and name.
+    let whole = Cell {
+        x0: 0,
+        y0: 0,
+        w: sheet_w,
+        h: sheet_h,
+    };
+    let mut last_line = rows_h;
+    for e in &legend {
+        let Some([x, y]) = e.at else { continue };
+        last_line = last_line.max(y);
+        let (x, y) = (x as i64, y as i64);
+        let c = class_colour(e.id);
+        for dy in 0..8 {
+            for dx in 0..8 {
+                whole.put(&mut sheet, sheet_w, (x + dx, y + dy), c);
+            }
+        }
+        let label: String = e.label().chars().take(LEGEND_CHARS).collect();
+        whole.text(&mut sheet, sheet_w, (x + 12, y), &label, [235; 3]);
+    }
+    let hidden = legend.iter().filter(|e| e.at.is_none()).count();
+    if hidden > 0 {
+        let more = format!("... {hidden} more");
+        let y = (last_line + LEGEND_LINE) as i64;
+        whole.text(&mut sheet, sheet_w, (GAP as i64, y), &more, [235; 3]);
     }
     crate::files::write_png_rgb(&a.out, sheet_w as u32, sheet_h as u32, &sheet)?;
 
@@ -355,6 +606,19 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
                 brightness: p.brightness,
                 contrast: p.contrast,
                 saturation: p.saturation,
+                boxes: r.targets.as_ref().map_or_else(Vec::new, |t| {
+                    t.boxes
+                        .iter()
+                        .map(|b| [b.x0, b.y0, b.x1, b.y1, b.class as f32])
+                        .collect()
+                }),
+                keypoints: r.targets.as_ref().map_or_else(Vec::new, |t| {
+                    t.keypoints
+                        .iter()
+                        .filter(|k| k.visibility > 0)
+                        .map(|k| [k.x, k.y])
+                        .collect()
+                }),
             }
         })
         .collect();
@@ -370,6 +634,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
         size: a.size,
         rows,
         errors,
+        legend,
     };
     let report = Report::new(&r, r.text())?;
     Ok(match r.errors.len() {
@@ -392,5 +657,32 @@ mod tests {
         assert_eq!(&out[0..3], &[100, 100, 100]);
         assert_ne!(&out[3..6], &out[6..9]);
         assert_ne!(class_colour(1), class_colour(2));
+    }
+
+    #[test]
+    fn outlines_and_text_stay_inside_their_cell() {
+        let (w, h) = (20usize, 12usize);
+        let mut sheet = vec![0u8; w * h * 3];
+        let cell = Cell {
+            x0: 2,
+            y0: 1,
+            w: 10,
+            h: 8,
+        };
+        // A box running past the cell, text running past it.
+        cell.outline(&mut sheet, w, [-3.0, 2.0, 40.0, 6.0], [9, 9, 9]);
+        // The box's top edge (cell row 2) is drawn across the cell.
+        assert!((2..12).all(|x| sheet[3 * (3 * w + x)] == 9));
+        cell.text(&mut sheet, w, (4, 0), "WW", [7, 7, 7]);
+        for y in 0..h {
+            for x in 0..w {
+                let inside = (2..12).contains(&x) && (1..9).contains(&y);
+                if !inside {
+                    assert_eq!(&sheet[3 * (y * w + x)..3 * (y * w + x) + 3], &[0; 3]);
+                }
+            }
+        }
+        // The text left pixels in the cell.
+        assert!(sheet.chunks(3).any(|p| p == [7, 7, 7]));
     }
 }
