@@ -101,28 +101,10 @@ cargo fmt --all -- --check
 step "the modules import only downwards (scripts/check_layers.py)"
 python3 scripts/check_layers.py
 
-# One build for every test: every backend, Parquet, and the burn and candle hand-offs.
-# burn and candle turn on features of crates the rest of the graph shares (serde, rand,
-# hashbrown, ...), so a build without them and one with them share almost nothing: two
-# feature sets cost two whole builds (about 13 minutes each here), while linking the
-# tests that do not use the frameworks against their crates costs far less. The lint
-# checks every target once with the frameworks on (and candle's cuda feature), so
-# nothing goes unlinted, and the dependencies are checked once.
-FEATURES=parquet,burn,candle
-# candle's `cuda` feature makes cudarc link the CUDA libraries rather than load them, and
-# builds candle's kernels with nvcc (the pinned wheels') for the compute capability named
-# here. The lint and the docs take it (nothing is linked, so no CUDA driver or cuBLAS is
-# needed): the crate builds beside it, and candle's kernels are compiled once. The same
-# environment for both, or candle's build script would run again.
-export PATH="$CUDA_HOME/bin:$PATH"
-export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
-LINT_FEATURES=parquet,burn,candle-cuda
-step "cargo clippy --all-targets --features $LINT_FEATURES -- -D warnings"
-cargo clippy --all-targets --locked --features "$LINT_FEATURES" -- -D warnings
-
 # Every backend can be compiled out: each single-backend build and the CPU-only build
 # must build and lint clean, so no cfg combination rots (a compiled-out backend keeps its
-# names as stand-ins that say it is not in this build).
+# names as stand-ins that say it is not in this build). These are checks (no code
+# generated) of a graph without burn and candle: a few minutes for the three.
 for features in "--no-default-features" "--no-default-features --features wgpu" \
     "--no-default-features --features cuda"; do
     step "cargo clippy --all-targets $features -- -D warnings"
@@ -132,20 +114,81 @@ done
 
 step "the library alone builds none of the CLI's dependencies (feature cli)"
 if cargo tree --locked --no-default-features --features wgpu -e normal --prefix none |
-    grep -E '^(clap|indicatif|plotters) '; then
+    grep -E '^(clap|indicatif|plotters|font8x8) '; then
     echo "error: the library without the cli feature depends on the CLI's crates" >&2
     exit 1
 fi
 
-step "cargo doc (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features "$LINT_FEATURES"
+# rustdoc's lints (broken links, ...) on the default build with Parquet; the hand-offs'
+# module docs compile as doc tests below. (Documenting with burn and candle would check
+# their whole graph once more: 10 minutes.)
+step "cargo doc --features parquet (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features parquet
+
+# One build for every test: every backend, Parquet, and the burn and candle hand-offs.
+# burn and candle turn on features of crates the rest of the graph shares (serde, rand,
+# hashbrown, ...), so a build without them and one with them share almost nothing: two
+# feature sets would cost two whole builds.
+#
+# Clippy lints every target of the crate while the tests build (clippy-driver is the
+# compiler of the crate's own targets; the dependencies build with rustc, once), rather
+# than in a check of its own: a check generates no code, so it shares nothing with the
+# build and would cost a third pass over the whole graph (15 minutes here). `-D
+# warnings` makes every warning, clippy's too, an error; the dependencies' lints are
+# capped by cargo as always. Every cargo command from here to the fuzzing runs with the
+# same flags, so none rebuilds what another built.
+FEATURES=parquet,burn,candle
+clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)"
+if [ -z "$clippy_driver" ]; then
+    echo "error: clippy-driver not found (rustup component add clippy)" >&2
+    exit 1
+fi
+export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-D warnings"
 
 # Every target, the hand-offs' tests and the two training examples' runs among them
-# (about 3 minutes: each must end well above chance).
-step "cargo test --all-targets --features $FEATURES"
+# (a few minutes: each must end well above chance).
+step "cargo test --all-targets --features $FEATURES (and clippy on every target)"
 cargo test --locked --all-targets --features "$FEATURES"
 step "cargo test --doc --features $FEATURES"
 cargo test --locked --doc --features "$FEATURES"
+
+# stoker beside candle's `cuda` feature, which makes cudarc link the CUDA libraries rather
+# than load them (a linked program needs libcuda, cuBLAS and cuRAND, which a machine
+# without a GPU does not have) and builds candle's kernels with nvcc (the pinned wheels')
+# for the compute capability named here. So nothing is linked: the library is built (and
+# linted) with it, and the candle example, which has code for it, is compiled to its
+# metadata and linted. Only cudarc, candle and the crate are built again.
+#
+# candle-kernels builds two things with nvcc: the PTX of candle's tensor kernels (what a
+# stoker + candle program runs), compiled here for real, and a static library of
+# quantised-LLM kernels (MoE and GGUF matrix products: llama.cpp's templates, most of the
+# nvcc time, about 5 minutes on two cores), which nothing here links: `nvcc-check`
+# (beside nvcc, so that candle's build finds the toolkit's headers from it) runs nvcc for
+# everything else and leaves the library's objects empty.
+step "stoker beside candle's cuda feature: the library and train_candle, nothing linked"
+export PATH="$CUDA_HOME/bin:$PATH"
+export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
+cat >"$CUDA_HOME/bin/nvcc-check" <<'NVCC'
+#!/usr/bin/env bash
+# nvcc for a build that links nothing: object and library outputs are left empty.
+out=
+mode=
+prev=
+for a in "$@"; do
+    case "$a" in -c | --lib) mode=$a ;; esac
+    [ "$prev" = -o ] && out=$a
+    prev=$a
+done
+if [ -n "$mode" ] && [ -n "$out" ]; then
+    : >"$out"
+    exit 0
+fi
+exec "$(dirname "$0")/nvcc" "$@"
+NVCC
+chmod +x "$CUDA_HOME/bin/nvcc-check"
+NVCC="$CUDA_HOME/bin/nvcc-check" cargo rustc --locked --example train_candle \
+    --features parquet,burn,candle-cuda -- --emit=metadata
 
 # Another reader of what `stoker convert` transcodes: Pillow (its own libjpeg build) must
 # decode every transcoded JPEG to the original's pixels. (TensorFlow's check of the shards,
@@ -185,10 +228,12 @@ step "the CUDA example (it says so and exits where there is no GPU)"
 cargo run --locked --quiet --features "$FEATURES" --example cuda_consumer
 
 # Fuzzing (fuzz/, libFuzzer with AddressSanitizer): every target for a bounded time
-# (STOKER_FUZZ_SECONDS each, default 10), seeded from tests/data and the earlier findings
+# (STOKER_FUZZ_SECONDS each, default 5), seeded from tests/data and the earlier findings
 # in tests/data/regress/ (which tests/regress.rs also replays on stable). cargo-fuzz needs
 # a nightly toolchain; it is installed from crates.io when missing (about a minute).
-fuzz_seconds="${STOKER_FUZZ_SECONDS:-10}"
+# (cargo-fuzz and the fuzz build take their own compiler flags: not the lint's.)
+unset RUSTC_WORKSPACE_WRAPPER RUSTFLAGS
+fuzz_seconds="${STOKER_FUZZ_SECONDS:-5}"
 if [ "$fuzz_seconds" != 0 ] && rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
     if ! command -v cargo-fuzz >/dev/null 2>&1; then
         step "installing cargo-fuzz"
