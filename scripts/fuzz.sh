@@ -50,7 +50,19 @@ seed() {
 
 # Every target built in one cargo run (in parallel, sharing the dependencies) before any
 # runs: each `cargo fuzz run` below then finds its target built with the same options.
-if ! cargo +nightly fuzz build --fuzz-dir fuzz >fuzz/build.log 2>&1; then
+# STOKER_FUZZ_BUILD=dev builds the targets without optimisation (cargo-fuzz's --dev):
+# a few times quicker to build, slower to run; what scripts/test.sh uses for its short
+# runs. The default is cargo-fuzz's release build, for fuzzing in earnest.
+build=()
+case "${STOKER_FUZZ_BUILD:-release}" in
+    release) ;;
+    dev) build=(--dev) ;;
+    *)
+        echo "error: STOKER_FUZZ_BUILD is release or dev, not ${STOKER_FUZZ_BUILD}" >&2
+        exit 2
+        ;;
+esac
+if ! cargo +nightly fuzz build "${build[@]}" --fuzz-dir fuzz >fuzz/build.log 2>&1; then
     tail -40 fuzz/build.log
     exit 1
 fi
@@ -62,7 +74,7 @@ for t in "${targets[@]}"; do
     rm -rf "fuzz/artifacts/$t"
     # -malloc_limit_mb: no single allocation may come near what the checks' small
     # limits allow (a few tens of MB); -rss_limit_mb bounds the whole process.
-    if ! cargo +nightly fuzz run --fuzz-dir fuzz "$t" "fuzz/corpus/$t" -- \
+    if ! cargo +nightly fuzz run "${build[@]}" --fuzz-dir fuzz "$t" "fuzz/corpus/$t" -- \
         -max_total_time="$seconds" -malloc_limit_mb=1024 -rss_limit_mb=2560 \
         -timeout=20 -print_final_stats=1 >"fuzz/$t.log" 2>&1; then
         status=1

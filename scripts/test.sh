@@ -240,7 +240,9 @@ if [ "$fuzz_seconds" != 0 ] && rustup toolchain list 2>/dev/null | grep -q '^nig
         cargo install --quiet --locked cargo-fuzz --version 0.13.2
     fi
     step "fuzzing every target for ${fuzz_seconds} s (scripts/fuzz.sh)"
-    bash scripts/fuzz.sh "$fuzz_seconds"
+    # Unoptimised builds (cargo-fuzz's --dev): for runs of a few seconds, the build is
+    # what costs (a release fuzz build compiles every crate as one codegen unit).
+    STOKER_FUZZ_BUILD="${STOKER_FUZZ_BUILD:-dev}" bash scripts/fuzz.sh "$fuzz_seconds"
 elif [ "$fuzz_seconds" != 0 ]; then
     echo "note: no nightly toolchain (rustup toolchain install nightly): the fuzz targets did not run; tests/regress.rs replayed their findings"
 fi
