@@ -60,6 +60,16 @@ pub struct RenderArgs {
     out: PathBuf,
 }
 
+/// A sample's whole image as the first column shows it.
+struct Original {
+    /// `width * height * 3` RGB bytes.
+    rgb: Vec<u8>,
+    width: u32,
+    height: u32,
+    /// From the image's pixels to these (the boxes' and keypoints' scale).
+    scale: (f32, f32),
+}
+
 /// One row of the sheet.
 struct Row {
     id: u64,
@@ -488,8 +498,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
     // Originals, decoded once per sample on the CPU.
     let be = pipe.backend();
     let limits = stoker::Limits::default();
-    // (rgb, width, height, and the scale from the original's pixels).
-    let mut originals: HashMap<u64, (Vec<u8>, u32, u32, (f32, f32))> = HashMap::new();
+    let mut originals: HashMap<u64, Original> = HashMap::new();
     for r in &rows {
         if originals.contains_key(&r.id) {
             continue;
@@ -516,7 +525,15 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
             w as f32 / img.width.max(1) as f32,
             h as f32 / img.height.max(1) as f32,
         );
-        originals.insert(r.id, (rgb, w, h, scale));
+        originals.insert(
+            r.id,
+            Original {
+                rgb,
+                width: w,
+                height: h,
+                scale,
+            },
+        );
     }
 
     let cols = if has_masks { 3 } else { 2 };
@@ -527,8 +544,9 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
     let mut sheet = vec![BACKGROUND; sheet_w * sheet_h * 3];
     for (i, r) in rows.iter().enumerate() {
         let y0 = GAP + i * (size + GAP);
-        if let Some((rgb, w, h, scale)) = originals.get(&r.id) {
-            let (w, h) = (*w as usize, *h as usize);
+        if let Some(o) = originals.get(&r.id) {
+            let (rgb, scale) = (&o.rgb, &o.scale);
+            let (w, h) = (o.width as usize, o.height as usize);
             let cell = Cell {
                 x0: GAP + (size - w) / 2,
                 y0: y0 + (size - h) / 2,
