@@ -157,8 +157,9 @@ cargo test --locked --doc --features "$FEATURES"
 # than load them (a linked program needs libcuda, cuBLAS and cuRAND, which a machine
 # without a GPU does not have) and builds candle's kernels with nvcc (the pinned wheels')
 # for the compute capability named here. So nothing is linked: the library is built (and
-# linted) with it, and the candle example, which has code for it, is compiled to its
-# metadata and linted. Only cudarc, candle and the crate are built again.
+# linted) with it, an rlib. (The candle example's code for it is not compiled here: any
+# build of an example links it.) cudarc, candle, burn's crates above `half` and the crate
+# are built again.
 #
 # candle-kernels builds two things with nvcc: the PTX of candle's tensor kernels (what a
 # stoker + candle program runs), compiled here for real, and a static library of
@@ -166,7 +167,7 @@ cargo test --locked --doc --features "$FEATURES"
 # nvcc time, about 5 minutes on two cores), which nothing here links: `nvcc-check`
 # (beside nvcc, so that candle's build finds the toolkit's headers from it) runs nvcc for
 # everything else and leaves the library's objects empty.
-step "stoker beside candle's cuda feature: the library and train_candle, nothing linked"
+step "stoker beside candle's cuda feature: the library, nothing linked"
 export PATH="$CUDA_HOME/bin:$PATH"
 export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
 cat >"$CUDA_HOME/bin/nvcc-check" <<'NVCC'
@@ -187,8 +188,7 @@ fi
 exec "$(dirname "$0")/nvcc" "$@"
 NVCC
 chmod +x "$CUDA_HOME/bin/nvcc-check"
-NVCC="$CUDA_HOME/bin/nvcc-check" cargo rustc --locked --example train_candle \
-    --features parquet,burn,candle-cuda -- --emit=metadata
+NVCC="$CUDA_HOME/bin/nvcc-check" cargo build --locked --lib --features parquet,burn,candle-cuda
 
 # Another reader of what `stoker convert` transcodes: Pillow (its own libjpeg build) must
 # decode every transcoded JPEG to the original's pixels. (TensorFlow's check of the shards,
