@@ -480,14 +480,28 @@ fn attempt(
         return prepare_device(sh, s, image, mask, ws).map(|(p, j)| (p, Some(j)));
     }
     if sh.cfg.transform.is_some() {
-        let _ = decode_into(sh, s, image, mask, &mut ws.decoded)?;
-        ws.warning = ws.decoded.warning.clone();
-        let plan = transformed(sh, s, ws)?;
+        let plan = decode_and_transform(sh, s, image, mask, ws)?;
         return finish_decoded(sh, s, plan, w, mask_writer, ws);
     }
     let plan = decode_into(sh, s, image, mask, &mut ws.decoded)?;
     ws.warning = ws.decoded.warning.clone();
     run(sh, s, &ws.decoded, &plan, w, mask_writer, &mut ws.scratch).map(|p| (p, None))
+}
+
+/// Decodes a sample whole into the worker's buffers (see `decode_into`) and runs the user
+/// transform on it; returns the plan made for the image the transform leaves.
+fn decode_and_transform(
+    sh: &Shared,
+    s: &Sample,
+    image: &[u8],
+    mask: &[u8],
+    ws: &mut WorkerState,
+) -> Result<SamplePlan, SampleError> {
+    // (The plan `decode_into` makes from the headers is for the image before the
+    // transform: not the one used.)
+    let _ = decode_into(sh, s, image, mask, &mut ws.decoded)?;
+    ws.warning = ws.decoded.warning.clone();
+    transformed(sh, s, ws)
 }
 
 /// Runs the pipeline's user transform on the worker's decoded sample (whole, upright)
@@ -610,9 +624,7 @@ fn prepare_device(
     ws.reservation = None;
     if cfg.transform.is_some() {
         // The transform needs the pixels on the host: the CPU decodes the whole image.
-        let _ = decode_into(sh, s, image, mask, &mut ws.decoded)?;
-        ws.warning = ws.decoded.warning.clone();
-        let plan = transformed(sh, s, ws)?;
+        let plan = decode_and_transform(sh, s, image, mask, ws)?;
         return Ok((plan, decoded_job(sh, plan, ws)));
     }
     let t = Instant::now();
