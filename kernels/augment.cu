@@ -61,7 +61,7 @@ enum : u32 {
     D_NEAREST = 15u, // source column per output column, then source row per row
 
     // SamplePlan words.
-    PLAN_WORDS = 40u,
+    PLAN_WORDS = 48u,
     P_FLAGS = 10u,
     P_ORDER = 11u,
     P_BRIGHTNESS = 12u,
@@ -75,12 +75,17 @@ enum : u32 {
     P_FILL = 33u,
     P_MASK_FILL = 34u,
     P_VALID = 35u,       // x0 | x1 << 16, y0 | y1 << 16
+    P_ORDER_HI = 37u,    // colour ops 4 to 7
+    P_COLOR_PARAMS = 38u, // solarize threshold | posterize bits << 8
+    P_ERASE = 39u,       // x0 | x1 << 16, y0 | y1 << 16 (after flips)
+    P_ERASE_VALUE = 41u, // f32 per channel, in the batch's units
 
     FLIP_H = 1u,
     FLIP_V = 2u,
     JITTER = 4u,
     NORMALIZE = 8u,
     AFFINE = 32u,
+    ERASE = 64u,
     AFFINE_FRAC_BITS = 16u,
     AFFINE_WEIGHT_BITS = 11u,
 
@@ -88,6 +93,9 @@ enum : u32 {
     OP_CONTRAST = 2u,
     OP_SATURATION = 3u,
     OP_HUE = 4u,
+    OP_GRAYSCALE = 5u,
+    OP_POSTERIZE = 6u,
+    OP_SOLARIZE = 7u,
 
     ROUND = 2097152u, // 1 << 21
     PRECISION = 22u,
@@ -273,18 +281,20 @@ static __device__ __forceinline__ U3 hue_shift(U3 p, float shift) {
         f32_to_u32(fclamp(o.z * scale, 0.0f, 255.0f))};
 }
 
-// The jitter op at position k of the plan's order (0 when none or jitter is off).
+// The colour op at position k of the plan's order (0 when none or jitter is off): ops
+// 0 to 3 in the order word, 4 to 7 in the next.
 static __device__ __forceinline__ u32 op_at(const Aug& g, u32 s, u32 k) {
-    if ((plan_u(g, s, P_FLAGS) & JITTER) == 0u || k >= 4u) {
+    if ((plan_u(g, s, P_FLAGS) & JITTER) == 0u || k >= 8u) {
         return 0u;
     }
-    return (plan_u(g, s, P_ORDER) >> (8u * k)) & 255u;
+    const u32 word = plan_u(g, s, k >= 4u ? P_ORDER_HI : P_ORDER);
+    return (word >> (8u * (k % 4u))) & 255u;
 }
 
 // Number of ops in the plan's order.
 static __device__ __forceinline__ u32 op_count(const Aug& g, u32 s) {
     u32 k = 0u;
-    while (k < 4u && op_at(g, s, k) != 0u) {
+    while (k < 8u && op_at(g, s, k) != 0u) {
         k++;
     }
     return k;
@@ -326,6 +336,17 @@ static __device__ __forceinline__ U3 pixel_ops(const Aug& g, u32 s, U3 v0, u32 f
             if (f != 0.0f) {
                 v = hue_shift(v, f);
             }
+        } else if (op == OP_GRAYSCALE) {
+            const u32 l = f32_to_u32(gray(v));
+            v = U3{l, l, l};
+        } else if (op == OP_POSTERIZE) {
+            const u32 bits = umin((plan_u(g, s, P_COLOR_PARAMS) >> 8u) & 255u, 8u);
+            const u32 keep = (0xFF00u >> bits) & 255u;
+            v = U3{v.x & keep, v.y & keep, v.z & keep};
+        } else if (op == OP_SOLARIZE) {
+            const u32 t = plan_u(g, s, P_COLOR_PARAMS) & 255u;
+            v = U3{v.x >= t ? 255u - v.x : v.x, v.y >= t ? 255u - v.y : v.y,
+                v.z >= t ? 255u - v.z : v.z};
         }
     }
     return v;
@@ -596,7 +617,41 @@ static __device__ __forceinline__ Elem element(const Aug& g, u32 s, u32 l) {
     return Elem{v, c};
 }
 
+// Whether element l of sample s lies in the plan's erased rectangle (output
+// coordinates, after flips).
+static __device__ __forceinline__ bool erased(const Aug& g, u32 s, u32 l) {
+    if ((plan_u(g, s, P_FLAGS) & ERASE) == 0u) {
+        return false;
+    }
+    const u32 ow = g.hdr[H_OUT_W];
+    const u32 npx = ow * g.hdr[H_OUT_H];
+    const u32 q = g.hdr[H_LAYOUT] == 1u ? udiv(l, 3u) : urem(l, npx);
+    const u32 x = urem(q, ow);
+    const u32 y = udiv(q, ow);
+    const u32 rx = plan_u(g, s, P_ERASE);
+    const u32 ry = plan_u(g, s, P_ERASE + 1u);
+    return x >= (rx & 0xFFFFu) && x < (rx >> 16u) && y >= (ry & 0xFFFFu) && y < (ry >> 16u);
+}
+
+// The erased value of element l's channel.
+static __device__ __forceinline__ float erase_value(const Aug& g, u32 s, u32 l) {
+    const u32 npx = g.hdr[H_OUT_W] * g.hdr[H_OUT_H];
+    const u32 c = g.hdr[H_LAYOUT] == 1u ? urem(l, 3u) : udiv(l, npx);
+    return plan_f(g, s, P_ERASE_VALUE + c);
+}
+
+// A u8 batch's element: the erased value (truncated into 0-255) or the image's.
+static __device__ __forceinline__ u32 element_u8(const Aug& g, u32 s, u32 l) {
+    if (erased(g, s, l)) {
+        return f32_to_u32(fclamp(erase_value(g, s, l), 0.0f, 255.0f));
+    }
+    return element(g, s, l).v;
+}
+
 static __device__ __forceinline__ float element_f(const Aug& g, u32 s, u32 l) {
+    if (erased(g, s, l)) {
+        return erase_value(g, s, l);
+    }
     const Elem e = element(g, s, l);
     const float x = (float)e.v / 255.0f;
     if ((plan_u(g, s, P_FLAGS) & NORMALIZE) != 0u) {
@@ -657,7 +712,7 @@ extern "C" __global__ void write_image(const KernelArgs a) {
             const u32 e = b + k;
             const u32 s = g.P[S0] + udiv(e, per);
             if (s < n) {
-                word |= element(g, s, urem(e, per)).v << (8u * k);
+                word |= element_u8(g, s, urem(e, per)) << (8u * k);
             }
         }
     } else if (dtype == 1u) {

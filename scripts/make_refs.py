@@ -45,6 +45,14 @@ What is written (file names relative to tests/data/refs/):
     between the ops (torchvision's uint8 code path, with its truncating float
     to uint8 conversions). Factors are multiples of 1/256 and hue shifts
     multiples of 1/512 (exact in f32).
+    The same case holds the colour ops that follow the jitter: ``["grayscale", 0]``
+    (``F.rgb_to_grayscale(t, num_output_channels=3)``), ``["posterize", bits]``
+    (``F.posterize(t, bits)``) and ``["solarize", threshold]`` (``F.solarize(t,
+    threshold)``), drawn after every other case.
+  - ``{"op": "erase", "box": [x, y, w, h], "value": [...]}``: torchvision v2
+    ``F.erase(t, y, x, h, w, v)`` with ``v`` the value per channel: with ``"mean"``
+    and ``"std"`` on the normalised float32 tensor (as ``normalize`` below, output raw
+    float32), else on the uint8 tensor (output a PNG). Drawn after every other case.
   - ``{"op": "normalize", "mean": [...], "std": [...], "output": "*.f32"}``:
     ``F.normalize(F.to_dtype(t, torch.float32, scale=True), mean, std)`` on the
     uint8 CHW tensor, written as raw little-endian float32 in CHW order.
@@ -254,11 +262,20 @@ JITTER_FNS = {
 }
 
 
+# The colour ops after the jitter (a separate table: the random jitter sequences above
+# draw from JITTER_FNS's length, and must keep their draws).
+COLOR_FNS = {
+    "grayscale": lambda t, _: F.rgb_to_grayscale(t, num_output_channels=3),
+    "posterize": lambda t, bits: F.posterize(t, int(bits)),
+    "solarize": F.solarize,
+}
+
+
 def jitter(name, inp, ops):
     """torchvision colour ops in order on a uint8 CHW tensor (kept uint8)."""
     t = to_chw(load_rgb(inp))
     for op, f in ops:
-        t = JITTER_FNS[op](t, f)
+        t = (JITTER_FNS.get(op) or COLOR_FNS[op])(t, f)
         assert t.dtype == torch.uint8, (op, t.dtype)
     save_png(from_chw(t), f"{name}.png")
     cases.append(dict(name=name, op="jitter", input=inp, ops=[[op, f] for op, f in ops],
@@ -272,6 +289,29 @@ def normalize(name, inp, mean, std):
     (OUT / f"{name}.f32").write_bytes(out.numpy().astype("<f4").tobytes())
     cases.append(dict(name=name, op="normalize", input=inp, mean=mean, std=std,
                       output=f"{name}.f32"))
+
+
+def erase(name, inp, box, value, mean=None, std=None):
+    """torchvision v2 F.erase(t, i, j, h, w, v) of a [x, y, w, h] box: on the normalised
+    float32 tensor (raw LE float32, CHW) with mean and std, else on the uint8 one (PNG)."""
+    t = to_chw(load_rgb(inp))
+    x, y, w, h = box
+    if mean is not None:
+        t = F.normalize(F.to_dtype(t, torch.float32, scale=True), mean=mean, std=std)
+        v = torch.tensor(value, dtype=torch.float32)[:, None, None]
+        out = F.erase(t, y, x, h, w, v)
+        output = f"{name}.f32"
+        (OUT / output).write_bytes(out.numpy().astype("<f4").tobytes())
+    else:
+        v = torch.tensor(value, dtype=torch.uint8)[:, None, None]
+        out = F.erase(t, y, x, h, w, v)
+        output = f"{name}.png"
+        save_png(from_chw(out), output)
+    case = dict(name=name, op="erase", input=inp, box=list(box), value=list(value),
+                output=output)
+    if mean is not None:
+        case.update(mean=mean, std=std)
+    cases.append(case)
 
 
 def affine(name, inp, angle, translate, scale, shear, fill, labels=False):
@@ -547,6 +587,55 @@ def main():
     resize_center_crop("centercrop_pad_y_camera", jcam, 24, (20, 31))
     resize_center_crop("centercrop_pad_both_noise", jn, 12, (21, 15))
     resize_center_crop("centercrop_inside_grad", jg, 28, (22, 20))
+
+    # --- grayscale, posterize, solarize (torchvision v2), after the rest ------
+    color_inputs = [jp, jc, jn, jg, jcam, jr, jh, n1]
+    color_singles = [("grayscale", [0]),
+                     ("posterize", [0, 1, 2, 3, 4, 5, 6, 7, 8]),
+                     ("solarize", [0.0, 1.0, 64.0, 127.5, 128.0, 200.25, 254.5, 255.0])]
+    k = 0
+    for op, values in color_singles:
+        for v in values:
+            for inp in color_inputs[k % 4:k % 4 + (4 if op == "grayscale" else 1)]:
+                jitter(f"color_{op}_{v:g}_{Path(inp).stem[3:]}", inp, [(op, v)])
+            k += 1
+    # ColorJitter's ops in a random order, then the colour ops the pipeline runs after
+    # them, in its fixed order (grayscale, posterize, solarize), each present or not.
+    for i in range(16):
+        n_ops = int(rng.integers(0, 5))
+        ops = []
+        for j in rng.permutation(len(names))[:n_ops]:
+            op = names[j]
+            v = factor(-0.5, 0.5, 512) if op == "hue" else factor(0.0, 2.0)
+            ops.append((op, v))
+        present = rng.random(3) < 0.6
+        if not present.any():
+            present[i % 3] = True
+        if present[0]:
+            ops.append(("grayscale", 0))
+        if present[1]:
+            ops.append(("posterize", int(rng.integers(0, 9))))
+        if present[2]:
+            ops.append(("solarize", float(rng.integers(0, 1021)) / 4.0))
+        inp = color_inputs[i % len(color_inputs)]
+        jitter(f"color_seq{i:02d}_{Path(inp).stem[3:]}", inp, ops)
+
+    # --- random erasing's erase (torchvision v2), after the rest -------------
+    imagenet = ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    # small inputs: the float32 outputs are 12 bytes a pixel
+    erase_inputs = [jn, jp, jc, n1, jp, jn, jcam, jn, jp]
+    for i in range(9):
+        inp = erase_inputs[i % len(erase_inputs)]
+        w, h = image_size(inp)
+        bw, bh = int(rng.integers(0, w + 1)), int(rng.integers(0, h + 1))
+        box = (int(rng.integers(0, w - bw + 1)), int(rng.integers(0, h - bh + 1)), bw, bh)
+        if i % 3 == 2:
+            value = [int(v) for v in rng.integers(0, 256, 3)]
+            erase(f"erase{i:02d}_u8_{Path(inp).stem[3:]}", inp, box, value)
+        else:
+            value = [0.0, 0.0, 0.0] if i % 3 == 0 else [float(v) for v in
+                                                        rng.normal(size=3).astype(np.float32)]
+            erase(f"erase{i:02d}_{Path(inp).stem[3:]}", inp, box, value, *imagenet)
 
     versions = {"Pillow": PIL.__version__, "torch": torch.__version__,
                 "torchvision": torchvision.__version__, "numpy": np.__version__}

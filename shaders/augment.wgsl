@@ -2,7 +2,7 @@
 //
 // Input: one blob of u32 words built on the host by src/backend/device/augment.rs
 // (`AugmentInput`), bound twice: `hdr` holds the header, the per-sample descriptors and the
-// plans (`SamplePlan`, 40 words each, byte for byte); `data` a range of the per-sample
+// plans (`SamplePlan`, 48 words each, byte for byte); `data` a range of the per-sample
 // tables (resize coefficients, nearest tables, mask pixels). Decoded windows are RGBA
 // words (R in the low byte) in `windows`.
 //
@@ -62,7 +62,7 @@ const D_MASK_W: u32 = 13u; // mask width (0: no mask, the output is 0)
 const D_NEAREST: u32 = 15u; // source column per output column, then source row per row
 
 // SamplePlan words.
-const PLAN_WORDS: u32 = 40u;
+const PLAN_WORDS: u32 = 48u;
 const P_FLAGS: u32 = 10u;
 const P_ORDER: u32 = 11u;
 const P_BRIGHTNESS: u32 = 12u;
@@ -76,12 +76,17 @@ const P_AFFINE_FRAC: u32 = 31u; // fractions of c and f
 const P_FILL: u32 = 33u;
 const P_MASK_FILL: u32 = 34u;
 const P_VALID: u32 = 35u; // x0 | x1 << 16, y0 | y1 << 16
+const P_ORDER_HI: u32 = 37u; // colour ops 4 to 7
+const P_COLOR_PARAMS: u32 = 38u; // solarize threshold | posterize bits << 8
+const P_ERASE: u32 = 39u; // x0 | x1 << 16, y0 | y1 << 16 (after flips)
+const P_ERASE_VALUE: u32 = 41u; // f32 per channel, in the batch's units
 
 const FLIP_H: u32 = 1u;
 const FLIP_V: u32 = 2u;
 const JITTER: u32 = 4u;
 const NORMALIZE: u32 = 8u;
 const AFFINE: u32 = 32u;
+const ERASE: u32 = 64u;
 const AFFINE_FRAC_BITS: u32 = 16u;
 const AFFINE_WEIGHT_BITS: u32 = 11u;
 
@@ -89,6 +94,9 @@ const OP_BRIGHTNESS: u32 = 1u;
 const OP_CONTRAST: u32 = 2u;
 const OP_SATURATION: u32 = 3u;
 const OP_HUE: u32 = 4u;
+const OP_GRAYSCALE: u32 = 5u;
+const OP_POSTERIZE: u32 = 6u;
+const OP_SOLARIZE: u32 = 7u;
 
 const ROUND: i32 = 2097152; // 1 << 21
 const PRECISION: u32 = 22u;
@@ -264,18 +272,20 @@ fn hue_shift(p: vec3<u32>, shift: f32) -> vec3<u32> {
     return vec3<u32>(clamp(o * (256.0 - 1e-3), vec3<f32>(0.0), vec3<f32>(255.0)));
 }
 
-// The jitter op at position k of the plan's order (0 when none or jitter is off).
+// The colour op at position k of the plan's order (0 when none or jitter is off): ops
+// 0 to 3 in the order word, 4 to 7 in the next.
 fn op_at(s: u32, k: u32) -> u32 {
-    if (plan_u(s, P_FLAGS) & JITTER) == 0u || k >= 4u {
+    if (plan_u(s, P_FLAGS) & JITTER) == 0u || k >= 8u {
         return 0u;
     }
-    return (plan_u(s, P_ORDER) >> (8u * k)) & 255u;
+    let word = select(plan_u(s, P_ORDER), plan_u(s, P_ORDER_HI), k >= 4u);
+    return (word >> (8u * (k % 4u))) & 255u;
 }
 
 // Number of ops in the plan's order.
 fn op_count(s: u32) -> u32 {
     var k = 0u;
-    while k < 4u && op_at(s, k) != 0u {
+    while k < 8u && op_at(s, k) != 0u {
         k++;
     }
     return k;
@@ -315,6 +325,14 @@ fn pixel_ops(s: u32, v0: vec3<u32>, first: u32, end: u32) -> vec3<u32> {
             if f != 0.0 {
                 v = hue_shift(v, f);
             }
+        } else if op == OP_GRAYSCALE {
+            v = vec3<u32>(u32(gray(v)));
+        } else if op == OP_POSTERIZE {
+            let bits = min((plan_u(s, P_COLOR_PARAMS) >> 8u) & 255u, 8u);
+            v = v & vec3<u32>((0xFF00u >> bits) & 255u);
+        } else if op == OP_SOLARIZE {
+            let t = plan_u(s, P_COLOR_PARAMS) & 255u;
+            v = select(v, vec3<u32>(255u) - v, v >= vec3<u32>(t));
         }
     }
     return v;
@@ -570,7 +588,41 @@ fn element(s: u32, l: u32) -> vec2<u32> {
     return vec2<u32>(v, c);
 }
 
+// Whether element l of sample s lies in the plan's erased rectangle (output
+// coordinates, after flips).
+fn erased(s: u32, l: u32) -> bool {
+    if (plan_u(s, P_FLAGS) & ERASE) == 0u {
+        return false;
+    }
+    let ow = hdr[H_OUT_W];
+    let npx = ow * hdr[H_OUT_H];
+    let q = select(l % npx, l / 3u, hdr[H_LAYOUT] == 1u);
+    let x = q % ow;
+    let y = q / ow;
+    let rx = plan_u(s, P_ERASE);
+    let ry = plan_u(s, P_ERASE + 1u);
+    return x >= (rx & 0xFFFFu) && x < (rx >> 16u) && y >= (ry & 0xFFFFu) && y < (ry >> 16u);
+}
+
+// The erased value of element l's channel.
+fn erase_value(s: u32, l: u32) -> f32 {
+    let npx = hdr[H_OUT_W] * hdr[H_OUT_H];
+    let c = select(l / npx, l % 3u, hdr[H_LAYOUT] == 1u);
+    return plan_f(s, P_ERASE_VALUE + c);
+}
+
+// A u8 batch's element: the erased value (truncated into 0-255) or the image's.
+fn element_u8(s: u32, l: u32) -> u32 {
+    if erased(s, l) {
+        return u32(clamp(erase_value(s, l), 0.0, 255.0));
+    }
+    return element(s, l).x;
+}
+
 fn element_f(s: u32, l: u32) -> f32 {
+    if erased(s, l) {
+        return erase_value(s, l);
+    }
     let e = element(s, l);
     let x = f32(e.x) / 255.0;
     if (plan_u(s, P_FLAGS) & NORMALIZE) != 0u {
@@ -636,7 +688,7 @@ fn write_image(
             let e = b + k;
             let s = P.s0 + e / per;
             if s < n {
-                word |= element(s, e % per).x << (8u * k);
+                word |= element_u8(s, e % per) << (8u * k);
             }
         }
     } else if dtype == 1u {

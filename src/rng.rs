@@ -61,6 +61,10 @@ pub enum Stream {
     Weighted = 8,
     /// A user transform's own draws ([`crate::pipeline::UserSample::rng`]).
     User = 9,
+    /// Whether the random grayscale, posterize and solarize apply.
+    Color = 10,
+    /// Random erasing: whether, and the rectangle.
+    Erase = 11,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.

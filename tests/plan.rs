@@ -398,3 +398,156 @@ fn a_valid_rect_past_the_frame_is_clamped() {
     let mut labels = vec![0u16; 12 * 9];
     execute_mask(&plan, &mask, &mut labels);
 }
+
+/// The colour ops after the jitter: each applies with its probability, in the fixed order
+/// after the jitter's ops, keyed by (seed, epoch, id); adding them changes no other part
+/// of a plan; bad settings are refused.
+#[test]
+fn colour_ops_are_drawn_on_their_own_stream_in_their_order() {
+    use stoker::augment::plan::{OP_GRAYSCALE, OP_POSTERIZE, OP_SOLARIZE};
+    let base = train_augment();
+    let with = base
+        .clone()
+        .random_grayscale(0.5)
+        .random_posterize(3, 0.5)
+        .random_solarize(100.5, 0.5);
+    assert!(with.validate().is_ok());
+    let mut seen = BTreeMap::new();
+    for id in 0..400u64 {
+        let (a, b) = (base.plan(5, 2, id, 64, 48), with.plan(5, 2, id, 64, 48));
+        assert_eq!(b, with.plan(5, 2, id, 64, 48), "keyed by (seed, epoch, id)");
+        let jitter: Vec<u32> = a.jitter_ops().collect();
+        let ops: Vec<u32> = b.jitter_ops().collect();
+        assert_eq!(
+            &ops[..jitter.len()],
+            &jitter[..],
+            "the jitter's ops come first"
+        );
+        let colour = &ops[jitter.len()..];
+        // Every other field as without the colour ops.
+        let mut same = b;
+        (same.jitter_order, same.jitter_order_hi, same.color_params) =
+            (a.jitter_order, a.jitter_order_hi, a.color_params);
+        assert_eq!(same, a, "sample {id}");
+        let want: Vec<u32> = [OP_GRAYSCALE, OP_POSTERIZE, OP_SOLARIZE]
+            .into_iter()
+            .filter(|op| colour.contains(op))
+            .collect();
+        assert_eq!(colour, &want[..], "fixed order");
+        if colour.contains(&OP_POSTERIZE) {
+            assert_eq!(b.posterize_bits(), 3);
+        }
+        if colour.contains(&OP_SOLARIZE) {
+            assert_eq!(b.solarize_threshold(), 101, "the ceiling of 100.5");
+        }
+        *seen.entry(colour.to_vec()).or_insert(0) += 1;
+    }
+    // Each of the 8 subsets about 400 / 8 = 50 times.
+    assert_eq!(seen.len(), 8, "{seen:?}");
+    assert!(seen.values().all(|&n| (20..=90).contains(&n)), "{seen:?}");
+    // Another epoch draws again.
+    let differ = (0..100u64)
+        .filter(|&id| with.plan(5, 2, id, 64, 48) != with.plan(5, 3, id, 64, 48))
+        .count();
+    assert!(differ > 90);
+    // Probability 1 always, 0 never.
+    let always = Augment::new().resize(8, 8).random_grayscale(1.0);
+    let never = Augment::new().resize(8, 8).random_solarize(0.0, 0.0);
+    for id in 0..50 {
+        assert_eq!(
+            always.plan(1, 0, id, 9, 9).jitter_ops().collect::<Vec<_>>(),
+            [OP_GRAYSCALE]
+        );
+        assert_eq!(never.plan(1, 0, id, 9, 9).jitter_ops().count(), 0);
+    }
+    for bad in [
+        Augment::new().resize(8, 8).random_grayscale(1.5),
+        Augment::new().resize(8, 8).random_posterize(9, 0.5),
+        Augment::new().resize(8, 8).random_posterize(4, -0.1),
+        Augment::new().resize(8, 8).random_solarize(256.0, 0.5),
+        Augment::new().resize(8, 8).random_solarize(f64::NAN, 0.5),
+    ] {
+        assert!(bad.validate().is_err(), "{bad:?}");
+    }
+}
+
+/// Random erasing's rectangles: drawn as torchvision's `RandomErasing.get_params`
+/// (area within `scale` of the output's up to rounding, aspect within `ratio`, inside
+/// the frame), with probability `p`, keyed by (seed, epoch, id), on a stream of their
+/// own; the value is the configured one; bad settings are refused.
+#[test]
+fn erasing_rectangles_follow_torchvisions_draw() {
+    use stoker::augment::plan::ERASE;
+    let base = train_augment();
+    let value = [0.0, 0.5, -1.0];
+    let with = base
+        .clone()
+        .random_erasing(0.5, (0.02, 0.33), (0.3, 3.3), value);
+    assert!(with.validate().is_ok());
+    let (w, h) = with.get_output_size();
+    let mut erased = 0;
+    for id in 0..1000u64 {
+        let (a, b) = (base.plan(3, 1, id, 50, 40), with.plan(3, 1, id, 50, 40));
+        assert_eq!(b, with.plan(3, 1, id, 50, 40));
+        let mut same = b;
+        same.flags &= !ERASE;
+        (same.erase, same.erase_value) = (a.erase, a.erase_value);
+        assert_eq!(same, a, "sample {id}: erasing changed another parameter");
+        if !b.has(ERASE) {
+            assert_eq!(b.erase_rect(), ((0, 0), (0, 0)));
+            continue;
+        }
+        erased += 1;
+        assert_eq!(b.erase_value, value);
+        let ((x0, x1), (y0, y1)) = b.erase_rect();
+        assert!(x1 <= w && y1 <= h && x0 <= x1 && y0 <= y1);
+        let (ew, eh) = (f64::from(x1 - x0), f64::from(y1 - y0));
+        let area = f64::from(w * h);
+        // h = round(sqrt(A r)), w = round(sqrt(A / r)): within half a pixel of a
+        // rectangle of the drawn area and ratio.
+        assert!(ew < f64::from(w) && eh < f64::from(h));
+        let (lo, hi) = ((ew - 0.5) * (eh - 0.5), (ew + 0.5) * (eh + 0.5));
+        assert!(
+            lo <= 0.33 * area && hi >= 0.02 * area,
+            "sample {id}: {ew}x{eh} in {w}x{h}"
+        );
+        if ew >= 1.0 && eh >= 1.0 {
+            let ratio = eh / ew;
+            let slack = (eh + 0.5) / (ew - 0.5).max(0.5) / ratio;
+            assert!(ratio <= 3.3 * slack && ratio * slack >= 0.3, "{ew}x{eh}");
+        }
+    }
+    assert!(
+        (420..=580).contains(&erased),
+        "{erased} of 1000 erased at p = 0.5"
+    );
+    for bad in [
+        Augment::new()
+            .resize(8, 8)
+            .random_erasing(1.2, (0.02, 0.33), (0.3, 3.3), [0.0; 3]),
+        Augment::new()
+            .resize(8, 8)
+            .random_erasing(0.5, (0.4, 0.2), (0.3, 3.3), [0.0; 3]),
+        Augment::new()
+            .resize(8, 8)
+            .random_erasing(0.5, (0.02, 0.33), (0.0, 3.3), [0.0; 3]),
+        Augment::new().resize(8, 8).random_erasing(
+            0.5,
+            (0.02, 0.33),
+            (0.3, 3.3),
+            [f32::NAN, 0.0, 0.0],
+        ),
+        // A u8 batch takes whole values within 0..=255.
+        Augment::new()
+            .resize(8, 8)
+            .random_erasing(0.5, (0.02, 0.33), (0.3, 3.3), [0.5, 0.0, 0.0]),
+        Augment::new().resize(8, 8).random_erasing(
+            0.5,
+            (0.02, 0.33),
+            (0.3, 3.3),
+            [256.0, 0.0, 0.0],
+        ),
+    ] {
+        assert!(bad.validate().is_err(), "{bad:?}");
+    }
+}

@@ -13,11 +13,11 @@ mod common;
 
 use serde_json::Value;
 use stoker::augment::plan::{
-    SamplePlan, AFFINE, ANTIALIAS, JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_HUE,
-    OP_SATURATION,
+    SamplePlan, AFFINE, ANTIALIAS, ERASE, JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST,
+    OP_GRAYSCALE, OP_HUE, OP_POSTERIZE, OP_SATURATION, OP_SOLARIZE,
 };
 use stoker::augment::reference::{
-    execute_image, execute_mask, jitter_rgb, resize_only, warp_rgb, write_slot, Scratch,
+    erase_slot, execute_image, execute_mask, jitter_rgb, resize_only, warp_rgb, write_slot, Scratch,
 };
 use stoker::augment::{affine_fixed, inverse_affine_matrix, padded_crop, AffineParams};
 use stoker::decode::{cpu, DecodeOptions, Image8, LabelPlane};
@@ -65,6 +65,13 @@ fn f64s(v: &Value) -> Vec<f64> {
         .expect("array")
         .iter()
         .map(|x| x.as_f64().expect("number"))
+        .collect()
+}
+
+/// Little-endian f32s.
+fn f32s(raw: &[u8]) -> Vec<f32> {
+    raw.chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect()
 }
 
@@ -148,9 +155,20 @@ fn reference_matches_pillow_and_torchvision() {
                 let mut plan = Augment::new().plan(0, 0, 0, src.width, src.height);
                 plan.flags = JITTER;
                 plan.jitter_order = 0;
-                for (i, step) in c["ops"].as_array().expect("ops").iter().enumerate() {
+                plan.jitter_order_hi = 0;
+                for step in c["ops"].as_array().expect("ops") {
                     let f = step[1].as_f64().expect("factor") as f32;
                     let code = match step[0].as_str().expect("op name") {
+                        "grayscale" => OP_GRAYSCALE,
+                        "posterize" => {
+                            plan.color_params |= (f as u32) << 8;
+                            OP_POSTERIZE
+                        }
+                        "solarize" => {
+                            // The plan's threshold for integer values: the ceiling.
+                            plan.color_params |= step[1].as_f64().expect("threshold").ceil() as u32;
+                            OP_SOLARIZE
+                        }
                         "brightness" => {
                             plan.brightness = f;
                             OP_BRIGHTNESS
@@ -168,23 +186,27 @@ fn reference_matches_pillow_and_torchvision() {
                             OP_HUE
                         }
                     };
-                    plan.jitter_order |= code << (8 * i);
+                    assert!(plan.push_ops(&[code]), "{name}: too many ops");
                 }
                 let mut got = src.data.clone();
                 jitter_rgb(&plan, &mut got);
                 let d = max_diff(&got, &want.data);
-                if d > 1 {
+                // Grayscale, posterize and solarize are exact: a case of them alone must
+                // match to the value, and so must a jitter before them (a value one level
+                // off would pass a threshold unseen otherwise).
+                let exact = plan.jitter_ops().any(|op| op >= OP_GRAYSCALE);
+                if d > 1 || (exact && d != 0) {
                     failures.push(format!("{name}: max difference {d}"));
+                }
+                if exact {
+                    *counts.entry("colour ops, exact (torchvision)").or_default() += 1;
                 }
                 "jitter (torchvision)"
             }
             ("normalize", _, _) => {
                 let src = image(input);
                 let raw = std::fs::read(refs().join(output)).expect("f32");
-                let want: Vec<f32> = raw
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
+                let want = f32s(&raw);
                 let mean = f64s(&c["mean"]);
                 let std = f64s(&c["std"]);
                 let m = [mean[0] as f32, mean[1] as f32, mean[2] as f32];
@@ -198,10 +220,7 @@ fn reference_matches_pillow_and_torchvision() {
                 assert!(plan.has(NORMALIZE));
                 let mut out = vec![0u8; plan.image_bytes()];
                 write_slot(&plan, &src.data, &mut out);
-                let got: Vec<f32> = out
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
+                let got = f32s(&out);
                 let worst = got
                     .iter()
                     .zip(&want)
@@ -211,6 +230,50 @@ fn reference_matches_pillow_and_torchvision() {
                     failures.push(format!("{name}: worst difference {worst:e}"));
                 }
                 "normalize (torchvision)"
+            }
+            ("erase", _, _) => {
+                let src = image(input);
+                let b = f64s(&c["box"]);
+                let v = f64s(&c["value"]);
+                let value = [v[0] as f32, v[1] as f32, v[2] as f32];
+                let float = c.get("mean").is_some();
+                let mut aug = Augment::new().resize(src.width, src.height);
+                if float {
+                    let (m, s) = (f64s(&c["mean"]), f64s(&c["std"]));
+                    aug = aug.normalize(
+                        [m[0] as f32, m[1] as f32, m[2] as f32],
+                        [s[0] as f32, s[1] as f32, s[2] as f32],
+                    );
+                }
+                let mut plan = aug.plan(0, 0, 0, src.width, src.height);
+                let [x, y, w, h] = [b[0], b[1], b[2], b[3]].map(|v| v as u32);
+                plan.flags |= ERASE;
+                plan.erase = [x | (x + w) << 16, y | (y + h) << 16];
+                plan.erase_value = value;
+                let mut out = vec![0u8; plan.image_bytes()];
+                write_slot(&plan, &src.data, &mut out);
+                erase_slot(&plan, &mut out);
+                if float {
+                    let raw = std::fs::read(refs().join(output)).expect("f32");
+                    let (got, want) = (f32s(&out), f32s(&raw));
+                    let worst = got
+                        .iter()
+                        .zip(&want)
+                        .map(|(a, b)| (a - b).abs())
+                        .fold(0f32, f32::max);
+                    if worst > 1e-5 || got.len() != want.len() {
+                        failures.push(format!("{name}: worst difference {worst:e}"));
+                    }
+                } else {
+                    // CHW in the batch, HWC in the PNG.
+                    let want = image(output);
+                    let npx = (src.width * src.height) as usize;
+                    let hwc: Vec<u8> = (0..3 * npx).map(|i| out[(i % 3) * npx + i / 3]).collect();
+                    if hwc != want.data {
+                        failures.push(format!("{name}: differs"));
+                    }
+                }
+                "erase (torchvision)"
             }
             ("affine", filter, _) => {
                 let v = f64s(&c["translate"]);
@@ -359,7 +422,8 @@ fn reference_matches_pillow_and_torchvision() {
     }
     println!("{counts:?}");
     assert!(
-        counts.values().sum::<usize>() >= 100,
+        counts.values().sum::<usize>() >= 100
+            && counts.get("colour ops, exact (torchvision)") >= Some(&30),
         "too few cases: {counts:?}"
     );
     assert!(

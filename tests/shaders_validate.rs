@@ -227,7 +227,8 @@ fn sample_plan_fields() -> Fields {
         SamplePlan;
         id_lo, id_hi, src_width, src_height, crop_x, crop_y, crop_w, crop_h, out_width,
         out_height, flags, jitter_order, brightness, contrast, saturation, hue, mean, layout,
-        std, dtype, decode_scale, affine, affine_frac, fill, mask_fill, valid, _pad,
+        std, dtype, decode_scale, affine, affine_frac, fill, mask_fill, valid, jitter_order_hi,
+        color_params, erase, erase_value, _pad,
     )
 }
 
@@ -252,7 +253,7 @@ fn the_augment_params_struct_matches_the_rust_one() {
 }
 
 /// The augment code's `P_*` word indices of [`SamplePlan`] fields, by field.
-const PLAN_WORD_NAMES: [(&str, &str); 13] = [
+const PLAN_WORD_NAMES: [(&str, &str); 17] = [
     ("P_FLAGS", "flags"),
     ("P_ORDER", "jitter_order"),
     ("P_BRIGHTNESS", "brightness"),
@@ -266,6 +267,10 @@ const PLAN_WORD_NAMES: [(&str, &str); 13] = [
     ("P_FILL", "fill"),
     ("P_MASK_FILL", "mask_fill"),
     ("P_VALID", "valid"),
+    ("P_ORDER_HI", "jitter_order_hi"),
+    ("P_COLOR_PARAMS", "color_params"),
+    ("P_ERASE", "erase"),
+    ("P_ERASE_VALUE", "erase_value"),
 ];
 
 #[test]
@@ -276,8 +281,9 @@ fn the_augment_shader_reads_the_sample_plan_where_rust_writes_it() {
     let mut failures = check_word_constants("augment.wgsl", src, "P_", &words, &fields);
     failures.extend(check_mapped(&[src], &words));
     let values = same_names!(plan::{
-        FLIP_H, FLIP_V, JITTER, NORMALIZE, AFFINE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS,
-        OP_BRIGHTNESS, OP_CONTRAST, OP_SATURATION, OP_HUE
+        FLIP_H, FLIP_V, JITTER, NORMALIZE, AFFINE, ERASE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS,
+        OP_BRIGHTNESS, OP_CONTRAST, OP_SATURATION, OP_HUE, OP_GRAYSCALE, OP_POSTERIZE,
+        OP_SOLARIZE
     });
     failures.extend(check_values("augment.wgsl", src, &values));
     let plan_words = [("PLAN_WORDS", (size_of::<SamplePlan>() / 4) as u32)];

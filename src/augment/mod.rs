@@ -15,7 +15,7 @@ pub use plan::{DType, Element, Layout, SamplePlan};
 
 use crate::error::{Error, Result};
 use crate::rng::{Rng, Stream};
-use plan::{AFFINE, AFFINE_FRAC_BITS, ANTIALIAS, FLIP_H, FLIP_V, JITTER, NORMALIZE};
+use plan::{AFFINE, AFFINE_FRAC_BITS, ANTIALIAS, ERASE, FLIP_H, FLIP_V, JITTER, NORMALIZE};
 
 /// How the crop box is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -268,6 +268,33 @@ pub struct Augment {
     fill: [u8; 3],
     mask_fill: u16,
     box_rule: BoxRule,
+    color: ColorOps,
+    erasing: Option<Erasing>,
+}
+
+/// torchvision's `RandomErasing(p, scale, ratio, value)`, with constant values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Erasing {
+    p: f64,
+    scale: (f64, f64),
+    ratio: (f64, f64),
+    value: [f32; 3],
+}
+
+/// The colour ops after the jitter: each applies to a sample with its probability.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct ColorOps {
+    grayscale: f64,
+    /// Bits kept, probability.
+    posterize: Option<(u32, f64)>,
+    /// torchvision's threshold, probability.
+    solarize: Option<(f64, f64)>,
+}
+
+impl ColorOps {
+    fn any(&self) -> bool {
+        self.grayscale > 0.0 || self.posterize.is_some() || self.solarize.is_some()
+    }
 }
 
 impl Default for Augment {
@@ -298,6 +325,8 @@ impl Augment {
             fill: [0; 3],
             mask_fill: 0,
             box_rule: BoxRule::default(),
+            color: ColorOps::default(),
+            erasing: None,
         }
     }
 
@@ -435,6 +464,52 @@ impl Augment {
         self
     }
 
+    /// torchvision's `RandomGrayscale(p)`: with probability `p` a sample's image becomes
+    /// gray in all three channels (`0.2989 R + 0.587 G + 0.114 B`, truncated). The colour
+    /// ops run in a fixed order after the colour jitter: grayscale, posterize, solarize;
+    /// like the jitter, before the affine warp (so [`Augment::fill`] keeps its colour).
+    pub fn random_grayscale(mut self, p: f64) -> Self {
+        self.color.grayscale = p;
+        self
+    }
+
+    /// torchvision's `RandomPosterize(bits, p)`: with probability `p`, keep the high `bits`
+    /// bits (0 to 8) of every value.
+    pub fn random_posterize(mut self, bits: u32, p: f64) -> Self {
+        self.color.posterize = Some((bits, p));
+        self
+    }
+
+    /// torchvision's `RandomSolarize(threshold, p)`: with probability `p`, invert
+    /// (`255 - v`) every value at or above `threshold` (0 to 255, on the 0-255 scale).
+    pub fn random_solarize(mut self, threshold: f64, p: f64) -> Self {
+        self.color.solarize = Some((threshold, p));
+        self
+    }
+
+    /// torchvision's `RandomErasing(p, scale, ratio, value)`, the last step (after
+    /// normalisation, on the batch's values, image planes only): with probability `p` a
+    /// rectangle of `scale` (a fraction of the output's area) and aspect ratio (height /
+    /// width) within `ratio`, drawn as torchvision draws it (10 tries, else nothing), takes
+    /// `value` per channel, in the batch's units: normalised values for float dtypes
+    /// (torchvision's default is 0, the mean), whole 0-255 values for u8. Its usual
+    /// settings: `random_erasing(0.25, (0.02, 0.33), (0.3, 3.3), [0.0; 3])`.
+    pub fn random_erasing(
+        mut self,
+        p: f64,
+        scale: (f64, f64),
+        ratio: (f64, f64),
+        value: [f32; 3],
+    ) -> Self {
+        self.erasing = Some(Erasing {
+            p,
+            scale,
+            ratio,
+            value,
+        });
+        self
+    }
+
     /// `(x / 255 - mean) / std` per channel (needs a float dtype; sets f32 if u8).
     pub fn normalize(mut self, mean: [f32; 3], std: [f32; 3]) -> Self {
         self.normalize = Some((mean, std));
@@ -522,6 +597,8 @@ impl Augment {
             || self.flip_v > 0.0
             || self.jitter.is_some()
             || self.affine.is_some()
+            || self.color.any()
+            || self.erasing.is_some()
     }
 
     /// Bytes of one image of a batch: `3 * width * height * dtype size` (a whole batch's
@@ -621,6 +698,65 @@ impl Augment {
         }
         if let Some(a) = &self.affine {
             a.validate()?;
+        }
+        let ColorOps {
+            grayscale,
+            posterize,
+            solarize,
+        } = self.color;
+        let probability = |name: &str, p: f64| {
+            if (0.0..=1.0).contains(&p) {
+                Ok(())
+            } else {
+                bad(name, format!("probability {p} is not in [0, 1]"))
+            }
+        };
+        probability("random_grayscale", grayscale)?;
+        if let Some((bits, p)) = posterize {
+            probability("random_posterize", p)?;
+            if bits > 8 {
+                return bad(
+                    "random_posterize",
+                    format!("bits {bits} must be within 0..=8"),
+                );
+            }
+        }
+        if let Some((threshold, p)) = solarize {
+            probability("random_solarize", p)?;
+            if !(0.0..=255.0).contains(&threshold) {
+                return bad(
+                    "random_solarize",
+                    format!("threshold {threshold} must be within [0, 255]"),
+                );
+            }
+        }
+        if let Some(e) = self.erasing {
+            probability("random_erasing", e.p)?;
+            if !(e.scale.0 >= 0.0 && e.scale.0 <= e.scale.1 && e.scale.1 <= 1.0) {
+                return bad(
+                    "random_erasing",
+                    format!("scale {:?} must satisfy 0 <= lo <= hi <= 1", e.scale),
+                );
+            }
+            if !(e.ratio.0 > 0.0 && e.ratio.0 <= e.ratio.1 && e.ratio.1.is_finite()) {
+                return bad(
+                    "random_erasing",
+                    format!("ratio {:?} must satisfy 0 < lo <= hi", e.ratio),
+                );
+            }
+            let whole = |v: f32| v.fract() == 0.0 && (0.0..=255.0).contains(&v);
+            if e.value.iter().any(|v| !v.is_finite())
+                || (self.dtype == DType::U8 && !e.value.iter().all(|&v| whole(v)))
+            {
+                return bad(
+                    "random_erasing",
+                    format!(
+                        "value {:?} must be finite, and whole numbers within 0..=255 for a u8 \
+                         batch",
+                        e.value
+                    ),
+                );
+            }
         }
         let r = self.box_rule;
         if !(r.min_size >= 0.0 && r.min_size.is_finite() && (0.0..=1.0).contains(&r.min_visible)) {
@@ -774,6 +910,32 @@ impl Augment {
                 shift += 8;
             }
         }
+        let mut color = Vec::new();
+        let mut color_params = 0;
+        if self.color.any() {
+            // One draw per configured op, in a stream of their own: adding one leaves the
+            // others' draws (and every other parameter) as they were.
+            let mut rng = Rng::new(seed, epoch, id, Stream::Color);
+            if self.color.grayscale > 0.0 && rng.bernoulli(self.color.grayscale) {
+                color.push(plan::OP_GRAYSCALE);
+            }
+            if let Some((bits, p)) = self.color.posterize {
+                if rng.bernoulli(p) {
+                    color.push(plan::OP_POSTERIZE);
+                    color_params |= bits.min(8) << 8;
+                }
+            }
+            if let Some((threshold, p)) = self.color.solarize {
+                if rng.bernoulli(p) {
+                    color.push(plan::OP_SOLARIZE);
+                    // `v >= threshold` for integer v: v >= ceil(threshold).
+                    color_params |= threshold.ceil().clamp(0.0, 255.0) as u32;
+                }
+            }
+        }
+        if !color.is_empty() {
+            flags |= JITTER;
+        }
         let (mean, std) = match self.normalize {
             Some((m, s)) => {
                 flags |= NORMALIZE;
@@ -798,7 +960,19 @@ impl Augment {
             (affine, affine_frac) =
                 affine_fixed(&inverse_affine_matrix(&p), self.out_width, self.out_height);
         }
-        SamplePlan {
+        let mut erase = [0; 2];
+        if let Some(e) = self.erasing {
+            let mut rng = Rng::new(seed, epoch, id, Stream::Erase);
+            if rng.bernoulli(e.p) {
+                if let Some([x, y, w, h]) =
+                    erase_box(&mut rng, self.out_width, self.out_height, e.scale, e.ratio)
+                {
+                    flags |= ERASE;
+                    erase = [x | (x + w) << 16, y | (y + h) << 16];
+                }
+            }
+        }
+        let mut plan = SamplePlan {
             id_lo: id as u32,
             id_hi: (id >> 32) as u32,
             src_width,
@@ -833,8 +1007,15 @@ impl Augment {
             fill: u32::from_le_bytes([self.fill[0], self.fill[1], self.fill[2], 0]),
             mask_fill: u32::from(self.mask_fill),
             valid,
-            _pad: [0; 3],
-        }
+            jitter_order_hi: 0,
+            color_params,
+            erase,
+            erase_value: self.erasing.map_or([0.0; 3], |e| e.value),
+            _pad: [0; 4],
+        };
+        // At most 4 jitter ops and 3 colour ops: they fit.
+        plan.push_ops(&color);
+        plan
     }
 }
 
@@ -871,6 +1052,34 @@ pub fn decode_scale(crop_w: f64, crop_h: f64, out_w: u32, out_h: u32) -> u32 {
         .into_iter()
         .find(|&s| f >= f64::from(s))
         .unwrap_or(1)
+}
+
+/// torchvision's `RandomErasing.get_params` on a `width x height` output, on our
+/// generator: `[x, y, w, h]`, or `None` when 10 tries find no rectangle inside it.
+fn erase_box(
+    rng: &mut Rng,
+    width: u32,
+    height: u32,
+    scale: (f64, f64),
+    ratio: (f64, f64),
+) -> Option<[u32; 4]> {
+    let area = f64::from(width) * f64::from(height);
+    let (log_lo, log_hi) = (ratio.0.ln(), ratio.1.ln());
+    for _ in 0..10 {
+        let erase_area = area * rng.uniform(scale.0, scale.1);
+        let aspect = rng.uniform(log_lo, log_hi).exp();
+        // Python's round(): half to even.
+        let h = (erase_area * aspect).sqrt().round_ties_even();
+        let w = (erase_area / aspect).sqrt().round_ties_even();
+        if !(h < f64::from(height) && w < f64::from(width)) {
+            continue;
+        }
+        let (w, h) = (w as u32, h as u32);
+        let y = rng.below(u64::from(height - h) + 1) as u32;
+        let x = rng.below(u64::from(width - w) + 1) as u32;
+        return Some([x, y, w, h]);
+    }
+    None
 }
 
 /// torchvision's `RandomResizedCrop.get_params`, on our generator: returns (x, y, w, h).

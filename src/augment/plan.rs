@@ -1,7 +1,7 @@
 //! The per-sample plan: a `#[repr(C)]` struct that every backend executes unchanged.
 //!
 //! The layout is shared byte for byte with the GPU code (`shaders/*.wgsl`,
-//! `kernels/*.cu`): 40 four-byte words, 160 bytes, a multiple of 16 so arrays of plans can
+//! `kernels/*.cu`): 48 four-byte words, 192 bytes, a multiple of 16 so arrays of plans can
 //! be uploaded as storage buffers. Change it only together with every consumer.
 
 /// Flag: mirror left-right.
@@ -18,6 +18,9 @@ pub const ANTIALIAS: u32 = 16;
 /// bilinear for image planes and nearest for label planes, with the plan's fill values
 /// where the map reads outside.
 pub const AFFINE: u32 = 32;
+/// Flag: random erasing, after everything else ([`SamplePlan::erase`]): the output
+/// elements of a rectangle take [`SamplePlan::erase_value`] (image planes only).
+pub const ERASE: u32 = 64;
 
 /// Fractional bits of the affine map's fixed-point numbers.
 pub const AFFINE_FRAC_BITS: u32 = 16;
@@ -32,6 +35,14 @@ pub const OP_CONTRAST: u32 = 2;
 pub const OP_SATURATION: u32 = 3;
 /// Jitter op code: hue.
 pub const OP_HUE: u32 = 4;
+/// Colour op code: grayscale, torchvision's `rgb_to_grayscale` with three output
+/// channels (the weighted sum truncated, in every channel).
+pub const OP_GRAYSCALE: u32 = 5;
+/// Colour op code: posterize, keep the high [`SamplePlan::posterize_bits`] bits.
+pub const OP_POSTERIZE: u32 = 6;
+/// Colour op code: solarize, invert every value at or above
+/// [`SamplePlan::solarize_threshold`].
+pub const OP_SOLARIZE: u32 = 7;
 
 /// Memory layout of the image batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -137,9 +148,10 @@ pub struct SamplePlan {
     pub out_width: u32,
     /// Output height.
     pub out_height: u32,
-    /// `FLIP_H | FLIP_V | JITTER | NORMALIZE | ANTIALIAS`.
+    /// `FLIP_H | FLIP_V | JITTER | NORMALIZE | ANTIALIAS | AFFINE | ERASE`.
     pub flags: u32,
-    /// Jitter op codes, one per byte, low byte first; 0 ends the list.
+    /// The colour ops, in order: op codes one per byte, low byte first, the list going on
+    /// in [`SamplePlan::jitter_order_hi`]; 0 ends it. Run with [`JITTER`].
     pub jitter_order: u32,
     /// Brightness factor (1 = unchanged).
     pub brightness: f32,
@@ -178,11 +190,23 @@ pub struct SamplePlan {
     /// frame unless the image is letterboxed or padded, which sets [`AFFINE`] (the
     /// identity map if no warp was asked for) so that the rest reads the fill.
     pub valid: [u32; 2],
-    /// Padding to 160 bytes.
-    pub _pad: [u32; 3],
+    /// Colour op codes 5 to 8 of the list [`SamplePlan::jitter_order`] starts.
+    pub jitter_order_hi: u32,
+    /// The colour ops' parameters: the solarize threshold (0 to 255) in the low byte,
+    /// the posterize bits kept (0 to 8) in the next.
+    pub color_params: u32,
+    /// The erased rectangle (with [`ERASE`]) in the output as the batch holds it (after
+    /// flips), `[x0, x1)` and `[y0, y1)` as `x0 | x1 << 16` and `y0 | y1 << 16`.
+    pub erase: [u32; 2],
+    /// The erased elements' value per channel, in the batch's units: after
+    /// normalisation for float dtypes (torchvision erases the normalised tensor), a
+    /// whole 0-255 value for u8.
+    pub erase_value: [f32; 3],
+    /// Padding to 192 bytes.
+    pub _pad: [u32; 4],
 }
 
-const _: () = assert!(std::mem::size_of::<SamplePlan>() == 160);
+const _: () = assert!(std::mem::size_of::<SamplePlan>() == 192);
 const _: () = assert!(std::mem::align_of::<SamplePlan>() == 4);
 
 impl SamplePlan {
@@ -205,12 +229,25 @@ impl SamplePlan {
     /// The part of the resized frame that holds the image: `([x0, x1), [y0, y1))`.
     /// Clamped to the frame, so a hand-made plan cannot name pixels outside it.
     pub fn valid_rect(&self) -> ((u32, u32), (u32, u32)) {
+        self.rect(self.valid)
+    }
+
+    /// A rectangle packed as `x0 | x1 << 16`, `y0 | y1 << 16`, clamped to the frame.
+    fn rect(&self, [x, y]: [u32; 2]) -> ((u32, u32), (u32, u32)) {
         let axis = |w: u32, n: u32| {
             let hi = (w >> 16).min(n);
             ((w & 0xFFFF).min(hi), hi)
         };
-        let [x, y] = self.valid;
         (axis(x, self.out_width), axis(y, self.out_height))
+    }
+
+    /// The erased rectangle, `([x0, x1), [y0, y1))`, clamped to the frame; empty
+    /// without [`ERASE`].
+    pub fn erase_rect(&self) -> ((u32, u32), (u32, u32)) {
+        if !self.has(ERASE) {
+            return ((0, 0), (0, 0));
+        }
+        self.rect(self.erase)
     }
 
     /// Whether a flag is set.
@@ -218,11 +255,39 @@ impl SamplePlan {
         self.flags & flag != 0
     }
 
-    /// The jitter ops in order.
+    /// The colour ops in order (at most 8: [`SamplePlan::jitter_order`], then
+    /// [`SamplePlan::jitter_order_hi`]).
     pub fn jitter_ops(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..4)
-            .map(move |i| (self.jitter_order >> (8 * i)) & 0xFF)
+        let words = u64::from(self.jitter_order) | u64::from(self.jitter_order_hi) << 32;
+        (0..8)
+            .map(move |i| ((words >> (8 * i)) & 0xFF) as u32)
             .take_while(|&op| op != 0)
+    }
+
+    /// Appends colour ops to the plan's list, after those it holds; false (and the list
+    /// unchanged) if they do not fit in its 8 places.
+    pub fn push_ops(&mut self, ops: &[u32]) -> bool {
+        let mut words = u64::from(self.jitter_order) | u64::from(self.jitter_order_hi) << 32;
+        let held = self.jitter_ops().count();
+        if held + ops.len() > 8 || ops.iter().any(|&op| op == 0 || op > 0xFF) {
+            return false;
+        }
+        for (i, &op) in ops.iter().enumerate() {
+            words |= u64::from(op) << (8 * (held + i));
+        }
+        self.jitter_order = words as u32;
+        self.jitter_order_hi = (words >> 32) as u32;
+        true
+    }
+
+    /// Solarize threshold: values at or above it are inverted (`255 - v`).
+    pub fn solarize_threshold(&self) -> u32 {
+        self.color_params & 0xFF
+    }
+
+    /// Posterize: the number of high bits kept (0 to 8).
+    pub fn posterize_bits(&self) -> u32 {
+        ((self.color_params >> 8) & 0xFF).min(8)
     }
 
     /// The output layout.

@@ -22,8 +22,9 @@
 use half::f16;
 
 use super::plan::{
-    SamplePlan, AFFINE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS, ANTIALIAS, FLIP_H, FLIP_V, JITTER,
-    NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_HUE, OP_SATURATION,
+    SamplePlan, AFFINE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS, ANTIALIAS, ERASE, FLIP_H, FLIP_V,
+    JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_GRAYSCALE, OP_HUE, OP_POSTERIZE,
+    OP_SATURATION, OP_SOLARIZE,
 };
 use super::{DType, Layout};
 use crate::decode::{set_len, DecodeOptions, Format, Image8, ImageInfo, LabelPlane};
@@ -693,9 +694,34 @@ pub fn jitter_rgb(plan: &SamplePlan, rgb: &mut [u8]) {
                     hue_shift(p, plan.hue);
                 }
             }
+            OP_GRAYSCALE => {
+                for p in rgb.chunks_exact_mut(3) {
+                    let g = gray(p) as u8;
+                    p.fill(g);
+                }
+            }
+            OP_POSTERIZE => {
+                let keep = posterize_mask(plan.posterize_bits());
+                for v in rgb.iter_mut() {
+                    *v &= keep;
+                }
+            }
+            OP_SOLARIZE => {
+                let t = plan.solarize_threshold();
+                for v in rgb.iter_mut() {
+                    if u32::from(*v) >= t {
+                        *v = 255 - *v;
+                    }
+                }
+            }
             _ => {}
         }
     }
+}
+
+/// torchvision's posterize mask: the high `bits` bits of a byte.
+pub fn posterize_mask(bits: u32) -> u8 {
+    (0xFF00u32 >> bits.min(8)) as u8
 }
 
 /// torchvision's `_rgb_to_hsv`, hue shift, `_hsv_to_rgb`, back to u8 by `* 255.999`.
@@ -873,6 +899,40 @@ pub fn execute_image(plan: &SamplePlan, src: &Image8, out: &mut [u8], scratch: &
         write_slot(plan, &scratch.warped, out);
     } else {
         write_slot(plan, &scratch.resized, out);
+    }
+    if plan.has(ERASE) {
+        erase_slot(plan, out);
+    }
+}
+
+/// Random erasing on a written slot: the elements of the plan's erased rectangle (output
+/// coordinates, after flips) take its value per channel, as the batch's dtype holds it
+/// (u8: the value truncated into 0-255; f16: rounded to nearest even).
+pub fn erase_slot(plan: &SamplePlan, out: &mut [u8]) {
+    let ((x0, x1), (y0, y1)) = plan.erase_rect();
+    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
+    let size = plan.dtype().size();
+    for c in 0..3 {
+        let v = plan.erase_value[c];
+        let bytes: [u8; 4] = match plan.dtype() {
+            DType::U8 => [v.clamp(0.0, 255.0) as u8, 0, 0, 0],
+            DType::F16 => {
+                let b = f16::from_f32(v).to_le_bytes();
+                [b[0], b[1], 0, 0]
+            }
+            DType::F32 => v.to_le_bytes(),
+        };
+        for y in y0 as usize..y1 as usize {
+            for x in x0 as usize..x1 as usize {
+                let idx = match plan.layout() {
+                    Layout::Nchw => c * w * h + y * w + x,
+                    Layout::Nhwc => (y * w + x) * 3 + c,
+                };
+                if let Some(o) = out.get_mut(idx * size..(idx + 1) * size) {
+                    o.copy_from_slice(&bytes[..size]);
+                }
+            }
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 //! | --- | --- |
 //! | 0..16 | header: sample count, output width, height, dtype, layout, image bytes, word offsets of the descriptors, plans and data section, 7 zero words |
 //! | 16.. | `capacity` descriptors of 16 words (see below) |
-//! | then | `capacity` [`SamplePlan`]s, 40 words each, as they are (the valid rect clamped) |
+//! | then | `capacity` [`SamplePlan`]s, 48 words each, as they are (the valid and erased rects clamped) |
 //! | then | the data section: per sample, contiguous, in sample order: x bounds (`(first window column, taps)` per output column), x weights (`kx` per output column, i32 with 22 fractional bits, zero past a column's taps), y bounds (`(first row of the horizontal result, taps)` per output row), y weights, and with a mask: the nearest source column per output column, the source row per output row, then the label plane, two u16 per word, low half first |
 //!
 //! A descriptor is: window offset (word in the windows buffer), window width, window height,
@@ -60,7 +60,7 @@ use super::decode::DeviceImage;
 
 const HEADER_WORDS: usize = 16;
 const DESC_WORDS: usize = 16;
-const PLAN_WORDS: usize = 40;
+const PLAN_WORDS: usize = std::mem::size_of::<SamplePlan>() / 4;
 const WORKGROUP: u64 = 256;
 /// Binding offsets are kept at multiples of this (a multiple of every valid alignment).
 const BIND_ALIGN: u64 = 256;
@@ -354,8 +354,10 @@ impl AugmentInput {
         // The valid rect as the reference reads it (clamped to the frame), so no plan can
         // send the warp's taps outside the sample's pixels.
         let ((vx0, vx1), (vy0, vy1)) = plan.valid_rect();
+        let ((ex0, ex1), (ey0, ey1)) = plan.erase_rect();
         let packed = SamplePlan {
             valid: [vx0 | vx1 << 16, vy0 | vy1 << 16],
+            erase: [ex0 | ex1 << 16, ey0 | ey1 << 16],
             ..*plan
         };
         let p = HEADER_WORDS + self.capacity * DESC_WORDS + self.n * PLAN_WORDS;
@@ -709,9 +711,7 @@ fn contrast_changes(plan: &SamplePlan) -> u32 {
     if plan.flags & crate::augment::plan::JITTER == 0 || plan.contrast == 1.0 {
         return 0;
     }
-    (0..4)
-        .map(|k| (plan.jitter_order >> (8 * k)) & 255)
-        .take_while(|&op| op != 0)
+    plan.jitter_ops()
         .filter(|&op| op == crate::augment::plan::OP_CONTRAST)
         .count() as u32
 }
@@ -892,5 +892,14 @@ mod tests {
         assert_eq!(contrast_changes(&plan), 1);
         plan.jitter_order = 0x0202_0202;
         assert_eq!(contrast_changes(&plan), 4);
+        // The list goes on in the second word (colour ops after the jitter).
+        plan.jitter_order_hi = 0x0000_0205;
+        assert_eq!(contrast_changes(&plan), 5);
+        plan.jitter_order = 0x0000_0201;
+        assert_eq!(
+            contrast_changes(&plan),
+            1,
+            "the first word's 0 ends the list"
+        );
     }
 }

@@ -141,9 +141,11 @@ fn crop_and_jitter(area: (f64, f64), size: (u32, u32), jitter: [f64; 4]) -> Augm
 /// accident (the f32 wide contrast sum), never a pattern a one-level tolerance would hide.
 fn report(e: &dyn Executor, worst: &Worst, what: &str) {
     eprintln!(
-        "{what}: worst difference {:.3} levels; {} of {} elements differ",
-        worst.levels, worst.off, worst.elements
+        "{what}: worst difference {:.3} levels; {} of {} elements differ, {} past the \
+         tolerance (steps of posterize or solarize)",
+        worst.levels, worst.off, worst.elements, worst.jumps
     );
+    worst.check_jumps(what);
     if e.exact_arithmetic() {
         assert!(
             worst.off * 1000 <= worst.elements,
@@ -191,6 +193,71 @@ pub fn every_jitter_order_matches_the_reference(e: &dyn Executor) {
     assert!(orders.len() >= 8, "only {} orders", orders.len());
     run_and_check(e, &samples, false, &mut rng, &mut worst, "jitter");
     report(e, &worst, "jitter u8");
+}
+
+pub fn colour_ops_after_the_jitter_match_the_reference(e: &dyn Executor) {
+    let mut rng = TestRng(0xC010_0125);
+    let mut worst = Worst::default();
+    // All four jitter ops and up to three colour ops: lists of up to 7 ops, running on
+    // into the plan's second order word, contrast anywhere among the first four; the
+    // thresholds and bits cover their ends (solarize 0 inverts everything, posterize 0
+    // leaves black).
+    for (i, (bits, threshold)) in [(0u32, 0.0), (3, 127.5), (8, 255.0), (1, 64.0)]
+        .into_iter()
+        .enumerate()
+    {
+        let aug = crop_and_jitter((0.3, 1.0), (29, 19), [0.6, 0.7, 0.8, 0.4])
+            .random_grayscale(0.4)
+            .random_posterize(bits, 0.6)
+            .random_solarize(threshold, 0.6);
+        let samples: Vec<Sample> = (0..16)
+            .map(|id| random_sample(&mut rng, &aug, 7000 + 100 * i as u64 + id, false))
+            .collect();
+        let longest = samples
+            .iter()
+            .map(|s| s.plan.jitter_ops().count())
+            .max()
+            .unwrap_or(0);
+        assert!(longest > 4, "no plan's list reached the second word");
+        run_and_check(e, &samples, false, &mut rng, &mut worst, "colour ops");
+    }
+    report(e, &worst, "colour ops u8");
+}
+
+pub fn erasing_matches_the_reference_for_every_dtype_and_layout(e: &dyn Executor) {
+    let mut rng = TestRng(0xE2A5E);
+    let mut erased = 0;
+    for dtype in [DType::U8, DType::F16, DType::F32] {
+        let mut worst = Worst::default();
+        for layout in [Layout::Nchw, Layout::Nhwc] {
+            let value = if dtype == DType::U8 {
+                [255.0, 0.0, 77.0]
+            } else {
+                [0.0, -2.0, 1.0 / 3.0]
+            };
+            // Flips and a warp first: the rectangle is in the batch's coordinates.
+            let mut aug = crop_and_jitter((0.3, 1.0), (27, 21), [0.2, 0.2, 0.2, 0.0])
+                .flip_vertical(0.5)
+                .random_rotation(20.0)
+                .random_erasing(0.8, (0.02, 0.5), (0.3, 3.3), value)
+                .dtype(dtype)
+                .layout(layout);
+            if dtype != DType::U8 {
+                aug = aug.normalize(MEAN, STD);
+            }
+            let samples: Vec<Sample> = (0..8)
+                .map(|id| random_sample(&mut rng, &aug, 9000 + id, false))
+                .collect();
+            erased += samples
+                .iter()
+                .filter(|s| s.plan.has(stoker::augment::plan::ERASE))
+                .count();
+            let what = format!("erasing {dtype:?} {layout:?}");
+            run_and_check(e, &samples, false, &mut rng, &mut worst, &what);
+        }
+        report(e, &worst, &format!("erasing {dtype:?}"));
+    }
+    assert!(erased >= 24, "only {erased} of 48 samples erased");
 }
 
 pub fn large_outputs_take_the_wide_contrast_sum(e: &dyn Executor) {

@@ -188,6 +188,8 @@ macro_rules! executor_tests {
             decode::hardware_decoded_jpegs_through_a_batch_plan_match_the_cpu_decoder,
             augment::augment_matches_the_reference_for_every_dtype_and_layout,
             augment::every_jitter_order_matches_the_reference,
+            augment::colour_ops_after_the_jitter_match_the_reference,
+            augment::erasing_matches_the_reference_for_every_dtype_and_layout,
             augment::large_outputs_take_the_wide_contrast_sum,
             augment::masks_match_the_reference_exactly,
             augment::small_bindings_split_the_augment_and_give_the_same_result,

@@ -53,6 +53,12 @@ pub fn random_augment(rng: &mut TestRng, dtype: DType, layout: Layout) -> Augmen
             aug = aug.hue(0.3);
         }
     }
+    if rng.below(3) == 0 {
+        aug = aug
+            .random_grayscale(0.3)
+            .random_posterize(rng.below(9) as u32, 0.5)
+            .random_solarize(rng.below(256) as f64, 0.5);
+    }
     // Fills that show where they apply (letterbox and padding borders, the warp).
     aug = aug
         .fill([rng.below(256) as u8, 7, 200])
@@ -66,6 +72,14 @@ pub fn random_augment(rng: &mut TestRng, dtype: DType, layout: Layout) -> Augmen
             .shear(-15.0, 15.0)
             .shear_y(-10.0 * rng.below(2) as f64, 5.0);
         aug = aug.random_affine(affine);
+    }
+    if rng.below(2) == 0 {
+        let value = if dtype == DType::U8 {
+            [rng.below(256) as f32, 0.0, 255.0]
+        } else {
+            [0.0, -1.5, rng.below(9) as f32 * 0.75]
+        };
+        aug = aug.random_erasing(0.7, (0.02, 0.6), (0.3, 3.3), value);
     }
     if dtype != DType::U8 && rng.below(3) != 0 {
         let std = if rng.below(2) == 0 {
@@ -148,6 +162,22 @@ pub struct Worst {
     pub elements: usize,
     /// Elements that differ at all.
     pub off: usize,
+    /// Elements more than the tolerance apart in a plan with posterize or solarize:
+    /// steps of those ops, where a value one level off before them lands on the other
+    /// side of a threshold. Allowed, but rare ([`Worst::check_jumps`]).
+    pub jumps: usize,
+}
+
+impl Worst {
+    /// Steps of posterize or solarize stay rare: at most 0.1 % of the elements.
+    pub fn check_jumps(&self, what: &str) {
+        assert!(
+            self.jumps * 1000 <= self.elements,
+            "{what}: {} of {} elements are past the tolerance",
+            self.jumps,
+            self.elements
+        );
+    }
 }
 
 /// Compares one slot with the reference: u8 within one level, f16 and f32 within one
@@ -166,6 +196,10 @@ pub fn compare(plan: &SamplePlan, gpu: &[u8], cpu: &[u8], what: &str, worst: &mu
             1.0 / 255.0
         }
     };
+    let steps = plan.jitter_ops().any(|op| {
+        op == stoker::augment::plan::OP_SOLARIZE
+            || (op == stoker::augment::plan::OP_POSTERIZE && plan.posterize_bits() < 8)
+    });
     let mut check = |i: usize, g: f64, c: f64, step: f64| {
         let lv = level(channel(i));
         let d = (g - c).abs();
@@ -180,6 +214,10 @@ pub fn compare(plan: &SamplePlan, gpu: &[u8], cpu: &[u8], what: &str, worst: &mu
         } else {
             lv * 1.0001 + step
         };
+        if d > tol && steps {
+            worst.jumps += 1;
+            return;
+        }
         assert!(
             d <= tol,
             "{what}: element {i} (channel {}): device {g} cpu {c} ({levels:.3} levels); plan {plan:?}",
