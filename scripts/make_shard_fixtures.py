@@ -365,6 +365,193 @@ def write_fixtures(out: Path) -> None:
     print(f"wrote {len(shards)} shards and expected.json under {out}")
 
 
+# ---------------------------------------------------------------- --targets
+
+# Targets beyond one class id, per sample of the first seven SOURCES, in pixels
+# (multiples of 1/4: exact in float32). None: no targets. "bad": a box with
+# x1 < x0, which every format must report. Boxes are [x0, y0, x1, y1, class];
+# keypoints [x, y, visibility], each box's keypoints in turn (the same number
+# per box, as the TensorFlow Object Detection API lays them out).
+TARGETS = [
+    {"labels": [1, 4], "values": [0.5, -2.25],
+     "boxes": [[10, 5.5, 60, 40, 3], [0, 0, 150, 103, 1]],
+     "keypoints": [[12, 7, 2], [50.25, 30, 1], [3, 4, 2], [149.75, 102, 0]]},
+    {"labels": [0]},
+    {"values": [7.75, 0, 1e-3],
+     "boxes": [[100.5, 20, 226, 148.25, 2]],
+     "keypoints": [[101, 21, 2], [150, 80.5, 2], [225, 147, 1]]},
+    None,
+    "bad",
+    {"keypoints": [[1, 2, 2], [31.5, 30, 0], [16, 16, 1]]},
+    {"multi": [0, 2]},  # TFRecord: several ids in image/class/label
+]
+
+
+def targets_samples() -> list[dict]:
+    samples = load_samples()[: len(TARGETS)]
+    for s, t in zip(samples, TARGETS):
+        s["targets"] = t
+    return samples
+
+
+def f32(x: float) -> float:
+    return float(np.float32(x))
+
+
+def write_targets_tfrecord(path: Path, samples: list[dict]) -> list[dict]:
+    """The Object Detection API's features (normalised boxes and keypoints), and
+    stoker/labels, stoker/values. Returns what each record must give, in pixels:
+    the fractions as float32, times the size as float32."""
+    import tensorflow as tf
+
+    def b(v):
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
+
+    def ints(v):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=list(v)))
+
+    def floats(v):
+        return tf.train.Feature(float_list=tf.train.FloatList(value=list(v)))
+
+    expected = []
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for s in samples:
+            t = s["targets"]
+            wd, ht = np.float32(s["width"]), np.float32(s["height"])
+            feats = {
+                "image/encoded": b(s["jpeg"]),
+                "image/class/label": ints([s["label"]]),
+                "image/filename": b(s["filename"].encode()),
+                "image/height": ints([s["height"]]),
+                "image/width": ints([s["width"]]),
+            }
+            want = {"key": s["filename"], "label": s["label"], "targets": None, "refused": None}
+            if t == "bad":
+                feats["image/object/bbox/xmin"] = floats([30 / s["width"]])
+                feats["image/object/bbox/xmax"] = floats([10 / s["width"]])
+                feats["image/object/bbox/ymin"] = floats([0.0])
+                feats["image/object/bbox/ymax"] = floats([0.5])
+                want["refused"] = "xmax < xmin"
+                want["label"] = None
+            elif t is not None and "multi" in t:
+                feats["image/class/label"] = ints(t["multi"])
+                want["refused"] = "holds 2 class ids"
+                want["label"] = None
+            elif t is not None:
+                got = {"classes": t.get("labels", []), "values": [f32(v) for v in t.get("values", [])],
+                       "boxes": [], "keypoints": []}
+                if "labels" in t:
+                    feats["stoker/labels"] = ints(t["labels"])
+                if "values" in t:
+                    feats["stoker/values"] = floats(t["values"])
+                boxes = t.get("boxes", [])
+                if boxes:
+                    fr = {k: [] for k in ("xmin", "ymin", "xmax", "ymax")}
+                    for x0, y0, x1, y1, c in boxes:
+                        for k, v, size in (("xmin", x0, wd), ("ymin", y0, ht), ("xmax", x1, wd), ("ymax", y1, ht)):
+                            fr[k].append(np.float32(v / float(size)))
+                    for k, v in fr.items():
+                        feats[f"image/object/bbox/{k}"] = floats(v)
+                    feats["image/object/class/label"] = ints([bx[4] for bx in boxes])
+                    for i, bx in enumerate(boxes):
+                        got["boxes"].append([float(np.float32(fr["xmin"][i] * wd)), float(np.float32(fr["ymin"][i] * ht)),
+                                             float(np.float32(fr["xmax"][i] * wd)), float(np.float32(fr["ymax"][i] * ht)), bx[4]])
+                kps = t.get("keypoints", [])
+                if kps:
+                    kx = [np.float32(k[0] / float(wd)) for k in kps]
+                    ky = [np.float32(k[1] / float(ht)) for k in kps]
+                    feats["image/object/keypoint/x"] = floats(kx)
+                    feats["image/object/keypoint/y"] = floats(ky)
+                    feats["image/object/keypoint/visibility"] = ints([k[2] for k in kps])
+                    per = len(kps) // max(len(boxes), 1)
+                    for i, k in enumerate(kps):
+                        got["keypoints"].append([float(np.float32(kx[i] * wd)), float(np.float32(ky[i] * ht)), k[2],
+                                                 i // per if boxes else 0])
+                want["targets"] = got
+            ex = tf.train.Example(features=tf.train.Features(feature=feats))
+            w.write(ex.SerializeToString(deterministic=True))
+            expected.append(want)
+    return expected
+
+
+def manifest_keys(t) -> dict:
+    """A sample's targets with a JSON Lines manifest's keys (pixels)."""
+    if t == "bad":
+        return {"boxes": [[30, 0, 10, 10]]}
+    if t is None or "multi" in t:
+        return {}
+    out = {k: t[k] for k in ("labels", "values") if k in t}
+    if "boxes" in t:
+        out["boxes"] = [bx[:4] for bx in t["boxes"]]
+        out["box_classes"] = [bx[4] for bx in t["boxes"]]
+    if "keypoints" in t:
+        out["keypoints"] = t["keypoints"]
+    return out
+
+
+def manifest_expected(s: dict, key: str) -> dict:
+    t = s["targets"]
+    want = {"key": key, "label": s["label"], "targets": None, "refused": None}
+    if t == "bad":
+        want["refused"] = "x1 < x0"
+        want["label"] = None
+        return want
+    m = manifest_keys(t)
+    if m:
+        want["targets"] = {
+            "classes": m.get("labels", []),
+            "values": [f32(v) for v in m.get("values", [])],
+            "boxes": [bx + [c] for bx, c in zip(m.get("boxes", []), m.get("box_classes", []))],
+            "keypoints": [k + [0] for k in m.get("keypoints", [])],
+        }
+    return want
+
+
+def write_targets(out: Path) -> None:
+    """tests/data/shards/targets/: the same targets in a TFRecord (Object Detection
+    API features), a WebDataset tar (a json member) and a Parquet file (list
+    columns), and targets.json, what each sample must give."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import webdataset as wds
+
+    d = out / "targets"
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    samples = targets_samples()
+    tfr = write_targets_tfrecord(d / "objects.tfrecord", samples)
+    with wds.TarWriter(str(d / "objects.tar"), mtime=TAR_MTIME) as sink:
+        for s in samples:
+            obj = {"__key__": s["key"], "jpg": s["jpeg"], "cls": s["label"]}
+            m = manifest_keys(s["targets"])
+            if m:
+                obj["json"] = m
+            sink.write(obj)
+    rows = [manifest_keys(s["targets"]) for s in samples]
+    coords = pa.list_(pa.list_(pa.float32()))
+    table = pa.table(
+        {
+            "image": pa.array([s["jpeg"] for s in samples], pa.binary()),
+            "label": pa.array([s["label"] for s in samples], pa.int64()),
+            "labels": pa.array([r.get("labels") for r in rows], pa.list_(pa.int64())),
+            "values": pa.array([r.get("values") for r in rows], pa.list_(pa.float32())),
+            "boxes": pa.array([r.get("boxes") for r in rows], coords),
+            "box_classes": pa.array([r.get("box_classes") for r in rows], pa.list_(pa.int32())),
+            "keypoints": pa.array([r.get("keypoints") for r in rows], coords),
+        }
+    )
+    pq.write_table(table, d / "objects.parquet", row_group_size=4, compression="snappy")
+    expected = {
+        "generator": "scripts/make_shard_fixtures.py --targets",
+        "versions": versions(),
+        "tfrecord": tfr,
+        "tar": [manifest_expected(s, s["key"]) for s in samples],
+        "parquet": [manifest_expected(s, f"objects.parquet/{i:08d}") for i, s in enumerate(samples)],
+    }
+    (d / "targets.json").write_text(json.dumps(expected, indent=2) + "\n")
+    print(f"wrote {d}")
+
+
 # ---------------------------------------------------------------- --check
 
 
@@ -484,9 +671,14 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "tests/data/shards")
     ap.add_argument("--check", type=Path, metavar="DIR", help="read shards in DIR back")
     ap.add_argument("--expected", type=Path, help="with --check: expected.json to compare")
+    ap.add_argument("--targets", action="store_true",
+                    help="write only OUT/targets/ (targets beyond one class id)")
     args = ap.parse_args()
     if args.check is not None:
         return check(args.check, args.expected)
+    if args.targets:
+        write_targets(args.out)
+        return 0
     write_fixtures(args.out)
     return 0
 

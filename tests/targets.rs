@@ -542,3 +542,270 @@ fn batches_carry_moved_targets_on_every_backend() {
         );
     }
 }
+
+/// A WebDataset shard's `json` members carry targets with a JSON Lines manifest's keys:
+/// the shard gives the targets the manifest gives, keeps them in its index (a second
+/// listing reads them back from it), and delivers them moved with each sample; a member
+/// that cannot give targets is reported with its sample and why, every epoch.
+#[test]
+fn webdataset_json_members_carry_the_manifests_targets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = TestRng(2024);
+    let records = [
+        (
+            "a.jpg",
+            r#"{"labels": [1, 4], "values": [0.5, -2], "caption": "other keys are ignored"}"#,
+        ),
+        (
+            "b.jpg",
+            r#"{"boxes": [[1, 2, 30, 20, 7], [5, 5, 9, 9]], "keypoints": [[3, 4], [10, 11, 1]]}"#,
+        ),
+        ("c.jpg", r#"{"boxes": [[1, 2, 3, 4]], "box_classes": [5]}"#),
+        ("d.jpg", r#"{"boxes": [[30, 2, 10, 4]]}"#),
+        ("e.jpg", r#"{"boxes": [[1, 2, 3"#),
+        ("f.jpg", r#"{"url": "https://example.com/f.jpg"}"#),
+        ("g.jpg", r#"[1, 2, 3]"#),
+    ];
+    let names: Vec<&str> = records.iter().map(|r| r.0).collect();
+    write_jpegs(dir.path(), &names, &mut rng);
+    // The shard: key.jpg, key.cls, key.json, key.path.txt per sample.
+    let shard = dir.path().join("train-000000.tar");
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut add = |name: String, data: &[u8]| {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        tar.append_data(&mut h, name, data).expect("member");
+    };
+    let mut manifest = String::new();
+    for (i, (path, json)) in records.iter().enumerate() {
+        let key = format!("{i:06}");
+        add(
+            format!("{key}.jpg"),
+            &std::fs::read(dir.path().join(path)).expect("jpeg"),
+        );
+        add(format!("{key}.cls"), format!("{}", i % 3).as_bytes());
+        add(format!("{key}.json"), json.as_bytes());
+        add(format!("{key}.path.txt"), path.as_bytes());
+        // The manifest holds the records that are JSON objects.
+        if let Ok(serde_json::Value::Object(mut m)) = serde_json::from_str(json) {
+            m.insert("path".into(), (*path).into());
+            m.insert("label".into(), (i % 3).into());
+            manifest += &serde_json::Value::Object(m).to_string();
+            manifest.push('\n');
+        }
+    }
+    std::fs::write(&shard, tar.into_inner().expect("tar")).expect("shard");
+    std::fs::write(dir.path().join("m.jsonl"), manifest).expect("manifest");
+    let from_manifest = Dataset::from_manifest(dir.path().join("m.jsonl")).expect("manifest");
+    let listed = Dataset::tar(std::slice::from_ref(&shard)).expect("shard");
+    let again = Dataset::tar(std::slice::from_ref(&shard)).expect("shard, from its index");
+    assert_eq!(
+        listed.samples(),
+        again.samples(),
+        "the index keeps the targets"
+    );
+    let by_path = |d: &Dataset, p: &str| {
+        d.samples()
+            .iter()
+            .find(|s| s.path.ends_with(p))
+            .unwrap_or_else(|| panic!("{p}"))
+            .clone()
+    };
+    for p in ["a.jpg", "b.jpg", "c.jpg", "f.jpg"] {
+        let (s, m) = (by_path(&listed, p), by_path(&from_manifest, p));
+        assert_eq!(s.targets, m.targets, "{p}");
+        assert_eq!(s.label, m.label, "{p}");
+        assert!(
+            !matches!(s.location, stoker::source::Location::Refused { .. }),
+            "{p}"
+        );
+    }
+    assert!(by_path(&listed, "a.jpg").targets.is_some());
+    assert!(
+        by_path(&listed, "f.jpg").targets.is_none(),
+        "no targets' keys"
+    );
+    for (p, says) in [
+        ("d.jpg", "x1 < x0"),
+        ("e.jpg", "not JSON"),
+        ("g.jpg", "not a JSON object"),
+    ] {
+        let s = by_path(&listed, p);
+        assert!(
+            matches!(
+                &s.location,
+                stoker::source::Location::Refused { kind: SampleErrorKind::Label, reason }
+                    if reason.contains(says) && reason.contains(".json")
+            ),
+            "{p}: {:?}",
+            s.location
+        );
+    }
+    // Delivered with their targets moved by each plan; the refused reported every epoch.
+    let aug = Augment::new()
+        .random_resized_crop(32, (0.5, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .dtype(DType::U8);
+    let subset = listed.all();
+    let pipe = Pipeline::builder(subset.clone())
+        .augment(aug)
+        .batch_size(3)
+        .seed(8)
+        .on_error(OnError::Skip)
+        .build()
+        .expect("pipeline");
+    for epoch in 0..2 {
+        let (mut delivered, mut errors) = (0, Vec::new());
+        for b in pipe.epoch(epoch).expect("epoch") {
+            let b = b.expect("batch");
+            for (slot, (t, plan)) in b.targets().iter().zip(b.plans()).enumerate() {
+                let src = subset
+                    .samples()
+                    .iter()
+                    .find(|s| s.id == b.ids()[slot])
+                    .expect("sample");
+                let want = src
+                    .targets
+                    .as_deref()
+                    .map(|t| transform(plan, t, &BoxRule::default()));
+                assert_eq!(t, &want, "{}", src.path);
+                delivered += 1;
+            }
+            errors.extend(b.errors().iter().map(|e| e.path.clone()));
+        }
+        errors.sort();
+        assert_eq!(delivered, 4, "epoch {epoch}");
+        assert_eq!(errors.len(), 3, "epoch {epoch}: {errors:?}");
+        for (e, p) in errors.iter().zip(["d.jpg", "e.jpg", "g.jpg"]) {
+            assert!(e.ends_with(p), "{e}");
+        }
+    }
+}
+
+/// What targets.json says one sample gives: its targets, or a reason it is refused.
+fn check_fixture_sample(format: &str, s: &stoker::source::Sample, want: &serde_json::Value) {
+    let at = format!("{format}: {}", s.path);
+    let key = want["key"].as_str().expect("key");
+    assert!(s.path.ends_with(key), "{at}: expected {key}");
+    if let Some(says) = want["refused"].as_str() {
+        assert!(
+            matches!(
+                &s.location,
+                stoker::source::Location::Refused { kind: SampleErrorKind::Label, reason }
+                    if reason.contains(says)
+            ),
+            "{at}: {:?}",
+            s.location
+        );
+        assert!(s.targets.is_none(), "{at}");
+        return;
+    }
+    assert!(
+        !matches!(s.location, stoker::source::Location::Refused { .. }),
+        "{at}: {:?}",
+        s.location
+    );
+    assert_eq!(s.label.map(i64::from), want["label"].as_i64(), "{at}");
+    let t = &want["targets"];
+    if t.is_null() {
+        assert!(s.targets.is_none(), "{at}: {:?}", s.targets);
+        return;
+    }
+    let got = s
+        .targets
+        .as_deref()
+        .unwrap_or_else(|| panic!("{at}: no targets"));
+    let f = |v: &serde_json::Value| v.as_f64().expect("number") as f32;
+    let u = |v: &serde_json::Value| v.as_u64().expect("integer") as u32;
+    let list = |k: &str| t[k].as_array().expect("list").clone();
+    let classes: Vec<u32> = list("classes").iter().map(u).collect();
+    let values: Vec<f32> = list("values").iter().map(f).collect();
+    let boxes: Vec<BoundingBox> = list("boxes")
+        .iter()
+        .map(|b| BoundingBox {
+            x0: f(&b[0]),
+            y0: f(&b[1]),
+            x1: f(&b[2]),
+            y1: f(&b[3]),
+            class: u(&b[4]),
+        })
+        .collect();
+    let keypoints: Vec<Keypoint> = list("keypoints")
+        .iter()
+        .map(|k| Keypoint {
+            x: f(&k[0]),
+            y: f(&k[1]),
+            visibility: u(&k[2]) as u8,
+            object: u(&k[3]),
+        })
+        .collect();
+    assert_eq!(got.classes, classes, "{at}");
+    assert_eq!(got.values, values, "{at}");
+    assert_eq!(got.boxes, boxes, "{at}");
+    assert_eq!(got.keypoints, keypoints, "{at}");
+}
+
+/// Targets in shards written by the tools users write them with: a TFRecord of the
+/// TensorFlow Object Detection API's features (normalised boxes and keypoints, their class
+/// ids and visibilities) written by TensorFlow, a WebDataset tar with `json` members
+/// written by webdataset, and a Parquet file with list columns written by pyarrow
+/// (tests/data/shards/targets, scripts/make_shard_fixtures.py --targets). Each sample gives
+/// exactly the targets in pixels that targets.json lists, or is reported with why: a box
+/// with its right edge left of its left edge, several ids in the label feature.
+#[test]
+fn shards_written_by_tensorflow_webdataset_and_pyarrow_carry_their_targets() {
+    let root = common::data_dir().join("shards").join("targets");
+    let expected: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("targets.json")).expect("targets.json"))
+            .expect("json");
+    // The shard readers write their index beside the shard: read copies.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = |name: &str| {
+        let to = dir.path().join(name);
+        std::fs::copy(root.join(name), &to).expect("copy");
+        to
+    };
+    let keys = stoker::source::shards::ExampleKeys {
+        path: "image/filename".into(),
+        ..Default::default()
+    };
+    let tfrecord = copy("objects.tfrecord");
+    let tar = copy("objects.tar");
+    let mut formats = vec![
+        (
+            "tfrecord",
+            Dataset::tfrecord_with_keys(std::slice::from_ref(&tfrecord), &keys).expect("tfrecord"),
+        ),
+        (
+            "tar",
+            Dataset::tar(std::slice::from_ref(&tar)).expect("tar"),
+        ),
+    ];
+    #[cfg(feature = "parquet")]
+    formats.push((
+        "parquet",
+        Dataset::parquet(&[copy("objects.parquet")]).expect("parquet"),
+    ));
+    // And again from the indexes the first listings wrote.
+    formats.push((
+        "tfrecord",
+        Dataset::tfrecord_with_keys(&[tfrecord], &keys).expect("tfrecord, indexed"),
+    ));
+    formats.push(("tar", Dataset::tar(&[tar]).expect("tar, indexed")));
+    for (format, data) in &formats {
+        let want = expected[*format].as_array().expect("samples");
+        assert_eq!(data.len(), want.len(), "{format}");
+        // The listing's order is the dataset's (by path), not the file's.
+        for w in want {
+            let key = w["key"].as_str().expect("key");
+            let s = data
+                .samples()
+                .iter()
+                .find(|s| s.path.ends_with(key))
+                .unwrap_or_else(|| panic!("{format}: no sample {key}"));
+            check_fixture_sample(format, s, w);
+        }
+    }
+}

@@ -1,9 +1,13 @@
 //! Parquet files as sources (cargo feature `parquet`): a column of encoded images, a label
-//! column, an optional mask column. The image and mask columns may be plain binary
-//! columns or structs with a `bytes` field (the Hugging Face `Image` layout).
+//! column, an optional mask column, and optional targets columns (list columns with a
+//! JSON Lines manifest's keys: `labels`, `values`, `boxes`, `box_classes`, `keypoints`;
+//! see [`ParquetColumns`]). The image and mask columns may be plain binary columns or
+//! structs with a `bytes` field (the Hugging Face `Image` layout).
 //!
 //! Every row is a sample, its id stable: [`super::sample_id`] of `<file name>/<row>` (the
-//! row's index in the file, 8 digits). Listing reads the footer and the label column only.
+//! row's index in the file, 8 digits). Listing reads the footer, the label column and the
+//! targets columns only; a row whose targets cannot be used is reported every epoch with
+//! its row and why, never delivered.
 //! A sample is read alone: the reader selects its row group and, within it, its one row;
 //! with a page index in the file (written by `pyarrow` with `write_page_index=True`, by
 //! Spark, by DuckDB) only the page holding the row is read and decompressed, without one
@@ -16,8 +20,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use arrow_array::{
-    Array, BinaryArray, Int16Array, Int32Array, Int64Array, Int8Array, LargeBinaryArray,
-    StructArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
+    Array, BinaryArray, FixedSizeListArray, Float32Array, Float64Array, Int16Array, Int32Array,
+    Int64Array, Int8Array, LargeBinaryArray, LargeListArray, ListArray, StructArray, UInt16Array,
+    UInt32Array, UInt64Array, UInt8Array,
 };
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
@@ -27,8 +32,11 @@ use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::PageIndexPolicy;
 
 use super::shards::{file_stamp, from_files, shard_name, shard_paths, ParquetCell};
+use serde_json::Value;
+
+use super::target::{targets_from_json, Targets, MAX_TARGETS};
 use super::{sample_id, Dataset, Location, Sample};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SampleErrorKind};
 
 /// A Parquet cell that could not be read: the file, the row, and what went wrong.
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +129,20 @@ pub struct ParquetColumns {
     pub label: String,
     /// The encoded label masks, if any. Default `mask` (ignored when absent).
     pub mask: String,
+    /// Targets beyond one class id ([`crate::source::Targets`]), each column ignored when
+    /// absent and a null cell meaning none, with a JSON Lines manifest's keys and values:
+    /// several class ids (a list of integers). Default `labels`.
+    pub labels: String,
+    /// A value vector (a list of numbers). Default `values`.
+    pub values: String,
+    /// Boxes in pixels (a list of lists of 4 numbers, `[x0, y0, x1, y1]`, or 5 with the
+    /// class id last). Default `boxes`.
+    pub boxes: String,
+    /// The class ids of four-number boxes (a list of integers). Default `box_classes`.
+    pub box_classes: String,
+    /// Keypoints in pixels (a list of `[x, y]` or `[x, y, visibility]`). Default
+    /// `keypoints`.
+    pub keypoints: String,
 }
 
 impl Default for ParquetColumns {
@@ -129,6 +151,11 @@ impl Default for ParquetColumns {
             image: "image".into(),
             label: "label".into(),
             mask: "mask".into(),
+            labels: "labels".into(),
+            values: "values".into(),
+            boxes: "boxes".into(),
+            box_classes: "box_classes".into(),
+            keypoints: "keypoints".into(),
         }
     }
 }
@@ -281,6 +308,123 @@ fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option
     Ok(out)
 }
 
+/// One cell of a targets column as JSON (numbers, lists of them, null), as a manifest
+/// holds it; no list longer than four times [`MAX_TARGETS`] is copied.
+fn json_of(a: &dyn Array, i: usize) -> std::result::Result<Value, String> {
+    if a.is_null(i) {
+        return Ok(Value::Null);
+    }
+    let any = a.as_any();
+    macro_rules! numbers {
+        ($($t:ty),*) => {
+            $(
+                if let Some(x) = any.downcast_ref::<$t>() {
+                    return Ok(Value::from(x.value(i)));
+                }
+            )*
+        };
+    }
+    numbers!(
+        Int64Array,
+        Int32Array,
+        Int16Array,
+        Int8Array,
+        UInt64Array,
+        UInt32Array,
+        UInt16Array,
+        UInt8Array,
+        Float64Array
+    );
+    if let Some(x) = any.downcast_ref::<Float32Array>() {
+        return Ok(Value::from(f64::from(x.value(i))));
+    }
+    let list = if let Some(l) = any.downcast_ref::<ListArray>() {
+        l.value(i)
+    } else if let Some(l) = any.downcast_ref::<LargeListArray>() {
+        l.value(i)
+    } else if let Some(l) = any.downcast_ref::<FixedSizeListArray>() {
+        l.value(i)
+    } else {
+        return Err(format!(
+            "a cell of type {}, not numbers or lists of numbers",
+            a.data_type()
+        ));
+    };
+    if list.len() > 4 * MAX_TARGETS {
+        return Err(format!("a list of {} values", list.len()));
+    }
+    (0..list.len())
+        .map(|j| json_of(list.as_ref(), j))
+        .collect::<std::result::Result<Vec<Value>, String>>()
+        .map(Value::Array)
+}
+
+/// Each row's targets from the file's targets columns (`Ok(None)` for none; `Err` says
+/// why the row's cannot be used), read whole at listing, as the labels are.
+type RowTargets = std::result::Result<Option<Targets>, String>;
+
+fn targets(
+    path: &Path,
+    m: &ArrowReaderMetadata,
+    columns: &ParquetColumns,
+    rows: usize,
+) -> Result<Vec<RowTargets>> {
+    // (manifest key, the file's column)
+    let keys = [
+        ("labels", &columns.labels),
+        ("values", &columns.values),
+        ("boxes", &columns.boxes),
+        ("box_classes", &columns.box_classes),
+        ("keypoints", &columns.keypoints),
+    ];
+    let schema = m.schema();
+    let present: Vec<(&str, &String, usize)> = keys
+        .iter()
+        .filter_map(|(k, c)| schema.index_of(c).ok().map(|i| (*k, *c, i)))
+        .collect();
+    if present.is_empty() {
+        return Ok(vec![Ok(None); rows]);
+    }
+    let f = super::fsio::open_regular(path).map_err(|e| Error::io(path, e))?;
+    let roots = present.iter().map(|p| p.2);
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, m.clone())
+        .with_projection(ProjectionMask::roots(m.parquet_schema(), roots))
+        .with_batch_size(1024)
+        .build()
+        .map_err(|e| Error::source_at(path, e.to_string()))?;
+    let mut out = Vec::with_capacity(rows);
+    for batch in reader {
+        let batch = batch.map_err(|e| Error::source_at(path, e.to_string()))?;
+        let cols: Vec<(&str, &String, Option<&arrow_array::ArrayRef>)> = present
+            .iter()
+            .map(|(k, c, _)| (*k, *c, batch.column_by_name(c)))
+            .collect();
+        for i in 0..batch.num_rows() {
+            let mut record = serde_json::Map::new();
+            let mut fault = None;
+            for (key, name, col) in &cols {
+                let Some(col) = col else {
+                    fault.get_or_insert_with(|| format!("column {name:?} not read"));
+                    continue;
+                };
+                match json_of(col.as_ref(), i) {
+                    Ok(v) => {
+                        record.insert((*key).to_string(), v);
+                    }
+                    Err(why) => {
+                        fault.get_or_insert_with(|| format!("column {name:?}: {why}"));
+                    }
+                }
+            }
+            out.push(match fault {
+                Some(why) => Err(why),
+                None => targets_from_json(&Value::Object(record)),
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// A Parquet dataset: every row of the files (`*.parquet` files and folders of them).
 pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
     let files = shard_paths(paths, &[".parquet"])?;
@@ -310,13 +454,21 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
             Some(col) => labels(path, &m, col)?,
             None => vec![None; rows.len()],
         };
-        if labels.len() != rows.len() {
+        let targets = targets(path, &m, columns, rows.len())?;
+        if labels.len() != rows.len() || targets.len() != rows.len() {
             return Err(Error::source_at(
                 path,
-                format!("{} labels for {} rows", labels.len(), rows.len()),
+                format!(
+                    "{} labels and {} rows of targets for {} rows",
+                    labels.len(),
+                    targets.len(),
+                    rows.len()
+                ),
             ));
         }
-        for (i, ((rg, r), label)) in rows.into_iter().zip(labels).enumerate() {
+        for (i, (((rg, r), label), targets)) in
+            rows.into_iter().zip(labels).zip(targets).enumerate()
+        {
             let cell = |column: &Arc<str>| ParquetCell {
                 path: path.clone(),
                 row_group: rg,
@@ -325,13 +477,24 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
                 column: Arc::clone(column),
             };
             let path_s = format!("{name}/{i:08}");
-            let (location, label) = match label.map(|v| {
-                let at = format!("{} row {i}", path.display());
-                crate::source::checked_label(v, &v.to_string(), &at)
-            }) {
-                None => (Location::Parquet(cell(&image)), None),
-                Some(Ok(l)) => (Location::Parquet(cell(&image)), Some(l)),
-                Some(Err(refused)) => (refused, None),
+            let at = format!("{} row {i}", path.display());
+            let (location, label) =
+                match label.map(|v| crate::source::checked_label(v, &v.to_string(), &at)) {
+                    None => (Location::Parquet(cell(&image)), None),
+                    Some(Ok(l)) => (Location::Parquet(cell(&image)), Some(l)),
+                    Some(Err(refused)) => (refused, None),
+                };
+            let (location, label, targets) = match targets {
+                Err(why) if !matches!(location, Location::Refused { .. }) => (
+                    Location::Refused {
+                        kind: SampleErrorKind::Label,
+                        reason: format!("{at}: its targets: {why}").into(),
+                    },
+                    None,
+                    None,
+                ),
+                Err(_) => (location, label, None),
+                Ok(t) => (location, label, t.map(Arc::new)),
             };
             samples.push(Sample {
                 id: sample_id(&path_s),
@@ -340,7 +503,7 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
                 label,
                 mask: has_mask.then(|| Location::Parquet(cell(&mask_col))),
                 group: None,
-                targets: None,
+                targets,
             });
         }
     }

@@ -35,7 +35,7 @@ fn read_text(path: &Path) -> Result<String> {
 }
 
 /// A box `[x0, y0, x1, y1]` in pixels (corner coordinates), with a class id.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct BoundingBox {
     /// Left edge.
     pub x0: f32,
@@ -51,7 +51,7 @@ pub struct BoundingBox {
 
 /// A keypoint in pixels (corner coordinates), with its visibility and the object (box)
 /// it belongs to.
-#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct Keypoint {
     /// x.
     pub x: f32,
@@ -66,7 +66,7 @@ pub struct Keypoint {
 }
 
 /// What a sample carries besides its class id and mask. Empty lists mean none.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Targets {
     /// Several class ids (multi-label classification).
     pub classes: Vec<u32>,
@@ -188,7 +188,12 @@ fn keypoint(v: &Value, object: u32) -> std::result::Result<Keypoint, Bad> {
         return Err(format!("keypoint {v} is not [x, y] or [x, y, visibility]"));
     }
     let visibility = match a.get(2) {
-        Some(f) => match f.as_u64() {
+        // A whole float too (2.0): a numeric column or a tool that writes floats.
+        Some(f) => match f.as_u64().or_else(|| {
+            f.as_f64()
+                .filter(|x| x.fract() == 0.0 && *x >= 0.0)
+                .map(|x| x as u64)
+        }) {
             Some(k @ 0..=2) => k as u8,
             _ => return Err(format!("keypoint visibility {f} is not 0, 1 or 2")),
         },

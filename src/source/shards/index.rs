@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{file_stamp, tar, tfrecord, Entry, ExampleKeys, MAX_RECORDED};
 use crate::error::Result;
+use crate::source::target::MAX_TARGETS;
 
 /// A shard's sidecar index.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -35,7 +36,7 @@ pub(super) struct Index {
 /// listed, so an out-of-range label is reported rather than dropped), what indexing found
 /// wrong with a sample, damaged regions of a shard as entries of their own. 4: the digest
 /// of the entries.
-const INDEX_VERSION: u32 = 4;
+const INDEX_VERSION: u32 = 5;
 
 /// Why a sidecar is not used (and the index is rebuilt): logged, never an error.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +116,17 @@ fn check_entries(entries: &[Entry], size: u64, kind: Kind<'_>) -> std::result::R
         for (what, text) in [("path", &e.path), ("class", &e.class)] {
             if text.as_ref().is_some_and(|t| t.len() as u64 > MAX_RECORDED) {
                 return Err(bad(i, format!("a {what} longer than {MAX_RECORDED} bytes")));
+            }
+        }
+        if let Some(t) = &e.targets {
+            let most = [
+                t.classes.len(),
+                t.values.len(),
+                t.boxes.len(),
+                t.keypoints.len(),
+            ];
+            if most.into_iter().max().unwrap_or(0) > MAX_TARGETS {
+                return Err(bad(i, format!("more than {MAX_TARGETS} targets of a kind")));
             }
         }
         if e.problem.is_some() || e.unread {

@@ -54,6 +54,7 @@ use std::time::UNIX_EPOCH;
 
 use serde::{Deserialize, Serialize};
 
+use super::target::Targets;
 use super::{sample_id, Dataset, Location, Sample};
 use crate::error::{Error, Result};
 use index::Kind;
@@ -102,6 +103,10 @@ pub(crate) struct Entry {
     /// missing; reading it reports what is wrong.
     #[serde(default)]
     pub(crate) unread: bool,
+    /// Tar: the targets of the sample's `json` member (class ids, values, boxes,
+    /// keypoints: the keys of a JSON Lines manifest), when it has one that holds any.
+    #[serde(default)]
+    pub(crate) targets: Option<Targets>,
 }
 
 impl Entry {
@@ -120,6 +125,7 @@ impl Entry {
             class: None,
             problem: Some(Problem::Corrupt(what)),
             unread: false,
+            targets: None,
         }
     }
 }
@@ -143,7 +149,9 @@ pub(crate) enum Problem {
 pub struct ExampleKeys {
     /// The encoded image (bytes). Default `image/encoded`.
     pub image: String,
-    /// The class label (int64). Default `image/class/label`.
+    /// The class label (int64, one value: a record whose feature holds several is
+    /// reported; several class ids go in [`ExampleKeys::labels`]). Default
+    /// `image/class/label`.
     pub label: String,
     /// The encoded label mask (bytes), when records have one. Default
     /// `image/segmentation/class/encoded`.
@@ -156,6 +164,45 @@ pub struct ExampleKeys {
     /// The class name (bytes, UTF-8) of the record's label, when records have one.
     /// Default `image/class/text`.
     pub class_text: String,
+    /// Several class ids (int64 list; multi-label classification) into
+    /// [`crate::source::Targets::classes`]. Default `stoker/labels`.
+    pub labels: String,
+    /// A value vector (float list; regression) into [`crate::source::Targets::values`].
+    /// Default `stoker/values`.
+    pub values: String,
+    /// Boxes: four float lists of the same length, a box's left, top, right and bottom
+    /// edges, as the TensorFlow Object Detection API writes them. Defaults
+    /// `image/object/bbox/xmin`, `image/object/bbox/ymin`, `image/object/bbox/xmax`,
+    /// `image/object/bbox/ymax`.
+    pub box_xmin: String,
+    /// See [`ExampleKeys::box_xmin`].
+    pub box_ymin: String,
+    /// See [`ExampleKeys::box_xmin`].
+    pub box_xmax: String,
+    /// See [`ExampleKeys::box_xmin`].
+    pub box_ymax: String,
+    /// The boxes' class ids (int64 list, one per box; without it every box is class 0).
+    /// Default `image/object/class/label`.
+    pub box_class: String,
+    /// Keypoints: x and y (float lists of the same length) and visibility (int64 list,
+    /// COCO's 0, 1, 2; without it every keypoint is visible), every object's keypoints
+    /// in turn: with boxes, the keypoints are split evenly among them in order
+    /// ([`crate::source::Keypoint::object`]). Defaults `image/object/keypoint/x`,
+    /// `image/object/keypoint/y`, `image/object/keypoint/visibility`.
+    pub keypoint_x: String,
+    /// See [`ExampleKeys::keypoint_x`].
+    pub keypoint_y: String,
+    /// See [`ExampleKeys::keypoint_x`].
+    pub keypoint_visibility: String,
+    /// Whether box and keypoint coordinates are fractions of the image's width and
+    /// height (the Object Detection API's convention; default `true`), turned into
+    /// pixels with the [`ExampleKeys::width`] and [`ExampleKeys::height`] features,
+    /// rather than pixels.
+    pub normalized: bool,
+    /// The image's width (int64), for normalised coordinates. Default `image/width`.
+    pub width: String,
+    /// The image's height (int64), for normalised coordinates. Default `image/height`.
+    pub height: String,
 }
 
 impl Default for ExampleKeys {
@@ -166,6 +213,19 @@ impl Default for ExampleKeys {
             mask: "image/segmentation/class/encoded".into(),
             path: "stoker/path".into(),
             class_text: "image/class/text".into(),
+            labels: "stoker/labels".into(),
+            values: "stoker/values".into(),
+            box_xmin: "image/object/bbox/xmin".into(),
+            box_ymin: "image/object/bbox/ymin".into(),
+            box_xmax: "image/object/bbox/xmax".into(),
+            box_ymax: "image/object/bbox/ymax".into(),
+            box_class: "image/object/class/label".into(),
+            keypoint_x: "image/object/keypoint/x".into(),
+            keypoint_y: "image/object/keypoint/y".into(),
+            keypoint_visibility: "image/object/keypoint/visibility".into(),
+            normalized: true,
+            width: "image/width".into(),
+            height: "image/height".into(),
         }
     }
 }
@@ -672,7 +732,7 @@ fn dataset(
                 label,
                 mask,
                 group: None,
-                targets: None,
+                targets: e.targets.clone().map(Arc::new),
             });
         }
     }

@@ -6,7 +6,9 @@
 //! file name): the image (any extension a folder listing takes: `jpg`, `jpeg`, `png`, `webp`, `bmp`, `tif`, `tiff`, `gif`, ...), the label mask (`mask.png`
 //! or `seg.png`; or `png` beside a JPEG), the label (`cls`, a decimal integer), the class
 //! name (`cls.txt`, UTF-8) and the sample's path in the dataset it was converted from
-//! (`path.txt`, UTF-8; see [`super::write`]).
+//! (`path.txt`, UTF-8; see [`super::write`]), and targets beyond one class id (`json`:
+//! an object with the keys of a JSON Lines manifest, `labels`, `values`, `boxes`,
+//! `box_classes`, `keypoints`; see [`crate::source::target::targets_from_json`]).
 //!
 //! Every sample a shard holds is listed, and one that cannot be delivered is listed as
 //! reported ([`super::Problem`]), never left out:
@@ -14,6 +16,9 @@
 //!   file) is reported under its key, with its members;
 //! - a `cls` member that is not a number is reported as a label problem (and a sample
 //!   without one, in a dataset whose samples have labels, when the dataset is listed);
+//! - a `json` member that is not JSON, holds unusable targets (a box that is not four
+//!   finite numbers with `x0 <= x1`, more than [`super::super::target::MAX_TARGETS`]
+//!   of a kind, ...) or is over [`TARGETS_LIMIT`] bytes is reported as a label problem;
 //! - damage: a block where a header should be that is not one (its checksum fails, it is
 //!   zeros followed by more of the shard, its size does not read, its size runs past the
 //!   end of the shard while a header follows, an extension that does not parse) starts a
@@ -33,7 +38,8 @@
 //! No size read from the shard is allocated before it is checked: extensions (long names,
 //! PAX records) are read only up to [`EXTENSION_LIMIT`] bytes and within the shard, and
 //! a member's data is skipped, not read, except the small text members (`cls`,
-//! `cls.txt`, `path.txt`, up to [`MAX_RECORDED`] bytes).
+//! `cls.txt`, `path.txt`, up to [`MAX_RECORDED`] bytes) and `json` (up to
+//! [`TARGETS_LIMIT`] bytes).
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
@@ -41,6 +47,7 @@ use std::path::Path;
 
 use super::{recorded_text, with_shard, Entry, Problem, ReadError, MAX_RECORDED};
 use crate::error::{Error, Result};
+use crate::source::target::{targets_from_json, Targets};
 
 /// Reads bytes `[offset, offset + len)` of `path` into `buf` (a tar member).
 pub fn read_range(
@@ -77,6 +84,10 @@ type Block = [u8; BLOCK as usize];
 
 /// The extensions of a member that is a sample's text (read while indexing).
 const TEXT: [&str; 3] = ["cls", "cls.txt", "path.txt"];
+
+/// The most bytes of a sample's `json` member (its targets) read while indexing: room
+/// for [`crate::source::target::MAX_TARGETS`] boxes and keypoints written out in full.
+pub(crate) const TARGETS_LIMIT: u64 = 1 << 20;
 
 /// The shard, read a block at a time through a small buffer: skipping a member's data
 /// seeks within the buffer where it can.
@@ -272,7 +283,8 @@ struct Member {
     /// Its type flag when it is not a regular file (a directory, a link, ...): listed in
     /// reports, never taken as the sample's image.
     other: Option<u8>,
-    /// The data of a small text member (`cls`, `cls.txt`, `path.txt`).
+    /// The data of a small text member (`cls`, `cls.txt`, `path.txt`) or of the targets
+    /// (`json`).
     text: Option<Vec<u8>>,
 }
 
@@ -495,6 +507,20 @@ impl Group {
                 }
             }
         }
+        let mut targets = None;
+        if problem.is_none() {
+            if let Some((m, bytes)) = text("json") {
+                match json_targets(bytes) {
+                    Ok(t) => targets = t,
+                    Err(why) => {
+                        problem = Some(Problem::Label(format!(
+                            "sample {:?}: its targets member {}: {why}",
+                            self.key, m.name
+                        )))
+                    }
+                }
+            }
+        }
         let recorded = |ext: &str| text(ext).and_then(|(_, b)| b).and_then(recorded_text);
         Entry {
             name: self.key.clone(),
@@ -506,8 +532,23 @@ impl Group {
             class: recorded("cls.txt"),
             problem,
             unread: false,
+            targets,
         }
     }
+}
+
+/// The targets a `json` member holds (`None` for an object without any), or why it
+/// cannot give them. `bytes` is `None` when the member was over [`TARGETS_LIMIT`] (or
+/// not a regular file) and was not read.
+fn json_targets(bytes: Option<&[u8]>) -> std::result::Result<Option<Targets>, String> {
+    let bytes = bytes
+        .ok_or_else(|| format!("not read (over {TARGETS_LIMIT} bytes, or not a regular file)"))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("not JSON ({e})"))?;
+    if !value.is_object() {
+        return Err("not a JSON object".into());
+    }
+    targets_from_json(&value)
 }
 
 /// A GNU long name or PAX records waiting for the member they describe.
@@ -716,9 +757,13 @@ fn header(
     }
     let name = pending.name.take().unwrap_or(name);
     let file = matches!(flag, b'0' | 0 | b'7');
-    let is_text = key_of(&name).is_some_and(|(_, ext)| TEXT.contains(&ext.as_str()));
-    let text = if file && is_text && len <= MAX_RECORDED {
-        // At most MAX_RECORDED bytes, within the shard (checked above).
+    let limit = match key_of(&name) {
+        Some((_, ext)) if TEXT.contains(&ext.as_str()) => MAX_RECORDED,
+        Some((_, ext)) if ext == "json" => TARGETS_LIMIT,
+        _ => 0,
+    };
+    let text = if file && limit > 0 && len <= limit {
+        // At most `limit` bytes, within the shard (checked above).
         let mut data = vec![0u8; len as usize];
         blocks.read_at(at + BLOCK, &mut data)?;
         Some(data)

@@ -10,6 +10,8 @@ use super::{
     recorded_text, with_shard, Entry, ExampleKeys, Problem, ReadError, RecordField, READ_AHEAD,
 };
 use crate::error::{Error, Result};
+use crate::source::target::{BoundingBox, Keypoint, Targets, MAX_TARGETS};
+use crate::source::MAX_LABEL;
 
 /// What is wrong with a TFRecord record (the shard and record are in
 /// [`ReadError::Record`]).
@@ -168,12 +170,18 @@ pub fn read_field(field: &RecordField, max_bytes: u64, buf: &mut Vec<u8>) -> Res
 // fixed: varints, fixed 32/64-bit fields and length-delimited fields.
 
 /// The features of one `tf.train.Example`: for each key, its first bytes value or first
-/// int64 value.
+/// int64 value, and its float or int64 list undecoded (read by [`Example::floats`] and
+/// [`Example::int_list`] only for the targets' keys).
 #[derive(Debug, Default)]
 struct Example<'a> {
     bytes: Vec<(&'a [u8], &'a [u8])>,
     ints: Vec<(&'a [u8], i64)>,
+    /// (key, the `Feature` field of the list: 2 FloatList, 3 Int64List, the list).
+    lists: Vec<(&'a [u8], u64, &'a [u8])>,
 }
+
+/// A float or int64 list feature of an example that cannot be read as one.
+type ListFault = String;
 
 struct Wire<'a> {
     b: &'a [u8],
@@ -258,13 +266,16 @@ impl<'a> Example<'a> {
         Ok(ex)
     }
 
-    /// One `Feature`: a BytesList (1) or Int64List (3); FloatLists are not needed.
+    /// One `Feature`: a BytesList (1), FloatList (2) or Int64List (3).
     fn feature(&mut self, key: &'a [u8], f: &'a [u8]) -> Result<(), WireError> {
         let mut w = Wire { b: f };
         while !w.done() {
             let (num, wt, list, _) = w.field()?;
             if wt != 2 {
                 continue;
+            }
+            if num == 2 || num == 3 {
+                self.lists.push((key, num, list));
             }
             let mut l = Wire { b: list };
             match num {
@@ -314,7 +325,282 @@ impl<'a> Example<'a> {
             .find(|(k, _)| *k == key.as_bytes())
             .map(|(_, v)| *v)
     }
+
+    /// The list of `kind` (2 float, 3 int64) under `key`; `None` without the feature.
+    fn list(&self, key: &str, kind: u64) -> std::result::Result<Option<&'a [u8]>, ListFault> {
+        match self.lists.iter().find(|(k, _, _)| *k == key.as_bytes()) {
+            None => Ok(None),
+            Some((_, num, list)) if *num == kind => Ok(Some(list)),
+            Some(_) => Err(format!(
+                "feature {key:?} is not a{} list",
+                if kind == 2 { " float" } else { "n int64" }
+            )),
+        }
+    }
+
+    /// The values of the float list `key` (packed or not), at most
+    /// [`crate::source::target::MAX_TARGETS`] * 4 of them; `None` without the feature.
+    fn floats(&self, key: &str) -> std::result::Result<Option<Vec<f32>>, ListFault> {
+        let Some(list) = self.list(key, 2)? else {
+            return Ok(None);
+        };
+        let bad = |e: WireError| format!("feature {key:?}: {e}");
+        let mut out = Vec::new();
+        let mut l = Wire { b: list };
+        while !l.done() {
+            let chunk = match l.field().map_err(bad)? {
+                (1, 2, packed, _) if packed.len() % 4 == 0 => packed,
+                (1, 2, _, _) => return Err(format!("feature {key:?}: packed floats cut short")),
+                (1, 5, one, _) => one,
+                _ => continue,
+            };
+            if out.len() + chunk.len() / 4 > LIST_LIMIT {
+                return Err(format!("feature {key:?}: more than {LIST_LIMIT} values"));
+            }
+            out.extend(
+                chunk
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            );
+        }
+        Ok(Some(out))
+    }
+
+    /// The values of the int64 list `key` (packed or not), as [`Example::floats`].
+    fn int_list(&self, key: &str) -> std::result::Result<Option<Vec<i64>>, ListFault> {
+        let Some(list) = self.list(key, 3)? else {
+            return Ok(None);
+        };
+        let bad = |e: WireError| format!("feature {key:?}: {e}");
+        let mut out = Vec::new();
+        let mut l = Wire { b: list };
+        let push = |out: &mut Vec<i64>, v: u64| {
+            if out.len() >= LIST_LIMIT {
+                return Err(format!("feature {key:?}: more than {LIST_LIMIT} values"));
+            }
+            out.push(v as i64);
+            Ok(())
+        };
+        while !l.done() {
+            match l.field().map_err(bad)? {
+                (1, 2, packed, _) => {
+                    let mut p = Wire { b: packed };
+                    while !p.done() {
+                        let v = p.varint().map_err(bad)?;
+                        push(&mut out, v)?;
+                    }
+                }
+                (1, 0, _, v) => push(&mut out, v)?,
+                _ => {}
+            }
+        }
+        Ok(Some(out))
+    }
 }
+
+/// The targets of an example under `keys` (several class ids, a value vector, boxes,
+/// keypoints; `None` when it has none), or why they cannot be used. Coordinates are
+/// checked as a manifest's are (finite, `x0 <= x1`, `y0 <= y1`), after scaling
+/// normalised ones to pixels.
+fn example_targets(
+    ex: &Example<'_>,
+    keys: &ExampleKeys,
+) -> std::result::Result<Option<Targets>, ListFault> {
+    let bounded = |n: usize, key: &str| {
+        if n > MAX_TARGETS {
+            return Err(format!(
+                "feature {key:?}: {n} values, more than {MAX_TARGETS} (stoker::source::target::MAX_TARGETS)"
+            ));
+        }
+        Ok(())
+    };
+    let class = |v: i64, key: &str| {
+        u32::try_from(v)
+            .ok()
+            .filter(|&c| c <= MAX_LABEL)
+            .ok_or_else(|| format!("feature {key:?}: {v} is not a class id from 0 to {MAX_LABEL}"))
+    };
+    let classes = |key: &str| -> std::result::Result<Option<Vec<u32>>, ListFault> {
+        let Some(list) = ex.int_list(key)? else {
+            return Ok(None);
+        };
+        bounded(list.len(), key)?;
+        list.into_iter()
+            .map(|v| class(v, key))
+            .collect::<std::result::Result<_, _>>()
+            .map(Some)
+    };
+    let mut t = Targets::default();
+    if let Some(c) = classes(&keys.labels)? {
+        t.classes = c;
+    }
+    if let Some(v) = ex.floats(&keys.values)? {
+        bounded(v.len(), &keys.values)?;
+        if let Some(x) = v.iter().find(|x| !x.is_finite()) {
+            return Err(format!(
+                "feature {:?}: {x} is not a finite value",
+                keys.values
+            ));
+        }
+        t.values = v;
+    }
+    // Every coordinate list, pixels or fractions of the image's size.
+    let coords = |key: &str| -> std::result::Result<Option<Vec<f32>>, ListFault> {
+        let v = ex.floats(key)?;
+        if let Some(v) = &v {
+            bounded(v.len(), key)?;
+        }
+        Ok(v)
+    };
+    let edges = [
+        &keys.box_xmin,
+        &keys.box_ymin,
+        &keys.box_xmax,
+        &keys.box_ymax,
+    ]
+    .map(|k| coords(k));
+    let [x0, y0, x1, y1] = edges;
+    let (x0, y0, x1, y1) = (x0?, y0?, x1?, y1?);
+    let (kx, ky) = (coords(&keys.keypoint_x)?, coords(&keys.keypoint_y)?);
+    let any_coords = [&x0, &y0, &x1, &y1, &kx, &ky].iter().any(|c| c.is_some());
+    // (width, height) to scale by: 1 for pixels.
+    let (sx, sy) = if keys.normalized && any_coords {
+        let size = |key: &str| {
+            ex.int(key)
+                .filter(|&v| (1..=i64::from(u32::MAX)).contains(&v))
+                .map(|v| v as f32)
+                .ok_or_else(|| {
+                    format!(
+                        "coordinates are fractions of the image's size, but feature {key:?} is not a positive int64"
+                    )
+                })
+        };
+        (size(&keys.width)?, size(&keys.height)?)
+    } else {
+        (1.0, 1.0)
+    };
+    let pixel = |v: f32, scale: f32, key: &str| {
+        let p = v * scale;
+        if !p.is_finite() || p.abs() > 1e9 {
+            return Err(format!("feature {key:?}: {v} is not a finite coordinate"));
+        }
+        Ok(p)
+    };
+    match (x0, y0, x1, y1) {
+        (None, None, None, None) => {}
+        (Some(x0), Some(y0), Some(x1), Some(y1)) => {
+            let n = x0.len();
+            if [y0.len(), x1.len(), y1.len()] != [n; 3] {
+                return Err(format!(
+                    "boxes: {} {:?}, {} {:?}, {} {:?} and {} {:?} values, not the same number",
+                    n,
+                    keys.box_xmin,
+                    y0.len(),
+                    keys.box_ymin,
+                    x1.len(),
+                    keys.box_xmax,
+                    y1.len(),
+                    keys.box_ymax
+                ));
+            }
+            let box_classes = classes(&keys.box_class)?;
+            if let Some(c) = &box_classes {
+                if c.len() != n {
+                    return Err(format!(
+                        "{n} boxes but {} class ids in feature {:?}",
+                        c.len(),
+                        keys.box_class
+                    ));
+                }
+            }
+            for i in 0..n {
+                let b = BoundingBox {
+                    x0: pixel(x0[i], sx, &keys.box_xmin)?,
+                    y0: pixel(y0[i], sy, &keys.box_ymin)?,
+                    x1: pixel(x1[i], sx, &keys.box_xmax)?,
+                    y1: pixel(y1[i], sy, &keys.box_ymax)?,
+                    class: box_classes.as_ref().map_or(0, |c| c[i]),
+                };
+                if b.x1 < b.x0 || b.y1 < b.y0 {
+                    return Err(format!(
+                        "box {i} [{}, {}, {}, {}] has xmax < xmin or ymax < ymin",
+                        x0[i], y0[i], x1[i], y1[i]
+                    ));
+                }
+                t.boxes.push(b);
+            }
+        }
+        _ => {
+            return Err(format!(
+                "boxes need all four of {:?}, {:?}, {:?} and {:?}",
+                keys.box_xmin, keys.box_ymin, keys.box_xmax, keys.box_ymax
+            ))
+        }
+    }
+    match (kx, ky) {
+        (None, None) => {}
+        (Some(kx), Some(ky)) => {
+            let n = kx.len();
+            if ky.len() != n {
+                return Err(format!(
+                    "keypoints: {n} x ({:?}) but {} y ({:?})",
+                    keys.keypoint_x,
+                    ky.len(),
+                    keys.keypoint_y
+                ));
+            }
+            let vis = ex.int_list(&keys.keypoint_visibility)?;
+            if let Some(v) = &vis {
+                if v.len() != n {
+                    return Err(format!(
+                        "{n} keypoints but {} visibilities ({:?})",
+                        v.len(),
+                        keys.keypoint_visibility
+                    ));
+                }
+            }
+            // Each box's keypoints in turn: the same number per box.
+            let per = match t.boxes.len() {
+                0 => n.max(1),
+                b if n % b == 0 => (n / b).max(1),
+                b => {
+                    return Err(format!(
+                        "{n} keypoints for {b} boxes: not the same number for every box"
+                    ))
+                }
+            };
+            for i in 0..n {
+                let visibility = match vis.as_ref().map(|v| v[i]) {
+                    None => 2,
+                    Some(v @ 0..=2) => v as u8,
+                    Some(v) => {
+                        return Err(format!(
+                            "keypoint visibility {v} ({:?}) is not 0, 1 or 2",
+                            keys.keypoint_visibility
+                        ))
+                    }
+                };
+                t.keypoints.push(Keypoint {
+                    x: pixel(kx[i], sx, &keys.keypoint_x)?,
+                    y: pixel(ky[i], sy, &keys.keypoint_y)?,
+                    visibility,
+                    object: (i / per) as u32,
+                });
+            }
+        }
+        _ => {
+            return Err(format!(
+                "keypoints need both {:?} and {:?}",
+                keys.keypoint_x, keys.keypoint_y
+            ))
+        }
+    }
+    Ok((!t.is_empty()).then_some(t))
+}
+
+/// The most values of one list feature read for targets: four per box, or one per
+/// keypoint coordinate, for [`crate::source::target::MAX_TARGETS`] of them.
+const LIST_LIMIT: usize = 4 * MAX_TARGETS;
 
 fn varint(mut v: u64, out: &mut Vec<u8>) {
     while v >= 0x80 {
@@ -468,6 +754,7 @@ fn index_records<R: Read + Seek>(
             class: None,
             problem: None,
             unread: true,
+            targets: None,
         };
         let mut head = [0u8; 12];
         if at + 12 > size {
@@ -493,6 +780,25 @@ fn index_records<R: Read + Seek>(
                         entry.mask = ex.bytes(&keys.mask).map(|_| (0, 0));
                         entry.path = ex.bytes(&keys.path).and_then(recorded_text);
                         entry.class = ex.bytes(&keys.class_text).and_then(recorded_text);
+                        let record = out.len();
+                        match example_targets(&ex, keys) {
+                            Ok(t) => entry.targets = t,
+                            Err(why) => {
+                                entry.problem = Some(Problem::Label(format!(
+                                    "record {record} (offset {at}): its targets: {why}"
+                                )))
+                            }
+                        }
+                        // One class id is the label; several are `labels`' targets.
+                        if let Ok(Some(l)) = ex.int_list(&keys.label) {
+                            if l.len() > 1 && entry.problem.is_none() {
+                                entry.problem = Some(Problem::Label(format!(
+                                    "record {record} (offset {at}): feature {:?} holds {} class ids, not one (several go in ExampleKeys::labels)",
+                                    keys.label,
+                                    l.len()
+                                )));
+                            }
+                        }
                     }
                 }
                 out.push(entry);
