@@ -660,40 +660,7 @@ static __device__ __forceinline__ float element_f(const Aug& g, u32 s, u32 l) {
     return x;
 }
 
-// IEEE binary16 bits of `x`, rounded to nearest even (as the CPU's `half::f16::from_f32`).
-static __device__ __forceinline__ u32 f16_bits(float x) {
-    const u32 b = as_u32(x);
-    const u32 sign = (b >> 16u) & 0x8000u;
-    const i32 e = (i32)((b >> 23u) & 255u);
-    const u32 m = b & 0x7fffffu;
-    if (e == 255) {
-        return sign | 0x7c00u | (m != 0u ? 0x200u | (m >> 13u) : 0u);
-    }
-    const i32 he = e - 112;
-    if (he >= 31) {
-        return sign | 0x7c00u;
-    }
-    if (he <= 0) {
-        if (he < -10) {
-            return sign;
-        }
-        const u32 m24 = m | 0x800000u;
-        const u32 shift = (u32)(14 - he);
-        u32 r = m24 >> shift;
-        const u32 rem = m24 & ((1u << shift) - 1u);
-        const u32 halfway = 1u << (shift - 1u);
-        if (rem > halfway || (rem == halfway && (r & 1u) != 0u)) {
-            r += 1u;
-        }
-        return sign | r;
-    }
-    u32 r = ((u32)he << 10u) | (m >> 13u);
-    const u32 rem = m & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u) != 0u)) {
-        r += 1u;
-    }
-    return sign | r;
-}
+// f16_bits: common.cuh.
 
 extern "C" __global__ void write_image(const KernelArgs a) {
     const Aug g = bindings(a);

@@ -82,3 +82,55 @@ __device__ __forceinline__ i32 f32_to_i32(float x) {
 // C++ has UB (and the CPU emulator would trap).
 __device__ __forceinline__ u32 udiv(u32 a, u32 b) { return b == 0u ? a : a / b; }
 __device__ __forceinline__ u32 urem(u32 a, u32 b) { return b == 0u ? 0u : a % b; }
+
+// IEEE binary16 conversions, shared by augment.cu and mix.cu (shaders/f16.wgsl in WGSL).
+// IEEE binary16 bits of `x`, rounded to nearest even (as the CPU's `half::f16::from_f32`).
+__device__ __forceinline__ u32 f16_bits(float x) {
+    const u32 b = as_u32(x);
+    const u32 sign = (b >> 16u) & 0x8000u;
+    const i32 e = (i32)((b >> 23u) & 255u);
+    const u32 m = b & 0x7fffffu;
+    if (e == 255) {
+        return sign | 0x7c00u | (m != 0u ? 0x200u | (m >> 13u) : 0u);
+    }
+    const i32 he = e - 112;
+    if (he >= 31) {
+        return sign | 0x7c00u;
+    }
+    if (he <= 0) {
+        if (he < -10) {
+            return sign;
+        }
+        const u32 m24 = m | 0x800000u;
+        const u32 shift = (u32)(14 - he);
+        u32 r = m24 >> shift;
+        const u32 rem = m24 & ((1u << shift) - 1u);
+        const u32 halfway = 1u << (shift - 1u);
+        if (rem > halfway || (rem == halfway && (r & 1u) != 0u)) {
+            r += 1u;
+        }
+        return sign | r;
+    }
+    u32 r = ((u32)he << 10u) | (m >> 13u);
+    const u32 rem = m & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1u) != 0u)) {
+        r += 1u;
+    }
+    return sign | r;
+}
+
+// The f32 value of IEEE binary16 bits `h` (the low 16 bits), exactly (shaders/f16.wgsl).
+__device__ __forceinline__ float f16_value(u32 h) {
+    const u32 sign = (h & 0x8000u) << 16u;
+    const u32 e = (h >> 10u) & 31u;
+    const u32 m = h & 0x3ffu;
+    if (e == 31u) {
+        return as_f32(sign | 0x7f800000u | (m << 13u));
+    }
+    if (e == 0u) {
+        // Subnormal (or zero): m * 2^-24, exact in f32.
+        const float v = (float)m * 5.9604644775390625e-8f;
+        return sign != 0u ? -v : v;
+    }
+    return as_f32(sign | ((e + 112u) << 23u) | (m << 13u));
+}

@@ -65,6 +65,8 @@ pub enum Stream {
     Color = 10,
     /// Random erasing: whether, and the rectangle.
     Erase = 11,
+    /// Batch-level mixing, MixUp and CutMix (id = the batch's first sample).
+    Mix = 12,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.

@@ -194,7 +194,13 @@ impl DeviceBatcher for HostBatcher {
         }))
     }
 
-    fn run(&mut self, jobs: &[DeviceJob], out: &mut dyn DeviceBuffers) -> stoker::Result<()> {
+    fn run(
+        &mut self,
+        jobs: &[DeviceJob],
+        mix: Option<&stoker::augment::mix::BatchMix>,
+        out: &mut dyn DeviceBuffers,
+    ) -> stoker::Result<()> {
+        assert!(mix.is_none(), "the stand-in does not mix batches");
         let out = downcast_buffers::<HostBuffers>(out)?;
         assert!(
             jobs.len() * out.image_bytes <= out.images.len(),

@@ -537,3 +537,186 @@ fn typed_image_accessors_say_which_dtype_the_batch_holds() {
         ));
     }
 }
+
+/// The batches of `pipe`'s epoch `epoch`: (ids, labels, images' bytes, mix).
+type Drawn = Vec<(
+    Vec<u64>,
+    Vec<Option<u32>>,
+    Vec<u8>,
+    Option<stoker::augment::mix::BatchMix>,
+)>;
+
+fn batches_of(pipe: &Pipeline, epoch: u64, classes: usize) -> Drawn {
+    pipe.epoch(epoch)
+        .expect("epoch")
+        .map(|b| {
+            let b = b.expect("batch");
+            // Soft labels are the labels mixed as the images: each row sums to 1.
+            let soft = b.soft_labels(classes).expect("soft labels");
+            assert_eq!(
+                soft,
+                stoker::augment::mix::soft_labels(b.labels(), classes, b.mix()).expect("labels")
+            );
+            for row in soft.chunks(classes) {
+                assert!((row.iter().sum::<f32>() - 1.0).abs() < 1e-6, "{row:?}");
+            }
+            (
+                b.ids().to_vec(),
+                b.labels().to_vec(),
+                b.read_images().expect("images"),
+                b.mix().copied(),
+            )
+        })
+        .collect()
+}
+
+/// MixUp and CutMix on whole batches: every mixed batch is the same batch unmixed, mixed
+/// by the reference (`stoker::augment::mix::apply`) with the draw the batch reports, for
+/// f32 NCHW, f16 NHWC and u8 (CutMix) batches; the draws are the same for any number of
+/// workers, differ between epochs, and with both on each batch gets one of the two.
+#[test]
+fn mixed_batches_are_the_unmixed_batches_mixed_as_drawn() {
+    use stoker::augment::mix::{apply, MixKind};
+    use stoker::Layout;
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 3, 9, 21);
+    let data = Dataset::image_folder(dir.path()).expect("folder");
+    let base = |dtype: DType, layout: Layout| {
+        let a = Augment::new()
+            .random_resized_crop(20, (0.3, 1.0), (0.75, 1.33))
+            .flip_horizontal(0.5)
+            .layout(layout);
+        match dtype {
+            DType::U8 => a,
+            _ => a
+                .normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+                .dtype(dtype),
+        }
+    };
+    let build = |aug: Augment, backend: BackendKind, workers: usize| {
+        Pipeline::builder(data.clone().all())
+            .backend(backend)
+            .augment(aug)
+            .batch_size(5)
+            .workers(workers)
+            .seed(77)
+            .build()
+            .expect("pipeline")
+    };
+    let cases = [
+        (DType::F32, Layout::Nchw, Some(0.4), None),
+        (DType::F16, Layout::Nhwc, None, Some(1.0)),
+        (DType::U8, Layout::Nchw, None, Some(0.5)),
+        (DType::F32, Layout::Nhwc, Some(0.2), Some(1.0)),
+    ];
+    for backend in common::backends() {
+        for (dtype, layout, mixup, cutmix) in cases {
+            let at = format!("{backend:?} {dtype:?} {layout:?} mixup {mixup:?} cutmix {cutmix:?}");
+            let plain_aug = base(dtype, layout);
+            let mut aug = plain_aug.clone();
+            if let Some(a) = mixup {
+                aug = aug.mixup(a);
+            }
+            if let Some(a) = cutmix {
+                aug = aug.cutmix(a);
+            }
+            let plain = build(plain_aug, backend, 2);
+            let mixed = build(aug.clone(), backend, 2);
+            let mut kinds = BTreeSet::new();
+            let mut draws = Vec::new();
+            for epoch in 0..2 {
+                let want = batches_of(&plain, epoch, 3);
+                let got = batches_of(&mixed, epoch, 3);
+                assert_eq!(want.len(), got.len(), "{at}");
+                for ((ids, labels, mut images, none), (ids2, labels2, mixed_images, mix)) in
+                    want.into_iter().zip(got)
+                {
+                    assert!(none.is_none());
+                    assert_eq!((&ids, &labels), (&ids2, &labels2), "{at}");
+                    let mix = mix.unwrap_or_else(|| panic!("{at}: a batch not mixed"));
+                    kinds.insert(format!("{:?}", mix.kind));
+                    if mix.kind == MixKind::CutMix {
+                        let [x0, y0, x1, y1] = mix.rect;
+                        assert!(
+                            x0 <= x1 && x1 <= 20 && y0 <= y1 && y1 <= 20,
+                            "{at}: {mix:?}"
+                        );
+                        let share = f64::from((x1 - x0) * (y1 - y0)) / 400.0;
+                        assert_eq!(mix.lambda, 1.0 - share, "{at}");
+                    } else {
+                        assert!((0.0..=1.0).contains(&mix.lambda), "{at}: {mix:?}");
+                    }
+                    let (w, h) = (20, 20);
+                    apply(&mix, &mut images, dtype, layout, ids.len(), w, h).expect("apply");
+                    assert!(
+                        images == mixed_images,
+                        "{at}: batch {ids:?} differs from the reference"
+                    );
+                    draws.push((epoch, mix));
+                }
+            }
+            // Both on: each batch one of the two (6 batches an epoch, 12 in all).
+            if mixup.is_some() && cutmix.is_some() {
+                assert_eq!(kinds.len(), 2, "{at}: {kinds:?}");
+            }
+            // The epochs draw differently; one worker draws as two.
+            let by_epoch = |e: u64| {
+                draws
+                    .iter()
+                    .filter(|d| d.0 == e)
+                    .map(|d| d.1)
+                    .collect::<Vec<_>>()
+            };
+            assert_ne!(by_epoch(0), by_epoch(1), "{at}");
+            let one = build(aug, backend, 1);
+            let again: Vec<_> = batches_of(&one, 1, 3)
+                .into_iter()
+                .map(|b| b.3.expect("mixed"))
+                .collect();
+            assert_eq!(again, by_epoch(1), "{at}");
+        }
+    }
+}
+
+/// What mixing cannot do is refused when the pipeline is built: MixUp of u8 batches, an
+/// alpha that is not positive, a dataset with masks or with targets.
+#[test]
+fn mixing_refuses_what_it_cannot_mix() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::png_folder(dir.path(), 2, 2, 3);
+    let sub = || Dataset::image_folder(dir.path()).expect("folder").all();
+    let refused =
+        |aug: Augment, sub: Subset, says: &str| match Pipeline::builder(sub).augment(aug).build() {
+            Err(Error::Config { reason, .. }) => assert!(reason.contains(says), "{reason}"),
+            other => panic!("expected a config error saying {says:?}, got {other:?}"),
+        };
+    let a = || Augment::new().resize(8, 8);
+    refused(a().mixup(0.2), sub(), "f16 or f32");
+    refused(a().dtype(DType::F32).mixup(0.0), sub(), "positive");
+    refused(a().cutmix(f64::NAN), sub(), "positive");
+    assert!(Pipeline::builder(sub())
+        .augment(a().cutmix(1.0))
+        .build()
+        .is_ok());
+    let with_targets = Dataset::from_samples(
+        None,
+        sub()
+            .samples()
+            .iter()
+            .map(|s| {
+                s.clone().with_targets(stoker::Targets {
+                    classes: vec![1],
+                    ..Default::default()
+                })
+            })
+            .collect(),
+        vec!["a".into(), "b".into()],
+    )
+    .expect("dataset")
+    .all();
+    refused(a().cutmix(1.0), with_targets, "targets");
+    let masks = tempfile::tempdir().expect("tempdir");
+    let files = common::decode_test_jpegs();
+    let with_masks = common::jpegs_with_masks(masks.path(), &files[..2], 4);
+    refused(a().cutmix(1.0), with_masks, "masks");
+}

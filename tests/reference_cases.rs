@@ -493,3 +493,104 @@ mod properties {
         }
     }
 }
+
+fn hex(v: &Value) -> Vec<u8> {
+    let s = v.as_str().expect("hex");
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex digit"))
+        .collect()
+}
+
+/// MixUp and CutMix against torchvision.transforms.v2's (`scripts/make_mix_refs.py`,
+/// `tests/data/mix/`): with torchvision's weight and box centre, CutMix's box and
+/// weight, the mixed batch (f32, f16, u8) and the soft labels are torchvision's bit for
+/// bit. The cases are NCHW; each is also run as NHWC, which must mix the same elements.
+#[test]
+fn mixup_and_cutmix_match_torchvision() {
+    use stoker::augment::mix::{apply, cutmix_box, soft_labels, BatchMix, MixKind};
+    let text =
+        std::fs::read_to_string(common::data_dir().join("mix/cases.json")).expect("cases.json");
+    let doc: Value = serde_json::from_str(&text).expect("json");
+    let classes = doc["classes"].as_u64().expect("classes") as usize;
+    let cases = doc["cases"].as_array().expect("cases");
+    let mut seen = std::collections::BTreeSet::new();
+    for (k, c) in cases.iter().enumerate() {
+        let shape: Vec<usize> = c["shape"]
+            .as_array()
+            .expect("shape")
+            .iter()
+            .map(|v| v.as_u64().expect("dim") as usize)
+            .collect();
+        let (n, h, w) = (shape[0], shape[2], shape[3]);
+        let dtype = match c["dtype"].as_str().expect("dtype") {
+            "uint8" => DType::U8,
+            "float16" => DType::F16,
+            _ => DType::F32,
+        };
+        let bits = |key: &str| {
+            let b = hex(&c[key]);
+            f64::from_le_bytes(b.try_into().expect("8 bytes"))
+        };
+        let lam = bits("lam_bits");
+        let mix = if c["op"] == "mixup" {
+            BatchMix {
+                kind: MixKind::MixUp,
+                lambda: lam,
+                rect: [0; 4],
+            }
+        } else {
+            let (rx, ry) = (
+                c["r_x"].as_u64().expect("r_x"),
+                c["r_y"].as_u64().expect("r_y"),
+            );
+            let m = cutmix_box(lam, rx as u32, ry as u32, w as u32, h as u32);
+            let want: Vec<u32> = c["box"]
+                .as_array()
+                .expect("box")
+                .iter()
+                .map(|v| v.as_u64().expect("box") as u32)
+                .collect();
+            assert_eq!(m.rect.to_vec(), want, "case {k}: box");
+            assert_eq!(m.lambda, bits("lam_adjusted_bits"), "case {k}");
+            m
+        };
+        seen.insert(format!("{:?} {dtype:?}", mix.kind));
+        let input = hex(&c["input"]);
+        let want = hex(&c["output"]);
+        let mut got = input.clone();
+        apply(&mix, &mut got, dtype, Layout::Nchw, n, w, h).expect("apply");
+        assert!(
+            got == want,
+            "case {k} ({} {dtype:?}): differs from torchvision",
+            c["op"]
+        );
+        // NHWC: the same elements, permuted.
+        let size = dtype.size();
+        let nhwc = |nchw: &[u8]| {
+            let mut out = vec![0u8; nchw.len()];
+            for s in 0..n {
+                for ch in 0..3 {
+                    for p in 0..h * w {
+                        let from = ((s * 3 + ch) * h * w + p) * size;
+                        let to = ((s * h * w + p) * 3 + ch) * size;
+                        out[to..to + size].copy_from_slice(&nchw[from..from + size]);
+                    }
+                }
+            }
+            out
+        };
+        let mut got = nhwc(&input);
+        apply(&mix, &mut got, dtype, Layout::Nhwc, n, w, h).expect("apply");
+        assert!(got == nhwc(&want), "case {k}: NHWC differs");
+        let labels: Vec<Option<u32>> = c["labels"]
+            .as_array()
+            .expect("labels")
+            .iter()
+            .map(|v| Some(v.as_u64().expect("label") as u32))
+            .collect();
+        let soft = soft_labels(&labels, classes, Some(&mix)).expect("soft labels");
+        assert_eq!(soft, f32s(&hex(&c["soft_labels"])), "case {k}: soft labels");
+    }
+    assert_eq!(seen.len(), 5, "{seen:?}");
+}

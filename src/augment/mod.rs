@@ -7,6 +7,7 @@
 //! pixels a plan produces; GPU backends are tested against it.
 
 pub mod geometry;
+pub mod mix;
 pub mod plan;
 pub mod reference;
 
@@ -270,6 +271,7 @@ pub struct Augment {
     box_rule: BoxRule,
     color: ColorOps,
     erasing: Option<Erasing>,
+    mixing: mix::Mixing,
 }
 
 /// torchvision's `RandomErasing(p, scale, ratio, value)`, with constant values.
@@ -327,6 +329,7 @@ impl Augment {
             box_rule: BoxRule::default(),
             color: ColorOps::default(),
             erasing: None,
+            mixing: mix::Mixing::default(),
         }
     }
 
@@ -508,6 +511,33 @@ impl Augment {
             value,
         });
         self
+    }
+
+    /// torchvision's `MixUp(alpha)`, on whole batches after the per-sample pass: every
+    /// slot blended with the slot before it (the first with the last), with one weight
+    /// per batch from `Beta(alpha, alpha)` ([`mix`](mod@mix) says how it is drawn and
+    /// computed). Float dtypes only (f16, f32), as torchvision's; with
+    /// [`Augment::cutmix`] too, each batch gets one of the two with even odds
+    /// (`RandomChoice([CutMix, MixUp])`). [`crate::Batch::soft_labels`] gives the mixed
+    /// labels. Image planes only: a dataset with masks or targets (boxes, keypoints) is
+    /// refused, as they cannot be mixed. The usual `alpha` is 0.2 to 0.8.
+    pub fn mixup(mut self, alpha: f64) -> Self {
+        self.mixing.mixup = Some(alpha);
+        self
+    }
+
+    /// torchvision's `CutMix(alpha)`: as [`Augment::mixup`], but a box of every slot takes
+    /// the slot before it's pixels, its size drawn from `Beta(alpha, alpha)` and its
+    /// centre uniform over the image (one box per batch); any dtype. The usual `alpha`
+    /// is 1.
+    pub fn cutmix(mut self, alpha: f64) -> Self {
+        self.mixing.cutmix = Some(alpha);
+        self
+    }
+
+    /// The batch-level mixing configured ([`Augment::mixup`], [`Augment::cutmix`]).
+    pub fn get_mixing(&self) -> mix::Mixing {
+        self.mixing
     }
 
     /// `(x / 255 - mean) / std` per channel (needs a float dtype; sets f32 if u8).
@@ -757,6 +787,21 @@ impl Augment {
                     ),
                 );
             }
+        }
+        for (name, alpha) in [("mixup", self.mixing.mixup), ("cutmix", self.mixing.cutmix)] {
+            if let Some(a) = alpha {
+                if !(a > 0.0 && a.is_finite()) {
+                    return bad(name, format!("alpha {a} must be positive and finite"));
+                }
+            }
+        }
+        if self.mixing.mixup.is_some() && self.dtype == DType::U8 {
+            return bad(
+                "mixup",
+                "MixUp blends values: it needs an f16 or f32 dtype (as torchvision's MixUp \
+                 takes float batches)"
+                    .into(),
+            );
         }
         let r = self.box_rule;
         if !(r.min_size >= 0.0 && r.min_size.is_finite() && (0.0..=1.0).contains(&r.min_visible)) {

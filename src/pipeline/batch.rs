@@ -8,6 +8,7 @@ use half::f16;
 
 use super::memory::HostBuffer;
 use super::Config;
+use crate::augment::mix::{self, BatchMix};
 use crate::augment::{DType, Element, Layout, SamplePlan};
 #[cfg(feature = "cuda")]
 use crate::backend::cuda::batch::CudaBatchBuffers;
@@ -126,6 +127,8 @@ pub struct Batch {
     pub(super) plans: Vec<SamplePlan>,
     /// Each slot's targets moved by its plan (`None` where the sample has none).
     pub(super) targets: Vec<Option<Targets>>,
+    /// How the batch was mixed (MixUp, CutMix), if it was.
+    pub(super) mix: Option<BatchMix>,
     pub(super) errors: Vec<SampleError>,
     pub(super) replacements: Vec<Replacement>,
     pub(super) repeated: Vec<bool>,
@@ -385,6 +388,22 @@ impl Batch {
             .iter()
             .map(|l| l.map_or(missing, i64::from))
             .collect()
+    }
+
+    /// How the batch was mixed ([`Augment::mixup`](crate::Augment::mixup),
+    /// [`Augment::cutmix`](crate::Augment::cutmix)): every slot `i` with slot
+    /// `(i - 1) mod len`, with this weight and box. `None` when mixing is off.
+    pub fn mix(&self) -> Option<&BatchMix> {
+        self.mix.as_ref()
+    }
+
+    /// The labels as soft targets, `[len, classes]` f32: one-hot rows, mixed as the images
+    /// were when the batch was mixed (torchvision's `MixUp` and `CutMix` labels: `own *
+    /// lambda + partner * (1 - lambda)`). Fails when a slot has no label or one of
+    /// `classes` or more.
+    pub fn soft_labels(&self, classes: usize) -> Result<Vec<f32>> {
+        mix::soft_labels(&self.labels, classes, self.mix.as_ref())
+            .map_err(|why| Error::config("soft_labels", why))
     }
 
     /// Each slot's targets beyond the class id ([`Sample::targets`](crate::Sample::targets)),

@@ -438,6 +438,26 @@ impl PipelineBuilder {
                 "some samples have masks and some do not; pair masks for all or none",
             ));
         }
+        if self.augment.get_mixing().any() {
+            if has_masks {
+                return Err(Error::config(
+                    "mixup",
+                    "MixUp and CutMix mix image planes only: a dataset with masks cannot be \
+                     mixed (its masks would no longer match the images)",
+                ));
+            }
+            if let Some(s) = samples.iter().find(|s| s.targets.is_some()) {
+                return Err(Error::config(
+                    "mixup",
+                    format!(
+                        "MixUp and CutMix mix image planes and class labels only: {:?} has \
+                         targets (boxes, keypoints, several class ids, values), which cannot \
+                         be mixed",
+                        s.path
+                    ),
+                ));
+            }
+        }
         let (rank, world) = match (self.shard, self.shard_from_env) {
             (Some(s), false) => s,
             (None, true) => shard_from_env()?,

@@ -19,7 +19,7 @@ use super::stats::Counters;
 use super::worker::{device_replacement, reader, worker, Delivered, Job, Loaded, Msg, Outcome};
 use super::worker::{Shared, StandsIn, WorkerState};
 use super::{Config, OnError};
-use crate::augment::{geometry, SamplePlan};
+use crate::augment::{geometry, mix, SamplePlan};
 use crate::backend::device::job::DeviceJob;
 use crate::backend::device::{DeviceBatcher, DeviceBuffers, DeviceError};
 use crate::error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
@@ -505,7 +505,7 @@ impl Collector {
         let (replacements, warnings) = slots.finish();
         let samples = self.shared.subset.samples();
         let rule = cfg.augment.get_box_rule();
-        let targets = slots
+        let targets: Vec<Option<Targets>> = slots
             .samples
             .iter()
             .zip(&slots.plans)
@@ -525,6 +525,24 @@ impl Collector {
             repeated,
             ..
         } = slots;
+        let (w, h) = cfg.augment.get_output_size();
+        let mix = self.batch_mix(&ids);
+        if let Some(m) = &mix {
+            if targets.iter().any(Option::is_some) {
+                return Err(Error::config(
+                    "mixup",
+                    "MixUp and CutMix mix image planes only: the user transform left targets \
+                     (boxes, keypoints), which cannot be mixed",
+                ));
+            }
+            let (dtype, layout) = (cfg.augment.get_dtype(), cfg.augment.get_layout());
+            let (len, w, h) = (ids.len(), w as usize, h as usize);
+            // The device backends mixed the batch on the device (`run_device`).
+            if gpu.is_none() {
+                mix::apply(m, images.bytes_mut(), dtype, layout, len, w, h)
+                    .map_err(|e| Error::internal(format!("mixing batch {index}: {e}")))?;
+            }
+        }
         self.stats
             .samples_delivered
             .fetch_add(ids.len() as u64, Ordering::Relaxed);
@@ -536,7 +554,6 @@ impl Collector {
             .fetch_add(warnings.len() as u64, Ordering::Relaxed);
         self.stats.batches.fetch_add(1, Ordering::Relaxed);
         self.held.fetch_add(1, Ordering::AcqRel);
-        let (w, h) = cfg.augment.get_output_size();
         Ok(Batch {
             index: self.first + index,
             epoch: self.epoch,
@@ -552,6 +569,7 @@ impl Collector {
             ids,
             plans,
             targets,
+            mix,
             errors,
             replacements,
             repeated,
@@ -559,6 +577,15 @@ impl Collector {
             return_tx: self.free_tx.clone(),
             held: Arc::clone(&self.held),
         })
+    }
+
+    /// How the batch of `ids` is mixed (MixUp, CutMix), keyed by its first sample; `None`
+    /// when mixing is off.
+    fn batch_mix(&self, ids: &[u64]) -> Option<mix::BatchMix> {
+        let mixing = self.cfg.augment.get_mixing();
+        let (w, h) = self.cfg.augment.get_output_size();
+        let &first = ids.first()?;
+        mixing.draw(self.cfg.seed, self.epoch, first, w, h)
     }
 
     /// Runs the batch's `jobs` on the device into `out`. Samples the device rejects
@@ -589,10 +616,13 @@ impl Collector {
         // go down one candidate list: this many passes are more than can happen.
         let passes = jobs.len().saturating_mul(self.cfg.replace_attempts + 1) + 1;
         for _ in 0..passes {
+            // Keyed by the batch's first sample as it stands (skips and replacements
+            // change it), as `assemble` keys the batch's `mix`.
+            let mix = self.batch_mix(&slots.ids);
             let r = batcher
                 .lock()
                 .map_err(|_| Error::poisoned("device batcher"))?
-                .run(jobs, out);
+                .run(jobs, mix.as_ref(), out);
             let err = match r {
                 Ok(()) => {
                     // Files the device entropy pass decoded whole, none flagged: clean.

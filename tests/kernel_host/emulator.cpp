@@ -45,6 +45,9 @@ namespace k_orient {
 namespace k_augment {
 #include "../../kernels/augment.cu"
 }
+namespace k_mix {
+#include "../../kernels/mix.cu"
+}
 
 #include <signal.h>
 #include <ucontext.h>
@@ -84,6 +87,7 @@ const KernelInfo KERNELS[] = {
     {"vertical_jitter", k_augment::vertical_jitter, 256, 6, AUGMENT_WRITABLE, true},
     {"write_image", k_augment::write_image, 256, 6, AUGMENT_WRITABLE, false},
     {"write_mask", k_augment::write_mask, 256, 6, AUGMENT_WRITABLE, false},
+    {"mix_batch", k_mix::mix_batch, 256, 2, 1u << 1, false},
     {"pack_planar", k_color::pack_planar, 64, 3, 1u << 2, false},
 };
 

@@ -30,6 +30,7 @@ use super::hardware::{decode_chain, Attempt, BatchDecode, Path};
 use super::memory::{self, address, DeviceBuffer, KeptBuffer, KernelArgs, Pinned, PlainBuffer};
 use super::nvjpeg;
 use super::{device_err, kernels, CudaDevice, CudaError};
+use crate::augment::mix::BatchMix;
 use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob, HARDWARE_HEADER_WORDS};
 use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
 use crate::backend::device::job::{DeviceJob, DeviceSample, HardwareDecode};
@@ -149,6 +150,8 @@ struct Scratch {
     resized: DeviceBuffer,
     coefficients: DeviceBuffer,
     entropy_status: DeviceBuffer,
+    /// The copy of the images the mixing pass reads.
+    mix_scratch: DeviceBuffer,
 }
 
 /// One of the hardware decoder's two output buffers ([`Buffer::Rgbi`]).
@@ -345,6 +348,7 @@ impl CudaBatcher {
             + s.oriented.bytes()
             + s.horizontal.bytes()
             + s.resized.bytes()
+            + s.mix_scratch.bytes()
             + self.hardware.as_ref().map_or(0, |h| {
                 h.staging.bytes()
                     + h.outputs
@@ -363,8 +367,14 @@ impl CudaBatcher {
 
     /// Decodes and augments `jobs` into `out` (slot `i` for job `i`). Returns without
     /// waiting, with the event that completes when the batch is ready.
-    pub fn run(&mut self, jobs: &[DeviceJob], out: &mut CudaBatchBuffers) -> Result<CudaEvent> {
-        self.plan.plan(jobs, out.masks.is_some())?;
+    /// With `mix`, the images are then mixed as it says, on the same stream.
+    pub fn run(
+        &mut self,
+        jobs: &[DeviceJob],
+        mix: Option<&BatchMix>,
+        out: &mut CudaBatchBuffers,
+    ) -> Result<CudaEvent> {
+        self.plan.plan_mixed(jobs, out.masks.is_some(), mix)?;
         // The compute stream waits for the consumer's release of `out` (`submit`, before
         // the first launch that writes it); it is forgotten only once that wait is queued,
         // so a batch rejected and run again still waits for it.
@@ -456,6 +466,7 @@ impl CudaBatcher {
         s.resized.ensure(c, sizes.resized)?;
         s.coefficients.ensure(c, sizes.coefficients)?;
         s.entropy_status.ensure(c, sizes.entropy_status)?;
+        s.mix_scratch.ensure(c, sizes.mix_scratch)?;
         if sizes.decoded_cache > self.decoded_cache_budget {
             return Err(DeviceError::Bounds {
                 buffer: Buffer::DecodedCache,
@@ -484,6 +495,7 @@ impl CudaBatcher {
             (Buffer::Resized, &s.resized),
             (Buffer::Coefficients, &s.coefficients),
             (Buffer::EntropyStatus, &s.entropy_status),
+            (Buffer::MixScratch, &s.mix_scratch),
         ] {
             if let Some(x) = scratch(b) {
                 bases.insert(buffer, x);
@@ -621,7 +633,7 @@ impl CudaBatcher {
                     let (to, from) = (resolve(dst)?, resolve(src)?);
                     // SAFETY: both ranges were resolved within their buffers, and the plan
                     // only copies between distinct buffers (`Oriented` to `Windows`,
-                    // `Windows` to and from `DecodedCache`); the buffers stay allocated
+                    // `Windows` to and from `DecodedCache`, `Images` to `MixScratch`); the buffers stay allocated
                     // until this stream has passed the copy, as for the launches above (the
                     // decoded cache is allocated and freed on this stream).
                     unsafe { memory::copy_dtod(c, to, from, src.size as usize)? };
@@ -788,9 +800,14 @@ impl DeviceBatcher for CudaBatcher {
         )?))
     }
 
-    fn run(&mut self, jobs: &[DeviceJob], out: &mut dyn DeviceBuffers) -> Result<()> {
+    fn run(
+        &mut self,
+        jobs: &[DeviceJob],
+        mix: Option<&BatchMix>,
+        out: &mut dyn DeviceBuffers,
+    ) -> Result<()> {
         let out = downcast_buffers::<CudaBatchBuffers>(out)?;
-        let ready = CudaBatcher::run(self, jobs, out)?;
+        let ready = CudaBatcher::run(self, jobs, mix, out)?;
         // The consumer's stream waits for the batch: its work enqueued after it receives
         // the batch sees the finished batch, with no host wait.
         self.device.stream().wait(&ready).map_err(device_err)?;

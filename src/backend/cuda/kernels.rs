@@ -33,12 +33,13 @@ pub use super::nvrtc::library_dirs;
 pub const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
 /// The kernel sources, by file name (without `common.cuh`).
-pub const SOURCES: [(&str, &str); 5] = [
+pub const SOURCES: [(&str, &str); 6] = [
     ("huffman.cu", include_str!("../../../kernels/huffman.cu")),
     ("idct.cu", include_str!("../../../kernels/idct.cu")),
     ("color.cu", include_str!("../../../kernels/color.cu")),
     ("orient.cu", include_str!("../../../kernels/orient.cu")),
     ("augment.cu", include_str!("../../../kernels/augment.cu")),
+    ("mix.cu", include_str!("../../../kernels/mix.cu")),
 ];
 
 /// The full source of `file` as NVRTC compiles it: `common.cuh`, then the file.
@@ -56,6 +57,7 @@ pub fn file_of(kernel: Kernel) -> &'static str {
         "idct" => "idct.cu",
         "color" => "color.cu",
         "orient" => "orient.cu",
+        "mix" => "mix.cu",
         _ => "augment.cu",
     }
 }

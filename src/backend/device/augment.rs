@@ -51,7 +51,8 @@
 
 use super::error::DeviceError;
 use super::launch::{Binding, Buffer, Kernel, Launch, PARAM_WORDS};
-use crate::augment::plan::SamplePlan;
+use super::mix::MixShape;
+use crate::augment::plan::{DType, Layout, SamplePlan};
 use crate::augment::reference::{self, Coeffs};
 use crate::decode::LabelPlane;
 use crate::error::{Error, Result};
@@ -152,6 +153,27 @@ impl AugmentInput {
     /// Bytes the image output buffer needs: every slot, rounded up to 4.
     pub fn images_bytes(&self) -> u64 {
         (self.n as u64 * self.image_bytes()).div_ceil(4) * 4
+    }
+
+    /// The batch's images as the mixing pass sees them ([`super::mix`]); `None` before
+    /// the first sample.
+    pub fn mix_shape(&self) -> Option<MixShape> {
+        let shape = self.shape?;
+        Some(MixShape {
+            dtype: match shape.dtype {
+                1 => DType::F16,
+                2 => DType::F32,
+                _ => DType::U8,
+            },
+            layout: if shape.layout == Layout::Nhwc as u32 {
+                Layout::Nhwc
+            } else {
+                Layout::Nchw
+            },
+            len: self.n,
+            width: shape.width,
+            height: shape.height,
+        })
     }
 
     /// Bytes the mask output buffer needs: `out_width * out_height` u16 per sample,

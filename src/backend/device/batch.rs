@@ -8,7 +8,9 @@ use super::decode::{DecodeInput, DeviceImage, Hole, Segment};
 use super::error::DeviceError;
 use super::job::{upright_origin, DeviceJob, DeviceSample};
 use super::launch::{grid, Binding, Buffer, Kernel, Launch, Step, PARAM_WORDS};
+use super::mix;
 use super::orient::{self, OrientJob};
+use crate::augment::mix::BatchMix;
 use crate::decode::Image8;
 use crate::error::Result;
 
@@ -100,6 +102,8 @@ pub struct Sizes {
     /// Bytes of [`Buffer::DecodedCache`] the plan's copies reach (0 when it has none):
     /// the persistent buffer must hold at least this many, keeping what it holds.
     pub decoded_cache: u64,
+    /// [`Buffer::MixScratch`] (0 when the batch is not mixed).
+    pub mix_scratch: u64,
 }
 
 impl Sizes {
@@ -119,6 +123,7 @@ impl Sizes {
             Buffer::Coefficients => self.coefficients,
             Buffer::EntropyStatus => self.entropy_status,
             Buffer::DecodedCache => self.decoded_cache,
+            Buffer::MixScratch => self.mix_scratch,
         }
     }
 }
@@ -296,12 +301,23 @@ impl BatchPlan {
     /// Plans the decode and augmentation of `jobs` (slot `i` for job `i`; label planes
     /// into [`Buffer::Masks`] when `masks`).
     pub fn plan(&mut self, jobs: &[DeviceJob], masks: bool) -> Result<()> {
+        self.plan_mixed(jobs, masks, None)
+    }
+
+    /// [`BatchPlan::plan`], then the batch's images mixed as `mix` says (MixUp or CutMix:
+    /// [`super::mix`]) where it is given.
+    pub fn plan_mixed(
+        &mut self,
+        jobs: &[DeviceJob],
+        masks: bool,
+        mix: Option<&BatchMix>,
+    ) -> Result<()> {
         self.pack_decode(jobs.iter().map(|j| &j.image))?;
         self.plan_cache_fills(jobs)?;
         for (j, img) in jobs.iter().zip(&self.images) {
             self.augment_in.push(&j.plan, *img, j.mask.as_ref())?;
         }
-        self.finish(masks)
+        self.finish(masks, mix)
     }
 
     /// Plans the decode of `images` alone (the windows stay in [`Buffer::Windows`]).
@@ -310,7 +326,7 @@ impl BatchPlan {
         images: impl Iterator<Item = &'a DeviceSample>,
     ) -> Result<()> {
         self.pack_decode(images)?;
-        self.finish(false)
+        self.finish(false, None)
     }
 
     /// The samples whose intervals the device flagged, with the OR of their status words,
@@ -677,7 +693,7 @@ impl BatchPlan {
     }
 
     /// Plans the steps and sizes of what was packed.
-    fn finish(&mut self, masks: bool) -> Result<()> {
+    fn finish(&mut self, masks: bool, mix: Option<&BatchMix>) -> Result<()> {
         let DeviceLimits {
             max_binding,
             per_dim,
@@ -725,6 +741,14 @@ impl BatchPlan {
         }
         self.steps.append(&mut self.cache_copies);
         self.steps.extend(augment.into_iter().map(Step::Launch));
+        let mut mix_scratch = 0;
+        if let (Some(m), Some(shape)) = (mix, self.augment_in.mix_shape()) {
+            let steps = mix::steps(m, shape, max_binding, per_dim)?;
+            if !steps.is_empty() {
+                mix_scratch = shape.bytes();
+            }
+            self.steps.extend(steps);
+        }
         let decode_input = round4(self.decode_in.upload_bytes());
         let augment_offset = decode_input.div_ceil(256) * 256;
         let augment_input = round4(self.augment_in.bytes().len() as u64);
@@ -756,6 +780,7 @@ impl BatchPlan {
                 0
             },
             decoded_cache,
+            mix_scratch,
         };
         let c = &mut self.counts;
         c.batches += 1;

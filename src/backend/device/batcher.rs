@@ -12,6 +12,7 @@ use std::fmt;
 
 use super::error::DeviceError;
 use super::job::{prepare_with, CoeffPool, DeviceJob, DeviceSample, HardwareDecode};
+use crate::augment::mix::BatchMix;
 use crate::decode::{DecodeOptions, Image8, ImageInfo};
 use crate::error::{Error, Result};
 
@@ -143,7 +144,15 @@ pub trait DeviceBatcher: Send + fmt::Debug {
     /// the CPU decoder all refuse) are [`DeviceError::Rejected`], returned before anything
     /// is written into `out`: the caller leaves them out or replaces them and runs the
     /// batch again.
-    fn run(&mut self, jobs: &[DeviceJob], out: &mut dyn DeviceBuffers) -> Result<()>;
+    ///
+    /// With `mix`, the batch's images are then mixed as it says (MixUp or CutMix, after
+    /// the per-sample pass: [`super::mix`]), in the same submission.
+    fn run(
+        &mut self,
+        jobs: &[DeviceJob],
+        mix: Option<&BatchMix>,
+        out: &mut dyn DeviceBuffers,
+    ) -> Result<()>;
 
     /// How many images took each decode path so far, where the backend has more than one
     /// for encoded JPEGs ([`DeviceSample::Encoded`]); all zero elsewhere.

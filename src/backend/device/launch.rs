@@ -40,6 +40,9 @@ pub enum Kernel {
     WriteImage,
     /// `write_mask`: nearest-neighbour label planes into the batch's masks.
     WriteMask,
+    /// `mix_batch`: MixUp or CutMix of a batch's images after the per-sample pass
+    /// (`super::mix`), one invocation per word of the images, reading a copy of them.
+    Mix,
     /// `pack_planar` (CUDA only): a window of what the hardware decoder wrote (planes at
     /// their stored resolution, or interleaved RGB from the CPU where nvJPEG refused the
     /// image), upsampled and converted as `color` does, into RGBA windows.
@@ -48,7 +51,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 9] = [
+    pub const ALL: [Kernel; 10] = [
         Kernel::Huffman,
         Kernel::Idct,
         Kernel::Color,
@@ -57,12 +60,13 @@ impl Kernel {
         Kernel::VerticalJitter,
         Kernel::WriteImage,
         Kernel::WriteMask,
+        Kernel::Mix,
         Kernel::PackPlanar,
     ];
 
     /// The kernels that have a WGSL entry point (all but the hardware decoder's, last).
     pub fn wgsl() -> &'static [Kernel] {
-        &Kernel::ALL[..8]
+        &Kernel::ALL[..9]
     }
 
     /// The entry point's name.
@@ -76,6 +80,7 @@ impl Kernel {
             Kernel::VerticalJitter => "vertical_jitter",
             Kernel::WriteImage => "write_image",
             Kernel::WriteMask => "write_mask",
+            Kernel::Mix => "mix_batch",
             Kernel::PackPlanar => "pack_planar",
         }
     }
@@ -89,7 +94,8 @@ impl Kernel {
             Kernel::Horizontal
             | Kernel::VerticalJitter
             | Kernel::WriteImage
-            | Kernel::WriteMask => 256,
+            | Kernel::WriteMask
+            | Kernel::Mix => 256,
         }
     }
 
@@ -100,6 +106,7 @@ impl Kernel {
             Kernel::Idct => "idct",
             Kernel::Color | Kernel::PackPlanar => "color",
             Kernel::Orient => "orient",
+            Kernel::Mix => "mix",
             _ => "augment",
         }
     }
@@ -138,6 +145,9 @@ pub enum Buffer {
     /// samples), RGBA words as in [`Buffer::Windows`]; owned by the batcher, never
     /// bound to a kernel: only [`Step::Copy`] reads or writes it.
     DecodedCache,
+    /// A copy of the batch's images that the mixing pass ([`Kernel::Mix`]) reads while it
+    /// writes the images (batcher scratch, sized by that pass, not by the batch plan).
+    MixScratch,
 }
 
 /// A byte range of one buffer bound to a launch.

@@ -14,6 +14,7 @@ pub mod decode;
 pub mod error;
 pub mod job;
 pub mod launch;
+pub mod mix;
 pub mod orient;
 
 pub use augment::AugmentInput;
@@ -28,4 +29,5 @@ pub use job::{
     Prepared, SharedImage,
 };
 pub use launch::{Binding, Buffer, Kernel, Launch, Step};
+pub use mix::MixShape;
 pub use orient::OrientJob;

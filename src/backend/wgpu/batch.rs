@@ -28,6 +28,7 @@ use std::sync::Arc;
 use super::kernels::Pipelines;
 use super::WgpuContext;
 use super::WgpuError;
+use crate::augment::mix::BatchMix;
 use crate::backend::device::batch::{BatchPlan, DeviceLimits, UploadPart, UploadTarget};
 use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
 use crate::backend::device::job::HardwareDecode;
@@ -190,6 +191,8 @@ struct Scratch {
     resized: Option<wgpu::Buffer>,
     coefficients: Option<wgpu::Buffer>,
     entropy_status: Option<wgpu::Buffer>,
+    /// The copy of the images the mixing pass reads.
+    mix_scratch: Option<wgpu::Buffer>,
     /// The launches' parameter records.
     params: Option<wgpu::Buffer>,
 }
@@ -429,6 +432,12 @@ impl WgpuBatcher {
             sizes.entropy_status,
             U::STORAGE | U::COPY_SRC,
         )?;
+        let mix_scratch = ctx.grow_buffer(
+            &mut sc.mix_scratch,
+            "stoker mix scratch",
+            sizes.mix_scratch,
+            U::STORAGE | U::COPY_DST,
+        )?;
         let mut enc = ctx
             .device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -463,6 +472,7 @@ impl WgpuBatcher {
                 Buffer::EntropyStatus => Some(&entropy_status),
                 Buffer::Rgbi => None,
                 Buffer::DecodedCache => decoded_cache.as_ref(),
+                Buffer::MixScratch => Some(&mix_scratch),
             })?;
         Ok(enc)
     }
@@ -502,11 +512,17 @@ impl WgpuBatcher {
     /// Decodes and augments `jobs` into `out` (slot `i` for job `i`) and submits the work.
     /// Returns without waiting: work the caller submits later on the same queue sees the
     /// finished batch.
-    pub fn run(&mut self, jobs: &[DeviceJob], out: &WgpuBatchBuffers) -> Result<()> {
+    /// With `mix`, the images are then mixed as it says, in the same submission.
+    pub fn run(
+        &mut self,
+        jobs: &[DeviceJob],
+        mix: Option<&BatchMix>,
+        out: &WgpuBatchBuffers,
+    ) -> Result<()> {
         if jobs.is_empty() {
             return Ok(());
         }
-        self.plan.plan(jobs, out.masks.is_some())?;
+        self.plan.plan_mixed(jobs, out.masks.is_some(), mix)?;
         self.execute(Some(out), &|k| jobs.get(k).map(|j| &j.image))
     }
 
@@ -616,9 +632,14 @@ impl DeviceBatcher for WgpuBatcher {
         )?))
     }
 
-    fn run(&mut self, jobs: &[DeviceJob], out: &mut dyn DeviceBuffers) -> Result<()> {
+    fn run(
+        &mut self,
+        jobs: &[DeviceJob],
+        mix: Option<&BatchMix>,
+        out: &mut dyn DeviceBuffers,
+    ) -> Result<()> {
         let out = downcast_buffers::<WgpuBatchBuffers>(out)?;
-        WgpuBatcher::run(self, jobs, out)
+        WgpuBatcher::run(self, jobs, mix, out)
     }
 
     fn decode(&mut self, images: &[DeviceSample]) -> Result<()> {
@@ -645,6 +666,7 @@ impl DeviceBatcher for WgpuBatcher {
             &s.resized,
             &s.coefficients,
             &s.entropy_status,
+            &s.mix_scratch,
             &s.params,
         ];
         self.staging.iter().map(|st| st.buffer.size()).sum::<u64>()

@@ -37,6 +37,7 @@ fn spec(kernel: Kernel) -> (&'static str, &'static [bool], Params) {
         Kernel::Horizontal | Kernel::VerticalJitter | Kernel::WriteImage | Kernel::WriteMask => {
             (shaders::AUGMENT, AUGMENT, Params::Uniform)
         }
+        Kernel::Mix => (shaders::MIX, &[true, false], Params::Uniform),
         // CUDA only: never asked of wgpu (its batcher compiles Kernel::wgsl()).
         Kernel::PackPlanar => ("", &[true, true, false], Params::Storage),
     }

@@ -6,17 +6,29 @@ pub const HUFFMAN: &str = include_str!("../../../shaders/huffman.wgsl");
 pub const IDCT: &str = include_str!("../../../shaders/idct.wgsl");
 /// Chroma upsampling and colour conversion to RGB.
 pub const COLOR: &str = include_str!("../../../shaders/color.wgsl");
-/// The fused per-plane pass: crop, resize, flip, jitter, normalise, layout, dtype.
-pub const AUGMENT: &str = include_str!("../../../shaders/augment.wgsl");
+/// The fused per-plane pass: crop, resize, flip, jitter, normalise, layout, dtype (with
+/// the f16 conversions appended: WGSL has no includes).
+pub const AUGMENT: &str = concat!(
+    include_str!("../../../shaders/augment.wgsl"),
+    include_str!("../../../shaders/f16.wgsl")
+);
+
+/// Batch-level mixing (MixUp, CutMix) after the per-sample pass, with the f16
+/// conversions appended.
+pub const MIX: &str = concat!(
+    include_str!("../../../shaders/mix.wgsl"),
+    include_str!("../../../shaders/f16.wgsl")
+);
 
 /// EXIF orientation of a decoded window.
 pub const ORIENT: &str = include_str!("../../../shaders/orient.wgsl");
 
 /// Every shader, by file name.
-pub const ALL: [(&str, &str); 5] = [
+pub const ALL: [(&str, &str); 6] = [
     ("huffman.wgsl", HUFFMAN),
     ("idct.wgsl", IDCT),
     ("color.wgsl", COLOR),
     ("augment.wgsl", AUGMENT),
     ("orient.wgsl", ORIENT),
+    ("mix.wgsl", MIX),
 ];

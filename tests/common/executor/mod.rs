@@ -7,9 +7,9 @@
 //! - [`wgpu_device`]: the WGSL shaders on this machine's wgpu adapter (lavapipe in CI);
 //! - [`cuda_device`]: the CUDA kernels on a GPU.
 //!
-//! The cases ([`orient`], [`huffman`], [`decode`], [`augment`], [`cache`]) are written once against the trait and
-//! compare with the CPU oracles; [`executor_tests!`] makes one `#[test]` per case for an
-//! executor. A test binary opts in with
+//! The cases ([`orient`], [`huffman`], [`decode`], [`augment`], [`cache`], [`mix`]) are
+//! written once against the trait and compare with the CPU oracles; [`executor_tests!`]
+//! makes one `#[test]` per case for an executor. A test binary opts in with
 //!
 //! ```ignore
 //! mod common;
@@ -31,6 +31,7 @@ pub mod cuda_device;
 pub mod decode;
 pub mod emulator;
 pub mod huffman;
+pub mod mix;
 pub mod orient;
 pub mod random;
 #[cfg(feature = "wgpu")]
@@ -197,6 +198,7 @@ macro_rules! executor_tests {
             augment::a_batch_plan_decodes_and_augments_like_the_reference,
             augment::short_buffers_are_refused,
             cache::cached_images_come_back_as_they_were_decoded,
+            mix::mixing_matches_its_definition_for_every_dtype_and_layout,
         );
     };
     (@cases $executor:expr; $($module:ident :: $case:ident),* $(,)?) => {
