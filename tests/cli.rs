@@ -136,6 +136,26 @@ fn bench_commands_report_their_fields() {
         ],
     );
     assert_eq!(r["delivered"], 12);
+    // Batches mixed (MixUp needs floats: asked of u8 it is a usage error naming the flags).
+    let m = stoker(&[
+        "bench", "pipeline", "--epochs", "1", "--size", "32", "--batch", "4", "--mixup", "0.2",
+        "--cutmix", "1",
+    ]);
+    assert_eq!(m["results"][0]["delivered"], 6);
+    let e = failing(
+        &[
+            "bench", "pipeline", "--epochs", "1", "--size", "32", "--dtype", "u8", "--mixup", "0.2",
+        ],
+        &[],
+        2,
+        "usage",
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--mixup")),
+        "{e}"
+    );
     // Resident memory after each epoch, never above the peak (Linux says both).
     if cfg!(target_os = "linux") {
         let rss: Vec<u64> = r["rss_bytes_per_epoch"]

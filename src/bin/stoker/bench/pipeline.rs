@@ -61,6 +61,13 @@ pub struct PipelineBenchArgs {
     /// degrees, translation of up to a tenth, scale 0.9 to 1.1, shear of up to 5 degrees).
     #[arg(long)]
     affine: bool,
+    /// Mix each batch with MixUp of this alpha (f16 and f32 only; with --cutmix too, each
+    /// batch gets one of the two).
+    #[arg(long, value_parser = alpha)]
+    mixup: Option<f64>,
+    /// Mix each batch with CutMix of this alpha.
+    #[arg(long, value_parser = alpha)]
+    cutmix: Option<f64>,
     /// Training seed.
     #[arg(long, default_value = "0")]
     seed: u64,
@@ -107,6 +114,16 @@ fn cache_mb(s: &str) -> Result<u64, String> {
     }
 }
 
+/// `--mixup`, `--cutmix`: a positive, finite alpha.
+fn alpha(s: &str) -> Result<f64, String> {
+    let a = s.trim().parse::<f64>().map_err(|e| e.to_string())?;
+    if a > 0.0 && a.is_finite() {
+        Ok(a)
+    } else {
+        Err(format!("alpha {a} must be positive and finite"))
+    }
+}
+
 /// A configuration error of the pipeline, as the option(s) that set it: the library
 /// names its settings (`memory`, `batch_size`, ...), the user typed flags.
 fn as_usage(e: stoker::Error) -> Box<dyn std::error::Error> {
@@ -119,6 +136,7 @@ fn as_usage(e: stoker::Error) -> Box<dyn std::error::Error> {
             "readers" => "--readers",
             "prefetch" => "--prefetch",
             "shard" => "--rank, --world-size",
+            "mixup" | "cutmix" => "--mixup, --cutmix, --dtype",
             _ => return e.into(),
         },
         _ => return e.into(),
@@ -293,6 +311,12 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
                 .scale(0.9, 1.1)
                 .shear(-5.0, 5.0),
         );
+    }
+    if let Some(alpha) = a.mixup {
+        aug = aug.mixup(alpha);
+    }
+    if let Some(alpha) = a.cutmix {
+        aug = aug.cutmix(alpha);
     }
     let aug = aug.dtype(a.dtype);
     let step = Duration::from_millis(a.step_ms);
