@@ -148,21 +148,25 @@ impl Mixing {
 /// CutMix's box and weight for a weight `lam` drawn and a centre `(rx, ry)`, in an image
 /// of `width x height`: as torchvision's `CutMix.make_params`, half sides `int(0.5 *
 /// sqrt(1 - lam) * side)`, the box clipped to the image, and `lambda` 1 minus its share
-/// of the image (`lam_adjusted`).
+/// of the image (`lam_adjusted`). A centre outside the image is taken as its last pixel.
 pub fn cutmix_box(lam: f64, rx: u32, ry: u32, width: u32, height: u32) -> BatchMix {
     let (w, h) = (i64::from(width), i64::from(height));
-    let (rx, ry) = (i64::from(rx), i64::from(ry));
+    // A centre inside the image (as drawn), so that x0 <= rx <= x1: never inverted.
+    let (rx, ry) = (
+        i64::from(rx.min(width.saturating_sub(1))),
+        i64::from(ry.min(height.saturating_sub(1))),
+    );
     let r = 0.5 * (1.0 - lam).max(0.0).sqrt();
     let (rw, rh) = ((r * w as f64) as i64, (r * h as f64) as i64);
     let x0 = (rx - rw).max(0);
     let y0 = (ry - rh).max(0);
     let x1 = (rx + rw).min(w);
     let y1 = (ry + rh).min(h);
-    let area = ((x1 - x0).max(0) * (y1 - y0).max(0)) as f64;
+    let area = ((x1 - x0) * (y1 - y0)) as f64;
     BatchMix {
         kind: MixKind::CutMix,
         lambda: 1.0 - area / (w * h).max(1) as f64,
-        rect: [x0 as u32, y0 as u32, x1.max(x0) as u32, y1.max(y0) as u32],
+        rect: [x0 as u32, y0 as u32, x1 as u32, y1 as u32],
     }
 }
 

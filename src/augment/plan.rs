@@ -55,6 +55,18 @@ pub enum Layout {
     Nhwc = 1,
 }
 
+impl Layout {
+    /// The layout of a plan's or kernel's code (`Layout as u32`); any other code is
+    /// NCHW.
+    pub fn from_code(code: u32) -> Layout {
+        if code == Layout::Nhwc as u32 {
+            Layout::Nhwc
+        } else {
+            Layout::Nchw
+        }
+    }
+}
+
 /// Element type of the image batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -66,6 +78,18 @@ pub enum DType {
     F16 = 1,
     /// IEEE single precision.
     F32 = 2,
+}
+
+impl DType {
+    /// The element type of a plan's or kernel's code (`DType as u32`); any other code
+    /// is u8.
+    pub fn from_code(code: u32) -> DType {
+        match code {
+            1 => DType::F16,
+            2 => DType::F32,
+            _ => DType::U8,
+        }
+    }
 }
 
 /// An element type a batch can hold: `u8`, [`half::f16`] or `f32`, for
@@ -292,20 +316,12 @@ impl SamplePlan {
 
     /// The output layout.
     pub fn layout(&self) -> Layout {
-        if self.layout == Layout::Nhwc as u32 {
-            Layout::Nhwc
-        } else {
-            Layout::Nchw
-        }
+        Layout::from_code(self.layout)
     }
 
     /// The output dtype.
     pub fn dtype(&self) -> DType {
-        match self.dtype {
-            1 => DType::F16,
-            2 => DType::F32,
-            _ => DType::U8,
-        }
+        DType::from_code(self.dtype)
     }
 
     /// Bytes of one image slot: `3 * out_width * out_height * dtype size`.

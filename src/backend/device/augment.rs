@@ -160,16 +160,8 @@ impl AugmentInput {
     pub fn mix_shape(&self) -> Option<MixShape> {
         let shape = self.shape?;
         Some(MixShape {
-            dtype: match shape.dtype {
-                1 => DType::F16,
-                2 => DType::F32,
-                _ => DType::U8,
-            },
-            layout: if shape.layout == Layout::Nhwc as u32 {
-                Layout::Nhwc
-            } else {
-                Layout::Nchw
-            },
+            dtype: DType::from_code(shape.dtype),
+            layout: Layout::from_code(shape.layout),
             len: self.n,
             width: shape.width,
             height: shape.height,
