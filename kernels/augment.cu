@@ -6,10 +6,10 @@
 // - `horizontal`: one thread per (sample, window row read, output column): the
 //   horizontal resize, u8 RGB into `hbuf` (one word per pixel).
 // - `vertical_jitter`, one thread per output pixel (blocks within one sample): phase 0,
-//   the vertical resize into `rbuf` and the jitter ops before the first contrast change,
-//   each block's grayscale sum after the group's items in `hbuf`; per contrast change,
-//   phase 1 (one block per sample) reduces them into the mean, phase 2 (per pixel) blends
-//   and runs the ops up to the next change.
+//   the vertical resize into `rbuf` and the colour ops before the first whole-image op;
+//   per whole-image op, phase 1 gathers what it needs after the group's items in `hbuf`
+//   (a statistic by the sample's first block, or a copy of the pixels a neighbourhood op
+//   reads), phase 2 (per pixel) applies it and runs the ops up to the next one.
 // - `write_image`: one thread per u32 word of the batch's image output (the affine warp,
 //   flips, normalise, layout, dtype).
 // - `write_mask`: one thread per u32 word of the mask output (two u16 labels; nearest
@@ -23,7 +23,7 @@
 // `windows`, of the blob and of the resized buffer where the bindings start), 7 h_base
 // (first item held by `hbuf`), 8 byte0 (byte of sample s0's slot where a write chunk
 // starts), 9 words (its word count), 10 phase and 11 contrast (`vertical_jitter`'s phase,
-// 0-2, and contrast change, from 1), 12-15 unused.
+// 0-2, and whole-image op, from 1), 12-15 unused.
 //
 // Integer resize math is the CPU's: acc = (1 << 21) + sum(pixel * weight), then
 // clamp(acc >> 22, 0, 255), wrapping as WGSL's i32 does (carried in u32 here). Jitter uses
@@ -45,7 +45,7 @@ enum : u32 {
     H_DATA = 8u,
 
     // Descriptor words (16 per sample). Table offsets are relative to the data section.
-    DESC_WORDS = 16u,
+    DESC_WORDS = 20u,
     D_WIN = 0u,      // first word of the window in `windows`
     D_WIN_W = 1u,    // window width (row stride in words)
     D_ROW0 = 3u,     // first window row the horizontal pass reads
@@ -59,9 +59,10 @@ enum : u32 {
     D_MASK = 12u,    // mask pixels, two u16 per word, low half first
     D_MASK_W = 13u,  // mask width (0: no mask, the output is 0)
     D_NEAREST = 15u, // source column per output column, then source row per row
+    D_BLUR = 16u,    // Gaussian blur: kx, ky, then kx and ky integer weights
 
     // SamplePlan words.
-    PLAN_WORDS = 48u,
+    PLAN_WORDS = 64u,
     P_FLAGS = 10u,
     P_ORDER = 11u,
     P_BRIGHTNESS = 12u,
@@ -79,6 +80,8 @@ enum : u32 {
     P_COLOR_PARAMS = 38u, // solarize threshold | posterize bits << 8
     P_ERASE = 39u,       // x0 | x1 << 16, y0 | y1 << 16 (after flips)
     P_ERASE_VALUE = 41u, // f32 per channel, in the batch's units
+    P_ORDER_EXT = 44u,   // colour ops 8 to 15 (two words)
+    P_OP_PARAMS = 46u,   // one word per colour op: its own parameter, or 0
 
     FLIP_H = 1u,
     FLIP_V = 2u,
@@ -96,6 +99,16 @@ enum : u32 {
     OP_GRAYSCALE = 5u,
     OP_POSTERIZE = 6u,
     OP_SOLARIZE = 7u,
+    OP_AUTOCONTRAST = 8u,
+    OP_EQUALIZE = 9u,
+    OP_SHARPNESS = 10u,
+    OP_BLUR = 11u,
+    MAX_OPS = 16u,
+    PARAM_INT = 256u,
+    // Words per sample of the statistics after a group's horizontal items, and per pixel
+    // of the copy a neighbourhood op reads (after the statistics).
+    STATS_WORDS = 768u,
+    TEMP_WORDS = 3u,
 
     ROUND = 2097152u, // 1 << 21
     PRECISION = 22u,
@@ -281,53 +294,79 @@ static __device__ __forceinline__ U3 hue_shift(U3 p, float shift) {
         f32_to_u32(fclamp(o.z * scale, 0.0f, 255.0f))};
 }
 
-// The colour op at position k of the plan's order (0 when none or jitter is off): ops
-// 0 to 3 in the order word, 4 to 7 in the next.
+// The colour op at position k of the plan's order (0 when none or jitter is off): four
+// per word, in the order word, the next, then the two extension words.
 static __device__ __forceinline__ u32 op_at(const Aug& g, u32 s, u32 k) {
-    if ((plan_u(g, s, P_FLAGS) & JITTER) == 0u || k >= 8u) {
+    if ((plan_u(g, s, P_FLAGS) & JITTER) == 0u || k >= MAX_OPS) {
         return 0u;
     }
-    const u32 word = plan_u(g, s, k >= 4u ? P_ORDER_HI : P_ORDER);
-    return (word >> (8u * (k % 4u))) & 255u;
+    u32 w = P_ORDER;
+    if (k >= 12u) {
+        w = P_ORDER_EXT + 1u;
+    } else if (k >= 8u) {
+        w = P_ORDER_EXT;
+    } else if (k >= 4u) {
+        w = P_ORDER_HI;
+    }
+    return (plan_u(g, s, w) >> (8u * (k % 4u))) & 255u;
 }
 
 // Number of ops in the plan's order.
 static __device__ __forceinline__ u32 op_count(const Aug& g, u32 s) {
     u32 k = 0u;
-    while (k < 8u && op_at(g, s, k) != 0u) {
+    while (k < MAX_OPS && op_at(g, s, k) != 0u) {
         k++;
     }
     return k;
 }
 
-// Whether op k is a contrast change (the ops that need the whole image).
-static __device__ __forceinline__ bool is_contrast(const Aug& g, u32 s, u32 k) {
-    return op_at(g, s, k) == OP_CONTRAST && plan_f(g, s, P_CONTRAST) != 1.0f;
+// The factor of op k: its own parameter word, else the plan word `fallback`.
+static __device__ __forceinline__ float op_factor(const Aug& g, u32 s, u32 k, u32 fallback) {
+    const u32 w = plan_u(g, s, P_OP_PARAMS + k);
+    return w != 0u ? as_f32(w) : plan_f(g, s, fallback);
 }
 
-// The first contrast op at or after k, or the op count.
-static __device__ __forceinline__ u32 next_contrast(const Aug& g, u32 s, u32 k, u32 count) {
+// The integer parameter of op k (posterize bits, solarize threshold), else `fallback`.
+static __device__ __forceinline__ u32 op_int(const Aug& g, u32 s, u32 k, u32 fallback) {
+    const u32 w = plan_u(g, s, P_OP_PARAMS + k);
+    return (w & PARAM_INT) != 0u ? (w & 255u) : fallback;
+}
+
+// Whether op k needs more than its own pixel (the reference's `needs_whole_image`).
+static __device__ __forceinline__ bool is_barrier(const Aug& g, u32 s, u32 k) {
+    const u32 op = op_at(g, s, k);
+    if (op == OP_CONTRAST) {
+        return op_factor(g, s, k, P_CONTRAST) != 1.0f;
+    }
+    if (op == OP_SHARPNESS) {
+        return g.hdr[H_OUT_W] > 2u && g.hdr[H_OUT_H] > 2u;
+    }
+    return op == OP_AUTOCONTRAST || op == OP_EQUALIZE || op == OP_BLUR;
+}
+
+// The first whole-image op at or after k, or the op count.
+static __device__ __forceinline__ u32 next_barrier(const Aug& g, u32 s, u32 k, u32 count) {
     u32 j = k;
-    while (j < count && !is_contrast(g, s, j)) {
+    while (j < count && !is_barrier(g, s, j)) {
         j++;
     }
     return j;
 }
 
-// Applies the per-pixel ops [first, end) (no contrast among them) to one pixel.
+// Applies the per-pixel ops [first, end) (no whole-image op among them) to one pixel.
 static __device__ __forceinline__ U3 pixel_ops(const Aug& g, u32 s, U3 v0, u32 first, u32 end) {
     U3 v = v0;
     for (u32 k = first; k < end; k++) {
         const u32 op = op_at(g, s, k);
         if (op == OP_BRIGHTNESS) {
-            const float f = plan_f(g, s, P_BRIGHTNESS);
+            const float f = op_factor(g, s, k, P_BRIGHTNESS);
             if (f != 1.0f) {
                 v = U3{f32_to_u32(fclamp((float)v.x * f, 0.0f, 255.0f)),
                     f32_to_u32(fclamp((float)v.y * f, 0.0f, 255.0f)),
                     f32_to_u32(fclamp((float)v.z * f, 0.0f, 255.0f))};
             }
         } else if (op == OP_SATURATION) {
-            const float f = plan_f(g, s, P_SATURATION);
+            const float f = op_factor(g, s, k, P_SATURATION);
             if (f != 1.0f) {
                 v = blend(v, floorf(gray(v)), f);
             }
@@ -340,11 +379,11 @@ static __device__ __forceinline__ U3 pixel_ops(const Aug& g, u32 s, U3 v0, u32 f
             const u32 l = f32_to_u32(gray(v));
             v = U3{l, l, l};
         } else if (op == OP_POSTERIZE) {
-            const u32 bits = umin((plan_u(g, s, P_COLOR_PARAMS) >> 8u) & 255u, 8u);
+            const u32 bits = umin(op_int(g, s, k, (plan_u(g, s, P_COLOR_PARAMS) >> 8u) & 255u), 8u);
             const u32 keep = (0xFF00u >> bits) & 255u;
             v = U3{v.x & keep, v.y & keep, v.z & keep};
         } else if (op == OP_SOLARIZE) {
-            const u32 t = plan_u(g, s, P_COLOR_PARAMS) & 255u;
+            const u32 t = op_int(g, s, k, plan_u(g, s, P_COLOR_PARAMS) & 255u);
             v = U3{v.x >= t ? 255u - v.x : v.x, v.y >= t ? 255u - v.y : v.y,
                 v.z >= t ? 255u - v.z : v.z};
         }
@@ -352,99 +391,64 @@ static __device__ __forceinline__ U3 pixel_ops(const Aug& g, u32 s, U3 v0, u32 f
     return v;
 }
 
-// Sums `v` over the block (at most WG x 255: no carry) into hbuf[at]. Every thread of
-// the block calls it: it holds barriers.
-static __device__ __forceinline__ void block_sum(
-    const Aug& g, u32* red_lo, u32 li, u32 v, u32 at) {
-    red_lo[li] = v;
-    __syncthreads();
-    for (u32 stride = WG / 2u; stride > 0u; stride >>= 1u) {
-        if (li < stride) {
-            red_lo[li] = red_lo[li] + red_lo[li + stride];
-        }
-        __syncthreads();
-    }
-    if (li == 0u) {
-        g.hbuf[at] = red_lo[0];
-    }
-}
-
-// The op index of contrast change `r` (from 1) in the plan's order, or the op count.
-static __device__ __forceinline__ u32 nth_contrast(const Aug& g, u32 s, u32 r, u32 count) {
-    u32 k = next_contrast(g, s, 0u, count);
+// The op index of whole-image op `r` (from 1) in the plan's order, or the op count.
+static __device__ __forceinline__ u32 nth_barrier(const Aug& g, u32 s, u32 r, u32 count) {
+    u32 k = next_barrier(g, s, 0u, count);
     for (u32 i = 1u; i < r && k < count; i++) {
-        k = next_contrast(g, s, k + 1u, count);
+        k = next_barrier(g, s, k + 1u, count);
     }
     return k;
 }
 
-extern "C" __global__ void vertical_jitter(const KernelArgs a) {
-    __shared__ u32 red_lo[WG];
-    __shared__ u32 red_hi[WG];
-    const Aug g = bindings(a);
-    const u32 li = local_invocation_index();
-    const u32 ow = g.hdr[H_OUT_W];
-    const u32 npx = ow * g.hdr[H_OUT_H];
-    // Phases 0 and 2: `per` blocks per sample, block `b` of WG pixels each; phase 1: one
-    // per sample. Everything below that depends on `s` is uniform in the block, so every
-    // thread of the block returns here or reaches every barrier.
-    const u32 per = udiv(npx + WG - 1u, WG);
-    const u32 id = workgroup_id_y() * num_workgroups_x() + workgroup_id_x();
-    u32 s = g.P[S0] + id;
-    u32 b = 0u;
-    if (g.P[PHASE] != 1u) {
-        s = g.P[S0] + udiv(id, per);
-        b = urem(id, per);
+// torch's reflect padding: the index tap `i` reads in [0, n), reflected as often as needed.
+static __device__ __forceinline__ u32 reflect_index(i32 i, u32 n) {
+    if (n <= 1u) {
+        return 0u;
     }
-    if (s >= g.P[S1]) {
-        return;
+    const i32 period = 2 * ((i32)n - 1);
+    i32 m = i % period;
+    if (m < 0) {
+        m += period;
     }
-    const u32 rb = s * npx - g.P[R_BASE];
-    // The sample's partial sums (one per block) and its mean, after the group's items.
-    const u32 part = g.P[ITEMS] + (s - g.P[S0]) * per;
-    const u32 mean_at = g.P[ITEMS] + (g.P[S1] - g.P[S0]) * per + (s - g.P[S0]);
-    const u32 count = op_count(g, s);
-    const u32 p = b * WG + li;
-    if (g.P[PHASE] == 0u) {
-        // Vertical resize and the ops before the first contrast change.
-        const u32 first = next_contrast(g, s, 0u, count);
-        u32 gsum = 0u;
-        if (p < npx) {
-            const u32 hb = desc(g, s, D_ITEM) - g.P[H_BASE];
-            const u32 xx = urem(p, ow);
-            const u32 yy = udiv(p, ow);
-            const u32 yb = desc(g, s, D_YB);
-            const u32 start = table(g, yb + 2u * yy);
-            const u32 n = table(g, yb + 2u * yy + 1u);
-            const u32 wbase = desc(g, s, D_YW) + yy * desc(g, s, D_KY);
-            U3 acc = {ROUND, ROUND, ROUND};
-            for (u32 t = 0u; t < n; t++) {
-                const u32 w = table(g, wbase + t);
-                const U3 px = unpack_rgb(g.hbuf[hb + (start + t) * ow + xx]);
-                acc.x += px.x * w;
-                acc.y += px.y * w;
-                acc.z += px.z * w;
-            }
-            const U3 v = pixel_ops(g, s, clip8(acc), 0u, first);
-            g.rbuf[rb + p] = pack_rgb(v);
-            gsum = f32_to_u32(floorf(gray(v)));
-        }
-        if (first < count) {
-            block_sum(g, red_lo, li, gsum, part + b);
-        }
-        return;
+    return (u32)(m < (i32)n ? m : period - m);
+}
+
+// The reference's `autocontrast_value`.
+static __device__ __forceinline__ u32 autocontrast_value(u32 v, u32 lo, u32 hi) {
+    if (lo >= hi) {
+        return v;
     }
-    const u32 k = nth_contrast(g, s, g.P[CONTRAST], count);
-    if (k >= count) {
-        return;
-    }
-    if (g.P[PHASE] == 1u) {
-        // The exact sum of the blocks' sums (a carry word above), then the mean.
+    const float inv_scale = (float)(hi - lo) * (1.0f / 255.0f);
+    return f32_to_u32(fclamp(((float)v - (float)lo) / inv_scale, 0.0f, 255.0f));
+}
+
+// The reference's `sharpen_value`.
+static __device__ __forceinline__ u32 sharpen_value(u32 centre, u32 sum13, float alpha) {
+    const float soft = (float)((2u * sum13 + 13u) / 26u);
+    const float x = (float)centre;
+    return f32_to_u32(fclamp(fmaf(alpha, soft - x, x), 0.0f, 255.0f));
+}
+
+static __device__ __forceinline__ U3 u3_min(U3 a, U3 b) {
+    return U3{umin(a.x, b.x), umin(a.y, b.y), umin(a.z, b.z)};
+}
+
+static __device__ __forceinline__ U3 u3_max(U3 a, U3 b) {
+    return U3{umax(a.x, b.x), umax(a.y, b.y), umax(a.z, b.z)};
+}
+
+// Phase 1 of a whole-image op, by one block for the sample (`b == 0`): the contrast mean,
+// the auto-contrast extremes or the equalize tables into hbuf[stats..]. Every thread of
+// the block calls it: it holds barriers.
+static __device__ __forceinline__ void whole_image_stats(const Aug& g, u32* red_lo, u32* red_hi,
+    u32* hist, u32 li, u32 op, u32 rb, u32 npx, u32 stats) {
+    if (op == OP_CONTRAST) {
+        // The exact sum of the floored grayscale (a carry word above), then the mean.
         u32 lo = 0u;
         u32 hi = 0u;
-        for (u32 j = li; j < per; j += WG) {
+        for (u32 j = li; j < npx; j += WG) {
             const u32 a0 = lo;
-            lo = lo + g.hbuf[part + j];
+            lo = lo + f32_to_u32(floorf(gray(unpack_rgb(g.rbuf[rb + j]))));
             hi = hi + (lo < a0 ? 1u : 0u);
         }
         red_lo[li] = lo;
@@ -469,23 +473,209 @@ extern "C" __global__ void vertical_jitter(const KernelArgs a) {
             } else {
                 mean = ((float)h * 4294967296.0f + (float)l) / (float)n;
             }
-            g.hbuf[mean_at] = as_u32(mean);
+            g.hbuf[stats] = as_u32(mean);
+        }
+    } else if (op == OP_AUTOCONTRAST) {
+        // Per channel minimum (packed in red_lo) and maximum (red_hi).
+        U3 mn = {255u, 255u, 255u};
+        U3 mx = {0u, 0u, 0u};
+        for (u32 j = li; j < npx; j += WG) {
+            const U3 v = unpack_rgb(g.rbuf[rb + j]);
+            mn = u3_min(mn, v);
+            mx = u3_max(mx, v);
+        }
+        red_lo[li] = pack_rgb(mn);
+        red_hi[li] = pack_rgb(mx);
+        __syncthreads();
+        for (u32 stride = WG / 2u; stride > 0u; stride >>= 1u) {
+            if (li < stride) {
+                red_lo[li] = pack_rgb(u3_min(unpack_rgb(red_lo[li]), unpack_rgb(red_lo[li + stride])));
+                red_hi[li] = pack_rgb(u3_max(unpack_rgb(red_hi[li]), unpack_rgb(red_hi[li + stride])));
+            }
+            __syncthreads();
+        }
+        if (li == 0u) {
+            g.hbuf[stats] = red_lo[0];
+            g.hbuf[stats + 1u] = red_hi[0];
+        }
+    } else {
+        // Equalize: the three histograms, then each channel's table (the reference's
+        // `equalize_luts`), one thread per channel.
+        for (u32 i = li; i < 768u; i += WG) {
+            hist[i] = 0u;
+        }
+        __syncthreads();
+        for (u32 j = li; j < npx; j += WG) {
+            const U3 v = unpack_rgb(g.rbuf[rb + j]);
+            atomicAdd(&hist[v.x], 1u);
+            atomicAdd(&hist[256u + v.y], 1u);
+            atomicAdd(&hist[512u + v.z], 1u);
+        }
+        __syncthreads();
+        if (li < 3u) {
+            const u32 base = li * 256u;
+            u32 last = 0u;
+            for (u32 v = 0u; v < 256u; v++) {
+                if (hist[base + v] != 0u) {
+                    last = v;
+                }
+            }
+            const u32 step = (npx - hist[base + last]) / 255u;
+            u32 cum = 0u;
+            g.hbuf[stats + base] = 0u;
+            for (u32 v = 1u; v < 256u; v++) {
+                cum += hist[base + v - 1u];
+                u32 l = v;
+                if (step != 0u) {
+                    l = umin((cum + step / 2u) / step, 255u);
+                }
+                g.hbuf[stats + base + v] = l;
+            }
+        }
+    }
+}
+
+extern "C" __global__ void vertical_jitter(const KernelArgs a) {
+    __shared__ u32 red_lo[WG];
+    __shared__ u32 red_hi[WG];
+    __shared__ u32 hist[768];
+    const Aug g = bindings(a);
+    const u32 li = local_invocation_index();
+    const u32 ow = g.hdr[H_OUT_W];
+    const u32 oh = g.hdr[H_OUT_H];
+    const u32 npx = ow * oh;
+    // `per` blocks per sample, block `b` of WG pixels each. Everything below that depends
+    // on `s` or `b` is uniform in the block, so every thread of the block returns here or
+    // reaches every barrier.
+    const u32 per = udiv(npx + WG - 1u, WG);
+    const u32 id = workgroup_id_y() * num_workgroups_x() + workgroup_id_x();
+    const u32 s = g.P[S0] + udiv(id, per);
+    const u32 b = urem(id, per);
+    if (s >= g.P[S1]) {
+        return;
+    }
+    const u32 rb = s * npx - g.P[R_BASE];
+    // The sample's statistics and the copy its neighbourhood ops read, after the group's
+    // items.
+    const u32 stats = g.P[ITEMS] + (s - g.P[S0]) * STATS_WORDS;
+    const u32 temp = g.P[ITEMS] + (g.P[S1] - g.P[S0]) * STATS_WORDS + (s - g.P[S0]) * TEMP_WORDS * npx;
+    const u32 count = op_count(g, s);
+    const u32 p = b * WG + li;
+    const u32 xx = urem(p, ow);
+    const u32 yy = udiv(p, ow);
+    if (g.P[PHASE] == 0u) {
+        // Vertical resize and the ops before the first whole-image op.
+        if (p < npx) {
+            const u32 hb = desc(g, s, D_ITEM) - g.P[H_BASE];
+            const u32 yb = desc(g, s, D_YB);
+            const u32 start = table(g, yb + 2u * yy);
+            const u32 n = table(g, yb + 2u * yy + 1u);
+            const u32 wbase = desc(g, s, D_YW) + yy * desc(g, s, D_KY);
+            U3 acc = {ROUND, ROUND, ROUND};
+            for (u32 t = 0u; t < n; t++) {
+                const u32 w = table(g, wbase + t);
+                const U3 px = unpack_rgb(g.hbuf[hb + (start + t) * ow + xx]);
+                acc.x += px.x * w;
+                acc.y += px.y * w;
+                acc.z += px.z * w;
+            }
+            const U3 v = pixel_ops(g, s, clip8(acc), 0u, next_barrier(g, s, 0u, count));
+            g.rbuf[rb + p] = pack_rgb(v);
         }
         return;
     }
-    // Phase 2: the contrast change, then the per-pixel ops up to the next one.
-    const float mean = as_f32(g.hbuf[mean_at]);
-    const u32 next = next_contrast(g, s, k + 1u, count);
-    u32 gsum = 0u;
-    if (p < npx) {
-        const float c = plan_f(g, s, P_CONTRAST);
-        const U3 v = pixel_ops(g, s, blend(unpack_rgb(g.rbuf[rb + p]), mean, c), k + 1u, next);
-        g.rbuf[rb + p] = pack_rgb(v);
-        gsum = f32_to_u32(floorf(gray(v)));
+    const u32 k = nth_barrier(g, s, g.P[CONTRAST], count);
+    if (k >= count) {
+        return;
     }
-    if (next < count) {
-        block_sum(g, red_lo, li, gsum, part + b);
+    const u32 op = op_at(g, s, k);
+    const u32 blur = desc(g, s, D_BLUR);
+    if (g.P[PHASE] == 1u) {
+        if (op == OP_SHARPNESS) {
+            if (p < npx) {
+                g.hbuf[temp + p] = g.rbuf[rb + p];
+            }
+        } else if (op == OP_BLUR) {
+            // The horizontal pass, exact sums (under 2^23) per channel.
+            if (p < npx) {
+                const u32 kx = table(g, blur);
+                const i32 rx = (i32)(kx / 2u);
+                U3 acc = {0u, 0u, 0u};
+                for (u32 t = 0u; t < kx; t++) {
+                    const u32 sx = reflect_index((i32)xx + (i32)t - rx, ow);
+                    const U3 px = unpack_rgb(g.rbuf[rb + yy * ow + sx]);
+                    const u32 w = table(g, blur + 2u + t);
+                    acc.x += px.x * w;
+                    acc.y += px.y * w;
+                    acc.z += px.z * w;
+                }
+                g.hbuf[temp + 3u * p] = acc.x;
+                g.hbuf[temp + 3u * p + 1u] = acc.y;
+                g.hbuf[temp + 3u * p + 2u] = acc.z;
+            }
+        } else if (b == 0u) {
+            whole_image_stats(g, red_lo, red_hi, hist, li, op, rb, npx, stats);
+        }
+        return;
     }
+    // Phase 2: the whole-image op, then the per-pixel ops up to the next one.
+    if (p >= npx) {
+        return;
+    }
+    U3 v = unpack_rgb(g.rbuf[rb + p]);
+    if (op == OP_CONTRAST) {
+        v = blend(v, as_f32(g.hbuf[stats]), op_factor(g, s, k, P_CONTRAST));
+    } else if (op == OP_AUTOCONTRAST) {
+        const U3 lo = unpack_rgb(g.hbuf[stats]);
+        const U3 hi = unpack_rgb(g.hbuf[stats + 1u]);
+        v = U3{autocontrast_value(v.x, lo.x, hi.x), autocontrast_value(v.y, lo.y, hi.y),
+            autocontrast_value(v.z, lo.z, hi.z)};
+    } else if (op == OP_EQUALIZE) {
+        v = U3{g.hbuf[stats + v.x], g.hbuf[stats + 256u + v.y], g.hbuf[stats + 512u + v.z]};
+    } else if (op == OP_SHARPNESS) {
+        if (xx > 0u && yy > 0u && xx + 1u < ow && yy + 1u < oh) {
+            U3 sum = {0u, 0u, 0u};
+            for (u32 dy = 0u; dy < 3u; dy++) {
+                for (u32 dx = 0u; dx < 3u; dx++) {
+                    const U3 q = unpack_rgb(g.hbuf[temp + (yy + dy - 1u) * ow + xx + dx - 1u]);
+                    sum.x += q.x;
+                    sum.y += q.y;
+                    sum.z += q.z;
+                }
+            }
+            const U3 c = unpack_rgb(g.hbuf[temp + p]);
+            const u32 w = plan_u(g, s, P_OP_PARAMS + k);
+            const float alpha = 1.0f - (w != 0u ? as_f32(w) : 1.0f);
+            v = U3{sharpen_value(c.x, sum.x + 4u * c.x, alpha),
+                sharpen_value(c.y, sum.y + 4u * c.y, alpha),
+                sharpen_value(c.z, sum.z + 4u * c.z, alpha)};
+        }
+    } else {
+        // Blur's vertical pass: sum(w * h) is up to 38 bits, taken as the high and low 12
+        // bits of h apart, then rounded half up at 30 bits, as the reference's u64 sum.
+        const u32 kx = table(g, blur);
+        const u32 ky = table(g, blur + 1u);
+        const i32 ry = (i32)(ky / 2u);
+        U3 hi = {0u, 0u, 0u};
+        U3 lo = {0u, 0u, 0u};
+        for (u32 t = 0u; t < ky; t++) {
+            const u32 sy = reflect_index((i32)yy + (i32)t - ry, oh);
+            const u32 w = table(g, blur + 2u + kx + t);
+            const u32 q = temp + 3u * (sy * ow + xx);
+            const U3 h = {g.hbuf[q], g.hbuf[q + 1u], g.hbuf[q + 2u]};
+            hi.x += (h.x >> 12u) * w;
+            hi.y += (h.y >> 12u) * w;
+            hi.z += (h.z >> 12u) * w;
+            lo.x += (h.x & 4095u) * w;
+            lo.y += (h.y & 4095u) * w;
+            lo.z += (h.z & 4095u) * w;
+        }
+        v = U3{umin((hi.x + ((lo.x + 536870912u) >> 12u)) >> 18u, 255u),
+            umin((hi.y + ((lo.y + 536870912u) >> 12u)) >> 18u, 255u),
+            umin((hi.z + ((lo.z + 536870912u) >> 12u)) >> 18u, 255u)};
+    }
+    v = pixel_ops(g, s, v, k + 1u, next_barrier(g, s, k + 1u, count));
+    g.rbuf[rb + p] = pack_rgb(v);
 }
 
 struct Elem {

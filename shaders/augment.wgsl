@@ -12,12 +12,14 @@
 //    horizontal resize, u8 RGB into `hbuf` (one word per pixel).
 // 2. `vertical_jitter`, one invocation per output pixel (workgroups within one sample):
 //    phase 0, the vertical resize into `rbuf` (one word per output pixel) and the colour
-//    jitter ops before the plan's first contrast change. Contrast needs the mean of the
-//    floored grayscale over the whole image, an exact integer sum: each workgroup writes
-//    its pixels' sum into `hbuf` after the group's items; per contrast change, phase 1
-//    (one workgroup per sample) reduces them into the mean, and phase 2 (per pixel again)
-//    blends and runs the ops up to the next change. Every invocation reads and writes
-//    only its own pixels of `rbuf`; launches order the phases.
+//    ops before the plan's first whole-image op (contrast, auto-contrast, equalize,
+//    sharpness, blur). Per whole-image op, phase 1 gathers what it needs into `hbuf`
+//    after the group's items: the first workgroup of the sample computes a statistic
+//    (contrast's mean as an exact integer sum, auto-contrast's extremes, equalize's
+//    tables from workgroup histograms) into STATS_WORDS per sample; for a neighbourhood
+//    op every invocation writes its pixel into a copy after the statistics (sharpness:
+//    the pixel; blur: its horizontal pass, exact sums). Phase 2 (per pixel) applies the
+//    op from there and runs the ops up to the next one. Launches order the phases.
 // 3. `write_image`: one invocation per u32 word of the batch output: the affine warp
 //    (bilinear, four taps of `rbuf`), flips, normalise, layout and dtype. A word may hold
 //    elements of two samples; each word is written once.
@@ -45,7 +47,7 @@ const H_PLANS: u32 = 7u;
 const H_DATA: u32 = 8u;
 
 // Descriptor words (16 per sample). Table offsets are relative to the data section.
-const DESC_WORDS: u32 = 16u;
+const DESC_WORDS: u32 = 20u;
 const D_WIN: u32 = 0u; // first word of the window in `windows`
 const D_WIN_W: u32 = 1u; // window width (row stride in words)
 const D_ROW0: u32 = 3u; // first window row the horizontal pass reads
@@ -60,9 +62,10 @@ const D_KY: u32 = 11u;
 const D_MASK: u32 = 12u; // mask pixels, two u16 per word, low half first
 const D_MASK_W: u32 = 13u; // mask width (0: no mask, the output is 0)
 const D_NEAREST: u32 = 15u; // source column per output column, then source row per row
+const D_BLUR: u32 = 16u; // Gaussian blur: kx, ky, then kx and ky integer weights
 
 // SamplePlan words.
-const PLAN_WORDS: u32 = 48u;
+const PLAN_WORDS: u32 = 64u;
 const P_FLAGS: u32 = 10u;
 const P_ORDER: u32 = 11u;
 const P_BRIGHTNESS: u32 = 12u;
@@ -80,6 +83,8 @@ const P_ORDER_HI: u32 = 37u; // colour ops 4 to 7
 const P_COLOR_PARAMS: u32 = 38u; // solarize threshold | posterize bits << 8
 const P_ERASE: u32 = 39u; // x0 | x1 << 16, y0 | y1 << 16 (after flips)
 const P_ERASE_VALUE: u32 = 41u; // f32 per channel, in the batch's units
+const P_ORDER_EXT: u32 = 44u; // colour ops 8 to 15 (two words)
+const P_OP_PARAMS: u32 = 46u; // one word per colour op: its own parameter, or 0
 
 const FLIP_H: u32 = 1u;
 const FLIP_V: u32 = 2u;
@@ -97,6 +102,16 @@ const OP_HUE: u32 = 4u;
 const OP_GRAYSCALE: u32 = 5u;
 const OP_POSTERIZE: u32 = 6u;
 const OP_SOLARIZE: u32 = 7u;
+const OP_AUTOCONTRAST: u32 = 8u;
+const OP_EQUALIZE: u32 = 9u;
+const OP_SHARPNESS: u32 = 10u;
+const OP_BLUR: u32 = 11u;
+const MAX_OPS: u32 = 16u;
+const PARAM_INT: u32 = 256u;
+// Words per sample of the statistics after a group's horizontal items, and per pixel of
+// the copy a neighbourhood op reads (after the statistics).
+const STATS_WORDS: u32 = 768u;
+const TEMP_WORDS: u32 = 3u;
 
 const ROUND: i32 = 2097152; // 1 << 21
 const PRECISION: u32 = 22u;
@@ -139,6 +154,7 @@ struct Params {
 
 var<workgroup> red_lo: array<u32, WG>;
 var<workgroup> red_hi: array<u32, WG>;
+var<workgroup> hist: array<atomic<u32>, 768>;
 
 fn desc(s: u32, k: u32) -> u32 {
     return hdr[hdr[H_DESCS] + s * DESC_WORDS + k];
@@ -272,51 +288,83 @@ fn hue_shift(p: vec3<u32>, shift: f32) -> vec3<u32> {
     return vec3<u32>(clamp(o * (256.0 - 1e-3), vec3<f32>(0.0), vec3<f32>(255.0)));
 }
 
-// The colour op at position k of the plan's order (0 when none or jitter is off): ops
-// 0 to 3 in the order word, 4 to 7 in the next.
+// The colour op at position k of the plan's order (0 when none or jitter is off): four
+// per word, in the order word, the next, then the two extension words.
 fn op_at(s: u32, k: u32) -> u32 {
-    if (plan_u(s, P_FLAGS) & JITTER) == 0u || k >= 8u {
+    if (plan_u(s, P_FLAGS) & JITTER) == 0u || k >= MAX_OPS {
         return 0u;
     }
-    let word = select(plan_u(s, P_ORDER), plan_u(s, P_ORDER_HI), k >= 4u);
-    return (word >> (8u * (k % 4u))) & 255u;
+    var w = P_ORDER;
+    if k >= 12u {
+        w = P_ORDER_EXT + 1u;
+    } else if k >= 8u {
+        w = P_ORDER_EXT;
+    } else if k >= 4u {
+        w = P_ORDER_HI;
+    }
+    return (plan_u(s, w) >> (8u * (k % 4u))) & 255u;
 }
 
 // Number of ops in the plan's order.
 fn op_count(s: u32) -> u32 {
     var k = 0u;
-    while k < 8u && op_at(s, k) != 0u {
+    while k < MAX_OPS && op_at(s, k) != 0u {
         k++;
     }
     return k;
 }
 
-// Whether op k is a contrast change (the ops that need the whole image).
-fn is_contrast(s: u32, k: u32) -> bool {
-    return op_at(s, k) == OP_CONTRAST && plan_f(s, P_CONTRAST) != 1.0;
+// The factor of op k: its own parameter word, else the plan word `fallback`.
+fn op_factor(s: u32, k: u32, fallback: u32) -> f32 {
+    let w = plan_u(s, P_OP_PARAMS + k);
+    if w != 0u {
+        return bitcast<f32>(w);
+    }
+    return plan_f(s, fallback);
 }
 
-// The first contrast op at or after k, or the op count.
-fn next_contrast(s: u32, k: u32, count: u32) -> u32 {
+// The integer parameter of op k (posterize bits, solarize threshold), else `fallback`.
+fn op_int(s: u32, k: u32, fallback: u32) -> u32 {
+    let w = plan_u(s, P_OP_PARAMS + k);
+    if (w & PARAM_INT) != 0u {
+        return w & 255u;
+    }
+    return fallback;
+}
+
+// Whether op k needs more than its own pixel (the reference's `needs_whole_image`).
+fn is_barrier(s: u32, k: u32) -> bool {
+    let op = op_at(s, k);
+    if op == OP_CONTRAST {
+        return op_factor(s, k, P_CONTRAST) != 1.0;
+    }
+    if op == OP_SHARPNESS {
+        return hdr[H_OUT_W] > 2u && hdr[H_OUT_H] > 2u;
+    }
+    return op == OP_AUTOCONTRAST || op == OP_EQUALIZE || op == OP_BLUR;
+}
+
+// The first whole-image op at or after k, or the op count.
+fn next_barrier(s: u32, k: u32, count: u32) -> u32 {
     var j = k;
-    while j < count && !is_contrast(s, j) {
+    while j < count && !is_barrier(s, j) {
         j++;
     }
     return j;
 }
 
-// Applies the per-pixel ops [first, end) (no contrast among them) to one pixel.
+// Applies the per-pixel ops [first, end) (no whole-image op among them) to one pixel.
 fn pixel_ops(s: u32, v0: vec3<u32>, first: u32, end: u32) -> vec3<u32> {
     var v = v0;
     for (var k = first; k < end; k++) {
         let op = op_at(s, k);
         if op == OP_BRIGHTNESS {
-            let f = plan_f(s, P_BRIGHTNESS);
+            let f = op_factor(s, k, P_BRIGHTNESS);
             if f != 1.0 {
                 v = vec3<u32>(clamp(vec3<f32>(v) * f, vec3<f32>(0.0), vec3<f32>(255.0)));
             }
         } else if op == OP_SATURATION {
-            let f = plan_f(s, P_SATURATION);
+            let f = op_factor(s, k, P_SATURATION);
             if f != 1.0 {
                 v = blend(v, floor(gray(v)), f);
             }
@@ -328,105 +376,65 @@ fn pixel_ops(s: u32, v0: vec3<u32>, first: u32, end: u32) -> vec3<u32> {
         } else if op == OP_GRAYSCALE {
             v = vec3<u32>(u32(gray(v)));
         } else if op == OP_POSTERIZE {
-            let bits = min((plan_u(s, P_COLOR_PARAMS) >> 8u) & 255u, 8u);
+            let bits = min(op_int(s, k, (plan_u(s, P_COLOR_PARAMS) >> 8u) & 255u), 8u);
             v = v & vec3<u32>((0xFF00u >> bits) & 255u);
         } else if op == OP_SOLARIZE {
-            let t = plan_u(s, P_COLOR_PARAMS) & 255u;
+            let t = op_int(s, k, plan_u(s, P_COLOR_PARAMS) & 255u);
             v = select(v, vec3<u32>(255u) - v, v >= vec3<u32>(t));
         }
     }
     return v;
 }
 
-// Sums `v` over the workgroup (at most WG x 255: no carry) into hbuf[at]. Called in
-// uniform control flow: it holds barriers.
-fn block_sum(li: u32, v: u32, at: u32) {
-    red_lo[li] = v;
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
-        if li < stride {
-            red_lo[li] = red_lo[li] + red_lo[li + stride];
-        }
-        workgroupBarrier();
-    }
-    if li == 0u {
-        hbuf[at] = red_lo[0];
-    }
-}
-
-// The op index of contrast change `r` (from 1) in the plan's order, or the op count.
-fn nth_contrast(s: u32, r: u32, count: u32) -> u32 {
-    var k = next_contrast(s, 0u, count);
+// The op index of whole-image op `r` (from 1) in the plan's order, or the op count.
+fn nth_barrier(s: u32, r: u32, count: u32) -> u32 {
+    var k = next_barrier(s, 0u, count);
     for (var i = 1u; i < r && k < count; i++) {
-        k = next_contrast(s, k + 1u, count);
+        k = next_barrier(s, k + 1u, count);
     }
     return k;
 }
 
-@compute @workgroup_size(256)
-fn vertical_jitter(
-    @builtin(workgroup_id) wg: vec3<u32>,
-    @builtin(num_workgroups) nw: vec3<u32>,
-    @builtin(local_invocation_index) li: u32,
-) {
-    let ow = hdr[H_OUT_W];
-    let npx = ow * hdr[H_OUT_H];
-    // Phases 0 and 2: `per` workgroups per sample, block `b` of WG pixels each; phase 1:
-    // one per sample. Everything below that depends on `s` is uniform in the workgroup.
-    let per = (npx + WG - 1u) / WG;
-    let id = wg.y * nw.x + wg.x;
-    var s = P.s0 + id;
-    var b = 0u;
-    if P.phase != 1u {
-        s = P.s0 + id / per;
-        b = id % per;
+// torch's reflect padding: the index tap `i` reads in [0, n), reflected as often as needed.
+fn reflect(i: i32, n: u32) -> u32 {
+    if n <= 1u {
+        return 0u;
     }
-    if s >= P.s1 {
-        return;
+    let period = 2 * (i32(n) - 1);
+    var m = i % period;
+    if m < 0 {
+        m += period;
     }
-    let rb = s * npx - P.r_base;
-    // The sample's partial sums (one per block) and its mean, after the group's items.
-    let part = P.items + (s - P.s0) * per;
-    let mean_at = P.items + (P.s1 - P.s0) * per + (s - P.s0);
-    let count = op_count(s);
-    let p = b * WG + li;
-    if P.phase == 0u {
-        // Vertical resize and the ops before the first contrast change.
-        let first = next_contrast(s, 0u, count);
-        var g = 0u;
-        if p < npx {
-            let hb = desc(s, D_ITEM) - P.h_base;
-            let xx = p % ow;
-            let yy = p / ow;
-            let yb = desc(s, D_YB);
-            let start = table(yb + 2u * yy);
-            let n = table(yb + 2u * yy + 1u);
-            let wbase = desc(s, D_YW) + yy * desc(s, D_KY);
-            var acc = vec3<i32>(ROUND);
-            for (var t = 0u; t < n; t++) {
-                let w = bitcast<i32>(table(wbase + t));
-                acc += vec3<i32>(unpack_rgb(hbuf[hb + (start + t) * ow + xx])) * w;
-            }
-            let v = pixel_ops(s, clip8(acc), 0u, first);
-            rbuf[rb + p] = pack_rgb(v);
-            g = u32(floor(gray(v)));
-        }
-        if first < count {
-            block_sum(li, g, part + b);
-        }
-        return;
+    return u32(select(period - m, m, m < i32(n)));
+}
+
+// The reference's `autocontrast_value`.
+fn autocontrast_value(v: u32, lo: u32, hi: u32) -> u32 {
+    if lo >= hi {
+        return v;
     }
-    let k = nth_contrast(s, P.contrast, count);
-    if k >= count {
-        return;
-    }
-    if P.phase == 1u {
-        // The exact sum of the blocks' sums (a carry word above), then the mean.
+    let inv_scale = f32(hi - lo) * (1.0 / 255.0);
+    return u32(clamp((f32(v) - f32(lo)) / inv_scale, 0.0, 255.0));
+}
+
+// The reference's `sharpen_value` per channel.
+fn sharpen_value(centre: vec3<u32>, sum13: vec3<u32>, alpha: f32) -> vec3<u32> {
+    let soft = vec3<f32>((2u * sum13 + vec3<u32>(13u)) / vec3<u32>(26u));
+    let x = vec3<f32>(centre);
+    return vec3<u32>(clamp(fma(vec3<f32>(alpha), soft - x, x), vec3<f32>(0.0), vec3<f32>(255.0)));
+}
+
+// Phase 1 of a whole-image op, by one workgroup for the sample (`b == 0`): the contrast
+// mean, the auto-contrast extremes or the equalize tables into hbuf[stats..]. Called in
+// uniform control flow: it holds barriers.
+fn whole_image_stats(li: u32, s: u32, op: u32, rb: u32, npx: u32, stats: u32) {
+    if op == OP_CONTRAST {
+        // The exact sum of the floored grayscale (a carry word above), then the mean.
         var lo = 0u;
         var hi = 0u;
-        for (var j = li; j < per; j += WG) {
+        for (var j = li; j < npx; j += WG) {
             let a = lo;
-            lo = lo + hbuf[part + j];
+            lo = lo + u32(floor(gray(unpack_rgb(rbuf[rb + j]))));
             hi = hi + select(0u, 1u, lo < a);
         }
         red_lo[li] = lo;
@@ -451,23 +459,194 @@ fn vertical_jitter(
             } else {
                 mean = (f32(h) * 4294967296.0 + f32(l)) / f32(n);
             }
-            hbuf[mean_at] = bitcast<u32>(mean);
+            hbuf[stats] = bitcast<u32>(mean);
+        }
+    } else if op == OP_AUTOCONTRAST {
+        // Per channel minimum (packed in red_lo) and maximum (red_hi).
+        var mn = vec3<u32>(255u);
+        var mx = vec3<u32>(0u);
+        for (var j = li; j < npx; j += WG) {
+            let v = unpack_rgb(rbuf[rb + j]);
+            mn = min(mn, v);
+            mx = max(mx, v);
+        }
+        red_lo[li] = pack_rgb(mn);
+        red_hi[li] = pack_rgb(mx);
+        workgroupBarrier();
+        for (var stride = WG / 2u; stride > 0u; stride >>= 1u) {
+            if li < stride {
+                red_lo[li] = pack_rgb(min(unpack_rgb(red_lo[li]), unpack_rgb(red_lo[li + stride])));
+                red_hi[li] = pack_rgb(max(unpack_rgb(red_hi[li]), unpack_rgb(red_hi[li + stride])));
+            }
+            workgroupBarrier();
+        }
+        if li == 0u {
+            hbuf[stats] = red_lo[0];
+            hbuf[stats + 1u] = red_hi[0];
+        }
+    } else {
+        // Equalize: the three histograms, then each channel's table (the reference's
+        // `equalize_luts`), one invocation per channel.
+        for (var i = li; i < 768u; i += WG) {
+            atomicStore(&hist[i], 0u);
+        }
+        workgroupBarrier();
+        for (var j = li; j < npx; j += WG) {
+            let v = unpack_rgb(rbuf[rb + j]);
+            atomicAdd(&hist[v.x], 1u);
+            atomicAdd(&hist[256u + v.y], 1u);
+            atomicAdd(&hist[512u + v.z], 1u);
+        }
+        workgroupBarrier();
+        if li < 3u {
+            let base = li * 256u;
+            var last = 0u;
+            for (var v = 0u; v < 256u; v++) {
+                if atomicLoad(&hist[base + v]) != 0u {
+                    last = v;
+                }
+            }
+            let step = (npx - atomicLoad(&hist[base + last])) / 255u;
+            var cum = 0u;
+            hbuf[stats + base] = 0u;
+            for (var v = 1u; v < 256u; v++) {
+                cum += atomicLoad(&hist[base + v - 1u]);
+                var l = v;
+                if step != 0u {
+                    l = min((cum + step / 2u) / step, 255u);
+                }
+                hbuf[stats + base + v] = l;
+            }
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn vertical_jitter(
+    @builtin(workgroup_id) wg: vec3<u32>,
+    @builtin(num_workgroups) nw: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+) {
+    let ow = hdr[H_OUT_W];
+    let oh = hdr[H_OUT_H];
+    let npx = ow * oh;
+    // `per` workgroups per sample, block `b` of WG pixels each. Everything below that
+    // depends on `s` or `b` is uniform in the workgroup.
+    let per = (npx + WG - 1u) / WG;
+    let id = wg.y * nw.x + wg.x;
+    let s = P.s0 + id / per;
+    let b = id % per;
+    if s >= P.s1 {
+        return;
+    }
+    let rb = s * npx - P.r_base;
+    // The sample's statistics and the copy its neighbourhood ops read, after the group's
+    // items.
+    let stats = P.items + (s - P.s0) * STATS_WORDS;
+    let temp = P.items + (P.s1 - P.s0) * STATS_WORDS + (s - P.s0) * TEMP_WORDS * npx;
+    let count = op_count(s);
+    let p = b * WG + li;
+    let xx = p % ow;
+    let yy = p / ow;
+    if P.phase == 0u {
+        // Vertical resize and the ops before the first whole-image op.
+        if p < npx {
+            let hb = desc(s, D_ITEM) - P.h_base;
+            let yb = desc(s, D_YB);
+            let start = table(yb + 2u * yy);
+            let n = table(yb + 2u * yy + 1u);
+            let wbase = desc(s, D_YW) + yy * desc(s, D_KY);
+            var acc = vec3<i32>(ROUND);
+            for (var t = 0u; t < n; t++) {
+                let w = bitcast<i32>(table(wbase + t));
+                acc += vec3<i32>(unpack_rgb(hbuf[hb + (start + t) * ow + xx])) * w;
+            }
+            let v = pixel_ops(s, clip8(acc), 0u, next_barrier(s, 0u, count));
+            rbuf[rb + p] = pack_rgb(v);
         }
         return;
     }
-    // Phase 2: the contrast change, then the per-pixel ops up to the next one.
-    let mean = bitcast<f32>(hbuf[mean_at]);
-    let next = next_contrast(s, k + 1u, count);
-    var g = 0u;
-    if p < npx {
-        let c = plan_f(s, P_CONTRAST);
-        let v = pixel_ops(s, blend(unpack_rgb(rbuf[rb + p]), mean, c), k + 1u, next);
-        rbuf[rb + p] = pack_rgb(v);
-        g = u32(floor(gray(v)));
+    let k = nth_barrier(s, P.contrast, count);
+    if k >= count {
+        return;
     }
-    if next < count {
-        block_sum(li, g, part + b);
+    let op = op_at(s, k);
+    let blur = desc(s, D_BLUR);
+    if P.phase == 1u {
+        if op == OP_SHARPNESS {
+            if p < npx {
+                hbuf[temp + p] = rbuf[rb + p];
+            }
+        } else if op == OP_BLUR {
+            // The horizontal pass, exact sums (under 2^23) per channel.
+            if p < npx {
+                let kx = table(blur);
+                let rx = i32(kx / 2u);
+                var acc = vec3<u32>(0u);
+                for (var t = 0u; t < kx; t++) {
+                    let sx = reflect(i32(xx) + i32(t) - rx, ow);
+                    acc += unpack_rgb(rbuf[rb + yy * ow + sx]) * table(blur + 2u + t);
+                }
+                hbuf[temp + 3u * p] = acc.x;
+                hbuf[temp + 3u * p + 1u] = acc.y;
+                hbuf[temp + 3u * p + 2u] = acc.z;
+            }
+        } else if b == 0u {
+            whole_image_stats(li, s, op, rb, npx, stats);
+        }
+        return;
     }
+    // Phase 2: the whole-image op, then the per-pixel ops up to the next one.
+    if p >= npx {
+        return;
+    }
+    var v = unpack_rgb(rbuf[rb + p]);
+    if op == OP_CONTRAST {
+        v = blend(v, bitcast<f32>(hbuf[stats]), op_factor(s, k, P_CONTRAST));
+    } else if op == OP_AUTOCONTRAST {
+        let lo = unpack_rgb(hbuf[stats]);
+        let hi = unpack_rgb(hbuf[stats + 1u]);
+        v = vec3<u32>(
+            autocontrast_value(v.x, lo.x, hi.x),
+            autocontrast_value(v.y, lo.y, hi.y),
+            autocontrast_value(v.z, lo.z, hi.z),
+        );
+    } else if op == OP_EQUALIZE {
+        v = vec3<u32>(hbuf[stats + v.x], hbuf[stats + 256u + v.y], hbuf[stats + 512u + v.z]);
+    } else if op == OP_SHARPNESS {
+        if xx > 0u && yy > 0u && xx + 1u < ow && yy + 1u < oh {
+            var sum = vec3<u32>(0u);
+            for (var dy = 0u; dy < 3u; dy++) {
+                for (var dx = 0u; dx < 3u; dx++) {
+                    sum += unpack_rgb(hbuf[temp + (yy + dy - 1u) * ow + xx + dx - 1u]);
+                }
+            }
+            let c = unpack_rgb(hbuf[temp + p]);
+            let w = plan_u(s, P_OP_PARAMS + k);
+            let factor = select(1.0, bitcast<f32>(w), w != 0u);
+            v = sharpen_value(c, sum + 4u * c, 1.0 - factor);
+        }
+    } else {
+        // Blur's vertical pass: sum(w * h) is up to 38 bits, taken as the high and low
+        // 12 bits of h apart, then rounded half up at 30 bits, as the reference's u64 sum.
+        let kx = table(blur);
+        let ky = table(blur + 1u);
+        let ry = i32(ky / 2u);
+        var hi_acc = vec3<u32>(0u);
+        var lo_acc = vec3<u32>(0u);
+        for (var t = 0u; t < ky; t++) {
+            let sy = reflect(i32(yy) + i32(t) - ry, oh);
+            let w = table(blur + 2u + kx + t);
+            let q = temp + 3u * (sy * ow + xx);
+            let h = vec3<u32>(hbuf[q], hbuf[q + 1u], hbuf[q + 2u]);
+            hi_acc += (h >> vec3<u32>(12u)) * w;
+            lo_acc += (h & vec3<u32>(4095u)) * w;
+        }
+        let r = (hi_acc + ((lo_acc + vec3<u32>(536870912u)) >> vec3<u32>(12u))) >> vec3<u32>(18u);
+        v = min(r, vec3<u32>(255u));
+    }
+    v = pixel_ops(s, v, k + 1u, next_barrier(s, k + 1u, count));
+    rbuf[rb + p] = pack_rgb(v);
 }
 
 // One axis (k = 0: u, 1: v) of the affine map of sample s at output pixel (x, y):

@@ -67,6 +67,12 @@ pub enum Stream {
     Erase = 11,
     /// Batch-level mixing, MixUp and CutMix (id = the batch's first sample).
     Mix = 12,
+    /// An augmentation policy's draws (RandAugment, TrivialAugment): ops, magnitudes,
+    /// signs.
+    Policy = 13,
+    /// Whether the Gaussian blur, sharpness, auto-contrast and equalize apply, and the
+    /// blur's sigma.
+    Filter = 14,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.

@@ -551,3 +551,211 @@ fn erasing_rectangles_follow_torchvisions_draw() {
         assert!(bad.validate().is_err(), "{bad:?}");
     }
 }
+
+/// Blur, sharpness, auto-contrast and equalize: drawn on their own stream, in their
+/// fixed order after grayscale (blur, sharpness, posterize, solarize, auto-contrast,
+/// equalize), the blur's sigma within its range and its kernel in the plan; nothing else
+/// of a plan changes; bad settings are refused.
+#[test]
+fn whole_image_ops_are_drawn_on_their_own_stream_in_their_order() {
+    use stoker::augment::plan::{
+        OP_AUTOCONTRAST, OP_BLUR, OP_EQUALIZE, OP_GRAYSCALE, OP_POSTERIZE, OP_SHARPNESS,
+        OP_SOLARIZE,
+    };
+    let base = train_augment()
+        .random_grayscale(0.5)
+        .random_posterize(3, 0.5)
+        .random_solarize(100.5, 0.5);
+    let with = base
+        .clone()
+        .gaussian_blur((5, 9), (0.1, 2.0), 0.5)
+        .random_adjust_sharpness(2.0, 0.5)
+        .random_autocontrast(0.5)
+        .random_equalize(0.5);
+    assert!(with.validate().is_ok());
+    let order = [
+        OP_GRAYSCALE,
+        OP_BLUR,
+        OP_SHARPNESS,
+        OP_POSTERIZE,
+        OP_SOLARIZE,
+        OP_AUTOCONTRAST,
+        OP_EQUALIZE,
+    ];
+    let mut counts = BTreeMap::new();
+    for id in 0..400u64 {
+        let (a, b) = (base.plan(5, 2, id, 64, 48), with.plan(5, 2, id, 64, 48));
+        assert_eq!(b, with.plan(5, 2, id, 64, 48));
+        let before: Vec<u32> = a.jitter_ops().collect();
+        let after: Vec<u32> = b.jitter_ops().collect();
+        // The ops without the new ones are those of the plan without them, in order.
+        let kept: Vec<u32> = after
+            .iter()
+            .copied()
+            .filter(|op| ![OP_BLUR, OP_SHARPNESS, OP_AUTOCONTRAST, OP_EQUALIZE].contains(op))
+            .collect();
+        assert_eq!(kept, before, "sample {id}");
+        // The colour ops after the jitter keep the fixed order.
+        let colour: Vec<usize> = after
+            .iter()
+            .filter_map(|op| order.iter().position(|o| o == op))
+            .collect();
+        assert!(colour.windows(2).all(|w| w[0] < w[1]), "{after:?}");
+        for (k, &op) in after.iter().enumerate() {
+            *counts.entry(op).or_insert(0) += 1;
+            if op == OP_BLUR {
+                let sigma = b.op_factor(k, 0.0);
+                assert!((0.1..=2.0).contains(&sigma), "sigma {sigma}");
+                assert_eq!(b.blur_kernel(), (5, 9));
+            }
+            if op == OP_SHARPNESS {
+                assert_eq!(b.op_factor(k, 1.0), 2.0);
+            }
+        }
+        let mut same = b;
+        (same.jitter_order, same.jitter_order_hi, same.order_ext) =
+            (a.jitter_order, a.jitter_order_hi, a.order_ext);
+        (same.op_params, same.blur_size) = (a.op_params, a.blur_size);
+        assert_eq!(same, a, "sample {id}: nothing else changes");
+    }
+    for op in [OP_BLUR, OP_SHARPNESS, OP_AUTOCONTRAST, OP_EQUALIZE] {
+        let n = counts.get(&op).copied().unwrap_or(0);
+        assert!((140..=260).contains(&n), "op {op}: {n} of 400");
+    }
+    for bad in [
+        Augment::new()
+            .resize(8, 8)
+            .gaussian_blur((4, 3), (0.1, 2.0), 1.0),
+        Augment::new()
+            .resize(8, 8)
+            .gaussian_blur((3, 257), (0.1, 2.0), 1.0),
+        Augment::new()
+            .resize(8, 8)
+            .gaussian_blur((3, 3), (0.0, 2.0), 1.0),
+        Augment::new()
+            .resize(8, 8)
+            .gaussian_blur((3, 3), (2.0, 1.0), 1.0),
+        Augment::new()
+            .resize(8, 8)
+            .gaussian_blur((3, 3), (1.0, 2.0), 1.5),
+        Augment::new()
+            .resize(8, 8)
+            .random_adjust_sharpness(-1.0, 0.5),
+        Augment::new()
+            .resize(8, 8)
+            .random_adjust_sharpness(f64::NAN, 0.5),
+        Augment::new().resize(8, 8).random_autocontrast(-0.1),
+        Augment::new().resize(8, 8).random_equalize(2.0),
+        Augment::new().resize(8, 8).rand_augment(2, 31, 31),
+        Augment::new().resize(8, 8).rand_augment(2, 0, 1),
+        Augment::new().resize(8, 8).trivial_augment_wide(1),
+        // 4 jitter ops, 3 colour ops and 4 whole-image ops leave room for 5.
+        train_augment()
+            .random_grayscale(0.5)
+            .random_posterize(3, 0.5)
+            .random_solarize(100.5, 0.5)
+            .gaussian_blur((3, 3), (0.1, 2.0), 0.5)
+            .random_adjust_sharpness(2.0, 0.5)
+            .random_autocontrast(0.5)
+            .random_equalize(0.5)
+            .rand_augment(6, 9, 31),
+    ] {
+        assert!(bad.validate().is_err(), "{bad:?}");
+    }
+}
+
+/// The policies draw as torchvision's do: every op of the space equally often, signed
+/// magnitudes negative half the time, TrivialAugmentWide's bins uniform, RandAugment's
+/// fixed; a plan holds exactly the drawn ops (colour ops with their own parameters, in
+/// order; the warps composed), keyed by (seed, epoch, id).
+#[test]
+fn policies_draw_every_op_evenly_and_plans_hold_what_was_drawn() {
+    use stoker::augment::plan::AFFINE;
+    use stoker::augment::policy::{step, Step};
+    use stoker::augment::{
+        affine_fixed, compose_inverse, inverse_affine_matrix_about, Policy, PolicyKind, PolicyOp,
+    };
+    use stoker::rng::{Rng, Stream};
+    let trivial = Policy {
+        kind: PolicyKind::TrivialAugmentWide,
+        bins: 31,
+    };
+    let mut ops = BTreeMap::new();
+    let (mut signed, mut negative) = (0, 0);
+    let mut bins = std::collections::BTreeSet::new();
+    for id in 0..14_000u64 {
+        let mut rng = Rng::new(3, 1, id, Stream::Policy);
+        let drawn = trivial.draw(&mut rng, 224, 224);
+        assert_eq!(drawn.len(), 1);
+        let (op, m) = drawn[0];
+        *ops.entry(op.name()).or_insert(0u32) += 1;
+        if op.signed() {
+            signed += 1;
+            negative += u32::from(m < 0.0);
+        }
+        if op == PolicyOp::Rotate {
+            bins.insert(m.abs().to_bits());
+        }
+    }
+    assert_eq!(ops.len(), 14, "{ops:?}");
+    // 1000 each, give or take four standard deviations (about 30).
+    assert!(ops.values().all(|&n| (875..=1125).contains(&n)), "{ops:?}");
+    let share = f64::from(negative) / f64::from(signed);
+    assert!((0.47..=0.53).contains(&share), "negative share {share}");
+    // Rotations at every bin but 0 (whose magnitude 0 has one sign's bits either way).
+    assert!(bins.len() >= 30, "{} rotation magnitudes", bins.len());
+
+    let rand = Policy {
+        kind: PolicyKind::RandAugment {
+            num_ops: 2,
+            magnitude: 9,
+        },
+        bins: 31,
+    };
+    let aug = Augment::new()
+        .resize(64, 48)
+        .rand_augment(2, 9, 31)
+        .fill([1, 2, 3]);
+    let mut warped = 0;
+    for id in 0..500u64 {
+        let plan = aug.plan(7, 1, id, 300, 200);
+        assert_eq!(plan, aug.plan(7, 1, id, 300, 200));
+        let drawn = rand.draw(&mut Rng::new(7, 1, id, Stream::Policy), 64, 48);
+        assert_eq!(drawn.len(), 2);
+        let mut colour = Vec::new();
+        let mut inverse: Option<[f64; 6]> = None;
+        for &(op, m) in &drawn {
+            if let Some(mag) = rand.magnitude(op, 9, 64, 48) {
+                assert_eq!(m.abs(), f64::from(mag), "{op:?}: the magnitude of bin 9");
+            }
+            match step(op, m, 64, 48) {
+                Step::None => {}
+                Step::Colour(code, param) => colour.push((code, param)),
+                Step::Warp(p, centre) => {
+                    let m = inverse_affine_matrix_about(&p, centre);
+                    inverse = Some(inverse.map_or(m, |before| compose_inverse(&before, &m)));
+                }
+            }
+        }
+        let held: Vec<(u32, u32)> = plan
+            .jitter_ops()
+            .enumerate()
+            .map(|(k, op)| (op, plan.op_params[k]))
+            .collect();
+        assert_eq!(held, colour, "sample {id}: {drawn:?}");
+        match inverse {
+            Some(m) => {
+                warped += 1;
+                assert!(plan.has(AFFINE));
+                assert_eq!((plan.affine, plan.affine_frac), affine_fixed(&m, 64, 48));
+            }
+            None => assert!(!plan.has(AFFINE), "sample {id}: {drawn:?}"),
+        }
+    }
+    // P(no geometric op in two draws) = (9 / 14)^2: about 41 %.
+    assert!((230..=360).contains(&warped), "{warped} of 500 warped");
+    let differ = (0..100u64)
+        .filter(|&id| aug.plan(7, 1, id, 300, 200) != aug.plan(7, 2, id, 300, 200))
+        .count();
+    assert!(differ > 80, "{differ} of 100 plans differ across epochs");
+}

@@ -228,7 +228,7 @@ fn sample_plan_fields() -> Fields {
         id_lo, id_hi, src_width, src_height, crop_x, crop_y, crop_w, crop_h, out_width,
         out_height, flags, jitter_order, brightness, contrast, saturation, hue, mean, layout,
         std, dtype, decode_scale, affine, affine_frac, fill, mask_fill, valid, jitter_order_hi,
-        color_params, erase, erase_value, _pad,
+        color_params, erase, erase_value, order_ext, op_params, blur_size, _pad,
     )
 }
 
@@ -253,7 +253,7 @@ fn the_augment_params_struct_matches_the_rust_one() {
 }
 
 /// The augment code's `P_*` word indices of [`SamplePlan`] fields, by field.
-const PLAN_WORD_NAMES: [(&str, &str); 17] = [
+const PLAN_WORD_NAMES: [(&str, &str); 19] = [
     ("P_FLAGS", "flags"),
     ("P_ORDER", "jitter_order"),
     ("P_BRIGHTNESS", "brightness"),
@@ -271,6 +271,8 @@ const PLAN_WORD_NAMES: [(&str, &str); 17] = [
     ("P_COLOR_PARAMS", "color_params"),
     ("P_ERASE", "erase"),
     ("P_ERASE_VALUE", "erase_value"),
+    ("P_ORDER_EXT", "order_ext"),
+    ("P_OP_PARAMS", "op_params"),
 ];
 
 #[test]
@@ -283,9 +285,11 @@ fn the_augment_shader_reads_the_sample_plan_where_rust_writes_it() {
     let values = same_names!(plan::{
         FLIP_H, FLIP_V, JITTER, NORMALIZE, AFFINE, ERASE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS,
         OP_BRIGHTNESS, OP_CONTRAST, OP_SATURATION, OP_HUE, OP_GRAYSCALE, OP_POSTERIZE,
-        OP_SOLARIZE
+        OP_SOLARIZE, OP_AUTOCONTRAST, OP_EQUALIZE, OP_SHARPNESS, OP_BLUR, PARAM_INT
     });
     failures.extend(check_values("augment.wgsl", src, &values));
+    let max_ops = [("MAX_OPS", plan::MAX_OPS as u32)];
+    failures.extend(check_values("augment.wgsl", src, &max_ops));
     let plan_words = [("PLAN_WORDS", (size_of::<SamplePlan>() / 4) as u32)];
     failures.extend(check_values("augment.wgsl", src, &plan_words));
     assert!(failures.is_empty(), "{}", failures.join("\n"));

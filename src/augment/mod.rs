@@ -9,10 +9,12 @@
 pub mod geometry;
 pub mod mix;
 pub mod plan;
+pub mod policy;
 pub mod reference;
 
 pub use geometry::BoxRule;
 pub use plan::{DType, Element, Layout, SamplePlan};
+pub use policy::{Policy, PolicyKind, PolicyOp};
 
 use crate::error::{Error, Result};
 use crate::rng::{Rng, Stream};
@@ -202,6 +204,12 @@ impl Affine {
 /// the output (centred coordinates, y down) to the point of the input it shows, as
 /// `[a, b, c, d, e, f]` with `x_in = a x + b y + c`, `y_in = d x + e y + f`.
 pub fn inverse_affine_matrix(p: &AffineParams) -> [f64; 6] {
+    inverse_affine_matrix_about(p, (0.0, 0.0))
+}
+
+/// [`inverse_affine_matrix`] about `centre` (pixels from the image's centre, as
+/// torchvision's `center_f`; the top-left corner is `(-w / 2, -h / 2)`).
+pub fn inverse_affine_matrix_about(p: &AffineParams, (cx, cy): (f64, f64)) -> [f64; 6] {
     let rot = p.angle.to_radians();
     let (sx, sy) = (p.shear.0.to_radians(), p.shear.1.to_radians());
     let (tx, ty) = p.translate;
@@ -217,9 +225,24 @@ pub fn inverse_affine_matrix(p: &AffineParams) -> [f64; 6] {
         a / p.scale,
         0.0,
     ];
-    m[2] -= m[0] * tx + m[1] * ty;
-    m[5] -= m[3] * tx + m[4] * ty;
+    m[2] += m[0] * (-cx - tx) + m[1] * (-cy - ty) + cx;
+    m[5] += m[3] * (-cx - tx) + m[4] * (-cy - ty) + cy;
     m
+}
+
+/// The inverse map of warping by `second` after `first`, given their inverse maps: an
+/// output point goes through `second`'s inverse, then `first`'s.
+pub fn compose_inverse(first: &[f64; 6], second: &[f64; 6]) -> [f64; 6] {
+    let [a, b, c, d, e, f] = *first;
+    let [p, q, r, s, t, u] = *second;
+    [
+        a * p + b * s,
+        a * q + b * t,
+        a * r + b * u + c,
+        d * p + e * s,
+        d * q + e * t,
+        d * r + e * u + f,
+    ]
 }
 
 /// The plan's fixed-point form of an inverse map `m` (centred coordinates) for an image
@@ -270,8 +293,45 @@ pub struct Augment {
     mask_fill: u16,
     box_rule: BoxRule,
     color: ColorOps,
+    filters: Filters,
+    policy: Option<Policy>,
     erasing: Option<Erasing>,
     mixing: mix::Mixing,
+}
+
+/// torchvision's `GaussianBlur(kernel_size, sigma)`, applied with a probability.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Blur {
+    kernel: (u32, u32),
+    sigma: (f64, f64),
+    p: f64,
+}
+
+/// The whole-image colour ops after grayscale: each applies with its probability.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Filters {
+    blur: Option<Blur>,
+    /// Factor, probability.
+    sharpness: Option<(f64, f64)>,
+    autocontrast: f64,
+    equalize: f64,
+}
+
+impl Filters {
+    fn any(&self) -> bool {
+        self.blur.is_some()
+            || self.sharpness.is_some()
+            || self.autocontrast > 0.0
+            || self.equalize > 0.0
+    }
+
+    /// Ops a plan can get from these.
+    fn count(&self) -> usize {
+        usize::from(self.blur.is_some())
+            + usize::from(self.sharpness.is_some())
+            + usize::from(self.autocontrast > 0.0)
+            + usize::from(self.equalize > 0.0)
+    }
 }
 
 /// torchvision's `RandomErasing(p, scale, ratio, value)`, with constant values.
@@ -328,6 +388,8 @@ impl Augment {
             mask_fill: 0,
             box_rule: BoxRule::default(),
             color: ColorOps::default(),
+            filters: Filters::default(),
+            policy: None,
             erasing: None,
             mixing: mix::Mixing::default(),
         }
@@ -490,6 +552,70 @@ impl Augment {
         self
     }
 
+    /// torchvision's `GaussianBlur(kernel_size, sigma)` applied with probability `p`
+    /// (`RandomApply([GaussianBlur(..)], p)`; 1 always): a sigma drawn uniformly from
+    /// `sigma` per sample, the same along both axes, kernel sizes `(kx, ky)` (odd, at
+    /// most 255), reflecting at the edges, on the resized image. Computed separably in
+    /// fixed point on every backend (see [`reference::gaussian_blur`]); it matches
+    /// torchvision's f32 convolution but for values the weights' rounding moves across a
+    /// half (one level). The whole-image ops run after grayscale, in this order: blur,
+    /// sharpness, posterize, solarize, auto-contrast, equalize; then an augmentation
+    /// policy's ops.
+    pub fn gaussian_blur(mut self, kernel: (u32, u32), sigma: (f64, f64), p: f64) -> Self {
+        self.filters.blur = Some(Blur { kernel, sigma, p });
+        self
+    }
+
+    /// torchvision's `RandomAdjustSharpness(factor, p)`: with probability `p`, a blend
+    /// with the image smoothed by `[1 1 1; 1 5 1; 1 1 1] / 13` (factor 0: the smoothed
+    /// image, 1: unchanged, 2: sharpened), the one-pixel border unchanged.
+    pub fn random_adjust_sharpness(mut self, factor: f64, p: f64) -> Self {
+        self.filters.sharpness = Some((factor, p));
+        self
+    }
+
+    /// torchvision's `RandomAutocontrast(p)`: with probability `p`, each channel
+    /// stretched from its minimum and maximum over the image to 0-255.
+    pub fn random_autocontrast(mut self, p: f64) -> Self {
+        self.filters.autocontrast = p;
+        self
+    }
+
+    /// torchvision's `RandomEqualize(p)`: with probability `p`, each channel's histogram
+    /// equalized (Pillow's look-up table, as torchvision's `equalize`).
+    pub fn random_equalize(mut self, p: f64) -> Self {
+        self.filters.equalize = p;
+        self
+    }
+
+    /// torchvision's `RandAugment(num_ops, magnitude, num_magnitude_bins)` as a plan
+    /// generator (its usual settings: `rand_augment(2, 9, 31)`); see
+    /// [`policy`](mod@policy) for how its ops join the fused pass. Replaces
+    /// [`Augment::trivial_augment_wide`].
+    pub fn rand_augment(mut self, num_ops: u32, magnitude: u32, bins: u32) -> Self {
+        self.policy = Some(Policy {
+            kind: PolicyKind::RandAugment { num_ops, magnitude },
+            bins,
+        });
+        self
+    }
+
+    /// torchvision's `TrivialAugmentWide(num_magnitude_bins)` (usually 31) as a plan
+    /// generator: one op per sample at a random magnitude. Replaces
+    /// [`Augment::rand_augment`].
+    pub fn trivial_augment_wide(mut self, bins: u32) -> Self {
+        self.policy = Some(Policy {
+            kind: PolicyKind::TrivialAugmentWide,
+            bins,
+        });
+        self
+    }
+
+    /// The augmentation policy configured, if any.
+    pub fn get_policy(&self) -> Option<Policy> {
+        self.policy
+    }
+
     /// torchvision's `RandomErasing(p, scale, ratio, value)`, the last step (after
     /// normalisation, on the batch's values, image planes only): with probability `p` a
     /// rectangle of `scale` (a fraction of the output's area) and aspect ratio (height /
@@ -628,6 +754,8 @@ impl Augment {
             || self.jitter.is_some()
             || self.affine.is_some()
             || self.color.any()
+            || self.filters.any()
+            || self.policy.is_some()
             || self.erasing.is_some()
     }
 
@@ -758,6 +886,87 @@ impl Augment {
                     "random_solarize",
                     format!("threshold {threshold} must be within [0, 255]"),
                 );
+            }
+        }
+        let Filters {
+            blur,
+            sharpness,
+            autocontrast,
+            equalize,
+        } = self.filters;
+        probability("random_autocontrast", autocontrast)?;
+        probability("random_equalize", equalize)?;
+        if let Some(Blur {
+            kernel: (kx, ky),
+            sigma: (lo, hi),
+            p,
+        }) = blur
+        {
+            probability("gaussian_blur", p)?;
+            if [kx, ky]
+                .iter()
+                .any(|&k| k % 2 == 0 || k > plan::MAX_BLUR_KERNEL)
+            {
+                return bad(
+                    "gaussian_blur",
+                    format!(
+                        "kernel sizes {kx}x{ky} must be odd and at most {}",
+                        plan::MAX_BLUR_KERNEL
+                    ),
+                );
+            }
+            if !(lo > 0.0 && lo <= hi && hi.is_finite()) {
+                return bad(
+                    "gaussian_blur",
+                    format!("sigma ({lo}, {hi}) must satisfy 0 < lo <= hi"),
+                );
+            }
+        }
+        if let Some((factor, p)) = sharpness {
+            probability("random_adjust_sharpness", p)?;
+            if !(factor >= 0.0 && factor.is_finite()) {
+                return bad(
+                    "random_adjust_sharpness",
+                    format!("factor {factor} must be finite and >= 0"),
+                );
+            }
+        }
+        if let Some(policy) = self.policy {
+            let name = match policy.kind {
+                PolicyKind::RandAugment { .. } => "rand_augment",
+                PolicyKind::TrivialAugmentWide => "trivial_augment_wide",
+            };
+            if !(2..=1024).contains(&policy.bins) {
+                return bad(
+                    name,
+                    format!("{} magnitude bins must be within 2..=1024", policy.bins),
+                );
+            }
+            if let PolicyKind::RandAugment { num_ops, magnitude } = policy.kind {
+                if magnitude >= policy.bins {
+                    return bad(
+                        name,
+                        format!(
+                            "magnitude {magnitude} must be below the bin count {}",
+                            policy.bins
+                        ),
+                    );
+                }
+                let jitter = self.jitter.map_or(0, |_| 4);
+                let colour = usize::from(self.color.grayscale > 0.0)
+                    + usize::from(self.color.posterize.is_some())
+                    + usize::from(self.color.solarize.is_some());
+                let room = plan::MAX_OPS - jitter - colour - self.filters.count();
+                if num_ops as usize > room {
+                    return bad(
+                        name,
+                        format!(
+                            "{num_ops} ops per sample: a plan holds {} colour ops, and the \
+                             other colour ops configured leave room for {room}",
+                            plan::MAX_OPS
+                        ),
+                    );
+                }
             }
         }
         if let Some(e) = self.erasing {
@@ -924,6 +1133,7 @@ impl Augment {
             flags |= FLIP_V;
         }
         let (mut b, mut c, mut s, mut hue, mut order) = (1.0f32, 1.0f32, 1.0f32, 0.0f32, 0u32);
+        let mut blur_size = 0;
         if let Some(j) = self.jitter {
             flags |= JITTER;
             let mut rng = Rng::new(seed, epoch, id, Stream::Jitter);
@@ -955,26 +1165,88 @@ impl Augment {
                 shift += 8;
             }
         }
-        let mut color = Vec::new();
+        // The colour ops after the jitter, in the order they run, with their own
+        // parameter words (0: the plan's shared one).
+        let mut color: Vec<(u32, u32)> = Vec::new();
         let mut color_params = 0;
+        let (mut posterize, mut solarize) = (false, false);
         if self.color.any() {
             // One draw per configured op, in a stream of their own: adding one leaves the
             // others' draws (and every other parameter) as they were.
             let mut rng = Rng::new(seed, epoch, id, Stream::Color);
             if self.color.grayscale > 0.0 && rng.bernoulli(self.color.grayscale) {
-                color.push(plan::OP_GRAYSCALE);
+                color.push((plan::OP_GRAYSCALE, 0));
             }
             if let Some((bits, p)) = self.color.posterize {
                 if rng.bernoulli(p) {
-                    color.push(plan::OP_POSTERIZE);
+                    posterize = true;
                     color_params |= bits.min(8) << 8;
                 }
             }
             if let Some((threshold, p)) = self.color.solarize {
                 if rng.bernoulli(p) {
-                    color.push(plan::OP_SOLARIZE);
-                    // `v >= threshold` for integer v: v >= ceil(threshold).
-                    color_params |= threshold.ceil().clamp(0.0, 255.0) as u32;
+                    solarize = true;
+                    color_params |= policy::solarize_threshold(threshold);
+                }
+            }
+        }
+        if self.filters.any() {
+            let f = &self.filters;
+            let mut rng = Rng::new(seed, epoch, id, Stream::Filter);
+            if let Some(Blur {
+                kernel: (kx, ky),
+                sigma: (lo, hi),
+                p,
+            }) = f.blur
+            {
+                let on = rng.bernoulli(p);
+                let sigma = rng.uniform(lo, hi) as f32;
+                if on {
+                    color.push((plan::OP_BLUR, plan::factor_word(sigma)));
+                    blur_size = kx | ky << 16;
+                }
+            }
+            if let Some((factor, p)) = f.sharpness {
+                if rng.bernoulli(p) {
+                    color.push((plan::OP_SHARPNESS, plan::factor_word(factor as f32)));
+                }
+            }
+            let autocontrast = f.autocontrast > 0.0 && rng.bernoulli(f.autocontrast);
+            let equalize = f.equalize > 0.0 && rng.bernoulli(f.equalize);
+            if posterize {
+                color.push((plan::OP_POSTERIZE, 0));
+            }
+            if solarize {
+                color.push((plan::OP_SOLARIZE, 0));
+            }
+            if autocontrast {
+                color.push((plan::OP_AUTOCONTRAST, 0));
+            }
+            if equalize {
+                color.push((plan::OP_EQUALIZE, 0));
+            }
+        } else {
+            if posterize {
+                color.push((plan::OP_POSTERIZE, 0));
+            }
+            if solarize {
+                color.push((plan::OP_SOLARIZE, 0));
+            }
+        }
+        let mut policy_warp: Option<[f64; 6]> = None;
+        if let Some(policy) = &self.policy {
+            let mut rng = Rng::new(seed, epoch, id, Stream::Policy);
+            for (op, m) in policy.draw(&mut rng, self.out_width, self.out_height) {
+                match policy::step(op, m, self.out_width, self.out_height) {
+                    policy::Step::None => {}
+                    policy::Step::Colour(op, param) => color.push((op, param)),
+                    policy::Step::Warp(p, centre) => {
+                        let m = inverse_affine_matrix_about(&p, centre);
+                        policy_warp = Some(match policy_warp {
+                            Some(before) => compose_inverse(&before, &m),
+                            None => m,
+                        });
+                    }
                 }
             }
         }
@@ -989,6 +1261,7 @@ impl Augment {
             None => ([0.0; 3], [1.0; 3]),
         };
         let (mut affine, mut affine_frac) = ([0; 6], [0; 2]);
+        let mut inverse: Option<[f64; 6]> = None;
         if valid != full_frame {
             // The fill around a letterboxed or padded image: the warp's, with the
             // identity map (each output pixel reads its own, exactly) unless one follows.
@@ -999,11 +1272,19 @@ impl Augment {
             );
         }
         if let Some(a) = &self.affine {
-            flags |= AFFINE;
             let mut rng = Rng::new(seed, epoch, id, Stream::Affine);
             let p = a.draw(&mut rng, self.out_width, self.out_height);
-            (affine, affine_frac) =
-                affine_fixed(&inverse_affine_matrix(&p), self.out_width, self.out_height);
+            inverse = Some(inverse_affine_matrix(&p));
+        }
+        if let Some(m) = policy_warp {
+            inverse = Some(match inverse {
+                Some(before) => compose_inverse(&before, &m),
+                None => m,
+            });
+        }
+        if let Some(m) = inverse {
+            flags |= AFFINE;
+            (affine, affine_frac) = affine_fixed(&m, self.out_width, self.out_height);
         }
         let mut erase = [0; 2];
         if let Some(e) = self.erasing {
@@ -1056,10 +1337,13 @@ impl Augment {
             color_params,
             erase,
             erase_value: self.erasing.map_or([0.0; 3], |e| e.value),
-            _pad: [0; 4],
+            order_ext: [0; 2],
+            op_params: [0; plan::MAX_OPS],
+            blur_size,
+            _pad: 0,
         };
-        // At most 4 jitter ops and 3 colour ops: they fit.
-        plan.push_ops(&color);
+        // Validation keeps the list within the plan's places (`rand_augment`'s ops).
+        plan.push_ops_with(&color);
         plan
     }
 }

@@ -1,7 +1,7 @@
 //! The per-sample plan: a `#[repr(C)]` struct that every backend executes unchanged.
 //!
 //! The layout is shared byte for byte with the GPU code (`shaders/*.wgsl`,
-//! `kernels/*.cu`): 48 four-byte words, 192 bytes, a multiple of 16 so arrays of plans can
+//! `kernels/*.cu`): 64 four-byte words, 256 bytes, a multiple of 16 so arrays of plans can
 //! be uploaded as storage buffers. Change it only together with every consumer.
 
 /// Flag: mirror left-right.
@@ -43,6 +43,43 @@ pub const OP_POSTERIZE: u32 = 6;
 /// Colour op code: solarize, invert every value at or above
 /// [`SamplePlan::solarize_threshold`].
 pub const OP_SOLARIZE: u32 = 7;
+/// Colour op code: auto-contrast, torchvision's `autocontrast`: each channel stretched
+/// from its minimum and maximum over the image to 0-255 (unchanged where they are equal).
+pub const OP_AUTOCONTRAST: u32 = 8;
+/// Colour op code: equalize, torchvision's `equalize` (Pillow's look-up table from each
+/// channel's histogram over the image).
+pub const OP_EQUALIZE: u32 = 9;
+/// Colour op code: sharpness, torchvision's `adjust_sharpness` with the factor in the op's
+/// [`SamplePlan::op_params`] word (f32 bits): a blend with the image smoothed by the
+/// 3x3 kernel `[1 1 1; 1 5 1; 1 1 1] / 13`, the one-pixel border unchanged.
+pub const OP_SHARPNESS: u32 = 10;
+/// Colour op code: Gaussian blur, torchvision's `gaussian_blur` with the kernel sizes of
+/// [`SamplePlan::blur_size`] and the sigma in the op's [`SamplePlan::op_params`] word
+/// (f32 bits), reflecting at the edges; separable, in fixed point
+/// ([`BLUR_WEIGHT_BITS`]).
+pub const OP_BLUR: u32 = 11;
+
+/// Most colour ops a plan holds.
+pub const MAX_OPS: usize = 16;
+/// Fractional bits of the Gaussian blur's integer weights: each axis' weights sum to
+/// exactly `2^BLUR_WEIGHT_BITS`.
+pub const BLUR_WEIGHT_BITS: u32 = 15;
+/// Largest Gaussian blur kernel size (odd) along an axis.
+pub const MAX_BLUR_KERNEL: u32 = 255;
+/// Marks an integer parameter in [`SamplePlan::op_params`] (posterize bits, solarize
+/// threshold): the parameter is the low byte.
+pub const PARAM_INT: u32 = 0x100;
+
+/// The [`SamplePlan::op_params`] word of a factor or sigma: its f32 bits, with 0.0 as
+/// -0.0 (the same in every product) since a word of 0 says the op has no parameter of its
+/// own.
+pub fn factor_word(f: f32) -> u32 {
+    if f == 0.0 {
+        (-0.0f32).to_bits()
+    } else {
+        f.to_bits()
+    }
+}
 
 /// Memory layout of the image batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -214,7 +251,7 @@ pub struct SamplePlan {
     /// frame unless the image is letterboxed or padded, which sets [`AFFINE`] (the
     /// identity map if no warp was asked for) so that the rest reads the fill.
     pub valid: [u32; 2],
-    /// Colour op codes 5 to 8 of the list [`SamplePlan::jitter_order`] starts.
+    /// Colour ops 4 to 7 of the list [`SamplePlan::jitter_order`] starts.
     pub jitter_order_hi: u32,
     /// The colour ops' parameters: the solarize threshold (0 to 255) in the low byte,
     /// the posterize bits kept (0 to 8) in the next.
@@ -226,11 +263,23 @@ pub struct SamplePlan {
     /// normalisation for float dtypes (torchvision erases the normalised tensor), a
     /// whole 0-255 value for u8.
     pub erase_value: [f32; 3],
-    /// Padding to 192 bytes.
-    pub _pad: [u32; 4],
+    /// Colour ops 8 to 15 of the list [`SamplePlan::jitter_order`] starts.
+    pub order_ext: [u32; 2],
+    /// Per colour op (by its position in the list): its own parameter, or 0 for the
+    /// plan's shared one. Sharpness: its factor (f32 bits); blur: its sigma (f32 bits);
+    /// brightness, contrast, saturation: a factor (f32 bits) in place of
+    /// [`SamplePlan::brightness`] and the others (a policy may apply one op twice with
+    /// two factors); posterize and solarize: [`PARAM_INT`] `|` the bits kept or the
+    /// threshold, in place of [`SamplePlan::color_params`].
+    pub op_params: [u32; MAX_OPS],
+    /// The Gaussian blur's kernel sizes: `kx | ky << 16`, each odd, at most
+    /// [`MAX_BLUR_KERNEL`].
+    pub blur_size: u32,
+    /// Padding to 256 bytes.
+    pub _pad: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<SamplePlan>() == 192);
+const _: () = assert!(std::mem::size_of::<SamplePlan>() == 256);
 const _: () = assert!(std::mem::align_of::<SamplePlan>() == 4);
 
 impl SamplePlan {
@@ -279,29 +328,91 @@ impl SamplePlan {
         self.flags & flag != 0
     }
 
-    /// The colour ops in order (at most 8: [`SamplePlan::jitter_order`], then
-    /// [`SamplePlan::jitter_order_hi`]).
+    /// The colour ops in order (at most [`MAX_OPS`]: [`SamplePlan::jitter_order`],
+    /// [`SamplePlan::jitter_order_hi`], then [`SamplePlan::order_ext`]), up to the first 0.
     pub fn jitter_ops(&self) -> impl Iterator<Item = u32> + '_ {
-        let words = u64::from(self.jitter_order) | u64::from(self.jitter_order_hi) << 32;
-        (0..8)
-            .map(move |i| ((words >> (8 * i)) & 0xFF) as u32)
+        (0..MAX_OPS)
+            .map(|k| self.op_at(k))
             .take_while(|&op| op != 0)
     }
 
+    /// The op code at position `k` of the list (0 past its end).
+    pub fn op_at(&self, k: usize) -> u32 {
+        let word = match k / 4 {
+            0 => self.jitter_order,
+            1 => self.jitter_order_hi,
+            2 => self.order_ext[0],
+            3 => self.order_ext[1],
+            _ => return 0,
+        };
+        (word >> (8 * (k % 4))) & 0xFF
+    }
+
+    fn set_op(&mut self, k: usize, op: u32) {
+        let shift = 8 * (k % 4);
+        let word = match k / 4 {
+            0 => &mut self.jitter_order,
+            1 => &mut self.jitter_order_hi,
+            2 => &mut self.order_ext[0],
+            3 => &mut self.order_ext[1],
+            _ => return,
+        };
+        *word = (*word & !(0xFF << shift)) | (op & 0xFF) << shift;
+    }
+
     /// Appends colour ops to the plan's list, after those it holds; false (and the list
-    /// unchanged) if they do not fit in its 8 places.
+    /// unchanged) if they do not fit in its [`MAX_OPS`] places.
     pub fn push_ops(&mut self, ops: &[u32]) -> bool {
-        let mut words = u64::from(self.jitter_order) | u64::from(self.jitter_order_hi) << 32;
+        self.push_ops_with(&ops.iter().map(|&op| (op, 0)).collect::<Vec<_>>())
+    }
+
+    /// [`SamplePlan::push_ops`] with each op's own parameter word
+    /// ([`SamplePlan::op_params`]; 0 for the plan's shared one).
+    pub fn push_ops_with(&mut self, ops: &[(u32, u32)]) -> bool {
         let held = self.jitter_ops().count();
-        if held + ops.len() > 8 || ops.iter().any(|&op| op == 0 || op > 0xFF) {
+        if held + ops.len() > MAX_OPS || ops.iter().any(|&(op, _)| op == 0 || op > 0xFF) {
             return false;
         }
-        for (i, &op) in ops.iter().enumerate() {
-            words |= u64::from(op) << (8 * (held + i));
+        for (i, &(op, param)) in ops.iter().enumerate() {
+            self.set_op(held + i, op);
+            self.op_params[held + i] = param;
         }
-        self.jitter_order = words as u32;
-        self.jitter_order_hi = (words >> 32) as u32;
         true
+    }
+
+    /// The factor of the op at position `k` whose shared factor is `shared`: its own
+    /// ([`SamplePlan::op_params`]) if it has one.
+    pub fn op_factor(&self, k: usize, shared: f32) -> f32 {
+        match self.op_params.get(k) {
+            Some(&w) if w != 0 => f32::from_bits(w),
+            _ => shared,
+        }
+    }
+
+    /// The integer parameter of the op at position `k` whose shared value is `shared`.
+    fn op_int(&self, k: usize, shared: u32) -> u32 {
+        match self.op_params.get(k) {
+            Some(&w) if w & PARAM_INT != 0 => w & 0xFF,
+            _ => shared,
+        }
+    }
+
+    /// The solarize threshold of the op at position `k`: values at or above it are
+    /// inverted (`255 - v`).
+    pub fn solarize_threshold_at(&self, k: usize) -> u32 {
+        self.op_int(k, self.solarize_threshold())
+    }
+
+    /// The posterize bits kept by the op at position `k` (0 to 8).
+    pub fn posterize_bits_at(&self, k: usize) -> u32 {
+        self.op_int(k, self.posterize_bits()).min(8)
+    }
+
+    /// The Gaussian blur's kernel sizes `(kx, ky)`, each made odd and at most
+    /// [`MAX_BLUR_KERNEL`] (1: no blur along the axis).
+    pub fn blur_kernel(&self) -> (u32, u32) {
+        let odd = |k: u32| (k.clamp(1, MAX_BLUR_KERNEL)) | 1;
+        (odd(self.blur_size & 0xFFFF), odd(self.blur_size >> 16))
     }
 
     /// Solarize threshold: values at or above it are inverted (`255 - v`).

@@ -9,7 +9,11 @@
 //! - Jitter (image planes only), in the plan's order, as torchvision.transforms.v2 does on
 //!   u8 tensors: brightness blends with black, contrast with the mean of the (floored)
 //!   grayscale, saturation with the (floored) grayscale, each result clamped and truncated
-//!   to u8; hue through HSV, scaled back by 255.999 and truncated.
+//!   to u8; hue through HSV, scaled back by 255.999 and truncated. The colour ops after
+//!   it, likewise on u8 in the plan's order: grayscale, posterize, solarize (integer);
+//!   auto-contrast and equalize (torchvision's f32 and integer steps from each channel's
+//!   extremes and histogram); sharpness (the 3x3 smoothing exactly, the blend in f32);
+//!   Gaussian blur (separable, integer weights, exact sums, [`gaussian_blur`]).
 //! - Affine warp ([`AFFINE`]), in the output frame after the jitter, as
 //!   torchvision.transforms.v2's `affine` does on u8 tensors (`grid_sample`, zero
 //!   padding, the fill blended by the interpolated coverage, rounded): the position each
@@ -22,9 +26,10 @@
 use half::f16;
 
 use super::plan::{
-    SamplePlan, AFFINE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS, ANTIALIAS, ERASE, FLIP_H, FLIP_V,
-    JITTER, NORMALIZE, OP_BRIGHTNESS, OP_CONTRAST, OP_GRAYSCALE, OP_HUE, OP_POSTERIZE,
-    OP_SATURATION, OP_SOLARIZE,
+    SamplePlan, AFFINE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS, ANTIALIAS, BLUR_WEIGHT_BITS, ERASE,
+    FLIP_H, FLIP_V, JITTER, MAX_BLUR_KERNEL, NORMALIZE, OP_AUTOCONTRAST, OP_BLUR, OP_BRIGHTNESS,
+    OP_CONTRAST, OP_EQUALIZE, OP_GRAYSCALE, OP_HUE, OP_POSTERIZE, OP_SATURATION, OP_SHARPNESS,
+    OP_SOLARIZE,
 };
 use super::{DType, Layout};
 use crate::decode::{set_len, DecodeOptions, Format, Image8, ImageInfo, LabelPlane};
@@ -678,37 +683,53 @@ fn gray(p: &[u8]) -> f32 {
 }
 
 /// torchvision's `_blend` on u8: `clamp(a * r + b * (1 - r), 0, 255)`, truncated.
+/// PyTorch fuses the second product and the sum (`add` with `alpha`); this rounds them
+/// apart, as the WGSL shader can be sure to (Vulkan need not fuse its `fma`), which puts
+/// about 1 % of values one level from torchvision's where `r` is not a multiple of a
+/// power of two (the reference cases allow one level).
 #[inline]
 fn blend(a: u8, b: f32, r: f32) -> u8 {
     (f32::from(a) * r + b * (1.0 - r)).clamp(0.0, 255.0) as u8
 }
 
-/// Applies the plan's jitter ops in order to an RGB u8 image in place.
-pub fn jitter_rgb(plan: &SamplePlan, rgb: &mut [u8]) {
-    for op in plan.jitter_ops() {
+/// Applies the plan's colour ops in order to an RGB u8 image of `width` pixels per row
+/// in place.
+pub fn jitter_rgb(plan: &SamplePlan, rgb: &mut [u8], width: usize) {
+    let width = width.max(1);
+    let height = rgb.len() / 3 / width;
+    let rgb = &mut rgb[..width * height * 3];
+    for (k, op) in plan.jitter_ops().enumerate() {
         match op {
-            OP_BRIGHTNESS if plan.brightness != 1.0 => {
-                let f = plan.brightness;
-                for v in rgb.iter_mut() {
-                    *v = (f32::from(*v) * f).clamp(0.0, 255.0) as u8;
+            OP_BRIGHTNESS => {
+                let f = plan.op_factor(k, plan.brightness);
+                if f != 1.0 {
+                    for v in rgb.iter_mut() {
+                        *v = (f32::from(*v) * f).clamp(0.0, 255.0) as u8;
+                    }
                 }
             }
-            OP_CONTRAST if plan.contrast != 1.0 => {
-                let n = (rgb.len() / 3).max(1);
-                let sum: f64 = rgb
-                    .chunks_exact(3)
-                    .map(|p| f64::from(gray(p).floor()))
-                    .sum();
-                let mean = (sum / n as f64) as f32;
-                for v in rgb.iter_mut() {
-                    *v = blend(*v, mean, plan.contrast);
+            OP_CONTRAST => {
+                let f = plan.op_factor(k, plan.contrast);
+                if f != 1.0 {
+                    let n = (rgb.len() / 3).max(1);
+                    let sum: f64 = rgb
+                        .chunks_exact(3)
+                        .map(|p| f64::from(gray(p).floor()))
+                        .sum();
+                    let mean = (sum / n as f64) as f32;
+                    for v in rgb.iter_mut() {
+                        *v = blend(*v, mean, f);
+                    }
                 }
             }
-            OP_SATURATION if plan.saturation != 1.0 => {
-                for p in rgb.chunks_exact_mut(3) {
-                    let g = gray(p).floor();
-                    for v in p.iter_mut() {
-                        *v = blend(*v, g, plan.saturation);
+            OP_SATURATION => {
+                let f = plan.op_factor(k, plan.saturation);
+                if f != 1.0 {
+                    for p in rgb.chunks_exact_mut(3) {
+                        let g = gray(p).floor();
+                        for v in p.iter_mut() {
+                            *v = blend(*v, g, f);
+                        }
                     }
                 }
             }
@@ -724,20 +745,253 @@ pub fn jitter_rgb(plan: &SamplePlan, rgb: &mut [u8]) {
                 }
             }
             OP_POSTERIZE => {
-                let keep = posterize_mask(plan.posterize_bits());
+                let keep = posterize_mask(plan.posterize_bits_at(k));
                 for v in rgb.iter_mut() {
                     *v &= keep;
                 }
             }
             OP_SOLARIZE => {
-                let t = plan.solarize_threshold();
+                let t = plan.solarize_threshold_at(k);
                 for v in rgb.iter_mut() {
                     if u32::from(*v) >= t {
                         *v = 255 - *v;
                     }
                 }
             }
+            OP_AUTOCONTRAST => {
+                let (lo, hi) = channel_extremes(rgb);
+                for p in rgb.chunks_exact_mut(3) {
+                    for c in 0..3 {
+                        p[c] = autocontrast_value(p[c], lo[c], hi[c]);
+                    }
+                }
+            }
+            OP_EQUALIZE => {
+                let luts = equalize_luts(&channel_histograms(rgb), rgb.len() as u32 / 3);
+                for p in rgb.chunks_exact_mut(3) {
+                    for c in 0..3 {
+                        p[c] = luts[c][usize::from(p[c])];
+                    }
+                }
+            }
+            OP_SHARPNESS => sharpen(rgb, width, height, plan.op_factor(k, 1.0)),
+            OP_BLUR => {
+                let (kx, ky) = plan.blur_kernel();
+                let sigma = plan.op_factor(k, 0.0);
+                gaussian_blur(
+                    rgb,
+                    width,
+                    height,
+                    &blur_weights(kx, sigma),
+                    &blur_weights(ky, sigma),
+                );
+            }
             _ => {}
+        }
+    }
+}
+
+/// Whether the op at position `k` of the plan's list needs more than its own pixel (a
+/// statistic of the whole image or a neighbourhood): contrast (unless its factor is 1),
+/// auto-contrast, equalize, sharpness (unless the image is 2 pixels or less along a side,
+/// which leaves it unchanged) and blur. The GPU passes run each in a round of its own.
+pub fn needs_whole_image(plan: &SamplePlan, k: usize) -> bool {
+    match plan.op_at(k) {
+        OP_CONTRAST => plan.op_factor(k, plan.contrast) != 1.0,
+        OP_SHARPNESS => plan.out_width > 2 && plan.out_height > 2,
+        OP_AUTOCONTRAST | OP_EQUALIZE | OP_BLUR => true,
+        _ => false,
+    }
+}
+
+/// Per channel, the smallest and largest value of an RGB image.
+pub fn channel_extremes(rgb: &[u8]) -> ([u8; 3], [u8; 3]) {
+    let (mut lo, mut hi) = ([255u8; 3], [0u8; 3]);
+    for p in rgb.chunks_exact(3) {
+        for c in 0..3 {
+            lo[c] = lo[c].min(p[c]);
+            hi[c] = hi[c].max(p[c]);
+        }
+    }
+    (lo, hi)
+}
+
+/// torchvision's `autocontrast` of one value of a channel whose extremes are `lo` and
+/// `hi`, in its f32 steps: `(v - lo) / ((hi - lo) * (1 / 255))`, clamped and truncated;
+/// unchanged when `lo == hi`.
+#[inline]
+pub fn autocontrast_value(v: u8, lo: u8, hi: u8) -> u8 {
+    if lo >= hi {
+        return v;
+    }
+    let inv_scale = f32::from(hi - lo) * (1.0f32 / 255.0);
+    ((f32::from(v) - f32::from(lo)) / inv_scale).clamp(0.0, 255.0) as u8
+}
+
+/// Per channel, how many pixels hold each value.
+pub fn channel_histograms(rgb: &[u8]) -> [[u32; 256]; 3] {
+    let mut h = [[0u32; 256]; 3];
+    for p in rgb.chunks_exact(3) {
+        for c in 0..3 {
+            h[c][usize::from(p[c])] += 1;
+        }
+    }
+    h
+}
+
+/// torchvision's `equalize` look-up tables (Pillow's scheme) from the channel histograms
+/// of an image of `pixels` pixels: `step = (pixels - count of the largest value) / 255`;
+/// with `step == 0` the identity, else `lut[0] = 0` and
+/// `lut[v] = min(255, (cumulative[v - 1] + step / 2) / step)`.
+pub fn equalize_luts(hist: &[[u32; 256]; 3], pixels: u32) -> [[u8; 256]; 3] {
+    std::array::from_fn(|c| {
+        let h = &hist[c];
+        let last = h.iter().rposition(|&n| n != 0).unwrap_or(0);
+        let step = pixels.saturating_sub(h[last]) / 255;
+        if step == 0 {
+            return std::array::from_fn(|v| v as u8);
+        }
+        let mut lut = [0u8; 256];
+        let mut cum = 0u32;
+        for v in 1..256 {
+            cum += h[v - 1];
+            lut[v] = ((cum + step / 2) / step).min(255) as u8;
+        }
+        lut
+    })
+}
+
+/// torchvision's `adjust_sharpness` on u8: inside the one-pixel border, the 3x3 smoothing
+/// `(sum of the 8 neighbours + 5 * centre) / 13` rounded (exact in integers: a sum over
+/// 13 never ends in a half), then `x + (1 - factor) * (smooth - x)` in f32 (fused, as
+/// PyTorch's `add` with `alpha` computes it), clamped and truncated. Images 2 pixels or
+/// less along a side are unchanged.
+pub fn sharpen(rgb: &mut [u8], width: usize, height: usize, factor: f32) {
+    if width <= 2 || height <= 2 {
+        return;
+    }
+    let src = rgb.to_vec();
+    let alpha = 1.0 - factor;
+    for y in 1..height - 1 {
+        for x in 1..width - 1 {
+            for c in 0..3 {
+                let at = |dx: usize, dy: usize| {
+                    u32::from(src[((y + dy - 1) * width + x + dx - 1) * 3 + c])
+                };
+                let mut sum = 0;
+                for dy in 0..3 {
+                    for dx in 0..3 {
+                        sum += at(dx, dy);
+                    }
+                }
+                let centre = at(1, 1);
+                rgb[(y * width + x) * 3 + c] = sharpen_value(centre, sum + 4 * centre, alpha);
+            }
+        }
+    }
+}
+
+/// One sharpened value: `centre` and `sum13` (the 3x3 sum plus 4 more centres, the
+/// smoothing kernel's numerator), with `alpha = 1 - factor`.
+#[inline]
+pub fn sharpen_value(centre: u32, sum13: u32, alpha: f32) -> u8 {
+    let smooth = (2 * sum13 + 13) / 26;
+    let x = centre as f32;
+    alpha.mul_add(smooth as f32 - x, x).clamp(0.0, 255.0) as u8
+}
+
+/// torchvision's Gaussian kernel of `size` taps for `sigma` (`softmax(-(d / sigma)^2 / 2)`
+/// over the offsets `d` from the centre), as integer weights summing to exactly
+/// `2^BLUR_WEIGHT_BITS`: each rounded down, the remainder given to the largest fractions
+/// (ties to the tap nearer the centre, then the left). `size` odd; sigma not positive or
+/// not finite: the identity.
+pub fn blur_weights(size: u32, sigma: f32) -> Vec<u32> {
+    let size = (size.clamp(1, MAX_BLUR_KERNEL) | 1) as usize;
+    let half = (size / 2) as f64;
+    let total = 1u32 << BLUR_WEIGHT_BITS;
+    let mut w = vec![0u32; size];
+    let sigma = f64::from(sigma);
+    if !(sigma > 0.0 && sigma.is_finite()) {
+        w[size / 2] = total;
+        return w;
+    }
+    let g: Vec<f64> = (0..size)
+        .map(|i| {
+            let d = (i as f64 - half) / sigma;
+            (-0.5 * d * d).exp()
+        })
+        .collect();
+    let sum: f64 = g.iter().sum();
+    let exact: Vec<f64> = g.iter().map(|v| v / sum * f64::from(total)).collect();
+    for (wi, e) in w.iter_mut().zip(&exact) {
+        *wi = e.floor() as u32;
+    }
+    let mut left = total - w.iter().sum::<u32>();
+    let mut order: Vec<usize> = (0..size).collect();
+    order.sort_by(|&a, &b| {
+        let (fa, fb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
+        fb.total_cmp(&fa)
+            .then((a as f64 - half).abs().total_cmp(&(b as f64 - half).abs()))
+            .then(a.cmp(&b))
+    });
+    for i in order {
+        if left == 0 {
+            break;
+        }
+        w[i] += 1;
+        left -= 1;
+    }
+    w
+}
+
+/// The index a tap at `i` (possibly outside `[0, n)`) reads under torch's `reflect`
+/// padding (the edge pixel not repeated), reflected again as often as needed.
+#[inline]
+pub fn reflect(i: i64, n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    let period = 2 * (n as i64 - 1);
+    let m = i.rem_euclid(period);
+    (if m < n as i64 { m } else { period - m }) as usize
+}
+
+/// Separable Gaussian blur with the integer weights of [`blur_weights`] (each axis summing
+/// to `2^BLUR_WEIGHT_BITS`) and reflecting edges: the horizontal sums are kept exactly
+/// (at most 23 bits), the vertical sums are exact (64 bits here; the GPU code splits
+/// them), and the result is rounded half up. torchvision convolves with the 2D kernel in
+/// f32; the two agree but where the weights' rounding moves a value across a half.
+pub fn gaussian_blur(rgb: &mut [u8], width: usize, height: usize, wx: &[u32], wy: &[u32]) {
+    let (rx, ry) = ((wx.len() / 2) as i64, (wy.len() / 2) as i64);
+    let mut h = vec![0u32; width * height * 3];
+    for y in 0..height {
+        for x in 0..width {
+            let mut acc = [0u32; 3];
+            for (t, &w) in wx.iter().enumerate() {
+                let sx = reflect(x as i64 + t as i64 - rx, width);
+                let p = &rgb[(y * width + sx) * 3..][..3];
+                for c in 0..3 {
+                    acc[c] += w * u32::from(p[c]);
+                }
+            }
+            h[(y * width + x) * 3..][..3].copy_from_slice(&acc);
+        }
+    }
+    let shift = 2 * BLUR_WEIGHT_BITS;
+    for y in 0..height {
+        for x in 0..width {
+            let mut acc = [0u64; 3];
+            for (t, &w) in wy.iter().enumerate() {
+                let sy = reflect(y as i64 + t as i64 - ry, height);
+                let q = &h[(sy * width + x) * 3..][..3];
+                for c in 0..3 {
+                    acc[c] += u64::from(w) * u64::from(q[c]);
+                }
+            }
+            for c in 0..3 {
+                let v = (acc[c] + (1 << (shift - 1))) >> shift;
+                rgb[(y * width + x) * 3 + c] = v.min(255) as u8;
+            }
         }
     }
 }
@@ -915,7 +1169,7 @@ pub fn execute_image(plan: &SamplePlan, src: &Image8, out: &mut [u8], scratch: &
         &mut scratch.ky,
     );
     if plan.has(JITTER) {
-        jitter_rgb(plan, &mut scratch.resized);
+        jitter_rgb(plan, &mut scratch.resized, plan.out_width as usize);
     }
     if plan.has(AFFINE) {
         warp_rgb(plan, &scratch.resized, &mut scratch.warped);

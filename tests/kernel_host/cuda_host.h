@@ -12,6 +12,7 @@
 //   runs every live fiber of the block to its next barrier, or its end, before any goes
 //   on). A kernel the emulator runs without fibers (its threads one after the other) has
 //   no business calling it: that is an error.
+// - atomicAdd is a plain add: the threads of a block switch only at barriers.
 // - The math is <cmath>'s IEEE float functions; build with -ffp-contract=off (no FMA
 //   contraction, like NVRTC's --fmad=false) and without -ffast-math.
 #pragma once
@@ -62,4 +63,12 @@ inline unsigned __float_as_uint(float f) {
     unsigned x;
     std::memcpy(&x, &f, sizeof x);
     return x;
+}
+
+// The threads of a block share an OS thread and switch only at barriers, so a plain
+// read-modify-write is atomic among them.
+inline unsigned atomicAdd(unsigned* address, unsigned value) {
+    const unsigned old = *address;
+    *address = old + value;
+    return old;
 }

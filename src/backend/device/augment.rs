@@ -52,7 +52,7 @@
 use super::error::DeviceError;
 use super::launch::{Binding, Buffer, Kernel, Launch, PARAM_WORDS};
 use super::mix::MixShape;
-use crate::augment::plan::{DType, Layout, SamplePlan};
+use crate::augment::plan::{DType, Layout, SamplePlan, JITTER, OP_BLUR, OP_SHARPNESS};
 use crate::augment::reference::{self, Coeffs};
 use crate::decode::LabelPlane;
 use crate::error::{Error, Result};
@@ -60,7 +60,13 @@ use crate::error::{Error, Result};
 use super::decode::DeviceImage;
 
 const HEADER_WORDS: usize = 16;
-const DESC_WORDS: usize = 16;
+const DESC_WORDS: usize = 20;
+/// Words per sample after a group's horizontal items that hold a whole-image op's
+/// statistic (`vertical_jitter`'s phase 1): the contrast mean, the auto-contrast extremes
+/// or the equalize tables (3 x 256).
+const STATS_WORDS: u64 = 768;
+/// Words per output pixel of the copy a neighbourhood op (sharpness, blur) reads.
+const TEMP_WORDS: u64 = 3;
 const PLAN_WORDS: usize = std::mem::size_of::<SamplePlan>() / 4;
 const WORKGROUP: u64 = 256;
 /// Binding offsets are kept at multiples of this (a multiple of every valid alignment).
@@ -109,8 +115,9 @@ pub struct AugmentInput {
     data: Vec<(u64, u64)>,
     /// Per sample: window words `[start, end)` in the windows buffer.
     windows: Vec<(u64, u64)>,
-    /// Per sample: contrast changes in its jitter order (`vertical_jitter`'s rounds).
-    contrasts: Vec<u32>,
+    /// Per sample: its whole-image colour ops (`vertical_jitter`'s rounds), and whether
+    /// one reads a neighbourhood (sharpness, blur: the copy they read needs room).
+    rounds: Vec<(u32, bool)>,
     kx: Coeffs,
     ky: Coeffs,
 }
@@ -131,7 +138,7 @@ impl AugmentInput {
         self.item_starts.clear();
         self.data.clear();
         self.windows.clear();
-        self.contrasts.clear();
+        self.rounds.clear();
         self.write_header();
     }
 
@@ -319,6 +326,19 @@ impl AugmentInput {
         }
         let yw = rel(&self.words);
         self.words.extend(self.ky.weights.iter().map(|&w| w as u32));
+        // The Gaussian blur's weights: `kx, ky`, then the kx and ky integer weights.
+        let mut blur = 0;
+        let ops = plan.jitter_ops().collect::<Vec<_>>();
+        if plan.has(JITTER) {
+            if let Some(k) = ops.iter().position(|&op| op == OP_BLUR) {
+                blur = rel(&self.words);
+                let (kx, ky) = plan.blur_kernel();
+                let sigma = plan.op_factor(k, 0.0);
+                self.words.extend([kx, ky]);
+                self.words.extend(reference::blur_weights(kx, sigma));
+                self.words.extend(reference::blur_weights(ky, sigma));
+            }
+        }
         let (mut mask_at, mut mask_w, mut mask_h, mut nearest) = (0, 0, 0, 0);
         if let Some(m) = mask {
             nearest = rel(&self.words);
@@ -362,6 +382,10 @@ impl AugmentInput {
             mask_w,
             mask_h,
             nearest,
+            blur,
+            0,
+            0,
+            0,
         ];
         let d = HEADER_WORDS + self.n * DESC_WORDS;
         self.words[d..d + DESC_WORDS].copy_from_slice(&desc);
@@ -386,7 +410,7 @@ impl AugmentInput {
             win0,
             win0 + u64::from(image.width) * u64::from(image.height),
         ));
-        self.contrasts.push(contrast_changes(plan));
+        self.rounds.push(whole_image_ops(plan));
         self.shape = Some(shape);
         self.n += 1;
         self.write_header();
@@ -466,9 +490,13 @@ impl AugmentInput {
         };
         let npx = shape.pixels();
         // Workgroups per sample in `vertical_jitter`'s phases 0 and 2, and the words after
-        // a group's horizontal items that hold their partial sums and the means.
+        // a group's horizontal items that hold the whole-image ops' statistics, and the
+        // copies the neighbourhood ops read (when a sample of the group has one).
         let per_sample = npx.div_ceil(WORKGROUP);
-        let sums = |s0: usize, s1: usize| (s1 - s0) as u64 * (per_sample + 1);
+        let sums = |s0: usize, s1: usize| {
+            let temp = self.rounds[s0..s1].iter().any(|r| r.1);
+            (s1 - s0) as u64 * (STATS_WORDS + if temp { TEMP_WORDS * npx } else { 0 })
+        };
         let resized_span = |s0: u64, s1: u64| span(Buffer::Resized, s0 * npx * 4, s1 * npx * 4);
         let item_end = |s: usize| self.item_starts.get(s).copied().unwrap_or(self.items);
         let windows_head = head(Buffer::Windows, windows_bytes);
@@ -578,17 +606,12 @@ impl AugmentInput {
             }
             let spread = (s1 - s0) as u64 * per_sample;
             push(Kernel::VerticalJitter, spread, params, bindings.clone())?;
-            let rounds = self.contrasts[s0..s1].iter().copied().max().unwrap_or(0);
-            for contrast in 1..=rounds {
+            let rounds = self.rounds[s0..s1].iter().map(|r| r.0).max().unwrap_or(0);
+            for round in 1..=rounds {
                 let mut p = params;
-                p.contrast = contrast;
+                p.contrast = round;
                 p.phase = 1;
-                push(
-                    Kernel::VerticalJitter,
-                    (s1 - s0) as u64,
-                    p,
-                    bindings.clone(),
-                )?;
+                push(Kernel::VerticalJitter, spread, p, bindings.clone())?;
                 p.phase = 2;
                 push(Kernel::VerticalJitter, spread, p, bindings.clone())?;
             }
@@ -719,15 +742,20 @@ impl Params {
     }
 }
 
-/// Contrast changes in `plan`'s jitter order, counted as `vertical_jitter` does
-/// (`is_contrast`): the ops up to the first empty one, contrast with a factor other than 1.
-fn contrast_changes(plan: &SamplePlan) -> u32 {
-    if plan.flags & crate::augment::plan::JITTER == 0 || plan.contrast == 1.0 {
-        return 0;
+/// The whole-image colour ops of `plan`, counted as `vertical_jitter` counts its rounds
+/// ([`reference::needs_whole_image`]), and whether one reads a neighbourhood.
+fn whole_image_ops(plan: &SamplePlan) -> (u32, bool) {
+    if !plan.has(JITTER) {
+        return (0, false);
     }
-    plan.jitter_ops()
-        .filter(|&op| op == crate::augment::plan::OP_CONTRAST)
-        .count() as u32
+    let (mut n, mut temp) = (0, false);
+    for (k, op) in plan.jitter_ops().enumerate() {
+        if reference::needs_whole_image(plan, k) {
+            n += 1;
+            temp |= op == OP_SHARPNESS || op == OP_BLUR;
+        }
+    }
+    (n, temp)
 }
 
 /// Where a write launch reads each sample's input: the resized pixels (`write_image`) or
@@ -837,8 +865,10 @@ mod tests {
     /// workgroups of each, with its phase and contrast change.
     fn vertical(aug: &Augment, n: u64, (w, h): (u32, u32)) -> Vec<(u64, u32, u32)> {
         let mut input = AugmentInput::new();
+        let mut neighbourhood = false;
         for id in 0..n {
             let plan = aug.plan(1, 0, id, 300, 200);
+            neighbourhood |= whole_image_ops(&plan).1;
             let image = DeviceImage {
                 offset: (id * 300 * 200) as u32,
                 width: 300,
@@ -860,9 +890,14 @@ mod tests {
             .map(|l| {
                 let p: Params = bytemuck::cast(l.params);
                 let hbuf = l.bindings[3];
-                // The partial sums and the means fit the horizontal binding and scratch.
-                let per = (u64::from(w) * u64::from(h)).div_ceil(WORKGROUP);
-                let need = u64::from(p.items) + u64::from(p.s1 - p.s0) * (per + 1);
+                // The statistics fit the horizontal binding and scratch (and the copies
+                // for neighbourhood ops, which need a sample's pixels three times).
+                let temp = if neighbourhood {
+                    TEMP_WORDS * u64::from(w) * u64::from(h)
+                } else {
+                    0
+                };
+                let need = u64::from(p.items) + u64::from(p.s1 - p.s0) * (STATS_WORDS + temp);
                 assert!(hbuf.size >= need * 4 && scratch.horizontal >= need * 4);
                 let groups = u64::from(l.grid[0]) * u64::from(l.grid[1]);
                 (groups, p.phase, p.contrast)
@@ -884,7 +919,8 @@ mod tests {
     #[test]
     fn contrast_adds_a_mean_and_a_blend_phase() {
         // Jitter with contrast: per group, phase 0 over every pixel, the mean (one
-        // workgroup per sample), the blend over every pixel again.
+        // workgroup per sample does it, the grid covers every pixel as phase 1 of a
+        // neighbourhood op needs), the blend over every pixel again.
         let aug = Augment::new().resize(100, 60).color_jitter(0.4, 0.5, 0.4);
         let vj = vertical(&aug, 5, (100, 60));
         let per = 6000u64.div_ceil(256);
@@ -892,28 +928,55 @@ mod tests {
         assert_eq!((vj[0].1, vj[1].1, vj[2].1), (0, 1, 2));
         assert_eq!((vj[1].2, vj[2].2), (1, 1));
         assert!(vj[0].0 >= 5 * per && vj[2].0 == vj[0].0, "{vj:?}");
-        assert!(vj[1].0 >= 5 && vj[1].0 < 5 + 65535, "{vj:?}");
+        assert_eq!(vj[1].0, vj[0].0, "{vj:?}");
         // A plan whose contrast factor is 1 has no contrast change.
         let mut plan = aug.plan(1, 0, 0, 300, 200);
         plan.contrast = 1.0;
-        assert_eq!(contrast_changes(&plan), 0);
+        assert_eq!(whole_image_ops(&plan).0, 0);
         plan.contrast = 1.5;
         plan.flags |= crate::augment::plan::JITTER;
         plan.jitter_order = 0x0403_0201;
-        assert_eq!(contrast_changes(&plan), 1);
+        assert_eq!(whole_image_ops(&plan).0, 1);
         // The ops stop at the first empty one, as the shader's `op_count` does.
         plan.jitter_order = 0x0200_0201;
-        assert_eq!(contrast_changes(&plan), 1);
+        assert_eq!(whole_image_ops(&plan).0, 1);
         plan.jitter_order = 0x0202_0202;
-        assert_eq!(contrast_changes(&plan), 4);
+        assert_eq!(whole_image_ops(&plan).0, 4);
         // The list goes on in the second word (colour ops after the jitter).
         plan.jitter_order_hi = 0x0000_0205;
-        assert_eq!(contrast_changes(&plan), 5);
+        assert_eq!(whole_image_ops(&plan).0, 5);
         plan.jitter_order = 0x0000_0201;
         assert_eq!(
-            contrast_changes(&plan),
+            whole_image_ops(&plan).0,
             1,
             "the first word's 0 ends the list"
         );
+    }
+
+    #[test]
+    fn whole_image_ops_add_rounds_and_neighbourhood_ops_a_copy() {
+        let aug = Augment::new()
+            .resize(40, 30)
+            .gaussian_blur((5, 3), (0.5, 2.0), 1.0)
+            .random_adjust_sharpness(2.0, 1.0)
+            .random_autocontrast(1.0)
+            .random_equalize(1.0);
+        let plan = aug.plan(1, 0, 0, 300, 200);
+        assert_eq!(whole_image_ops(&plan), (4, true));
+        let vj = vertical(&aug, 3, (40, 30));
+        assert_eq!(vj.len(), 9, "{vj:?}");
+        for r in 1..=4u32 {
+            assert_eq!(vj[2 * r as usize - 1].1, 1);
+            assert_eq!(vj[2 * r as usize].1, 2);
+            assert_eq!(vj[2 * r as usize].2, r);
+        }
+        // Statistics alone need no copy.
+        let stats = Augment::new().resize(40, 30).random_equalize(1.0);
+        assert_eq!(whole_image_ops(&stats.plan(1, 0, 0, 300, 200)), (1, false));
+        // Sharpness on an image 2 pixels wide leaves it as it is: no round.
+        let thin = Augment::new()
+            .resize(2, 30)
+            .random_adjust_sharpness(2.0, 1.0);
+        assert_eq!(whole_image_ops(&thin.plan(1, 0, 0, 300, 200)), (0, false));
     }
 }

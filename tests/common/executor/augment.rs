@@ -224,6 +224,96 @@ pub fn colour_ops_after_the_jitter_match_the_reference(e: &dyn Executor) {
     report(e, &worst, "colour ops u8");
 }
 
+pub fn whole_image_ops_match_the_reference(e: &dyn Executor) {
+    let mut rng = TestRng(0xB1_0125);
+    let mut worst = Worst::default();
+    // Blur (kernels from 1 to 23 taps, some wider than the output, which reflect more
+    // than once), sharpness (smoothing to sharpening), auto-contrast and equalize, each
+    // a round of its own, after the jitter (contrast a round too) and among the colour
+    // ops; outputs from 1x1 (sharpness leaves 2-pixel sides alone) to 45x31.
+    let sizes = [(45u32, 31u32), (17, 9), (3, 3), (2, 7), (1, 1), (24, 40)];
+    let kernels = [(3u32, 3u32), (5, 9), (23, 23), (7, 1), (1, 5)];
+    let factors = [0.0, 0.5, 2.0, 5.3];
+    let mut seen = std::collections::BTreeMap::new();
+    for (i, &(w, h)) in sizes.iter().enumerate() {
+        for round in 0..2 {
+            let mut aug = crop_and_jitter((0.3, 1.0), (w, h), [0.5, 0.6, 0.7, 0.2])
+                .gaussian_blur(kernels[(i + round) % kernels.len()], (0.1, 4.0), 0.7)
+                .random_adjust_sharpness(factors[(i + 2 * round) % factors.len()], 0.6)
+                .random_autocontrast(0.5)
+                .random_equalize(0.5);
+            if round == 1 {
+                aug = aug
+                    .random_grayscale(0.3)
+                    .random_posterize(5, 0.4)
+                    .random_solarize(200.0, 0.4);
+            }
+            let samples: Vec<Sample> = (0..12)
+                .map(|id| random_sample(&mut rng, &aug, 9000 + 100 * i as u64 + id, false))
+                .collect();
+            for s in &samples {
+                for op in s.plan.jitter_ops() {
+                    *seen.entry(op).or_insert(0u32) += 1;
+                }
+            }
+            run_and_check(e, &samples, false, &mut rng, &mut worst, "whole-image ops");
+        }
+    }
+    {
+        use stoker::augment::plan::{OP_AUTOCONTRAST, OP_BLUR, OP_EQUALIZE, OP_SHARPNESS};
+        for op in [OP_BLUR, OP_SHARPNESS, OP_AUTOCONTRAST, OP_EQUALIZE] {
+            assert!(
+                seen.get(&op).copied().unwrap_or(0) >= 20,
+                "op {op}: {seen:?}"
+            );
+        }
+    }
+    report(e, &worst, "whole-image ops u8");
+}
+
+pub fn policies_match_the_reference(e: &dyn Executor) {
+    let mut rng = TestRng(0x9011_C1E5);
+    let mut worst = Worst::default();
+    // RandAugment (the usual 2 ops at 9 of 31, and 5 strong ops) and TrivialAugmentWide,
+    // with label planes (the warps' nearest path) and an f32 normalised output.
+    let policies = [
+        Augment::new().rand_augment(2, 9, 31),
+        Augment::new().rand_augment(5, 28, 31),
+        Augment::new().trivial_augment_wide(31),
+    ];
+    for (i, base) in policies.into_iter().enumerate() {
+        let aug = base
+            .random_resized_crop(37, (0.3, 1.0), (0.75, 4.0 / 3.0))
+            .output_size(37, 29)
+            .flip_horizontal(0.5)
+            .fill([90, 20, 250])
+            .mask_fill(255)
+            .crop_aware(false);
+        let aug = if i == 1 {
+            aug.normalize(super::random::MEAN, super::random::STD)
+        } else {
+            aug
+        };
+        let samples: Vec<Sample> = (0..16)
+            .map(|id| random_sample(&mut rng, &aug, 12_000 + 100 * i as u64 + id, true))
+            .collect();
+        let ops: usize = samples.iter().map(|s| s.plan.jitter_ops().count()).sum();
+        assert!(ops > 0, "no colour op drawn");
+        assert!(samples
+            .iter()
+            .any(|s| s.plan.has(stoker::augment::plan::AFFINE)));
+        let out = run_augment(e, &samples, true, WHOLE, &mut rng);
+        check_batch(
+            &samples,
+            &out.images,
+            out.masks.as_deref(),
+            &mut worst,
+            "policies",
+        );
+    }
+    report(e, &worst, "policies");
+}
+
 pub fn erasing_matches_the_reference_for_every_dtype_and_layout(e: &dyn Executor) {
     let mut rng = TestRng(0xE2A5E);
     let mut erased = 0;

@@ -190,6 +190,8 @@ macro_rules! executor_tests {
             augment::augment_matches_the_reference_for_every_dtype_and_layout,
             augment::every_jitter_order_matches_the_reference,
             augment::colour_ops_after_the_jitter_match_the_reference,
+            augment::whole_image_ops_match_the_reference,
+            augment::policies_match_the_reference,
             augment::erasing_matches_the_reference_for_every_dtype_and_layout,
             augment::large_outputs_take_the_wide_contrast_sum,
             augment::masks_match_the_reference_exactly,

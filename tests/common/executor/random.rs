@@ -196,9 +196,18 @@ pub fn compare(plan: &SamplePlan, gpu: &[u8], cpu: &[u8], what: &str, worst: &mu
             1.0 / 255.0
         }
     };
-    let steps = plan.jitter_ops().any(|op| {
-        op == stoker::augment::plan::OP_SOLARIZE
-            || (op == stoker::augment::plan::OP_POSTERIZE && plan.posterize_bits() < 8)
+    // Ops that turn a one-level difference before them into a larger one: solarize and
+    // posterize (a threshold), equalize and auto-contrast (a table, a stretch), sharpness
+    // (a factor past 1 amplifies).
+    let steps = plan.jitter_ops().enumerate().any(|(k, op)| {
+        use stoker::augment::plan::{
+            OP_AUTOCONTRAST, OP_EQUALIZE, OP_POSTERIZE, OP_SHARPNESS, OP_SOLARIZE,
+        };
+        op == OP_SOLARIZE
+            || (op == OP_POSTERIZE && plan.posterize_bits_at(k) < 8)
+            || op == OP_EQUALIZE
+            || op == OP_AUTOCONTRAST
+            || op == OP_SHARPNESS
     });
     let mut check = |i: usize, g: f64, c: f64, step: f64| {
         let lv = level(channel(i));
