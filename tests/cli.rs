@@ -427,6 +427,11 @@ fn the_wgpu_backend_runs_from_the_command_line() {
     let r = wgpu_pipeline("1", &["--affine"]);
     assert_eq!(r["delivered"], 6, "{r}");
     assert_eq!(r["stats"]["gpu_decoded"], 6, "{r}");
+    // The blur and a policy (whole-image rounds of the fused pass): on the device too.
+    let r = wgpu_pipeline("1", &["--blur", "--policy", "rand-augment"]);
+    assert_eq!(r["delivered"], 6, "{r}");
+    assert_eq!(r["stats"]["gpu_decoded"], 6, "{r}");
+    assert_eq!(r["stats"]["cpu_fallbacks"], 0, "{r}");
 
     // The samples transcoded with restart markers: every one Huffman-decoded on the
     // device, by the decode benchmark and through the pipeline, none falling back.

@@ -23,8 +23,8 @@
 //! top-left corner differ in distribution).
 
 use super::plan::{
-    factor_word, SamplePlan, OP_AUTOCONTRAST, OP_BRIGHTNESS, OP_CONTRAST, OP_EQUALIZE, OP_POSTERIZE,
-    OP_SATURATION, OP_SHARPNESS, OP_SOLARIZE, PARAM_INT,
+    factor_word, SamplePlan, OP_AUTOCONTRAST, OP_BRIGHTNESS, OP_CONTRAST, OP_EQUALIZE,
+    OP_POSTERIZE, OP_SATURATION, OP_SHARPNESS, OP_SOLARIZE, PARAM_INT,
 };
 use super::AffineParams;
 use crate::rng::Rng;

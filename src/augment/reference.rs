@@ -958,42 +958,64 @@ pub fn reflect(i: i64, n: usize) -> usize {
 
 /// Separable Gaussian blur with the integer weights of [`blur_weights`] (each axis summing
 /// to `2^BLUR_WEIGHT_BITS`) and reflecting edges: the horizontal sums are kept exactly
-/// (at most 23 bits), the vertical sums are exact (64 bits here; the GPU code splits
-/// them), and the result is rounded half up. torchvision convolves with the 2D kernel in
-/// f32; the two agree but where the weights' rounding moves a value across a half.
+/// (at most 23 bits), the vertical sums are exact (taken as the high and low 12 bits of
+/// the horizontal sums apart, as the GPU code takes them), and the result is rounded half
+/// up. torchvision convolves with the 2D kernel in f32; the two agree but where the
+/// weights' rounding moves a value across a half.
+///
+/// Both passes run a row at a time, tap after tap over whole rows, so the inner loops are
+/// plain multiply-adds over contiguous values.
 pub fn gaussian_blur(rgb: &mut [u8], width: usize, height: usize, wx: &[u32], wy: &[u32]) {
     let (rx, ry) = ((wx.len() / 2) as i64, (wy.len() / 2) as i64);
-    let mut h = vec![0u32; width * height * 3];
-    for y in 0..height {
-        for x in 0..width {
-            let mut acc = [0u32; 3];
+    let line = width * 3;
+    let mut h = vec![0u32; line * height];
+    // Columns whose taps all fall inside the row: a contiguous run of source values.
+    let (inner0, inner1) = (rx as usize, width.saturating_sub(rx as usize));
+    for (y, hrow) in h.chunks_exact_mut(line).enumerate() {
+        let src = &rgb[y * line..(y + 1) * line];
+        for x in (0..width).filter(|&x| x < inner0 || x >= inner1.max(inner0)) {
             for (t, &w) in wx.iter().enumerate() {
                 let sx = reflect(x as i64 + t as i64 - rx, width);
-                let p = &rgb[(y * width + sx) * 3..][..3];
                 for c in 0..3 {
-                    acc[c] += w * u32::from(p[c]);
+                    hrow[x * 3 + c] += w * u32::from(src[sx * 3 + c]);
                 }
             }
-            h[(y * width + x) * 3..][..3].copy_from_slice(&acc);
+        }
+        if inner1 > inner0 {
+            let out = &mut hrow[inner0 * 3..inner1 * 3];
+            for (t, &w) in wx.iter().enumerate() {
+                let from = &src[(inner0 + t - rx as usize) * 3..][..out.len()];
+                for (o, &v) in out.iter_mut().zip(from) {
+                    *o += w * u32::from(v);
+                }
+            }
         }
     }
+    let mut hi = vec![0u32; line];
+    let mut lo = vec![0u32; line];
+    for (y, orow) in rgb[..line * height].chunks_exact_mut(line).enumerate() {
+        hi.fill(0);
+        lo.fill(0);
+        for (t, &w) in wy.iter().enumerate() {
+            let sy = reflect(y as i64 + t as i64 - ry, height);
+            let hrow = &h[sy * line..(sy + 1) * line];
+            for ((a, b), &v) in hi.iter_mut().zip(lo.iter_mut()).zip(hrow) {
+                *a += w * (v >> 12);
+                *b += w * (v & 4095);
+            }
+        }
+        for ((o, &a), &b) in orow.iter_mut().zip(&hi).zip(&lo) {
+            *o = blur_round(a, b);
+        }
+    }
+}
+
+/// The blur's rounding: `(a * 2^12 + b + 2^29) >> 30` for the vertical pass's sums of the
+/// high (`a`) and low (`b`) parts, without leaving 32 bits.
+#[inline]
+pub fn blur_round(a: u32, b: u32) -> u8 {
     let shift = 2 * BLUR_WEIGHT_BITS;
-    for y in 0..height {
-        for x in 0..width {
-            let mut acc = [0u64; 3];
-            for (t, &w) in wy.iter().enumerate() {
-                let sy = reflect(y as i64 + t as i64 - ry, height);
-                let q = &h[(sy * width + x) * 3..][..3];
-                for c in 0..3 {
-                    acc[c] += u64::from(w) * u64::from(q[c]);
-                }
-            }
-            for c in 0..3 {
-                let v = (acc[c] + (1 << (shift - 1))) >> shift;
-                rgb[(y * width + x) * 3 + c] = v.min(255) as u8;
-            }
-        }
-    }
+    ((a + ((b + (1 << (shift - 1))) >> 12)) >> (shift - 12)).min(255) as u8
 }
 
 /// torchvision's posterize mask: the high `bits` bits of a byte.
@@ -1275,6 +1297,57 @@ mod tests {
             }
         }
         out
+    }
+
+    /// The row-wise blur is the plain two-pass definition (64-bit vertical sums, every
+    /// tap reflected), bit for bit, over random images, kernels wider than the image and
+    /// one-pixel sides.
+    #[test]
+    fn the_row_wise_blur_is_the_plain_one() {
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move |n: u32| -> u32 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % u64::from(n.max(1))) as u32
+        };
+        for case in 0..80 {
+            let (w, h) = (1 + next(40) as usize, 1 + next(30) as usize);
+            let (kx, ky) = (1 + 2 * next(13), 1 + 2 * next(13));
+            let sigma = 0.1 + next(500) as f32 / 100.0;
+            let (wx, wy) = (blur_weights(kx, sigma), blur_weights(ky, sigma));
+            let img: Vec<u8> = (0..w * h * 3).map(|_| next(256) as u8).collect();
+            let mut want = img.clone();
+            let mut hsum = vec![0u32; w * h * 3];
+            for y in 0..h {
+                for x in 0..w {
+                    for (t, &wt) in wx.iter().enumerate() {
+                        let sx = reflect(x as i64 + t as i64 - (kx / 2) as i64, w);
+                        for c in 0..3 {
+                            hsum[(y * w + x) * 3 + c] += wt * u32::from(img[(y * w + sx) * 3 + c]);
+                        }
+                    }
+                }
+            }
+            for y in 0..h {
+                for x in 0..w {
+                    for c in 0..3 {
+                        let mut acc = 0u64;
+                        for (t, &wt) in wy.iter().enumerate() {
+                            let sy = reflect(y as i64 + t as i64 - (ky / 2) as i64, h);
+                            acc += u64::from(wt) * u64::from(hsum[(sy * w + x) * 3 + c]);
+                        }
+                        want[(y * w + x) * 3 + c] = ((acc + (1 << 29)) >> 30).min(255) as u8;
+                    }
+                }
+            }
+            let mut got = img.clone();
+            gaussian_blur(&mut got, w, h, &wx, &wy);
+            assert_eq!(
+                got, want,
+                "case {case}: {w}x{h}, kernel {kx}x{ky}, sigma {sigma}"
+            );
+        }
     }
 
     /// The unrolled kernels (two rows at a time, then one; 3 to 9 taps; the general loop

@@ -61,6 +61,14 @@ pub struct PipelineBenchArgs {
     /// degrees, translation of up to a tenth, scale 0.9 to 1.1, shear of up to 5 degrees).
     #[arg(long)]
     affine: bool,
+    /// Add the SimCLR recipe's Gaussian blur to the transform (23x23 kernel, sigma 0.1 to
+    /// 2, half the samples).
+    #[arg(long)]
+    blur: bool,
+    /// Add an augmentation policy: `rand-augment` (RandAugment(2, 9, 31)) or
+    /// `trivial-augment` (TrivialAugmentWide(31)).
+    #[arg(long, value_parser = ["rand-augment", "trivial-augment"])]
+    policy: Option<String>,
     /// Mix each batch with MixUp of this alpha (f16 and f32 only; with --cutmix too, each
     /// batch gets one of the two).
     #[arg(long, value_parser = alpha)]
@@ -76,7 +84,8 @@ pub struct PipelineBenchArgs {
     #[arg(long, default_value = "exact", value_parser = clap::value_parser!(HardwareDecode))]
     hardware: HardwareDecode,
     /// This process's rank in data-parallel training (with --world-size); without both,
-    /// from the RANK and WORLD_SIZE environment variables, else 0 of 1.
+    /// from the launcher's environment (torchrun's RANK and WORLD_SIZE, else SLURM's
+    /// SLURM_PROCID and SLURM_NTASKS), else 0 of 1.
     #[arg(long, requires = "world_size")]
     rank: Option<usize>,
     /// The number of data-parallel ranks (with --rank).
@@ -311,6 +320,14 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
                 .scale(0.9, 1.1)
                 .shear(-5.0, 5.0),
         );
+    }
+    if a.blur {
+        aug = aug.gaussian_blur((23, 23), (0.1, 2.0), 0.5);
+    }
+    match a.policy.as_deref() {
+        Some("rand-augment") => aug = aug.rand_augment(2, 9, 31),
+        Some(_) => aug = aug.trivial_augment_wide(31),
+        None => {}
     }
     if let Some(alpha) = a.mixup {
         aug = aug.mixup(alpha);
