@@ -300,7 +300,9 @@ impl PipelineBuilder {
         self
     }
 
-    /// Read the shard from the `RANK` and `WORLD_SIZE` environment variables.
+    /// Read the shard from the launcher's environment: torchrun's `RANK` and `WORLD_SIZE`,
+    /// else SLURM's `SLURM_PROCID` and `SLURM_NTASKS`
+    /// ([`launch_from_env`](crate::source::sampler::launch_from_env)).
     pub fn shard_from_env(mut self) -> Self {
         self.shard_from_env = true;
         self

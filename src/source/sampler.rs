@@ -295,35 +295,164 @@ impl Sampler {
     }
 }
 
-/// `(rank, world_size)` from the `RANK` and `WORLD_SIZE` environment variables, as
-/// `torchrun` sets them; `(0, 1)` when neither is set. A malformed or inconsistent value
-/// is an error, not a silent single-process run.
-pub fn shard_from_env() -> Result<(usize, usize)> {
+/// Where a process sits in a data-parallel launch, as its launcher says in the
+/// environment ([`launch_from_env`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Launch {
+    /// This process's rank among all of them.
+    pub rank: usize,
+    /// How many processes there are.
+    pub world_size: usize,
+    /// This process's rank on its node (which GPU it takes), when the launcher says.
+    pub local_rank: Option<usize>,
+    /// Who said: `"torchrun"`, `"slurm"`, or `"none"` for a single process.
+    pub launcher: &'static str,
+}
+
+/// The launch from the environment: torchrun's `RANK`, `WORLD_SIZE` and `LOCAL_RANK`
+/// (also set by `torch.distributed.launch`, DeepSpeed and Accelerate), else SLURM's
+/// `SLURM_PROCID`, `SLURM_NTASKS` and `SLURM_LOCALID` (`srun`, one task per GPU), else a
+/// single process. torchrun's come first: under `srun torchrun ...` SLURM's name the
+/// launcher processes, one per node, and torchrun's the workers. A malformed or
+/// inconsistent value (a rank without a world size, a rank past it) is an error, not a
+/// silent single-process run.
+pub fn launch_from_env() -> Result<Launch> {
+    launch_from(|name| match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(e) => Err(Error::config(name, e.to_string())),
+    })
+}
+
+/// [`launch_from_env`] over any source of variables.
+fn launch_from(var: impl Fn(&str) -> Result<Option<String>>) -> Result<Launch> {
     let read =
         |name: &str| -> Result<Option<usize>> {
-            match std::env::var(name) {
-                Ok(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
+            match var(name)? {
+                Some(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
                     Error::config(name, format!("{v:?} is not a non-negative integer"))
                 }),
-                Err(std::env::VarError::NotPresent) => Ok(None),
-                Err(e) => Err(Error::config(name, e.to_string())),
+                None => Ok(None),
             }
         };
-    match (read("RANK")?, read("WORLD_SIZE")?) {
-        (None, None) => Ok((0, 1)),
-        (Some(r), Some(w)) if w > 0 && r < w => Ok((r, w)),
-        (r, w) => Err(Error::config(
-            "RANK",
-            format!(
-                "RANK={r:?} and WORLD_SIZE={w:?} do not name a shard (both must be set, RANK < WORLD_SIZE)"
-            ),
-        )),
+    let schemes: [(&'static str, [&str; 3]); 2] = [
+        ("torchrun", ["RANK", "WORLD_SIZE", "LOCAL_RANK"]),
+        ("slurm", ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"]),
+    ];
+    for (launcher, [rank, world, local]) in schemes {
+        match (read(rank)?, read(world)?) {
+            (None, None) => continue,
+            (Some(r), Some(w)) if w > 0 && r < w => {
+                let local_rank = read(local)?;
+                if let Some(l) = local_rank {
+                    if l >= w {
+                        return Err(Error::config(
+                            local,
+                            format!("{local}={l} is not below {world}={w}"),
+                        ));
+                    }
+                }
+                return Ok(Launch {
+                    rank: r,
+                    world_size: w,
+                    local_rank,
+                    launcher,
+                });
+            }
+            (r, w) => {
+                return Err(Error::config(
+                    rank,
+                    format!(
+                        "{rank}={r:?} and {world}={w:?} do not name a shard (both must be \
+                         set, {rank} < {world})"
+                    ),
+                ))
+            }
+        }
     }
+    Ok(Launch {
+        rank: 0,
+        world_size: 1,
+        local_rank: None,
+        launcher: "none",
+    })
+}
+
+/// `(rank, world_size)` from the launcher's environment ([`launch_from_env`]: torchrun's
+/// `RANK` and `WORLD_SIZE`, else SLURM's `SLURM_PROCID` and `SLURM_NTASKS`); `(0, 1)`
+/// when none is set. A malformed or inconsistent value is an error, not a silent
+/// single-process run.
+pub fn shard_from_env() -> Result<(usize, usize)> {
+    launch_from_env().map(|l| (l.rank, l.world_size))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn launch(vars: &[(&str, &str)]) -> Result<Launch> {
+        launch_from(|name| {
+            Ok(vars
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string()))
+        })
+    }
+
+    #[test]
+    fn launches_come_from_torchrun_then_slurm() {
+        let none = launch(&[]).expect("nothing set");
+        assert_eq!((none.rank, none.world_size, none.launcher), (0, 1, "none"));
+        let t = launch(&[("RANK", "5"), ("WORLD_SIZE", "8"), ("LOCAL_RANK", "1")]).expect("t");
+        assert_eq!(
+            t,
+            Launch {
+                rank: 5,
+                world_size: 8,
+                local_rank: Some(1),
+                launcher: "torchrun"
+            }
+        );
+        let s = launch(&[
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "4"),
+            ("SLURM_LOCALID", "3"),
+        ])
+        .expect("slurm");
+        assert_eq!((s.rank, s.world_size, s.local_rank), (3, 4, Some(3)));
+        assert_eq!(s.launcher, "slurm");
+        // `srun torchrun`: torchrun's workers, not SLURM's launcher processes.
+        let both = launch(&[
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "2"),
+            ("RANK", "6"),
+            ("WORLD_SIZE", "8"),
+        ])
+        .expect("both");
+        assert_eq!(
+            (both.rank, both.world_size, both.launcher),
+            (6, 8, "torchrun")
+        );
+        // No local rank: none said.
+        assert_eq!(
+            launch(&[("RANK", "0"), ("WORLD_SIZE", "1")])
+                .expect("no local")
+                .local_rank,
+            None
+        );
+        for bad in [
+            &[("SLURM_PROCID", "2")][..],
+            &[("SLURM_PROCID", "4"), ("SLURM_NTASKS", "4")],
+            &[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "0")],
+            &[("RANK", "x"), ("WORLD_SIZE", "2")],
+            &[("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "2")],
+            &[("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "-1")],
+            // A broken torchrun setting is not covered up by SLURM's.
+            &[("RANK", "1"), ("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")],
+        ] {
+            assert!(launch(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn epochs_are_permutations_and_differ() {
