@@ -12,15 +12,15 @@
 //! | words | what |
 //! | --- | --- |
 //! | 0..16 | header: sample count, output width, height, dtype, layout, image bytes, word offsets of the descriptors, plans and data section, 7 zero words |
-//! | 16.. | `capacity` descriptors of 16 words (see below) |
-//! | then | `capacity` [`SamplePlan`]s, 48 words each, as they are (the valid and erased rects clamped) |
-//! | then | the data section: per sample, contiguous, in sample order: x bounds (`(first window column, taps)` per output column), x weights (`kx` per output column, i32 with 22 fractional bits, zero past a column's taps), y bounds (`(first row of the horizontal result, taps)` per output row), y weights, and with a mask: the nearest source column per output column, the source row per output row, then the label plane, two u16 per word, low half first |
+//! | 16.. | `capacity` descriptors of 20 words (see below) |
+//! | then | `capacity` [`SamplePlan`]s, 64 words each, as they are (the valid and erased rects clamped) |
+//! | then | the data section: per sample, contiguous, in sample order: x bounds (`(first window column, taps)` per output column), x weights (`kx` per output column, i32 with 22 fractional bits, zero past a column's taps), y bounds (`(first row of the horizontal result, taps)` per output row), y weights, with a Gaussian blur its kernel sizes and integer weights (`kx, ky`, then `kx` and `ky` weights), and with a mask: the nearest source column per output column, the source row per output row, then the label plane, two u16 per word, low half first |
 //!
 //! A descriptor is: window offset (word in the windows buffer), window width, window height,
 //! first window row and row count the horizontal pass reads, first horizontal item (prefix
 //! sum of `rows * out_width`), then data-relative word offsets of x bounds, x weights, `kx`,
 //! y bounds, y weights, `ky`, mask pixels, mask width (0: no mask), mask height, nearest
-//! tables. `capacity` grows by doubling and is kept across [`AugmentInput::clear`], so the
+//! tables, the blur's weights (0: no blur), 3 zero words. `capacity` grows by doubling and is kept across [`AugmentInput::clear`], so the
 //! blob layout is stable from batch to batch.
 //!
 //! # Passes ([`AugmentInput::launches`])
@@ -30,15 +30,18 @@
 //!    a 2D grid of workgroups. Writes u8 RGB, one word per pixel, to a scratch buffer.
 //! 2. `vertical_jitter`, spread over the whole GPU: phase 0 runs one invocation per
 //!    output pixel (`ceil(pixels / 256)` workgroups per sample, each within one sample,
-//!    a 2D grid): the vertical resize and the jitter ops before the plan's first contrast
-//!    change, one word per output pixel into a second scratch buffer holding the whole
-//!    batch. Contrast needs the mean of the floored grayscale over the whole image: each
-//!    workgroup writes the exact integer sum of its pixels' (at most 256 x 255) after the
-//!    horizontal items in the horizontal scratch buffer. Then, per contrast change `r`
-//!    (a plan has at most one, each op appearing once in its order, but the planner takes
-//!    any), phase 1 (one workgroup per sample) reduces the partial sums with a carry word
-//!    into the mean, and phase 2 (one invocation per pixel again) blends with it and runs
-//!    the ops up to the next contrast change, leaving the partial sums for it.
+//!    a 2D grid): the vertical resize and the colour ops before the plan's first
+//!    whole-image op ([`reference::needs_whole_image`]: contrast, auto-contrast,
+//!    equalize, sharpness, blur), one word per output pixel into a second scratch buffer
+//!    holding the whole batch. Then per whole-image op `r` (a round; a plan may hold
+//!    several), over the same grid: phase 1 gathers what the op needs after the group's
+//!    horizontal items in the horizontal scratch buffer, `STATS_WORDS` (768) per sample for
+//!    a statistic that the sample's first workgroup computes (contrast's mean from an
+//!    exact integer sum with a carry word, the channels' extremes, equalize's tables from
+//!    three histograms in workgroup atomics), then, when the group has a neighbourhood
+//!    op, `TEMP_WORDS` (3) per pixel of each sample that every invocation fills (sharpness:
+//!    its pixel; blur: its horizontal sums); phase 2 (one invocation per pixel) applies
+//!    the op from there and runs the per-pixel ops up to the next round.
 //! 3. `write_image`: one invocation per u32 word of the batch output (2D grid): flips,
 //!    normalise, layout and dtype (u8 four per word, f16 rounded to nearest even, f32).
 //!    A word may hold elements of two samples; every word is written by one invocation.
@@ -725,10 +728,11 @@ pub struct Params {
     pub byte0: u32,
     /// Write passes: words in the chunk.
     pub words: u32,
-    /// `vertical_jitter`: 0 (resize and the ops before the first contrast change), 1 (the
-    /// mean for contrast change `contrast`), 2 (the blend and the ops up to the next).
+    /// `vertical_jitter`: 0 (resize and the ops before the first whole-image op), 1 (what
+    /// whole-image op `contrast` needs), 2 (the op and the ops up to the next).
     pub phase: u32,
-    /// `vertical_jitter` phases 1 and 2: which contrast change (from 1).
+    /// `vertical_jitter` phases 1 and 2: which whole-image op (from 1; named for the
+    /// first of them, contrast).
     pub contrast: u32,
     /// Zero: the record is [`PARAM_WORDS`] words long.
     pub pad: [u32; PARAM_WORDS - 12],

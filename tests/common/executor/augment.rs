@@ -142,7 +142,7 @@ fn crop_and_jitter(area: (f64, f64), size: (u32, u32), jitter: [f64; 4]) -> Augm
 fn report(e: &dyn Executor, worst: &Worst, what: &str) {
     eprintln!(
         "{what}: worst difference {:.3} levels; {} of {} elements differ, {} past the \
-         tolerance (steps of posterize or solarize)",
+         tolerance (steps: posterize, solarize, equalize, auto-contrast, sharpness)",
         worst.levels, worst.off, worst.elements, worst.jumps
     );
     worst.check_jumps(what);

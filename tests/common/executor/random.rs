@@ -169,7 +169,8 @@ pub struct Worst {
 }
 
 impl Worst {
-    /// Steps of posterize or solarize stay rare: at most 0.1 % of the elements.
+    /// Steps (posterize, solarize, equalize, auto-contrast, sharpness) stay rare: at most
+    /// 0.1 % of the elements.
     pub fn check_jumps(&self, what: &str) {
         assert!(
             self.jumps * 1000 <= self.elements,
