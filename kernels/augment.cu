@@ -320,10 +320,15 @@ static __device__ __forceinline__ u32 op_count(const Aug& g, u32 s) {
     return k;
 }
 
+// The factor of op k: its own parameter word, else `otherwise`.
+static __device__ __forceinline__ float own_factor(const Aug& g, u32 s, u32 k, float otherwise) {
+    const u32 w = plan_u(g, s, P_OP_PARAMS + k);
+    return w != 0u ? as_f32(w) : otherwise;
+}
+
 // The factor of op k: its own parameter word, else the plan word `fallback`.
 static __device__ __forceinline__ float op_factor(const Aug& g, u32 s, u32 k, u32 fallback) {
-    const u32 w = plan_u(g, s, P_OP_PARAMS + k);
-    return w != 0u ? as_f32(w) : plan_f(g, s, fallback);
+    return own_factor(g, s, k, plan_f(g, s, fallback));
 }
 
 // The integer parameter of op k (posterize bits, solarize threshold), else `fallback`.
@@ -644,8 +649,7 @@ extern "C" __global__ void vertical_jitter(const KernelArgs a) {
                 }
             }
             const U3 c = unpack_rgb(g.hbuf[temp + p]);
-            const u32 w = plan_u(g, s, P_OP_PARAMS + k);
-            const float alpha = 1.0f - (w != 0u ? as_f32(w) : 1.0f);
+            const float alpha = 1.0f - own_factor(g, s, k, 1.0f);
             v = U3{sharpen_value(c.x, sum.x + 4u * c.x, alpha),
                 sharpen_value(c.y, sum.y + 4u * c.y, alpha),
                 sharpen_value(c.z, sum.z + 4u * c.z, alpha)};

@@ -314,13 +314,15 @@ fn op_count(s: u32) -> u32 {
     return k;
 }
 
+// The factor of op k: its own parameter word, else `otherwise`.
+fn own_factor(s: u32, k: u32, otherwise: f32) -> f32 {
+    let w = plan_u(s, P_OP_PARAMS + k);
+    return select(otherwise, bitcast<f32>(w), w != 0u);
+}
+
 // The factor of op k: its own parameter word, else the plan word `fallback`.
 fn op_factor(s: u32, k: u32, fallback: u32) -> f32 {
-    let w = plan_u(s, P_OP_PARAMS + k);
-    if w != 0u {
-        return bitcast<f32>(w);
-    }
-    return plan_f(s, fallback);
+    return own_factor(s, k, plan_f(s, fallback));
 }
 
 // The integer parameter of op k (posterize bits, solarize threshold), else `fallback`.
@@ -622,9 +624,7 @@ fn vertical_jitter(
                 }
             }
             let c = unpack_rgb(hbuf[temp + p]);
-            let w = plan_u(s, P_OP_PARAMS + k);
-            let factor = select(1.0, bitcast<f32>(w), w != 0u);
-            v = sharpen_value(c, sum + 4u * c, 1.0 - factor);
+            v = sharpen_value(c, sum + 4u * c, 1.0 - own_factor(s, k, 1.0));
         }
     } else {
         // Blur's vertical pass: sum(w * h) is up to 38 bits, taken as the high and low

@@ -230,6 +230,15 @@ pub fn inverse_affine_matrix_about(p: &AffineParams, (cx, cy): (f64, f64)) -> [f
     m
 }
 
+/// The inverse map of warping by `second` after `first` (if there is a first), given
+/// their inverse maps.
+pub fn then_warp(first: Option<[f64; 6]>, second: &[f64; 6]) -> [f64; 6] {
+    match first {
+        Some(first) => compose_inverse(&first, second),
+        None => *second,
+    }
+}
+
 /// The inverse map of warping by `second` after `first`, given their inverse maps: an
 /// output point goes through `second`'s inverse, then `first`'s.
 pub fn compose_inverse(first: &[f64; 6], second: &[f64; 6]) -> [f64; 6] {
@@ -319,10 +328,7 @@ struct Filters {
 
 impl Filters {
     fn any(&self) -> bool {
-        self.blur.is_some()
-            || self.sharpness.is_some()
-            || self.autocontrast > 0.0
-            || self.equalize > 0.0
+        self.count() > 0
     }
 
     /// Ops a plan can get from these.
@@ -355,7 +361,14 @@ struct ColorOps {
 
 impl ColorOps {
     fn any(&self) -> bool {
-        self.grayscale > 0.0 || self.posterize.is_some() || self.solarize.is_some()
+        self.count() > 0
+    }
+
+    /// Ops a plan can get from these.
+    fn count(&self) -> usize {
+        usize::from(self.grayscale > 0.0)
+            + usize::from(self.posterize.is_some())
+            + usize::from(self.solarize.is_some())
     }
 }
 
@@ -953,10 +966,7 @@ impl Augment {
                     );
                 }
                 let jitter = self.jitter.map_or(0, |_| 4);
-                let colour = usize::from(self.color.grayscale > 0.0)
-                    + usize::from(self.color.posterize.is_some())
-                    + usize::from(self.color.solarize.is_some());
-                let room = plan::MAX_OPS - jitter - colour - self.filters.count();
+                let room = plan::MAX_OPS - jitter - self.color.count() - self.filters.count();
                 if num_ops as usize > room {
                     return bad(
                         name,
@@ -1190,6 +1200,7 @@ impl Augment {
                 }
             }
         }
+        let (mut autocontrast, mut equalize) = (false, false);
         if self.filters.any() {
             let f = &self.filters;
             let mut rng = Rng::new(seed, epoch, id, Stream::Filter);
@@ -1211,26 +1222,17 @@ impl Augment {
                     color.push((plan::OP_SHARPNESS, plan::factor_word(factor as f32)));
                 }
             }
-            let autocontrast = f.autocontrast > 0.0 && rng.bernoulli(f.autocontrast);
-            let equalize = f.equalize > 0.0 && rng.bernoulli(f.equalize);
-            if posterize {
-                color.push((plan::OP_POSTERIZE, 0));
-            }
-            if solarize {
-                color.push((plan::OP_SOLARIZE, 0));
-            }
-            if autocontrast {
-                color.push((plan::OP_AUTOCONTRAST, 0));
-            }
-            if equalize {
-                color.push((plan::OP_EQUALIZE, 0));
-            }
-        } else {
-            if posterize {
-                color.push((plan::OP_POSTERIZE, 0));
-            }
-            if solarize {
-                color.push((plan::OP_SOLARIZE, 0));
+            autocontrast = f.autocontrast > 0.0 && rng.bernoulli(f.autocontrast);
+            equalize = f.equalize > 0.0 && rng.bernoulli(f.equalize);
+        }
+        for (on, op) in [
+            (posterize, plan::OP_POSTERIZE),
+            (solarize, plan::OP_SOLARIZE),
+            (autocontrast, plan::OP_AUTOCONTRAST),
+            (equalize, plan::OP_EQUALIZE),
+        ] {
+            if on {
+                color.push((op, 0));
             }
         }
         let mut policy_warp: Option<[f64; 6]> = None;
@@ -1241,11 +1243,10 @@ impl Augment {
                     policy::Step::None => {}
                     policy::Step::Colour(op, param) => color.push((op, param)),
                     policy::Step::Warp(p, centre) => {
-                        let m = inverse_affine_matrix_about(&p, centre);
-                        policy_warp = Some(match policy_warp {
-                            Some(before) => compose_inverse(&before, &m),
-                            None => m,
-                        });
+                        policy_warp = Some(then_warp(
+                            policy_warp,
+                            &inverse_affine_matrix_about(&p, centre),
+                        ));
                     }
                 }
             }
@@ -1277,10 +1278,7 @@ impl Augment {
             inverse = Some(inverse_affine_matrix(&p));
         }
         if let Some(m) = policy_warp {
-            inverse = Some(match inverse {
-                Some(before) => compose_inverse(&before, &m),
-                None => m,
-            });
+            inverse = Some(then_warp(inverse, &m));
         }
         if let Some(m) = inverse {
             flags |= AFFINE;

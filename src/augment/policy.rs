@@ -8,7 +8,7 @@
 //!
 //! - The colour ops (brightness, colour, contrast, sharpness, posterize, solarize,
 //!   auto-contrast, equalize) join the plan's list of colour ops after the configured
-//!   ones, each with its own parameter ([`SamplePlan::op_params`]), in the order drawn.
+//!   ones, each with its own parameter ([`SamplePlan::op_params`](super::SamplePlan::op_params)), in the order drawn.
 //! - The geometric ops (shear, translate, rotate) are composed into the plan's one affine
 //!   warp, after [`Augment::random_affine`](super::Augment::random_affine)'s if there is
 //!   one: bilinear for images (torchvision's policies default to nearest; pass
@@ -23,8 +23,8 @@
 //! top-left corner differ in distribution).
 
 use super::plan::{
-    factor_word, SamplePlan, OP_AUTOCONTRAST, OP_BRIGHTNESS, OP_CONTRAST, OP_EQUALIZE,
-    OP_POSTERIZE, OP_SATURATION, OP_SHARPNESS, OP_SOLARIZE, PARAM_INT,
+    factor_word, OP_AUTOCONTRAST, OP_BRIGHTNESS, OP_CONTRAST, OP_EQUALIZE, OP_POSTERIZE,
+    OP_SATURATION, OP_SHARPNESS, OP_SOLARIZE, PARAM_INT,
 };
 use super::AffineParams;
 use crate::rng::Rng;
@@ -225,7 +225,7 @@ impl Policy {
 pub enum Step {
     /// Nothing.
     None,
-    /// A colour op and its parameter word ([`SamplePlan::op_params`]).
+    /// A colour op and its parameter word ([`SamplePlan::op_params`](super::SamplePlan::op_params)).
     Colour(u32, u32),
     /// A warp: torchvision's affine parameters and the centre it turns about, in pixels
     /// from the image's centre (`(-w / 2, -h / 2)` for the top-left corner).
@@ -273,16 +273,4 @@ pub fn step(op: PolicyOp, m: f64, width: u32, height: u32) -> Step {
 /// byte cannot: 255 is the most a plan holds).
 pub fn solarize_threshold(threshold: f64) -> u32 {
     (threshold as f32).ceil().clamp(0.0, 255.0) as u32
-}
-
-/// Pushes the colour steps of `steps` onto `plan`'s list; false if they do not fit.
-pub fn push_colour_steps(plan: &mut SamplePlan, steps: &[Step]) -> bool {
-    let ops: Vec<(u32, u32)> = steps
-        .iter()
-        .filter_map(|s| match *s {
-            Step::Colour(op, param) => Some((op, param)),
-            _ => None,
-        })
-        .collect();
-    plan.push_ops_with(&ops)
 }

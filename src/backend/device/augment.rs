@@ -331,9 +331,8 @@ impl AugmentInput {
         self.words.extend(self.ky.weights.iter().map(|&w| w as u32));
         // The Gaussian blur's weights: `kx, ky`, then the kx and ky integer weights.
         let mut blur = 0;
-        let ops = plan.jitter_ops().collect::<Vec<_>>();
         if plan.has(JITTER) {
-            if let Some(k) = ops.iter().position(|&op| op == OP_BLUR) {
+            if let Some(k) = plan.jitter_ops().position(|op| op == OP_BLUR) {
                 blur = rel(&self.words);
                 let (kx, ky) = plan.blur_kernel();
                 let sigma = plan.op_factor(k, 0.0);
