@@ -73,6 +73,9 @@ pub enum Stream {
     /// Whether the Gaussian blur, sharpness, auto-contrast and equalize apply, and the
     /// blur's sigma.
     Filter = 14,
+    /// Block order: the shards' order (id = 0) and each window's shuffle (id = 1 + the
+    /// window's index).
+    Blocks = 15,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.

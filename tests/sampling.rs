@@ -192,3 +192,122 @@ fn class_balanced_pipelines_draw_classes_alike_on_every_backend() {
         assert!(worst <= 1, "{backend}: pixels differ by {worst}");
     }
 }
+
+/// Block order over `groups` (the block of each sample), `window` blocks at a time.
+fn blocks(groups: &[u32], window: usize, seed: u64) -> Sampler {
+    Sampler::new(groups.len(), seed, true)
+        .blocks(groups.to_vec(), window)
+        .expect("block order")
+}
+
+#[test]
+fn block_order_permutes_shards_and_keeps_each_window_together() {
+    // 13 shards of 1 to 13 samples, their samples interleaved in the subset's order (as
+    // sorting by path leaves them).
+    let mut groups = Vec::new();
+    for g in 0..13u32 {
+        groups.extend(std::iter::repeat_n(g, 1 + g as usize));
+    }
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    for i in (1..groups.len()).rev() {
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        groups.swap(i, (rng >> 33) as usize % (i + 1));
+    }
+    let n = groups.len();
+    let s = blocks(&groups, 3, 7);
+    let mut orders = Vec::new();
+    for epoch in 0..4 {
+        let order = s.permutation(epoch);
+        // Every sample once.
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "epoch {epoch}");
+        // Windows: runs of positions whose samples come from 3 shards (the last from
+        // fewer), no shard in two windows.
+        let windows = s.epoch_windows(epoch).expect("windows");
+        assert_eq!(windows.len(), n);
+        assert!(windows.windows(2).all(|w| w[0] <= w[1]), "windows in order");
+        let mut seen_in: std::collections::HashMap<u32, u32> = Default::default();
+        for (&w, &i) in windows.iter().zip(&order) {
+            let before = seen_in.insert(groups[i], w);
+            assert!(
+                before.is_none_or(|b| b == w),
+                "shard {} in two windows",
+                groups[i]
+            );
+        }
+        let per_window = |w: u32| seen_in.values().filter(|x| **x == w).count();
+        assert_eq!((0..4).map(per_window).collect::<Vec<_>>(), [3, 3, 3, 3]);
+        assert_eq!(per_window(4), 1);
+        // The same for the same (seed, epoch).
+        assert_eq!(blocks(&groups, 3, 7).permutation(epoch), order);
+        orders.push(order);
+    }
+    assert!(
+        orders.windows(2).all(|w| w[0] != w[1]),
+        "another order each epoch"
+    );
+    // Samples within a window are shuffled: not in the subset's order.
+    let first = &orders[0];
+    assert!(first.windows(2).any(|w| w[0] > w[1]));
+    // Another seed, another order.
+    assert_ne!(blocks(&groups, 3, 8).permutation(0), orders[0]);
+}
+
+#[test]
+fn block_order_splits_across_ranks_in_runs_of_equal_length() {
+    let groups: Vec<u32> = (0..103u32).map(|i| i / 10).collect();
+    for (world, batch, drop_last) in [(1, 8, false), (2, 8, false), (4, 5, false), (3, 7, true)] {
+        let samplers: Vec<Sampler> = (0..world)
+            .map(|r| {
+                Sampler::new(groups.len(), 5, true)
+                    .shard(r, world)
+                    .and_then(|s| s.batches_of(batch, drop_last))
+                    .and_then(|s| s.blocks(groups.clone(), 2))
+                    .expect("sampler")
+            })
+            .collect();
+        let full = samplers[0].permutation(3);
+        let mut all = Vec::new();
+        let steps: Vec<usize> = samplers.iter().map(Sampler::num_batches).collect();
+        assert!(steps.iter().all(|s| *s == steps[0]), "{steps:?}");
+        for (r, s) in samplers.iter().enumerate() {
+            let order = s.epoch_order(3);
+            let per = s.samples_per_epoch();
+            assert_eq!(order.len(), per);
+            // A contiguous run of the one global order (wrapping for padding).
+            let expect: Vec<usize> = (0..per).map(|k| full[(r * per + k) % full.len()]).collect();
+            assert_eq!(order, expect, "rank {r} of {world}");
+            all.extend_from_slice(&order[..order.len() - s.padding()]);
+        }
+        all.sort_unstable();
+        let unique = all.len();
+        all.dedup();
+        assert_eq!(all.len(), unique, "no sample twice outside padding");
+        if !drop_last {
+            assert_eq!(all, (0..groups.len()).collect::<Vec<_>>(), "every sample");
+        }
+    }
+}
+
+#[test]
+fn block_order_is_refused_with_weights_and_kept_out_of_validation() {
+    let s = Sampler::new(4, 1, true);
+    assert!(
+        s.clone().blocks(vec![0, 0, 1], 1).is_err(),
+        "a block per sample"
+    );
+    assert!(
+        s.clone().blocks(vec![0, 0, 1, 1], 0).is_err(),
+        "an empty window"
+    );
+    let w = weighted(vec![1.0; 4], 4, true);
+    assert!(w.blocks(vec![0, 0, 1, 1], 1).is_err(), "not with weights");
+    let v = Sampler::new(4, 1, false)
+        .blocks(vec![1, 0, 1, 0], 1)
+        .expect("validation");
+    assert_eq!(v.permutation(2), [0, 1, 2, 3], "validation keeps its order");
+    assert!(!v.is_block_order());
+}

@@ -38,6 +38,20 @@
 //! (the same padding and `drop_last` rules), so every rank runs the same number of steps.
 //! A sample of weight 0 is never drawn; with replacement a sample may come more than once
 //! an epoch, by design (not flagged as [`repeated`](crate::Batch::repeated)).
+//!
+//! # Block order (shards held in memory)
+//!
+//! Where each read costs a request of tens of milliseconds (object storage), a full
+//! permutation reads every sample by its own ranged request. [`Sampler::blocks`] gives an
+//! order that reads whole shards instead, and is **not a full permutation** of the subset:
+//! the shards (blocks) are permuted each epoch, cut into windows of `window` shards, and
+//! the samples of each window are permuted among themselves; a window's shards are held
+//! in memory while it is read. A sample can only move within its window, so the order
+//! mixes less than a permutation does (two samples of one shard are never more than a
+//! window apart). It is deterministic for `(seed, epoch)`, and the ranks split it into
+//! contiguous runs of the same length (`ceil(n / w)`, or with `drop_last`
+//! `b * floor(n / (w * b))`, as above), so each rank reads its own windows' shards and
+//! every rank runs the same number of steps; padding repeats the order's first samples.
 
 use std::sync::Arc;
 
@@ -154,6 +168,14 @@ pub struct Sampler {
     batch_size: usize,
     drop_last: bool,
     weighting: Option<Weighting>,
+    blocks: Option<Blocks>,
+}
+
+/// Block order: the block (shard) of every sample, and the shards a window holds.
+#[derive(Debug, Clone, PartialEq)]
+struct Blocks {
+    group: Arc<[u32]>,
+    window: usize,
 }
 
 impl Sampler {
@@ -168,12 +190,110 @@ impl Sampler {
             batch_size: 1,
             drop_last: false,
             weighting: None,
+            blocks: None,
         }
+    }
+
+    /// Block order (see the [module docs](self)): `group[i]` is the block (shard) of
+    /// sample `i`, and the samples of `window` blocks at a time are permuted together.
+    /// Training order only (a validation subset keeps its fixed order); not with
+    /// [`Sampler::weighted`].
+    pub fn blocks(mut self, group: Vec<u32>, window: usize) -> Result<Self> {
+        if group.len() != self.len {
+            return Err(Error::config(
+                "block_order",
+                format!("{} blocks given for {} samples", group.len(), self.len),
+            ));
+        }
+        if window == 0 {
+            return Err(Error::config(
+                "block_order",
+                "the window must hold a shard or more",
+            ));
+        }
+        if self.weighting.is_some() {
+            return Err(Error::config(
+                "block_order",
+                "weighted sampling draws samples one by one: not with block order",
+            ));
+        }
+        if self.shuffle {
+            self.blocks = Some(Blocks {
+                group: group.into(),
+                window,
+            });
+        }
+        Ok(self)
+    }
+
+    /// Block order's permutation of `epoch` and, for each position, the index of its
+    /// window. (A window is the samples of `window` shards in the shards' order.)
+    fn block_permutation(&self, b: &Blocks, epoch: u64) -> (Vec<usize>, Vec<u32>) {
+        let mut by_group: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        for (i, g) in b.group.iter().enumerate() {
+            by_group.entry(*g).or_default().push(i);
+        }
+        let mut groups: Vec<Vec<usize>> = by_group.into_values().collect();
+        shuffle(
+            &mut groups,
+            &mut Rng::new(self.seed, epoch, 0, Stream::Blocks),
+        );
+        let mut order = Vec::with_capacity(self.len);
+        let mut windows = Vec::with_capacity(self.len);
+        for (w, chunk) in groups.chunks(b.window).enumerate() {
+            let mut samples: Vec<usize> = chunk.iter().flatten().copied().collect();
+            let id = 1 + w as u64;
+            shuffle(
+                &mut samples,
+                &mut Rng::new(self.seed, epoch, id, Stream::Blocks),
+            );
+            windows.extend(std::iter::repeat_n(w as u32, samples.len()));
+            order.extend(samples);
+        }
+        (order, windows)
+    }
+
+    /// For each position of this rank's [`Sampler::epoch_order`], the block-order window
+    /// it is in; `None` without block order.
+    pub fn epoch_windows(&self, epoch: u64) -> Option<Vec<u32>> {
+        let b = self.blocks.as_ref()?;
+        let (_, windows) = self.block_permutation(b, epoch);
+        Some(
+            self.rank_positions()
+                .map(|p| windows[p % windows.len().max(1)])
+                .collect(),
+        )
+    }
+
+    /// Whether the order is block order.
+    pub fn is_block_order(&self) -> bool {
+        self.blocks.is_some()
+    }
+
+    /// The positions of the epoch's order this rank takes, in its order: every
+    /// `world_size`-th from `rank`, or with block order a contiguous run; wrapping around
+    /// for padding.
+    fn rank_positions(&self) -> impl Iterator<Item = usize> + '_ {
+        let per_rank = self.samples_per_epoch();
+        let contiguous = self.blocks.is_some();
+        (0..per_rank).map(move |k| {
+            if contiguous {
+                self.rank * per_rank + k
+            } else {
+                self.rank + k * self.world_size
+            }
+        })
     }
 
     /// Epochs of weighted draws instead of permutations (training order only; a
     /// validation subset keeps its fixed order). The weighting must cover the subset.
     pub fn weighted(mut self, weighting: Weighting) -> Result<Self> {
+        if self.blocks.is_some() {
+            return Err(Error::config(
+                "weighted",
+                "weighted sampling draws samples one by one: not with block order",
+            ));
+        }
         if weighting.len() != self.len {
             return Err(Error::config(
                 "weighted",
@@ -226,13 +346,15 @@ impl Sampler {
         if let Some(w) = &self.weighting {
             return w.draw(self.seed, epoch);
         }
+        if let Some(b) = &self.blocks {
+            return self.block_permutation(b, epoch).0;
+        }
         let mut order: Vec<usize> = (0..self.len).collect();
         if self.shuffle && self.len > 1 {
-            let mut rng = Rng::new(self.seed, epoch, 0, Stream::Sampler);
-            for i in (1..self.len).rev() {
-                let j = rng.below(i as u64 + 1) as usize;
-                order.swap(i, j);
-            }
+            shuffle(
+                &mut order,
+                &mut Rng::new(self.seed, epoch, 0, Stream::Sampler),
+            );
         }
         order
     }
@@ -255,7 +377,9 @@ impl Sampler {
         let per_rank = self.samples_per_epoch();
         // Positions rank + k * world_size < len are the real ones.
         let len = self.epoch_len();
-        let real = if len > self.rank {
+        let real = if self.blocks.is_some() {
+            len.saturating_sub(self.rank * per_rank).min(per_rank)
+        } else if len > self.rank {
             (len - self.rank).div_ceil(self.world_size)
         } else {
             0
@@ -266,13 +390,12 @@ impl Sampler {
     /// This shard's order for `epoch`: its [`Sampler::samples_per_epoch`] indices into the
     /// subset, the last [`Sampler::padding`] of them repeats.
     pub fn epoch_order(&self, epoch: u64) -> Vec<usize> {
-        let per_rank = self.samples_per_epoch();
         let perm = self.permutation(epoch);
         if perm.is_empty() {
             return Vec::new();
         }
-        (0..per_rank)
-            .map(|k| perm[(self.rank + k * self.world_size) % perm.len()])
+        self.rank_positions()
+            .map(|p| perm[p % perm.len()])
             .collect()
     }
 
@@ -292,6 +415,14 @@ impl Sampler {
     /// Number of batches per epoch for this shard: the same on every rank.
     pub fn num_batches(&self) -> usize {
         self.samples_per_epoch().div_ceil(self.batch_size)
+    }
+}
+
+/// Fisher-Yates: the same swaps as the sampler has always made.
+fn shuffle<T>(items: &mut [T], rng: &mut Rng) {
+    for i in (1..items.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        items.swap(i, j);
     }
 }
 
