@@ -79,6 +79,19 @@ export STOKER_REQUIRE_NVRTC=1
 export STOKER_REQUIRE_NVJPEG=1
 export STOKER_REQUIRE_KERNEL_HOST=1
 
+# A real S3 API server for the object-storage tests (tests/object_store.rs): moto's
+# server mode, pinned, from PyPI, in a virtual environment of its own (about 40 s to
+# install); the tests start it on a free port and put a fault-injecting proxy in front.
+S3_VENV=.venv-s3
+if [ ! -x "$S3_VENV/bin/moto_server" ] || ! "$S3_VENV/bin/pip" freeze 2>/dev/null | grep -qx "moto==5.1.22"; then
+    step "installing moto's S3 server (moto[server]==5.1.22)"
+    rm -rf "$S3_VENV"
+    python3 -m venv "$S3_VENV"
+    "$S3_VENV/bin/pip" install --quiet "moto[server]==5.1.22"
+fi
+export STOKER_MOTO_SERVER="$PWD/$S3_VENV/bin/moto_server"
+export STOKER_REQUIRE_S3=1
+
 # The corpus tests also read ../shared/corpus when it exists beside the checkout, and say
 # "skipped" when it does not.
 if [ ! -d ../shared/corpus ]; then
@@ -122,8 +135,8 @@ fi
 # rustdoc's lints (broken links, ...) on the default build with Parquet; the hand-offs'
 # module docs compile as doc tests below. (Documenting with burn and candle would check
 # their whole graph once more: 10 minutes.)
-step "cargo doc --features parquet (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features parquet
+step "cargo doc --features parquet,object-store (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features parquet,object-store
 
 # One build for every test: every backend, Parquet, and the burn and candle hand-offs.
 # burn and candle turn on features of crates the rest of the graph shares (serde, rand,
@@ -137,7 +150,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features parqu
 # warnings` makes every warning, clippy's too, an error; the dependencies' lints are
 # capped by cargo as always. Every cargo command from here to the fuzzing runs with the
 # same flags, so none rebuilds what another built.
-FEATURES=parquet,burn,candle
+FEATURES=parquet,burn,candle,object-store
 clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)"
 if [ -z "$clippy_driver" ]; then
     echo "error: clippy-driver not found (rustup component add clippy)" >&2
@@ -188,7 +201,7 @@ fi
 exec "$(dirname "$0")/nvcc" "$@"
 NVCC
 chmod +x "$CUDA_HOME/bin/nvcc-check"
-NVCC="$CUDA_HOME/bin/nvcc-check" cargo build --locked --lib --features parquet,burn,candle-cuda
+NVCC="$CUDA_HOME/bin/nvcc-check" cargo build --locked --lib --features parquet,burn,candle-cuda,object-store
 
 # Another reader of what `stoker convert` transcodes: Pillow (its own libjpeg build) must
 # decode every transcoded JPEG to the original's pixels. (TensorFlow's check of the shards,

@@ -43,6 +43,8 @@ pub struct PipelineBuilder {
     /// Weighted sampling: a weight per sample of the subset, draws an epoch (the subset's
     /// length when `None`), with replacement.
     weighting: Option<(Vec<f64>, Option<usize>, bool)>,
+    /// Block order: shards a window holds.
+    block_window: Option<usize>,
     /// The caller's transform of each decoded sample.
     transform: Option<UserTransform>,
     /// A setting refused when it was made (`setting`, `reason`), reported by `build`.
@@ -75,6 +77,7 @@ impl PipelineBuilder {
             device_cache_bytes: 0,
             memory_limit: None,
             weighting: None,
+            block_window: None,
             transform: None,
             refused: None,
             shard: None,
@@ -316,6 +319,20 @@ impl PipelineBuilder {
         self
     }
 
+    /// Block order (see [`crate::source::sampler`]): each training epoch permutes the
+    /// shards, and the samples of `window` shards at a time among themselves, rather
+    /// than every sample (a full permutation, the default). **Not a full permutation**:
+    /// for shards in object storage, where a read by sample costs a request each, the
+    /// window's shards are fetched whole and held in memory while it is read (about
+    /// `window` shards' bytes, and the next window's on the way). Deterministic for
+    /// `(seed, epoch)`; the ranks take contiguous runs of it, each the same length. Samples
+    /// that are no shard's (files) are a block each. A validation subset keeps its fixed
+    /// order.
+    pub fn block_order(mut self, window: usize) -> Self {
+        self.block_window = Some(window);
+        self
+    }
+
     /// Weighted sampling ([`crate::source::sampler::Weighting`]): each training epoch is
     /// `num_samples` draws (the subset's length when `None`), sample `s` drawn with
     /// probability proportional to `weight(s)`, with or without replacement, as PyTorch's
@@ -482,6 +499,9 @@ impl PipelineBuilder {
             let n = num_samples.unwrap_or(samples.len());
             sampler = sampler.weighted(Weighting::new(weights.clone(), n, *replacement)?)?;
         }
+        if let Some(window) = self.block_window {
+            sampler = sampler.blocks(block_groups(samples), window)?;
+        }
         let selected = self.select(workers)?;
         let mut batcher = selected.backend.batcher(&BatcherConfig {
             ring: self.prefetch.max(2),
@@ -647,4 +667,26 @@ impl PipelineBuilder {
         let per_sample = (self.augment.bytes_per_image() as u64).max(masks);
         per_sample.saturating_mul(self.batch_size as u64)
     }
+}
+
+/// The block of each sample for block order: its shard (a tar or TFRecord shard, a
+/// Parquet file), numbered in the order first met; a sample in a file of its own is a
+/// block of its own.
+fn block_groups(samples: &[crate::Sample]) -> Vec<u32> {
+    let mut ids: std::collections::HashMap<&std::path::Path, u32> = Default::default();
+    let mut next = 0u32;
+    samples
+        .iter()
+        .map(|s| {
+            let shard = crate::source::shard_of(&s.location);
+            let id = match shard {
+                Some(p) => *ids.entry(p).or_insert(next),
+                None => next,
+            };
+            if id == next {
+                next += 1;
+            }
+            id
+        })
+        .collect()
 }

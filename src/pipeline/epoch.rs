@@ -128,6 +128,9 @@ pub(crate) struct EpochParts {
     pub repeat_from: usize,
     /// The rank's own samples this epoch (no padding): where replacements come from.
     pub replace_pool: Arc<[usize]>,
+    /// Block order: before batch `.0` (of `batches`), the shards in object storage to
+    /// hold in memory.
+    pub holds: Vec<(usize, Vec<String>)>,
     pub epoch: u64,
 }
 
@@ -179,8 +182,11 @@ impl Epoch {
                 done_tx.clone(),
             );
             let batches = p.batches;
+            let holds = p.holds;
             threads.push(spawn("stoker-planner".into(), move || {
-                planner(&cfg, batches, &free_rx, &read_tx, &done_tx, &cancel_rx)
+                planner(
+                    &cfg, batches, &holds, &free_rx, &read_tx, &done_tx, &cancel_rx,
+                )
             })?);
         }
         let (sh, cancel) = (&shared, &cancel_rx);
@@ -1058,12 +1064,20 @@ fn spawn_stage<I: Send + 'static, O: Send + 'static>(
 fn planner(
     cfg: &Config,
     batches: Vec<Vec<usize>>,
+    holds: &[(usize, Vec<String>)],
     free_rx: &Receiver<BatchBuffers>,
     read_tx: &Sender<Job>,
     done_tx: &Sender<Msg>,
     cancel: &Receiver<()>,
 ) {
     for (b, indices) in batches.into_iter().enumerate() {
+        // Block order: the shards this batch reads (and the next window's) held in
+        // memory, fetched in the background; a shard that cannot be held is read by range.
+        if let Some((_, urls)) = holds.iter().find(|h| h.0 == b) {
+            if let Err(e) = crate::source::remote::hold(urls) {
+                log::warn!("block order: shards not held in memory ({e}); read by range");
+            }
+        }
         let bufs = select! {
             recv(free_rx) -> m => match m { Ok(x) => x, Err(_) => return },
             recv(cancel) -> _ => return,

@@ -229,6 +229,7 @@ impl Pipeline {
             ));
         }
         let real = order.len() - self.sampler.padding();
+        let holds = self.holds(epoch, &order);
         Epoch::start(epoch::EpochParts {
             cfg: Arc::clone(&self.cfg),
             subset: self.subset.clone(),
@@ -243,8 +244,59 @@ impl Pipeline {
             repeat_from: real,
             replace_pool: order[..real].into(),
             batches: batches.into_iter().skip(first_batch).collect(),
+            holds: holds
+                .into_iter()
+                .filter(|h| h.0 >= first_batch)
+                .map(|(b, u)| (b - first_batch, u))
+                .collect(),
             epoch,
         })
+    }
+
+    /// Block order over shards in object storage: at which batches (of the whole epoch)
+    /// which shards are to be held in memory: those of the windows the batch reads from,
+    /// and of the window after (fetched while this one is read). Empty otherwise.
+    fn holds(&self, epoch: u64, order: &[usize]) -> Vec<(usize, Vec<String>)> {
+        let Some(windows) = self.sampler.epoch_windows(epoch) else {
+            return Vec::new();
+        };
+        let samples = self.subset.samples();
+        // The object-storage shards of each window.
+        let mut shards: std::collections::BTreeMap<u32, std::collections::BTreeSet<String>> =
+            Default::default();
+        for (&w, &i) in windows.iter().zip(order) {
+            if let Some(p) = samples
+                .get(i)
+                .and_then(|s| crate::source::shard_of(&s.location))
+            {
+                if crate::source::remote::is_url(p) {
+                    shards
+                        .entry(w)
+                        .or_default()
+                        .insert(p.to_string_lossy().into_owned());
+                }
+            }
+        }
+        if shards.is_empty() {
+            return Vec::new();
+        }
+        let mut out: Vec<(usize, Vec<String>)> = Vec::new();
+        for (b, chunk) in windows.chunks(self.sampler.batch_size()).enumerate() {
+            let (Some(&lo), Some(&hi)) = (chunk.iter().min(), chunk.iter().max()) else {
+                continue;
+            };
+            let want: Vec<String> = (lo..=hi.saturating_add(1))
+                .filter_map(|w| shards.get(&w))
+                .flatten()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            if out.last().is_none_or(|(_, prev)| *prev != want) {
+                out.push((b, want));
+            }
+        }
+        out
     }
 
     /// The sampler (epoch order, shards, batches).

@@ -26,12 +26,12 @@ pub(crate) fn read_location(
     buf.clear();
     match loc {
         Location::Record(field) => crate::source::shards::read_field(field, limits.max_bytes, buf)
-            .map_err(|e| SampleError::new(s, SampleErrorKind::Corrupt, format!("{what}: {e}"))),
+            .map_err(|e| SampleError::new(s, shard_error_kind(&e), format!("{what}: {e}"))),
         Location::Parquet(cell) => crate::source::shards::read_parquet(cell, limits.max_bytes, buf)
             .map_err(|e| SampleError::new(s, SampleErrorKind::Corrupt, format!("{what}: {e}"))),
         Location::Range { path, offset, len } => {
             crate::source::shards::read_range(path, *offset, *len, limits.max_bytes, buf)
-                .map_err(|e| SampleError::new(s, SampleErrorKind::Corrupt, format!("{what}: {e}")))
+                .map_err(|e| SampleError::new(s, shard_error_kind(&e), format!("{what}: {e}")))
         }
         Location::Refused { kind, reason } => Err(SampleError::new(s, *kind, reason.to_string())),
         Location::Memory(bytes) => {
@@ -48,6 +48,23 @@ pub(crate) fn read_location(
             }
             buf.extend_from_slice(bytes);
             Ok(())
+        }
+        Location::File(path) if crate::source::remote::is_url(path) => {
+            match crate::source::fsio::read_bounded(path, limits.max_bytes, buf) {
+                Ok(()) => Ok(()),
+                Err(crate::source::fsio::ReadError::TooLarge { bytes, limit }) => {
+                    Err(SampleError::new(
+                        s,
+                        SampleErrorKind::Limit,
+                        format!("{what} of {bytes} bytes exceeds the limit of {limit}"),
+                    ))
+                }
+                Err(e) => Err(SampleError::new(
+                    s,
+                    SampleErrorKind::Io,
+                    format!("{what} {e}"),
+                )),
+            }
         }
         Location::File(path) => {
             let io = |e: std::io::Error| {
@@ -90,6 +107,25 @@ pub(crate) fn read_location(
             }
             Ok(())
         }
+    }
+}
+
+/// The kind a shard read's failure is reported under: damage (`corrupt`), except a read
+/// from a store that failed after its retries or found the object changed (`io`: the
+/// bytes were never seen).
+fn shard_error_kind(e: &crate::source::shards::ReadError) -> SampleErrorKind {
+    use crate::source::shards::{ReadError, RecordError};
+    let remote = |e: &std::io::Error| {
+        e.get_ref()
+            .is_some_and(|x| x.is::<crate::source::remote::RemoteError>())
+    };
+    match e {
+        ReadError::MemberCutShort { error, .. } if remote(error) => SampleErrorKind::Io,
+        ReadError::Record {
+            error: RecordError::Io(error),
+            ..
+        } if remote(error) => SampleErrorKind::Io,
+        _ => SampleErrorKind::Corrupt,
     }
 }
 

@@ -159,6 +159,9 @@ fn file_sample(root: &Path, path: PathBuf, label: Option<u32>) -> Result<Sample>
 /// Other files, hidden entries and files directly in `root` are left out and reported
 /// ([`Dataset::skipped`]).
 pub fn image_folder(root: &Path) -> Result<Dataset> {
+    if super::remote::is_url(root) {
+        return remote_tree(root, true);
+    }
     if !root.is_dir() {
         return Err(Error::source_at(root, "not a folder"));
     }
@@ -202,6 +205,9 @@ pub fn image_folder(root: &Path) -> Result<Dataset> {
 /// Every image file below `root`, recursively, without labels. Other files and hidden
 /// entries are left out and reported ([`Dataset::skipped`]).
 pub fn flat(root: &Path) -> Result<Dataset> {
+    if super::remote::is_url(root) {
+        return remote_tree(root, false);
+    }
     if !root.is_dir() {
         return Err(Error::source_at(root, "not a folder"));
     }
@@ -219,6 +225,87 @@ pub fn flat(root: &Path) -> Result<Dataset> {
         Dataset::from_samples(Some(root.to_path_buf()), samples, Vec::new())?
             .with_skipped(skips.list),
     )
+}
+
+/// [`image_folder`] (`labelled`) or [`flat`] of a folder in a store (a URL): the objects
+/// the store lists under it, taken and left out by the same rules (a name part starting
+/// with `.` is hidden; in an image-folder tree the first part is the class).
+fn remote_tree(root: &Path, labelled: bool) -> Result<Dataset> {
+    let s = root.to_string_lossy();
+    let folder = if s.ends_with('/') {
+        s.to_string()
+    } else {
+        format!("{s}/")
+    };
+    let objects = super::remote::list(&folder).map_err(|e| Error::io(root, e.into()))?;
+    let mut skipped = Vec::new();
+    let mut hidden = std::collections::BTreeSet::new();
+    // (class, relative path, URL)
+    let mut files: Vec<(Option<String>, String, String)> = Vec::new();
+    for o in objects {
+        let Some(rel) = o.url.strip_prefix(&folder) else {
+            continue;
+        };
+        // A folder marker some tools write ("dir/", an empty object).
+        if rel.is_empty() || rel.ends_with('/') {
+            continue;
+        }
+        let parts: Vec<&str> = rel.split('/').collect();
+        if let Some(k) = parts.iter().position(|p| p.starts_with('.')) {
+            let mut at = parts[..=k].join("/");
+            if k + 1 < parts.len() {
+                at.push('/');
+            }
+            if hidden.insert(at.clone()) {
+                skipped.push(Skipped {
+                    path: at,
+                    reason: SkipReason::Hidden,
+                });
+            }
+            continue;
+        }
+        let ext = not_image(Path::new(rel));
+        let class = labelled
+            .then(|| parts.first().map(|c| c.to_string()))
+            .flatten();
+        match (ext, labelled && parts.len() < 2) {
+            (Some(ext), _) => skipped.push(Skipped {
+                path: rel.to_string(),
+                reason: SkipReason::Extension(ext),
+            }),
+            (None, true) => skipped.push(Skipped {
+                path: rel.to_string(),
+                reason: SkipReason::OutsideClasses,
+            }),
+            (None, false) => files.push((class, rel.to_string(), o.url.clone())),
+        }
+    }
+    let mut names: Vec<String> = files.iter().filter_map(|f| f.0.clone()).collect();
+    names.sort();
+    names.dedup();
+    if labelled && names.is_empty() {
+        return Err(Error::source_at(
+            root,
+            "no class folders (expected one sub-folder per class)",
+        ));
+    }
+    let samples = files
+        .into_iter()
+        .map(|(class, rel, url)| {
+            let label = match class {
+                Some(c) => {
+                    let i = names.binary_search(&c).unwrap_or(0);
+                    Some(
+                        u32::try_from(i)
+                            .map_err(|_| Error::source_at(root, "more than 2^32 classes"))?,
+                    )
+                }
+                None => None,
+            };
+            Ok(Sample::new(rel, Location::File(PathBuf::from(url)), label))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Dataset::from_samples(Some(root.to_path_buf()), samples, names)?.with_skipped(skipped))
 }
 
 /// A file list, in the format documented at [`Dataset::files`].

@@ -2,7 +2,8 @@
 //! is unbounded: only regular files (and symlinks to them) are read, opened without
 //! blocking (a FIFO named `x.jpg` would otherwise block `open` until something writes to
 //! it), their type checked on the open descriptor (so a file swapped for a FIFO or a
-//! device after listing is refused too), and every read stops at a byte limit.
+//! device after listing is refused too), and every read stops at a byte limit. A URL
+//! (`s3://...`, see [`super::remote`]) is read from its store, with the same limit.
 
 use std::fs::{File, FileType, OpenOptions};
 use std::io::{self, Read};
@@ -113,6 +114,19 @@ pub fn read_bounded(path: &Path, max_bytes: u64, buf: &mut Vec<u8>) -> Result<()
         path: path.to_path_buf(),
         error,
     };
+    if super::remote::is_url(path) {
+        let url = path.to_string_lossy();
+        return match super::remote::read_all(&url, max_bytes) {
+            Ok(bytes) => {
+                *buf = bytes;
+                Ok(())
+            }
+            Err(super::remote::RemoteError::TooLarge { bytes, limit, .. }) => {
+                Err(ReadError::TooLarge { bytes, limit })
+            }
+            Err(e) => Err(file_error(e.into())),
+        };
+    }
     let mut f = open_regular(path).map_err(file_error)?;
     let len = f.metadata().map_err(file_error)?.len();
     if len > max_bytes {

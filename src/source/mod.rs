@@ -17,6 +17,7 @@ pub mod files;
 pub mod fsio;
 #[cfg(feature = "parquet")]
 pub mod parquet;
+pub mod remote;
 pub mod sampler;
 pub mod shards;
 pub mod split;
@@ -105,6 +106,17 @@ impl Location {
                 reason: Arc::clone(reason),
             }),
         }
+    }
+}
+
+/// The shard (or Parquet file) whose bytes a location is part of; `None` for a location
+/// that is a file of its own, memory, or nothing.
+pub fn shard_of(location: &Location) -> Option<&Path> {
+    match location {
+        Location::Range { path, .. } => Some(path),
+        Location::Record(f) => Some(&f.shard),
+        Location::Parquet(c) => Some(&c.path),
+        Location::File(_) | Location::Memory(_) | Location::Refused { .. } => None,
     }
 }
 

@@ -160,6 +160,62 @@ impl Default for ParquetColumns {
     }
 }
 
+/// A Parquet file on disk, or an object in a store (a URL: read by ranged requests, see
+/// [`super::remote`]).
+enum ParquetFile {
+    Local(std::fs::File),
+    Remote { url: String, size: u64 },
+}
+
+/// Opens the Parquet file (or object) at `path`.
+fn open_file(path: &Path) -> std::io::Result<ParquetFile> {
+    if super::remote::is_url(path) {
+        let url = path.to_string_lossy().into_owned();
+        let size = super::remote::stat(&url)?.size;
+        return Ok(ParquetFile::Remote { url, size });
+    }
+    super::fsio::open_regular(path).map(ParquetFile::Local)
+}
+
+impl parquet::file::reader::Length for ParquetFile {
+    fn len(&self) -> u64 {
+        match self {
+            ParquetFile::Local(f) => parquet::file::reader::Length::len(f),
+            ParquetFile::Remote { size, .. } => *size,
+        }
+    }
+}
+
+impl parquet::file::reader::ChunkReader for ParquetFile {
+    type T = Box<dyn std::io::Read + Send>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        match self {
+            ParquetFile::Local(f) => Ok(Box::new(parquet::file::reader::ChunkReader::get_read(
+                f, start,
+            )?)),
+            ParquetFile::Remote { url, .. } => {
+                use std::io::Seek;
+                let mut r = super::remote::stream(url)
+                    .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
+                r.seek(std::io::SeekFrom::Start(start))?;
+                Ok(Box::new(r))
+            }
+        }
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<bytes::Bytes> {
+        match self {
+            ParquetFile::Local(f) => {
+                parquet::file::reader::ChunkReader::get_bytes(f, start, length)
+            }
+            ParquetFile::Remote { url, .. } => super::remote::read_at(url, start, length as u64)
+                .map(bytes::Bytes::from)
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e))),
+        }
+    }
+}
+
 fn options() -> ArrowReaderOptions {
     ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional)
 }
@@ -176,7 +232,7 @@ fn metadata(path: &Path) -> std::result::Result<ArrowReaderMetadata, FileError> 
             return Ok(m);
         }
     }
-    let f = super::fsio::open_regular(path).map_err(|error| FileError::Open {
+    let f = open_file(path).map_err(|error| FileError::Open {
         path: path.to_path_buf(),
         error,
     })?;
@@ -238,7 +294,7 @@ pub fn read_cell(
     let col =
         leaf(&m, &cell.column).ok_or_else(|| at(CellFault::NoColumn(Arc::clone(&cell.column))))?;
     let mask = ProjectionMask::leaves(m.parquet_schema(), [col]);
-    let f = super::fsio::open_regular(&cell.path).map_err(|e| at(CellFault::Open(e)))?;
+    let f = open_file(&cell.path).map_err(|e| at(CellFault::Open(e)))?;
     let mut reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, m)
         .with_row_groups(vec![cell.row_group])
         .with_projection(mask)
@@ -268,7 +324,7 @@ pub fn read_cell(
 /// The labels of every row (`None` for nulls), from an integer column, as recorded (they
 /// are checked against [`crate::MAX_LABEL`] per sample).
 fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option<i128>>> {
-    let f = super::fsio::open_regular(path).map_err(|e| Error::io(path, e))?;
+    let f = open_file(path).map_err(|e| Error::io(path, e))?;
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, m.clone())
         .with_projection(ProjectionMask::leaves(m.parquet_schema(), [col]))
         .with_batch_size(8192)
@@ -385,7 +441,7 @@ fn targets(
     if present.is_empty() {
         return Ok(vec![Ok(None); rows]);
     }
-    let f = super::fsio::open_regular(path).map_err(|e| Error::io(path, e))?;
+    let f = open_file(path).map_err(|e| Error::io(path, e))?;
     let roots = present.iter().map(|p| p.2);
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(f, m.clone())
         .with_projection(ProjectionMask::roots(m.parquet_schema(), roots))

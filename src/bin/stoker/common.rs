@@ -499,7 +499,64 @@ fn holds_images(dir: &Path, depth: usize) -> bool {
 /// Opens a dataset: an image-folder tree when sub-folders hold images and the folder
 /// itself holds none directly, else every image below the folder without labels. A file
 /// is read as a file list (`path [label]` per line).
+/// [`open_dataset`] of a URL: an object named as a shard, Parquet file or file list, else
+/// a folder whose objects say what it is (shards directly in it; an image-folder tree
+/// when images are in sub-folders; else a flat folder of images).
+fn open_remote(path: &Path) -> Res<Dataset> {
+    let url = path.to_string_lossy();
+    let is = |name: &str, exts: &[&str]| exts.iter().any(|e| name.ends_with(e));
+    const TFRECORD: [&str; 3] = [".tfrecord", ".tfrecords", ".record"];
+    let one = [path.to_path_buf()];
+    if !url.ends_with('/') {
+        if is(&url, &TFRECORD) {
+            return Ok(Dataset::tfrecord(&one)?);
+        }
+        #[cfg(feature = "parquet")]
+        if is(&url, &[".parquet"]) {
+            return Ok(Dataset::parquet(&one)?);
+        }
+        if is(&url, &[".tar"]) {
+            return Ok(Dataset::tar(&one)?);
+        }
+        if stoker::source::remote::stat(&url).is_ok() {
+            return Ok(Dataset::files(path)?);
+        }
+    }
+    let objects =
+        stoker::source::remote::list(&url).map_err(|e| fail(Cause::NoInput, e.to_string()))?;
+    let folder = format!("{}/", url.trim_end_matches('/'));
+    let names: Vec<&str> = objects
+        .iter()
+        .filter_map(|o| o.url.strip_prefix(&folder))
+        .collect();
+    let direct = |exts: &[&str]| names.iter().any(|n| !n.contains('/') && is(n, exts));
+    if direct(&TFRECORD) {
+        return Ok(Dataset::tfrecord(&one)?);
+    }
+    #[cfg(feature = "parquet")]
+    if direct(&[".parquet"]) {
+        return Ok(Dataset::parquet(&one)?);
+    }
+    if direct(&[".tar"]) {
+        return Ok(Dataset::tar(&one)?);
+    }
+    if names.is_empty() {
+        return Err(fail(Cause::NoInput, format!("{url}: no objects")));
+    }
+    let nested = names
+        .iter()
+        .any(|n| n.contains('/') && has_image_ext(Path::new(n)));
+    Ok(if nested {
+        Dataset::image_folder(path)?
+    } else {
+        Dataset::flat(path)?
+    })
+}
+
 pub fn open_dataset(path: &Path) -> Res<Dataset> {
+    if stoker::source::remote::is_url(path) {
+        return open_remote(path);
+    }
     let name = path.to_string_lossy();
     let is = |exts: &[&str]| exts.iter().any(|e| name.ends_with(e));
     let shards = |exts: &[&str]| {

@@ -232,12 +232,31 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
         verify: !a.no_verify,
         ..TranscodeOptions::default()
     });
-    let w = ShardWriter::new(a.to, &a.out, &a.prefix, a.shard_size)
+    // Into a store (a URL): written into a local folder first, then uploaded.
+    let remote = stoker::source::remote::is_url(&a.out);
+    let staging =
+        remote.then(|| std::env::temp_dir().join(format!("stoker-convert-{}", std::process::id())));
+    let local_out = staging.clone().unwrap_or_else(|| a.out.clone());
+    let w = ShardWriter::new(a.to, &local_out, &a.prefix, a.shard_size)
         .map_err(writing)?
         .with_transcode(transcode);
     let pb = progress(ctx, data.len() as u64, "converting");
-    let done = w.write_dataset(&data, |_| pb.inc(1)).map_err(writing)?;
+    let written = w.write_dataset(&data, |_| pb.inc(1)).map_err(writing);
     pb.finish_and_clear();
+    let done = match (written, &staging) {
+        (Ok(done), Some(dir)) => {
+            let up = upload(done, dir, &a.out);
+            let _ = std::fs::remove_dir_all(dir);
+            up?
+        }
+        (Ok(done), None) => done,
+        (Err(e), dir) => {
+            if let Some(dir) = dir {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            return Err(e);
+        }
+    };
     let errors = done
         .unreadable
         .iter()
@@ -270,6 +289,73 @@ pub fn run(ctx: Ctx, a: &ConvertArgs) -> Res<Report> {
     // be read.
     let failures = r.errors.len();
     Ok(Report::new(&r, r.text())?.failed_inputs(failures, data.len(), "sample(s)"))
+}
+
+/// Uploads what the writer wrote into `dir` to the store folder `out` (a URL): each
+/// file in parts, complete or not at all. The shards (or files) first, then each sidecar
+/// index stamped with its shard as the store has it (size and modification time), then
+/// the class list. Returns `done` with the files named by their URLs.
+fn upload(
+    mut done: stoker::source::shards::Converted,
+    dir: &std::path::Path,
+    out: &std::path::Path,
+) -> Res<stoker::source::shards::Converted> {
+    use std::path::{Path, PathBuf};
+    use stoker::source::remote;
+    use stoker::source::shards::{index_path, restamp_index};
+    let base = out.to_string_lossy().trim_end_matches('/').to_string();
+    let output = |what: String| fail(Cause::Output, what);
+    let url_of = |local: &Path| -> String {
+        let rel = local.strip_prefix(dir).unwrap_or(local);
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        format!("{base}/{}", parts.join("/"))
+    };
+    let put = |local: &Path| -> Res<String> {
+        let url = url_of(local);
+        remote::upload(local, &url).map_err(|e| output(e.to_string()))?;
+        Ok(url)
+    };
+    // Every file written, sidecars and the class list aside.
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let rd = std::fs::read_dir(&d).map_err(|e| output(format!("{}: {e}", d.display())))?;
+        for entry in rd.flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.is_file() {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let is_side = |p: &Path| p.to_string_lossy().ends_with(".stoker-index");
+    let is_classes = |p: &Path| done.classes.as_deref() == Some(p);
+    for f in files.iter().filter(|f| !is_side(f) && !is_classes(f)) {
+        let url = put(f)?;
+        let side = index_path(f);
+        if let Ok(text) = std::fs::read(&side) {
+            let info = remote::stat(&url).map_err(|e| output(e.to_string()))?;
+            if let Some(stamped) = restamp_index(&text, info.size, info.mtime_ns) {
+                std::fs::write(&side, stamped)
+                    .map_err(|e| output(format!("{}: {e}", side.display())))?;
+                put(&side)?;
+            }
+        }
+    }
+    if let Some(c) = &done.classes {
+        done.classes = Some(PathBuf::from(put(c)?));
+    }
+    done.shards = done
+        .shards
+        .iter()
+        .map(|s| PathBuf::from(url_of(s)))
+        .collect();
+    Ok(done)
 }
 
 /// An error of the shard writer: a failed write or folder creation is an `Output` error

@@ -237,6 +237,18 @@ pub fn seal_index(text: &[u8]) -> Option<Vec<u8>> {
     serde_json::to_vec(&ix).ok()
 }
 
+/// The sidecar `text` made for the same shard at another place: its stamp set to `size`
+/// and `mtime_ns` (the shard as uploaded to a store, whose modification time is the
+/// upload's). `None` when it is no index, or an index of a shard of another size.
+pub fn restamp_index(text: &[u8], size: u64, mtime_ns: u128) -> Option<Vec<u8>> {
+    let mut ix = serde_json::from_slice::<Index>(text).ok()?;
+    if ix.size != size {
+        return None;
+    }
+    ix.mtime_ns = mtime_ns;
+    serde_json::to_vec(&ix).ok()
+}
+
 /// The sidecar index path of `shard`.
 pub fn index_path(shard: &Path) -> PathBuf {
     let mut name = shard.file_name().unwrap_or_default().to_os_string();
@@ -274,6 +286,11 @@ pub(super) fn index(shard: &Path, kind: Kind<'_>) -> Result<Index> {
         entries,
     };
     match serde_json::to_vec(&ix) {
+        // A shard in a store: its sidecar is written by whoever writes the shards
+        // (`stoker convert --out s3://...`), never into someone's bucket uninvited.
+        Ok(_) if crate::source::remote::is_url(shard) => {
+            log::info!("{}: no sidecar index; indexed in memory", shard.display());
+        }
         Ok(bytes) => {
             if let Err(e) = save(&side, &bytes) {
                 log::info!("{}: index kept in memory ({e})", side.display());

@@ -60,7 +60,7 @@ use crate::error::{Error, Result};
 use index::Kind;
 
 pub use self::tar::read_range;
-pub use index::{index_path, seal_index};
+pub use index::{index_path, restamp_index, seal_index};
 pub use tfrecord::{
     crc32c, encode_example, frame_record, masked_crc, read_field, RecordError, WireError,
 };
@@ -352,7 +352,13 @@ impl From<crate::source::fsio::ReadError> for ReadError {
 
 /// A file's size and modification time (ns since the epoch): what an index or a cached
 /// footer is checked against.
+/// For an object in a store (a URL), its size and last-modified time.
 pub(crate) fn file_stamp(path: &Path) -> Result<(u64, u128)> {
+    if super::remote::is_url(path) {
+        let info =
+            super::remote::info(&path.to_string_lossy()).map_err(|e| Error::io(path, e.into()))?;
+        return Ok((info.size, info.mtime_ns));
+    }
     let m = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     let mtime = m
         .modified()
@@ -360,6 +366,18 @@ pub(crate) fn file_stamp(path: &Path) -> Result<(u64, u128)> {
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
     Ok((m.len(), mtime))
+}
+
+/// What indexing reads a shard through: a file, or an object in a store.
+pub(super) trait ShardRead: Read + Seek + Send {}
+impl<T: Read + Seek + Send> ShardRead for T {}
+
+/// The shard at `path` (a file, or an object for a URL) for one pass from its start.
+pub(super) fn open_shard(path: &Path) -> std::io::Result<Box<dyn ShardRead>> {
+    if super::remote::is_url(path) {
+        return Ok(Box::new(super::remote::stream(&path.to_string_lossy())?));
+    }
+    Ok(Box::new(super::fsio::open_regular(path)?))
 }
 
 /// Bytes a reader thread reads ahead from a shard: samples that follow each other in a
@@ -386,11 +404,20 @@ thread_local! {
 /// continues where the last one ended goes through the buffer (a sequential run: one
 /// large read serves the samples that follow); any other read seeks and reads exactly
 /// what it asks for, so random access costs no more than it reads.
+///
+/// `want` is the bytes `read` takes: a shard in a store (a URL) is read by a ranged
+/// request of that many bytes (or more, read ahead when reads follow each other: see
+/// [`super::remote`]).
 pub(super) fn with_shard<T>(
     path: &Path,
     offset: u64,
+    want: u64,
     read: impl FnOnce(&mut dyn Read) -> std::io::Result<T>,
 ) -> std::io::Result<T> {
+    if super::remote::is_url(path) {
+        let bytes = super::remote::read_at(&path.to_string_lossy(), offset, want)?;
+        return read(&mut bytes.as_slice());
+    }
     CURSOR.with(|cell| {
         let mut slot = cell.borrow_mut();
         let stamp = file_stamp(path).map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -444,7 +471,9 @@ pub(super) fn with_shard<T>(
 pub(crate) fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
-        if p.is_dir() {
+        if super::remote::is_url(p) {
+            out.extend(remote_shards(p, ext)?);
+        } else if p.is_dir() {
             let rd = std::fs::read_dir(p).map_err(|e| Error::io(p, e))?;
             for e in rd.flatten() {
                 let q = e.path();
@@ -469,6 +498,47 @@ pub(crate) fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<Vec<PathBuf
         )));
     }
     Ok(out)
+}
+
+/// The shards a URL names: the object itself, or the objects directly under it (a folder:
+/// not recursively) whose names end in `ext`, as URLs.
+fn remote_shards(url: &Path, ext: &[&str]) -> Result<Vec<PathBuf>> {
+    let s = url.to_string_lossy();
+    let err = |e: super::remote::RemoteError| Error::io(url, e.into());
+    if !s.ends_with('/') {
+        match super::remote::info(&s) {
+            Ok(_) => return Ok(vec![url.to_path_buf()]),
+            Err(super::remote::RemoteError::NotFound { .. }) => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
+    let folder = if s.ends_with('/') {
+        s.to_string()
+    } else {
+        format!("{s}/")
+    };
+    let found: Vec<PathBuf> = super::remote::list(&folder)
+        .map_err(err)?
+        .into_iter()
+        .filter(|o| {
+            o.url
+                .strip_prefix(&folder)
+                .is_some_and(|name| !name.contains('/') && ext.iter().any(|x| name.ends_with(x)))
+        })
+        .map(|o| PathBuf::from(o.url))
+        .collect();
+    if found.is_empty() {
+        return Err(Error::source_at(url, "no shard here"));
+    }
+    Ok(found)
+}
+
+/// Whether a file (or an object, for a URL) is at `path`.
+fn exists(path: &Path) -> bool {
+    if super::remote::is_url(path) {
+        return super::remote::info(&path.to_string_lossy()).is_ok();
+    }
+    path.is_file()
 }
 
 /// The shard's file name: the first part of its samples' paths.
@@ -528,16 +598,17 @@ const MAX_CLASS_LIST: u64 = 64 << 20;
 
 /// Reads the class list file `path`.
 fn read_class_list(path: &Path) -> Result<Vec<String>> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| Error::io(path, e))?
-        .len();
-    if len > MAX_CLASS_LIST {
-        return Err(Error::source_at(
-            path,
-            format!("class list of {len} bytes exceeds the limit of {MAX_CLASS_LIST}"),
-        ));
+    let mut text = Vec::new();
+    match super::fsio::read_bounded(path, MAX_CLASS_LIST, &mut text) {
+        Ok(()) => {}
+        Err(super::fsio::ReadError::TooLarge { bytes, limit }) => {
+            return Err(Error::source_at(
+                path,
+                format!("class list of {bytes} bytes exceeds the limit of {limit}"),
+            ))
+        }
+        Err(super::fsio::ReadError::File { error, .. }) => return Err(Error::io(path, error)),
     }
-    let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let list: ClassList = serde_json::from_slice(&text).map_err(|e| Error::Json {
         what: path.display().to_string(),
         source: e,
@@ -564,7 +635,7 @@ fn class_names(
     let mut list: Option<(PathBuf, Vec<String>)> = None;
     let mut read = BTreeSet::new();
     for side in shards.iter().filter_map(|s| classes_path(s)) {
-        if read.contains(&side) || !side.is_file() {
+        if read.contains(&side) || !exists(&side) {
             continue;
         }
         read.insert(side.clone());

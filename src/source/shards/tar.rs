@@ -41,7 +41,6 @@
 //! `cls.txt`, `path.txt`, up to [`MAX_RECORDED`] bytes) and `json` (up to
 //! [`TARGETS_LIMIT`] bytes).
 
-use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
@@ -65,10 +64,12 @@ pub fn read_range(
     }
     buf.clear();
     buf.resize(len as usize, 0);
-    with_shard(path, offset, |f| f.read_exact(buf)).map_err(|error| ReadError::MemberCutShort {
-        path: path.to_path_buf(),
-        offset,
-        error,
+    with_shard(path, offset, len, |f| f.read_exact(buf)).map_err(|error| {
+        ReadError::MemberCutShort {
+            path: path.to_path_buf(),
+            offset,
+            error,
+        }
     })
 }
 
@@ -92,7 +93,7 @@ pub(crate) const TARGETS_LIMIT: u64 = 1 << 20;
 /// The shard, read a block at a time through a small buffer: skipping a member's data
 /// seeks within the buffer where it can.
 struct Blocks {
-    r: BufReader<File>,
+    r: BufReader<Box<dyn super::ShardRead>>,
     pos: u64,
     size: u64,
 }
@@ -568,7 +569,7 @@ pub(super) fn index(shard: &Path, size: u64) -> Result<Vec<Entry>> {
             "is empty (0 bytes): not a tar file".into(),
         )]);
     }
-    let file = crate::source::fsio::open_regular(shard).map_err(io)?;
+    let file = super::open_shard(shard).map_err(io)?;
     let mut blocks = Blocks {
         r: BufReader::with_capacity(64 << 10, file),
         pos: 0,

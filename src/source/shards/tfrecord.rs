@@ -144,7 +144,7 @@ pub fn read_field(field: &RecordField, max_bytes: u64, buf: &mut Vec<u8>) -> Res
     };
     let mut record = Vec::new();
     let mut checked = Ok(());
-    with_shard(&field.shard, field.offset, |f| {
+    with_shard(&field.shard, field.offset, field.len + 16, |f| {
         checked = read_record(f, field.len, &mut record);
         Ok(())
     })
@@ -659,10 +659,7 @@ pub fn encode_example(bytes: &[(&str, &[u8])], ints: &[(&str, i64)]) -> Vec<u8> 
 pub(super) fn index(shard: &Path, size: u64, keys: &ExampleKeys) -> Result<Vec<Entry>> {
     let io = |e: std::io::Error| Error::io(shard, e);
     // One sequential pass with a large buffer: shards are far larger than memory wants.
-    let r = BufReader::with_capacity(
-        READ_AHEAD,
-        crate::source::fsio::open_regular(shard).map_err(io)?,
-    );
+    let r = BufReader::with_capacity(READ_AHEAD, super::open_shard(shard).map_err(io)?);
     index_records(r, size, keys, &shard.display().to_string()).map_err(io)
 }
 

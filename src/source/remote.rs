@@ -1,0 +1,220 @@
+//! Datasets on object storage: S3 and S3-compatible stores (MinIO, R2, Ceph), Google Cloud
+//! Storage, Azure Blob Storage and plain HTTP(S), through the `object_store` crate (feature
+//! `object-store`).
+//!
+//! A URL goes wherever a dataset constructor takes a path: `s3://bucket/prefix/`,
+//! `gs://bucket/prefix/`, `az://container/prefix/`, `https://host/path/`. A URL ending in
+//! `/` (or one under which the store lists objects) is a folder; otherwise an object.
+//! Credentials, region and endpoint come from the environment as `object_store` reads them
+//! (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT` for an
+//! S3-compatible store, `AWS_ALLOW_HTTP`; `GOOGLE_*`; `AZURE_*`) and from
+//! [`RemoteConfig::options`]; nothing is asked for, and no credential is logged.
+//!
+//! Every request is bounded and retried ([`RemoteConfig`]): at most
+//! [`RemoteConfig::max_requests`] requests and [`RemoteConfig::max_bytes_in_flight`] bytes
+//! in flight in the process, each request with a timeout, retried with exponential backoff
+//! (and jitter) on timeouts, throttling, server errors, connections reset mid-body and
+//! bodies cut short; a ranged read is checked to bring exactly the bytes asked for, and
+//! carries the object's ETag (`If-Match`), so an object rewritten after it was listed is
+//! reported as changed rather than read half old, half new. A read that fails after the
+//! retries is the sample's report (kind `io`), with the URL and the last error, under the
+//! pipeline's `OnError` policy: nothing is delivered twice or lost across retries, since a
+//! retry repeats one read of one sample before anything of it is delivered.
+//!
+//! Reads of a shard that follow each other (the validation order, a reader given
+//! neighbours) coalesce into one ranged read of [`RemoteConfig::read_ahead`] bytes;
+//! indexing a shard without a sidecar streams it in reads of that size. With
+//! [`RemoteConfig::cache`], whole objects are kept on local disk, keyed by URL and ETag
+//! (or size and modification time), least recently used evicted past the bound: later
+//! epochs read locally, and a changed object is fetched again.
+//!
+//! The state (the stores, the limits, the counters) is process-wide: [`configure`] sets it
+//! before the first URL is read, else it is made from the environment
+//! ([`RemoteConfig::from_env`]).
+
+use std::path::Path;
+
+/// Whether `path` is a URL (`scheme://...`, the scheme letters, digits, `+`, `-`, `.`)
+/// rather than a local path.
+pub fn is_url(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| scheme_of(s).is_some())
+}
+
+/// The scheme of a URL string.
+fn scheme_of(s: &str) -> Option<&str> {
+    let (scheme, _) = s.split_once("://")?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
+}
+
+/// Why object storage could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RemoteError {
+    /// Not a URL of a store this build reads.
+    #[error("{url}: not a URL stoker reads ({why})")]
+    Url {
+        /// The URL.
+        url: String,
+        /// Why.
+        why: String,
+    },
+    /// No object at the URL.
+    #[error("{url}: no such object")]
+    NotFound {
+        /// The URL.
+        url: String,
+    },
+    /// The object changed since it was listed (another ETag).
+    #[error("{url}: the object changed since it was listed ({last})")]
+    Changed {
+        /// The URL.
+        url: String,
+        /// What the store said.
+        last: String,
+    },
+    /// The object is larger than the limit (checked before reading it).
+    #[error("{url}: {bytes} bytes exceed the limit of {limit}")]
+    TooLarge {
+        /// The URL.
+        url: String,
+        /// Bytes it has.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A request failed, after the retries where it was worth retrying.
+    #[error("{url}: {what} failed after {attempts} attempt(s): {last}")]
+    Failed {
+        /// The URL.
+        url: String,
+        /// What was asked (`read of bytes 0..512`, `listing`, ...).
+        what: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The last error.
+        last: String,
+    },
+    /// The client could not be set up (a store's options, the TLS provider, the runtime).
+    #[error("object storage: {0}")]
+    Setup(String),
+    /// A build without the `object-store` feature.
+    #[error(
+        "{url}: this build of stoker reads no object storage (the `object-store` feature is off)"
+    )]
+    NotBuilt {
+        /// The URL.
+        url: String,
+    },
+}
+
+impl From<RemoteError> for std::io::Error {
+    fn from(e: RemoteError) -> Self {
+        let kind = match &e {
+            RemoteError::NotFound { .. } => std::io::ErrorKind::NotFound,
+            RemoteError::Failed { .. } => std::io::ErrorKind::TimedOut,
+            RemoteError::Url { .. } | RemoteError::Setup(_) | RemoteError::NotBuilt { .. } => {
+                std::io::ErrorKind::InvalidInput
+            }
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
+#[cfg(feature = "object-store")]
+mod client;
+#[cfg(feature = "object-store")]
+pub use client::{configure, hold, stats, upload, CacheConfig, RemoteConfig, RemoteStats};
+
+/// Every object under the folder `url` (`/` added when it has none), sorted by URL.
+pub fn list(url: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
+    client::list(url)
+}
+
+/// What the store says of the object `url` (its size, modification time, ETag): asked
+/// once, then remembered for the process (listing remembers what it lists).
+pub fn stat(url: &str) -> Result<ObjectInfo, RemoteError> {
+    client::info(url)
+}
+
+/// What the store says of one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Its URL.
+    pub url: String,
+    /// Bytes.
+    pub size: u64,
+    /// Last modified, ns since the epoch.
+    pub mtime_ns: u128,
+    /// Its ETag, when the store gives one.
+    pub etag: Option<String>,
+}
+
+/// The stand-ins of a build without the feature: every URL is an error saying so.
+#[cfg(not(feature = "object-store"))]
+mod client {
+    use super::{ObjectInfo, RemoteError};
+
+    fn off<T>(url: &str) -> Result<T, RemoteError> {
+        Err(RemoteError::NotBuilt { url: url.into() })
+    }
+    pub(crate) fn info(url: &str) -> Result<ObjectInfo, RemoteError> {
+        off(url)
+    }
+    pub(crate) fn list(url: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
+        off(url)
+    }
+    pub(crate) fn read_all(url: &str, _max: u64) -> Result<Vec<u8>, RemoteError> {
+        off(url)
+    }
+    pub(crate) fn read_at(url: &str, _offset: u64, _len: u64) -> Result<Vec<u8>, RemoteError> {
+        off(url)
+    }
+    pub(crate) fn stream(url: &str) -> Result<std::io::Empty, RemoteError> {
+        off(url)
+    }
+    /// Uploads a file: in this build, an error saying object storage is not built in.
+    pub fn upload(_local: &std::path::Path, url: &str) -> Result<(), RemoteError> {
+        off(url)
+    }
+    /// Holds objects in memory: in this build, nothing to hold (no URL can be read).
+    pub fn hold(_urls: &[String]) -> Result<(), RemoteError> {
+        Ok(())
+    }
+}
+
+#[cfg(not(feature = "object-store"))]
+pub use client::{hold, upload};
+pub(crate) use client::{info, read_all, read_at, stream};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_told_from_paths() {
+        for url in [
+            "s3://bucket/a.tar",
+            "gs://b/",
+            "az://c/p/",
+            "https://host/x",
+            "s3+x.y-z://b",
+        ] {
+            assert!(is_url(Path::new(url)), "{url}");
+        }
+        for path in [
+            "a.tar",
+            "/data/s3://x",
+            "C:\\data",
+            "://x",
+            "1s3://b",
+            "./s3://b",
+        ] {
+            assert!(!is_url(Path::new(path)), "{path}");
+        }
+    }
+}

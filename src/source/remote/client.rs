@@ -1,0 +1,1076 @@
+//! The object-storage client: stores by URL, bounded and retried requests, read-ahead,
+//! whole objects held in memory (block order), the disk cache. Async inside (the
+//! `object_store` crate is), blocking outside: reader threads call in and wait.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures_util::TryStreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, ObjectStoreScheme};
+
+use super::{ObjectInfo, RemoteError};
+use crate::rng::{fnv1a64, mix64};
+
+/// How object storage is read. [`RemoteConfig::default`] is what a URL gets unless
+/// [`configure`] says otherwise; [`RemoteConfig::from_env`] is the default with the
+/// `STOKER_REMOTE_*` and `STOKER_CACHE_*` variables applied.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RemoteConfig {
+    /// Requests in flight in the process at most (default 64; a retry keeps its place).
+    /// `STOKER_REMOTE_MAX_REQUESTS`.
+    pub max_requests: usize,
+    /// Bytes of requests in flight at most (default 256 MiB; a larger single request takes
+    /// the whole budget). `STOKER_REMOTE_MAX_BYTES`.
+    pub max_bytes_in_flight: u64,
+    /// Each request's time limit, headers and body (default 30 s).
+    /// `STOKER_REMOTE_TIMEOUT_MS`.
+    pub timeout: Duration,
+    /// Connecting's time limit (default 5 s).
+    pub connect_timeout: Duration,
+    /// Retries of a failed request (default 6): timeouts, throttling (429, 503 SlowDown),
+    /// server errors (5xx), connections refused or reset, bodies cut short.
+    /// `STOKER_REMOTE_RETRIES`.
+    pub retries: u32,
+    /// The first retry's wait (default 50 ms), doubled each retry up to
+    /// [`RemoteConfig::max_backoff`] (default 5 s), each wait drawn between half and all
+    /// of it.
+    pub backoff: Duration,
+    /// See [`RemoteConfig::backoff`].
+    pub max_backoff: Duration,
+    /// Bytes one read fetches when reads of a shard follow each other, and the size of
+    /// the reads that index a shard without a sidecar (default 8 MiB).
+    pub read_ahead: u64,
+    /// Options for the stores, as `object_store` names them (`aws_endpoint`,
+    /// `aws_region`, `aws_allow_http`, `google_service_account`, ...): applied after the
+    /// environment's.
+    pub options: Vec<(String, String)>,
+    /// The disk cache of whole objects; `None` (the default) for none.
+    /// `STOKER_CACHE_DIR` and `STOKER_CACHE_MAX_BYTES` (default 10 GiB).
+    pub cache: Option<CacheConfig>,
+}
+
+/// A disk cache of whole objects, keyed by URL and ETag (or size and modification time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CacheConfig {
+    /// Its folder (made when missing).
+    pub dir: PathBuf,
+    /// Bytes it holds at most: the least recently used objects are removed past it, and
+    /// an object larger than it is not cached.
+    pub max_bytes: u64,
+}
+
+impl CacheConfig {
+    /// A cache in `dir` of at most `max_bytes`.
+    pub fn new(dir: impl Into<PathBuf>, max_bytes: u64) -> Self {
+        CacheConfig {
+            dir: dir.into(),
+            max_bytes,
+        }
+    }
+}
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        RemoteConfig {
+            max_requests: 64,
+            max_bytes_in_flight: 256 << 20,
+            timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            retries: 6,
+            backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(5),
+            read_ahead: 8 << 20,
+            options: Vec::new(),
+            cache: None,
+        }
+    }
+}
+
+impl RemoteConfig {
+    /// The default with the environment's settings: `STOKER_REMOTE_MAX_REQUESTS`,
+    /// `STOKER_REMOTE_MAX_BYTES`, `STOKER_REMOTE_TIMEOUT_MS`, `STOKER_REMOTE_RETRIES`,
+    /// `STOKER_CACHE_DIR`, `STOKER_CACHE_MAX_BYTES`. A value that is not a number is an
+    /// error naming it.
+    pub fn from_env() -> Result<Self, RemoteError> {
+        let num =
+            |name: &str| -> Result<Option<u64>, RemoteError> {
+                match std::env::var(name) {
+                    Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
+                        RemoteError::Setup(format!("{name}={v:?} is not a whole number"))
+                    }),
+                    Err(_) => Ok(None),
+                }
+            };
+        let mut c = RemoteConfig::default();
+        if let Some(n) = num("STOKER_REMOTE_MAX_REQUESTS")? {
+            c.max_requests = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        if let Some(n) = num("STOKER_REMOTE_MAX_BYTES")? {
+            c.max_bytes_in_flight = n;
+        }
+        if let Some(n) = num("STOKER_REMOTE_TIMEOUT_MS")? {
+            c.timeout = Duration::from_millis(n);
+        }
+        if let Some(n) = num("STOKER_REMOTE_RETRIES")? {
+            c.retries = u32::try_from(n).unwrap_or(u32::MAX);
+        }
+        if let Some(dir) = std::env::var_os("STOKER_CACHE_DIR").filter(|d| !d.is_empty()) {
+            let max = num("STOKER_CACHE_MAX_BYTES")?.unwrap_or(10 << 30);
+            c.cache = Some(CacheConfig::new(dir, max));
+        }
+        Ok(c)
+    }
+
+    fn check(&self) -> Result<(), RemoteError> {
+        let bad = |what: &str| Err(RemoteError::Setup(format!("{what} must be at least 1")));
+        if self.max_requests == 0 {
+            return bad("max_requests");
+        }
+        if self.max_bytes_in_flight == 0 {
+            return bad("max_bytes_in_flight");
+        }
+        if self.read_ahead == 0 {
+            return bad("read_ahead");
+        }
+        if self.timeout.is_zero() {
+            return bad("timeout");
+        }
+        Ok(())
+    }
+}
+
+/// What the process's object-storage client has done (see [`stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoteStats {
+    /// Requests sent, retries included.
+    pub requests: u64,
+    /// Retries (requests sent again after a failure).
+    pub retries: u64,
+    /// Requests that failed for good (after the retries).
+    pub failures: u64,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// The most requests that were in flight at once.
+    pub max_in_flight: u64,
+    /// The most request bytes that were in flight at once.
+    pub max_bytes_in_flight: u64,
+    /// Reads served from the disk cache.
+    pub cache_hits: u64,
+    /// Objects written into the disk cache.
+    pub cache_fills: u64,
+    /// Reads served from objects held in memory (block order).
+    pub held_hits: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    requests: AtomicU64,
+    retries: AtomicU64,
+    failures: AtomicU64,
+    bytes: AtomicU64,
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
+    bytes_in_flight: AtomicU64,
+    max_bytes_in_flight: AtomicU64,
+    cache_hits: AtomicU64,
+    cache_fills: AtomicU64,
+    held_hits: AtomicU64,
+}
+
+/// An object held in memory, or on its way.
+enum Held {
+    Loading,
+    Ready(Bytes),
+    Failed,
+}
+
+/// Objects held, by URL, each with the last [`hold`] call that asked for it; and the
+/// number of calls.
+type HeldObjects = (HashMap<String, (Held, u64)>, u64);
+
+/// How many of the latest [`hold`] calls' objects stay held: the readers work a few
+/// batches behind the planner that asks for them.
+const HOLD_CALLS_KEPT: u64 = 4;
+
+/// The process's client.
+struct Remote {
+    rt: tokio::runtime::Runtime,
+    config: RemoteConfig,
+    /// Stores by `scheme://authority`.
+    stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
+    /// What listing and HEAD found, by URL: sizes for reads, ETags for `If-Match`.
+    objects: Mutex<HashMap<String, ObjectInfo>>,
+    requests: tokio::sync::Semaphore,
+    /// Permits of 1 KiB.
+    bytes: tokio::sync::Semaphore,
+    bytes_permits: u32,
+    counters: Counters,
+    /// Whole objects held in memory (block order), each with the last [`hold`] call that
+    /// asked for it, and the number of calls; who waits for them.
+    held: Mutex<HeldObjects>,
+    held_ready: Condvar,
+    /// Objects the disk cache is fetching.
+    filling: Mutex<HashSet<String>>,
+}
+
+static STATE: Mutex<Option<Arc<Remote>>> = Mutex::new(None);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Sets how object storage is read, for the rest of the process: stores, counters and
+/// held objects start afresh (reads in progress finish under the old settings).
+pub fn configure(config: RemoteConfig) -> Result<(), RemoteError> {
+    let r = Remote::new(config)?;
+    *lock(&STATE) = Some(Arc::new(r));
+    Ok(())
+}
+
+/// What the client has done since it was set up (see [`configure`]).
+pub fn stats() -> RemoteStats {
+    let Some(r) = lock(&STATE).clone() else {
+        return RemoteStats::default();
+    };
+    let c = &r.counters;
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    RemoteStats {
+        requests: get(&c.requests),
+        retries: get(&c.retries),
+        failures: get(&c.failures),
+        bytes: get(&c.bytes),
+        max_in_flight: get(&c.max_in_flight),
+        max_bytes_in_flight: get(&c.max_bytes_in_flight),
+        cache_hits: get(&c.cache_hits),
+        cache_fills: get(&c.cache_fills),
+        held_hits: get(&c.held_hits),
+    }
+}
+
+fn remote() -> Result<Arc<Remote>, RemoteError> {
+    let mut state = lock(&STATE);
+    if let Some(r) = state.as_ref() {
+        return Ok(Arc::clone(r));
+    }
+    let r = Arc::new(Remote::new(RemoteConfig::from_env()?)?);
+    *state = Some(Arc::clone(&r));
+    Ok(r)
+}
+
+/// The error's text with its sources', which say what the transport saw.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        let t = x.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = x.source();
+    }
+    s
+}
+
+/// Splits a URL into the key of its store (`scheme://authority`) and the object path.
+fn split_url(url: &str) -> Result<(String, ObjectStoreScheme, ObjectPath, url::Url), RemoteError> {
+    let bad = |why: String| RemoteError::Url {
+        url: url.into(),
+        why,
+    };
+    let parsed = url::Url::parse(url).map_err(|e| bad(e.to_string()))?;
+    let (scheme, path) = ObjectStoreScheme::parse(&parsed).map_err(|e| bad(chain(&e)))?;
+    let path = ObjectPath::parse(path).map_err(|e| bad(chain(&e)))?;
+    let root = parsed[..url::Position::BeforePath].to_string();
+    Ok((root, scheme, path, parsed))
+}
+
+impl Remote {
+    fn new(config: RemoteConfig) -> Result<Self, RemoteError> {
+        config.check()?;
+        // rustls without a provider chosen at build time (ring here; aws-lc-rs, its
+        // default, is a long C build): install ring's, unless the program installed one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("stoker-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| RemoteError::Setup(format!("the I/O runtime: {e}")))?;
+        let bytes_permits = u32::try_from(config.max_bytes_in_flight.div_ceil(1024))
+            .unwrap_or(tokio::sync::Semaphore::MAX_PERMITS as u32)
+            .clamp(1, tokio::sync::Semaphore::MAX_PERMITS as u32);
+        Ok(Remote {
+            rt,
+            requests: tokio::sync::Semaphore::new(config.max_requests),
+            bytes: tokio::sync::Semaphore::new(bytes_permits as usize),
+            bytes_permits,
+            config,
+            stores: Mutex::new(HashMap::new()),
+            objects: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+            held: Mutex::new((HashMap::new(), 0)),
+            held_ready: Condvar::new(),
+            filling: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Runs `fut` to its end on the runtime, from any thread (one inside another async
+    /// runtime too: it waits on a thread of its own rather than block that runtime).
+    fn run<T: Send>(&self, fut: impl std::future::Future<Output = T> + Send) -> T {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            std::thread::scope(|s| {
+                let h = s.spawn(|| self.rt.block_on(fut));
+                match h.join() {
+                    Ok(v) => v,
+                    Err(p) => std::panic::resume_unwind(p),
+                }
+            })
+        } else {
+            self.rt.block_on(fut)
+        }
+    }
+
+    /// The store of `url` and the object's path in it.
+    fn store(&self, url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath), RemoteError> {
+        let (root, scheme, path, parsed) = split_url(url)?;
+        let mut stores = lock(&self.stores);
+        if let Some(s) = stores.get(&root) {
+            return Ok((Arc::clone(s), path));
+        }
+        let store = self.build(&root, scheme, &parsed)?;
+        stores.insert(root, Arc::clone(&store));
+        Ok((store, path))
+    }
+
+    fn build(
+        &self,
+        root: &str,
+        scheme: ObjectStoreScheme,
+        url: &url::Url,
+    ) -> Result<Arc<dyn ObjectStore>, RemoteError> {
+        let c = &self.config;
+        // object_store's own retries are off: every retry is this client's, counted, with
+        // the request's place in flight kept.
+        let retry = object_store::RetryConfig {
+            max_retries: 0,
+            ..Default::default()
+        };
+        let mut options: Vec<(String, String)> = vec![
+            ("timeout".into(), format!("{}ms", c.timeout.as_millis())),
+            (
+                "connect_timeout".into(),
+                format!("{}ms", c.connect_timeout.as_millis()),
+            ),
+        ];
+        options.extend(c.options.iter().cloned());
+        let setup = |e: object_store::Error| RemoteError::Setup(format!("{root}: {}", chain(&e)));
+        macro_rules! built {
+            ($builder:expr) => {{
+                let mut b = $builder.with_url(url.as_str()).with_retry(retry);
+                for (k, v) in &options {
+                    match k.to_ascii_lowercase().parse() {
+                        Ok(key) => b = b.with_config(key, v.clone()),
+                        Err(_) => log::warn!(
+                            "{root}: store option {k:?} is not one this store takes; ignored"
+                        ),
+                    }
+                }
+                Arc::new(b.build().map_err(setup)?) as Arc<dyn ObjectStore>
+            }};
+        }
+        Ok(match scheme {
+            ObjectStoreScheme::AmazonS3 => built!(object_store::aws::AmazonS3Builder::from_env()),
+            ObjectStoreScheme::GoogleCloudStorage => {
+                built!(object_store::gcp::GoogleCloudStorageBuilder::from_env())
+            }
+            ObjectStoreScheme::MicrosoftAzure => {
+                built!(object_store::azure::MicrosoftAzureBuilder::from_env())
+            }
+            ObjectStoreScheme::Http => {
+                let mut b = object_store::http::HttpBuilder::new()
+                    .with_url(root)
+                    .with_retry(retry);
+                for (k, v) in &options {
+                    if let Ok(key) = k.to_ascii_lowercase().parse() {
+                        b = b.with_config(key, v.clone());
+                    }
+                }
+                Arc::new(b.build().map_err(setup)?) as Arc<dyn ObjectStore>
+            }
+            other => {
+                return Err(RemoteError::Url {
+                    url: url.to_string(),
+                    why: format!("{other:?} is not an object store (a local path needs no URL)"),
+                })
+            }
+        })
+    }
+
+    /// The wait before retry `attempt` (1, 2, ...): doubling from the first backoff up to
+    /// the largest, drawn between half and all of it.
+    fn backoff(&self, attempt: u32, salt: u64) -> Duration {
+        let c = &self.config;
+        let full = c
+            .backoff
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(20))
+            .min(c.max_backoff);
+        let u = (mix64(salt ^ u64::from(attempt)) >> 11) as f64 / (1u64 << 53) as f64;
+        full.mul_f64(0.5 + 0.5 * u)
+    }
+
+    /// Runs `attempt` with a place in flight (one request, `bytes` of budget), a timeout
+    /// each try, and retries with backoff while what fails is worth retrying.
+    async fn request<T, F, Fut>(
+        &self,
+        url: &str,
+        what: impl Fn() -> String,
+        bytes: u64,
+        attempt: F,
+    ) -> Result<T, RemoteError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failure>>,
+    {
+        let closed = |_| RemoteError::Setup("the client was shut down".into());
+        let _req = self.requests.acquire().await.map_err(closed)?;
+        let kib = u32::try_from(bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.bytes_permits);
+        let _budget = self.bytes.acquire_many(kib).await.map_err(closed)?;
+        let c = &self.counters;
+        let n = c.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        c.max_in_flight.fetch_max(n, Ordering::Relaxed);
+        let b = c.bytes_in_flight.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        c.max_bytes_in_flight.fetch_max(b, Ordering::Relaxed);
+        let salt = fnv1a64(url.as_bytes());
+        let mut tries = 0u32;
+        let out = loop {
+            tries += 1;
+            c.requests.fetch_add(1, Ordering::Relaxed);
+            let last = match tokio::time::timeout(self.config.timeout, attempt()).await {
+                Ok(Ok(v)) => break Ok(v),
+                Ok(Err(Failure::Final(e))) => break Err(e),
+                Ok(Err(Failure::Again(why))) => why,
+                Err(_) => format!("no answer within {:?}", self.config.timeout),
+            };
+            if tries > self.config.retries {
+                break Err(RemoteError::Failed {
+                    url: url.into(),
+                    what: what(),
+                    attempts: tries,
+                    last,
+                });
+            }
+            log::debug!("{url}: {} failed ({last}); retrying", what());
+            c.retries.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(self.backoff(tries, salt)).await;
+        };
+        c.in_flight.fetch_sub(1, Ordering::Relaxed);
+        c.bytes_in_flight.fetch_sub(bytes, Ordering::Relaxed);
+        if out.is_err() {
+            c.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        out
+    }
+
+    /// Bytes `range` of `url`, exactly (a shorter body is retried), from the object with
+    /// `etag` when given.
+    async fn get_range(
+        &self,
+        url: &str,
+        range: Range<u64>,
+        etag: Option<&str>,
+    ) -> Result<Bytes, RemoteError> {
+        self.get(url, range, etag, false).await
+    }
+
+    /// [`Remote::get_range`], or with `whole` the whole object (of `range.end` bytes) by a
+    /// GET without a range.
+    async fn get(
+        &self,
+        url: &str,
+        range: Range<u64>,
+        etag: Option<&str>,
+        whole: bool,
+    ) -> Result<Bytes, RemoteError> {
+        let (store, path) = self.store(url)?;
+        let want = range.end - range.start;
+        let what = || match whole {
+            true => format!("read of the object ({want} bytes)"),
+            false => format!("read of bytes {}..{}", range.start, range.end),
+        };
+        let got = self
+            .request(url, what, want, || {
+                let opts = GetOptions {
+                    range: (!whole).then(|| GetRange::Bounded(range.clone())),
+                    if_match: etag.map(str::to_string),
+                    ..Default::default()
+                };
+                let (store, path) = (Arc::clone(&store), path.clone());
+                async move {
+                    let r = store
+                        .get_opts(&path, opts)
+                        .await
+                        .map_err(|e| classify(url, e))?;
+                    let b = r.bytes().await.map_err(|e| classify(url, e))?;
+                    if b.len() as u64 != want {
+                        return Err(Failure::Again(format!(
+                            "{} bytes of the {want} asked for arrived",
+                            b.len()
+                        )));
+                    }
+                    Ok(b)
+                }
+            })
+            .await?;
+        self.counters.bytes.fetch_add(want, Ordering::Relaxed);
+        Ok(got)
+    }
+
+    /// What the store says of `url` (remembered from listing, else asked).
+    fn info(&self, url: &str) -> Result<ObjectInfo, RemoteError> {
+        if let Some(i) = lock(&self.objects).get(url) {
+            return Ok(i.clone());
+        }
+        let (store, path) = self.store(url)?;
+        let meta = self.run(self.request(
+            url,
+            || "HEAD".into(),
+            0,
+            || {
+                let (store, path) = (Arc::clone(&store), path.clone());
+                async move { store.head(&path).await.map_err(|e| classify(url, e)) }
+            },
+        ))?;
+        let info = to_info(url.to_string(), &meta);
+        lock(&self.objects).insert(url.to_string(), info.clone());
+        Ok(info)
+    }
+
+    /// Every object under `url` (a folder: `url` with a `/` added when it has none), sorted
+    /// by URL.
+    fn list(&self, url: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
+        let folder = if url.ends_with('/') {
+            url.to_string()
+        } else {
+            format!("{url}/")
+        };
+        let (store, prefix) = self.store(&folder)?;
+        let (root, ..) = split_url(&folder)?;
+        let at = folder.as_str();
+        let metas = self.run(self.request(
+            at,
+            || "listing".into(),
+            0,
+            || {
+                let (store, prefix) = (Arc::clone(&store), prefix.clone());
+                async move {
+                    let p = (!prefix.as_ref().is_empty()).then_some(&prefix);
+                    store
+                        .list(p)
+                        .try_collect::<Vec<_>>()
+                        .await
+                        .map_err(|e| classify(at, e))
+                }
+            },
+        ))?;
+        let mut out: Vec<ObjectInfo> = metas
+            .iter()
+            .map(|m| to_info(format!("{root}/{}", m.location), m))
+            .collect();
+        out.sort_by(|a, b| a.url.cmp(&b.url));
+        let mut objects = lock(&self.objects);
+        for i in &out {
+            objects.insert(i.url.clone(), i.clone());
+        }
+        Ok(out)
+    }
+}
+
+/// A failed try: worth another, or final.
+enum Failure {
+    Again(String),
+    Final(RemoteError),
+}
+
+/// Sorts a store's error: what no retry can change is final.
+fn classify(url: &str, e: object_store::Error) -> Failure {
+    use object_store::Error as E;
+    match e {
+        E::NotFound { .. } => Failure::Final(RemoteError::NotFound { url: url.into() }),
+        E::Precondition { .. } => Failure::Final(RemoteError::Changed {
+            url: url.into(),
+            last: chain(&e),
+        }),
+        E::PermissionDenied { .. }
+        | E::Unauthenticated { .. }
+        | E::InvalidPath { .. }
+        | E::NotSupported { .. }
+        | E::NotImplemented { .. }
+        | E::UnknownConfigurationKey { .. } => Failure::Final(RemoteError::Failed {
+            url: url.into(),
+            what: "request".into(),
+            attempts: 1,
+            last: chain(&e),
+        }),
+        e => Failure::Again(chain(&e)),
+    }
+}
+
+fn to_info(url: String, m: &object_store::ObjectMeta) -> ObjectInfo {
+    ObjectInfo {
+        url,
+        size: m.size,
+        mtime_ns: m
+            .last_modified
+            .timestamp_nanos_opt()
+            .and_then(|n| u128::try_from(n).ok())
+            .unwrap_or(0),
+        etag: m.e_tag.clone(),
+    }
+}
+
+/// What the store says of `url`.
+pub(crate) fn info(url: &str) -> Result<ObjectInfo, RemoteError> {
+    remote()?.info(url)
+}
+
+/// Every object under the folder `url`, sorted by URL.
+pub(crate) fn list(url: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
+    remote()?.list(url)
+}
+
+/// The whole object `url`, refused (before reading it) when larger than `max_bytes`.
+pub(crate) fn read_all(url: &str, max_bytes: u64) -> Result<Vec<u8>, RemoteError> {
+    let r = remote()?;
+    let info = r.info(url)?;
+    if info.size > max_bytes {
+        return Err(RemoteError::TooLarge {
+            url: url.into(),
+            bytes: info.size,
+            limit: max_bytes,
+        });
+    }
+    Ok(r.read(&info, 0, info.size, false)?.to_vec())
+}
+
+/// `len` bytes of `url` from `offset`, through this thread's read-ahead: a read that
+/// starts where this thread's last read of the object ended fetches
+/// [`RemoteConfig::read_ahead`] bytes, which serve the reads after it.
+pub(crate) fn read_at(url: &str, offset: u64, len: u64) -> Result<Vec<u8>, RemoteError> {
+    let r = remote()?;
+    let info = r.info(url)?;
+    let end = offset
+        .checked_add(len)
+        .filter(|e| *e <= info.size)
+        .ok_or_else(|| RemoteError::Failed {
+            url: url.into(),
+            what: format!("read of {len} bytes at {offset}"),
+            attempts: 0,
+            last: format!("the object has {} bytes", info.size),
+        })?;
+    AHEAD.with(|cell| {
+        let mut ahead = cell.borrow_mut();
+        if let Some(a) = ahead.as_ref().filter(|a| a.url == url) {
+            if offset >= a.start && end <= a.start + a.data.len() as u64 {
+                let from = (offset - a.start) as usize;
+                let bytes = a.data.slice(from..from + len as usize).to_vec();
+                if let Some(a) = ahead.as_mut() {
+                    a.end = end;
+                }
+                return Ok(bytes);
+            }
+        }
+        let sequential = ahead
+            .as_ref()
+            .is_some_and(|a| a.url == url && a.end == offset);
+        let data = r.read(&info, offset, len, sequential)?;
+        let out = data.slice(0..len as usize).to_vec();
+        *ahead = Some(Ahead {
+            url: url.to_string(),
+            start: offset,
+            data,
+            end,
+        });
+        Ok(out)
+    })
+}
+
+/// A thread's last read of an object, with what it read ahead.
+struct Ahead {
+    url: String,
+    start: u64,
+    data: Bytes,
+    /// Where the last read ended.
+    end: u64,
+}
+
+thread_local! {
+    static AHEAD: std::cell::RefCell<Option<Ahead>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Remote {
+    /// At least `len` bytes of the object from `offset` (more when `ahead`: up to
+    /// [`RemoteConfig::read_ahead`]): from the object held in memory, the disk cache, or
+    /// the store.
+    fn read(
+        self: &Arc<Self>,
+        info: &ObjectInfo,
+        offset: u64,
+        len: u64,
+        ahead: bool,
+    ) -> Result<Bytes, RemoteError> {
+        let end = offset + len;
+        if let Some(whole) = self.held(&info.url) {
+            self.counters.held_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(whole.slice(offset as usize..end as usize));
+        }
+        if let Some(b) = self.cached(info, offset, len)? {
+            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(b);
+        }
+        let whole = offset == 0 && end == info.size;
+        let end = if ahead {
+            end.max(offset.saturating_add(self.config.read_ahead))
+                .min(info.size)
+        } else {
+            end
+        };
+        self.run(self.get(&info.url, offset..end, info.etag.as_deref(), whole))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Whole objects held in memory (block order).
+
+/// Fetches the objects `urls` whole into memory, in the background (with the same bounds
+/// and retries as every read): reads of a held object wait for it and are served from
+/// memory. Objects that none of the last few calls asked for are let go (the readers
+/// work a few batches behind whoever asks). An object that cannot be fetched is read by
+/// range as if never held (and its reads report what fails).
+pub fn hold(urls: &[String]) -> Result<(), RemoteError> {
+    let r = remote()?;
+    let mut infos = Vec::new();
+    for url in urls {
+        match r.info(url) {
+            Ok(i) => infos.push(i),
+            Err(e) => log::debug!("{url}: not held ({e})"),
+        }
+    }
+    let mut guard = lock(&r.held);
+    let (held, calls) = &mut *guard;
+    *calls += 1;
+    let call = *calls;
+    for info in infos {
+        if let Some(h) = held.get_mut(&info.url) {
+            h.1 = call;
+            continue;
+        }
+        held.insert(info.url.clone(), (Held::Loading, call));
+        let r2 = Arc::clone(&r);
+        r.rt.spawn(async move {
+            let got = r2.fetch_whole(&info).await;
+            let mut guard = lock(&r2.held);
+            if let Some(slot) = guard.0.get_mut(&info.url) {
+                slot.0 = match got {
+                    Ok(b) => Held::Ready(b),
+                    Err(e) => {
+                        log::warn!("{}: not held in memory ({e}); read by range", info.url);
+                        Held::Failed
+                    }
+                };
+            }
+            r2.held_ready.notify_all();
+        });
+    }
+    held.retain(|_, h| h.1 + HOLD_CALLS_KEPT > call);
+    Ok(())
+}
+
+impl Remote {
+    /// The held object `url`, waiting while it is on its way.
+    fn held(&self, url: &str) -> Option<Bytes> {
+        let mut guard = lock(&self.held);
+        loop {
+            match &guard.0.get(url)?.0 {
+                Held::Ready(b) => return Some(b.clone()),
+                Held::Failed => return None,
+                Held::Loading => {
+                    guard = self
+                        .held_ready
+                        .wait(guard)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            }
+        }
+    }
+
+    /// The whole object, in reads of [`RemoteConfig::read_ahead`] bytes, several at once.
+    async fn fetch_whole(&self, info: &ObjectInfo) -> Result<Bytes, RemoteError> {
+        let step = self.config.read_ahead;
+        let ranges: Vec<Range<u64>> = (0..info.size.div_ceil(step))
+            .map(|k| k * step..((k + 1) * step).min(info.size))
+            .collect();
+        let parts = futures_util::future::try_join_all(
+            ranges
+                .into_iter()
+                .map(|r| self.get_range(&info.url, r, info.etag.as_deref())),
+        )
+        .await?;
+        let mut whole = Vec::new();
+        whole
+            .try_reserve_exact(usize::try_from(info.size).unwrap_or(usize::MAX))
+            .map_err(|e| RemoteError::Setup(format!("{}: {e}", info.url)))?;
+        for p in parts {
+            whole.extend_from_slice(&p);
+        }
+        Ok(Bytes::from(whole))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The disk cache.
+
+impl Remote {
+    /// The cache file of an object: named by a hash of its URL and its ETag (else its size
+    /// and modification time), so that a changed object is another file.
+    fn cache_file(&self, info: &ObjectInfo) -> Option<PathBuf> {
+        let c = self.config.cache.as_ref()?;
+        if info.size > c.max_bytes || info.size == 0 {
+            return None;
+        }
+        let key = match &info.etag {
+            Some(e) => format!("{}\n{e}", info.url),
+            None => format!("{}\n{}\n{}", info.url, info.size, info.mtime_ns),
+        };
+        let a = fnv1a64(key.as_bytes());
+        let b = mix64(a ^ fnv1a64(format!("stoker-cache\n{key}").as_bytes()));
+        Some(c.dir.join(format!("{a:016x}{b:016x}.obj")))
+    }
+
+    /// `len` bytes at `offset` from the cached object, when it is cached; otherwise starts
+    /// fetching it into the cache (in the background) and says `None`.
+    fn cached(
+        self: &Arc<Self>,
+        info: &ObjectInfo,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<Bytes>, RemoteError> {
+        let Some(file) = self.cache_file(info) else {
+            return Ok(None);
+        };
+        match std::fs::File::open(&file) {
+            Ok(mut f) if f.metadata().is_ok_and(|m| m.len() == info.size) => {
+                let mut buf = vec![0u8; len as usize];
+                let read = f
+                    .seek(SeekFrom::Start(offset))
+                    .and_then(|_| f.read_exact(&mut buf));
+                match read {
+                    Ok(()) => {
+                        touch(&f);
+                        return Ok(Some(Bytes::from(buf)));
+                    }
+                    Err(e) => log::warn!("{}: cache read failed ({e})", file.display()),
+                }
+            }
+            _ => {}
+        }
+        if lock(&self.filling).insert(info.url.clone()) {
+            let (r, info) = (Arc::clone(self), info.clone());
+            self.rt.spawn(async move {
+                match r.fill(&info, &file).await {
+                    Ok(()) => {
+                        r.counters.cache_fills.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => log::warn!("{}: not cached ({e})", info.url),
+                }
+                lock(&r.filling).remove(&info.url);
+            });
+        }
+        Ok(None)
+    }
+
+    /// Fetches the object whole into `file` (written beside it, renamed into place), then
+    /// removes the least recently used objects past the cache's bound.
+    async fn fill(&self, info: &ObjectInfo, file: &Path) -> Result<(), String> {
+        let Some(c) = self.config.cache.as_ref() else {
+            return Ok(());
+        };
+        std::fs::create_dir_all(&c.dir).map_err(|e| format!("{}: {e}", c.dir.display()))?;
+        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+        let written = async {
+            use std::io::Write;
+            let mut out = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+            let step = self.config.read_ahead;
+            let mut at = 0;
+            while at < info.size {
+                let end = (at + step).min(info.size);
+                let part = self
+                    .get_range(&info.url, at..end, info.etag.as_deref())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                out.write_all(&part).map_err(|e| e.to_string())?;
+                at = end;
+            }
+            out.sync_all().map_err(|e| e.to_string())?;
+            std::fs::rename(&tmp, file).map_err(|e| e.to_string())
+        }
+        .await;
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written?;
+        evict(&c.dir, c.max_bytes, file);
+        Ok(())
+    }
+}
+
+/// Marks a cache file used now (its modification time is its last use).
+fn touch(f: &std::fs::File) {
+    let _ = f.set_modified(SystemTime::now());
+}
+
+/// Removes the least recently used cache files of `dir` until at most `max_bytes` remain,
+/// keeping `keep` (just written).
+fn evict(dir: &Path, max_bytes: u64, keep: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(SystemTime, u64, PathBuf)> = rd
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "obj"))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            Some((m.modified().unwrap_or(UNIX_EPOCH), m.len(), e.path()))
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    files.sort();
+    for (_, len, path) in files {
+        if total <= max_bytes {
+            break;
+        }
+        if path != keep && std::fs::remove_file(&path).is_ok() {
+            total -= len;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Streaming and uploading.
+
+/// A reader of a whole object in reads of [`RemoteConfig::read_ahead`] bytes (indexing a
+/// shard without a sidecar): seeking within what was read costs nothing.
+pub(crate) struct ObjectReader {
+    remote: Arc<Remote>,
+    info: ObjectInfo,
+    pos: u64,
+    start: u64,
+    data: Bytes,
+}
+
+/// A reader of the object `url` from its start.
+pub(crate) fn stream(url: &str) -> Result<ObjectReader, RemoteError> {
+    let remote = remote()?;
+    let info = remote.info(url)?;
+    Ok(ObjectReader {
+        remote,
+        info,
+        pos: 0,
+        start: 0,
+        data: Bytes::new(),
+    })
+}
+
+impl Read for ObjectReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.pos >= self.info.size || buf.is_empty() {
+            return Ok(0);
+        }
+        let have = self.start..self.start + self.data.len() as u64;
+        if !have.contains(&self.pos) {
+            let len = self.config_step().min(self.info.size - self.pos);
+            self.data = self.remote.read(&self.info, self.pos, len, false)?;
+            self.start = self.pos;
+        }
+        let from = (self.pos - self.start) as usize;
+        let n = buf.len().min(self.data.len() - from);
+        buf[..n].copy_from_slice(&self.data[from..from + n]);
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl ObjectReader {
+    fn config_step(&self) -> u64 {
+        self.remote.config.read_ahead
+    }
+}
+
+impl Seek for ObjectReader {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let pos = match to {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            SeekFrom::End(d) => self.info.size.checked_add_signed(d),
+        };
+        self.pos = pos.ok_or_else(|| std::io::Error::other("seek out of range"))?;
+        Ok(self.pos)
+    }
+}
+
+/// Uploads the file `local` to `url` in parts: complete, or aborted (nothing left at
+/// `url`) when a part fails after its retries.
+pub fn upload(local: &Path, url: &str) -> Result<(), RemoteError> {
+    let r = remote()?;
+    let (store, path) = r.store(url)?;
+    let failed = |last: String| RemoteError::Failed {
+        url: url.into(),
+        what: format!("upload of {}", local.display()),
+        attempts: 1,
+        last,
+    };
+    let mut file = std::fs::File::open(local).map_err(|e| failed(e.to_string()))?;
+    r.run(async {
+        let _req = r
+            .requests
+            .acquire()
+            .await
+            .map_err(|e| RemoteError::Setup(e.to_string()))?;
+        let upload = store
+            .put_multipart(&path)
+            .await
+            .map_err(|e| failed(chain(&e)))?;
+        let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, 8 << 20);
+        let mut buf = vec![0u8; 8 << 20];
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => {
+                    let _ = w.abort().await;
+                    return Err(failed(e.to_string()));
+                }
+            };
+            if let Err(e) = w.wait_for_capacity(4).await {
+                return Err(failed(chain(&e)));
+            }
+            w.write(&buf[..n]);
+        }
+        w.finish().await.map_err(|e| failed(chain(&e)))?;
+        Ok(())
+    })?;
+    lock(&r.objects).remove(url);
+    Ok(())
+}

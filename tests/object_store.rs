@@ -1,0 +1,527 @@
+//! Datasets in object storage, against a real S3 API server on this machine (moto's server
+//! mode, installed by scripts/test.sh; without it these tests say they were skipped, and
+//! with `STOKER_REQUIRE_S3=1` they fail) and a fault-injecting proxy between stoker and
+//! the server (tests/support/s3.rs): listing, sidecar indexes and indexes built by
+//! streaming, every sample of an epoch delivered once over several ranks and byte for byte
+//! what the same shards give from local files, a split made on local files that loads
+//! unchanged on the shards in the store, block order, the disk cache, and faults (latency,
+//! 5xx, throttling, connections reset mid-body, truncated bodies): delivered + reported is
+//! always every sample, none twice, and requests in flight stay within the bound.
+//!
+//! The object-storage client is process-wide, so the tests take turns (one lock).
+#![cfg(feature = "object-store")]
+
+mod common;
+#[path = "support/s3.rs"]
+mod s3;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use stoker::source::remote::{self, CacheConfig, RemoteConfig};
+use stoker::source::shards::{index_path, ShardFormat, ShardWriter};
+use stoker::{Augment, BackendKind, Dataset, OnError, Pipeline, SampleErrorKind, Subset};
+
+static TURN: Mutex<()> = Mutex::new(());
+
+/// Samples in the test dataset, in three classes.
+const N: usize = 48;
+
+/// The S3 server and this test's turn, or `None` (skipped) without a server.
+fn server() -> Option<(MutexGuard<'static, ()>, s3::S3Server)> {
+    let turn = TURN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let server = s3::S3Server::start()?;
+    Some((turn, server))
+}
+
+/// Points the client at `endpoint` (the server, or the proxy in front of it), with
+/// `tune` applied to the settings.
+fn configure(endpoint: &str, tune: impl FnOnce(&mut RemoteConfig)) {
+    let mut c = RemoteConfig::default();
+    c.options = [
+        ("aws_endpoint", endpoint),
+        ("aws_allow_http", "true"),
+        ("aws_access_key_id", "test"),
+        ("aws_secret_access_key", "test"),
+        ("aws_region", "us-east-1"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    tune(&mut c);
+    remote::configure(c).expect("configure");
+}
+
+/// A folder of `N` random JPEGs (`c<k>/img<i>.jpg`) under `dir/folder`, and the same
+/// samples as tar shards (`dir/tar`, about 8 samples a shard) and TFRecord shards
+/// (`dir/tfr`), sidecars and class lists beside them.
+fn dataset(dir: &Path) -> (PathBuf, Vec<PathBuf>, Vec<PathBuf>) {
+    let folder = dir.join("folder");
+    let mut rng = common::TestRng(0x530B_1EC7);
+    for i in 0..N {
+        let (w, h) = (24 + rng.below(40) as u32, 24 + rng.below(40) as u32);
+        let jpeg = common::random_jpeg(&mut rng, w, h, turbojpeg::Subsamp::Sub2x2);
+        common::write(&folder, &format!("c{}/img{i:03}.jpg", i % 3), &jpeg);
+    }
+    let data = Dataset::image_folder(&folder).expect("folder");
+    let avg = std::fs::metadata(folder.join("c0/img000.jpg")).map_or(2000, |m| m.len());
+    let mut shards = Vec::new();
+    for (format, sub) in [(ShardFormat::Tar, "tar"), (ShardFormat::TfRecord, "tfr")] {
+        let w = ShardWriter::new(format, &dir.join(sub), "train", avg * 8).expect("writer");
+        let done = w.write_dataset(&data, |_| {}).expect("written");
+        assert!(done.unreadable.is_empty());
+        shards.push(done.shards);
+    }
+    let tfr = shards.pop().expect("tfr");
+    let tar = shards.pop().expect("tar");
+    assert!(tar.len() >= 4, "{} tar shards", tar.len());
+    (folder, tar, tfr)
+}
+
+/// Uploads every file under `local` to `s3://bucket/prefix/...`; sidecar indexes are
+/// left out unless `sidecars`, and then stamped for the uploaded shards, as `stoker
+/// convert --out s3://...` does.
+fn upload(local: &Path, bucket: &str, prefix: &str, sidecars: bool) {
+    let mut files = Vec::new();
+    common::files_below(local, &mut files);
+    files.sort();
+    let url = |f: &Path| {
+        let rel = f
+            .strip_prefix(local)
+            .expect("below")
+            .to_string_lossy()
+            .into_owned();
+        format!("s3://{bucket}/{prefix}/{rel}")
+    };
+    let side = |f: &Path| f.to_string_lossy().ends_with(".stoker-index");
+    for f in files.iter().filter(|f| !side(f)) {
+        remote::upload(f, &url(f)).expect("upload");
+        let sidecar = index_path(f);
+        if sidecars && sidecar.is_file() {
+            let info = remote::stat(&url(f)).expect("stat");
+            let text = std::fs::read(&sidecar).expect("sidecar");
+            let stamped = stoker::source::shards::restamp_index(&text, info.size, info.mtime_ns)
+                .expect("an index of this shard");
+            let tmp = local.join("stamped.tmp");
+            std::fs::write(&tmp, stamped).expect("write");
+            remote::upload(&tmp, &url(&sidecar)).expect("upload sidecar");
+            std::fs::remove_file(&tmp).expect("remove");
+        }
+    }
+}
+
+/// (path, id, label) of every sample, and the class names.
+type Listing = (Vec<(String, u64, Option<u32>)>, Vec<String>);
+
+fn listing(d: &Dataset) -> Listing {
+    let s = d
+        .samples()
+        .iter()
+        .map(|s| (s.path.clone(), s.id, s.label))
+        .collect();
+    (s, d.classes().to_vec())
+}
+
+fn pipeline(
+    subset: Subset,
+    rank: usize,
+    world: usize,
+    tune: impl FnOnce(stoker::PipelineBuilder) -> stoker::PipelineBuilder,
+) -> Pipeline {
+    tune(
+        Pipeline::builder(subset)
+            .backend(BackendKind::Cpu)
+            .augment(
+                Augment::new()
+                    .random_resized_crop(16, (0.3, 1.0), (0.75, 1.33))
+                    .flip_horizontal(0.5),
+            )
+            .batch_size(5)
+            .readers(4)
+            .workers(2)
+            .shard(rank, world)
+            .on_error(OnError::Skip)
+            .seed(3),
+    )
+    .build()
+    .expect("pipeline")
+}
+
+/// What one epoch of a rank gave: each delivered sample's pixels by id (padding left
+/// out), and each reported sample's (kind, reason) by path.
+#[derive(Default)]
+struct Got {
+    delivered: BTreeMap<u64, Vec<u8>>,
+    twice: Vec<u64>,
+    reported: BTreeMap<String, (SampleErrorKind, String)>,
+    batches: usize,
+}
+
+fn run(p: &Pipeline, epoch: u64, got: &mut Got) {
+    for b in p.epoch(epoch).expect("epoch") {
+        let b = b.expect("batch");
+        got.batches += 1;
+        let images = b.read_images().expect("images");
+        let per = images.len() / b.len().max(1);
+        for (k, (&id, &rep)) in b.ids().iter().zip(b.repeated()).enumerate() {
+            if rep {
+                continue;
+            }
+            let px = images[k * per..(k + 1) * per].to_vec();
+            if got.delivered.insert(id, px).is_some() {
+                got.twice.push(id);
+            }
+        }
+        for e in b.errors() {
+            got.reported
+                .insert(e.path.clone(), (e.kind, e.reason.clone()));
+        }
+    }
+}
+
+/// Every sample of `data` through `world` ranks: delivered + reported is every sample,
+/// none twice; returns what was delivered and reported.
+fn every_sample_once(
+    data: &Dataset,
+    world: usize,
+    epoch: u64,
+    tune: impl Fn(stoker::PipelineBuilder) -> stoker::PipelineBuilder,
+) -> Got {
+    let mut got = Got::default();
+    let mut steps = BTreeSet::new();
+    for rank in 0..world {
+        let p = pipeline(data.clone().all(), rank, world, &tune);
+        let before = got.batches;
+        run(&p, epoch, &mut got);
+        steps.insert(got.batches - before);
+    }
+    assert_eq!(
+        steps.len(),
+        1,
+        "every rank the same number of steps: {steps:?}"
+    );
+    assert!(got.twice.is_empty(), "delivered twice: {:?}", got.twice);
+    let ids: BTreeSet<u64> = data.samples().iter().map(|s| s.id).collect();
+    let by_path: BTreeMap<&str, u64> = data
+        .samples()
+        .iter()
+        .map(|s| (s.path.as_str(), s.id))
+        .collect();
+    let mut seen: BTreeSet<u64> = got.delivered.keys().copied().collect();
+    for path in got.reported.keys() {
+        let id = by_path.get(path.as_str()).expect("a listed sample");
+        assert!(seen.insert(*id), "{path} delivered and reported");
+    }
+    assert_eq!(seen, ids, "delivered + reported = every sample");
+    got
+}
+
+#[test]
+fn shards_and_folders_in_the_store_list_and_deliver_as_local_files_do() {
+    let Some((_turn, server)) = server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (folder, tar, tfr) = dataset(dir.path());
+    server.create_bucket("data");
+    configure(&server.endpoint, |_| {});
+    upload(&dir.path().join("tar"), "data", "tar", true);
+    upload(&dir.path().join("tfr"), "data", "tfr", false);
+    upload(&folder, "data", "folder", false);
+    // A hidden object and a non-image are left out, as in a local folder.
+    let side = dir.path().join("x");
+    std::fs::write(&side, b"notes").expect("write");
+    remote::upload(&side, "s3://data/folder/c0/notes.txt").expect("upload");
+    remote::upload(&side, "s3://data/folder/.hidden/a.jpg").expect("upload");
+
+    let local_tar = Dataset::tar(&tar).expect("local tar");
+    let local_folder = Dataset::image_folder(&folder).expect("local folder");
+    // Tar shards with their sidecars: listing reads the sidecars, not the shards.
+    configure(&server.endpoint, |_| {});
+    let s3_tar = Dataset::tar(&[PathBuf::from("s3://data/tar/")]).expect("s3 tar");
+    assert_eq!(listing(&s3_tar), listing(&local_tar));
+    let shard_bytes: u64 = tar
+        .iter()
+        .map(|p| std::fs::metadata(p).expect("shard").len())
+        .sum();
+    let st = remote::stats();
+    assert!(
+        st.bytes < shard_bytes / 2,
+        "listing with sidecars read {} bytes of {shard_bytes} in shards",
+        st.bytes
+    );
+    // TFRecord shards without sidecars: indexed by one streaming pass each.
+    configure(&server.endpoint, |_| {});
+    let s3_tfr = Dataset::tfrecord(&[PathBuf::from("s3://data/tfr")]).expect("s3 tfrecord");
+    assert_eq!(
+        listing(&s3_tfr),
+        listing(&Dataset::tfrecord(&tfr).expect("local tfrecord"))
+    );
+    let tfr_bytes: u64 = tfr
+        .iter()
+        .map(|p| std::fs::metadata(p).expect("shard").len())
+        .sum();
+    assert!(remote::stats().bytes >= tfr_bytes, "streamed every shard");
+    // A shard named by its URL, and a folder of images.
+    let one = Dataset::tar(&[PathBuf::from(format!(
+        "s3://data/tar/{}",
+        tar[1].file_name().expect("name").to_string_lossy()
+    ))])
+    .expect("one shard");
+    assert_eq!(
+        listing(&one),
+        listing(&Dataset::tar(&tar[1..2]).expect("local shard"))
+    );
+    let s3_folder = Dataset::image_folder("s3://data/folder").expect("s3 folder");
+    assert_eq!(listing(&s3_folder), listing(&local_folder));
+    let skipped: Vec<String> = s3_folder.skipped().iter().map(|s| s.path.clone()).collect();
+    assert_eq!(skipped, [".hidden/", "c0/notes.txt"]);
+
+    // Every sample once over three ranks, each the pixels the local shards give.
+    let local = every_sample_once(&local_tar, 3, 1, |b| b);
+    assert!(local.reported.is_empty());
+    for (name, data) in [
+        ("tar", &s3_tar),
+        ("tfrecord", &s3_tfr),
+        ("folder", &s3_folder),
+    ] {
+        let got = every_sample_once(data, 3, 1, |b| b);
+        assert!(got.reported.is_empty(), "{name}: {:?}", got.reported);
+        assert!(
+            got.delivered == local.delivered,
+            "{name}: the pixels of the local shards"
+        );
+    }
+
+    // A split made on the local files loads unchanged on the shards in the store.
+    let split = Dataset::image_folder(&folder)
+        .expect("folder")
+        .split(stoker::SplitSpec::fraction(0.25).seed(9))
+        .expect("split");
+    let manifest = dir.path().join("split.json");
+    split.save(&manifest).expect("save");
+    let again = stoker::Split::load(
+        &manifest,
+        Dataset::tar(&[PathBuf::from("s3://data/tar/")]).expect("s3 tar"),
+    )
+    .expect("load");
+    let ids = |s: &Subset| s.samples().iter().map(|s| s.id).collect::<BTreeSet<_>>();
+    assert_eq!(ids(&again.train()), ids(&split.train()));
+    assert_eq!(ids(&again.val()), ids(&split.val()));
+    assert!(!split.val().is_empty());
+}
+
+#[test]
+fn faults_are_retried_or_reported_never_lost_or_delivered_twice() {
+    let Some((_turn, server)) = server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, tar, _) = dataset(dir.path());
+    server.create_bucket("flaky");
+    configure(&server.endpoint, |_| {});
+    upload(&dir.path().join("tar"), "flaky", "tar", true);
+    let local = every_sample_once(&Dataset::tar(&tar).expect("local"), 2, 0, |b| b);
+
+    let proxy = s3::Proxy::start(&server.endpoint);
+    let max_requests = 3;
+    let tune = |c: &mut RemoteConfig| {
+        c.max_requests = max_requests;
+        c.retries = 8;
+        c.backoff = Duration::from_millis(2);
+        c.max_backoff = Duration::from_millis(20);
+        c.timeout = Duration::from_secs(5);
+    };
+    // Every kind of fault, on listing and reads alike, often: all retried through.
+    proxy.set(s3::Faults {
+        latency: Duration::from_millis(3),
+        error_every: 7,
+        throttle_every: 5,
+        server_error_every: 11,
+        reset_every: 4,
+        truncate_every: 6,
+        only_ranged: false,
+    });
+    configure(&proxy.endpoint, tune);
+    let data = Dataset::tar(&[PathBuf::from("s3://flaky/tar/")]).expect("listed through faults");
+    let got = every_sample_once(&data, 2, 0, |b| b.readers(8));
+    assert!(got.reported.is_empty(), "{:?}", got.reported);
+    assert!(
+        got.delivered == local.delivered,
+        "the bytes the server holds, whole"
+    );
+    let st = remote::stats();
+    assert!(st.retries > 0 && st.failures == 0, "{st:?}");
+    let counts = &proxy.counts;
+    assert!(counts.faults.load(std::sync::atomic::Ordering::Relaxed) > 10);
+    let peak = counts
+        .max_in_flight
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        peak <= max_requests as u64,
+        "{peak} requests in flight, bound {max_requests}"
+    );
+    assert!(st.max_in_flight <= max_requests as u64, "{st:?}");
+
+    // Reads that never succeed: every sample reported (kind io, with its URL and the
+    // last error), none lost, the run ends.
+    proxy.set(s3::Faults {
+        error_every: 1,
+        only_ranged: true,
+        ..Default::default()
+    });
+    configure(&proxy.endpoint, |c| {
+        tune(c);
+        c.retries = 2;
+    });
+    let data = Dataset::tar(&[PathBuf::from("s3://flaky/tar/")]).expect("listing is not faulted");
+    let t = Instant::now();
+    let got = every_sample_once(&data, 2, 0, |b| b);
+    assert!(got.delivered.is_empty());
+    assert_eq!(got.reported.len(), N);
+    for (path, (kind, reason)) in &got.reported {
+        assert_eq!(*kind, SampleErrorKind::Io, "{path}: {reason}");
+        assert!(
+            reason.contains("s3://flaky/tar/train-") && reason.contains("3 attempt"),
+            "{path}: {reason}"
+        );
+        assert!(
+            reason.contains("503") || reason.contains("SlowDown"),
+            "{path}: {reason}"
+        );
+    }
+    assert!(t.elapsed() < Duration::from_secs(60));
+    // Bodies cut short on every read: never delivered as good.
+    proxy.set(s3::Faults {
+        truncate_every: 1,
+        only_ranged: true,
+        ..Default::default()
+    });
+    configure(&proxy.endpoint, |c| {
+        tune(c);
+        c.retries = 1;
+    });
+    let data = Dataset::tar(&[PathBuf::from("s3://flaky/tar/")]).expect("listed");
+    let got = every_sample_once(&data, 1, 0, |b| b);
+    assert!(got.delivered.is_empty() && got.reported.len() == N);
+}
+
+#[test]
+fn block_order_reads_whole_shards_and_delivers_every_sample_once() {
+    let Some((_turn, server)) = server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, tar, _) = dataset(dir.path());
+    server.create_bucket("blocks");
+    configure(&server.endpoint, |_| {});
+    upload(&dir.path().join("tar"), "blocks", "tar", true);
+    let local = Dataset::tar(&tar).expect("local");
+    configure(&server.endpoint, |c| c.read_ahead = 1 << 20);
+    let data = Dataset::tar(&[PathBuf::from("s3://blocks/tar/")]).expect("listed");
+    let before = remote::stats();
+    let got = every_sample_once(&data, 2, 4, |b| b.block_order(2));
+    assert!(got.reported.is_empty(), "{:?}", got.reported);
+    let st = remote::stats();
+    assert!(st.held_hits as usize >= N, "{st:?}");
+    // A shard is fetched whole, once per rank that reads it: about a request per shard,
+    // not one per sample.
+    let requests = st.requests - before.requests;
+    assert!(
+        requests as usize <= 2 * tar.len() + 4,
+        "{requests} requests for {} shards",
+        tar.len()
+    );
+    // The same order on local files, and the same samples.
+    let local_got = every_sample_once(&local, 2, 4, |b| b.block_order(2));
+    assert!(local_got.delivered == got.delivered);
+}
+
+#[test]
+fn the_disk_cache_serves_later_epochs_and_fetches_a_changed_object_again() {
+    let Some((_turn, server)) = server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, tar, _) = dataset(dir.path());
+    server.create_bucket("cached");
+    configure(&server.endpoint, |_| {});
+    upload(&dir.path().join("tar"), "cached", "tar", true);
+    let cache = dir.path().join("cache");
+    let tune = |c: &mut RemoteConfig| c.cache = Some(CacheConfig::new(&cache, 64 << 20));
+    configure(&server.endpoint, tune);
+    let data = Dataset::tar(&[PathBuf::from("s3://cached/tar/")]).expect("listed");
+    let first = every_sample_once(&data, 1, 0, |b| b);
+    // The shards arrive in the cache in the background.
+    let t = Instant::now();
+    while remote::stats().cache_fills < 2 * tar.len() as u64 + 1
+        && t.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The shards, their sidecars and the class list: every object read.
+    let objects = std::fs::read_dir(dir.path().join("tar"))
+        .expect("tar")
+        .count() as u64;
+    assert_eq!(remote::stats().cache_fills, objects);
+    let before = remote::stats();
+    let second = every_sample_once(&data, 1, 0, |b| b);
+    let st = remote::stats();
+    assert_eq!(
+        st.requests, before.requests,
+        "a later epoch reads the cache alone"
+    );
+    assert!(st.cache_hits >= before.cache_hits + N as u64);
+    assert!(second.delivered == first.delivered);
+
+    // An object rewritten in the store (another ETag). A dataset listed before the
+    // change reports the sample as changed, never half old, half new (no cache here);
+    // listed again, the new version is read, and cached anew.
+    let (folder, _, _) = (dir.path().join("folder"), (), ());
+    upload(&folder, "cached", "folder", false);
+    configure(&server.endpoint, |_| {});
+    let stale = Dataset::image_folder("s3://cached/folder/").expect("listed");
+    let before_change = every_sample_once(&stale, 1, 0, |b| b);
+    let mut rng = common::TestRng(77);
+    let other = common::random_jpeg(&mut rng, 40, 30, turbojpeg::Subsamp::Sub2x2);
+    // (Written by another client: this one remembers what it listed.)
+    server.put_object("cached", "folder/c1/img001.jpg", &other);
+    let got = every_sample_once(&stale, 1, 0, |b| b);
+    assert_eq!(got.reported.len(), 1, "{:?}", got.reported);
+    let (kind, reason) = &got.reported["c1/img001.jpg"];
+    assert_eq!(*kind, SampleErrorKind::Io);
+    assert!(reason.contains("changed since it was listed"), "{reason}");
+    configure(&server.endpoint, tune);
+    let fresh = Dataset::image_folder("s3://cached/folder/").expect("listed again");
+    let fills = remote::stats().cache_fills;
+    let got = every_sample_once(&fresh, 1, 0, |b| b);
+    assert!(got.reported.is_empty(), "{:?}", got.reported);
+    let changed = fresh
+        .samples()
+        .iter()
+        .find(|s| s.path == "c1/img001.jpg")
+        .expect("sample")
+        .id;
+    for (id, px) in &got.delivered {
+        assert_eq!(
+            *id == changed,
+            before_change.delivered[id] != *px,
+            "sample {id:016x}"
+        );
+    }
+    let t = Instant::now();
+    while remote::stats().cache_fills < fills + N as u64 && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Every image of the folder, the new version among them, beside the shards.
+    let files = std::fs::read_dir(&cache).expect("cache").count();
+    assert_eq!(
+        files as u64,
+        objects + N as u64,
+        "one file per object version read"
+    );
+}
