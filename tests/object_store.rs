@@ -525,3 +525,154 @@ fn the_disk_cache_serves_later_epochs_and_fetches_a_changed_object_again() {
         "one file per object version read"
     );
 }
+
+/// The `stoker` command with the store's settings in its environment, as a user sets them.
+fn stoker_cmd(endpoint: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_stoker"))
+        .args(args)
+        .env("AWS_ENDPOINT", endpoint)
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("stoker runs")
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn the_cli_converts_into_the_store_and_reads_urls_like_paths() {
+    let Some((_turn, server)) = server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (folder, _, _) = dataset(dir.path());
+    server.create_bucket("cli");
+    let e = &server.endpoint;
+    let folder_arg = folder.to_string_lossy().into_owned();
+    let convert = json_of(&stoker_cmd(
+        e,
+        &[
+            "convert",
+            &folder_arg,
+            "--to",
+            "tar",
+            "--restarts",
+            "off",
+            "--shard-size",
+            "64KiB",
+            "--out",
+            "s3://cli/shards/",
+            "--json",
+        ],
+    ));
+    assert_eq!(convert["samples"], N as u64);
+    let shards = convert["shards"].as_array().expect("shards").clone();
+    assert!(shards.len() >= 2, "{convert}");
+    assert!(shards.iter().all(|s| s
+        .as_str()
+        .is_some_and(|s| s.starts_with("s3://cli/shards/shard-"))));
+    // Uploaded beside the shards: a sidecar each (stamped for the uploaded shard: listing
+    // reads it rather than the shard) and the class list.
+    configure(e, |_| {});
+    let listed = remote::list("s3://cli/shards/").expect("list");
+    let sidecars = listed
+        .iter()
+        .filter(|o| o.url.ends_with(".stoker-index"))
+        .count();
+    assert_eq!(sidecars, shards.len());
+    assert!(listed.iter().any(|o| o.url.ends_with("shard.classes.json")));
+    let data = Dataset::tar(&[PathBuf::from("s3://cli/shards/")]).expect("listed");
+    let shard_bytes: u64 = listed
+        .iter()
+        .filter(|o| o.url.ends_with(".tar"))
+        .map(|o| o.size)
+        .sum();
+    assert!(
+        remote::stats().bytes < shard_bytes / 2,
+        "sidecars read, not shards"
+    );
+    assert_eq!(
+        listing(&data),
+        listing(&Dataset::image_folder(&folder).expect("folder"))
+    );
+
+    // inspect, split and bench pipeline take the URL as a path.
+    let inspect = json_of(&stoker_cmd(e, &["inspect", "s3://cli/shards/", "--json"]));
+    assert_eq!(inspect["samples"], N as u64, "{inspect}");
+    let manifest = dir.path().join("split.json");
+    let manifest_arg = manifest.to_string_lossy().into_owned();
+    json_of(&stoker_cmd(
+        e,
+        &[
+            "split",
+            "s3://cli/shards/",
+            "--val",
+            "0.25",
+            "--out",
+            &manifest_arg,
+            "--json",
+        ],
+    ));
+    let from_store =
+        stoker::Split::load(&manifest, Dataset::image_folder(&folder).expect("folder"))
+            .expect("the split of the shards in the store loads on the local files");
+    assert_eq!(from_store.val().len(), N / 4);
+    for block in [None, Some("2")] {
+        let mut args = vec![
+            "bench",
+            "pipeline",
+            "--images",
+            "s3://cli/shards/",
+            "--size",
+            "16",
+            "--batch",
+            "8",
+            "--epochs",
+            "1",
+            "--json",
+            "--quiet",
+        ];
+        if let Some(w) = block {
+            args.extend(["--block-order", w]);
+        }
+        let bench = json_of(&stoker_cmd(e, &args));
+        let run = &bench["results"][0];
+        assert_eq!(run["delivered"], N as u64, "{bench}");
+        assert_eq!(run["reported"], 0, "{bench}");
+    }
+}
+
+#[cfg(feature = "parquet")]
+#[test]
+fn parquet_files_in_the_store_read_as_local_ones() {
+    let Some((_turn, server)) = server() else {
+        return;
+    };
+    server.create_bucket("parquet");
+    configure(&server.endpoint, |_| {});
+    let local = common::data_dir().join("shards/parquet/train.parquet");
+    remote::upload(&local, "s3://parquet/a/train.parquet").expect("upload");
+    let here = Dataset::parquet(std::slice::from_ref(&local)).expect("local");
+    let there = Dataset::parquet(&[PathBuf::from("s3://parquet/a/")]).expect("in the store");
+    assert_eq!(listing(&there), listing(&here));
+    assert!(!here.is_empty());
+    for (a, b) in here.samples().iter().zip(there.samples()) {
+        let (x, y) = (a.location.read(1 << 24), b.location.read(1 << 24));
+        match (x, y) {
+            (Ok(x), Ok(y)) => assert_eq!(x, y, "{}", a.path),
+            (Err(x), Err(y)) => assert_eq!(x.to_string().is_empty(), y.to_string().is_empty()),
+            (x, y) => panic!("{}: {x:?} here, {y:?} in the store", a.path),
+        }
+    }
+}

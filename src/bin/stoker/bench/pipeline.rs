@@ -47,6 +47,11 @@ pub struct PipelineBenchArgs {
     /// Batches prepared ahead.
     #[arg(long, default_value = "2", value_parser = positive)]
     prefetch: usize,
+    /// Block order with windows of this many shards (shards permuted, samples permuted
+    /// within a window; not a full permutation): for shards in object storage, each
+    /// window's shards fetched whole and held in memory. Default: a full permutation.
+    #[arg(long, value_name = "SHARDS", value_parser = positive)]
+    block_order: Option<usize>,
     /// Batch element type: u8 (no normalisation), f16 or f32.
     #[arg(long, default_value = "f32", value_parser = clap::value_parser!(DType))]
     dtype: DType,
@@ -144,6 +149,7 @@ fn as_usage(e: stoker::Error) -> Box<dyn std::error::Error> {
             "workers" => "--workers",
             "readers" => "--readers",
             "prefetch" => "--prefetch",
+            "block_order" => "--block-order",
             "shard" => "--rank, --world-size",
             "mixup" | "cutmix" => "--mixup, --cutmix, --dtype",
             _ => return e.into(),
@@ -211,6 +217,8 @@ struct PipelineMeasured {
     step_ms: u64,
     readers: usize,
     prefetch: usize,
+    /// `--block-order`: shards a window holds (`null`: a full permutation).
+    block_order: Option<usize>,
     /// The pipeline's `Stats` without its error list (`failed` lists the first ones): a
     /// map, so a field added to `Stats` shows here unchanged.
     stats: Map<String, Value>,
@@ -354,6 +362,9 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         if let Some(w) = a.workers {
             b = b.workers(w);
         }
+        if let Some(window) = a.block_order {
+            b = b.block_order(window);
+        }
         let pipe = match b.build() {
             Ok(p) => p,
             Err(e @ stoker::Error::BackendUnavailable { .. }) => {
@@ -455,6 +466,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             step_ms: a.step_ms,
             readers: a.readers,
             prefetch: a.prefetch,
+            block_order: a.block_order,
             stats,
             failed,
             batch_waits,
