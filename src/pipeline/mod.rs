@@ -299,6 +299,11 @@ impl Pipeline {
         out
     }
 
+    /// Reader threads (set, or the default for where the subset lives).
+    pub fn readers(&self) -> usize {
+        self.cfg.readers
+    }
+
     /// The sampler (epoch order, shards, batches).
     pub fn sampler(&self) -> &Sampler {
         &self.sampler

@@ -431,14 +431,31 @@ fn parse_list_line<'a>(
 /// recursively, any image extension). An image without a mask, or a stem with two masks,
 /// is an error that names the files: a segmentation set with holes is not silently used.
 pub fn with_masks(mut data: Dataset, mask_dir: &Path) -> Result<Dataset> {
-    if !mask_dir.is_dir() {
+    let mut files = Vec::new();
+    if super::remote::is_url(mask_dir) {
+        // A folder in a store: the image objects below it, hidden ones left out.
+        let s = mask_dir.to_string_lossy();
+        let folder = format!("{}/", s.trim_end_matches('/'));
+        let objects = super::remote::list(&folder).map_err(|e| Error::io(mask_dir, e.into()))?;
+        files.extend(
+            objects
+                .into_iter()
+                .filter(|o| {
+                    o.url.strip_prefix(&folder).is_some_and(|rel| {
+                        !rel.split('/').any(|p| p.starts_with('.'))
+                            && not_image(Path::new(rel)).is_none()
+                    })
+                })
+                .map(|o| PathBuf::from(o.url)),
+        );
+    } else if !mask_dir.is_dir() {
         return Err(Error::source_at(
             mask_dir,
             "the mask folder is not a folder",
         ));
+    } else {
+        images_below(mask_dir, 0, &mut files, None)?;
     }
-    let mut files = Vec::new();
-    images_below(mask_dir, 0, &mut files, None)?;
     let mut by_stem: BTreeMap<String, PathBuf> = BTreeMap::new();
     for f in files {
         let stem = stem_of(&f);

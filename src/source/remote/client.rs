@@ -442,6 +442,24 @@ impl Remote {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = Result<T, Failure>>,
     {
+        self.request_within(url, what, bytes, self.config.timeout, attempt)
+            .await
+    }
+
+    /// [`Remote::request`] with a time limit of its own for each try (a listing of many
+    /// pages, an upload of many parts).
+    async fn request_within<T, F, Fut>(
+        &self,
+        url: &str,
+        what: impl Fn() -> String,
+        bytes: u64,
+        limit: Duration,
+        attempt: F,
+    ) -> Result<T, RemoteError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failure>>,
+    {
         let closed = |_| RemoteError::Setup("the client was shut down".into());
         let _req = self.requests.acquire().await.map_err(closed)?;
         let kib = u32::try_from(bytes.div_ceil(1024))
@@ -458,11 +476,11 @@ impl Remote {
         let out = loop {
             tries += 1;
             c.requests.fetch_add(1, Ordering::Relaxed);
-            let last = match tokio::time::timeout(self.config.timeout, attempt()).await {
+            let last = match tokio::time::timeout(limit, attempt()).await {
                 Ok(Ok(v)) => break Ok(v),
                 Ok(Err(Failure::Final(e))) => break Err(e),
                 Ok(Err(Failure::Again(why))) => why,
-                Err(_) => format!("no answer within {:?}", self.config.timeout),
+                Err(_) => format!("no answer within {limit:?}"),
             };
             if tries > self.config.retries {
                 break Err(RemoteError::Failed {
@@ -569,10 +587,13 @@ impl Remote {
         let (store, prefix) = self.store(&folder)?;
         let (root, ..) = split_url(&folder)?;
         let at = folder.as_str();
-        let metas = self.run(self.request(
+        // A listing is a page a request: it may take many requests' time.
+        let limit = self.config.timeout.saturating_mul(LISTING_TIMEOUTS);
+        let metas = self.run(self.request_within(
             at,
             || "listing".into(),
             0,
+            limit,
             || {
                 let (store, prefix) = (Arc::clone(&store), prefix.clone());
                 async move {
@@ -597,6 +618,9 @@ impl Remote {
         Ok(out)
     }
 }
+
+/// A listing's time limit, in request time limits.
+const LISTING_TIMEOUTS: u32 = 20;
 
 /// A failed try: worth another, or final.
 enum Failure {
@@ -1031,46 +1055,61 @@ impl Seek for ObjectReader {
 }
 
 /// Uploads the file `local` to `url` in parts: complete, or aborted (nothing left at
-/// `url`) when a part fails after its retries.
+/// `url`). A failed upload is begun again from the start, with the retries and backoff
+/// of every request; each try's time limit grows with the file (a request's limit per
+/// 8 MiB part).
 pub fn upload(local: &Path, url: &str) -> Result<(), RemoteError> {
     let r = remote()?;
     let (store, path) = r.store(url)?;
-    let failed = |last: String| RemoteError::Failed {
-        url: url.into(),
-        what: format!("upload of {}", local.display()),
-        attempts: 1,
-        last,
-    };
-    let mut file = std::fs::File::open(local).map_err(|e| failed(e.to_string()))?;
-    r.run(async {
-        let _req = r
-            .requests
-            .acquire()
-            .await
-            .map_err(|e| RemoteError::Setup(e.to_string()))?;
-        let upload = store
-            .put_multipart(&path)
-            .await
-            .map_err(|e| failed(chain(&e)))?;
-        let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, 8 << 20);
-        let mut buf = vec![0u8; 8 << 20];
-        loop {
-            let n = match file.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) => {
+    let size = std::fs::metadata(local)
+        .map_err(|e| RemoteError::Failed {
+            url: url.into(),
+            what: format!("upload of {}", local.display()),
+            attempts: 0,
+            last: e.to_string(),
+        })?
+        .len();
+    const PART: u64 = 8 << 20;
+    let parts = u32::try_from(size.div_ceil(PART)).unwrap_or(u32::MAX);
+    let limit = r.config.timeout.saturating_mul(parts.saturating_add(1));
+    let what = || format!("upload of {}", local.display());
+    r.run(r.request_within(url, what, 0, limit, || {
+        let (store, path) = (Arc::clone(&store), path.clone());
+        async move {
+            let again = |e: String| Failure::Again(e);
+            let mut file = std::fs::File::open(local).map_err(|e| {
+                Failure::Final(RemoteError::Failed {
+                    url: url.into(),
+                    what: format!("upload of {}", local.display()),
+                    attempts: 1,
+                    last: e.to_string(),
+                })
+            })?;
+            let upload = store
+                .put_multipart(&path)
+                .await
+                .map_err(|e| classify(url, e))?;
+            let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, PART as usize);
+            let mut buf = vec![0u8; PART as usize];
+            loop {
+                let n = match file.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) => {
+                        let _ = w.abort().await;
+                        return Err(again(e.to_string()));
+                    }
+                };
+                if let Err(e) = w.wait_for_capacity(4).await {
                     let _ = w.abort().await;
-                    return Err(failed(e.to_string()));
+                    return Err(classify(url, e));
                 }
-            };
-            if let Err(e) = w.wait_for_capacity(4).await {
-                return Err(failed(chain(&e)));
+                w.write(&buf[..n]);
             }
-            w.write(&buf[..n]);
+            w.finish().await.map_err(|e| classify(url, e))?;
+            Ok(())
         }
-        w.finish().await.map_err(|e| failed(chain(&e)))?;
-        Ok(())
-    })?;
+    }))?;
     lock(&r.objects).remove(url);
     Ok(())
 }

@@ -41,9 +41,9 @@ pub struct PipelineBenchArgs {
     /// Decode and augment threads (default: available cores).
     #[arg(long, value_parser = positive)]
     workers: Option<usize>,
-    /// Reader threads.
-    #[arg(long, default_value = "8", value_parser = positive)]
-    readers: usize,
+    /// Reader threads (default: 8, or 32 for a dataset in object storage).
+    #[arg(long, value_parser = positive)]
+    readers: Option<usize>,
     /// Batches prepared ahead.
     #[arg(long, default_value = "2", value_parser = positive)]
     prefetch: usize,
@@ -353,7 +353,6 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             .augment(aug.clone())
             .batch_size(a.batch)
             .prefetch(a.prefetch)
-            .readers(a.readers)
             .seed(a.seed)
             .shard(rank, world_size)
             .hardware_decode(a.hardware)
@@ -361,6 +360,9 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             .device_cache_bytes(a.device_cache_mb.saturating_mul(1 << 20));
         if let Some(w) = a.workers {
             b = b.workers(w);
+        }
+        if let Some(r) = a.readers {
+            b = b.readers(r);
         }
         if let Some(window) = a.block_order {
             b = b.block_order(window);
@@ -464,7 +466,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             size: a.size,
             dtype: a.dtype,
             step_ms: a.step_ms,
-            readers: a.readers,
+            readers: pipe.readers(),
             prefetch: a.prefetch,
             block_order: a.block_order,
             stats,

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Throughput of the full pipeline (`stoker bench pipeline`) on the same tar shards read
+# three ways: from local files, from a local S3 server (moto, as scripts/test.sh installs
+# it), and from that server behind LATENCY_MS (default 20) of added latency per request
+# (scripts/latency_proxy.py); each in both orders (a full permutation, the default; block
+# order with windows of BLOCK shards). Alternating, ROUNDS rounds (default 3): one line
+# of JSON per run, then the medians and each remote row's ratio to local files.
+#
+#   scripts/bench_object_store.sh [IMAGES] (default bench-data/in500: make_bench_set.py)
+#
+# Builds the release CLI with the object-store feature.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+images="${1:-bench-data/in500}"
+rounds="${ROUNDS:-3}"
+latency_ms="${LATENCY_MS:-20}"
+block="${BLOCK:-2}"
+shard_size="${SHARD_SIZE:-2MiB}"
+extra=(${BENCH_ARGS:---size 224 --batch 32 --epochs 2})
+moto="${STOKER_MOTO_SERVER:-.venv-s3/bin/moto_server}"
+
+cargo build --release --locked --quiet --features object-store --bin stoker
+stoker=target/release/stoker
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+s3_port="$(free_port)"
+proxy_port="$(free_port)"
+"$moto" -H 127.0.0.1 -p "$s3_port" >/dev/null 2>&1 &
+pids+=($!)
+python3 scripts/latency_proxy.py "$proxy_port" "$s3_port" "$latency_ms" &
+pids+=($!)
+for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$s3_port/" && break
+    sleep 0.1
+done
+curl -s -f -X PUT "http://127.0.0.1:$s3_port/bench" >/dev/null
+
+export AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_REGION=us-east-1
+conv=(convert "$images" --to tar --restarts off --shard-size "$shard_size" --quiet --json)
+"$stoker" "${conv[@]}" --out "$work/tar" >/dev/null
+AWS_ENDPOINT="http://127.0.0.1:$s3_port" "$stoker" "${conv[@]}" --out s3://bench/tar/ >/dev/null
+echo "shards: $(ls "$work"/tar/*.tar | wc -l) of $(du -sh "$work/tar" | cut -f1)" >&2
+
+results="$work/results.jsonl"
+for round in $(seq "$rounds"); do
+    for order in permutation block; do
+        order_args=()
+        [ "$order" = block ] && order_args=(--block-order "$block")
+        for source in local s3 "s3+${latency_ms}ms"; do
+            case "$source" in
+            local) where="$work/tar/"; endpoint= ;;
+            s3) where=s3://bench/tar/; endpoint="http://127.0.0.1:$s3_port" ;;
+            *) where=s3://bench/tar/; endpoint="http://127.0.0.1:$proxy_port" ;;
+            esac
+            out="$(AWS_ENDPOINT="$endpoint" "$stoker" bench pipeline --images "$where" \
+                "${extra[@]}" "${order_args[@]}" --json --quiet)"
+            python3 - "$round" "$order" "$source" "$out" >>"$results" <<'PY'
+import json, sys
+round_, order, source, out = sys.argv[1:5]
+r = json.loads(out)["results"][0]
+print(json.dumps({"round": int(round_), "order": order, "source": source,
+                  "images_per_s": round(r["images_per_s"], 1),
+                  "delivered": r["delivered"], "reported": r["reported"]}))
+PY
+            tail -n 1 "$results"
+        done
+    done
+done
+python3 - "$results" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+med = {}
+for r in rows:
+    med.setdefault((r["order"], r["source"]), []).append(r["images_per_s"])
+print("order        source        images/s (median)  ratio to local files")
+for (order, source), v in med.items():
+    base = statistics.median(med[(order, "local")])
+    m = statistics.median(v)
+    print(f"{order:<12} {source:<13} {m:>10.1f}         {m / base:.2f}")
+PY
