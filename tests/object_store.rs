@@ -456,6 +456,25 @@ fn block_order_reads_whole_shards_and_delivers_every_sample_once() {
     // The same order on local files, and the same samples.
     let local_got = every_sample_once(&local, 2, 4, |b| b.block_order(2));
     assert!(local_got.delivered == got.delivered);
+
+    // With the disk cache, a later epoch's windows come from disk: no request.
+    let cache = dir.path().join("cache");
+    configure(&server.endpoint, |c| {
+        c.read_ahead = 1 << 20;
+        c.cache = Some(CacheConfig::new(&cache, 64 << 20));
+    });
+    let data = Dataset::tar(&[PathBuf::from("s3://blocks/tar/")]).expect("listed");
+    every_sample_once(&data, 1, 5, |b| b.block_order(2));
+    let before = remote::stats();
+    let again = every_sample_once(&data, 1, 6, |b| b.block_order(2));
+    let st = remote::stats();
+    assert_eq!(st.requests, before.requests, "{st:?}");
+    // (The last windows of the epoch before may still be held in memory.)
+    assert!(
+        st.cache_hits >= before.cache_hits + tar.len() as u64 / 2,
+        "{st:?}"
+    );
+    assert!(again.delivered == every_sample_once(&local, 1, 6, |b| b.block_order(2)).delivered);
 }
 
 #[test]

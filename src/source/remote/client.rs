@@ -840,8 +840,40 @@ impl Remote {
         }
     }
 
-    /// The whole object, in reads of [`RemoteConfig::read_ahead`] bytes, several at once.
+    /// The whole object (block order): from the disk cache when it holds it; else fetched,
+    /// and put into the cache.
     async fn fetch_whole(&self, info: &ObjectInfo) -> Result<Bytes, RemoteError> {
+        let file = self.cache_file(info);
+        if let Some(f) = &file {
+            if let Ok(b) = std::fs::read(f) {
+                if b.len() as u64 == info.size {
+                    if let Ok(h) = std::fs::File::open(f) {
+                        touch(&h);
+                    }
+                    self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Bytes::from(b));
+                }
+            }
+        }
+        let whole = self.download_whole(info).await?;
+        if let (Some(f), Some(c)) = (&file, &self.config.cache) {
+            let claimed = lock(&self.filling).insert(info.url.clone());
+            if claimed {
+                match write_whole(f, &whole) {
+                    Ok(()) => {
+                        self.counters.cache_fills.fetch_add(1, Ordering::Relaxed);
+                        evict(&c.dir, c.max_bytes, f);
+                    }
+                    Err(e) => log::warn!("{}: not cached ({e})", info.url),
+                }
+                lock(&self.filling).remove(&info.url);
+            }
+        }
+        Ok(whole)
+    }
+
+    /// The whole object, in reads of [`RemoteConfig::read_ahead`] bytes, several at once.
+    async fn download_whole(&self, info: &ObjectInfo) -> Result<Bytes, RemoteError> {
         let step = self.config.read_ahead;
         let ranges: Vec<Range<u64>> = (0..info.size.div_ceil(step))
             .map(|k| k * step..((k + 1) * step).min(info.size))
@@ -958,6 +990,19 @@ impl Remote {
         evict(&c.dir, c.max_bytes, file);
         Ok(())
     }
+}
+
+/// Writes a cache file whole: beside it first, renamed into place.
+fn write_whole(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, file));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Marks a cache file used now (its modification time is its last use).
