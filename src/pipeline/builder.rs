@@ -199,8 +199,8 @@ impl PipelineBuilder {
         self
     }
 
-    /// Reader threads (default 8, or [`REMOTE_READERS`] for a subset in object storage:
-    /// reading is I/O-bound).
+    /// Reader threads (default 8, or 32 for a subset in object storage, where each read
+    /// waits on a request: reading is I/O-bound).
     pub fn readers(mut self, n: usize) -> Self {
         self.readers = Some(n);
         self
@@ -712,4 +712,4 @@ fn default_readers(subset: &Subset) -> usize {
 
 /// Reader threads for object storage: requests in flight enough to hide a latency of
 /// tens of milliseconds (32 requests of 20 ms: 1600 samples/s).
-pub const REMOTE_READERS: usize = 32;
+const REMOTE_READERS: usize = 32;
