@@ -90,7 +90,9 @@ pub struct ConvertArgs {
     /// Shard file names: PREFIX-00000.tfrecord, ...
     #[arg(long, default_value = "shard")]
     prefix: String,
-    /// Where to write the shards.
+    /// Where to write the shards: a folder, or a folder in an object store
+    /// (`s3://bucket/prefix/`, feature `object-store`: written to a temporary folder, then
+    /// each file uploaded in parts, complete or not at all).
     #[arg(long)]
     out: PathBuf,
 }

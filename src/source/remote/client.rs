@@ -172,8 +172,36 @@ pub struct RemoteStats {
     pub held_hits: u64,
 }
 
+/// A request counted in flight until dropped (a request whose future is dropped, as
+/// the other parts of a whole-object read are when one fails, stops counting too).
+struct InFlight<'a> {
+    c: &'a Counters,
+    bytes: u64,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(c: &'a Counters, bytes: u64) -> Self {
+        let n = c.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        c.max_in_flight.fetch_max(n, Ordering::Relaxed);
+        let b = c.bytes_in_flight.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        c.max_bytes_in_flight.fetch_max(b, Ordering::Relaxed);
+        InFlight { c, bytes }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.c.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.c
+            .bytes_in_flight
+            .fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
 #[derive(Default)]
 struct Counters {
+    /// Requests begun (for each one's own jitter).
+    sequence: AtomicU64,
     requests: AtomicU64,
     retries: AtomicU64,
     failures: AtomicU64,
@@ -467,11 +495,10 @@ impl Remote {
             .clamp(1, self.bytes_permits);
         let _budget = self.bytes.acquire_many(kib).await.map_err(closed)?;
         let c = &self.counters;
-        let n = c.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-        c.max_in_flight.fetch_max(n, Ordering::Relaxed);
-        let b = c.bytes_in_flight.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        c.max_bytes_in_flight.fetch_max(b, Ordering::Relaxed);
-        let salt = fnv1a64(url.as_bytes());
+        let _counted = InFlight::new(c, bytes);
+        // Jitter of its own for each request, so that reads of one shard that failed
+        // together do not come back together.
+        let salt = fnv1a64(url.as_bytes()) ^ mix64(c.sequence.fetch_add(1, Ordering::Relaxed));
         let mut tries = 0u32;
         let out = loop {
             tries += 1;
@@ -494,8 +521,6 @@ impl Remote {
             c.retries.fetch_add(1, Ordering::Relaxed);
             tokio::time::sleep(self.backoff(tries, salt)).await;
         };
-        c.in_flight.fetch_sub(1, Ordering::Relaxed);
-        c.bytes_in_flight.fetch_sub(bytes, Ordering::Relaxed);
         if out.is_err() {
             c.failures.fetch_add(1, Ordering::Relaxed);
         }
@@ -690,8 +715,8 @@ pub(crate) fn read_all(url: &str, max_bytes: u64) -> Result<Vec<u8>, RemoteError
 }
 
 /// `len` bytes of `url` from `offset`, through this thread's read-ahead: a read that
-/// starts where this thread's last read of the object ended fetches
-/// [`RemoteConfig::read_ahead`] bytes, which serve the reads after it.
+/// starts where this thread's last read of the object ended (or up to [`COALESCE_GAP`]
+/// after) fetches [`RemoteConfig::read_ahead`] bytes, which serve the reads after it.
 pub(crate) fn read_at(url: &str, offset: u64, len: u64) -> Result<Vec<u8>, RemoteError> {
     let r = remote()?;
     let info = r.info(url)?;
@@ -716,9 +741,11 @@ pub(crate) fn read_at(url: &str, offset: u64, len: u64) -> Result<Vec<u8>, Remot
                 return Ok(bytes);
             }
         }
+        // A read that starts at or a little after where the last one ended (the next tar
+        // member after the headers and members between) continues a run.
         let sequential = ahead
             .as_ref()
-            .is_some_and(|a| a.url == url && a.end == offset);
+            .is_some_and(|a| a.url == url && offset >= a.end && offset - a.end <= COALESCE_GAP);
         let data = r.read(&info, offset, len, sequential)?;
         let out = data.slice(0..len as usize).to_vec();
         *ahead = Some(Ahead {
@@ -730,6 +757,10 @@ pub(crate) fn read_at(url: &str, offset: u64, len: u64) -> Result<Vec<u8>, Remot
         Ok(out)
     })
 }
+
+/// How far past the end of the last read a read may start and still continue its run
+/// (what lies between is read and thrown away).
+const COALESCE_GAP: u64 = 1 << 20;
 
 /// A thread's last read of an object, with what it read ahead.
 struct Ahead {
