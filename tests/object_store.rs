@@ -126,6 +126,9 @@ fn upload(local: &Path, bucket: &str, prefix: &str, sidecars: bool) {
 /// (path, id, label) of every sample, and the class names.
 type Listing = (Vec<(String, u64, Option<u32>)>, Vec<String>);
 
+/// Per batch: ids, image bytes, mask ids.
+type Masked = Vec<(Vec<u64>, Vec<u8>, Vec<u16>)>;
+
 fn listing(d: &Dataset) -> Listing {
     let s = d
         .samples()
@@ -743,4 +746,75 @@ fn parquet_files_in_the_store_read_as_local_ones() {
             (x, y) => panic!("{}: {x:?} here, {y:?} in the store", a.path),
         }
     }
+}
+
+#[test]
+fn masks_in_the_store_pair_with_their_images() {
+    let Some((_turn, server)) = server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut rng = common::TestRng(0x3A5C);
+    for i in 0..6u32 {
+        let (w, h) = (20 + 3 * i, 16 + 2 * i);
+        let rgb = common::random_rgb(&mut rng, w, h);
+        common::write(
+            dir.path(),
+            &format!("img/c{}/s{i}.png", i % 2),
+            &common::png_rgb(w, h, &rgb),
+        );
+        let ids: Vec<u16> = (0..w * h).map(|p| ((p + i) % 5) as u16).collect();
+        common::write(
+            dir.path(),
+            &format!("masks/s{i}.png"),
+            &common::png_labels(w, h, &ids, false),
+        );
+    }
+    server.create_bucket("masks");
+    configure(&server.endpoint, |_| {});
+    upload(&dir.path().join("img"), "masks", "img", false);
+    upload(&dir.path().join("masks"), "masks", "m", false);
+    let local = Dataset::image_folder(dir.path().join("img"))
+        .and_then(|d| d.with_masks(dir.path().join("masks")))
+        .expect("local");
+    let there = Dataset::image_folder("s3://masks/img/")
+        .and_then(|d| d.with_masks("s3://masks/m"))
+        .expect("in the store");
+    assert_eq!(listing(&there), listing(&local));
+    for (a, b) in local.samples().iter().zip(there.samples()) {
+        let (ma, mb) = (
+            a.mask.as_ref().expect("mask"),
+            b.mask.as_ref().expect("mask"),
+        );
+        assert_eq!(
+            ma.read(1 << 20).expect("local"),
+            mb.read(1 << 20).expect("store")
+        );
+    }
+    // Through the pipeline: the masks follow their images' geometry, as from local files.
+    let run_masks = |d: &Dataset| -> Masked {
+        let p = Pipeline::builder(d.clone().all())
+            .backend(BackendKind::Cpu)
+            .augment(
+                Augment::new()
+                    .random_resized_crop(12, (0.3, 1.0), (0.75, 1.33))
+                    .flip_horizontal(0.5),
+            )
+            .batch_size(3)
+            .seed(5)
+            .build()
+            .expect("pipeline");
+        p.epoch(2)
+            .expect("epoch")
+            .map(|b| {
+                let b = b.expect("batch");
+                (
+                    b.ids().to_vec(),
+                    b.read_images().expect("images"),
+                    b.read_masks().expect("masks").unwrap_or_default(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(run_masks(&there), run_masks(&local));
 }

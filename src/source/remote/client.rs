@@ -787,7 +787,7 @@ impl Remote {
         ahead: bool,
     ) -> Result<Bytes, RemoteError> {
         let end = offset + len;
-        if let Some(whole) = self.held(&info.url) {
+        if let Some(whole) = self.held(&info.url).filter(|w| end <= w.len() as u64) {
             self.counters.held_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(whole.slice(offset as usize..end as usize));
         }
