@@ -295,6 +295,12 @@ fn shards_and_folders_in_the_store_list_and_deliver_as_local_files_do() {
         .map(|p| std::fs::metadata(p).expect("shard").len())
         .sum();
     assert!(remote::stats().bytes >= tfr_bytes, "streamed every shard");
+    // A bucket named without a path is a folder.
+    let whole = Dataset::tar(&[PathBuf::from("s3://data")]);
+    assert!(
+        matches!(&whole, Err(e) if e.to_string().contains("no shard")),
+        "the bucket's top holds no shard: {whole:?}"
+    );
     // A shard named by its URL, and a folder of images.
     let one = Dataset::tar(&[PathBuf::from(format!(
         "s3://data/tar/{}",

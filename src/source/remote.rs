@@ -40,6 +40,13 @@ pub fn is_url(path: &Path) -> bool {
     path.to_str().is_some_and(|s| scheme_of(s).is_some())
 }
 
+/// Whether the URL `s` names a folder: it ends in `/`, or names no object at all (a
+/// bucket: `s3://bucket`).
+pub fn is_folder_url(s: &str) -> bool {
+    let rest = s.split_once("://").map_or(s, |(_, r)| r);
+    s.ends_with('/') || rest.split_once('/').is_none_or(|(_, path)| path.is_empty())
+}
+
 /// The scheme of a URL string.
 fn scheme_of(s: &str) -> Option<&str> {
     let (scheme, _) = s.split_once("://")?;
@@ -205,6 +212,12 @@ mod tests {
             "s3+x.y-z://b",
         ] {
             assert!(is_url(Path::new(url)), "{url}");
+        }
+        for folder in ["s3://b", "s3://b/", "s3://b/p/", "gs://b/p/q/"] {
+            assert!(is_folder_url(folder), "{folder}");
+        }
+        for object in ["s3://b/a.tar", "s3://b/p/q", "https://h/x"] {
+            assert!(!is_folder_url(object), "{object}");
         }
         for path in [
             "a.tar",

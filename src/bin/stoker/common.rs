@@ -507,7 +507,7 @@ fn open_remote(path: &Path) -> Res<Dataset> {
     let is = |name: &str, exts: &[&str]| exts.iter().any(|e| name.ends_with(e));
     const TFRECORD: [&str; 3] = [".tfrecord", ".tfrecords", ".record"];
     let one = [path.to_path_buf()];
-    if !url.ends_with('/') {
+    if !stoker::source::remote::is_folder_url(&url) {
         if is(&url, &TFRECORD) {
             return Ok(Dataset::tfrecord(&one)?);
         }

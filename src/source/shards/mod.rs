@@ -505,7 +505,7 @@ pub(crate) fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<Vec<PathBuf
 fn remote_shards(url: &Path, ext: &[&str]) -> Result<Vec<PathBuf>> {
     let s = url.to_string_lossy();
     let err = |e: super::remote::RemoteError| Error::io(url, e.into());
-    if !s.ends_with('/') {
+    if !super::remote::is_folder_url(&s) {
         match super::remote::info(&s) {
             Ok(_) => return Ok(vec![url.to_path_buf()]),
             Err(super::remote::RemoteError::NotFound { .. }) => {}
