@@ -495,6 +495,32 @@ fn block_order_reads_whole_shards_and_delivers_every_sample_once() {
     let local_got = every_sample_once(&local, 2, 4, |b| b.block_order(2));
     assert!(local_got.delivered == got.delivered);
 
+    // Resumed mid-epoch (by a fresh client): the same batches, every read from a shard
+    // held in memory, the first batches' too.
+    let p = pipeline(data.clone().all(), 0, 1, |b| b.block_order(2));
+    let ids = |ep: stoker::Epoch| -> Vec<Vec<u64>> {
+        ep.map(|b| b.expect("batch").ids().to_vec()).collect()
+    };
+    let full = ids(p.epoch(7).expect("epoch"));
+    // A batch that reads from the same windows as the one before it (so no new hold is
+    // asked for at it).
+    let windows = p.sampler().epoch_windows(7).expect("block order");
+    let span = |b: &[u32]| (b.iter().min().copied(), b.iter().max().copied());
+    let spans: Vec<_> = windows.chunks(5).map(span).collect();
+    let k = (1..spans.len())
+        .find(|&k| spans[k] == spans[k - 1])
+        .expect("two batches in one window");
+    configure(&server.endpoint, |c| c.read_ahead = 1 << 20);
+    let resumed = ids(p.epoch_from(7, k).expect("resumed"));
+    assert_eq!(resumed, full[k..]);
+    let read: usize = resumed.iter().map(Vec::len).sum();
+    assert_eq!(
+        remote::stats().held_hits as usize,
+        read,
+        "{:?}",
+        remote::stats()
+    );
+
     // With the disk cache, a later run's windows come from disk: no request after
     // listing.
     let cache = dir.path().join("cache");

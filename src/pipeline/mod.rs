@@ -244,11 +244,15 @@ impl Pipeline {
             repeat_from: real,
             replace_pool: order[..real].into(),
             batches: batches.into_iter().skip(first_batch).collect(),
-            holds: holds
-                .into_iter()
-                .filter(|h| h.0 >= first_batch)
-                .map(|(b, u)| (b - first_batch, u))
-                .collect(),
+            // From the hold in force at `first_batch` (made at or before it) on.
+            holds: {
+                let from = holds.iter().rposition(|h| h.0 <= first_batch).unwrap_or(0);
+                holds
+                    .into_iter()
+                    .skip(from)
+                    .map(|(b, u)| (b.saturating_sub(first_batch), u))
+                    .collect()
+            },
             epoch,
         })
     }
