@@ -584,7 +584,7 @@ fn the_disk_cache_serves_later_epochs_and_fetches_a_changed_object_again() {
     // An object rewritten in the store (another ETag). A dataset listed before the
     // change reports the sample as changed, never half old, half new (no cache here);
     // listed again, the new version is read, and cached anew.
-    let (folder, _, _) = (dir.path().join("folder"), (), ());
+    let folder = dir.path().join("folder");
     upload(&folder, "cached", "folder", false);
     configure(&server.endpoint, |_| {});
     let stale = Dataset::image_folder("s3://cached/folder/").expect("listed");

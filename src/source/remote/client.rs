@@ -457,26 +457,10 @@ impl Remote {
         full.mul_f64(0.5 + 0.5 * u)
     }
 
-    /// Runs `attempt` with a place in flight (one request, `bytes` of budget), a timeout
-    /// each try, and retries with backoff while what fails is worth retrying.
+    /// Runs `attempt` with a place in flight (one request, `bytes` of budget), `limit`
+    /// for each try (the configured timeout; more for a listing of many pages or an upload
+    /// of many parts), and retries with backoff while what fails is worth retrying.
     async fn request<T, F, Fut>(
-        &self,
-        url: &str,
-        what: impl Fn() -> String,
-        bytes: u64,
-        attempt: F,
-    ) -> Result<T, RemoteError>
-    where
-        F: Fn() -> Fut,
-        Fut: std::future::Future<Output = Result<T, Failure>>,
-    {
-        self.request_within(url, what, bytes, self.config.timeout, attempt)
-            .await
-    }
-
-    /// [`Remote::request`] with a time limit of its own for each try (a listing of many
-    /// pages, an upload of many parts).
-    async fn request_within<T, F, Fut>(
         &self,
         url: &str,
         what: impl Fn() -> String,
@@ -554,7 +538,7 @@ impl Remote {
             false => format!("read of bytes {}..{}", range.start, range.end),
         };
         let got = self
-            .request(url, what, want, || {
+            .request(url, what, want, self.config.timeout, || {
                 let opts = GetOptions {
                     range: (!whole).then(|| GetRange::Bounded(range.clone())),
                     if_match: etag.map(str::to_string),
@@ -591,6 +575,7 @@ impl Remote {
             url,
             || "HEAD".into(),
             0,
+            self.config.timeout,
             || {
                 let (store, path) = (Arc::clone(&store), path.clone());
                 async move { store.head(&path).await.map_err(|e| classify(url, e)) }
@@ -614,7 +599,7 @@ impl Remote {
         let at = folder.as_str();
         // A listing is a page a request: it may take many requests' time.
         let limit = self.config.timeout.saturating_mul(LISTING_TIMEOUTS);
-        let metas = self.run(self.request_within(
+        let metas = self.run(self.request(
             at,
             || "listing".into(),
             0,
@@ -1100,7 +1085,7 @@ impl Read for ObjectReader {
         }
         let have = self.start..self.start + self.data.len() as u64;
         if !have.contains(&self.pos) {
-            let len = self.config_step().min(self.info.size - self.pos);
+            let len = self.remote.config.read_ahead.min(self.info.size - self.pos);
             self.data = self.remote.read(&self.info, self.pos, len, false)?;
             self.start = self.pos;
         }
@@ -1109,12 +1094,6 @@ impl Read for ObjectReader {
         buf[..n].copy_from_slice(&self.data[from..from + n]);
         self.pos += n as u64;
         Ok(n)
-    }
-}
-
-impl ObjectReader {
-    fn config_step(&self) -> u64 {
-        self.remote.config.read_ahead
     }
 }
 
@@ -1149,7 +1128,7 @@ pub fn upload(local: &Path, url: &str) -> Result<(), RemoteError> {
     let parts = u32::try_from(size.div_ceil(PART)).unwrap_or(u32::MAX);
     let limit = r.config.timeout.saturating_mul(parts.saturating_add(1));
     let what = || format!("upload of {}", local.display());
-    r.run(r.request_within(url, what, 0, limit, || {
+    r.run(r.request(url, what, 0, limit, || {
         let (store, path) = (Arc::clone(&store), path.clone());
         async move {
             let again = |e: String| Failure::Again(e);
