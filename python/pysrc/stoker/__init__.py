@@ -1,0 +1,57 @@
+"""stoker: keeps accelerators fed.
+
+Reads, decodes, resizes and augments image batches in background threads (on the GPU
+where there is one), with the same samples on every backend, and hands them to PyTorch,
+NumPy or any DLPack consumer without a copy::
+
+    pipe = stoker.Pipeline(split.train, augment=aug, batch_size=256, seed=42)
+    for batch in pipe.epoch(epoch):
+        x = torch.from_dlpack(batch.images)
+        y = torch.from_dlpack(batch.labels)
+"""
+
+from ._errors import (
+    BackendUnavailableError,
+    ConfigError,
+    DeviceError,
+    PipelineError,
+    SampleError,
+    SourceError,
+    SplitError,
+    StokerError,
+)
+from ._stoker import (
+    Augment,
+    Batch,
+    Dataset,
+    Epoch,
+    Pipeline,
+    Split,
+    Stats,
+    Subset,
+    Tensor,
+    __version__,
+    backends,
+)
+
+__all__ = [
+    "Augment",
+    "Batch",
+    "Dataset",
+    "Epoch",
+    "Pipeline",
+    "Split",
+    "Stats",
+    "Subset",
+    "Tensor",
+    "backends",
+    "BackendUnavailableError",
+    "ConfigError",
+    "DeviceError",
+    "PipelineError",
+    "SampleError",
+    "SourceError",
+    "SplitError",
+    "StokerError",
+    "__version__",
+]
