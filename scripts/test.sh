@@ -166,6 +166,29 @@ cargo test --locked --all-targets --features "$FEATURES"
 step "cargo test --doc --features $FEATURES"
 cargo test --locked --doc --features "$FEATURES"
 
+# The Python package (python/, PyO3 and maturin): the wheel built as a user's `pip install
+# ./python` builds it, but unoptimised (`--profile dev`) and with the features of the test
+# build above (burn and candle, which the wheel does not need: the Python crate then shares
+# every crate the test build compiled, and builds only PyO3, dlpark, object_store again
+# (the tests' sha2 turns on a feature of a crate below it) and the crate: about a minute
+# here), installed with NumPy, Pillow and pytest into a fresh virtual environment, and its
+# tests run. Those that need torch say they were skipped (torch is not installed here).
+step "the Python package: the wheel (maturin), a fresh virtual environment, pytest"
+PY_BUILD_VENV=.venv-py
+if ! "$PY_BUILD_VENV/bin/pip" freeze 2>/dev/null | grep -qx "maturin==1.16.0"; then
+    rm -rf "$PY_BUILD_VENV"
+    python3 -m venv "$PY_BUILD_VENV"
+    "$PY_BUILD_VENV/bin/pip" install --quiet maturin==1.16.0
+fi
+py_tmp="$(mktemp -d)"
+"$PY_BUILD_VENV/bin/maturin" build --quiet --locked --profile dev -m python/Cargo.toml \
+    --features stoker/default,stoker/burn,stoker/candle -o "$py_tmp/wheels"
+python3 -m venv "$py_tmp/venv"
+"$py_tmp/venv/bin/pip" install --quiet numpy==2.4.6 pillow==13.0.0 pytest==9.2.0
+"$py_tmp/venv/bin/pip" install --quiet --no-deps "$py_tmp"/wheels/stoker-*.whl
+(cd python/tests && "$py_tmp/venv/bin/python" -m pytest -q -rs -p no:cacheprovider .)
+rm -rf "$py_tmp"
+
 # stoker beside candle's `cuda` feature, which makes cudarc link the CUDA libraries rather
 # than load them (a linked program needs libcuda, cuBLAS and cuRAND, which a machine
 # without a GPU does not have) and builds candle's kernels with nvcc (the pinned wheels')
