@@ -4,6 +4,7 @@
 #
 #   scripts/device-check.sh build   (on a build machine, no GPU needed)
 #       Builds what must run on the GPU machine into .device-pkg/ (ignored by git):
+#       python/ (the package's release wheel and pytest's wheels),
 #       bin.tar.xz (gzip where Python lacks lzma) holding bin/ (the release `stoker`
 #       binary and the test executables of TESTS below, stripped) and lib/ (libnvjpeg.so.13
 #       from the pinned nvidia-nvjpeg wheel in .venv-cuda, when there); the photos and the
@@ -22,7 +23,10 @@
 #         tests       kernels_compile, nvjpeg_load, cuda_backend (one thread: it measures
 #                     free device memory), device_pipeline, pipeline, shutdown,
 #                     wgpu_kernels (STOKER_REQUIRE_WGPU=1, the card's Vulkan driver), with
-#                     STOKER_REQUIRE_CUDA/NVRTC/NVJPEG=1
+#                     STOKER_REQUIRE_CUDA/NVRTC/NVJPEG=1; the Python package's pytest suite
+#                     (python/tests: the CUDA DLPack hand-off and stream ordering with torch)
+#                     from the carried wheel, in a virtual environment over the machine's
+#                     torch
 #         benchmarks  the 2000-image set (make_bench_set.py; tests/data/samples if it
 #                     cannot be made), `stoker bench decode --backend cpu,cuda,wgpu`,
 #                     `bench pipeline --backend cuda,cpu`, both again with --hardware all,
@@ -30,7 +34,8 @@
 #                     same files, then the same files with restart markers (`stoker
 #                     convert --to folder`): bench decode with the GPU entropy path and
 #                     with host entropy decoding (--entropy host), bench pipeline, CUDA
-#                     and wgpu, engines off; `nvidia-smi dmon -s puc` in the background
+#                     and wgpu, engines off; the Python pipeline (CUDA) against the
+#                     DataLoader (scripts/bench_python.py); `nvidia-smi dmon -s puc` in the background
 #         rest        compute-sanitizer memcheck and racecheck over one test each (MEMCHECK_*,
 #                     RACECHECK_* below), device_memory on the card's Vulkan driver,
 #                     nvidia-smi after
@@ -94,7 +99,7 @@ declare -A CAP=(
     [bench_set]=150 [bench_decode]=120 [bench_decode_hw_all]=60 [bench_pipeline]=120
     [bench_pipeline_hw_all]=60 [torchvision]=120 [sanitizer]=90
     [restart_set]=60 [bench_decode_entropy]=90 [bench_decode_entropy_host]=60
-    [bench_pipeline_entropy]=90
+    [bench_pipeline_entropy]=90 [python_package]=150 [bench_python]=120
 )
 # The sanitizer runs: a test executable and a libtest filter (a substring of test names).
 MEMCHECK_TEST=cuda_backend
@@ -136,6 +141,16 @@ build() (
     echo "== packing"
     python3 "$HELPER" pack "$PKG/bin" "$PKG" bin lib
     rm -rf "${PKG:?}/bin" "${PKG:?}/lib"
+    # The Python package: the release wheel (stripped), and pytest's wheels for a machine
+    # without it (pure Python, a few hundred KiB; no network there).
+    echo "== Python wheel"
+    mkdir -p "$PKG/python"
+    if ! .venv-py/bin/pip freeze 2>/dev/null | grep -qx "maturin==1.16.0"; then
+        rm -rf .venv-py && python3 -m venv .venv-py && .venv-py/bin/pip install --quiet maturin==1.16.0
+    fi
+    .venv-py/bin/maturin build --quiet --release --locked -m python/Cargo.toml -o "$PKG/python"
+    .venv-py/bin/pip download --quiet --only-binary=:all: --dest "$PKG/python" pytest==9.2.0 ||
+        echo "warning: could not fetch pytest's wheels; the Python step needs pytest on the GPU machine"
     echo "== benchmark photos"
     if [ -d "$corpus/photos" ]; then
         cp "$corpus"/photos/* "$PKG/photos/"
@@ -400,6 +415,17 @@ run() {
             "${senv[@]}" "${wgpu[@]}" "$BIN/$t" --test-threads="$threads" --nocapture
     done
 
+    # The Python package on the card: its pytest suite (the torch hand-off on CUDA and
+    # stream ordering among it) in a virtual environment over the machine's torch.
+    local pyenv="$WORK/pyenv" nowheel=()
+    compgen -G "$PKG/python/stoker-*.whl" >/dev/null ||
+        nowheel=(--missing "no wheel in $PKG/python (scripts/device-check.sh build makes it)")
+    step python_package "${CAP[python_package]}" cmd --gpu "${nowheel[@]}" -- \
+        bash -c 'python3 -m venv --system-site-packages "$1" &&
+            "$1/bin/pip" install --quiet --no-index --find-links "$2" stoker pytest &&
+            cd python/tests && "${@:3}" "$1/bin/python" -m pytest -q -rs -p no:cacheprovider .' \
+        _ "$pyenv" "$PKG/python" "${senv[@]}"
+
     # ------------------------------------------------------------ benchmarks
     phase benchmarks 80
     local images=tests/data/samples fallback=""
@@ -447,6 +473,11 @@ run() {
     # The peer: the machine's own environment and CUDA libraries, not stoker's.
     step torchvision "${CAP[torchvision]}" bench --gpu --stdout "$OUT/bench/torchvision.json" -- \
         python3 scripts/bench_torchvision_gpu.py "$images" --batch 256 --seconds 15
+    # The Python package's pipeline against torch's DataLoader on the same files.
+    [ -x "$pyenv/bin/python" ] || nowheel=(--missing "the python_package step made no environment")
+    step bench_python "${CAP[bench_python]}" cmd --gpu "${nowheel[@]}" -- \
+        "${senv[@]}" "$pyenv/bin/python" scripts/bench_python.py --images "$images" --backend cuda \
+        --batch 256 --rounds 3 --workers 8 --json "$OUT/bench/python.json"
     # The same files with restart markers (`stoker convert --to folder`, lossless): the
     # GPU entropy path against host entropy decoding and the engines, CUDA and wgpu.
     local rst="$WORK/bench-rst"

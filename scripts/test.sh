@@ -125,6 +125,11 @@ for features in "--no-default-features" "--no-default-features --features wgpu" 
     cargo clippy --all-targets --locked $features -- -D warnings
 done
 
+# The Python bindings without their optional features (CUDA, Parquet, object storage):
+# the wheel's build below has them all, so this is where their stand-ins are linted.
+step "cargo clippy -p stoker-python --no-default-features -- -D warnings"
+cargo clippy --locked -p stoker-python --no-default-features -- -D warnings
+
 step "the library alone builds none of the CLI's dependencies (feature cli)"
 if cargo tree --locked --no-default-features --features wgpu -e normal --prefix none |
     grep -E '^(clap|indicatif|plotters|font8x8) '; then

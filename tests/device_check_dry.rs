@@ -42,7 +42,7 @@ const RESULT_KEYS: [&str; 12] = [
 ];
 
 /// Steps that need the GPU: without one, each is recorded as not run, with a reason.
-const GPU_STEPS: [&str; 12] = [
+const GPU_STEPS: [&str; 14] = [
     "kernels_compile",
     "nvjpeg_load",
     "cuda_backend",
@@ -53,6 +53,8 @@ const GPU_STEPS: [&str; 12] = [
     "bench_decode",
     "bench_pipeline",
     "torchvision",
+    "python_package",
+    "bench_python",
     "memcheck",
     "racecheck",
 ];

@@ -37,8 +37,8 @@ impl Augment {
         }
     }
 
-    /// The usual evaluation transform: resize the shorter side to `size * 8 / 7`, centre
-    /// crop `size`.
+    /// The usual evaluation transform: the shorter side resized to `size * 256 / 224`, a
+    /// centre crop of `size`.
     #[staticmethod]
     fn validation(size: u32) -> Self {
         Augment {

@@ -1,6 +1,6 @@
 //! `Pipeline`, `Epoch` and `Stats`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -26,7 +26,7 @@ pub struct Pipeline {
     /// Batches handed out and not yet freed (by the batch and every tensor made from it).
     live: Arc<AtomicUsize>,
     /// The epochs started, to close with the pipeline.
-    epochs: Mutex<Vec<Weak<Mutex<Option<Running>>>>>,
+    epochs: Mutex<Vec<Weak<Shared>>>,
 }
 
 fn parse<T: std::str::FromStr<Err = stoker::Error>>(s: &str) -> PyResult<T> {
@@ -172,13 +172,16 @@ impl Pipeline {
     fn epoch_from(&self, epoch: u64, first_batch: usize) -> PyResult<Epoch> {
         let e = self.inner.epoch_from(epoch, first_batch).py_err()?;
         let len = e.num_batches().saturating_sub(e.first_batch());
-        let state = Arc::new(Mutex::new(Some(Running::start(e)?)));
+        let shared = Arc::new(Shared {
+            state: Mutex::new(Some(Running::start(e)?)),
+            closing: AtomicBool::new(false),
+        });
         if let Ok(mut v) = self.epochs.lock() {
             v.retain(|w| w.strong_count() > 0);
-            v.push(Arc::downgrade(&state));
+            v.push(Arc::downgrade(&shared));
         }
         Ok(Epoch {
-            state,
+            shared,
             live: Arc::clone(&self.live),
             len,
             stats: Mutex::new(None),
@@ -363,10 +366,26 @@ impl Running {
     }
 }
 
-fn close_state(py: Python<'_>, state: &Mutex<Option<Running>>) {
-    let running = match state.lock() {
-        Ok(mut g) => g.take(),
-        Err(_) => None,
+/// An epoch's state, shared by its Python object and its pipeline (which closes it).
+struct Shared {
+    state: Mutex<Option<Running>>,
+    /// Set by `close`: a wait under way gives up at its next poll, and the iterator ends.
+    closing: AtomicBool,
+}
+
+fn close_state(py: Python<'_>, shared: &Shared) {
+    shared.closing.store(true, Ordering::Release);
+    // Another thread may be waiting for a batch with the lock held and the GIL released:
+    // wait for it (it sees `closing` within a poll) without holding the GIL, which it
+    // needs back to return.
+    let running = loop {
+        match shared.state.try_lock() {
+            Ok(mut g) => break g.take(),
+            Err(std::sync::TryLockError::Poisoned(_)) => break None,
+            Err(std::sync::TryLockError::WouldBlock) => {
+                py.detach(|| std::thread::sleep(Duration::from_millis(5)))
+            }
+        }
     };
     if let Some(r) = running {
         py.detach(move || r.stop());
@@ -379,7 +398,7 @@ fn close_state(py: Python<'_>, state: &Mutex<Option<Running>>) {
 /// dropped mid-way stops them too.
 #[pyclass(module = "stoker", frozen)]
 pub struct Epoch {
-    state: Arc<Mutex<Option<Running>>>,
+    shared: Arc<Shared>,
     live: Arc<AtomicUsize>,
     len: usize,
     stats: Mutex<Option<stoker::Stats>>,
@@ -392,7 +411,10 @@ impl Epoch {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Batch>> {
-        let Ok(mut guard) = self.state.try_lock() else {
+        if self.shared.closing.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        let Ok(mut guard) = self.shared.state.try_lock() else {
             return Err(PyRuntimeError::new_err(
                 "this epoch is being iterated on another thread",
             ));
@@ -429,7 +451,12 @@ impl Epoch {
                         }
                     };
                 }
-                Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+                Err(RecvTimeoutError::Timeout) => {
+                    py.check_signals()?;
+                    if self.shared.closing.load(Ordering::Acquire) {
+                        return Ok(None);
+                    }
+                }
                 Err(RecvTimeoutError::Disconnected) => {
                     *guard = None;
                     return Err(PyRuntimeError::new_err(
@@ -453,7 +480,7 @@ impl Epoch {
 
     /// Stops the epoch's threads (the batch in hand is finished first).
     fn close(&self, py: Python<'_>) {
-        close_state(py, &self.state);
+        close_state(py, &self.shared);
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use dlpark::ffi::{DLDataType, DLDataTypeCode, DLDevice, DLDeviceType};
 use dlpark::metadata::Dynamic;
-use dlpark::python::{export_dlpack, CudaStreamRequest, DlpackExporter, ExportRequest};
+#[cfg(feature = "cuda")]
+use dlpark::python::CudaStreamRequest;
+use dlpark::python::{export_dlpack, DlpackExporter, ExportRequest};
 use dlpark::{DlpackFlags, Managed, ManagedTensorBase, OpaqueContext};
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;

@@ -327,6 +327,22 @@ def test_iterates_in_a_thread_and_closes_early(photos):
     assert len(pipe.epoch(3)) == 15
 
 
+def test_close_from_another_thread_while_it_waits(photos):
+    data = stoker.Dataset.image_folder(photos).with_read_latency(0.3)
+    pipe = cpu_pipe(data, batch_size=4, readers=1)
+    got = []
+    t = threading.Thread(target=lambda: got.extend(len(b) for b in pipe.epoch(0)))
+    t.start()
+    deadline = time.monotonic() + 30
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.05)
+    start = time.monotonic()
+    pipe.close()  # the other thread is waiting for a batch, without the GIL
+    t.join(30)
+    assert not t.is_alive() and time.monotonic() - start < 5
+    assert 0 < sum(got) < 30
+
+
 def test_ctrl_c_mid_epoch_returns_promptly(photos):
     script = textwrap.dedent(
         """

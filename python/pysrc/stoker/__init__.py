@@ -10,6 +10,15 @@ NumPy or any DLPack consumer without a copy::
         y = torch.from_dlpack(batch.labels)
 """
 
+import os as _os
+
+# Mesa's device-select Vulkan layer prints an error on stderr each time wgpu lists
+# adapters on a machine without a desktop session (no XDG_RUNTIME_DIR); nothing is wrong.
+# The stoker command-line tool turns the layer off there, and so does the package, before
+# the native module can list adapters (set NODEVICE_SELECT yourself to choose otherwise).
+if not _os.environ.get("XDG_RUNTIME_DIR"):
+    _os.environ.setdefault("NODEVICE_SELECT", "1")
+
 from ._errors import (
     BackendUnavailableError,
     ConfigError,
