@@ -74,14 +74,8 @@ impl Batch {
         use cudarc::driver::DevicePtr;
         let stream = Arc::clone(slice.stream());
         let ptr = slice.device_ptr(&stream).0;
-        let ctx = Arc::clone(stream.context());
-        let ordinal = ctx.ordinal();
-        let event = self
-            .b()
-            .cuda_event()
-            .map_or(std::ptr::null_mut(), |e| e.cu_event());
-        // SAFETY: the event belongs to the batch, which the tensor's owner keeps alive.
-        let ready = unsafe { crate::tensor::cuda_sync::CudaReady::new(ctx, stream, event) };
+        let ordinal = stream.context().ordinal();
+        let ready = crate::tensor::cuda_sync::CudaReady::new(Arc::clone(&self.owner), stream);
         Tensor::cuda(self.owner(), ptr, ordinal, shape, elem, ready)
     }
 }

@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use dlpark::python::CudaStreamRequest;
+
+use crate::batch::BatchOwner;
 use pyo3::prelude::*;
 
 /// CUDA's legacy default stream handle (`cudaStreamLegacy`).
@@ -34,30 +36,20 @@ fn driver_err(what: &str, e: result::DriverError) -> PyErr {
     ))))
 }
 
-/// What a CUDA tensor needs for ordering: its context, stoker's stream (which writes the
-/// batch), and the batch's ready event (owned by the batch, which the tensor keeps
-/// alive).
+/// What a CUDA tensor needs for ordering: its batch (whose ready event the consumer's
+/// stream waits on), its context, and stoker's stream (which writes the batch).
 pub(crate) struct CudaReady {
+    batch: Arc<BatchOwner>,
     ctx: Arc<CudaContext>,
     ours: Arc<CudaStream>,
-    /// The raw `CUevent` of the batch (0 when the batch recorded none).
-    event: usize,
 }
 
 impl CudaReady {
-    /// # Safety
-    ///
-    /// `event`, when not null, must stay valid for as long as this value lives (the
-    /// tensor holding it keeps the batch that owns the event alive).
-    pub(crate) unsafe fn new(
-        ctx: Arc<CudaContext>,
-        ours: Arc<CudaStream>,
-        event: sys::CUevent,
-    ) -> Self {
+    pub(crate) fn new(batch: Arc<BatchOwner>, ours: Arc<CudaStream>) -> Self {
         CudaReady {
-            ctx,
+            batch,
+            ctx: Arc::clone(ours.context()),
             ours,
-            event: event as usize,
         }
     }
 
@@ -70,19 +62,19 @@ impl CudaReady {
         self.ctx
             .bind_to_thread()
             .map_err(|e| driver_err("bind context", e))?;
-        if self.event == 0 {
+        let Some(event) = self.batch.batch.cuda_event() else {
             log::debug!("CUDA batch without a ready event: synchronising its stream");
             return self
                 .ours
                 .synchronize()
                 .map_err(|e| driver_err("synchronise", e));
-        }
-        // SAFETY: the event is the batch's, alive while this tensor is (see `new`); the
-        // stream is the consumer's, valid by the DLPack contract for the call.
+        };
+        // SAFETY: the event is the batch's, which `self.batch` keeps alive; the stream is
+        // the consumer's, valid for the call by the DLPack contract.
         unsafe {
             result::stream::wait_event(
                 stream as sys::CUstream,
-                self.event as sys::CUevent,
+                event.cu_event(),
                 sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
             )
         }
