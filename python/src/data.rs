@@ -13,6 +13,16 @@ pub struct Dataset {
     pub(crate) inner: stoker::Dataset,
 }
 
+/// The samples' paths.
+fn paths_of(samples: &[stoker::Sample]) -> Vec<String> {
+    samples.iter().map(|s| s.path.clone()).collect()
+}
+
+/// The samples' ids.
+fn ids_of(samples: &[stoker::Sample]) -> Vec<u64> {
+    samples.iter().map(|s| s.id).collect()
+}
+
 /// The paths given as one path or a list of paths.
 fn paths(arg: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
     if let Ok(p) = arg.extract::<PathBuf>() {
@@ -180,17 +190,13 @@ impl Dataset {
     /// Sample paths (relative to the dataset root), sorted.
     #[getter]
     fn paths(&self) -> Vec<String> {
-        self.inner
-            .samples()
-            .iter()
-            .map(|s| s.path.clone())
-            .collect()
+        paths_of(self.inner.samples())
     }
 
     /// Sample ids, in the order of `paths`.
     #[getter]
     fn ids(&self) -> Vec<u64> {
-        self.inner.samples().iter().map(|s| s.id).collect()
+        ids_of(self.inner.samples())
     }
 
     /// Labels (class ids, or None), in the order of `paths`.
@@ -311,17 +317,13 @@ impl Subset {
     /// Sample paths, sorted.
     #[getter]
     fn paths(&self) -> Vec<String> {
-        self.inner
-            .samples()
-            .iter()
-            .map(|s| s.path.clone())
-            .collect()
+        paths_of(self.inner.samples())
     }
 
     /// Sample ids, in the order of `paths`.
     #[getter]
     fn ids(&self) -> Vec<u64> {
-        self.inner.samples().iter().map(|s| s.id).collect()
+        ids_of(self.inner.samples())
     }
 
     fn __len__(&self) -> usize {

@@ -98,15 +98,9 @@ impl Pipeline {
         if let Some(a) = augment {
             b = b.augment(a.inner.clone());
         }
-        if let Some(v) = prefetch {
-            b = b.prefetch(v);
-        }
-        if let Some(v) = readers {
-            b = b.readers(v);
-        }
-        if let Some(v) = workers {
-            b = b.workers(v);
-        }
+        b = opt(b, prefetch, stoker::PipelineBuilder::prefetch);
+        b = opt(b, readers, stoker::PipelineBuilder::readers);
+        b = opt(b, workers, stoker::PipelineBuilder::workers);
         match (rank, world_size) {
             (Some(r), Some(w)) => b = b.shard(r, w),
             (None, None) => {
@@ -124,18 +118,10 @@ impl Pipeline {
                 ))
             }
         }
-        if let Some(w) = block_order {
-            b = b.block_order(w);
-        }
-        if let Some(v) = cache_bytes {
-            b = b.cache_bytes(v);
-        }
-        if let Some(v) = memory_limit {
-            b = b.memory_limit(v);
-        }
-        if let Some(v) = strict_decode {
-            b = b.strict_decode(v);
-        }
+        b = opt(b, block_order, stoker::PipelineBuilder::block_order);
+        b = opt(b, cache_bytes, stoker::PipelineBuilder::cache_bytes);
+        b = opt(b, memory_limit, stoker::PipelineBuilder::memory_limit);
+        b = opt(b, strict_decode, stoker::PipelineBuilder::strict_decode);
         if max_pixels.is_some() || max_bytes.is_some() {
             let mut l = stoker::Limits::default();
             if let Some(v) = max_pixels {
@@ -267,6 +253,18 @@ impl Pipeline {
             self.inner.num_batches(),
             self.backend()
         )
+    }
+}
+
+/// `set(b, v)` when a value was given, `b` as it is otherwise.
+fn opt<T>(
+    b: stoker::PipelineBuilder,
+    value: Option<T>,
+    set: impl FnOnce(stoker::PipelineBuilder, T) -> stoker::PipelineBuilder,
+) -> stoker::PipelineBuilder {
+    match value {
+        Some(v) => set(b, v),
+        None => b,
     }
 }
 
