@@ -1,36 +1,71 @@
 #!/usr/bin/env bash
-# Soak: resident memory over many epochs of `stoker bench pipeline` on a mixed-size image
-# folder, to show it levels off after warm-up (run by hand; figures in BENCHMARKS.md,
-# "Memory over epochs").
+# Soak: resident memory of `stoker bench pipeline` over a long run on a mixed-size image
+# folder, sampled every few seconds, to show that it is flat after warm-up (run by hand;
+# figures in BENCHMARKS.md, "Memory over epochs").
 #
-#   scripts/soak.sh [STOKER_BINARY] [IMAGE_FOLDER] [EPOCHS] [BACKEND] [MORE_OPTIONS...]
+#   scripts/soak.sh [STOKER_BINARY] [IMAGE_FOLDER] [MINUTES] [BACKEND] [MORE_OPTIONS...]
 #
-# defaults: target/release/stoker, bench-data/in500 (scripts' make_bench_set.py), 150, cpu.
-# Prints the resident memory after a few epochs along the way, the last and the peak;
-# with SOAK_SERIES=FILE also writes every epoch's resident bytes to FILE, one a line.
+# defaults: target/release/stoker, bench-data/mixed, 30, cpu. bench-data/mixed is the
+# 500-image set of make_bench_set.py with the corpus photos (up to 16 Mpx) beside it; see
+# BENCHMARKS.md for how it is made. The run is stopped after MINUTES; its resident memory
+# (VmRSS) is read every SOAK_INTERVAL seconds (default 10) and written, one
+# "seconds rss_bytes" line per sample, to SOAK_SERIES (default soak-BACKEND.txt).
+#
+# Verdict: the last two thirds of the run (the last 20 of 30 minutes) must stay within
+# SOAK_TOLERANCE (default 0.10) of their first sample, above and below; the script
+# prints the figures and exits 1 when they do not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-target/release/stoker}
-images=${2:-bench-data/in500}
-epochs=${3:-150}
+images=${2:-bench-data/mixed}
+minutes=${3:-30}
 backend=${4:-cpu}
-shift $(( $# < 4 ? $# : 4 ))
+shift $(($# < 4 ? $# : 4))
+interval=${SOAK_INTERVAL:-10}
+series=${SOAK_SERIES:-soak-$backend.txt}
+tolerance=${SOAK_TOLERANCE:-0.10}
+
+# Far more epochs than fit in the time: the run is stopped from here.
+"$bin" bench pipeline --images "$images" --epochs 1000000 --size 224 --batch 32 \
+    --backend "$backend" "$@" >/dev/null 2>&1 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true' EXIT
+: >"$series"
 start=$(date +%s)
-"$bin" bench pipeline --images "$images" --epochs "$epochs" --size 224 --batch 32 \
-    --backend "$backend" "$@" --json 2>/dev/null |
-    python3 -c '
-import json, os, sys
-r = json.load(sys.stdin)["results"][0]
-if "rss_bytes_per_epoch" not in r:
-    sys.exit("the backend did not run: " + r.get("error", "?"))
-rss = r["rss_bytes_per_epoch"]
-series = os.environ.get("SOAK_SERIES")
-if series:
-    with open(series, "w") as f:
-        f.writelines("%d\n" % b for b in rss)
+end=$((start + minutes * 60))
+while [ "$(date +%s)" -lt "$end" ]; do
+    sleep "$interval"
+    if ! kill -0 "$pid" 2>/dev/null; then
+        echo "error: the pipeline stopped before the soak's end (see: $bin bench pipeline ...)" >&2
+        exit 2
+    fi
+    rss_kb=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")
+    echo "$(($(date +%s) - start)) $((rss_kb * 1024))" >>"$series"
+done
+hwm_kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status")
+kill "$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+trap - EXIT
+
+python3 - "$series" "$tolerance" "$hwm_kb" <<'PY'
+import sys
+series, tol, hwm_kb = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+rows = [tuple(map(int, l.split())) for l in open(series) if l.strip()]
+total = rows[-1][0]
 mb = lambda b: "%.0f MB" % (b / 1e6)
-shown = [e for e in (1, 3, 10, 30, 100, 150, 300, 1000, 2000, 3000) if e <= len(rss)]
-print(" ".join("epoch %d: %s," % (e, mb(rss[e - 1])) for e in shown),
-      "last (%d): %s, peak: %s, delivered %d" % (len(rss), mb(rss[-1]), mb(r["peak_rss_bytes"]), r["delivered"]))
-'
-echo "($(( $(date +%s) - start )) s)"
+marks = [60, 120, 300, 600, 900, 1200, 1500, 1800]
+shown = []
+for m in marks:
+    r = [b for t, b in rows if t >= m]
+    if r:
+        shown.append("%d s: %s" % (m, mb(r[0])))
+tail = [b for t, b in rows if t >= total / 3]
+lo, hi, first = min(tail), max(tail), tail[0]
+flat = hi <= first * (1 + tol) and lo >= first * (1 - tol)
+print(", ".join(shown))
+print("samples %d over %d s; from %d s on: first %s, min %s, max %s (%+.1f %% .. %+.1f %%); peak %s"
+      % (len(rows), total, total // 3, mb(first), mb(lo), mb(hi),
+         100 * (lo / first - 1), 100 * (hi / first - 1), mb(hwm_kb * 1024)))
+print("flat" if flat else "NOT flat (beyond %.0f %%)" % (100 * tol))
+sys.exit(0 if flat else 1)
+PY

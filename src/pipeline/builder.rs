@@ -40,6 +40,7 @@ pub struct PipelineBuilder {
     hardware_decode: HardwareDecode,
     device_entropy: bool,
     memory_limit: Option<u64>,
+    tune_allocator: bool,
     /// Weighted sampling: a weight per sample of the subset, draws an epoch (the subset's
     /// length when `None`), with replacement.
     weighting: Option<(Vec<f64>, Option<usize>, bool)>,
@@ -76,6 +77,7 @@ impl PipelineBuilder {
             cache_bytes: 0,
             device_cache_bytes: 0,
             memory_limit: None,
+            tune_allocator: true,
             weighting: None,
             block_window: None,
             transform: None,
@@ -256,6 +258,18 @@ impl PipelineBuilder {
         self
     }
 
+    /// Whether building the pipeline may fix glibc's allocator thresholds for the process
+    /// (default `true`): buffers of 1 MiB and more mapped on their own and arenas trimmed
+    /// beyond 4 MiB, so that resident memory stays flat over epochs of mixed image sizes
+    /// instead of creeping up in each thread's arena. Process-wide, done once, and never
+    /// where the environment tunes the allocator already (`MALLOC_MMAP_THRESHOLD_`,
+    /// `MALLOC_TRIM_THRESHOLD_`, `MALLOC_TOP_PAD_`, `GLIBC_TUNABLES`); nothing on other C
+    /// libraries. `false` leaves the allocator as the program has it.
+    pub fn tune_allocator(mut self, tune: bool) -> Self {
+        self.tune_allocator = tune;
+        self
+    }
+
     /// Keep up to `bytes` of decoded samples (before augmentation) across epochs, in host
     /// memory: whole images, filled in the first epoch (first come, first kept, nothing
     /// evicted) and served in later ones without reading the file. Augmentation runs on
@@ -432,6 +446,9 @@ impl PipelineBuilder {
             return Err(Error::config(setting, reason));
         }
         self.augment.validate()?;
+        if self.tune_allocator {
+            super::heap::tune();
+        }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let workers = self.workers.unwrap_or(cores);
         let readers = self

@@ -71,6 +71,7 @@ mod builder;
 mod cache;
 mod device_cache;
 mod epoch;
+mod heap;
 mod memory;
 mod readers;
 mod staging;

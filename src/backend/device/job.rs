@@ -11,6 +11,7 @@ use crate::decode::{
 };
 
 use super::decode::DeviceImage;
+pub use super::pool::CoeffPool;
 
 /// What the host hands the GPU for one sample.
 #[derive(Debug)]
@@ -307,39 +308,7 @@ pub fn prepare(bytes: &[u8], opts: &DecodeOptions) -> Result<Prepared, DecodeErr
     prepare_reusing(bytes, opts, &CoeffPool::default())
 }
 
-/// Coefficient buffers handed back after their batch was packed, for the next samples:
-/// a sample's coefficients take about twice its pixel count in bytes, too much to
-/// allocate (and page in) per sample.
-#[derive(Debug, Default)]
-pub struct CoeffPool {
-    // Boxed as the jobs hold them, so a buffer goes back and forth without re-boxing.
-    #[allow(clippy::vec_box)]
-    free: std::sync::Mutex<Vec<Box<Coefficients>>>,
-    /// Packed uploads ([`DeviceSample::Packed`]), as their samples hold them.
-    #[allow(clippy::vec_box)]
-    packed: std::sync::Mutex<Vec<Box<PackedJpeg>>>,
-}
-
 impl CoeffPool {
-    /// Keeps at most this many buffers.
-    const MAX: usize = 1024;
-
-    fn take(&self) -> Box<Coefficients> {
-        take_from(&self.free)
-    }
-
-    fn put(&self, coeffs: Box<Coefficients>) {
-        put_into(&self.free, coeffs);
-    }
-
-    fn take_packed(&self) -> Box<PackedJpeg> {
-        take_from(&self.packed)
-    }
-
-    fn put_packed(&self, packed: Box<PackedJpeg>) {
-        put_into(&self.packed, packed);
-    }
-
     /// Takes back the coefficient and packed buffers of `samples` (the rest is dropped).
     pub fn recycle(&self, samples: impl IntoIterator<Item = DeviceSample>) {
         for s in samples {
@@ -348,25 +317,6 @@ impl CoeffPool {
                 DeviceSample::Packed { packed, .. } => self.put_packed(packed),
                 _ => {}
             }
-        }
-    }
-}
-
-/// A buffer from `free`, or a new one.
-#[allow(clippy::vec_box)]
-fn take_from<T: Default>(free: &std::sync::Mutex<Vec<Box<T>>>) -> Box<T> {
-    free.lock()
-        .ok()
-        .and_then(|mut v| v.pop())
-        .unwrap_or_default()
-}
-
-/// Keeps `item` in `free`, unless it holds [`CoeffPool::MAX`] already.
-#[allow(clippy::vec_box)]
-fn put_into<T>(free: &std::sync::Mutex<Vec<Box<T>>>, item: Box<T>) {
-    if let Ok(mut v) = free.lock() {
-        if v.len() < CoeffPool::MAX {
-            v.push(item);
         }
     }
 }

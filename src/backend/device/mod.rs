@@ -16,6 +16,7 @@ pub mod job;
 pub mod launch;
 pub mod mix;
 pub mod orient;
+mod pool;
 
 pub use augment::AugmentInput;
 pub use batch::{

@@ -166,6 +166,23 @@ pub struct Coefficients {
 }
 
 impl Coefficients {
+    /// The bytes its block buffers hold allocated (what keeping it for reuse keeps).
+    pub fn heap_bytes(&self) -> usize {
+        self.components
+            .iter()
+            .chain(&self.spare)
+            .map(|c| c.blocks.capacity() * std::mem::size_of::<[i16; 64]>())
+            .sum()
+    }
+
+    /// The bytes of blocks it holds now (what the last image needed).
+    pub fn used_bytes(&self) -> usize {
+        self.components
+            .iter()
+            .map(|c| c.blocks.len() * std::mem::size_of::<[i16; 64]>())
+            .sum()
+    }
+
     /// Empties it, keeping the allocations.
     pub fn clear(&mut self) {
         self.width = 0;
@@ -623,6 +640,16 @@ pub struct PackedJpeg {
 }
 
 impl PackedJpeg {
+    /// The bytes its buffers hold allocated (what keeping it for reuse keeps).
+    pub fn heap_bytes(&self) -> usize {
+        self.data.capacity() * 4 + self.components.capacity() * std::mem::size_of::<ComponentDesc>()
+    }
+
+    /// The bytes it holds now (what the last image needed).
+    pub fn used_bytes(&self) -> usize {
+        self.data.len() * 4 + self.components.len() * std::mem::size_of::<ComponentDesc>()
+    }
+
     /// The plane geometry of component `c`: (samples per row, rows).
     pub fn plane_size(&self, c: usize) -> (u32, u32) {
         let d = &self.components[c];
