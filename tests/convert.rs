@@ -674,3 +674,288 @@ fn a_folder_output_keeps_masks_apart_and_paths_inside() {
     w.add("ok/fine.png", &img, None, None)
         .expect("a plain path");
 }
+
+// ---------------------------------------------------------------------------------------
+// Shards streamed to the disk: memory, interruption, the shard size, the indexes.
+
+/// Bytes of each image of [`large_folder`].
+const LARGE_IMAGE: u64 = 2 << 20;
+
+/// The image `i` of [`large_folder`]: a JPEG signature, then `i` and random bytes, zeros
+/// (a hole in the file: the folder takes next to no disk), and random bytes at its end.
+fn large_image(i: u64, seed: u64) -> Vec<u8> {
+    let mut rng = TestRng(seed ^ i.wrapping_mul(0x9E37_79B9));
+    let mut bytes = vec![0xFF, 0xD8, 0xFF, 0xE0];
+    bytes.extend_from_slice(&i.to_le_bytes());
+    bytes.extend((0..52).map(|_| rng.next_u64() as u8));
+    bytes.resize(LARGE_IMAGE as usize - 64, 0);
+    bytes.extend((0..64).map(|_| rng.next_u64() as u8));
+    bytes
+}
+
+/// A folder of `n` images of [`LARGE_IMAGE`] bytes ([`large_image`]) in classes `a` and
+/// `b`, written sparse. Returns (path, label, image index) of each, in path order.
+fn large_folder(dir: &Path, n: u64, seed: u64) -> Vec<(String, u32, u64)> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut want = Vec::new();
+    for i in 0..n {
+        let (class, label) = if i % 3 == 0 { ("b", 1) } else { ("a", 0) };
+        let rel = format!("{class}/{i:04}.jpg");
+        let bytes = large_image(i, seed);
+        let path = dir.join(&rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let mut f = std::fs::File::create(&path).expect("create");
+        f.write_all(&bytes[..64]).expect("head");
+        f.seek(SeekFrom::Start(LARGE_IMAGE - 64)).expect("seek");
+        f.write_all(&bytes[LARGE_IMAGE as usize - 64..])
+            .expect("tail");
+        assert_eq!(f.metadata().expect("size").len(), LARGE_IMAGE);
+        want.push((rel, label, i));
+    }
+    want.sort();
+    want
+}
+
+/// Runs `cmd` to its end; returns whether it succeeded, its peak resident set in bytes
+/// (the kernel's count for the child, `ru_maxrss`), and its stdout and stderr.
+#[cfg(target_os = "linux")]
+fn run_measured(mut cmd: Command) -> (bool, u64, String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out, err) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let child = cmd
+        .stdout(std::fs::File::create(&out).expect("stdout"))
+        .stderr(std::fs::File::create(&err).expect("stderr"))
+        .spawn()
+        .expect("run stoker");
+    let pid = libc::pid_t::try_from(child.id()).expect("pid");
+    let mut status = 0;
+    // SAFETY: `rusage` is a plain C struct, valid zeroed; `wait4` writes the status and
+    // usage of the child `pid` (ours, not yet waited for) into the two locals.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(reaped, pid, "wait4: {}", std::io::Error::last_os_error());
+    drop(child);
+    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    let text = |p: &Path| String::from_utf8_lossy(&std::fs::read(p).expect("output")).into_owned();
+    let peak = u64::try_from(usage.ru_maxrss).expect("maxrss") * 1024;
+    (ok, peak, text(&out), text(&err))
+}
+
+/// `stoker convert SRC --to TO --restarts off --shard-size SIZE --out OUT --json`.
+fn convert_command(src: &Path, to: &str, size: &str, out: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stoker"));
+    cmd.arg("convert")
+        .arg(src)
+        .args([
+            "--to",
+            to,
+            "--restarts",
+            "off",
+            "--shard-size",
+            size,
+            "--out",
+        ])
+        .arg(out)
+        .arg("--json");
+    cmd
+}
+
+/// A 200 MiB set converted into one shard (`--shard-size 4GiB`) takes memory for a few
+/// samples, not the shard (it was built in memory: 2.15 GB took 2.31 GB, and aborted under
+/// a 2 GB limit), in both formats; the shard reads back every sample, label and byte.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_shard_larger_than_memory_allows_is_streamed_to_the_disk() {
+    let seed = fresh_seed("streamed shard");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (large, small) = (dir.path().join("large"), dir.path().join("small"));
+    let n = 100;
+    let want = large_folder(&large, n, seed);
+    large_folder(&small, 3, seed);
+    let set = n * LARGE_IMAGE;
+    for to in ["tar", "tfrecord"] {
+        // The same command on three images: what the binary takes before any shard.
+        let (ok, base, _, err) =
+            run_measured(convert_command(&small, to, "4GiB", &dir.path().join("s")));
+        assert!(ok, "{to}: {err}");
+        let out = dir.path().join(to);
+        let (ok, peak, report, err) = run_measured(convert_command(&large, to, "4GiB", &out));
+        assert!(ok, "{to}: {err}");
+        eprintln!("{to}: peak resident {peak} bytes, {base} on three images, set {set}");
+        let grown = peak.saturating_sub(base);
+        assert!(
+            grown < set / 8,
+            "{to}: {grown} bytes more resident for a {set}-byte set than for three images"
+        );
+        assert!(
+            peak < set / 3,
+            "{to}: peak resident {peak} for a {set}-byte set"
+        );
+        let report: serde_json::Value = serde_json::from_str(&report).expect("JSON");
+        assert_eq!(report["samples"], n, "{report}");
+        assert_eq!(
+            report["shards"].as_array().map(Vec::len),
+            Some(1),
+            "{report}"
+        );
+        let back = shards(to, &out).expect("listing");
+        assert_eq!(back.classes(), ["a", "b"]);
+        assert_eq!(back.len(), want.len(), "{to}");
+        for (s, (path, label, i)) in back.samples().iter().zip(&want) {
+            assert_eq!((&s.path, s.label), (path, Some(*label)), "{to}");
+            let bytes = s.location.read(u64::MAX).expect("read back");
+            assert!(bytes == large_image(*i, seed), "{to}: {path} differs");
+        }
+        let names: Vec<String> = std::fs::read_dir(&out)
+            .expect("out")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.ends_with(".partial")),
+            "{to}: {names:?}"
+        );
+    }
+}
+
+/// A `convert` killed while its one shard is being streamed leaves nothing under the
+/// shard's final name (nor an index): only the `.partial` file, which readers do not list.
+#[test]
+fn a_convert_killed_mid_shard_leaves_no_shard_under_its_final_name() {
+    let seed = fresh_seed("killed mid-shard");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("src");
+    let n = 60;
+    large_folder(&src, n, seed);
+    for (to, ext) in [("tar", "tar"), ("tfrecord", "tfrecord")] {
+        let out = dir.path().join(to);
+        let shard = out.join(format!("shard-00000.{ext}"));
+        let partial = out.join(format!("shard-00000.{ext}.partial"));
+        let mut child = convert_command(&src, to, "4GiB", &out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("run stoker");
+        // Killed once part of the shard is on the disk, before the end of the set.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut seen = 0;
+        while std::time::Instant::now() < deadline {
+            seen = std::fs::metadata(&partial).map_or(0, |m| m.len());
+            if seen > 4 * LARGE_IMAGE || child.try_wait().expect("try_wait").is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            seen > 4 * LARGE_IMAGE && seen < n * LARGE_IMAGE,
+            "{to}: the shard was not seen being streamed ({seen} bytes)"
+        );
+        assert!(!shard.exists(), "{to}: a half shard under its final name");
+        let index = stoker::source::shards::index_path(&shard);
+        assert!(!index.exists(), "{to}: an index of a shard not written");
+        assert!(partial.exists(), "{to}");
+        // Readers see no shard in the folder (no sample, or an error saying so).
+        assert!(
+            !shards(to, &out).is_ok_and(|d| !d.is_empty()),
+            "{to}: a sample listed from a half shard"
+        );
+    }
+}
+
+/// `--shard-size` beyond 1TiB (a mistyped unit, a number of samples taken for bytes) or
+/// under a byte is refused with an error naming the option and its bounds, before any
+/// file is written; the library refuses a size of 0 rather than making it 1. 1TiB works.
+#[test]
+fn an_absurd_shard_size_is_refused_with_a_clear_error() {
+    let mut rng = TestRng(fresh_seed("shard size"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path().join("folder");
+    folder_of(&src, &["a/0.png", "b/1.png"], &mut rng);
+    for (size, says) in [
+        ("1099511627777", "1TiB"),
+        ("2TiB", "1TiB"),
+        ("1PB", "unit"),
+        ("0", "1 byte"),
+        ("0.4", "1 byte"),
+        ("5 parsecs", "unit"),
+    ] {
+        let out = dir.path().join("refused");
+        let run = convert_command(&src, "tar", size, &out)
+            .output()
+            .expect("run stoker");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(!run.status.success(), "--shard-size {size} accepted");
+        assert!(
+            err.contains("--shard-size") && err.contains(says),
+            "--shard-size {size}: {err}"
+        );
+        assert!(!out.exists(), "--shard-size {size}: wrote {out:?}");
+    }
+    let out = dir.path().join("tib");
+    let report = stoker_convert(&src, &["--to", "tar", "--shard-size", "1TiB"], &out);
+    assert_eq!(report["samples"], 2, "{report}");
+    assert_eq!(
+        report["shards"].as_array().map(Vec::len),
+        Some(1),
+        "{report}"
+    );
+    let err = ShardWriter::new(ShardFormat::Tar, &dir.path().join("lib"), "s", 0)
+        .expect_err("a shard size of 0");
+    assert!(err.to_string().contains("shard size"), "{err}");
+}
+
+/// The index written beside each streamed shard is the one a reader builds from the shard
+/// itself: removed and rebuilt by listing, it comes back byte for byte (several shards of
+/// both formats, labels, class names and masks).
+#[test]
+fn each_streamed_shard_is_written_with_the_index_its_reader_builds() {
+    let mut rng = TestRng(fresh_seed("streamed indexes"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (src, masks) = (dir.path().join("img"), dir.path().join("masks"));
+    let paths = ["x/0.png", "x/1.png", "y/2.png", "y/deep/3.png", "z/4.png"];
+    folder_of(&src, &paths, &mut rng);
+    for p in paths {
+        let stem = Path::new(p)
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("stem");
+        let ids: Vec<u16> = (0..30).map(|k| (k % 3) as u16).collect();
+        common::write(
+            &masks,
+            &format!("{stem}.png"),
+            &common::png_labels(5, 6, &ids, false),
+        );
+    }
+    let data = Dataset::image_folder(&src)
+        .expect("folder")
+        .with_masks(&masks)
+        .expect("masks");
+    for format in [ShardFormat::Tar, ShardFormat::TfRecord] {
+        let out = dir.path().join(format.name());
+        let done = ShardWriter::new(format, &out, "s", 600)
+            .expect("writer")
+            .write_dataset(&data, |_| ())
+            .expect("convert");
+        assert!(done.shards.len() >= 2, "{format:?}: {:?}", done.shards);
+        let to = format.name();
+        let mut written = Vec::new();
+        for shard in &done.shards {
+            let side = stoker::source::shards::index_path(shard);
+            written.push(std::fs::read(&side).expect("index written with the shard"));
+            std::fs::remove_file(&side).expect("remove");
+        }
+        let back = shards(to, &out).expect("listing");
+        assert_eq!(back.len(), paths.len(), "{to}");
+        assert!(back.samples().iter().all(|s| s.mask.is_some()), "{to}");
+        for (shard, was) in done.shards.iter().zip(&written) {
+            let side = stoker::source::shards::index_path(shard);
+            let rebuilt = std::fs::read(&side).expect("index rebuilt");
+            assert!(
+                &rebuilt == was,
+                "{to}: {shard:?}'s index differs from its rebuild"
+            );
+        }
+    }
+}

@@ -20,7 +20,9 @@ use crate::common::{self, fail, kv, progress, Cause, Ctx, Failure, Report, Res};
 const LAYOUT: &str = "\
 Layout written to OUT (tfrecord, tar):
   PREFIX-00000.EXT, PREFIX-00001.EXT, ...  the shards (EXT: tfrecord or tar), each closed
-                                          once it holds SHARD_SIZE, samples in path order
+                                          once it holds SHARD_SIZE, samples in path order;
+                                          each streamed to SHARD.partial (memory: a few
+                                          samples) and renamed once complete
   SHARD.stoker-index                      each shard's index (a cache, rebuilt if missing)
   PREFIX.classes.json                     the class names by class id:
                                           {\"format\": \"stoker-classes/1\", \"classes\": [...]}
@@ -84,8 +86,10 @@ pub struct ConvertArgs {
     /// coefficients are the original's (the check costs two more entropy decodes a file).
     #[arg(long)]
     no_verify: bool,
-    /// Bytes per shard (a shard closes once it holds this much), e.g. 256MiB, 1GB.
-    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+    /// Bytes per shard (a shard closes once it holds this much), e.g. 256MiB, 1GB: from 1
+    /// byte (a sample per shard) to 1TiB. Shards are streamed to the disk: memory holds a
+    /// few samples, whatever the size.
+    #[arg(long, default_value = "256MiB", value_parser = parse_shard_size)]
     shard_size: u64,
     /// Shard file names: PREFIX-00000.tfrecord, ...
     #[arg(long, default_value = "shard")]
@@ -199,14 +203,34 @@ fn parse_restarts(s: &str) -> Result<Restarts, String> {
     }
 }
 
-/// `256MiB`, `1GB`, `4096`, ...: bytes.
+/// The largest `--shard-size`: shards are streamed to the disk, so a larger one would
+/// not run out of memory, but a shard of more than a terabyte is no shard (a reader
+/// indexes and shuffles shard by shard): a mistyped unit, not a plan.
+const MAX_SHARD_SIZE: u64 = 1 << 40;
+
+/// `--shard-size`: [`parse_size`], from 1 byte (a sample per shard) to
+/// [`MAX_SHARD_SIZE`].
+fn parse_shard_size(s: &str) -> Result<u64, String> {
+    let v = parse_size(s)?;
+    if v > MAX_SHARD_SIZE {
+        return Err(format!(
+            "{s:?} is {v} bytes, more than a shard may hold ({MAX_SHARD_SIZE} bytes, 1TiB): \
+             shards of 100MB to a few GB suit most readers"
+        ));
+    }
+    Ok(v)
+}
+
+/// `256MiB`, `1GB`, `4096`, ...: bytes (a whole number of them, at least 1).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("bad size {s:?}"))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("bad size {s:?} (expected a number and a unit, e.g. 256MiB)"))?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kb" => 1e3,
@@ -215,11 +239,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "mib" => 1024.0 * 1024.0,
         "g" | "gb" => 1e9,
         "gib" => 1024.0 * 1024.0 * 1024.0,
-        other => return Err(format!("unknown size unit {other:?} in {s:?}")),
+        "t" | "tb" => 1e12,
+        "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} in {s:?} (expected B, kB, KiB, MB, MiB, GB, GiB, TB or TiB)"
+            ))
+        }
     };
-    let v = n * mult;
+    let v = (n * mult).round();
     if !(1.0..=1e15).contains(&v) {
-        return Err(format!("size {s:?} out of range"));
+        return Err(format!("size {s:?} out of range (1 byte to 1PB)"));
     }
     Ok(v as u64)
 }

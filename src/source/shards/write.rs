@@ -5,9 +5,12 @@
 //!
 //! In the output folder: shards `<prefix>-00000.<ext>`, `<prefix>-00001.<ext>`, ...
 //! (`tfrecord` or `tar`), each closed once it holds the shard size, the samples in the
-//! order given, written whole under a temporary name (`<shard>.partial`) and then renamed,
-//! so a shard under its final name is complete even if the run was interrupted; beside each its index `<shard>.stoker-index` (a cache: rebuilt when
-//! missing or stale); and, when the dataset has classes, the class list
+//! order given, streamed as they are added to a temporary name (`<shard>.partial`: memory
+//! holds about a sample at a time, whatever the shard size), flushed to the disk and then
+//! renamed, so a shard under its final name is complete even if the run was interrupted
+//! (a writer dropped unfinished removes its `.partial` file; a killed run may leave one,
+//! which readers do not list); beside each its index `<shard>.stoker-index` (a cache:
+//! rebuilt when missing or stale); and, when the dataset has classes, the class list
 //! `<prefix>.classes.json`: `{"format": "stoker-classes/1", "classes": ["cat", "dog"]}`,
 //! the class names by class id (what [`crate::Dataset::classes`] gives when the shards
 //! are read back).
@@ -62,9 +65,10 @@
 //! ([`crate::decode::jpeg::transcode`]: the same coefficients, so the same pixels); the
 //! others are written as they are.
 
-use std::path::{Path, PathBuf};
-
 use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 
 use super::index::{index, Kind};
 use super::tfrecord::{encode_example, frame_record};
@@ -95,55 +99,140 @@ impl ShardFormat {
     }
 }
 
-/// The shard being written, held in memory until it is closed.
-enum Open {
-    TfRecord(Vec<u8>),
-    Tar(::tar::Builder<Vec<u8>>),
-    /// A folder: each file is written when it is added.
-    Folder,
+/// A writer that counts the bytes written through it: where the next byte of a shard goes.
+struct Counted<W> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: Write> Write for Counted<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The file a shard is streamed into, through a buffer.
+type ShardFile = Counted<BufWriter<File>>;
+
+/// Bytes buffered on their way to a shard's file.
+const WRITE_BUFFER: usize = 1 << 20;
+
+/// The shard's contents so far, as they are streamed to its file.
+enum Body {
+    TfRecord(ShardFile),
+    Tar(::tar::Builder<ShardFile>),
+}
+
+/// A shard's temporary file, `<shard>.partial`: removed when dropped unless it was
+/// renamed to the shard's final name.
+struct Partial {
+    path: PathBuf,
+    published: bool,
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The shard being written: streamed to `<shard>.partial` as samples are added (memory
+/// holds the sample being added and a write buffer, whatever the shard size), flushed to
+/// the disk and renamed to its final name when it is closed. Dropped before that (an
+/// error, a writer never finished), it removes its temporary file.
+struct Open {
+    /// The shard's final name.
+    path: PathBuf,
+    /// Where it is written until it is complete.
+    partial: Partial,
+    body: Body,
 }
 
 impl Open {
-    fn new(format: ShardFormat) -> Self {
-        match format {
-            ShardFormat::TfRecord => Open::TfRecord(Vec::new()),
-            ShardFormat::Tar => Open::Tar(::tar::Builder::new(Vec::new())),
-            ShardFormat::Folder => Open::Folder,
-        }
+    /// Starts the shard `path` in `<path>.partial` (replacing what was there).
+    fn create(format: ShardFormat, path: PathBuf) -> Result<Self> {
+        let mut partial = path.clone().into_os_string();
+        partial.push(".partial");
+        let partial = Partial {
+            path: PathBuf::from(partial),
+            published: false,
+        };
+        let file = File::create(&partial.path).map_err(|e| Error::io(&partial.path, e))?;
+        let file = Counted {
+            inner: BufWriter::with_capacity(WRITE_BUFFER, file),
+            written: 0,
+        };
+        let body = match format {
+            ShardFormat::Tar => Body::Tar(::tar::Builder::new(file)),
+            ShardFormat::TfRecord | ShardFormat::Folder => Body::TfRecord(file),
+        };
+        Ok(Open {
+            path,
+            partial,
+            body,
+        })
     }
 
     /// Bytes written so far.
-    fn len(&self) -> usize {
-        match self {
-            Open::TfRecord(b) => b.len(),
-            Open::Tar(t) => t.get_ref().len(),
-            Open::Folder => 0,
+    fn len(&self) -> u64 {
+        match &self.body {
+            Body::TfRecord(f) => f.written,
+            Body::Tar(t) => t.get_ref().written,
         }
     }
 
-    /// The shard's bytes (a tar file with its end-of-archive blocks).
-    fn into_bytes(self) -> std::io::Result<Vec<u8>> {
-        match self {
-            Open::TfRecord(b) => Ok(b),
-            Open::Tar(t) => t.into_inner(),
-            Open::Folder => Ok(Vec::new()),
-        }
+    /// Completes the shard (a tar file gets its end-of-archive blocks), flushes it to the
+    /// disk and renames it to its final name, so that a shard under its final name is
+    /// always complete, whenever the run is interrupted (readers do not list `.partial`
+    /// files). Returns the final name.
+    fn close(self) -> Result<PathBuf> {
+        let Open {
+            path,
+            mut partial,
+            body,
+        } = self;
+        let io = |e| Error::io(&partial.path, e);
+        let counted = match body {
+            Body::TfRecord(f) => f,
+            Body::Tar(t) => t.into_inner().map_err(io)?,
+        };
+        let file = counted.inner.into_inner().map_err(|e| io(e.into_error()))?;
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&partial.path, &path).map_err(|e| Error::io(&path, e))?;
+        partial.published = true;
+        Ok(path)
     }
 }
 
 impl std::fmt::Debug for Open {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self {
-            Open::TfRecord(_) => "TfRecord",
-            Open::Tar(_) => "Tar",
-            Open::Folder => "Folder",
+        let kind = match self.body {
+            Body::TfRecord(_) => "TfRecord",
+            Body::Tar(_) => "Tar",
         };
-        write!(f, "{kind}({} bytes)", self.len())
+        write!(
+            f,
+            "{kind}({}: {} bytes)",
+            self.partial.path.display(),
+            self.len()
+        )
     }
 }
 
 /// Appends one member (a regular file, mode 644, owner 0, time 0) to a tar shard.
-fn tar_member(tar: &mut ::tar::Builder<Vec<u8>>, name: &str, data: &[u8]) -> std::io::Result<()> {
+fn tar_member<W: Write>(
+    tar: &mut ::tar::Builder<W>,
+    name: &str,
+    data: &[u8],
+) -> std::io::Result<()> {
     let mut h = ::tar::Header::new_ustar();
     h.set_entry_type(::tar::EntryType::Regular);
     h.set_size(data.len() as u64);
@@ -159,15 +248,6 @@ fn tar_member(tar: &mut ::tar::Builder<Vec<u8>>, name: &str, data: &[u8]) -> std
 /// [`ShardWriter::add`] refuses before it gets here).
 fn image_ext(bytes: &[u8]) -> &'static str {
     crate::decode::Format::sniff(bytes).map_or("bin", crate::decode::Format::extension)
-}
-
-/// Writes `bytes` to `path` and flushes them to the disk, so that the rename that follows
-/// publishes a complete file.
-fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut f = std::fs::File::create(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
 }
 
 /// Writes `bytes` to `path` (its folders created) under a temporary name, then renames
@@ -243,7 +323,8 @@ pub struct ShardWriter {
     dir: PathBuf,
     prefix: String,
     shard_bytes: u64,
-    open: Open,
+    /// The shard being written, once a sample is added to it.
+    open: Option<Open>,
     in_shard: usize,
     written: Vec<PathBuf>,
     keys: ExampleKeys,
@@ -260,7 +341,9 @@ pub struct ShardWriter {
 
 impl ShardWriter {
     /// A writer into `dir` (created if missing). `prefix` names the files: it must be
-    /// neither empty nor hold a path separator.
+    /// neither empty nor hold a path separator. A shard is closed once it holds
+    /// `shard_bytes` (at least 1; `u64::MAX`: one shard): shards are streamed to the disk,
+    /// so memory holds about a sample at a time, whatever the shard size.
     pub fn new(format: ShardFormat, dir: &Path, prefix: &str, shard_bytes: u64) -> Result<Self> {
         if prefix.is_empty() || prefix.contains(['/', '\\']) {
             return Err(Error::config(
@@ -268,13 +351,19 @@ impl ShardWriter {
                 format!("{prefix:?}: shard names need a prefix without path separators"),
             ));
         }
+        if shard_bytes == 0 {
+            return Err(Error::config(
+                "shard size",
+                "0 bytes: a shard holds at least one sample, so at least 1 byte",
+            ));
+        }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         Ok(ShardWriter {
             format,
             dir: dir.to_path_buf(),
             prefix: prefix.into(),
-            shard_bytes: shard_bytes.max(1),
-            open: Open::new(format),
+            shard_bytes,
+            open: None,
             in_shard: 0,
             written: Vec::new(),
             keys: ExampleKeys::default(),
@@ -406,8 +495,14 @@ impl ShardWriter {
             self.in_shard += 1;
             return Ok(());
         }
-        match &mut self.open {
-            Open::TfRecord(buf) => {
+        let path = self.shard_path();
+        let open = match &mut self.open {
+            Some(open) => open,
+            slot => slot.insert(Open::create(self.format, path)?),
+        };
+        let at = &open.partial.path;
+        match &mut open.body {
+            Body::TfRecord(file) => {
                 let mut bytes: Vec<(&str, &[u8])> = vec![
                     (&self.keys.image, image),
                     ("image/filename", name.as_bytes()),
@@ -423,10 +518,11 @@ impl ShardWriter {
                 let ints: Vec<(&str, i64)> = label
                     .map(|l| vec![(self.keys.label.as_str(), i64::from(l))])
                     .unwrap_or_default();
-                frame_record(&encode_example(&bytes, &ints), buf);
+                let mut record = Vec::new();
+                frame_record(&encode_example(&bytes, &ints), &mut record);
+                file.write_all(&record).map_err(|e| Error::io(at, e))?;
             }
-            Open::Folder => {}
-            Open::Tar(tar) => {
+            Body::Tar(tar) => {
                 // WebDataset keys hold no dots (the first dot starts the extension).
                 let stem: String = name
                     .chars()
@@ -440,7 +536,7 @@ impl ShardWriter {
                     .take(60)
                     .collect();
                 let key = format!("{:06}_{stem}", self.in_shard);
-                let io = |e| Error::io(&self.dir, e);
+                let io = |e| Error::io(at, e);
                 tar_member(tar, &format!("{key}.{}", image_ext(image)), image).map_err(io)?;
                 if let Some(l) = label {
                     tar_member(tar, &format!("{key}.cls"), l.to_string().as_bytes()).map_err(io)?;
@@ -455,39 +551,38 @@ impl ShardWriter {
             }
         }
         self.in_shard += 1;
-        if self.open.len() as u64 >= self.shard_bytes {
+        if open.len() >= self.shard_bytes {
             self.flush()?;
         }
         Ok(())
     }
 
-    /// Writes the open shard (and its index), if it holds any sample.
-    fn flush(&mut self) -> Result<()> {
-        if self.in_shard == 0 || self.format == ShardFormat::Folder {
-            self.in_shard = 0;
-            return Ok(());
-        }
-        let (ext, kind) = match self.format {
-            ShardFormat::TfRecord => ("tfrecord", Kind::TfRecord(&self.keys)),
-            ShardFormat::Tar | ShardFormat::Folder => ("tar", Kind::Tar),
+    /// The final name of the shard being written (or the next one).
+    fn shard_path(&self) -> PathBuf {
+        let ext = match self.format {
+            ShardFormat::TfRecord => "tfrecord",
+            ShardFormat::Tar | ShardFormat::Folder => "tar",
         };
-        let path = self
-            .dir
-            .join(format!("{}-{:05}.{ext}", self.prefix, self.written.len()));
-        let bytes = std::mem::replace(&mut self.open, Open::new(self.format))
-            .into_bytes()
-            .map_err(|e| Error::io(&path, e))?;
-        // Written whole under a temporary name, then renamed: a shard with the final name
-        // is always complete, whenever the run is interrupted (readers do not list
-        // `.partial` files).
-        let mut partial = path.clone().into_os_string();
-        partial.push(".partial");
-        let partial = PathBuf::from(partial);
-        write_synced(&partial, &bytes).map_err(|e| Error::io(&partial, e))?;
-        std::fs::rename(&partial, &path).map_err(|e| Error::io(&path, e))?;
+        self.dir
+            .join(format!("{}-{:05}.{ext}", self.prefix, self.written.len()))
+    }
+
+    /// Closes the open shard, if a sample was added to it: completes it, flushes it to the
+    /// disk, renames it to its final name ([`Open::close`]) and indexes it.
+    fn flush(&mut self) -> Result<()> {
+        self.in_shard = 0;
+        let Some(open) = self.open.take() else {
+            return Ok(());
+        };
+        let kind = match self.format {
+            ShardFormat::TfRecord => Kind::TfRecord(&self.keys),
+            ShardFormat::Tar | ShardFormat::Folder => Kind::Tar,
+        };
+        let path = open.close()?;
+        // The index is built by reading the shard back from its start, as a reader that
+        // finds no sidecar would: one sequential pass through a small buffer.
         index(&path, kind)?;
         self.written.push(path);
-        self.in_shard = 0;
         Ok(())
     }
 
