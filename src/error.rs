@@ -24,6 +24,23 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// Listing a folder tree went past a bound of its walk (`source::WalkOptions`: the
+    /// entries looked at, the time taken) and stopped.
+    #[error(
+        "listing {} stopped: {bound} (after {entries} entries in {:.1} s; a link to a large folder, or a tree larger than the bounds of WalkOptions?)",
+        path.display(),
+        elapsed.as_secs_f64()
+    )]
+    Listing {
+        /// The folder being listed.
+        path: PathBuf,
+        /// The bound passed.
+        bound: ListingBound,
+        /// Entries looked at.
+        entries: u64,
+        /// Time taken.
+        elapsed: std::time::Duration,
+    },
     /// A split could not be made, loaded or checked.
     #[error("split error{}: {reason}", at(path))]
     Split {
@@ -110,6 +127,25 @@ pub enum Error {
         /// The parser's message.
         source: serde_json::Error,
     },
+}
+
+/// The bound of a folder listing that [`Error::Listing`] passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ListingBound {
+    /// The most entries a listing looks at.
+    Entries(u64),
+    /// The longest a listing may take.
+    Time(std::time::Duration),
+}
+
+impl std::fmt::Display for ListingBound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListingBound::Entries(n) => write!(f, "more than {n} entries (max_entries)"),
+            ListingBound::Time(t) => write!(f, "longer than {} s (max_time)", t.as_secs_f64()),
+        }
+    }
 }
 
 /// How a pipeline failed as a whole (not one sample: see [`SampleError`]).

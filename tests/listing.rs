@@ -303,3 +303,231 @@ fn labels_above_the_bound_are_reported_per_sample_and_size_nothing() {
         assert_eq!(reported, refused, "epoch {epoch}");
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Folder walks: links that lead back up, out of the folder, trees too deep.
+
+/// `f` on a thread of its own, failing (not hanging) when it takes over `secs` seconds.
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("listing did not end within {secs} s"))
+}
+
+fn symlink(target: impl AsRef<Path>, link: &Path) {
+    std::os::unix::fs::symlink(target, link).expect("symlink");
+}
+
+/// `a.jpg`, `sub/b.jpg`, and in `sub/` three links back up: `up1 -> ..`, `up2 -> ..`,
+/// `here -> .`.
+fn fan_out(dir: &Path) {
+    let jpg = std::fs::read(common::data_dir().join("formats/coffee.jpg")).expect("jpeg");
+    common::write(dir, "a.jpg", &jpg);
+    common::write(dir, "sub/b.jpg", &jpg);
+    symlink("..", &dir.join("sub/up1"));
+    symlink("..", &dir.join("sub/up2"));
+    symlink(".", &dir.join("sub/here"));
+}
+
+fn paths(d: &Dataset) -> Vec<String> {
+    d.samples().iter().map(|s| s.path.clone()).collect()
+}
+
+#[test]
+fn links_branching_back_up_list_each_image_once_and_are_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fan_out(dir.path());
+    let root = dir.path().to_path_buf();
+    let d = within(20, move || Dataset::flat(&root)).expect("list");
+    assert_eq!(paths(&d), ["a.jpg", "sub/b.jpg"]);
+    assert_eq!(
+        reasons(&d),
+        [
+            ("sub/here/".to_string(), SkipReason::Listed("sub/".into())),
+            ("sub/up1/".to_string(), SkipReason::Listed(String::new())),
+            ("sub/up2/".to_string(), SkipReason::Listed(String::new())),
+        ]
+    );
+    assert!(d.skipped()[1].reason.to_string().contains("not followed"));
+
+    // An image-folder tree: the same links in a class folder; a class that is a link to
+    // another class is no class of its own.
+    let dir = tempfile::tempdir().expect("tempdir");
+    fan_out(&dir.path().join("cat"));
+    std::fs::create_dir_all(dir.path().join("dog")).expect("mkdir");
+    std::fs::copy(
+        common::data_dir().join("formats/coffee.png"),
+        dir.path().join("dog/c.png"),
+    )
+    .expect("copy");
+    symlink("dog", &dir.path().join("alias"));
+    let root = dir.path().to_path_buf();
+    let d = within(20, move || Dataset::image_folder(&root)).expect("list");
+    assert_eq!(d.classes(), ["cat", "dog"]);
+    let got: Vec<(String, Option<u32>)> = d
+        .samples()
+        .iter()
+        .map(|s| (s.path.clone(), s.label))
+        .collect();
+    let s = |p: &str, l: u32| (p.to_string(), Some(l));
+    assert_eq!(
+        got,
+        [s("cat/a.jpg", 0), s("cat/sub/b.jpg", 0), s("dog/c.png", 1)]
+    );
+    let skipped: Vec<&str> = d.skipped().iter().map(|s| s.path.as_str()).collect();
+    assert_eq!(
+        skipped,
+        ["alias/", "cat/sub/here/", "cat/sub/up1/", "cat/sub/up2/"]
+    );
+    assert_eq!(d.skipped()[0].reason, SkipReason::Listed("dog/".into()));
+}
+
+#[test]
+fn a_symlink_loop_is_reported_and_the_rest_listed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jpg = std::fs::read(common::data_dir().join("formats/coffee.jpg")).expect("jpeg");
+    common::write(dir.path(), "a.jpg", &jpg);
+    common::write(dir.path(), "sub/b.jpg", &jpg);
+    symlink("../sub", &dir.path().join("sub/loop"));
+    let root = dir.path().to_path_buf();
+    let d = within(20, move || Dataset::flat(&root)).expect("list");
+    assert_eq!(paths(&d), ["a.jpg", "sub/b.jpg"]);
+    assert_eq!(
+        reasons(&d),
+        [("sub/loop/".to_string(), SkipReason::Listed("sub/".into()))]
+    );
+}
+
+#[test]
+fn links_to_folders_outside_are_not_followed_and_walks_are_bounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jpg = std::fs::read(common::data_dir().join("formats/coffee.jpg")).expect("jpeg");
+    common::write(dir.path(), "a.jpg", &jpg);
+    symlink("/usr", &dir.path().join("usr"));
+    symlink("/", &dir.path().join("root"));
+    // A link to a folder inside is followed (after the real folders).
+    common::write(dir.path(), "real/b.jpg", &jpg);
+    symlink("real", &dir.path().join("alias"));
+    let real_usr = std::fs::canonicalize("/usr").expect("/usr");
+    let root = dir.path().to_path_buf();
+    let d = within(20, move || Dataset::flat(&root)).expect("list");
+    assert_eq!(paths(&d), ["a.jpg", "real/b.jpg"]);
+    assert_eq!(
+        reasons(&d),
+        [
+            ("alias/".to_string(), SkipReason::Listed("real/".into())),
+            ("root/".to_string(), SkipReason::LinkOutside("/".into())),
+            (
+                "usr/".to_string(),
+                SkipReason::LinkOutside(real_usr.display().to_string())
+            ),
+        ]
+    );
+    // The same link as a class of an image-folder tree is no class.
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::write(dir.path(), "cat/a.jpg", &jpg);
+    symlink("/", &dir.path().join("root"));
+    let root = dir.path().to_path_buf();
+    let d = within(20, move || Dataset::image_folder(&root)).expect("list");
+    assert_eq!(d.classes(), ["cat"]);
+    assert_eq!(
+        reasons(&d),
+        [("root/".to_string(), SkipReason::LinkOutside("/".into()))]
+    );
+
+    // Followed when asked, the walk stops at its bounds with a typed error.
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::write(dir.path(), "a.jpg", &jpg);
+    symlink("/usr", &dir.path().join("usr"));
+    let mut options = stoker::source::WalkOptions::default();
+    options.follow_links_outside = true;
+    options.max_entries = 500;
+    let root = dir.path().to_path_buf();
+    let opts = options.clone();
+    match within(20, move || Dataset::flat_with(&root, &opts)) {
+        Err(stoker::Error::Listing {
+            bound: stoker::error::ListingBound::Entries(500),
+            entries: 501,
+            ref path,
+            ..
+        }) if path == dir.path() => {}
+        other => panic!("{other:?}"),
+    }
+    options.max_entries = u64::MAX;
+    options.max_time = std::time::Duration::ZERO;
+    let root = dir.path().to_path_buf();
+    let e = within(20, move || Dataset::flat_with(&root, &options)).expect_err("bounded");
+    assert!(
+        matches!(
+            e,
+            stoker::Error::Listing {
+                bound: stoker::error::ListingBound::Time(_),
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("max_time"), "{e}");
+}
+
+#[test]
+fn a_tree_deeper_than_the_limit_is_reported_and_the_rest_listed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jpg = std::fs::read(common::data_dir().join("formats/coffee.jpg")).expect("jpeg");
+    // An image in the root and in each of 70 nested folders d/, d/d/, ...
+    let mut want = Vec::new();
+    let mut rel = String::new();
+    for _ in 0..=70 {
+        common::write(dir.path(), &format!("{rel}x.jpg"), &jpg);
+        want.push(format!("{rel}x.jpg"));
+        rel.push_str("d/");
+    }
+    let max = stoker::source::WalkOptions::default().max_depth;
+    assert!(max < 70);
+    let root = dir.path().to_path_buf();
+    let d = within(20, move || Dataset::flat(&root)).expect("list");
+    // Folders down to `max` deep are listed; the one below is reported, not entered.
+    want.truncate(max + 1);
+    want.sort();
+    assert_eq!(paths(&d), want);
+    assert_eq!(
+        reasons(&d),
+        [("d/".repeat(max + 1), SkipReason::TooDeep(max))]
+    );
+}
+
+#[test]
+fn inspect_ends_on_links_branching_back_up_and_lists_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    fan_out(dir.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stoker"))
+        .args(["--json", "inspect"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run stoker");
+    let started = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("stoker inspect did not end within 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert!(out.status.success(), "{:?}", out.status);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["samples"], 2, "{v}");
+    let skipped: Vec<&str> = v["skipped"]
+        .as_array()
+        .expect("skipped")
+        .iter()
+        .filter_map(|s| s["path"].as_str())
+        .collect();
+    assert_eq!(skipped, ["sub/here/", "sub/up1/", "sub/up2/"], "{v}");
+}

@@ -718,6 +718,40 @@ fn parquet_files_written_by_pyarrow_read_as_written() {
     );
 }
 
+/// A truncated Parquet file among good ones is reported (one sample naming it and why,
+/// every epoch) and the others delivered; with no good file, the listing fails.
+#[cfg(feature = "parquet")]
+#[test]
+fn a_truncated_parquet_file_is_reported_and_the_others_delivered() {
+    let good = std::fs::read(common::data_dir().join("shards/parquet/hf.parquet")).expect("hf");
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "a.parquet", &good);
+    write(dir.path(), "b.parquet", &good);
+    write(dir.path(), "c.parquet", &good[..good.len() / 2]);
+    let all = [dir.path().to_path_buf()];
+    let one = Dataset::parquet(&[dir.path().join("a.parquet")]).expect("one good file");
+    let rows = one.len();
+    assert!(rows > 0);
+    let data = Dataset::parquet(&all).expect("listing goes on past the bad file");
+    assert_eq!(data.len(), 2 * rows + 1);
+    let bad: Vec<&stoker::Sample> = data
+        .samples()
+        .iter()
+        .filter(|s| s.path.starts_with("c.parquet"))
+        .collect();
+    assert_eq!(bad.len(), 1);
+    assert_eq!(bad[0].path, "c.parquet/@0");
+    let (seen, errors) = deliver(data.all());
+    assert_eq!(seen.len(), 2 * rows, "the good files' rows are delivered");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].kind, SampleErrorKind::Corrupt);
+    assert_eq!(errors[0].path, "c.parquet/@0");
+    assert!(errors[0].reason.contains("c.parquet"), "{}", errors[0]);
+    // The bad file alone: nothing can be listed, so that is the error.
+    let e = Dataset::parquet(&[dir.path().join("c.parquet")]).expect_err("nothing to list");
+    assert!(e.to_string().contains("c.parquet"), "{e}");
+}
+
 #[test]
 fn every_epoch_over_shards_is_a_new_full_permutation() {
     let dir = tempfile::tempdir().expect("tempdir");

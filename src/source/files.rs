@@ -1,145 +1,18 @@
 //! File sources: image-folder trees, file lists, flat folders, and masks paired by stem.
+//!
+//! Folders are walked by the rules of [`super::walk`]: each real folder entered once, links
+//! to folders outside the dataset folder not followed unless asked ([`WalkOptions`]),
+//! folders nested too deep reported, the walk bounded in entries and time.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::walk::{kind_of, not_image, Kind, WalkOptions, Walker};
 use super::{sample_id, Dataset, Location, Sample, SkipReason, Skipped};
 use crate::error::{Error, Result};
 
-/// File extensions taken as images (case-insensitive): JPEG, PNG, WebP, BMP, TIFF, GIF.
-/// Listing a folder skips other files and reports them ([`Dataset::skipped`]).
-pub const IMAGE_EXTENSIONS: &[&str] = &[
-    "jpg", "jpeg", "jpe", "jfif", "png", "webp", "bmp", "dib", "tif", "tiff", "gif",
-];
-
-const MAX_DEPTH: usize = 64;
-
-/// `None` for an image file; else the lower-cased extension (empty when none).
-fn not_image(path: &Path) -> Option<String> {
-    let ext = path
-        .extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
-    if IMAGE_EXTENSIONS.iter().any(|x| *x == ext) {
-        None
-    } else {
-        Some(ext)
-    }
-}
-
-fn is_hidden(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .map(|n| n.starts_with('.'))
-        .unwrap_or(false)
-}
-
-/// The path of `path` relative to `root`, with `/` separators.
-pub(crate) fn relative(root: &Path, path: &Path) -> Result<String> {
-    let rel = path
-        .strip_prefix(root)
-        .map_err(|_| Error::source_at(path, format!("not under {}", root.display())))?;
-    let parts: Vec<String> = rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    Ok(parts.join("/"))
-}
-
-/// What listing left out, relative to the root it lists.
-struct Skips<'a> {
-    root: &'a Path,
-    list: Vec<Skipped>,
-}
-
-impl Skips<'_> {
-    fn add(&mut self, path: &Path, reason: SkipReason) -> Result<()> {
-        let mut rel = relative(self.root, path)?;
-        if path.is_dir() {
-            rel.push('/');
-        }
-        self.list.push(Skipped { path: rel, reason });
-        Ok(())
-    }
-}
-
-/// Sorted entries of a folder (files and folders); hidden ones are left out and, with
-/// `skips`, reported.
-fn read_dir_sorted(dir: &Path, mut skips: Option<&mut Skips>) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
-        let p = entry.path();
-        if !is_hidden(&p) {
-            out.push(p);
-        } else if let Some(s) = skips.as_deref_mut() {
-            s.add(&p, SkipReason::Hidden)?;
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// What a folder entry is, following symlinks: only folders and regular files are
-/// entered or taken.
-enum Entry {
-    Folder,
-    File,
-    /// Neither: why it is skipped.
-    Other(SkipReason),
-}
-
-fn entry_kind(p: &Path) -> Entry {
-    match std::fs::metadata(p) {
-        Ok(m) if m.is_dir() => Entry::Folder,
-        Ok(m) if m.is_file() => Entry::File,
-        Ok(m) => Entry::Other(SkipReason::NotAFile(
-            super::fsio::kind_of(&m.file_type()).to_string(),
-        )),
-        Err(e) => Entry::Other(SkipReason::Unreadable(e.to_string())),
-    }
-}
-
-/// All image files below `dir`, recursively, sorted; with `skips`, the other files (and
-/// hidden folders) are reported there.
-fn images_below(
-    dir: &Path,
-    depth: usize,
-    out: &mut Vec<PathBuf>,
-    mut skips: Option<&mut Skips>,
-) -> Result<()> {
-    if depth > MAX_DEPTH {
-        return Err(Error::source_at(
-            dir,
-            format!("folder nesting deeper than {MAX_DEPTH} (a symlink loop?)"),
-        ));
-    }
-    let entries = match (
-        read_dir_sorted(dir, skips.as_deref_mut()),
-        skips.as_deref_mut(),
-    ) {
-        (Ok(e), _) => e,
-        // A sub-folder that cannot be read is reported and the rest listed; the folder
-        // asked for must be readable.
-        (Err(Error::Io { source, .. }), Some(s)) if depth > 0 => {
-            return s.add(dir, SkipReason::Unreadable(source.to_string()));
-        }
-        (Err(e), _) => return Err(e),
-    };
-    for p in entries {
-        match (entry_kind(&p), skips.as_deref_mut()) {
-            (Entry::Folder, skips) => images_below(&p, depth + 1, out, skips)?,
-            (Entry::File, skips) => match (not_image(&p), skips) {
-                (None, _) => out.push(p),
-                (Some(ext), Some(s)) => s.add(&p, SkipReason::Extension(ext))?,
-                (Some(_), None) => {}
-            },
-            (Entry::Other(reason), Some(s)) => s.add(&p, reason)?,
-            (Entry::Other(_), None) => {}
-        }
-    }
-    Ok(())
-}
+pub(crate) use super::walk::relative;
+pub use super::walk::IMAGE_EXTENSIONS;
 
 fn file_sample(root: &Path, path: PathBuf, label: Option<u32>) -> Result<Sample> {
     let rel = relative(root, &path)?;
@@ -154,76 +27,143 @@ fn file_sample(root: &Path, path: PathBuf, label: Option<u32>) -> Result<Sample>
     })
 }
 
+/// The class folders of the image-folder tree `root` (sorted), admitted to `walker`: the
+/// real folders first, then links to folders by the walk's rules (a link to a folder
+/// listed already, or outside `root` unless followed, is reported and is no class).
+/// Files directly in `root` are reported; with `top_images`, whether any is an image.
+fn class_folders(root: &Path, walker: &mut Walker) -> Result<(Vec<PathBuf>, bool)> {
+    let mut real = Vec::new();
+    let mut links = Vec::new();
+    let mut top_images = false;
+    for e in walker.read_dir(root)? {
+        match kind_of(&e.path) {
+            Kind::Folder(meta) if e.link => links.push((e.path, meta)),
+            Kind::Folder(meta) => real.push((e.path, meta)),
+            Kind::File => {
+                let ext = not_image(&e.path);
+                top_images |= ext.is_none();
+                let reason = ext.map_or(SkipReason::OutsideClasses, SkipReason::Extension);
+                walker.skip(&e.path, false, reason)?;
+            }
+            Kind::Other(reason) => walker.skip(&e.path, false, reason)?,
+        }
+    }
+    let mut classes = Vec::new();
+    for (path, meta) in real {
+        if walker.admit(&path, &meta, false, 1)? {
+            classes.push(path);
+        }
+    }
+    for (path, meta) in links {
+        if walker.admit(&path, &meta, true, 1)? {
+            classes.push(path);
+        }
+    }
+    classes.sort();
+    Ok((classes, top_images))
+}
+
 /// An image-folder tree: each sub-folder of `root` is a class, class ids follow the sorted
 /// folder names, and every image file below a class folder (recursively) is a sample.
 /// Other files, hidden entries and files directly in `root` are left out and reported
-/// ([`Dataset::skipped`]).
+/// ([`Dataset::skipped`]), and so are the folders and links the walk does not enter
+/// ([`WalkOptions`]: with its defaults).
 pub fn image_folder(root: &Path) -> Result<Dataset> {
+    image_folder_with(root, &WalkOptions::default())
+}
+
+/// [`image_folder`] with the walk's bounds and rules `options`.
+pub fn image_folder_with(root: &Path, options: &WalkOptions) -> Result<Dataset> {
     if super::remote::is_url(root) {
         return remote_tree(root, true);
     }
     if !root.is_dir() {
         return Err(Error::source_at(root, "not a folder"));
     }
-    let mut skips = Skips {
-        root,
-        list: Vec::new(),
-    };
-    let mut classes = Vec::new();
-    for p in read_dir_sorted(root, Some(&mut skips))? {
-        match entry_kind(&p) {
-            Entry::Folder => classes.push(p),
-            Entry::File => {
-                let reason =
-                    not_image(&p).map_or(SkipReason::OutsideClasses, SkipReason::Extension);
-                skips.add(&p, reason)?;
-            }
-            Entry::Other(reason) => skips.add(&p, reason)?,
-        }
-    }
+    let mut walker = Walker::new(root, options)?;
+    let (classes, _) = class_folders(root, &mut walker)?;
     if classes.is_empty() {
         return Err(Error::source_at(
             root,
             "no class folders (expected one sub-folder per class)",
         ));
     }
-    let mut samples = Vec::new();
+    let mut files = Vec::new();
     let mut names = Vec::new();
     for (class_id, dir) in classes.iter().enumerate() {
+        names.push(relative(root, dir)?);
+        walker.walk(dir, 1, class_id, &mut files)?;
+    }
+    walker.follow_links(&mut files)?;
+    let mut samples = Vec::new();
+    for (class_id, f) in files {
         let class_id = u32::try_from(class_id)
             .map_err(|_| Error::source_at(root, "more than 2^32 classes"))?;
-        names.push(relative(root, dir)?);
-        let mut files = Vec::new();
-        images_below(dir, 1, &mut files, Some(&mut skips))?;
-        for f in files {
-            samples.push(file_sample(root, f, Some(class_id))?);
+        samples.push(file_sample(root, f, Some(class_id))?);
+    }
+    Ok(
+        Dataset::from_samples(Some(root.to_path_buf()), samples, names)?
+            .with_skipped(walker.skipped),
+    )
+}
+
+/// What a local folder holds, for telling an image-folder tree from a flat folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Layout {
+    /// An image file lies directly in the folder.
+    pub top_images: bool,
+    /// An image file lies below one of its sub-folders (a class folder of
+    /// [`image_folder`]), found by the walk [`image_folder`] makes.
+    pub class_images: bool,
+}
+
+/// What `root` holds ([`Layout`]), walked by [`image_folder`]'s rules (default
+/// [`WalkOptions`]) and stopping at the first image below the sub-folders.
+pub fn layout(root: &Path) -> Result<Layout> {
+    let options = WalkOptions::default();
+    let mut walker = Walker::new(root, &options)?.first_only();
+    let (classes, top_images) = class_folders(root, &mut walker)?;
+    let mut found = Vec::new();
+    for dir in &classes {
+        walker.walk(dir, 1, 0, &mut found)?;
+        if !found.is_empty() {
+            break;
         }
     }
-    Ok(Dataset::from_samples(Some(root.to_path_buf()), samples, names)?.with_skipped(skips.list))
+    walker.follow_links(&mut found)?;
+    Ok(Layout {
+        top_images,
+        class_images: !found.is_empty(),
+    })
 }
 
 /// Every image file below `root`, recursively, without labels. Other files and hidden
-/// entries are left out and reported ([`Dataset::skipped`]).
+/// entries are left out and reported ([`Dataset::skipped`]), and so are the folders and
+/// links the walk does not enter ([`WalkOptions`]: with its defaults).
 pub fn flat(root: &Path) -> Result<Dataset> {
+    flat_with(root, &WalkOptions::default())
+}
+
+/// [`flat`] with the walk's bounds and rules `options`.
+pub fn flat_with(root: &Path, options: &WalkOptions) -> Result<Dataset> {
     if super::remote::is_url(root) {
         return remote_tree(root, false);
     }
     if !root.is_dir() {
         return Err(Error::source_at(root, "not a folder"));
     }
-    let mut skips = Skips {
-        root,
-        list: Vec::new(),
-    };
+    let mut walker = Walker::new(root, options)?;
     let mut files = Vec::new();
-    images_below(root, 0, &mut files, Some(&mut skips))?;
+    walker.walk(root, 0, 0, &mut files)?;
+    walker.follow_links(&mut files)?;
     let samples = files
         .into_iter()
-        .map(|f| file_sample(root, f, None))
+        .map(|(_, f)| file_sample(root, f, None))
         .collect::<Result<Vec<_>>>()?;
     Ok(
         Dataset::from_samples(Some(root.to_path_buf()), samples, Vec::new())?
-            .with_skipped(skips.list),
+            .with_skipped(walker.skipped),
     )
 }
 
@@ -454,7 +394,13 @@ pub fn with_masks(mut data: Dataset, mask_dir: &Path) -> Result<Dataset> {
             "the mask folder is not a folder",
         ));
     } else {
-        images_below(mask_dir, 0, &mut files, None)?;
+        // Walked as a flat folder is; what it leaves out holds no masks.
+        let options = WalkOptions::default();
+        let mut walker = Walker::new(mask_dir, &options)?;
+        let mut found = Vec::new();
+        walker.walk(mask_dir, 0, 0, &mut found)?;
+        walker.follow_links(&mut found)?;
+        files.extend(found.into_iter().map(|(_, f)| f));
     }
     let mut by_stem: BTreeMap<String, PathBuf> = BTreeMap::new();
     for f in files {

@@ -22,6 +22,7 @@ pub mod sampler;
 pub mod shards;
 pub mod split;
 pub mod target;
+pub mod walk;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,6 +34,7 @@ use crate::rng::{fnv1a64, mix64};
 pub use sampler::Sampler;
 pub use split::{CheckReport, Manifest, Split};
 pub use target::{BoundingBox, Keypoint, Targets};
+pub use walk::WalkOptions;
 
 /// Where a sample's bytes live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -291,6 +293,17 @@ pub enum SkipReason {
     /// A folder that could not be read, or an entry whose type could not be found (a broken
     /// symlink); what the operating system said. The rest of the dataset is listed.
     Unreadable(String),
+    /// A folder (a link to one, most often) that is the same folder, by device and inode,
+    /// as one listed already: not entered again. The path it was listed under (relative,
+    /// ending in `/`; empty for the dataset folder itself). So links that lead back up
+    /// (`up -> ..`, `here -> .`) are reported, never walked round.
+    Listed(String),
+    /// A link to a folder outside the dataset folder (where it leads): not followed
+    /// unless [`WalkOptions::follow_links_outside`] is set.
+    LinkOutside(String),
+    /// A folder nested deeper than [`WalkOptions::max_depth`] (the limit) below the
+    /// dataset folder: not entered.
+    TooDeep(usize),
 }
 
 impl std::fmt::Display for SkipReason {
@@ -304,6 +317,19 @@ impl std::fmt::Display for SkipReason {
             SkipReason::OutsideClasses => f.write_str("not inside a class folder"),
             SkipReason::NotAFile(kind) => write!(f, "a {kind}, not a regular file"),
             SkipReason::Unreadable(why) => write!(f, "cannot be read: {why}"),
+            SkipReason::Listed(at) if at.is_empty() => {
+                f.write_str("the dataset folder itself (a link back up): not followed")
+            }
+            SkipReason::Listed(at) => {
+                write!(f, "the same folder as {at:?}, listed already: not followed")
+            }
+            SkipReason::LinkOutside(to) => write!(
+                f,
+                "a link to {to}, outside the dataset folder: not followed (WalkOptions::follow_links_outside)"
+            ),
+            SkipReason::TooDeep(max) => {
+                write!(f, "nested deeper than {max} folders: not entered")
+            }
         }
     }
 }
@@ -359,6 +385,9 @@ impl Dataset {
                     SkipReason::OutsideClasses => "outside class folders".to_string(),
                     SkipReason::NotAFile(_) => "not regular files".to_string(),
                     SkipReason::Unreadable(_) => "unreadable".to_string(),
+                    SkipReason::Listed(_) => "folders listed already".to_string(),
+                    SkipReason::LinkOutside(_) => "links outside".to_string(),
+                    SkipReason::TooDeep(_) => "too deep".to_string(),
                 };
                 *counts.entry(key).or_default() += 1;
             }
@@ -389,6 +418,11 @@ impl Dataset {
         files::image_folder(root.as_ref())
     }
 
+    /// [`Dataset::image_folder`] with the folder walk's bounds and rules ([`WalkOptions`]).
+    pub fn image_folder_with(root: impl AsRef<Path>, options: &WalkOptions) -> Result<Self> {
+        files::image_folder_with(root.as_ref(), options)
+    }
+
     /// A file list: UTF-8 text, one sample per line, in one of three forms:
     ///
     /// - `PATH` — a sample without a label;
@@ -416,9 +450,15 @@ impl Dataset {
         files::file_list(list.as_ref())
     }
 
-    /// Every image file under `root` (recursively), without labels.
+    /// Every image file under `root` (recursively), without labels. See [`files::flat`];
+    /// the folder walk's rules and bounds are [`WalkOptions`]' defaults.
     pub fn flat(root: impl AsRef<Path>) -> Result<Self> {
         files::flat(root.as_ref())
+    }
+
+    /// [`Dataset::flat`] with the folder walk's bounds and rules ([`WalkOptions`]).
+    pub fn flat_with(root: impl AsRef<Path>, options: &WalkOptions) -> Result<Self> {
+        files::flat_with(root.as_ref(), options)
     }
 
     /// A manifest: a CSV or JSON Lines file with one sample per record, its `path`
@@ -504,9 +544,12 @@ impl Dataset {
 
     /// What listing a folder left out, sorted by path, each with its reason: files whose
     /// extension is not a format stoker decodes ([`files::IMAGE_EXTENSIONS`]), hidden
-    /// files and folders, and files outside the class folders of an image-folder tree.
-    /// Empty for file lists, shards and [`Dataset::from_samples`], which list every entry
-    /// they are given. The same list is logged once, as a warning with the count.
+    /// files and folders, files outside the class folders of an image-folder tree, and
+    /// the folders the walk does not enter ([`walk`]: a link back to a folder listed
+    /// already, a link to a folder outside the dataset folder, a folder nested too deep).
+    /// Empty for file lists, shards, Parquet files and [`Dataset::from_samples`], which
+    /// list every entry they are given (a damaged shard or Parquet file is listed as a
+    /// sample that every epoch reports). The same list is logged once, as a warning with the count.
     pub fn skipped(&self) -> &[Skipped] {
         &self.skipped
     }

@@ -482,18 +482,31 @@ fn targets(
 }
 
 /// A Parquet dataset: every row of the files (`*.parquet` files and folders of them).
+///
+/// A file that cannot be listed (its footer unreadable: cut short, not Parquet; no image
+/// column; its label or targets columns unreadable) is listed as one sample,
+/// `<file name>/@0`, that every epoch reports with the file and why
+/// ([`SampleErrorKind::Corrupt`]), as a damaged shard is, and the other files are listed.
+/// When no file can be listed, that is the error.
 pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
     let files = shard_paths(paths, &[".parquet"])?;
     let (image, mask_col): (Arc<str>, Arc<str>) =
         (columns.image.as_str().into(), columns.mask.as_str().into());
     let mut samples = Vec::new();
+    // The files that could not be listed, with why.
+    let mut bad: Vec<(&PathBuf, Error)> = Vec::new();
     for path in &files {
-        let m = metadata(path).map_err(|e| Error::source_at(path, e.to_string()))?;
+        let m = match metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                bad.push((path, Error::source_at(path, e.to_string())));
+                continue;
+            }
+        };
         if leaf(&m, &columns.image).is_none() {
-            return Err(Error::source_at(
-                path,
-                format!("no image column {:?}", columns.image),
-            ));
+            let e = Error::source_at(path, format!("no image column {:?}", columns.image));
+            bad.push((path, e));
+            continue;
         }
         let has_mask = leaf(&m, &columns.mask).is_some();
         let name = shard_name(path);
@@ -507,10 +520,16 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
             .iter()
             .position(|c| c.path().string() == columns.label)
         {
-            Some(col) => labels(path, &m, col)?,
-            None => vec![None; rows.len()],
+            Some(col) => labels(path, &m, col),
+            None => Ok(vec![None; rows.len()]),
         };
-        let targets = targets(path, &m, columns, rows.len())?;
+        let (labels, targets) = match (labels, targets(path, &m, columns, rows.len())) {
+            (Ok(l), Ok(t)) => (l, t),
+            (Err(e), _) | (_, Err(e)) => {
+                bad.push((path, e));
+                continue;
+            }
+        };
         if labels.len() != rows.len() || targets.len() != rows.len() {
             return Err(Error::source_at(
                 path,
@@ -562,6 +581,28 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
                 targets,
             });
         }
+    }
+    if bad.len() == files.len() {
+        if let Some((_, e)) = bad.into_iter().next() {
+            return Err(e);
+        }
+        return Err(Error::dataset("no Parquet files"));
+    }
+    for (path, e) in bad {
+        let name = format!("{}/@0", shard_name(path));
+        let mut sample = Sample::new(
+            name,
+            Location::Refused {
+                kind: SampleErrorKind::Corrupt,
+                reason: format!("{}: cannot be listed: {e}", path.display()).into(),
+            },
+            None,
+        );
+        // A pipeline pairs masks for all samples or none: a report is its own mask.
+        if samples.iter().any(|s: &Sample| s.mask.is_some()) {
+            sample.mask = Some(sample.location.clone());
+        }
+        samples.push(sample);
     }
     from_files(&files, samples)
 }

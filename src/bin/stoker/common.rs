@@ -117,6 +117,7 @@ impl Cause {
                 stoker::Error::Config { .. } => Cause::Usage,
                 stoker::Error::Io { .. }
                 | stoker::Error::Source { .. }
+                | stoker::Error::Listing { .. }
                 | stoker::Error::Split { .. } => Cause::NoInput,
                 stoker::Error::BackendUnavailable { .. } => Cause::BackendUnavailable,
                 _ => Cause::Failed,
@@ -472,30 +473,6 @@ fn has_image_ext(p: &Path) -> bool {
     })
 }
 
-fn is_hidden(p: &Path) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with('.'))
-}
-
-/// Whether any image file lies below `dir` (bounded depth, hidden entries skipped).
-fn holds_images(dir: &Path, depth: usize) -> bool {
-    if depth > 64 {
-        return false;
-    }
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    rd.flatten().map(|e| e.path()).any(|p| {
-        !is_hidden(&p)
-            && if p.is_dir() {
-                holds_images(&p, depth + 1)
-            } else {
-                has_image_ext(&p)
-            }
-    })
-}
-
 /// Opens a dataset: an image-folder tree when sub-folders hold images and the folder
 /// itself holds none directly, else every image below the folder without labels. A file
 /// is read as a file list (`path [label]` per line).
@@ -598,25 +575,16 @@ pub fn open_dataset(path: &Path) -> Res<Dataset> {
             format!("{} is not a folder", path.display()),
         ));
     }
-    let mut top_images = false;
-    let mut class_dirs = false;
-    let rd = std::fs::read_dir(path).map_err(|e| {
+    std::fs::read_dir(path).map_err(|e| {
         fail(
             Cause::NoInput,
             format!("cannot list {}: {e}", path.display()),
         )
     })?;
-    for entry in rd.flatten() {
-        let p = entry.path();
-        if is_hidden(&p) {
-            continue;
-        }
-        if p.is_dir() {
-            class_dirs |= holds_images(&p, 1);
-        } else if has_image_ext(&p) {
-            top_images = true;
-        }
-    }
+    // Walked by the library's rules: each folder once, links leaving the folder not
+    // followed, bounded.
+    let layout = stoker::source::files::layout(path)?;
+    let (top_images, class_dirs) = (layout.top_images, layout.class_images);
     if class_dirs && !top_images {
         log::info!(
             "{}: image-folder tree (one sub-folder per class)",
