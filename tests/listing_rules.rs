@@ -106,8 +106,8 @@ fn coco_reports_annotations_it_cannot_attribute() {
             {"id": 4, "file_name": "none.jpg"},
         ],
         "annotations": [
-            {"id": 10, "image_id": 1, "category_id": 1, "bbox": [1, 1, 4, 4]},
-            {"id": 11, "image_id": 1, "category_id": 2, "bbox": [2, 2, 4, 4]},
+            {"id": 10, "image_id": 1, "category_id": 1, "bbox": [0, 0, 500, 350]},
+            {"id": 11, "image_id": 1, "category_id": 2, "bbox": [50, 40, 400, 300]},
             {"id": 20, "image_id": 2, "category_id": 1, "bbox": [1, 1, 4, 4]},
             {"id": 21, "image_id": 2, "category_id": 7, "bbox": [1, 1, 4, 4]},
             {"id": 30, "image_id": 3, "category_id": 1, "bbox": [1, 1, 4, 4]},

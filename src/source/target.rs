@@ -441,17 +441,31 @@ impl ManifestListing<'_> {
     }
 }
 
-/// The rows of a CSV manifest, each turned into a JSON record; a row's line is where
-/// the reader found it (blank lines and quoted line breaks counted).
+/// The rows of a CSV manifest, each turned into a JSON record; a row's line is where it
+/// starts (from the reader's position, blank lines and quoted line breaks counted).
 fn csv_rows(text: &str, list: &mut ManifestListing<'_>) -> Result<()> {
     let mut r = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .from_reader(text.as_bytes());
-    let line_of = |e: &csv::Error, or: u64| e.position().map_or(or, csv::Position::line);
+    // A position is where the reader began the record: blank lines it then skipped are
+    // before the record, so they are counted from the text.
+    let line_at = |pos: &csv::Position| {
+        let blank = text
+            .as_bytes()
+            .get(pos.byte() as usize..)
+            .map_or(0, |rest| {
+                rest.iter()
+                    .take_while(|b| matches!(b, b'\r' | b'\n'))
+                    .filter(|&&b| b == b'\n')
+                    .count()
+            });
+        pos.line() as usize + blank
+    };
+    let line_of = |e: &csv::Error, or: usize| e.position().map_or(or, line_at);
     let headers = match r.headers() {
         Ok(h) => h.clone(),
         Err(e) => {
-            let line = line_of(&e, 1) as usize;
+            let line = line_of(&e, 1);
             return Err(Error::dataset(format!("{}: {e}", list.at(line))));
         }
     };
@@ -461,13 +475,11 @@ fn csv_rows(text: &str, list: &mut ManifestListing<'_>) -> Result<()> {
             Ok(true) => {}
             Ok(false) => return Ok(()),
             Err(e) => {
-                let line = line_of(&e, r.position().line()) as usize;
+                let line = line_of(&e, r.position().line() as usize);
                 return Err(Error::dataset(format!("{}: {e}", list.at(line))));
             }
         }
-        let line = row
-            .position()
-            .map_or(r.position().line(), csv::Position::line) as usize;
+        let line = row.position().map_or(r.position().line() as usize, line_at);
         let mut obj = serde_json::Map::new();
         let mut bad = None;
         for (h, cell) in headers.iter().zip(row.iter()) {
