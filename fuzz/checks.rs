@@ -290,6 +290,74 @@ pub fn file_list(data: &[u8]) {
     }
 }
 
+/// The bytes as a JSON Lines manifest, a CSV manifest and a COCO file: listing never
+/// panics; every file a sample names is below the listed folder (paths outside it are
+/// refused by default); labels are class ids; in a set where some sample has a label, none
+/// is delivered without one; a delivered sample's boxes are ordered, within the bound, and
+/// (COCO) of a category the file lists.
+pub fn manifests(data: &[u8]) {
+    use stoker::source::Location;
+    let Ok(dir) = tempfile::tempdir() else { return };
+    let below = |l: &Location| match l {
+        Location::File(p) => p.strip_prefix(dir.path()).is_ok_and(|r| {
+            r.components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+        }),
+        _ => true,
+    };
+    for name in ["m.jsonl", "m.csv", "coco.json"] {
+        let p = dir.path().join(name);
+        if std::fs::write(&p, data).is_err() {
+            return;
+        }
+        let listed = if name == "coco.json" {
+            stoker::Dataset::coco(&p, dir.path())
+        } else {
+            stoker::Dataset::from_manifest(&p)
+        };
+        let Ok(d) = listed else { continue };
+        let categories: Vec<u64> = serde_json::from_slice::<serde_json::Value>(data)
+            .ok()
+            .and_then(|v| v.get("categories").and_then(|c| c.as_array()).cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|c| c.get("id").and_then(|i| i.as_u64()))
+            .collect();
+        let labelled = d.samples().iter().any(|s| s.label.is_some());
+        for s in d.samples() {
+            assert!(
+                below(&s.location) && s.mask.as_ref().is_none_or(below),
+                "{name}: {:?} reads outside the folder",
+                s.path
+            );
+            assert!(!s.path.starts_with('/') && !s.path.split('/').any(|c| c == ".."));
+            assert!(s.label.is_none_or(|l| l <= stoker::MAX_LABEL));
+            if matches!(s.location, Location::Refused { .. }) {
+                continue;
+            }
+            assert!(
+                !labelled || s.label.is_some(),
+                "{name}: {:?} delivered unlabelled in a labelled set",
+                s.path
+            );
+            let Some(t) = &s.targets else { continue };
+            assert!(t.boxes.len() <= stoker::source::target::MAX_TARGETS);
+            assert!(t.keypoints.len() <= stoker::source::target::MAX_TARGETS);
+            for b in &t.boxes {
+                assert!(b.x0 <= b.x1 && b.y0 <= b.y1, "{name}: {:?}: {b:?}", s.path);
+                if name == "coco.json" {
+                    assert!(
+                        categories.contains(&u64::from(b.class)),
+                        "{name}: {:?}: class {} is no category",
+                        s.path,
+                        b.class
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// A small real shard of each kind and its sidecar index, made once per process (see
 /// [`shard_index`]).
 struct IndexFixture {

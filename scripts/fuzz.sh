@@ -14,7 +14,7 @@ seconds=${1:-15}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(jpeg_decode coefficients device_oracle image_formats png_mask shards shard_index file_list)
+    targets=(jpeg_decode coefficients device_oracle image_formats png_mask shards shard_index file_list manifests)
 fi
 
 # Seeds: the bundled test files by kind, and the shared corpus's JPEGs.
@@ -29,6 +29,7 @@ seed() {
         shards) from=(tests/data/shards) ;;
         shard_index) from=(tests/data/shard_index) ;;
         file_list) from=() ;;
+        manifests) from=() ;;
     esac
     for d in "${from[@]}"; do
         find "$d" -type f -size -2M -exec cp -n {} "$dir/" \; 2>/dev/null || true
@@ -41,6 +42,11 @@ seed() {
     if [ "$target" = file_list ]; then
         printf 'a.jpg 1\nb/c.jpg\t2\n# comment\n' >"$dir/list1"
         printf 'x.png\n\ny z.png\n' >"$dir/list2"
+    fi
+    if [ "$target" = manifests ]; then
+        printf '{"path": "a.jpg", "label": 1, "boxes": [[1, 2, 3, 4, 0]]}\n{"path": "b/c.jpg", "mask": "m.png"}\n' >"$dir/jsonl1"
+        printf 'path,label,boxes\na.jpg,1,1 2 3 4 0; 5 5 6 6\n\n"b\nc.jpg",,\n' >"$dir/csv1"
+        printf '{"images": [{"id": 1, "file_name": "a.jpg"}, {"id": 2, "file_name": "b.jpg"}], "annotations": [{"id": 5, "image_id": 1, "category_id": 3, "bbox": [1, 2, 3, 4], "keypoints": [1, 1, 2]}, {"id": 6, "image_id": 9, "category_id": 3}], "categories": [{"id": 3, "name": "x"}]}' >"$dir/coco1"
     fi
     # Earlier findings seed their target too.
     if [ -d "tests/data/regress/$target" ]; then

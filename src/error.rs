@@ -279,7 +279,8 @@ pub enum SampleErrorKind {
     /// A shard record is damaged: a checksum fails, a length is wrong, it is cut short.
     Corrupt,
     /// The sample's label is not a class id stoker takes (above [`crate::MAX_LABEL`],
-    /// negative, or not a number).
+    /// negative, or not a number), it has none in a dataset whose other samples have one,
+    /// or its targets (boxes, keypoints, annotations) cannot be used.
     Label,
     /// An internal failure while processing the sample (a bug: please report it).
     Internal,

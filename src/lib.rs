@@ -128,6 +128,7 @@ pub use decode::{Limits, WarningKind};
 pub use error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
 pub use pipeline::{Batch, Epoch, OnError, Pipeline, PipelineBuilder, SampleWarning, Stats};
 pub use source::split::SplitSpec;
+pub use source::ListingOptions;
 pub use source::{BoundingBox, Dataset, Keypoint, Sample, Split, Subset, Targets, MAX_LABEL};
 
 /// The README's examples, compiled as doc tests.

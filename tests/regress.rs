@@ -18,6 +18,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("shards", checks::shards),
     ("shard_index", checks::shard_index),
     ("file_list", checks::file_list),
+    ("manifests", checks::manifests),
     ("device_oracle", checks::device_oracle),
 ];
 
@@ -70,7 +71,10 @@ fn every_seed_passes_every_check() {
         let bytes = std::fs::read(f).expect("seed");
         for (target, check) in TARGETS {
             // The shard and list checks write a file per call: the shard seeds only.
-            let heavy = matches!(*target, "shards" | "shard_index" | "file_list");
+            let heavy = matches!(
+                *target,
+                "shards" | "shard_index" | "file_list" | "manifests"
+            );
             let shard_seed = f
                 .components()
                 .any(|c| c.as_os_str() == "shards" || c.as_os_str() == "shard_index");

@@ -248,8 +248,9 @@ fn remote_tree(root: &Path, labelled: bool) -> Result<Dataset> {
     Ok(Dataset::from_samples(Some(root.to_path_buf()), samples, names)?.with_skipped(skipped))
 }
 
-/// A file list, in the format documented at [`Dataset::files`].
-pub fn file_list(list: &Path) -> Result<Dataset> {
+/// A file list, in the format documented at [`Dataset::files`], its paths checked by
+/// `options`.
+pub fn file_list(list: &Path, options: &super::ListingOptions) -> Result<Dataset> {
     let text = super::fsio::read_text(list, MAX_LIST_BYTES)
         .map_err(|e| Error::source_at(list, e.to_string()))?;
     let root = list
@@ -258,8 +259,10 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
         .unwrap_or_else(|| PathBuf::from("."));
     let mut samples = Vec::new();
     let mut max_label: Option<u32> = None;
-    // The first line with a label and the first without, to refuse a mix.
-    let (mut labelled, mut unlabelled): (Option<usize>, Option<usize>) = (None, None);
+    // The first line with a label, and the samples of the lines without one (each
+    // reported if any line has a label).
+    let mut labelled: Option<usize> = None;
+    let mut unlabelled: Vec<(usize, usize)> = Vec::new();
     for (n, raw) in text.lines().enumerate() {
         let n = n + 1;
         let bad = |why: String| {
@@ -275,29 +278,17 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
             Some(_) => {
                 labelled.get_or_insert(n);
             }
-            None => {
-                unlabelled.get_or_insert(n);
-            }
+            None => unlabelled.push((samples.len(), n)),
         }
-        if let (Some(a), Some(b)) = (labelled, unlabelled) {
-            let (has, lacks) = if label.is_some() { (n, b) } else { (a, n) };
-            return Err(bad(format!(
-                "line {lacks} has no label but line {has} has one (label every line, or none)"
-            )));
-        }
+        options.check_path(path, "the list's folder").map_err(bad)?;
         let rel = Path::new(path);
-        if rel.is_absolute() || rel.components().any(|c| c.as_os_str() == "..") {
-            return Err(bad(format!(
-                "path {path:?} must be relative and stay below the list's folder"
-            )));
-        }
         // A label above MAX_LABEL is the sample's problem, reported every epoch, not the
         // list's: the rest of the list is still read.
         let label = label.map(|l| {
             let value = l.parse::<i128>().unwrap_or(i128::MAX);
             super::checked_label(value, l, &format!("{} line {n}", list.display()))
         });
-        let mut sample = file_sample(&root, root.join(rel), None)?;
+        let mut sample = listed_sample(&root, path, rel)?;
         match label {
             Some(Ok(l)) => {
                 max_label = Some(max_label.map_or(l, |m| m.max(l)));
@@ -308,7 +299,39 @@ pub fn file_list(list: &Path) -> Result<Dataset> {
         }
         samples.push(sample);
     }
+    if let Some(has) = labelled {
+        let missing = unlabelled
+            .into_iter()
+            .map(|(i, n)| {
+                let why = format!(
+                    "{} line {n}: no label, though line {has} has one (label every line, or none)",
+                    list.display()
+                );
+                (i, why)
+            })
+            .collect();
+        super::listing::report_unlabelled(&mut samples, missing);
+    }
     Dataset::from_samples(Some(root), samples, super::numbered_classes(max_label))
+}
+
+/// The sample of a listed path: below the root, its path relative to it; else (a path
+/// the options let out) the path as listed, with `/` separators.
+fn listed_sample(root: &Path, path: &str, rel: &Path) -> Result<Sample> {
+    let file = root.join(rel);
+    if super::listing::stays_below(path) {
+        return file_sample(root, file, None);
+    }
+    let listed = path.replace('\\', "/");
+    Ok(Sample {
+        id: sample_id(&listed),
+        path: listed,
+        location: Location::File(file),
+        label: None,
+        mask: None,
+        group: None,
+        targets: None,
+    })
 }
 
 /// The largest file list read (1 GiB: some ten million lines), so that a list that is

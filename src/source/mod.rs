@@ -13,8 +13,10 @@
 //! # }
 //! ```
 
+pub mod coco;
 pub mod files;
 pub mod fsio;
+pub mod listing;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod remote;
@@ -31,6 +33,7 @@ use std::time::Duration;
 use crate::error::{Error, Result, SampleError, SampleErrorKind};
 use crate::rng::{fnv1a64, mix64};
 
+pub use listing::ListingOptions;
 pub use sampler::Sampler;
 pub use split::{CheckReport, Manifest, Split};
 pub use target::{BoundingBox, Keypoint, Targets};
@@ -432,22 +435,30 @@ impl Dataset {
     ///   path, two are a path and a label; a path with spaces needs the tab form.
     ///
     /// `PATH` is relative to the list's folder, with `/` separators, and stays below it (no
-    /// absolute paths, no `..`). `LABEL` is a decimal integer from 0 to 1048575 (2^20 - 1);
-    /// the class names are the decimal strings `"0"` to the largest label. Either every
-    /// sample has a label or none has. Blank lines and lines whose first non-blank
-    /// character is `#` are skipped; a `\r` before the line break (a Windows file) is
-    /// ignored.
+    /// absolute paths, no `..`; [`Dataset::files_with`] and
+    /// [`ListingOptions::allow_outside_root`] allow them). `LABEL` is a decimal integer
+    /// from 0 to 1048575 (2^20 - 1); the class names are the decimal strings `"0"` to the
+    /// largest label. Either every sample has a label or none has: in a list where some
+    /// line has a label, a line without one is listed and reported every epoch
+    /// ([`SampleErrorKind::Label`], with its line number), never delivered unlabelled.
+    /// Blank lines and lines whose first non-blank character is `#` are skipped; a `\r`
+    /// before the line break (a Windows file) is ignored.
     ///
     /// A malformed line is refused here, with its line number and text, rather than failing
     /// later as a missing file: a label that is not such an integer (`a.jpg cat`, `a.jpg -1`),
     /// more than two fields (`my photos/a.jpg 3`: use a tab), more than one tab, an empty path
     /// (`<TAB>3`), a comma-separated `path,label` (`a.jpg,1`: a comma does not separate
     /// fields, and a path without a tab ending in `,` and digits is taken as that mistake;
-    /// in a labelled list such a path can be written in the tab form), or labelled and
-    /// unlabelled lines mixed.
+    /// in a labelled list such a path can be written in the tab form), or a path outside
+    /// the list's folder.
     /// Whether the files exist is not checked here (a missing one is reported when read).
     pub fn files(list: impl AsRef<Path>) -> Result<Self> {
-        files::file_list(list.as_ref())
+        files::file_list(list.as_ref(), &ListingOptions::default())
+    }
+
+    /// [`Dataset::files`] with `options` (paths outside the list's folder allowed or not).
+    pub fn files_with(list: impl AsRef<Path>, options: &ListingOptions) -> Result<Self> {
+        files::file_list(list.as_ref(), options)
     }
 
     /// Every image file under `root` (recursively), without labels. See [`files::flat`];
@@ -477,13 +488,32 @@ impl Dataset {
     /// assert_eq!((t.boxes[0].x1, t.boxes[0].class), (50.0, 3));
     /// ```
     pub fn from_manifest(path: impl AsRef<Path>) -> Result<Self> {
-        target::manifest(path.as_ref())
+        target::manifest(path.as_ref(), &ListingOptions::default())
+    }
+
+    /// [`Dataset::from_manifest`] with `options` (paths outside the manifest's folder
+    /// allowed or not).
+    pub fn from_manifest_with(path: impl AsRef<Path>, options: &ListingOptions) -> Result<Self> {
+        target::manifest(path.as_ref(), options)
     }
 
     /// A COCO-style annotation file over the images in `images`: boxes (made
-    /// `[x0, y0, x1, y1]`) with their category ids, and keypoints. See [`target::coco`].
+    /// `[x0, y0, x1, y1]`) with their category ids, and keypoints. See [`coco::coco`].
     pub fn coco(annotations: impl AsRef<Path>, images: impl AsRef<Path>) -> Result<Self> {
-        target::coco(annotations.as_ref(), images.as_ref())
+        coco::coco(
+            annotations.as_ref(),
+            images.as_ref(),
+            &ListingOptions::default(),
+        )
+    }
+
+    /// [`Dataset::coco`] with `options` (image paths outside `images` allowed or not).
+    pub fn coco_with(
+        annotations: impl AsRef<Path>,
+        images: impl AsRef<Path>,
+        options: &ListingOptions,
+    ) -> Result<Self> {
+        coco::coco(annotations.as_ref(), images.as_ref(), options)
     }
 
     /// TFRecord shards (files, or folders of `*.tfrecord` files) of `tf.train.Example`

@@ -7,7 +7,8 @@
 //! Every row is a sample, its id stable: [`super::sample_id`] of `<file name>/<row>` (the
 //! row's index in the file, 8 digits). Listing reads the footer, the label column and the
 //! targets columns only; a row whose targets cannot be used is reported every epoch with
-//! its row and why, never delivered.
+//! its row and why, never delivered, and so is a row without a label (a null, or a file
+//! without the label column) in a dataset where some row has one.
 //! A sample is read alone: the reader selects its row group and, within it, its one row;
 //! with a page index in the file (written by `pyarrow` with `write_page_index=True`, by
 //! Spark, by DuckDB) only the page holding the row is read and decompressed, without one
@@ -124,8 +125,9 @@ pub enum FileError {
 pub struct ParquetColumns {
     /// The encoded images (binary, or a struct with a `bytes` field). Default `image`.
     pub image: String,
-    /// The class labels (an integer column), if any. Default `label` (ignored when the
-    /// file has no such column).
+    /// The class labels (an integer column), if any. Default `label` (ignored when no
+    /// file has such a column; where some row has a label, a row without one, a null or
+    /// in a file without the column, is reported every epoch).
     pub label: String,
     /// The encoded label masks, if any. Default `mask` (ignored when absent).
     pub mask: String,
@@ -495,6 +497,8 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
     let mut samples = Vec::new();
     // The files that could not be listed, with why.
     let mut bad: Vec<(&PathBuf, Error)> = Vec::new();
+    // Whether a row has a label (then a row without one is reported).
+    let mut labelled = false;
     for path in &files {
         let m = match metadata(path) {
             Ok(m) => m,
@@ -553,6 +557,7 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
             };
             let path_s = format!("{name}/{i:08}");
             let at = format!("{} row {i}", path.display());
+            labelled |= label.is_some();
             let (location, label) =
                 match label.map(|v| crate::source::checked_label(v, &v.to_string(), &at)) {
                     None => (Location::Parquet(cell(&image)), None),
@@ -581,6 +586,26 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
                 targets,
             });
         }
+    }
+    if labelled {
+        // (A row listed without a label and not reported has no label value.)
+        let missing = samples
+            .iter()
+            .enumerate()
+            .filter_map(|(k, s)| match &s.location {
+                Location::Parquet(c) if s.label.is_none() => Some((
+                    k,
+                    format!(
+                        "{} row {}: no label (no value in column {:?}), though other rows have one",
+                        c.path.display(),
+                        c.index,
+                        columns.label
+                    ),
+                )),
+                _ => None,
+            })
+            .collect();
+        super::listing::report_unlabelled(&mut samples, missing);
     }
     if bad.len() == files.len() {
         if let Some((_, e)) = bad.into_iter().next() {

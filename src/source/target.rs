@@ -1,6 +1,6 @@
 //! Per-sample targets beyond one class id ([`Targets`]: several class ids, a vector,
 //! boxes with class ids, keypoints), and the files that carry them: manifests (CSV and
-//! JSON Lines, [`manifest`]) and COCO-style JSON ([`coco`]).
+//! JSON Lines, [`manifest`]) and COCO-style JSON ([`super::coco`]).
 //!
 //! Coordinates are pixels of the image as stoker decodes it (after its EXIF orientation
 //! when orientation is on), corner-based: the image spans `[0, width] x [0, height]`, so
@@ -14,7 +14,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{checked_label, numbered_classes, sample_id, Dataset, Location, Sample, MAX_LABEL};
+use super::{
+    checked_label, numbered_classes, sample_id, Dataset, ListingOptions, Location, Sample,
+    MAX_LABEL,
+};
 use crate::error::{Error, Result, SampleErrorKind};
 
 /// Most boxes, keypoints, class ids or values one sample may carry: a bound on what a
@@ -27,7 +30,7 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 30;
 
 /// A manifest's text, bounded by [`MAX_MANIFEST_BYTES`] (and opened so a FIFO cannot
 /// hang the read).
-fn read_text(path: &Path) -> Result<String> {
+pub(crate) fn read_text(path: &Path) -> Result<String> {
     let mut buf = Vec::new();
     super::fsio::read_bounded(path, MAX_MANIFEST_BYTES, &mut buf)
         .map_err(|e| Error::source_at(path, e.to_string()))?;
@@ -123,9 +126,9 @@ impl Targets {
 
 /// A problem with one record's targets: the sample is listed and reported every epoch
 /// with this reason ([`SampleErrorKind::Label`]), never delivered with wrong targets.
-type Bad = String;
+pub(crate) type Bad = String;
 
-fn finite(v: &Value, what: &str) -> std::result::Result<f32, Bad> {
+pub(crate) fn finite(v: &Value, what: &str) -> std::result::Result<f32, Bad> {
     let f = v
         .as_f64()
         .ok_or_else(|| format!("{what} {v} is not a number"))?;
@@ -135,14 +138,14 @@ fn finite(v: &Value, what: &str) -> std::result::Result<f32, Bad> {
     Ok(f as f32)
 }
 
-fn class_id(v: &Value, what: &str) -> std::result::Result<u32, Bad> {
+pub(crate) fn class_id(v: &Value, what: &str) -> std::result::Result<u32, Bad> {
     v.as_u64()
         .and_then(|c| u32::try_from(c).ok())
         .filter(|&c| c <= MAX_LABEL)
         .ok_or_else(|| format!("{what} {v} is not a class id from 0 to {MAX_LABEL}"))
 }
 
-fn bounded<'a>(v: &'a Value, what: &str) -> std::result::Result<&'a [Value], Bad> {
+pub(crate) fn bounded<'a>(v: &'a Value, what: &str) -> std::result::Result<&'a [Value], Bad> {
     let a = v
         .as_array()
         .ok_or_else(|| format!("{what} is not a list"))?;
@@ -182,7 +185,7 @@ fn xyxy(v: &Value, class: Option<u32>) -> std::result::Result<BoundingBox, Bad> 
     Ok(b)
 }
 
-fn keypoint(v: &Value, object: u32) -> std::result::Result<Keypoint, Bad> {
+pub(crate) fn keypoint(v: &Value, object: u32) -> std::result::Result<Keypoint, Bad> {
     let a = bounded(v, "keypoint")?;
     if !(a.len() == 2 || a.len() == 3) {
         return Err(format!("keypoint {v} is not [x, y] or [x, y, visibility]"));
@@ -251,18 +254,36 @@ pub fn targets_from_json(record: &Value) -> std::result::Result<Option<Targets>,
     Ok((!t.is_empty()).then_some(t))
 }
 
+/// A manifest record as a sample: the sample, its label where usable, and whether the
+/// record has a label at all (a usable one or not).
+struct Record {
+    sample: Sample,
+    label: Option<u32>,
+    has_label: bool,
+}
+
 /// One record of a manifest as JSON: a JSON Lines line, or a CSV row turned into the same
-/// keys (list columns split into numbers).
-fn record_sample(root: &Path, record: &Value, at: &str) -> Result<(Sample, Option<u32>)> {
+/// keys (list columns split into numbers). Its `path` and `mask` are checked by `options`.
+fn record_sample(
+    root: &Path,
+    record: &Value,
+    at: &str,
+    options: &ListingOptions,
+) -> Result<Record> {
     let path = record
         .get("path")
         .and_then(Value::as_str)
         .filter(|p| !p.is_empty())
         .ok_or_else(|| Error::dataset(format!("{at}: no \"path\"")))?;
+    let outside = |why: String| Error::dataset(format!("{at}: {why}"));
+    options
+        .check_path(path, "the manifest's folder")
+        .map_err(outside)?;
     let rel = path.replace('\\', "/");
     let file = root.join(path);
     let mut refused = None;
-    let label = match record.get("label").filter(|v| !v.is_null()) {
+    let label_value = record.get("label").filter(|v| !v.is_null());
+    let label = match label_value {
         None => None,
         Some(v) => match v.as_i64().map(i128::from) {
             Some(n) => match checked_label(n, &v.to_string(), at) {
@@ -305,6 +326,9 @@ fn record_sample(root: &Path, record: &Value, at: &str) -> Result<(Sample, Optio
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty())
     {
+        options
+            .check_path(m, "the manifest's folder")
+            .map_err(outside)?;
         s.mask = Some(Location::File(root.join(m)));
     }
     if let Some(g) = record.get("group").filter(|v| !v.is_null()) {
@@ -313,7 +337,11 @@ fn record_sample(root: &Path, record: &Value, at: &str) -> Result<(Sample, Optio
             None => g.to_string(),
         });
     }
-    Ok((s, label))
+    Ok(Record {
+        sample: s,
+        label,
+        has_label: label_value.is_some(),
+    })
 }
 
 /// Splits a CSV list cell: numbers separated by spaces (and groups by `;` where `group`
@@ -349,6 +377,136 @@ fn csv_list(cell: &str, group: Option<usize>, what: &str) -> std::result::Result
     Ok(Value::Array(items?))
 }
 
+/// A manifest being listed: its samples so far, and what the labelled-set rule needs.
+struct ManifestListing<'a> {
+    file: &'a Path,
+    root: PathBuf,
+    options: &'a ListingOptions,
+    samples: Vec<Sample>,
+    max_label: Option<u32>,
+    /// The first line whose record has a label.
+    labelled: Option<usize>,
+    /// The samples whose records have none, with their lines.
+    unlabelled: Vec<(usize, usize)>,
+}
+
+impl ManifestListing<'_> {
+    fn at(&self, line: usize) -> String {
+        format!("{}:{line}", self.file.display())
+    }
+
+    /// Adds the record at `line`; `bad` says why a cell of it could not be read (the
+    /// sample is then reported).
+    fn add(&mut self, record: &Value, line: usize, bad: Option<Bad>) -> Result<()> {
+        let at = self.at(line);
+        let r = record_sample(&self.root, record, &at, self.options)?;
+        let mut s = r.sample;
+        if let Some(why) = bad {
+            s.location = Location::Refused {
+                kind: SampleErrorKind::Label,
+                reason: format!("{at}: {why}").into(),
+            };
+            s.targets = None;
+        }
+        if r.has_label {
+            self.labelled.get_or_insert(line);
+        } else {
+            self.unlabelled.push((self.samples.len(), line));
+        }
+        self.max_label = self.max_label.max(r.label);
+        self.samples.push(s);
+        Ok(())
+    }
+
+    /// The dataset, a record without a label in a labelled manifest reported.
+    fn finish(mut self) -> Result<Dataset> {
+        if let Some(has) = self.labelled {
+            let missing = std::mem::take(&mut self.unlabelled)
+                .into_iter()
+                .map(|(i, line)| {
+                    let why = format!(
+                        "{}: no label, though line {has} has one (label every record, or none)",
+                        self.at(line)
+                    );
+                    (i, why)
+                })
+                .collect();
+            super::listing::report_unlabelled(&mut self.samples, missing);
+        }
+        Dataset::from_samples(
+            Some(self.root),
+            self.samples,
+            numbered_classes(self.max_label),
+        )
+    }
+}
+
+/// The rows of a CSV manifest, each turned into a JSON record; a row's line is where it
+/// starts (from the reader's position, blank lines and quoted line breaks counted).
+fn csv_rows(text: &str, list: &mut ManifestListing<'_>) -> Result<()> {
+    let mut r = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    // A position is where the reader began the record: blank lines it then skipped are
+    // before the record, so they are counted from the text.
+    let line_at = |pos: &csv::Position| {
+        let blank = text
+            .as_bytes()
+            .get(pos.byte() as usize..)
+            .map_or(0, |rest| {
+                rest.iter()
+                    .take_while(|b| matches!(b, b'\r' | b'\n'))
+                    .filter(|&&b| b == b'\n')
+                    .count()
+            });
+        pos.line() as usize + blank
+    };
+    let line_of = |e: &csv::Error, or: usize| e.position().map_or(or, line_at);
+    let headers = match r.headers() {
+        Ok(h) => h.clone(),
+        Err(e) => {
+            let line = line_of(&e, 1);
+            return Err(Error::dataset(format!("{}: {e}", list.at(line))));
+        }
+    };
+    let mut row = csv::StringRecord::new();
+    loop {
+        match r.read_record(&mut row) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(e) => {
+                let line = line_of(&e, r.position().line() as usize);
+                return Err(Error::dataset(format!("{}: {e}", list.at(line))));
+            }
+        }
+        let line = row.position().map_or(r.position().line() as usize, line_at);
+        let mut obj = serde_json::Map::new();
+        let mut bad = None;
+        for (h, cell) in headers.iter().zip(row.iter()) {
+            if cell.is_empty() {
+                continue;
+            }
+            let v = match h {
+                "path" | "mask" | "group" => Ok(Value::from(cell)),
+                "label" => cell
+                    .parse::<i64>()
+                    .map(Value::from)
+                    .or_else(|_| Ok(Value::from(cell))),
+                "labels" | "values" | "box_classes" => csv_list(cell, None, h),
+                "boxes" | "keypoints" => csv_list(cell, Some(0), h),
+                _ => continue,
+            };
+            match v {
+                Ok(v) => {
+                    obj.insert(h.to_string(), v);
+                }
+                Err(why) => bad = Some(why),
+            }
+        }
+        list.add(&Value::Object(obj), line, bad)?;
+    }
+}
+
 /// A manifest: one sample per record, paths relative to the manifest's folder.
 ///
 /// - JSON Lines (`.jsonl`, `.ndjson`): one object per line with `path` and any of
@@ -358,24 +516,29 @@ fn csv_list(cell: &str, group: Option<usize>, what: &str) -> std::result::Result
 ///   separated by spaces; `boxes` and `keypoints` hold groups separated by `;`
 ///   (`"10 20 50 80 3; 0 0 5 5 1"`).
 ///
-/// A record without a path, or a file that is not valid CSV or JSON, is an error naming
-/// the line; a record whose label or targets are unusable is listed and reported every
-/// epoch with why ([`SampleErrorKind::Label`]). Class names are the numbers up to the
-/// largest label.
-pub fn manifest(path: &Path) -> Result<Dataset> {
+/// A record without a path, a `path` or `mask` outside the manifest's folder (absolute,
+/// or with a `..` part) unless `options` allow it
+/// ([`ListingOptions::allow_outside_root`]), or a file that is not valid CSV or JSON, is
+/// an error naming the line (a CSV row's line is where it starts, blank lines and quoted
+/// line breaks counted). A record whose label or targets are unusable is listed and
+/// reported every epoch with why ([`SampleErrorKind::Label`]), and so is a record without
+/// a label in a manifest where some record has one: it is never delivered unlabelled.
+/// Class names are the numbers up to the largest label.
+pub fn manifest(path: &Path, options: &ListingOptions) -> Result<Dataset> {
     let text = read_text(path)?;
-    let root = path.parent().map_or_else(PathBuf::new, Path::to_path_buf);
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase)
         .unwrap_or_default();
-    let at = |line: usize| format!("{}:{line}", path.display());
-    let mut samples = Vec::new();
-    let mut max_label = None;
-    let mut push = |(s, l): (Sample, Option<u32>)| {
-        max_label = max_label.max(l);
-        samples.push(s);
+    let mut list = ManifestListing {
+        file: path,
+        root: path.parent().map_or_else(PathBuf::new, Path::to_path_buf),
+        options,
+        samples: Vec::new(),
+        max_label: None,
+        labelled: None,
+        unlabelled: Vec::new(),
     };
     match ext.as_str() {
         "jsonl" | "ndjson" => {
@@ -384,55 +547,11 @@ pub fn manifest(path: &Path) -> Result<Dataset> {
                     continue;
                 }
                 let v: Value = serde_json::from_str(line)
-                    .map_err(|e| Error::dataset(format!("{}: not JSON: {e}", at(i + 1))))?;
-                push(record_sample(&root, &v, &at(i + 1))?);
+                    .map_err(|e| Error::dataset(format!("{}: not JSON: {e}", list.at(i + 1))))?;
+                list.add(&v, i + 1, None)?;
             }
         }
-        "csv" => {
-            let mut r = csv::ReaderBuilder::new()
-                .trim(csv::Trim::All)
-                .from_reader(text.as_bytes());
-            let headers = r
-                .headers()
-                .map_err(|e| Error::dataset(format!("{}: {e}", at(1))))?
-                .clone();
-            for (i, row) in r.records().enumerate() {
-                let line = i + 2;
-                let row = row.map_err(|e| Error::dataset(format!("{}: {e}", at(line))))?;
-                let mut obj = serde_json::Map::new();
-                let mut bad = None;
-                for (h, cell) in headers.iter().zip(row.iter()) {
-                    if cell.is_empty() {
-                        continue;
-                    }
-                    let v = match h {
-                        "path" | "mask" | "group" => Ok(Value::from(cell)),
-                        "label" => cell
-                            .parse::<i64>()
-                            .map(Value::from)
-                            .or_else(|_| Ok(Value::from(cell))),
-                        "labels" | "values" | "box_classes" => csv_list(cell, None, h),
-                        "boxes" | "keypoints" => csv_list(cell, Some(0), h),
-                        _ => continue,
-                    };
-                    match v {
-                        Ok(v) => {
-                            obj.insert(h.to_string(), v);
-                        }
-                        Err(why) => bad = Some(why),
-                    }
-                }
-                let (mut s, l) = record_sample(&root, &Value::Object(obj), &at(line))?;
-                if let Some(why) = bad {
-                    s.location = Location::Refused {
-                        kind: SampleErrorKind::Label,
-                        reason: format!("{}: {why}", at(line)).into(),
-                    };
-                    s.targets = None;
-                }
-                push((s, l));
-            }
-        }
+        "csv" => csv_rows(&text, &mut list)?,
         _ => {
             return Err(Error::dataset(format!(
                 "{}: a manifest is .csv, .jsonl or .ndjson",
@@ -440,139 +559,5 @@ pub fn manifest(path: &Path) -> Result<Dataset> {
             )))
         }
     }
-    Dataset::from_samples(Some(root), samples, numbered_classes(max_label))
-}
-
-/// A COCO-style annotation file (`images`, `annotations`, `categories`) over the images
-/// in `images`: one sample per image entry, its boxes (`bbox` `[x, y, w, h]` made
-/// `[x0, y0, x1, y1]`) with their `category_id`, and their keypoints (`object` = the
-/// annotation's order within the image). Crowd annotations (`iscrowd: 1`) are left out,
-/// as detection training does; images without annotations are samples with no boxes.
-/// Class ids are COCO's category ids; class names come from `categories` (empty for ids
-/// no category names).
-pub fn coco(annotations: &Path, images: &Path) -> Result<Dataset> {
-    let text = read_text(annotations)?;
-    let at = annotations.display().to_string();
-    let v: Value =
-        serde_json::from_str(&text).map_err(|e| Error::dataset(format!("{at}: not JSON: {e}")))?;
-    let list = |key: &str| -> Result<&[Value]> {
-        match v.get(key) {
-            None => Ok(&[]),
-            Some(a) => a
-                .as_array()
-                .map(Vec::as_slice)
-                .ok_or_else(|| Error::dataset(format!("{at}: \"{key}\" is not a list"))),
-        }
-    };
-    let mut classes: Vec<String> = Vec::new();
-    for c in list("categories")? {
-        let id = c
-            .get("id")
-            .and_then(Value::as_u64)
-            .and_then(|i| u32::try_from(i).ok())
-            .filter(|&i| i <= MAX_LABEL)
-            .ok_or_else(|| Error::dataset(format!("{at}: category {c} has no usable id")))?;
-        let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
-        if classes.len() <= id as usize {
-            classes.resize(id as usize + 1, String::new());
-        }
-        classes[id as usize] = name.to_string();
-    }
-    // Annotations by image id, in file order.
-    let mut by_image: std::collections::HashMap<u64, Vec<&Value>> = Default::default();
-    for a in list("annotations")? {
-        let Some(img) = a.get("image_id").and_then(Value::as_u64) else {
-            return Err(Error::dataset(format!(
-                "{at}: annotation {a} has no image_id"
-            )));
-        };
-        by_image.entry(img).or_default().push(a);
-    }
-    let mut samples = Vec::new();
-    for im in list("images")? {
-        let (Some(id), Some(file)) = (
-            im.get("id").and_then(Value::as_u64),
-            im.get("file_name").and_then(Value::as_str),
-        ) else {
-            return Err(Error::dataset(format!(
-                "{at}: image entry {im} has no id or file_name"
-            )));
-        };
-        let rel = file.replace('\\', "/");
-        let mut t = Targets::default();
-        let mut bad: Option<Bad> = None;
-        let anns = by_image.remove(&id).unwrap_or_default();
-        if anns.len() > MAX_TARGETS {
-            bad = Some(format!(
-                "{} annotations: more than {MAX_TARGETS}",
-                anns.len()
-            ));
-        }
-        for (object, a) in anns.iter().take(MAX_TARGETS).enumerate() {
-            if a.get("iscrowd").and_then(Value::as_u64) == Some(1) {
-                continue;
-            }
-            let r = (|| -> std::result::Result<(), Bad> {
-                let class = class_id(a.get("category_id").unwrap_or(&Value::Null), "category_id")?;
-                if let Some(bb) = a.get("bbox") {
-                    let b = bounded(bb, "bbox")?;
-                    if b.len() != 4 {
-                        return Err(format!("bbox {bb} is not [x, y, w, h]"));
-                    }
-                    let c = |i: usize| finite(&b[i], "bbox value");
-                    let (x, y, w, h) = (c(0)?, c(1)?, c(2)?, c(3)?);
-                    if w < 0.0 || h < 0.0 {
-                        return Err(format!("bbox {bb} has a negative width or height"));
-                    }
-                    t.boxes.push(BoundingBox {
-                        x0: x,
-                        y0: y,
-                        x1: x + w,
-                        y1: y + h,
-                        class,
-                    });
-                }
-                if let Some(kp) = a.get("keypoints") {
-                    let k = bounded(kp, "keypoints")?;
-                    if k.len() % 3 != 0 {
-                        return Err(format!(
-                            "keypoints of annotation {} are not x, y, v triples",
-                            a.get("id").unwrap_or(&Value::Null)
-                        ));
-                    }
-                    for p in k.chunks_exact(3) {
-                        t.keypoints
-                            .push(keypoint(&Value::Array(p.to_vec()), object as u32)?);
-                    }
-                }
-                Ok(())
-            })();
-            if let Err(why) = r {
-                bad.get_or_insert(why);
-            }
-        }
-        if t.keypoints.len() > MAX_TARGETS {
-            bad.get_or_insert(format!(
-                "{} keypoints: more than {MAX_TARGETS}",
-                t.keypoints.len()
-            ));
-        }
-        let location = match bad {
-            Some(why) => Location::Refused {
-                kind: SampleErrorKind::Label,
-                reason: format!("{at}: image {id} ({rel}): {why}").into(),
-            },
-            None => Location::File(images.join(file)),
-        };
-        samples.push(Sample {
-            id: sample_id(&rel),
-            path: rel,
-            location,
-            label: None,
-            mask: None,
-            group: None,
-            targets: Some(Arc::new(t)),
-        });
-    }
-    Dataset::from_samples(Some(images.to_path_buf()), samples, classes)
+    list.finish()
 }

@@ -40,6 +40,10 @@ pub struct RenderArgs {
     /// boxes and keypoints are drawn, labelled with the categories' names.
     #[arg(long, requires = "images")]
     coco: Option<PathBuf>,
+    /// Let the paths of --manifest or --coco point outside the manifest's folder or the
+    /// image folder (absolute paths, `..`); refused by default.
+    #[arg(long)]
+    allow_outside_root: bool,
     /// Backend (auto, cpu, wgpu, cuda).
     #[arg(long, default_value = "auto", value_parser = clap::value_parser!(BackendKind))]
     backend: BackendKind,
@@ -402,9 +406,10 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
     // Before the work: a sheet with nowhere to go is an error now, not after rendering.
     crate::ensure_parent(&a.out)?;
     let repeat = a.images.is_none() && a.manifest.is_none();
+    let listing = stoker::ListingOptions::new().allow_outside_root(a.allow_outside_root);
     let data = match (&a.images, &a.manifest, &a.coco) {
-        (_, Some(m), _) => Dataset::from_manifest(m)?,
-        (Some(dir), None, Some(ann)) => Dataset::coco(ann, dir)?,
+        (_, Some(m), _) => Dataset::from_manifest_with(m, &listing)?,
+        (Some(dir), None, Some(ann)) => Dataset::coco_with(ann, dir, &listing)?,
         (Some(dir), None, None) => {
             let d = common::open_dataset(dir)?;
             match &a.masks {

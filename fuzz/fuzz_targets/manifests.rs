@@ -1,0 +1,7 @@
+//! Fuzz target: see `checks::manifests`.
+#![no_main]
+
+#[path = "../checks.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::manifests(data));
