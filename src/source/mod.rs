@@ -412,6 +412,7 @@ impl Dataset {
     /// in a labelled list such a path can be written in the tab form), or labelled and
     /// unlabelled lines mixed.
     /// Whether the files exist is not checked here (a missing one is reported when read).
+    /// A file that is not UTF-8 text is refused saying so, or that it is an image.
     pub fn files(list: impl AsRef<Path>) -> Result<Self> {
         files::file_list(list.as_ref())
     }

@@ -17,7 +17,7 @@
 //! | --- | --- | --- |
 //! | 0 | | everything asked was done |
 //! | 1 | `partial` | some inputs could not be read or decoded (the report lists them: `decode`, `inspect`, `convert`, `bench pipeline`, `render`), or a check found problems (`split --check`) |
-//! | 2 | `usage` | bad arguments or settings (`RANK`/`WORLD_SIZE` included) |
+//! | 2 | `usage` | bad arguments or settings (`RANK`/`WORLD_SIZE` included; a batch too large for host memory or the device, on every backend) |
 //! | 3 | `no_input` | nothing could be read: a missing or empty input, or every input failed |
 //! | 4 | `backend_unavailable` | a backend asked for is not in this build or not on this machine (a benchmark still reports the others) |
 //! | 5 | `output` | a result could not be written (a missing output folder, a write error) |
