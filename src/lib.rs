@@ -121,14 +121,25 @@ pub mod pipeline;
 pub mod rng;
 pub mod source;
 
+// What the public API takes and returns can be named from the top: the builders' inputs,
+// and the types of what `Batch`, `Pipeline`, `Dataset`, `Split` and `Subset` hand back
+// (`tests/reexports.rs` names each so).
+pub use augment::mix::{BatchMix, MixKind};
 pub use augment::{Affine, Augment, BoxRule, DType, Element, Layout, SamplePlan};
 pub use backend::device::job::HardwareDecode;
+pub use backend::device::DecodePaths;
 pub use backend::BackendKind;
-pub use decode::{Limits, WarningKind};
+pub use decode::{DecodeError, Limits, WarningKind};
 pub use error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
-pub use pipeline::{Batch, Epoch, OnError, Pipeline, PipelineBuilder, SampleWarning, Stats};
-pub use source::split::SplitSpec;
-pub use source::{BoundingBox, Dataset, Keypoint, Sample, Split, Subset, Targets, MAX_LABEL};
+pub use pipeline::{
+    Batch, Epoch, OnError, PaddedBoxes, Pipeline, PipelineBuilder, Replacement, SampleWarning,
+    Stats, TransformResult, UserSample,
+};
+pub use source::split::{Added, SplitSpec};
+pub use source::{
+    BoundingBox, CheckReport, Dataset, Keypoint, Location, Manifest, Role, Sample, Sampler,
+    SkipReason, Skipped, Split, Subset, Targets, MAX_LABEL,
+};
 
 /// The README's examples, compiled as doc tests.
 #[doc = include_str!("../README.md")]
