@@ -86,12 +86,13 @@
 //! [`Batch::errors`] and the epoch's stats. `RUST_LOG=stoker=info`
 //! with `env_logger` shows the backend choice; the `stoker` tool reads `STOKER_LOG`.
 //!
-//! On a headless Linux machine (no `XDG_RUNTIME_DIR`), Mesa's device-select Vulkan
-//! layer prints `error: XDG_RUNTIME_DIR is invalid or not set in the environment` on
-//! stderr each time wgpu lists adapters, whatever logger is installed; nothing is wrong.
-//! `NODEVICE_SELECT=1` in the environment turns that layer off (the `stoker` tool does
-//! so itself when there is no session), and `WGPU_BACKEND` (`vulkan`, `gl`, ...) chooses
-//! which graphics APIs stoker asks wgpu for.
+//! Listing wgpu adapters prints nothing either: stoker's Vulkan instance leaves out the
+//! Wayland surface extension (it never presents), which made Mesa's device-select layer
+//! print `error: XDG_RUNTIME_DIR is invalid or not set in the environment` on stderr on
+//! a headless Linux machine. A device the caller makes on an instance of their own
+//! ([`backend::wgpu::WgpuContext::from_device`], a framework's) is listed by that
+//! instance; there `NODEVICE_SELECT=1` in the environment turns the layer off.
+//! `WGPU_BACKEND` (`vulkan`, `gl`, ...) chooses which graphics APIs stoker asks wgpu for.
 //!
 //! ## Layers
 //!
