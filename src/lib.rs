@@ -86,12 +86,13 @@
 //! [`Batch::errors`] and the epoch's stats. `RUST_LOG=stoker=info`
 //! with `env_logger` shows the backend choice; the `stoker` tool reads `STOKER_LOG`.
 //!
-//! On a headless Linux machine (no `XDG_RUNTIME_DIR`), Mesa's device-select Vulkan
-//! layer prints `error: XDG_RUNTIME_DIR is invalid or not set in the environment` on
-//! stderr each time wgpu lists adapters, whatever logger is installed; nothing is wrong.
-//! `NODEVICE_SELECT=1` in the environment turns that layer off (the `stoker` tool does
-//! so itself when there is no session), and `WGPU_BACKEND` (`vulkan`, `gl`, ...) chooses
-//! which graphics APIs stoker asks wgpu for.
+//! Listing wgpu adapters prints nothing either: stoker's Vulkan instance leaves out the
+//! Wayland surface extension (it never presents), which made Mesa's device-select layer
+//! print `error: XDG_RUNTIME_DIR is invalid or not set in the environment` on stderr on
+//! a headless Linux machine. A device the caller makes on an instance of their own
+//! ([`backend::wgpu::WgpuContext::from_device`], a framework's) is listed by that
+//! instance; there `NODEVICE_SELECT=1` in the environment turns the layer off.
+//! `WGPU_BACKEND` (`vulkan`, `gl`, ...) chooses which graphics APIs stoker asks wgpu for.
 //!
 //! ## Layers
 //!
@@ -121,15 +122,26 @@ pub mod pipeline;
 pub mod rng;
 pub mod source;
 
+// What the public API takes and returns can be named from the top: the builders' inputs,
+// and the types of what `Batch`, `Pipeline`, `Dataset`, `Split` and `Subset` hand back
+// (`tests/reexports.rs` names each so).
+pub use augment::mix::{BatchMix, MixKind};
 pub use augment::{Affine, Augment, BoxRule, DType, Element, Layout, SamplePlan};
 pub use backend::device::job::HardwareDecode;
+pub use backend::device::DecodePaths;
 pub use backend::BackendKind;
-pub use decode::{Limits, WarningKind};
+pub use decode::{DecodeError, Limits, WarningKind};
 pub use error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
-pub use pipeline::{Batch, Epoch, OnError, Pipeline, PipelineBuilder, SampleWarning, Stats};
-pub use source::split::SplitSpec;
+pub use pipeline::{
+    Batch, Epoch, OnError, PaddedBoxes, Pipeline, PipelineBuilder, Replacement, SampleWarning,
+    Stats, TransformResult, UserSample,
+};
+pub use source::split::{Added, SplitSpec};
 pub use source::ListingOptions;
-pub use source::{BoundingBox, Dataset, Keypoint, Sample, Split, Subset, Targets, MAX_LABEL};
+pub use source::{
+    BoundingBox, CheckReport, Dataset, Keypoint, Location, Manifest, Role, Sample, Sampler,
+    SkipReason, Skipped, Split, Subset, Targets, MAX_LABEL,
+};
 
 /// The README's examples, compiled as doc tests.
 #[doc = include_str!("../README.md")]

@@ -763,6 +763,91 @@ fn usage_errors_exit_2_and_help_lists_the_codes() {
     }
 }
 
+/// A batch too large to hold is the same mistake on every backend: a usage error (exit 2)
+/// naming the flags that set it, whether the CPU refuses it against host memory or a
+/// device backend against the device (wgpu's largest buffer, CUDA's memory). wgpu's
+/// refusal exited 6, as if the device had failed.
+#[test]
+fn a_batch_too_large_is_a_usage_error_on_every_backend() {
+    let samples = common::data_dir().join("samples");
+    #[allow(unused_mut)]
+    let mut backends = vec!["cpu"];
+    #[cfg(feature = "wgpu")]
+    if common::wgpu_context().is_some() {
+        backends.push("wgpu");
+    }
+    #[cfg(feature = "cuda")]
+    if common::cuda_device().is_some() {
+        backends.push("cuda");
+    }
+    for backend in backends {
+        let e = failing(
+            &[
+                "bench",
+                "pipeline",
+                "--images",
+                path(&samples),
+                "--size",
+                "16384",
+                "--batch",
+                "64",
+                "--epochs",
+                "1",
+                "--backend",
+                backend,
+            ],
+            &[],
+            2,
+            "usage",
+        );
+        let m = e["error"]["message"].as_str().unwrap_or_default();
+        // 64 samples of 16384 x 16384 x 3 f32: 206158430208 bytes a batch.
+        assert!(
+            m.contains("--batch") && m.contains("bytes"),
+            "{backend}: {e}"
+        );
+    }
+}
+
+/// `--images` (and `inspect`'s PATH) given one image: a one-image set, whether its name
+/// says it is an image or only its first bytes do. It was read as a file list ("invalid
+/// utf-8 sequence of 1 bytes from index 0"). A file that is neither an image nor text is
+/// refused naming it and saying it is not UTF-8 text.
+#[test]
+fn one_image_is_a_one_image_set() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jpg = common::data_dir().join("samples/photo/skimage_coffee.jpg");
+    let bytes = std::fs::read(&jpg).expect("sample");
+    let named = common::write(dir.path(), "coffee.jpg", &bytes);
+    let bare = common::write(dir.path(), "coffee", &bytes);
+    for img in [&named, &bare, &jpg] {
+        let r = stoker(&[
+            "bench",
+            "pipeline",
+            "--images",
+            path(img),
+            "--epochs",
+            "1",
+            "--size",
+            "32",
+            "--batch",
+            "4",
+            "--backend",
+            "cpu",
+        ]);
+        assert_eq!(r["results"][0]["samples"], 1, "{}: {r}", img.display());
+        assert_eq!(r["results"][0]["delivered"], 1, "{}: {r}", img.display());
+        let i = stoker(&["inspect", path(img)]);
+        assert_eq!(i["samples"], 1, "{}: {i}", img.display());
+        assert_eq!(i["by_kind"].as_object().map(|o| o.len()), Some(1), "{i}");
+    }
+    // Bytes that are no image and no text (a JPEG's without its signature).
+    let junk = common::write(dir.path(), "data.bin", &bytes[2..]);
+    let e = failing(&["inspect", path(&junk)], &[], 3, "no_input");
+    let m = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains(path(&junk)) && m.contains("UTF-8"), "{e}");
+}
+
 /// The shard of `bench pipeline`: from the flags, else from `RANK`/`WORLD_SIZE`; the
 /// report's `batches` is the library's `Pipeline::num_batches` for that rank.
 #[test]

@@ -232,6 +232,28 @@ fn file_lists_refuse_a_malformed_line_with_its_number() {
     }
 }
 
+/// A file given as a list that is not UTF-8 text is refused naming it and saying what it
+/// is: an image (a JPEG, a PNG: "is a JPEG image, not a file list"), or not text. Both
+/// said only "invalid utf-8 sequence of 1 bytes from index 0".
+#[test]
+fn a_list_that_is_not_text_says_what_it_is() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let jpg =
+        std::fs::read(common::data_dir().join("samples/photo/skimage_coffee.jpg")).expect("sample");
+    let png = common::png_rgb(2, 1, &[0, 0, 0, 255, 255, 255]);
+    let cases: [(&str, &[u8], &str); 3] = [
+        ("photo.jpg", &jpg, "a JPEG image, not a file list"),
+        ("list.txt", &png, "a PNG image, not a file list"),
+        ("data.bin", &jpg[2..], "not UTF-8 text"),
+    ];
+    for (name, bytes, says) in cases {
+        let p = common::write(dir.path(), name, bytes);
+        let e = Dataset::files(&p).expect_err(name).to_string();
+        assert!(e.contains(says), "{name}: {e}");
+        assert!(e.contains(&p.display().to_string()), "{name}: {e}");
+    }
+}
+
 /// A label is data, never a size: a stray huge label (the 4,000,000,000, one just
 /// above the bound, one too long for any integer type) neither aborts listing nor sizes the
 /// class list; each such sample is reported every epoch with kind `Label`, its path and the

@@ -183,7 +183,11 @@ impl PipelineBuilder {
         self
     }
 
-    /// The augmentation (default: resize to 224 x 224, u8).
+    /// The augmentation; required. There is no default transform: without an output size
+    /// (`Augment::new()` alone, or no call to this method) [`Self::build`] fails with
+    /// [`Error::Config`] naming `augment`, saying how to choose one
+    /// ([`Augment::resize`], [`Augment::random_resized_crop`],
+    /// [`Augment::resize_center_crop`], [`Augment::output_size`]).
     pub fn augment(mut self, a: Augment) -> Self {
         self.augment = a;
         self

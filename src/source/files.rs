@@ -248,11 +248,28 @@ fn remote_tree(root: &Path, labelled: bool) -> Result<Dataset> {
     Ok(Dataset::from_samples(Some(root.to_path_buf()), samples, names)?.with_skipped(skipped))
 }
 
+/// The text of the file list `list`; bytes that are not UTF-8 are refused saying what
+/// the file is instead: an image (given where a list was expected), or not text.
+fn list_text(list: &Path) -> Result<String> {
+    let mut bytes = Vec::new();
+    super::fsio::read_bounded(list, MAX_LIST_BYTES, &mut bytes)
+        .map_err(|e| Error::source_at(list, e.to_string()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let why = match crate::decode::Format::sniff(e.as_bytes()) {
+            Some(f) => format!(
+                "a {} image, not a file list (UTF-8 text, one `PATH [LABEL]` a line)",
+                f.name().to_uppercase()
+            ),
+            None => format!("not a file list: not UTF-8 text ({})", e.utf8_error()),
+        };
+        Error::source_at(list, why)
+    })
+}
+
 /// A file list, in the format documented at [`Dataset::files`], its paths checked by
 /// `options`.
 pub fn file_list(list: &Path, options: &super::ListingOptions) -> Result<Dataset> {
-    let text = super::fsio::read_text(list, MAX_LIST_BYTES)
-        .map_err(|e| Error::source_at(list, e.to_string()))?;
+    let text = list_text(list)?;
     let root = list
         .parent()
         .map(Path::to_path_buf)

@@ -156,7 +156,10 @@ pub fn read_text(path: &Path, max_bytes: u64) -> Result<String, ReadError> {
     read_bounded(path, max_bytes, &mut buf)?;
     String::from_utf8(buf).map_err(|e| ReadError::File {
         path: path.to_path_buf(),
-        error: io::Error::new(io::ErrorKind::InvalidData, e.utf8_error()),
+        error: io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("not UTF-8 text ({})", e.utf8_error()),
+        ),
     })
 }
 

@@ -452,6 +452,7 @@ impl Dataset {
     /// in a labelled list such a path can be written in the tab form), or a path outside
     /// the list's folder.
     /// Whether the files exist is not checked here (a missing one is reported when read).
+    /// A file that is not UTF-8 text is refused saying so, or that it is an image.
     pub fn files(list: impl AsRef<Path>) -> Result<Self> {
         files::file_list(list.as_ref(), &ListingOptions::default())
     }

@@ -188,6 +188,23 @@ impl Backend for CudaBackend {
     }
 
     fn batcher(&self, cfg: &BatcherConfig) -> Result<Option<Box<dyn DeviceBatcher>>> {
+        // The batches in flight live in device memory: a ring of them larger than the
+        // whole device is refused here as a setting ([`Error::Limit`], as the wgpu
+        // backend refuses a batch larger than its largest buffer), not met at the first
+        // epoch as an allocation failure.
+        let (_, total) = self.device.memory()?;
+        let ring = cfg.ring.max(2);
+        let needed = cfg.batch_bytes.saturating_mul(ring as u64);
+        if needed > total as u64 {
+            return Err(Error::Limit {
+                what: format!(
+                    "{ring} batches of {} samples in flight on {} (use smaller batches)",
+                    cfg.batch_size, self.device.name
+                ),
+                needed,
+                limit: total as u64,
+            });
+        }
         let batcher = batch::CudaBatcher::new(&self.device, cfg.ring)?
             .with_hardware_decode(cfg.hardware, cfg.batch_size)
             .strict(cfg.strict);

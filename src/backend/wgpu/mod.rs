@@ -8,6 +8,7 @@
 
 pub mod batch;
 pub mod error;
+mod instance;
 pub mod kernels;
 pub mod shaders;
 
@@ -136,14 +137,19 @@ pub fn adapters() -> Vec<String> {
 }
 
 /// The adapters of this machine, enumerated once per process: every later pipeline build
-/// (an `Auto` build probes wgpu each time) reuses them. Enumerating costs tens of
-/// milliseconds, and on a headless Linux machine the graphics stack's device-selection
-/// layer writes `XDG_RUNTIME_DIR is invalid or not set` to stderr each time it runs; so
-/// it runs at most once. (Set `NODEVICE_SELECT=1` to silence even that one; the CLI does.)
+/// (an `Auto` build probes wgpu each time) reuses them, as enumerating costs tens of
+/// milliseconds. The instances they come from are made so that listing them prints
+/// nothing on a headless Linux machine (see the `instance` module).
 fn probed_adapters() -> Vec<wgpu::Adapter> {
     static ADAPTERS: std::sync::OnceLock<Vec<wgpu::Adapter>> = std::sync::OnceLock::new();
     ADAPTERS
-        .get_or_init(|| pollster::block_on(instance().enumerate_adapters(probed_backends())))
+        .get_or_init(|| {
+            let backends = probed_backends();
+            instance::instances(backends)
+                .iter()
+                .flat_map(|i| pollster::block_on(i.enumerate_adapters(backends)))
+                .collect()
+        })
         .clone()
 }
 
@@ -151,12 +157,6 @@ fn probed_adapters() -> Vec<wgpu::Adapter> {
 /// (`vulkan`, `gl`, `metal`, `dx12`, comma-separated), else the primary ones and GL.
 fn probed_backends() -> wgpu::Backends {
     wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY | wgpu::Backends::GL)
-}
-
-fn instance() -> wgpu::Instance {
-    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
-    desc.backends = probed_backends();
-    wgpu::Instance::new(desc)
 }
 
 /// Why no hardware adapter was found, once looked for: `Auto` asks again on every

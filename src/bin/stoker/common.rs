@@ -29,7 +29,8 @@ pub enum Cause {
     /// Some inputs could not be read or decoded (the report lists them), or a check
     /// found problems.
     Partial,
-    /// Bad arguments or settings (including `RANK`/`WORLD_SIZE`).
+    /// Bad arguments or settings (including `RANK`/`WORLD_SIZE`, and batches too large
+    /// for host memory or the device).
     Usage,
     /// Nothing could be read: a missing or empty input, or every input failed.
     NoInput,
@@ -75,7 +76,9 @@ impl Cause {
             Cause::Partial => {
                 "partly done: some inputs could not be read or decoded (the report lists them), or a check found problems"
             }
-            Cause::Usage => "usage: bad arguments or settings (RANK/WORLD_SIZE included)",
+            Cause::Usage => {
+                "usage: bad arguments or settings (RANK/WORLD_SIZE included; batches too large for memory or the device)"
+            }
             Cause::NoInput => {
                 "nothing could be read: a missing or empty input, or every input failed"
             }
@@ -114,7 +117,9 @@ impl Cause {
         }
         if let Some(e) = e.downcast_ref::<stoker::Error>() {
             return match e {
-                stoker::Error::Config { .. } => Cause::Usage,
+                // A batch larger than host memory (`Config`) or than a device's buffers
+                // (`Limit`) is the same mistake in the settings on every backend.
+                stoker::Error::Config { .. } | stoker::Error::Limit { .. } => Cause::Usage,
                 stoker::Error::Io { .. }
                 | stoker::Error::Source { .. }
                 | stoker::Error::Listing { .. }
@@ -473,12 +478,9 @@ fn has_image_ext(p: &Path) -> bool {
     })
 }
 
-/// Opens a dataset: an image-folder tree when sub-folders hold images and the folder
-/// itself holds none directly, else every image below the folder without labels. A file
-/// is read as a file list (`path [label]` per line).
-/// [`open_dataset`] of a URL: an object named as a shard, Parquet file or file list, else
-/// a folder whose objects say what it is (shards directly in it; an image-folder tree
-/// when images are in sub-folders; else a flat folder of images).
+/// [`open_dataset`] of a URL: an object named as a shard, Parquet file or image, or a file
+/// list, else a folder whose objects say what it is (shards directly in it; an
+/// image-folder tree when images are in sub-folders; else a flat folder of images).
 fn open_remote(path: &Path) -> Res<Dataset> {
     let url = path.to_string_lossy();
     let is = |name: &str, exts: &[&str]| exts.iter().any(|e| name.ends_with(e));
@@ -494,6 +496,9 @@ fn open_remote(path: &Path) -> Res<Dataset> {
         }
         if is(&url, &[".tar"]) {
             return Ok(Dataset::tar(&one)?);
+        }
+        if has_image_ext(path) && stoker::source::remote::stat(&url).is_ok() {
+            return one_image(path);
         }
         if stoker::source::remote::stat(&url).is_ok() {
             return Ok(Dataset::files(path)?);
@@ -530,6 +535,50 @@ fn open_remote(path: &Path) -> Res<Dataset> {
     })
 }
 
+/// Whether the file at `path` is an image: by its extension, or by its first bytes (a
+/// bitmap's only when its reserved header bytes are zero: text may start with "BM").
+fn is_image_file(path: &Path) -> bool {
+    use std::io::Read;
+    if has_image_ext(path) {
+        return true;
+    }
+    let mut head = Vec::new();
+    if std::fs::File::open(path)
+        .and_then(|f| f.take(16).read_to_end(&mut head))
+        .is_err()
+    {
+        return false;
+    }
+    match stoker::decode::Format::sniff(&head) {
+        Some(stoker::decode::Format::Bmp) => head.get(6..10) == Some(&[0u8; 4][..]),
+        Some(_) => true,
+        None => false,
+    }
+}
+
+/// A dataset of the one image at `path`, unlabelled, named by its file name.
+fn one_image(path: &Path) -> Res<Dataset> {
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into(),
+    );
+    let root = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let sample = Sample::new(name, Location::File(path.to_path_buf()), None);
+    Ok(Dataset::from_samples(
+        Some(root.to_path_buf()),
+        vec![sample],
+        Vec::new(),
+    )?)
+}
+
+/// Opens a dataset: shards (a TFRecord, tar or Parquet file, or a folder of them); an
+/// image-folder tree when sub-folders hold images and the folder itself holds none
+/// directly, else every image below the folder without labels. A file that is an image
+/// (by extension or first bytes) is a one-image set; another file is read as a file list
+/// (`path [label]` per line).
 pub fn open_dataset(path: &Path) -> Res<Dataset> {
     if stoker::source::remote::is_url(path) {
         return open_remote(path);
@@ -558,6 +607,10 @@ pub fn open_dataset(path: &Path) -> Res<Dataset> {
     if (path.is_file() && is(&[".tar"])) || shards(&[".tar"]) {
         log::info!("{}: WebDataset tar shards", path.display());
         return Ok(Dataset::tar(&[path.to_path_buf()])?);
+    }
+    if path.is_file() && is_image_file(path) {
+        log::info!("{} is an image: a one-image set", path.display());
+        return one_image(path);
     }
     if path.is_file() {
         log::info!("{} is a file: reading it as a file list", path.display());

@@ -194,7 +194,8 @@ impl DecodeReport {
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// Image folder (class sub-folders or flat) or a file list; default: the bundled samples.
+    /// Image folder (class sub-folders or flat), shards, a file list or one image; default:
+    /// the bundled samples.
     path: Option<PathBuf>,
     /// Also decode every image fully (slower; finds corrupt data past the headers).
     #[arg(long)]

@@ -17,7 +17,7 @@
 //! | --- | --- | --- |
 //! | 0 | | everything asked was done |
 //! | 1 | `partial` | some inputs could not be read or decoded (the report lists them: `decode`, `inspect`, `convert`, `bench pipeline`, `render`), or a check found problems (`split --check`) |
-//! | 2 | `usage` | bad arguments or settings (`RANK`/`WORLD_SIZE` included) |
+//! | 2 | `usage` | bad arguments or settings (`RANK`/`WORLD_SIZE` included; a batch too large for host memory or the device, on every backend) |
 //! | 3 | `no_input` | nothing could be read: a missing or empty input, or every input failed |
 //! | 4 | `backend_unavailable` | a backend asked for is not in this build or not on this machine (a benchmark still reports the others) |
 //! | 5 | `output` | a result could not be written (a missing output folder, a write error) |
@@ -183,32 +183,7 @@ fn exit_with(e: &ErrorObject, json: bool) -> ExitCode {
     ExitCode::from(e.code)
 }
 
-/// Keeps Mesa's device-select Vulkan layer quiet on a headless Linux machine.
-///
-/// The layer (an implicit layer every Vulkan program loads where Mesa is installed)
-/// looks for a Wayland session each time adapters are enumerated; without
-/// `XDG_RUNTIME_DIR` it writes `error: XDG_RUNTIME_DIR is invalid or not set in the
-/// environment` straight to stderr, past any logger, though nothing is wrong. With no
-/// session it has nothing to choose by, and stoker ranks adapters itself, so the layer
-/// is turned off (`NODEVICE_SELECT=1`) unless the user asked it for a device
-/// (`MESA_VK_DEVICE_SELECT`, `DRI_PRIME`) or set `NODEVICE_SELECT`. Runs first thing in
-/// `main`, before any thread exists.
-fn quiet_device_select_layer() {
-    if !cfg!(target_os = "linux") {
-        return;
-    }
-    let unset = |k: &str| std::env::var_os(k).is_none_or(|v| v.is_empty());
-    if unset("XDG_RUNTIME_DIR")
-        && unset("NODEVICE_SELECT")
-        && unset("MESA_VK_DEVICE_SELECT")
-        && unset("DRI_PRIME")
-    {
-        std::env::set_var("NODEVICE_SELECT", "1");
-    }
-}
-
 fn main() -> ExitCode {
-    quiet_device_select_layer();
     let json_asked = std::env::args_os().any(|a| a == "--json");
     let cmd = Cli::command().after_long_help(format!("{NOTES}\n\n{}", Cause::table()));
     let cli = match cmd

@@ -25,8 +25,9 @@ const BACKGROUND: u8 = 40;
 
 #[derive(Debug, Args)]
 pub struct RenderArgs {
-    /// Image folder (class sub-folders or flat). Default: the bundled segmentation sample,
-    /// one row per epoch (--epoch, --epoch + 1, ...) to show different augmentations.
+    /// Image folder (class sub-folders or flat), shards, a file list or one image.
+    /// Default: the bundled segmentation sample, one row per epoch (--epoch, --epoch + 1,
+    /// ...) to show different augmentations.
     #[arg(long)]
     images: Option<PathBuf>,
     /// Label masks paired with the images by file stem (PNG class maps).

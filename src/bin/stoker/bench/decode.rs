@@ -20,7 +20,8 @@ pub struct DecodeBenchArgs {
     /// Backends to compare, comma-separated (auto, cpu, wgpu, cuda).
     #[arg(long, value_delimiter = ',', default_value = "cpu", value_parser = clap::value_parser!(BackendKind))]
     pub(super) backend: Vec<BackendKind>,
-    /// Image folder (class sub-folders or flat); default: the bundled samples.
+    /// Image folder (class sub-folders or flat), shards, a file list or one image; default:
+    /// the bundled samples.
     #[arg(long)]
     images: Option<PathBuf>,
     /// Images a thread takes at a time.

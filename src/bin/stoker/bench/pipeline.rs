@@ -23,7 +23,8 @@ pub struct PipelineBenchArgs {
     /// Backends, comma-separated (auto, cpu, wgpu, cuda).
     #[arg(long, value_delimiter = ',', default_value = "cpu", value_parser = clap::value_parser!(BackendKind))]
     pub(super) backend: Vec<BackendKind>,
-    /// Image folder (class sub-folders or flat); default: the bundled samples.
+    /// Image folder (class sub-folders or flat), shards, a file list or one image; default:
+    /// the bundled samples.
     #[arg(long)]
     images: Option<PathBuf>,
     /// Output size (random resized crop to size x size).
@@ -154,6 +155,9 @@ fn as_usage(e: stoker::Error) -> Box<dyn std::error::Error> {
             "mixup" | "cutmix" => "--mixup, --cutmix, --dtype",
             _ => return e.into(),
         },
+        // A batch larger than the device's largest buffer (or its memory): the device's
+        // side of the host's `memory` check, set by the same flags.
+        stoker::Error::Limit { .. } => "--size, --batch, --dtype",
         _ => return e.into(),
     };
     fail(Cause::Usage, format!("{e} (set by {flags})"))
