@@ -1076,7 +1076,10 @@ mod tests {
         let at = header_of(&bytes, "s1.jpg");
         bytes[at] = b'x';
         assert_eq!(keys(&bytes), ["s0", "x1", "s2"]);
-        assert_eq!(reported(&bytes, "x1.jpg fails"), [("x1".to_string(), true)]);
+        assert_eq!(
+            reported(&bytes, "the tar header of x1.jpg at offset"),
+            [("x1".to_string(), true)]
+        );
     }
 
     /// The check of sample `i` of `bytes` (see [`Check`]) and the check's ranges as the
