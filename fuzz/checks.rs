@@ -616,7 +616,12 @@ pub fn shard_index(data: &[u8]) {
                 "{}: more bytes than the shard",
                 s.path
             );
-            if let stoker::source::Location::Range { offset, len, .. } = loc {
+            let range = match loc {
+                stoker::source::Location::Range { offset, len, .. } => Some((offset, len)),
+                stoker::source::Location::Member(m) => Some((&m.offset, &m.len)),
+                _ => None,
+            };
+            if let Some((offset, len)) = range {
                 let range = usize::try_from(*offset)
                     .ok()
                     .and_then(|o| Some(o..o.checked_add(usize::try_from(*len).ok()?)?));

@@ -271,7 +271,7 @@ fn shards_and_folders_in_the_store_list_and_deliver_as_local_files_do() {
     let before = remote::stats().requests;
     let mut order: Vec<&stoker::Sample> = s3_tar.samples().iter().collect();
     order.sort_by_key(|s| match &s.location {
-        stoker::source::Location::Range { path, offset, .. } => (path.clone(), *offset),
+        stoker::source::Location::Member(m) => (m.shard.clone(), m.offset),
         other => panic!("{other:?}"),
     });
     for s in order {

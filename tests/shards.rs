@@ -302,11 +302,14 @@ fn tar_shards_group_members_by_key_with_labels_and_masks() {
     for (s, it) in data.samples().iter().zip(&all) {
         assert_eq!(s.label, Some(it.label), "{}", s.path);
         assert_eq!(s.mask.is_some(), it.mask.is_some(), "{}", s.path);
-        let stoker::source::Location::Range { path, offset, len } = &s.location else {
-            panic!("{}: not a range", s.path);
+        let stoker::source::Location::Member(m) = &s.location else {
+            panic!("{}: not a tar member", s.path);
         };
         let mut buf = Vec::new();
-        stoker::source::shards::read_range(path, *offset, *len, u64::MAX, &mut buf).expect("reads");
+        stoker::source::shards::read_member(m, u64::MAX, &mut buf).expect("reads");
+        assert_eq!(buf, it.image, "{}", s.path);
+        stoker::source::shards::read_range(&m.shard, m.offset, m.len, u64::MAX, &mut buf)
+            .expect("reads");
         assert_eq!(buf, it.image, "{}", s.path);
     }
     assert_eq!(data.samples()[0].path, "train-000000.tar/s00000");
@@ -1180,4 +1183,184 @@ fn a_tfrecord_length_of_1_tib_is_reported_and_the_records_after_it_delivered_fin
     );
     let reports = [(paths[242].clone(), SampleErrorKind::Corrupt, says)];
     check_damage(&shards, "tfrecord", &paths, &[paths[242].clone()], &reports);
+}
+
+#[test]
+fn a_header_whose_checksum_fails_with_a_damaged_name_reports_its_sample_once() {
+    // A byte of the image's name changed with the checksum left as it was: the name the
+    // damaged header gives (`s0x242.jpg`) is not trusted to be a sample of its own
+    // beside s00242 (left without its image). Before: 501 listed for 500, s00242
+    // reported twice (once as `s0x242`, once for lacking its image).
+    let mut shards = five_shards(|_, _| {});
+    let at = header_at(&shards[2], "s00242.jpg");
+    shards[2][at + 2] = b'x';
+    let says = format!(
+        "sample \"s00242\": the tar header of s0x242.jpg at offset {at} fails its checksum"
+    );
+    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
+    // The same for its label's header.
+    let mut shards = five_shards(|_, _| {});
+    let at = header_at(&shards[2], "s00242.cls");
+    shards[2][at + 2] = b'x';
+    let says = format!(
+        "sample \"s00242\": the tar header of s0x242.cls at offset {at} fails its checksum"
+    );
+    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
+}
+
+/// Writes `bytes` over the shard `path` (the same file), then sets its modification time
+/// back to what it was: a shard rewritten as `touch -r` or a deterministic writer and
+/// `cp -p` leave it, its size and modification time those its index was made for.
+fn rewrite_keeping_mtime(path: &Path, bytes: &[u8]) {
+    let before = std::fs::metadata(path).expect("shard");
+    assert_eq!(before.len(), bytes.len() as u64, "the same size");
+    let mtime = before.modified().expect("mtime");
+    std::fs::write(path, bytes).expect("rewrite");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .expect("open");
+    f.set_modified(mtime).expect("set mtime");
+    drop(f);
+    let after = std::fs::metadata(path).expect("shard");
+    assert_eq!(after.modified().expect("mtime"), mtime);
+    assert_eq!(after.len(), before.len());
+}
+
+/// `n` samples `s{i:05}` of a tar shard: an image of `len` bytes, every byte `i` after a
+/// JPEG's first bytes (never decoded here), and a label `i % 5`.
+fn same_size_samples(n: usize, len: usize) -> Vec<(String, Vec<u8>)> {
+    let mut members = Vec::new();
+    for i in 0..n {
+        let mut image = vec![0xFF, 0xD8, 0xFF, 0xE0];
+        image.resize(len, i as u8);
+        members.push((format!("s{i:05}.jpg"), image));
+        members.push((format!("s{i:05}.cls"), (i % 5).to_string().into_bytes()));
+    }
+    members
+}
+
+/// Lists the tar shard `path` and reads every sample's image: each is either the image
+/// `members` holds for the sample's key now, or a report that the index is stale (the
+/// keys so reported are returned); never another sample's image.
+fn read_back(path: &Path, members: &[(String, Vec<u8>)]) -> Vec<String> {
+    let data = Dataset::tar(&[path.to_path_buf()]).expect("listing");
+    assert_eq!(data.len(), members.len() / 2);
+    let mut stale = Vec::new();
+    for s in data.samples() {
+        let key = s.path.rsplit('/').next().expect("key");
+        let want = &members
+            .iter()
+            .find(|(name, _)| name == &format!("{key}.jpg"))
+            .expect("a member")
+            .1;
+        match s.location.read(u64::MAX) {
+            Ok(got) => assert!(
+                &got == want,
+                "{}: delivered the image of sample {}",
+                s.path,
+                got[4]
+            ),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(e.contains("index") && e.contains("is stale"), "{e}");
+                stale.push(key.to_string());
+            }
+        }
+    }
+    stale
+}
+
+#[test]
+fn a_tar_shard_rewritten_with_its_size_and_mtime_kept_never_delivers_another_samples_image() {
+    for (n, len, swap) in [(6, 5000, (2, 3)), (12, 30_000, (5, 6))] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut members = same_size_samples(n, len);
+        let path = write(dir.path(), "s.tar", &tar(&members));
+        assert!(read_back(&path, &members).is_empty());
+        assert!(index_path(&path).is_file());
+        // Two samples' members swapped: the same size, every offset of the index still a
+        // member's data, but another sample's.
+        let (a, b) = swap;
+        members.swap(2 * a, 2 * b);
+        members.swap(2 * a + 1, 2 * b + 1);
+        rewrite_keeping_mtime(&path, &tar(&members));
+        let stale = read_back(&path, &members);
+        let size = std::fs::metadata(&path).expect("shard").len();
+        if size <= 128 << 10 {
+            // A small shard: its content fingerprint changed, the index was rebuilt.
+            assert!(stale.is_empty(), "{stale:?}");
+        } else {
+            // The middle of a large one: each read of the two finds the header before
+            // the data names another member, and reports it.
+            assert_eq!(stale, [format!("s{a:05}"), format!("s{b:05}")]);
+            // The stale sidecar is gone: the next listing indexes the shard again.
+            assert!(read_back(&path, &members).is_empty());
+        }
+    }
+}
+
+#[test]
+fn a_label_member_changed_with_the_size_and_mtime_kept_is_never_delivered_stale() {
+    // A small shard (its fingerprint covers it all) and one of 100 samples changed in the
+    // middle (beyond the fingerprint's ends: the read's check finds it).
+    for (n, changed) in [(5, 0), (100, 50)] {
+        let all = items(n, 31, false);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut members = tar_members(&all, 0);
+        let path = write(dir.path(), "s.tar", &tar(&members));
+        let (seen, errors) = deliver(
+            Dataset::tar(std::slice::from_ref(&path))
+                .expect("listing")
+                .all(),
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(seen.len(), n);
+        let key = format!("s{changed:05}");
+        let id = stoker::source::sample_id(&format!("s.tar/{key}"));
+        assert_eq!(seen[&id], 0, "label {changed} % 5");
+        let cls = members
+            .iter_mut()
+            .find(|(name, _)| name == &format!("{key}.cls"))
+            .expect("label member");
+        assert_eq!(cls.1, b"0");
+        cls.1 = b"1".to_vec();
+        rewrite_keeping_mtime(&path, &tar(&members));
+        let (seen, errors) = deliver(
+            Dataset::tar(std::slice::from_ref(&path))
+                .expect("listing")
+                .all(),
+        );
+        match seen.get(&id) {
+            // Indexed again: the label the member gives now.
+            Some(label) => {
+                assert_eq!(*label, 1, "{key} delivered with its old label");
+                assert!(errors.is_empty(), "{errors:?}");
+            }
+            // Or reported: the index is stale.
+            None => {
+                assert_eq!(errors.len(), 1, "{errors:?}");
+                assert_eq!(errors[0].path, format!("s.tar/{key}"));
+                assert_eq!(errors[0].kind, SampleErrorKind::Corrupt);
+                assert!(errors[0].reason.contains("is stale"), "{:?}", errors[0]);
+                // The next listing indexes the shard again, with the new label.
+                let (seen, errors) = deliver(
+                    Dataset::tar(std::slice::from_ref(&path))
+                        .expect("listing")
+                        .all(),
+                );
+                assert!(errors.is_empty(), "{errors:?}");
+                assert_eq!(seen[&id], 1);
+            }
+        }
+        assert_eq!(seen.len() + errors.len(), n);
+        if n == 100 {
+            let size = std::fs::metadata(&path).expect("shard").len();
+            assert!(
+                size > 128 << 10,
+                "{size} bytes: the change is past the fingerprint"
+            );
+            assert!(!seen.contains_key(&id), "the read's check reports it");
+        }
+    }
 }

@@ -33,6 +33,8 @@ pub(crate) fn read_location(
             crate::source::shards::read_range(path, *offset, *len, limits.max_bytes, buf)
                 .map_err(|e| SampleError::new(s, shard_error_kind(&e), format!("{what}: {e}")))
         }
+        Location::Member(m) => crate::source::shards::read_member(m, limits.max_bytes, buf)
+            .map_err(|e| SampleError::new(s, shard_error_kind(&e), format!("{what}: {e}"))),
         Location::Refused { kind, reason } => Err(SampleError::new(s, *kind, reason.to_string())),
         Location::Memory(bytes) => {
             if bytes.len() as u64 > limits.max_bytes {

@@ -51,7 +51,7 @@ pub enum Location {
     Record(shards::RecordField),
     /// A cell of a Parquet file (feature `parquet`).
     Parquet(shards::ParquetCell),
-    /// A byte range of a file (a tar member).
+    /// A byte range of a file.
     Range {
         /// The file.
         path: PathBuf,
@@ -60,6 +60,9 @@ pub enum Location {
         /// Bytes.
         len: u64,
     },
+    /// A tar member, read with what its shard's index recorded checked (see
+    /// [`shards::TarMember`]).
+    Member(shards::TarMember),
     /// Nowhere: listing found this sample but it cannot be delivered (a label above
     /// [`MAX_LABEL`], a damaged region of a shard that no sample key can be read from).
     /// Every epoch reports it, with `kind` and `reason`, in place of delivering it, so it is
@@ -106,6 +109,11 @@ impl Location {
                 shards::read_parquet(cell, max_bytes, &mut buf)?;
                 Ok(buf)
             }
+            Location::Member(m) => {
+                let mut buf = Vec::new();
+                shards::read_member(m, max_bytes, &mut buf)?;
+                Ok(buf)
+            }
             Location::Refused { kind, reason } => Err(shards::ReadError::Refused {
                 kind: *kind,
                 reason: Arc::clone(reason),
@@ -119,6 +127,7 @@ impl Location {
 pub fn shard_of(location: &Location) -> Option<&Path> {
     match location {
         Location::Range { path, .. } => Some(path),
+        Location::Member(m) => Some(&m.shard),
         Location::Record(f) => Some(&f.shard),
         Location::Parquet(c) => Some(&c.path),
         Location::File(_) | Location::Memory(_) | Location::Refused { .. } => None,

@@ -1,14 +1,22 @@
 //! The sidecar index of a shard, `<shard>.stoker-index`: every sample's offset and length,
-//! its label, whether it has a mask (JSON), checked against the shard's size and
-//! modification time and rebuilt when either changed.
+//! its label, whether it has a mask (JSON), checked against the shard's size,
+//! modification time and content fingerprint and rebuilt when any changed.
 //!
 //! A sidecar is trusted only as far as it is checked: it is read only when it is a
 //! regular file of at most [`sidecar_limit`] bytes, and used only when its stamp (format,
-//! kind, keys, the shard's size and modification time) matches, its digest (CRC-32C of
-//! its entries) holds, so that a damaged or edited sidecar cannot drop, add or move a
-//! sample, and every entry fits the shard (what would be read lies inside it, no two
-//! samples' bytes overlap, recorded texts are no longer than indexing records). Anything
-//! else is rebuilt from the shard, and the reason logged.
+//! kind, keys, the shard's size and modification time) matches, the shard's fingerprint
+//! (CRC-32C of its first and last [`FINGERPRINT_SPAN`] bytes: a local shard rewritten
+//! with its size and modification time kept, `touch -r` or `cp -p`, is indexed again)
+//! matches, its digest (CRC-32C of its entries) holds, so that a damaged or edited
+//! sidecar cannot drop, add or move a sample, and every entry fits the shard (what would
+//! be read lies inside it, no two samples' bytes overlap, recorded texts are no longer
+//! than indexing records, a tar sample's checks lie inside it). Anything else is rebuilt
+//! from the shard, and the reason logged.
+//!
+//! A change the fingerprint does not see (in the middle of a shard larger than twice
+//! the span) is found when a sample is read: a tar sample's read checks its member's
+//! header and the members its entry holds (see `member.rs` here), and a TFRecord
+//! record's read checks its CRC-32Cs.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -27,6 +35,8 @@ pub(super) struct Index {
     size: u64,
     mtime_ns: u128,
     keys: Option<ExampleKeys>,
+    /// The shard's content fingerprint ([`fingerprint`]).
+    fingerprint: u32,
     /// CRC-32C of `entries` as serialised (JSON).
     digest: u32,
     pub(super) entries: Vec<Entry>,
@@ -35,8 +45,34 @@ pub(super) struct Index {
 /// 2: entries carry the recorded path and class name. 3: labels as recorded (checked when
 /// listed, so an out-of-range label is reported rather than dropped), what indexing found
 /// wrong with a sample, damaged regions of a shard as entries of their own. 4: the digest
-/// of the entries.
-const INDEX_VERSION: u32 = 5;
+/// of the entries. 6: the shard's fingerprint, and what a read of a tar sample checks.
+const INDEX_VERSION: u32 = 6;
+
+/// The bytes at each end of a shard its fingerprint covers (all of a shard of up to twice
+/// as many).
+pub(super) const FINGERPRINT_SPAN: u64 = 64 << 10;
+
+/// The shard's content fingerprint: the CRC-32C of its first and last
+/// [`FINGERPRINT_SPAN`] bytes (of all of it when it is no larger than both).
+fn fingerprint(shard: &Path, size: u64) -> std::io::Result<u32> {
+    let spans = if size <= 2 * FINGERPRINT_SPAN {
+        vec![(0, size)]
+    } else {
+        vec![
+            (0, FINGERPRINT_SPAN),
+            (size - FINGERPRINT_SPAN, FINGERPRINT_SPAN),
+        ]
+    };
+    let mut crc = 0u32;
+    let mut buf = Vec::new();
+    for (offset, len) in spans {
+        // At most 128 KiB.
+        buf.resize(len as usize, 0);
+        super::with_shard(shard, offset, len, |f| f.read_exact(&mut buf))?;
+        crc = crc32c::crc32c_append(crc, &buf);
+    }
+    Ok(crc)
+}
 
 /// Why a sidecar is not used (and the index is rebuilt): logged, never an error.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +95,9 @@ enum Stale {
         /// What differs.
         what: &'static str,
     },
+    /// The shard's fingerprint could not be read.
+    #[error("the shard's fingerprint could not be read: {0}")]
+    Fingerprint(std::io::Error),
     /// The entries are not those the digest was made of: damaged or edited.
     #[error("digest {stored:#010x} does not match the entries' {computed:#010x}")]
     Digest {
@@ -145,6 +184,22 @@ fn check_entries(entries: &[Entry], size: u64, kind: Kind<'_>) -> std::result::R
         if matches!(kind, Kind::TfRecord(_)) && e.mask.is_some_and(|m| m != (0, 0)) {
             return Err(bad(i, "a record with a mask range".into()));
         }
+        if matches!(kind, Kind::Tar) {
+            // What a read checks: the image's (and the mask's) header and the recorded
+            // members, inside the shard and bounded.
+            let checks = [(e.offset, e.check.as_ref(), "image")]
+                .into_iter()
+                .chain(e.mask.map(|(o, _)| (o, e.mask_check.as_ref(), "mask")));
+            for (data, check, what) in checks {
+                let unfit = match check {
+                    Some(c) => c.unfit(size, data),
+                    None => Some(format!("no check of its {what}")),
+                };
+                if let Some(why) = unfit {
+                    return Err(bad(i, format!("{why} ({what})")));
+                }
+            }
+        }
         for (offset, len) in std::iter::once((e.offset, e.len)).chain(mask) {
             let end = offset.checked_add(len).and_then(|x| x.checked_add(frame));
             match end {
@@ -169,9 +224,10 @@ fn check_entries(entries: &[Entry], size: u64, kind: Kind<'_>) -> std::result::R
     Ok(())
 }
 
-/// The sidecar `side` as the index of a shard of `size` bytes modified at `mtime_ns`, of
+/// The sidecar `side` as the index of `shard`, of `size` bytes modified at `mtime_ns`, of
 /// `kind`, if it is one ([`Stale`] says why not).
 fn load(
+    shard: &Path,
     side: &Path,
     size: u64,
     mtime_ns: u128,
@@ -195,6 +251,16 @@ fn load(
     ] {
         if differs {
             return Err(Stale::Stamp { what });
+        }
+    }
+    // A store sets an object's modification time whenever it is written; a local file's
+    // can be set to anything.
+    if !crate::source::remote::is_url(shard) {
+        let now = fingerprint(shard, size).map_err(Stale::Fingerprint)?;
+        if now != ix.fingerprint {
+            return Err(Stale::Stamp {
+                what: "content fingerprint",
+            });
         }
     }
     let computed = digest(&ix.entries)?;
@@ -257,7 +323,7 @@ pub fn index_path(shard: &Path) -> PathBuf {
 }
 
 /// The shard's index: the sidecar when it matches the shard (size, modification time,
-/// kind, keys), else built now and saved (a sidecar that cannot be written is logged, not
+/// content fingerprint, kind, keys), else built now and saved (a sidecar that cannot be written is logged, not
 /// an error: read-only datasets index in memory).
 pub(super) fn index(shard: &Path, kind: Kind<'_>) -> Result<Index> {
     let (size, mtime_ns) = file_stamp(shard)?;
@@ -266,7 +332,7 @@ pub(super) fn index(shard: &Path, kind: Kind<'_>) -> Result<Index> {
         Kind::Tar => None,
     };
     let side = index_path(shard);
-    match load(&side, size, mtime_ns, kind) {
+    match load(shard, &side, size, mtime_ns, kind) {
         Ok(ix) => return Ok(ix),
         Err(Stale::Read(crate::source::fsio::ReadError::File { error, .. }))
             if error.kind() == std::io::ErrorKind::NotFound => {}
@@ -276,12 +342,14 @@ pub(super) fn index(shard: &Path, kind: Kind<'_>) -> Result<Index> {
         Kind::TfRecord(k) => tfrecord::index(shard, size, k)?,
         Kind::Tar => tar::index(shard, size)?,
     };
+    let fingerprint = fingerprint(shard, size).map_err(|e| crate::error::Error::io(shard, e))?;
     let ix = Index {
         version: INDEX_VERSION,
         kind: kind.name().into(),
         size,
         mtime_ns,
         keys: keys.cloned(),
+        fingerprint,
         digest: digest(&entries).unwrap_or(0),
         entries,
     };

@@ -1,10 +1,16 @@
 //! Samples in shards: TFRecord files of `tf.train.Example` records, and tar files in the
 //! WebDataset layout. Each shard is indexed once (every record's offset and length, its
 //! label, whether it has a mask) into a sidecar file beside it, `<shard>.stoker-index`
-//! ([`index_path`]), checked against the shard's size and modification time and rebuilt
-//! when either changed (or when the sidecar is damaged: its entries carry a digest and
-//! are checked against the shard), so that any sample is read by offset and the sampler's full
-//! permutation works across shards. [`ShardWriter`] writes shards (`stoker convert`).
+//! ([`index_path`]), checked against the shard's size, modification time and content
+//! fingerprint (its first and last 64 KiB) and rebuilt when any changed (or when the
+//! sidecar is damaged: its entries carry a digest and are checked against the shard), so
+//! that any sample is read by offset and the sampler's full permutation works across
+//! shards. A tar sample is read as a [`TarMember`]: the read checks that its member's
+//! header and the members its entry holds (label, class name, path, targets) are those
+//! indexed, so that a shard rewritten with its size and modification time kept never
+//! delivers another member's bytes or a stale label: the sample is reported
+//! ([`ReadError::StaleIndex`]) and the sidecar removed, to be rebuilt by the next listing.
+//! [`ShardWriter`] writes shards (`stoker convert`).
 //!
 //! A sample's id is stable: it is [`super::sample_id`] of its path. A shard written by
 //! [`ShardWriter`] (`stoker convert`) records each sample's path in the dataset it came
@@ -40,7 +46,9 @@
 //! location of a Parquet cell (present in every build, so [`super::Location`] is the same
 //! with or without the `parquet` feature), listing files, and the read error type.
 
+mod check;
 mod index;
+mod member;
 mod tar;
 mod tfrecord;
 pub mod write;
@@ -61,6 +69,7 @@ use index::Kind;
 
 pub use self::tar::read_range;
 pub use index::{index_path, restamp_index, seal_index};
+pub use member::{read_member, TarMember};
 pub use tfrecord::{
     crc32c, encode_example, frame_record, masked_crc, read_field, RecordError, WireError,
 };
@@ -107,6 +116,13 @@ pub(crate) struct Entry {
     /// keypoints: the keys of a JSON Lines manifest), when it has one that holds any.
     #[serde(default)]
     pub(crate) targets: Option<Targets>,
+    /// Tar: what a read of the image checks (its header, and the members whose data this
+    /// entry holds: label, class name, path, targets), for a sample that is delivered.
+    #[serde(default)]
+    pub(crate) check: Option<check::Check>,
+    /// Tar: what a read of the mask checks (its header).
+    #[serde(default)]
+    pub(crate) mask_check: Option<check::Check>,
 }
 
 impl Entry {
@@ -126,6 +142,8 @@ impl Entry {
             problem: Some(Problem::Corrupt(what)),
             unread: false,
             targets: None,
+            check: None,
+            mask_check: None,
         }
     }
 }
@@ -319,6 +337,21 @@ pub enum ReadError {
         offset: u64,
         /// What reading said.
         error: std::io::Error,
+    },
+    /// A tar member's index no longer matches its shard: the bytes a read checks
+    /// ([`TarMember::pieces`]) are not those indexed. The sample is not delivered; the
+    /// stale sidecar is removed (a local one), so that the next listing indexes the
+    /// shard again.
+    #[error("{} at {offset}: the shard's index {} is stale (the shard changed since it was indexed): {what}", shard.display(), side.display())]
+    StaleIndex {
+        /// The shard.
+        shard: PathBuf,
+        /// Where the member's data starts, as indexed.
+        offset: u64,
+        /// What the read found.
+        what: String,
+        /// The sidecar index.
+        side: PathBuf,
     },
     /// A Parquet cell, in a build without the `parquet` feature.
     #[error("{}: this build of stoker reads no Parquet (the `parquet` feature is off)", path.display())]
@@ -874,12 +907,20 @@ pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
 pub fn tar(paths: &[PathBuf]) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tar"])?;
     dataset(&shards, Kind::Tar, |shard, _, e| {
-        let range = |offset, len| Location::Range {
-            path: shard.to_path_buf(),
-            offset,
-            len,
+        let member = |offset, len, check: Option<&check::Check>| match check {
+            Some(c) => Location::Member(TarMember::new(shard.to_path_buf(), offset, len, c)),
+            // (Not in an index that loads: every sample delivered has its checks.)
+            None => Location::Range {
+                path: shard.to_path_buf(),
+                offset,
+                len,
+            },
         };
-        (range(e.offset, e.len), e.mask.map(|(o, l)| range(o, l)))
+        let image = member(e.offset, e.len, e.check.as_ref());
+        (
+            image,
+            e.mask.map(|(o, l)| member(o, l, e.mask_check.as_ref())),
+        )
     })
 }
 

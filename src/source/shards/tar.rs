@@ -24,10 +24,13 @@
 //!   end of the shard while a header follows, an extension that does not parse) starts a
 //!   damaged region, which runs to the next block that is a header whose checksum holds,
 //!   where the walk resumes (reading the shard once, a block at a time). A region whose
-//!   first block still names its member (a header with a failed checksum or a bad size)
-//!   is reported under that member's sample; else under the sample beside it that lacks
-//!   a member (both neighbours of one key, or the one of the two without its image or
-//!   label); else, when it cannot be told whose it is, as an entry of its own,
+//!   first block is an intact header with a bad size is reported under its member's
+//!   sample. Else it is reported under the sample beside it that lacks a member (both
+//!   neighbours of one key; the neighbour of the name a header with a failed checksum
+//!   still gives, when it lacks one; the one of the two without its image or label);
+//!   else under the neighbour of that name; else, for a name no sample has, as a sample
+//!   of its own under that name (a damaged name never lists one sample twice); else,
+//!   when it cannot be told whose it is, as an entry of its own,
 //!   `<shard file name>/@<offset>`. A region of blocks that are (nearly) zeros running to
 //!   the end of the shard is its end-of-archive marker, not damage;
 //! - a member whose data runs past the end of the shard with no header after it (the
@@ -44,6 +47,7 @@
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
+use super::check::Check;
 use super::{recorded_text, with_shard, Entry, Problem, ReadError, MAX_RECORDED};
 use crate::error::{Error, Result};
 use crate::source::target::{targets_from_json, Targets};
@@ -78,13 +82,21 @@ pub fn read_range(
 const EXTENSION_LIMIT: u64 = 1 << 20;
 
 /// A tar block.
-const BLOCK: u64 = 512;
+pub(super) const BLOCK: u64 = 512;
+
+/// The most bytes of extension headers (and their data) before a member that its check
+/// covers ([`Check`]); a member after more is checked by its own header alone.
+const HEAD_LIMIT: u64 = 64 << 10;
 
 /// One 512-byte block of a shard.
-type Block = [u8; BLOCK as usize];
+pub(super) type Block = [u8; BLOCK as usize];
 
 /// The extensions of a member that is a sample's text (read while indexing).
 const TEXT: [&str; 3] = ["cls", "cls.txt", "path.txt"];
+
+/// The members whose data indexing takes into a sample's entry: the texts and the
+/// targets. A read of the sample checks them ([`Check`]).
+const RECORDED: [&str; 4] = ["cls", "cls.txt", "path.txt", "json"];
 
 /// The most bytes of a sample's `json` member (its targets) read while indexing: room
 /// for [`crate::source::target::MAX_TARGETS`] boxes and keypoints written out in full.
@@ -168,7 +180,7 @@ fn octal(field: &[u8]) -> Option<u64> {
 
 /// A number field: octal, or GNU base-256 (the first byte's high bit set, the value
 /// big-endian in the rest; a negative one, first byte `0xff`, is no size).
-fn number(field: &[u8]) -> Option<u64> {
+pub(super) fn number(field: &[u8]) -> Option<u64> {
     match field.split_first() {
         Some((&first, rest)) if first & 0x80 != 0 => {
             if first == 0xff {
@@ -185,7 +197,7 @@ fn number(field: &[u8]) -> Option<u64> {
 /// Whether `b` is a tar header whose checksum holds: the checksum field (octal, with at
 /// least one digit) is the sum of the block's bytes, the field itself counted as spaces
 /// (unsigned, or signed as some old writers summed). An all-zero block is not.
-fn checksum_holds(b: &Block) -> bool {
+pub(super) fn checksum_holds(b: &Block) -> bool {
     let field = &b[148..156];
     let Some(want) = octal(field).filter(|_| field.iter().any(u8::is_ascii_digit)) else {
         return false;
@@ -200,7 +212,7 @@ fn checksum_holds(b: &Block) -> bool {
 }
 
 /// The member name a header gives (ustar prefix and name, as the `tar` crate reads them).
-fn name_of(b: &Block) -> String {
+pub(super) fn name_of(b: &Block) -> String {
     let mut h = ::tar::Header::new_old();
     h.as_mut_bytes().copy_from_slice(b);
     String::from_utf8_lossy(&h.path_bytes()).into_owned()
@@ -281,6 +293,10 @@ struct Member {
     /// Its data offset and length.
     at: u64,
     len: u64,
+    /// Where its header starts (the first of the extension headers before it, when they
+    /// are few: see [`HEAD_LIMIT`]), and the CRC-32C of the bytes from there to its data.
+    head: u64,
+    head_crc: u32,
     /// Its type flag when it is not a regular file (a directory, a link, ...): listed in
     /// reports, never taken as the sample's image.
     other: Option<u8>,
@@ -344,11 +360,14 @@ impl Group {
     }
 }
 
-/// A damaged region no member's header names: from `at` to `end`.
+/// A damaged region no intact member's header names: from `at` to `end`.
 struct Region {
     at: u64,
     end: u64,
     what: String,
+    /// The member name a damaged header still gives: a hint whose sample it is, not
+    /// trusted (its checksum fails, so any of its bytes may be wrong).
+    hint: Option<String>,
     /// The groups beside it (indexes into [`Samples::groups`]).
     before: Option<usize>,
     after: Option<usize>,
@@ -407,14 +426,23 @@ impl Samples {
                     g.damage.push(format!("{what}{until}"));
                 }
             }
-            None => self.regions.push(Region {
-                at,
-                end,
-                what,
-                before: self.groups.len().checked_sub(1),
-                after: None,
-            }),
+            None => self.suspect(at, end, what, None),
         }
+    }
+
+    /// Damage from `at` to `end`, `what` it is, starting at a block that may name a
+    /// member (`hint`, from a header whose checksum fails): whose sample it is is told
+    /// when the entries are made ([`Samples::entries`]), so that a damaged name never
+    /// makes a sample of its own beside the one it damaged.
+    fn suspect(&mut self, at: u64, end: u64, what: String, hint: Option<String>) {
+        self.regions.push(Region {
+            at,
+            end,
+            what,
+            hint,
+            before: self.groups.len().checked_sub(1),
+            after: None,
+        });
     }
 
     /// One entry per sample key, and one per region told to no sample, in shard order.
@@ -425,17 +453,29 @@ impl Samples {
         let mut out: Vec<(u64, Entry)> = Vec::new();
         for r in std::mem::take(&mut self.regions) {
             let sides = [r.before, r.after];
+            let hint = r.hint.as_deref().and_then(key_of).map(|(k, _)| k);
+            let named = |i: &usize| {
+                hint.as_ref()
+                    .is_some_and(|k| self.groups.get(*i).is_some_and(|g| &g.key == k))
+            };
             let whose = match sides {
                 [Some(b), Some(a)] if a == b => Some(b),
                 _ => {
-                    let mut lack = sides
+                    let lack: Vec<usize> = sides
                         .into_iter()
                         .flatten()
-                        .filter(|&i| self.groups.get(i).is_some_and(lacking));
-                    match (lack.next(), lack.next()) {
-                        (Some(i), None) => Some(i),
-                        _ => None,
-                    }
+                        .filter(|&i| self.groups.get(i).is_some_and(lacking))
+                        .collect();
+                    // The neighbour of the name it gives that lacks a member, else the
+                    // one neighbour that lacks a member, else the neighbour of its name.
+                    lack.iter()
+                        .copied()
+                        .find(named)
+                        .or(match lack[..] {
+                            [i] => Some(i),
+                            _ => None,
+                        })
+                        .or_else(|| sides.into_iter().flatten().find(named))
                 }
             };
             let until = if r.end >= size {
@@ -443,11 +483,36 @@ impl Samples {
             } else {
                 format!("up to the next tar header, at offset {}", r.end)
             };
-            match whose.and_then(|i| self.groups.get_mut(i)) {
-                Some(g) => g.damage.push(format!(
-                    "damaged region beside it at offset {}: {}, {until}",
-                    r.at, r.what
-                )),
+            // A damaged header that still gives a name is told as its own damage is.
+            let told = r.hint.as_ref().map(|_| {
+                let until = if r.end < r.at + BLOCK {
+                    String::new()
+                } else {
+                    format!(" (no intact header from offset {} to {})", r.at, r.end)
+                };
+                format!("{}{until}", r.what)
+            });
+            if let Some(g) = whose.and_then(|i| self.groups.get_mut(i)) {
+                g.damage.push(told.unwrap_or_else(|| {
+                    format!(
+                        "damaged region beside it at offset {}: {}, {until}",
+                        r.at, r.what
+                    )
+                }));
+                continue;
+            }
+            // A name no neighbour has, and no other sample: a sample of its own, all its
+            // members lost.
+            match hint.filter(|k| !self.groups.iter().any(|g| &g.key == k)) {
+                Some(key) => {
+                    let g = Group {
+                        key,
+                        at: r.at,
+                        members: Vec::new(),
+                        damage: told.into_iter().collect(),
+                    };
+                    out.push((r.at, g.entry()));
+                }
                 None => out.push((
                     r.at,
                     Entry::damage(
@@ -523,6 +588,7 @@ impl Group {
             }
         }
         let recorded = |ext: &str| text(ext).and_then(|(_, b)| b).and_then(recorded_text);
+        let deliverable = problem.is_none();
         Entry {
             name: self.key.clone(),
             offset,
@@ -534,7 +600,30 @@ impl Group {
             problem,
             unread: false,
             targets,
+            check: image.filter(|_| deliverable).map(|m| self.check_of(m)),
+            mask_check: mask
+                .filter(|_| deliverable)
+                .map(|m| Check::new(vec![(m.head, m.at - m.head, m.head_crc)])),
         }
+    }
+
+    /// What a read of the sample's `image` checks: the image member's header (with the
+    /// extension headers before it) and the members whose data the entry holds (the
+    /// label, class name, path and targets: headers and data), so that a shard rewritten
+    /// under an index it no longer matches never delivers another member's bytes, nor
+    /// the sample with a label or path its members no longer give.
+    fn check_of(&self, image: &Member) -> Check {
+        let mut pieces = vec![(image.head, image.at - image.head, image.head_crc)];
+        for ext in RECORDED {
+            if let Some(m) = self.find(&[ext]) {
+                let (len, crc) = match &m.text {
+                    Some(t) => (m.len, crc32c::crc32c_append(m.head_crc, t)),
+                    None => (0, m.head_crc),
+                };
+                pieces.push((m.head, m.at - m.head + len, crc));
+            }
+        }
+        Check::new(pieces)
     }
 }
 
@@ -557,6 +646,9 @@ fn json_targets(bytes: Option<&[u8]>) -> std::result::Result<Option<Targets>, St
 struct Pending {
     name: Option<String>,
     size: Option<u64>,
+    /// Where the first of the extension headers is, and the CRC-32C of the bytes from
+    /// there to the next header.
+    chain: Option<(u64, u32)>,
 }
 
 /// Indexes a WebDataset tar shard of `size` bytes (see the module docs for damage).
@@ -595,6 +687,8 @@ enum Step {
     Damage {
         what: String,
         name: Option<String>,
+        /// Whether `name` is from a header whose checksum holds (else it is a hint).
+        trusted: bool,
         zeros: bool,
         next: Option<Option<u64>>,
     },
@@ -605,6 +699,7 @@ impl Step {
         Step::Damage {
             what,
             name,
+            trusted: true,
             zeros: false,
             next: None,
         }
@@ -641,6 +736,7 @@ fn walk(blocks: &mut Blocks, samples: &mut Samples, shard: &str) -> io::Result<(
             Step::Damage {
                 what,
                 name,
+                trusted: false,
                 zeros: nearly_zero(&b),
                 next: None,
             }
@@ -651,6 +747,7 @@ fn walk(blocks: &mut Blocks, samples: &mut Samples, shard: &str) -> io::Result<(
             Step::Damage {
                 what,
                 name,
+                trusted,
                 zeros,
                 next,
             } => {
@@ -667,7 +764,11 @@ fn walk(blocks: &mut Blocks, samples: &mut Samples, shard: &str) -> io::Result<(
                 log::warn!(
                     "{shard}: damaged tar data at offset {at} ({what}); resuming at {next:?}"
                 );
-                samples.damage(at, end, what, name.as_deref());
+                if trusted {
+                    samples.damage(at, end, what, name.as_deref());
+                } else {
+                    samples.suspect(at, end, what, name);
+                }
                 at = end;
             }
         }
@@ -709,6 +810,7 @@ fn header(
             return Ok(Step::Damage {
                 what,
                 name,
+                trusted: true,
                 zeros: false,
                 next: Some(next),
             });
@@ -719,7 +821,8 @@ fn header(
             "member {name} ({len} bytes at offset {}) is cut short: the shard ends at offset {size}",
             at + BLOCK
         );
-        samples.add(at, member(name.clone(), at, len, flag, None));
+        let head = (at, crc32c::crc32c(b));
+        samples.add(at, member(name.clone(), at, head, len, flag, None));
         samples.damage(at, at, what, Some(&name));
         return Ok(Step::End);
     };
@@ -731,16 +834,21 @@ fn header(
             *pending = Pending::default();
             return Ok(Step::Next(end));
         }
-        // At most EXTENSION_LIMIT bytes, within the shard (checked above).
-        let mut data = vec![0u8; len as usize];
-        blocks.read_at(at + BLOCK, &mut data)?;
+        // At most EXTENSION_LIMIT bytes and the padding to the block, within the shard
+        // (checked above): all of it is the next member's check.
+        let mut padded = vec![0u8; (end - at - BLOCK) as usize];
+        blocks.read_at(at + BLOCK, &mut padded)?;
+        let (start, crc) = pending.chain.unwrap_or((at, 0));
+        let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc, b), &padded);
+        pending.chain = Some((start, crc));
+        let data = padded.get(..len as usize).unwrap_or_default();
         let parsed = match flag {
-            b'L' => long_name(&data).map(|n| pending.name = Some(n)),
-            b'x' => pax(&data).map(|(path, size)| {
+            b'L' => long_name(data).map(|n| pending.name = Some(n)),
+            b'x' => pax(data).map(|(path, size)| {
                 pending.name = path.or(pending.name.take());
                 pending.size = size.or(pending.size);
             }),
-            b'g' => pax(&data).map(|_| ()),
+            b'g' => pax(data).map(|_| ()),
             _ => Some(()),
         };
         if parsed.is_none() {
@@ -757,6 +865,10 @@ fn header(
         return Ok(Step::Next(end));
     }
     let name = pending.name.take().unwrap_or(name);
+    let head = match pending.chain.take() {
+        Some((start, crc)) if at - start <= HEAD_LIMIT => (start, crc32c::crc32c_append(crc, b)),
+        _ => (at, crc32c::crc32c(b)),
+    };
     let file = matches!(flag, b'0' | 0 | b'7');
     let limit = match key_of(&name) {
         Some((_, ext)) if TEXT.contains(&ext.as_str()) => MAX_RECORDED,
@@ -771,17 +883,28 @@ fn header(
     } else {
         None
     };
-    samples.add(at, member(name, at, len, flag, text));
+    samples.add(at, member(name, at, head, len, flag, text));
     Ok(Step::Next(end))
 }
 
-/// The member `name` of `len` bytes whose header (type `flag`) is at `at`.
-fn member(name: String, at: u64, len: u64, flag: u8, text: Option<Vec<u8>>) -> Member {
+/// The member `name` of `len` bytes whose header (type `flag`) is at `at`, its headers
+/// `head`: where they start and their CRC-32C (see [`Member::head`]).
+fn member(
+    name: String,
+    at: u64,
+    head: (u64, u32),
+    len: u64,
+    flag: u8,
+    text: Option<Vec<u8>>,
+) -> Member {
+    let (head, head_crc) = head;
     Member {
         name,
         ext: String::new(),
         at: at + BLOCK,
         len,
+        head,
+        head_crc,
         other: (!matches!(flag, b'0' | 0 | b'7')).then_some(flag),
         text,
     }
@@ -937,16 +1060,70 @@ mod tests {
         bytes[at + 124] = b'9';
         assert_eq!(keys(&bytes), ["s0", "s1", "s2"]);
         assert_eq!(reported(&bytes, "s1.jpg"), [("s1".to_string(), true)]);
-        // Its name garbled too: the damage is reported under the name it gives, and s1,
-        // left with its label alone, for having no image.
+        // Its name garbled too: a header whose checksum fails is no sample of its own;
+        // the damage is reported under s1, left with its label alone, with the name the
+        // header gives.
         bytes[at] = b'x';
-        assert_eq!(keys(&bytes), ["s0", "x1", "s1", "s2"]);
-        let got = reported(&bytes, "x1.jpg");
-        assert_eq!(got, [("x1".to_string(), true), ("s1".to_string(), false)]);
+        assert_eq!(keys(&bytes), ["s0", "s1", "s2"]);
+        assert_eq!(reported(&bytes, "x1.jpg"), [("s1".to_string(), true)]);
+        // A sample of one member whose name is garbled: no neighbour lacks a member, so
+        // it is listed under the name it gives, once.
+        let mut tar = ::tar::Builder::new(Vec::new());
+        for i in 0..3u8 {
+            member(&mut tar, &format!("s{i}.jpg"), &[i; 700]);
+        }
+        let mut bytes = tar.into_inner().expect("tar");
+        let at = header_of(&bytes, "s1.jpg");
+        bytes[at] = b'x';
+        assert_eq!(keys(&bytes), ["s0", "x1", "s2"]);
         assert_eq!(
-            reported(&bytes, "has no image member (members: s1.cls)"),
-            [("x1".to_string(), false), ("s1".to_string(), true)]
+            reported(&bytes, "the tar header of x1.jpg at offset"),
+            [("x1".to_string(), true)]
         );
+    }
+
+    /// The check of sample `i` of `bytes` (see [`Check`]) and the check's ranges as the
+    /// bytes they cover.
+    fn checked(bytes: &[u8], i: usize) -> Vec<Vec<u8>> {
+        let (_dir, _path, entries) = indexed(bytes);
+        let check = entries[i].check.clone().expect("a check");
+        check
+            .pieces
+            .iter()
+            .map(|&(o, l)| bytes[o as usize..(o + l) as usize].to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn a_samples_check_covers_its_image_header_and_label_and_what_it_records() {
+        let mut tar = ::tar::Builder::new(Vec::new());
+        member(&mut tar, "s0.jpg", &[0; 700]);
+        member(&mut tar, "s0.cls", b"3");
+        member(&mut tar, "s0.path.txt", b"cat/a.jpg");
+        member(&mut tar, "s0.txt", b"not recorded");
+        // A long name (GNU) before the second sample's image: its blocks are checked too.
+        let deep = format!("{}/s1", "d".repeat(120));
+        let mut h = ::tar::Header::new_gnu();
+        h.set_size(3);
+        tar.append_data(&mut h, format!("{deep}.jpg"), &b"one"[..])
+            .expect("long name");
+        let bytes = tar.into_inner().expect("tar");
+        let header = |name: &str| {
+            let at = header_of(&bytes, name);
+            bytes[at..at + 512].to_vec()
+        };
+        let with_data = |name: &str, data: &[u8]| [header(name), data.to_vec()].concat();
+        let want = [
+            header("s0.jpg"),
+            with_data("s0.cls", b"3"),
+            with_data("s0.path.txt", b"cat/a.jpg"),
+        ];
+        assert_eq!(checked(&bytes, 0), want);
+        // The long name's header, its data (a block), the member's own header.
+        let long = header_of(&bytes, "././@LongLink");
+        let data = long + 3 * 512;
+        assert_eq!(&bytes[data..data + 3], b"one");
+        assert_eq!(checked(&bytes, 1), [bytes[long..data].to_vec()]);
     }
 
     #[test]

@@ -752,6 +752,8 @@ fn index_records<R: Read + Seek>(
             problem: None,
             unread: true,
             targets: None,
+            check: None,
+            mask_check: None,
         };
         let mut head = [0u8; 12];
         if at + 12 > size {
