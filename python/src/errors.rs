@@ -107,6 +107,12 @@ fn convert(py: Python<'_>, e: stoker::Error) -> PyErr {
             msg,
             &[("path", path(p)), ("reason", obj(py, reason))],
         ),
+        E::Listing { path: p, .. } => make(
+            py,
+            "SourceError",
+            msg.clone(),
+            &[("path", path(Some(p))), ("reason", obj(py, msg))],
+        ),
         E::Split { path: p, reason } => make(
             py,
             "SplitError",
