@@ -17,11 +17,14 @@
 //!   codes at least a luma and a chroma mode per macroblock with fixed probabilities,
 //!   1.67 bits or more); a frame must have the canvas size of its `VP8X` header; raw
 //!   alpha (`ALPH`) must hold a byte per pixel.
+//! - GIF: the decoder refuses a first frame its LZW data does not fill; a code takes two
+//!   bits at least and gives 4096 pixels at most (the longest string of a full table), so
+//!   the frame may not have more pixels than 16384 per byte of its data.
 //!
 //! Each bound is what the decoder itself would find missing: a file refused here fails
-//! there too, later. A lossless WebP (`VP8L`), a GIF, a TIFF's compressed strips and an
-//! RLE bitmap's runs can code a large image in a few bytes: those are decoded (within the
-//! limits) and refused by their decoder when the data runs out.
+//! there too, later. A lossless WebP (`VP8L`), a TIFF's strips and an RLE bitmap's runs
+//! can code a large image in a few bytes: those are decoded (within the limits) and
+//! refused by their decoder when the data runs out.
 
 use super::{DecodeError, Format, ImageInfo};
 
@@ -31,6 +34,7 @@ pub(crate) fn check(bytes: &[u8], info: &ImageInfo) -> Result<(), DecodeError> {
     let r = match info.format {
         Format::Bmp => bmp(bytes, info),
         Format::Webp => webp(bytes, info),
+        Format::Gif => gif(bytes),
         _ => Ok(()),
     };
     r.map_err(|reason| DecodeError::Image {
@@ -218,6 +222,58 @@ fn vp8(data: &[u8], declared: u64, w: u64, h: u64) -> Result<(), String> {
         return Err(format!(
             "a first partition of {first} bytes cannot code the modes of {macroblocks} \
              macroblocks"
+        ));
+    }
+    Ok(())
+}
+
+/// Skips GIF sub-blocks from `at` (a size byte, that many bytes, up to a size of 0):
+/// where they end, and the bytes of data they hold (those present).
+fn sub_blocks(bytes: &[u8], mut at: usize) -> (usize, u64) {
+    let mut data = 0u64;
+    while let Some(&n) = bytes.get(at) {
+        at += 1;
+        if n == 0 {
+            break;
+        }
+        let n = usize::from(n);
+        data += n.min(bytes.len().saturating_sub(at)) as u64;
+        at += n;
+    }
+    (at, data)
+}
+
+/// The first frame of a GIF against the LZW data it has (see the module's documentation).
+fn gif(bytes: &[u8]) -> Result<(), String> {
+    // Signature (6), screen width and height, flags, background, aspect.
+    let table = |flags: u8| {
+        if flags & 0x80 != 0 {
+            3usize << ((flags & 7) + 1)
+        } else {
+            0
+        }
+    };
+    let Some(&flags) = bytes.get(10) else {
+        return Ok(());
+    };
+    let mut at = 13 + table(flags);
+    loop {
+        match bytes.get(at) {
+            Some(0x21) => at = sub_blocks(bytes, at + 2).0,
+            Some(0x2C) => break,
+            _ => return Ok(()),
+        }
+    }
+    // Descriptor: left, top, width, height, flags; a local table; the LZW code size.
+    let (Some(w), Some(h), Some(&flags)) =
+        (le16(bytes, at + 5), le16(bytes, at + 7), bytes.get(at + 9))
+    else {
+        return Ok(());
+    };
+    let (_, data) = sub_blocks(bytes, at + 10 + table(flags) + 1);
+    if w * h > (data + 1) * 16384 {
+        return Err(format!(
+            "the first frame's {w}x{h} pixels cannot come from {data} bytes of LZW data"
         ));
     }
     Ok(())
