@@ -320,3 +320,184 @@ fn a_mixed_folder_delivers_every_format_on_every_backend() {
         }
     }
 }
+
+/// The files whose data is checked against their headers before decoding (RLE bitmaps,
+/// extended WebPs, raw alpha) are delivered whole: the same pixels as the plain files they
+/// were made from (`coffee_rle8.bmp` codes the indices of `coffee_palette.bmp` in runs;
+/// the extended WebPs wrap the bitstreams of `coffee_lossless.webp` and
+/// `coffee_lossy.webp` in a `VP8X` header, the second with raw alpha, which is dropped).
+#[test]
+fn run_length_bitmaps_and_extended_webps_are_not_refused() {
+    for (file, same_as) in [
+        ("coffee_rle8.bmp", "coffee_palette.bmp"),
+        ("coffee_extended_lossless.webp", "coffee_lossless.webp"),
+        ("coffee_alpha_lossy.webp", "coffee_lossy.webp"),
+    ] {
+        let (_, got) = decode(&read(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let (_, want) = decode(&read(same_as)).expect(same_as);
+        assert_eq!((got.width, got.height), (97, 61), "{file}");
+        assert!(got.data == want.data, "{file} differs from {same_as}");
+    }
+    // RLE4: the same indices divided by 4, over every fourth colour of the palette.
+    let (_, got) = decode(&read("coffee_rle4.bmp")).expect("rle4");
+    let palette = read("coffee_palette.bmp");
+    let (_, full) = decode(&palette).expect("palette");
+    assert_eq!((got.width, got.height), (97, 61));
+    let colour = |i: usize| {
+        [
+            palette[54 + 4 * i + 2],
+            palette[54 + 4 * i + 1],
+            palette[54 + 4 * i],
+        ]
+    };
+    let stride = 100;
+    for y in 0..61usize {
+        for x in 0..97usize {
+            // Rows are stored bottom-up.
+            let index = usize::from(palette[310 + (60 - y) * stride + x]);
+            let at = 3 * (y * 97 + x);
+            assert_eq!(
+                full.data[at..at + 3],
+                colour(index),
+                "palette file at {x},{y}"
+            );
+            assert_eq!(
+                got.data[at..at + 3],
+                colour(index / 4 * 4),
+                "rle4 at {x},{y}"
+            );
+        }
+    }
+}
+
+/// A zlib stream of stored (uncompressed) deflate blocks.
+fn zlib_stored(data: &[u8]) -> Vec<u8> {
+    let mut z = vec![0x78, 0x01];
+    let mut blocks = data.chunks(65535).peekable();
+    if blocks.peek().is_none() {
+        z.extend_from_slice(&[1, 0, 0, 0xFF, 0xFF]);
+    }
+    while let Some(b) = blocks.next() {
+        z.push(u8::from(blocks.peek().is_none()));
+        let n = b.len() as u16;
+        z.extend_from_slice(&n.to_le_bytes());
+        z.extend_from_slice(&(!n).to_le_bytes());
+        z.extend_from_slice(b);
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in data {
+        a = (a + u32::from(x)) % 65521;
+        b = (b + a) % 65521;
+    }
+    z.extend_from_slice(&((b << 16) | a).to_be_bytes());
+    z
+}
+
+/// An Adam7-interlaced PNG of `w` x `h` pixels of `bits` bits (`colour` 0 gray, 2 RGB),
+/// whose sample at (x, y) channel c is `sample(x, y, c)`, written here pass by pass.
+fn interlaced_png(
+    w: u32,
+    h: u32,
+    bits: u8,
+    colour: u8,
+    sample: impl Fn(u32, u32, u32) -> u8,
+) -> Vec<u8> {
+    let channels = if colour == 2 { 3 } else { 1 };
+    let mut raw = Vec::new();
+    for (x0, y0, dx, dy) in [
+        (0, 0, 8, 8),
+        (4, 0, 8, 8),
+        (0, 4, 4, 8),
+        (2, 0, 4, 4),
+        (0, 2, 2, 4),
+        (1, 0, 2, 2),
+        (0, 1, 1, 2),
+    ] {
+        let xs: Vec<u32> = (x0..w).step_by(dx).collect();
+        if xs.is_empty() || y0 >= h {
+            continue;
+        }
+        for y in (y0..h).step_by(dy as usize) {
+            raw.push(0); // filter: none
+            let mut acc = 0u16;
+            let mut n = 0;
+            for &x in &xs {
+                for c in 0..channels {
+                    acc = (acc << bits) | u16::from(sample(x, y, c));
+                    n += u32::from(bits);
+                    if n == 8 {
+                        raw.push(acc as u8);
+                        (acc, n) = (0, 0);
+                    }
+                }
+            }
+            if n > 0 {
+                raw.push((acc << (8 - n)) as u8);
+            }
+        }
+    }
+    let mut png = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+    let mut ihdr = Vec::new();
+    ihdr.extend_from_slice(&w.to_be_bytes());
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(&[bits, colour, 0, 0, 1]);
+    for (kind, data) in [
+        (b"IHDR", ihdr),
+        (b"IDAT", zlib_stored(&raw)),
+        (b"IEND", Vec::new()),
+    ] {
+        png.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        let mut crc_in = kind.to_vec();
+        crc_in.extend_from_slice(&data);
+        png.extend_from_slice(&crc_in);
+        let mut c = 0xFFFF_FFFFu32;
+        for &x in &crc_in {
+            c ^= u32::from(x);
+            for _ in 0..8 {
+                c = if c & 1 == 1 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        png.extend_from_slice(&(!c).to_be_bytes());
+    }
+    png
+}
+
+/// Interlaced PNGs, read row by row as their passes arrive, are put together whole: an
+/// RGB image and a 2-bit mask of odd sizes, against the samples they were written from.
+#[test]
+fn interlaced_pngs_are_put_together_from_their_passes() {
+    let (w, h) = (13u32, 11u32);
+    let rgb = |x: u32, y: u32, c: u32| ((x * 19 + y * 7 + c * 80) % 256) as u8;
+    let (_, img) = decode(&interlaced_png(w, h, 8, 2, rgb)).expect("interlaced RGB");
+    assert_eq!((img.width, img.height), (w, h));
+    for y in 0..h {
+        for x in 0..w {
+            for c in 0..3 {
+                let at = (3 * (y * w + x) + c) as usize;
+                assert_eq!(img.data[at], rgb(x, y, c), "({x}, {y}) channel {c}");
+            }
+        }
+    }
+    let ids = |x: u32, y: u32, _: u32| ((x + 2 * y) % 4) as u8;
+    let mut plane = decode::LabelPlane::default();
+    cpu::decode_mask(
+        &interlaced_png(w, h, 2, 0, ids),
+        &DecodeOptions::default(),
+        &mut plane,
+    )
+    .expect("interlaced mask");
+    assert_eq!((plane.width, plane.height), (w, h));
+    for y in 0..h {
+        for x in 0..w {
+            assert_eq!(
+                plane.data[(y * w + x) as usize],
+                u16::from(ids(x, y, 0)),
+                "({x}, {y})"
+            );
+        }
+    }
+}

@@ -259,17 +259,68 @@ fn png_reader<'a>(
     dec.read_info().map_err(|e| DecodeError::Png(e.to_string()))
 }
 
-/// Reads the (first) frame of a PNG into a new buffer.
+/// Reads the (first) frame of a PNG into a new buffer, laid out as `Reader::next_frame`
+/// lays it out, row by row: the buffer grows as rows arrive (doubling, so amortised), not
+/// sized by the header up front, so that what a file cut short costs is what it decoded
+/// before it was refused. The rows of an interlaced image's passes are kept as they come
+/// and spread over the whole image once the last has arrived.
 fn read_frame(
     reader: &mut png::Reader<Cursor<&[u8]>>,
 ) -> Result<(Vec<u8>, png::OutputInfo), DecodeError> {
-    let size = reader
-        .output_buffer_size()
+    let png_err = |e: png::DecodingError| DecodeError::Png(e.to_string());
+    let (width, height) = (reader.info().width, reader.info().height);
+    let (color_type, bit_depth) = reader.output_color_type();
+    let line_size = reader
+        .output_line_size(width)
         .ok_or_else(|| DecodeError::Png("image too large for this platform".into()))?;
-    let mut buf = vec![0u8; size];
-    let frame = reader
-        .next_frame(&mut buf)
-        .map_err(|e| DecodeError::Png(e.to_string()))?;
+    let total = line_size
+        .checked_mul(height as usize)
+        .ok_or_else(|| DecodeError::Png("image too large for this platform".into()))?;
+    let frame = png::OutputInfo {
+        width,
+        height,
+        color_type,
+        bit_depth,
+        line_size,
+    };
+    // The passes' rows of a sub-byte depth end on whole bytes: up to one more per row.
+    let most = if reader.info().interlaced {
+        total.saturating_add(16 * height as usize)
+    } else {
+        total
+    };
+    let mut rows = Vec::new();
+    let mut passes = Vec::new();
+    while let Some(row) = reader.next_interlaced_row().map_err(png_err)? {
+        let data = row.data();
+        let need = rows.len() + data.len();
+        if need > most {
+            return Err(DecodeError::Png(
+                "more rows than the header declares".into(),
+            ));
+        }
+        if need > rows.capacity() {
+            rows.reserve_exact(need.max(2 * rows.len()).min(most) - rows.len());
+        }
+        if let png::InterlaceInfo::Adam7(pass) = row.interlace() {
+            passes.push((*pass, rows.len(), data.len()));
+        }
+        rows.extend_from_slice(data);
+    }
+    if passes.is_empty() && rows.len() != total {
+        return Err(DecodeError::Png(format!(
+            "{} bytes of rows decoded for {width}x{height} pixels",
+            rows.len()
+        )));
+    }
+    if passes.is_empty() {
+        return Ok((rows, frame));
+    }
+    let bits = color_type.samples() as u8 * bit_depth as u8;
+    let mut buf = vec![0u8; total];
+    for (pass, at, len) in passes {
+        png::expand_interlaced_row(&mut buf, line_size, &rows[at..at + len], &pass, bits);
+    }
     Ok((buf, frame))
 }
 

@@ -2,11 +2,15 @@
 //!
 //! [`peek_info`] reads only the headers (JPEG markers up to the frame header, PNG's IHDR),
 //! so the pipeline can check [`Limits`] and compute a sample's plan before any pixel
-//! buffer is allocated. A 65535 x 65535 header is refused here, in microseconds.
+//! buffer is allocated. A 65535 x 65535 header is refused here, in microseconds. A file
+//! too short for the data its headers declare is refused before its decoder allocates
+//! where that data can be bounded from the headers (`truncated`); PNG rows are kept as
+//! they arrive, as JPEG rows are.
 
 pub mod cpu;
 pub mod jpeg;
 mod other;
+mod truncated;
 
 use serde::Serialize;
 

@@ -9,8 +9,11 @@
 //! as unsupported. EXIF orientation is not applied for these formats.
 //!
 //! Headers are read first ([`peek`]) and [`Limits`](super::Limits) checked by the caller
-//! before any pixel buffer is allocated; the crate's own limits are set too (width and
-//! height, and an allocation budget of the output plus its own working memory).
+//! before any pixel buffer is allocated; then a file too short for what its headers
+//! declare is refused (`super::truncated`) before the decoder allocates its output; the
+//! crate's own limits are set too (width and height, and an allocation budget of the
+//! output plus its own working memory). The output buffer is taken zeroed from the
+//! allocator when it must grow, so its pages cost memory only as the decoder writes them.
 
 use std::io::Cursor;
 
@@ -100,6 +103,7 @@ pub(crate) fn decode_rgb(
     out: &mut Image8,
 ) -> Result<(), DecodeError> {
     let format = info.format;
+    super::truncated::check(bytes, info)?;
     let mut dec = open(bytes, format)?;
     let (w, h) = dec.dimensions();
     if (w, h) != (info.width, info.height) {
@@ -140,6 +144,11 @@ pub(crate) fn decode_rgb(
     out.full = (w, h);
     out.scale = 1;
     if color == ColorType::Rgb8 {
+        if out.data.capacity() < total {
+            // Zeroed by the allocator (fresh pages, untouched until the decoder writes
+            // them), rather than a resize that writes every byte before decoding.
+            out.data = vec![0u8; total];
+        }
         set_len(&mut out.data, total);
         return dec
             .read_image_boxed(&mut out.data)
