@@ -5,8 +5,10 @@
 //! streaming, every sample of an epoch delivered once over several ranks and byte for byte
 //! what the same shards give from local files, a split made on local files that loads
 //! unchanged on the shards in the store, block order, the disk cache, and faults (latency,
-//! 5xx, throttling, connections reset mid-body, truncated bodies): delivered + reported is
-//! always every sample, none twice, and requests in flight stay within the bound.
+//! 5xx, throttling, connections reset mid-body, truncated bodies, flipped bits): delivered +
+//! reported is always every sample, none twice, requests in flight stay within the bound,
+//! and whole objects damaged in transit are never delivered; without credentials, the
+//! first request fails within seconds.
 //!
 //! The object-storage client is process-wide, so the tests take turns (one lock).
 #![cfg(feature = "object-store")]
@@ -16,6 +18,7 @@ mod common;
 mod s3;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -398,6 +401,7 @@ fn faults_are_retried_or_reported_never_lost_or_delivered_twice() {
         server_error_every: 19,
         reset_every: 7,
         truncate_every: 11,
+        flip_every: 0,
         only_ranged: false,
     });
     configure(&proxy.endpoint, tune);
@@ -849,4 +853,194 @@ fn masks_in_the_store_pair_with_their_images() {
             .collect()
     };
     assert_eq!(run_masks(&there), run_masks(&local));
+}
+
+/// With no credentials (none in the options or the environment) and an instance metadata
+/// service that accepts connections and never answers, the first request fails within
+/// seconds, saying that no credentials were found and where they were looked for, rather
+/// than after minutes of retried token requests. (No S3 server needed: nothing is asked
+/// of the store.)
+#[test]
+fn missing_credentials_fail_within_seconds_naming_where_they_were_looked_for() {
+    let _turn = TURN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // Credentials in this process's environment would be found first (the other tests
+    // give theirs in the options).
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| k.starts_with("AWS_")) {
+            std::env::remove_var(&k);
+        }
+    }
+    // A metadata service that accepts connections, keeps them and never answers.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let metadata = format!("http://{}", listener.local_addr().expect("address"));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let mut c = RemoteConfig::default();
+    c.options = [
+        ("aws_endpoint", "http://127.0.0.1:9"),
+        ("aws_allow_http", "true"),
+        ("aws_region", "us-east-1"),
+        ("aws_metadata_endpoint", metadata.as_str()),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    remote::configure(c).expect("configure");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = Instant::now();
+    std::thread::spawn(move || {
+        let _ = tx.send(remote::list("s3://no-credentials/data/").map(|l| l.len()));
+    });
+    let got = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("an answer within 20 s");
+    let elapsed = t.elapsed();
+    let err = got.expect_err("no credentials: an error");
+    let msg = err.to_string();
+    assert!(elapsed < Duration::from_secs(8), "{elapsed:?}: {msg}");
+    assert!(
+        matches!(err, remote::RemoteError::NoCredentials { .. }),
+        "{msg}"
+    );
+    assert!(msg.contains("no credentials found (looked in: "), "{msg}");
+    for place in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        metadata.as_str(),
+    ] {
+        assert!(msg.contains(place), "{place} not named: {msg}");
+    }
+    // A dataset constructor says the same.
+    let data = Dataset::image_folder("s3://no-credentials/data/");
+    assert!(
+        matches!(&data, Err(e) if e.to_string().contains("no credentials found")),
+        "{data:?}"
+    );
+}
+
+/// A proxy that flips one bit in a third of the bodies. Whole objects are checked against
+/// their ETags (the loose files of a folder, put in one request each; shards uploaded in
+/// parts and fetched whole in block order; objects fetched into the disk cache): every
+/// sample is delivered with the pixels the local file gives, never damaged (the damaged
+/// bodies retried), and the disk cache holds only undamaged objects.
+#[test]
+fn bits_flipped_in_whole_objects_are_caught_never_delivered_nor_cached() {
+    let Some((_turn, server)) = server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (folder, tar, _) = dataset(dir.path());
+    server.create_bucket("flips");
+    let mut files = Vec::new();
+    common::files_below(&folder, &mut files);
+    let mut originals = BTreeSet::new();
+    for f in &files {
+        let rel = f.strip_prefix(&folder).expect("below").to_string_lossy();
+        let bytes = std::fs::read(f).expect("read");
+        // Put in one request: its ETag is the MD5 of its bytes.
+        server.put_object(
+            "flips",
+            &format!("folder/{}", rel.replace('\\', "/")),
+            &bytes,
+        );
+        originals.insert(bytes);
+    }
+    for f in &tar {
+        originals.insert(std::fs::read(f).expect("shard"));
+    }
+    configure(&server.endpoint, |_| {});
+    upload(&dir.path().join("tar"), "flips", "tar", true);
+    let local = every_sample_once(&Dataset::image_folder(&folder).expect("local"), 1, 0, |b| b);
+    let local_tar = Dataset::tar(&tar).expect("local tar");
+    let local_blocks = every_sample_once(&local_tar, 2, 4, |b| b.block_order(2));
+
+    let proxy = s3::Proxy::start(&server.endpoint);
+    let flips = || s3::Faults {
+        flip_every: 3,
+        ..Default::default()
+    };
+    let faults = || {
+        proxy
+            .counts
+            .faults
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    let cache = dir.path().join("cache");
+    let tune = |c: &mut RemoteConfig| {
+        // A try fails one time in three: 13 in a row about one read in a million.
+        c.retries = 12;
+        c.backoff = Duration::from_millis(2);
+        c.max_backoff = Duration::from_millis(20);
+        c.read_ahead = 1 << 20;
+    };
+
+    // The loose files of a folder, read whole, and fetched into the disk cache.
+    configure(&proxy.endpoint, |c| {
+        tune(c);
+        c.cache = Some(CacheConfig::new(&cache, 64 << 20));
+    });
+    let data = Dataset::image_folder("s3://flips/folder/").expect("listed without faults");
+    proxy.set(flips());
+    let got = every_sample_once(&data, 1, 0, |b| b);
+    assert!(faults() as usize >= N / 4, "{} bits flipped", faults());
+    assert!(got.reported.is_empty(), "{:?}", got.reported);
+    for (id, px) in &got.delivered {
+        assert!(
+            local.delivered[id] == *px,
+            "sample {id:016x} delivered damaged"
+        );
+    }
+    let t = Instant::now();
+    while remote::stats().cache_fills < N as u64 / 2 && t.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let undamaged = |cache: &Path| {
+        let mut cached = 0;
+        for f in std::fs::read_dir(cache).expect("cache").flatten() {
+            if f.path().extension().is_some_and(|x| x == "obj") {
+                let bytes = std::fs::read(f.path()).expect("cached");
+                assert!(
+                    originals.contains(&bytes),
+                    "{} is damaged",
+                    f.path().display()
+                );
+                cached += 1;
+            }
+        }
+        cached
+    };
+    let cached = undamaged(&cache);
+    assert!(cached >= N / 2, "{cached} objects cached");
+
+    // Shards uploaded in parts, fetched whole in block order: half the bodies flipped,
+    // more retries.
+    proxy.set(s3::Faults::default());
+    let before = faults();
+    configure(&proxy.endpoint, |c| {
+        tune(c);
+        c.retries = 20;
+    });
+    let data = Dataset::tar(&[PathBuf::from("s3://flips/tar/")]).expect("listed");
+    proxy.set(s3::Faults {
+        flip_every: 2,
+        ..Default::default()
+    });
+    let got = every_sample_once(&data, 2, 4, |b| b.block_order(2));
+    assert!(faults() > before, "no bit flipped");
+    assert!(got.reported.is_empty(), "{:?}", got.reported);
+    assert!(
+        got.delivered == local_blocks.delivered,
+        "the pixels of the local shards"
+    );
+    assert!(
+        remote::stats().held_hits as usize >= N,
+        "{:?}",
+        remote::stats()
+    );
 }

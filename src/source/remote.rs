@@ -8,7 +8,11 @@
 //! Credentials, region and endpoint come from the environment as `object_store` reads them
 //! (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT` for an
 //! S3-compatible store, `AWS_ALLOW_HTTP`; `GOOGLE_*`; `AZURE_*`) and from
-//! [`RemoteConfig::options`]; nothing is asked for, and no credential is logged.
+//! [`RemoteConfig::options`]; nothing is asked for, and no credential is logged. Profile
+//! files (`~/.aws/credentials`) are not read. An S3 store with no keys, web identity or
+//! container credentials probes the instance metadata service once (a few seconds at
+//! most): if none answers, the store is refused with [`RemoteError::NoCredentials`],
+//! naming where credentials were looked for.
 //!
 //! Every request is bounded and retried ([`RemoteConfig`]): at most
 //! [`RemoteConfig::max_requests`] requests and [`RemoteConfig::max_bytes_in_flight`] bytes
@@ -20,6 +24,17 @@
 //! retries is the sample's report (kind `io`), with the URL and the last error, under the
 //! pipeline's `OnError` policy: nothing is delivered twice or lost across retries, since a
 //! retry repeats one read of one sample before anything of it is delivered.
+//!
+//! Whole objects are checked against the store's checksum where it gives one, the ETag
+//! of an S3 (or S3-compatible) store: the MD5 of an object put in one request, or the MD5
+//! of its parts' MD5s for one uploaded in parts of 8 MiB. Checked: objects read whole (the
+//! loose files of a folder, sidecars, class lists, a shard that fits one read-ahead read
+//! from its start), shards fetched whole for block order, objects fetched into the disk
+//! cache; a body that fails is a failed try, never delivered nor cached. Not checked
+//! against the store: a range of an object (a sample read from a shard: TFRecord's CRCs
+//! and tar's header checksums are the format's checks, a tar member's bytes and Parquet
+//! pages have none), GCS, Azure and plain HTTP bodies, and ETags that prove not to be
+//! MD5s (SSE-KMS, SSE-C).
 //!
 //! Reads of a shard that follow each other (the validation order, a reader given
 //! neighbours) coalesce into one ranged read of [`RemoteConfig::read_ahead`] bytes;
@@ -105,6 +120,15 @@ pub enum RemoteError {
         /// The last error.
         last: String,
     },
+    /// No credentials for an S3 store: none in the options or the environment, and no
+    /// instance metadata service answered (probed once, within seconds).
+    #[error("{url}: no credentials found (looked in: {looked_in})")]
+    NoCredentials {
+        /// The store (`s3://bucket`).
+        url: String,
+        /// Where they were looked for, and what the metadata service did.
+        looked_in: String,
+    },
     /// The client could not be set up (a store's options, the TLS provider, the runtime).
     #[error("object storage: {0}")]
     Setup(String),
@@ -123,6 +147,7 @@ impl From<RemoteError> for std::io::Error {
         let kind = match &e {
             RemoteError::NotFound { .. } => std::io::ErrorKind::NotFound,
             RemoteError::Failed { .. } => std::io::ErrorKind::TimedOut,
+            RemoteError::NoCredentials { .. } => std::io::ErrorKind::PermissionDenied,
             RemoteError::Url { .. } | RemoteError::Setup(_) | RemoteError::NotBuilt { .. } => {
                 std::io::ErrorKind::InvalidInput
             }
@@ -134,6 +159,10 @@ impl From<RemoteError> for std::io::Error {
 
 #[cfg(feature = "object-store")]
 mod client;
+#[cfg(feature = "object-store")]
+mod credentials;
+#[cfg(feature = "object-store")]
+mod integrity;
 #[cfg(feature = "object-store")]
 pub use client::{configure, hold, stats, upload, CacheConfig, RemoteConfig, RemoteStats};
 

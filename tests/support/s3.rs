@@ -276,7 +276,7 @@ pub fn http(addr: &str, request_head: &str, body: &[u8]) -> (u16, Vec<u8>) {
 /// The faults the [`Proxy`] injects; 0 (or `false`) is off. Each `*_every` (N) counts the
 /// eligible GETs (every GET, or only those with a Range header under `only_ranged`) while
 /// it is on, and the kth hits when k % N == 0. When several hit one request the first in
-/// field order wins (error, throttle, server error, reset, truncate).
+/// field order wins (error, throttle, server error, reset, truncate, flip).
 #[derive(Clone, Default, Debug)]
 pub struct Faults {
     /// Added before answering every request.
@@ -293,6 +293,10 @@ pub struct Faults {
     /// Every Nth GET: forwarded, the head (with the full Content-Length) and half of the
     /// body sent, then the connection closed.
     pub truncate_every: u32,
+    /// Every Nth GET: forwarded, and one bit of a successful (2xx) answer's body flipped,
+    /// at a position drawn anew each time; the head (ETag, Content-Length) unchanged. A
+    /// transmission error that TCP's and the link's checks let through.
+    pub flip_every: u32,
     /// Faults apply only to GETs with a Range header (sample reads, not listings).
     pub only_ranged: bool,
 }
@@ -331,14 +335,15 @@ struct Shared {
     faults: Arc<Mutex<Faults>>,
     counts: Arc<ProxyCounts>,
     /// The eligible GETs seen by each `*_every` counter, in field order.
-    seen: Mutex<[u64; 5]>,
+    seen: Mutex<[u64; 6]>,
     /// Set when the [`Proxy`] is dropped: the accept loop ends.
     stop: AtomicBool,
 }
 
-/// The fault numbers (positions in [`Faults`]) of reset and truncate.
+/// The fault numbers (positions in [`Faults`]) of reset, truncate and flip.
 const RESET: usize = 3;
 const TRUNCATE: usize = 4;
+const FLIP: usize = 5;
 
 /// The answer of fault `i` (0 to 2: error, throttle, server error): status, reason, S3
 /// error code, message.
@@ -418,7 +423,7 @@ impl Proxy {
     /// Replaces the faults (and restarts their counts).
     pub fn set(&self, f: Faults) {
         *lock(&self.faults) = f;
-        *lock(&self.shared.seen) = [0; 5];
+        *lock(&self.shared.seen) = [0; 6];
     }
 }
 
@@ -556,9 +561,11 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
         thread::sleep(faults.latency);
         let ranged = header(&req.headers, "range").is_some();
         let mut fault = None;
+        // This GET's own number among those counted for flips: where its flip lands.
+        let mut nth = 0;
         if method == "GET" {
             counts.gets.fetch_add(1, Ordering::SeqCst);
-            fault = decide(&faults, ranged, &shared.seen);
+            (fault, nth) = decide(&faults, ranged, &shared.seen);
         }
         if fault.is_some() {
             counts.faults.fetch_add(1, Ordering::SeqCst);
@@ -589,7 +596,12 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
                 head.push_str("\r\n");
                 let mut answer = head.into_bytes();
                 let cut = matches!(fault, Some(RESET | TRUNCATE));
-                let body = &response.body;
+                let mut body = response.body;
+                if fault == Some(FLIP) && (200..300).contains(&response.status) && !body.is_empty()
+                {
+                    let bit = flip_position(nth, body.len());
+                    body[bit / 8] ^= 1 << (bit % 8);
+                }
                 answer.extend_from_slice(&body[..if cut { body.len() / 2 } else { body.len() }]);
                 answer
             }
@@ -606,10 +618,11 @@ fn serve(stream: TcpStream, shared: &Shared) -> io::Result<()> {
     Ok(())
 }
 
-/// Counts an eligible GET and gives the fault (its position in [`Faults`]) that hits it.
-fn decide(f: &Faults, ranged: bool, seen: &Mutex<[u64; 5]>) -> Option<usize> {
+/// Counts an eligible GET and gives the fault (its position in [`Faults`]) that hits it,
+/// and the GET's number among those counted for flips.
+fn decide(f: &Faults, ranged: bool, seen: &Mutex<[u64; 6]>) -> (Option<usize>, u64) {
     if f.only_ranged && !ranged {
-        return None;
+        return (None, 0);
     }
     let every = [
         f.error_every,
@@ -617,6 +630,7 @@ fn decide(f: &Faults, ranged: bool, seen: &Mutex<[u64; 5]>) -> Option<usize> {
         f.server_error_every,
         f.reset_every,
         f.truncate_every,
+        f.flip_every,
     ];
     let mut seen = lock(seen);
     let mut hit = None;
@@ -628,5 +642,15 @@ fn decide(f: &Faults, ranged: bool, seen: &Mutex<[u64; 5]>) -> Option<usize> {
             }
         }
     }
-    hit
+    (hit, seen[FLIP])
+}
+
+/// The bit (of a body of `len` bytes) that the `k`th GET counted for flips flips: splitmix64
+/// of `k`, so that two flips of one object (each GET a `k` of its own) hardly ever meet.
+fn flip_position(k: u64, len: usize) -> usize {
+    let mut z = k.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z % (len as u64 * 8)) as usize
 }

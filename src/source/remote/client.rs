@@ -15,7 +15,8 @@ use futures_util::TryStreamExt;
 use object_store::path::Path as ObjectPath;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, ObjectStoreScheme};
 
-use super::{ObjectInfo, RemoteError};
+use super::integrity::{self, Checks};
+use super::{credentials, ObjectInfo, RemoteError};
 use crate::rng::{fnv1a64, mix64};
 
 /// How object storage is read. [`RemoteConfig::default`] is what a URL gets unless
@@ -249,6 +250,8 @@ struct Remote {
     held_ready: Condvar,
     /// Objects the disk cache is fetching.
     filling: Mutex<HashSet<String>>,
+    /// Whole objects' checks against their ETags, and what they learned.
+    checks: Checks,
 }
 
 static STATE: Mutex<Option<Arc<Remote>>> = Mutex::new(None);
@@ -350,6 +353,7 @@ impl Remote {
             held: Mutex::new((HashMap::new(), 0)),
             held_ready: Condvar::new(),
             filling: Mutex::new(HashSet::new()),
+            checks: Checks::default(),
         })
     }
 
@@ -403,8 +407,9 @@ impl Remote {
         ];
         options.extend(c.options.iter().cloned());
         let setup = |e: object_store::Error| RemoteError::Setup(format!("{root}: {}", chain(&e)));
+        // `$check` looks at the builder with every setting applied, before it builds.
         macro_rules! built {
-            ($builder:expr) => {{
+            ($builder:expr, $check:expr) => {{
                 let mut b = $builder.with_url(url.as_str()).with_retry(retry);
                 for (k, v) in &options {
                     match k.to_ascii_lowercase().parse() {
@@ -414,17 +419,27 @@ impl Remote {
                         ),
                     }
                 }
+                ($check)(&b)?;
                 Arc::new(b.build().map_err(setup)?) as Arc<dyn ObjectStore>
             }};
         }
+        fn unchecked<B>(_: &B) -> Result<(), RemoteError> {
+            Ok(())
+        }
         Ok(match scheme {
-            ObjectStoreScheme::AmazonS3 => built!(object_store::aws::AmazonS3Builder::from_env()),
-            ObjectStoreScheme::GoogleCloudStorage => {
-                built!(object_store::gcp::GoogleCloudStorageBuilder::from_env())
+            ObjectStoreScheme::AmazonS3 => {
+                built!(object_store::aws::AmazonS3Builder::from_env(), |b| {
+                    credentials::check_s3(root, b)
+                })
             }
-            ObjectStoreScheme::MicrosoftAzure => {
-                built!(object_store::azure::MicrosoftAzureBuilder::from_env())
-            }
+            ObjectStoreScheme::GoogleCloudStorage => built!(
+                object_store::gcp::GoogleCloudStorageBuilder::from_env(),
+                unchecked
+            ),
+            ObjectStoreScheme::MicrosoftAzure => built!(
+                object_store::azure::MicrosoftAzureBuilder::from_env(),
+                unchecked
+            ),
             ObjectStoreScheme::Http => {
                 let mut b = object_store::http::HttpBuilder::new()
                     .with_url(root)
@@ -532,6 +547,7 @@ impl Remote {
         whole: bool,
     ) -> Result<Bytes, RemoteError> {
         let (store, path) = self.store(url)?;
+        let (root, s3) = etag_kind(url);
         let want = range.end - range.start;
         let what = || match whole {
             true => format!("read of the object ({want} bytes)"),
@@ -545,17 +561,27 @@ impl Remote {
                     ..Default::default()
                 };
                 let (store, path) = (Arc::clone(&store), path.clone());
+                let root = root.as_str();
                 async move {
                     let r = store
                         .get_opts(&path, opts)
                         .await
                         .map_err(|e| classify(url, e))?;
+                    let tag = r.meta.e_tag.clone();
                     let b = r.bytes().await.map_err(|e| classify(url, e))?;
                     if b.len() as u64 != want {
                         return Err(Failure::Again(format!(
                             "{} bytes of the {want} asked for arrived",
                             b.len()
                         )));
+                    }
+                    if whole {
+                        // A whole object has a checksum (where the store gives one).
+                        let tag = tag.as_deref().or(etag);
+                        self.checks
+                            .check_body(root, s3, url, tag, &b)
+                            .await
+                            .map_err(Failure::Again)?;
                     }
                     Ok(b)
                 }
@@ -626,6 +652,15 @@ impl Remote {
             objects.insert(i.url.clone(), i.clone());
         }
         Ok(out)
+    }
+}
+
+/// The store of `url` (`scheme://authority`), and whether its ETags are S3's (checksums of
+/// whole objects: see [`integrity`]).
+fn etag_kind(url: &str) -> (String, bool) {
+    match split_url(url) {
+        Ok((root, scheme, ..)) => (root, matches!(scheme, ObjectStoreScheme::AmazonS3)),
+        Err(_) => (String::new(), false),
     }
 }
 
@@ -780,13 +815,14 @@ impl Remote {
             self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(b);
         }
-        let whole = offset == 0 && end == info.size;
         let end = if ahead {
             end.max(offset.saturating_add(self.config.read_ahead))
                 .min(info.size)
         } else {
             end
         };
+        // The whole object (a loose file, a shard that fits a read ahead): one GET, checked.
+        let whole = offset == 0 && end == info.size;
         self.run(self.get(&info.url, offset..end, info.etag.as_deref(), whole))
     }
 }
@@ -871,7 +907,7 @@ impl Remote {
                 }
             }
         }
-        let whole = self.download_whole(info).await?;
+        let whole = self.download_checked(info).await?;
         if let (Some(f), Some(c)) = (&file, &self.config.cache) {
             let claimed = lock(&self.filling).insert(info.url.clone());
             if claimed {
@@ -886,6 +922,37 @@ impl Remote {
             }
         }
         Ok(whole)
+    }
+
+    /// [`Remote::download_whole`], checked against the object's ETag where that is a
+    /// checksum: an object that fails it is fetched again (with the retries and backoff of
+    /// a request), never kept.
+    async fn download_checked(&self, info: &ObjectInfo) -> Result<Bytes, RemoteError> {
+        let (root, s3) = etag_kind(&info.url);
+        let etag = info.etag.as_deref();
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            let whole = self.download_whole(info).await?;
+            let check = self.checks.check_body(&root, s3, &info.url, etag, &whole);
+            let last = match check.await {
+                Ok(()) => return Ok(whole),
+                Err(why) => why,
+            };
+            if tries > self.config.retries {
+                self.counters.failures.fetch_add(1, Ordering::Relaxed);
+                return Err(RemoteError::Failed {
+                    url: info.url.clone(),
+                    what: format!("read of the object ({} bytes)", info.size),
+                    attempts: tries,
+                    last,
+                });
+            }
+            log::debug!("{}: {last}; fetched again", info.url);
+            self.counters.retries.fetch_add(1, Ordering::Relaxed);
+            let salt = fnv1a64(info.url.as_bytes());
+            tokio::time::sleep(self.backoff(tries, salt)).await;
+        }
     }
 
     /// The whole object, in reads of [`RemoteConfig::read_ahead`] bytes, several at once.
@@ -981,9 +1048,15 @@ impl Remote {
         };
         std::fs::create_dir_all(&c.dir).map_err(|e| format!("{}: {e}", c.dir.display()))?;
         let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+        // An object that fails its checksum is not cached (a later read fetches it again).
+        let (root, s3) = etag_kind(&info.url);
+        let want = self
+            .checks
+            .expected(&root, s3, info.etag.as_deref(), info.size);
         let written = async {
             use std::io::Write;
             let mut out = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+            let mut hash = want.as_ref().map(integrity::Hasher::new);
             let step = self.config.read_ahead;
             let mut at = 0;
             while at < info.size {
@@ -992,8 +1065,14 @@ impl Remote {
                     .get_range(&info.url, at..end, info.etag.as_deref())
                     .await
                     .map_err(|e| e.to_string())?;
+                if let Some(h) = hash.as_mut() {
+                    h.update(&part);
+                }
                 out.write_all(&part).map_err(|e| e.to_string())?;
                 at = end;
+            }
+            if let (Some(h), Some(w)) = (hash, &want) {
+                self.checks.judge(&root, &info.url, w, h.finish())?;
             }
             out.sync_all().map_err(|e| e.to_string())?;
             std::fs::rename(&tmp, file).map_err(|e| e.to_string())
