@@ -233,7 +233,10 @@ const HOLD_CALLS_KEPT: u64 = 4;
 
 /// The process's client.
 struct Remote {
-    rt: tokio::runtime::Runtime,
+    /// The I/O runtime, to run and spawn on.
+    rt: tokio::runtime::Handle,
+    /// Owns the runtime (see [`RuntimeOwner`]).
+    _owner: RuntimeOwner,
     config: RemoteConfig,
     /// Stores by `scheme://authority`.
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
@@ -255,6 +258,20 @@ struct Remote {
 }
 
 static STATE: Mutex<Option<Arc<Remote>>> = Mutex::new(None);
+
+/// The client's runtime, shut down without waiting when the client goes: the last holder
+/// of a client replaced by [`configure`] may be one of its own background tasks (a disk
+/// cache fill), where dropping a runtime the ordinary way panics ("Cannot drop a runtime
+/// in a context where blocking is not allowed").
+struct RuntimeOwner(Option<tokio::runtime::Runtime>);
+
+impl Drop for RuntimeOwner {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -342,7 +359,8 @@ impl Remote {
             .unwrap_or(tokio::sync::Semaphore::MAX_PERMITS as u32)
             .clamp(1, tokio::sync::Semaphore::MAX_PERMITS as u32);
         Ok(Remote {
-            rt,
+            rt: rt.handle().clone(),
+            _owner: RuntimeOwner(Some(rt)),
             requests: tokio::sync::Semaphore::new(config.max_requests),
             bytes: tokio::sync::Semaphore::new(bytes_permits as usize),
             bytes_permits,
