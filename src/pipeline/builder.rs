@@ -264,7 +264,7 @@ impl PipelineBuilder {
 
     /// Whether building the pipeline may fix glibc's allocator thresholds for the process
     /// (default `true`): buffers of 1 MiB and more mapped on their own and arenas trimmed
-    /// beyond 4 MiB, so that resident memory stays flat over epochs of mixed image sizes
+    /// beyond 128 KiB, so that resident memory stays flat over epochs of mixed image sizes
     /// instead of creeping up in each thread's arena. Process-wide, done once, and never
     /// where the environment tunes the allocator already (`MALLOC_MMAP_THRESHOLD_`,
     /// `MALLOC_TRIM_THRESHOLD_`, `MALLOC_TOP_PAD_`, `GLIBC_TUNABLES`); nothing on other C

@@ -29,9 +29,6 @@ use std::sync::OnceLock;
 
 /// Buffers of this size and more get a mapping of their own, returned when freed.
 pub(crate) const MMAP_THRESHOLD: usize = 1 << 20;
-/// An arena returns free memory at its top beyond this.
-pub(crate) const TRIM_THRESHOLD: usize = 4 << 20;
-
 /// The environment variables through which a user tunes glibc's allocator: where one is
 /// set, stoker leaves the settings alone.
 const USER_SETTINGS: &[&str] = &[
@@ -53,10 +50,7 @@ pub(crate) fn tune() -> bool {
         }
         let set = set_thresholds();
         if set {
-            log::debug!(
-                "allocator: mmap threshold {MMAP_THRESHOLD} bytes, trim threshold \
-                 {TRIM_THRESHOLD} bytes"
-            );
+            log::debug!("allocator: mmap threshold fixed at {MMAP_THRESHOLD} bytes");
         }
         set
     })
@@ -66,10 +60,7 @@ pub(crate) fn tune() -> bool {
 fn set_thresholds() -> bool {
     // SAFETY: mallopt takes two integers and changes the allocator's parameters under its
     // own lock; any thread may call it at any time.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as libc::c_int) == 1
-            && libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD as libc::c_int) == 1
-    }
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as libc::c_int) == 1 }
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
