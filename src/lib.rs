@@ -101,7 +101,7 @@
 //!
 //! | layer | owns |
 //! | --- | --- |
-//! | [`error`] | [`Error`], the per-sample report [`SampleError`], [`DecodeError`](decode::DecodeError) |
+//! | [`error`] | [`Error`], the per-sample report [`SampleError`], [`DecodeError`] |
 //! | [`rng`], [`decode`] | the counter-based generator every random choice draws from; the CPU decoders, headers and limits, the JPEG coefficient layout and the scalar oracles of the device stages |
 //! | [`source`] | what exists: samples and their stable ids, folders, file lists, shards, Parquet; the split and its manifest; the epoch's order and sharding |
 //! | [`augment`] | the per-sample plan from `(seed, epoch, id)` and the reference execution of every pixel |

@@ -1,6 +1,6 @@
 //! Rules every listing source follows, in one place: where a listed path may point
 //! ([`ListingOptions::allow_outside_root`]), and what becomes of a sample without a label
-//! in a labelled dataset ([`report_unlabelled`]).
+//! in a labelled dataset (reported per sample, `report_unlabelled`).
 
 use std::path::{Component, Path};
 
