@@ -12,9 +12,11 @@
 //! in five minutes and was still rising, with 11 arenas holding 700 MB for 280 MB in use.
 //! `malloc_trim` does not help (it leaves the tops of the threads' arenas alone).
 //!
-//! So a pipeline, when it is built, fixes both thresholds (which also stops glibc moving
-//! them): buffers of [`MMAP_THRESHOLD`] and more are mapped and unmapped on their own, and
-//! an arena returns a free top beyond [`TRIM_THRESHOLD`]. Resident memory then follows
+//! So a pipeline, when it is built, fixes the mmap threshold (which also stops glibc
+//! moving either threshold): buffers of [`MMAP_THRESHOLD`] and more are mapped and
+//! unmapped on their own, never carved from an arena, and the trim threshold stays at
+//! glibc's 128 KiB. (A trim threshold fixed at 4 MiB as well kept a forged bomb's 500 MB
+//! resident after other work in the process: `tests/bomb.rs`.) Resident memory then follows
 //! what is live (see BENCHMARKS.md, "Memory over epochs"). The settings are process-wide:
 //! they are left as they are where the user set them already (`MALLOC_MMAP_THRESHOLD_`,
 //! `MALLOC_TRIM_THRESHOLD_`, `MALLOC_TOP_PAD_` or `GLIBC_TUNABLES` in the environment), or
