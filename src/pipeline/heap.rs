@@ -14,8 +14,8 @@
 //!
 //! So a pipeline, when it is built, fixes the mmap threshold (which also stops glibc
 //! moving either threshold): buffers of [`MMAP_THRESHOLD`] and more are mapped and
-//! unmapped on their own, never carved from an arena, and the trim threshold stays at
-//! glibc's 128 KiB. (A trim threshold fixed at 4 MiB as well kept a forged bomb's 500 MB
+//! unmapped on their own, never carved from an arena, and the trim threshold stays where
+//! glibc has it (its 128 KiB, unless a freed large buffer moved it before). (A trim threshold fixed at 4 MiB as well kept a forged bomb's 500 MB
 //! resident after other work in the process: `tests/bomb.rs`.) Resident memory then follows
 //! what is live (see BENCHMARKS.md, "Memory over epochs"). The settings are process-wide:
 //! they are left as they are where the user set them already (`MALLOC_MMAP_THRESHOLD_`,
