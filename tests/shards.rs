@@ -755,6 +755,54 @@ fn a_truncated_parquet_file_is_reported_and_the_others_delivered() {
     assert!(e.to_string().contains("c.parquet"), "{e}");
 }
 
+/// In a folder of shards, an entry named like a shard that is not one (a broken link, a
+/// FIFO, a folder) is reported as a sample naming it and why, every epoch, and the good
+/// shards are delivered: never dropped without a word, never blocking on the FIFO. Before,
+/// such entries were left out of the listing silently.
+#[cfg(unix)]
+#[test]
+fn shards_that_cannot_be_read_are_reported_and_the_others_delivered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all = items(12, 41, false);
+    write(dir.path(), "a.tar", &tar(&tar_members(&all[..6], 0)));
+    write(dir.path(), "b.tar", &tar(&tar_members(&all[6..], 6)));
+    std::os::unix::fs::symlink(dir.path().join("gone.tar"), dir.path().join("c.tar"))
+        .expect("link");
+    let fifo = dir.path().join("d.tar");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    std::fs::create_dir(dir.path().join("e.tar")).expect("folder");
+    let data = Dataset::tar(&[dir.path().to_path_buf()]).expect("listing goes on");
+    assert_eq!(data.len(), 12 + 3);
+    let (seen, errors) = deliver(data.all());
+    assert_eq!(seen.len(), 12, "the good shards' samples are delivered");
+    let mut reported: Vec<(&str, &str)> = errors
+        .iter()
+        .map(|e| (e.path.as_str(), e.reason.as_str()))
+        .collect();
+    reported.sort();
+    assert_eq!(
+        reported.iter().map(|r| r.0).collect::<Vec<_>>(),
+        ["c.tar/@0", "d.tar/@0", "e.tar/@0"]
+    );
+    assert!(errors.iter().all(|e| e.kind == SampleErrorKind::Corrupt));
+    assert!(reported[0].1.contains("c.tar"), "{}", reported[0].1);
+    assert!(reported[1].1.contains("FIFO"), "{}", reported[1].1);
+    assert!(reported[2].1.contains("folder"), "{}", reported[2].1);
+    // Only bad entries: nothing to list, which is the error, naming one.
+    let bad_only = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink(
+        bad_only.path().join("x"),
+        bad_only.path().join("x.tfrecord"),
+    )
+    .expect("link");
+    let e = Dataset::tfrecord(&[bad_only.path().to_path_buf()]).expect_err("nothing to list");
+    assert!(e.to_string().contains("x.tfrecord"), "{e}");
+}
+
 #[test]
 fn every_epoch_over_shards_is_a_new_full_permutation() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -32,7 +32,7 @@ use parquet::arrow::arrow_reader::{
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::PageIndexPolicy;
 
-use super::shards::{file_stamp, from_files, shard_name, shard_paths, ParquetCell};
+use super::shards::{file_stamp, from_files, shard_name, shard_paths, unlisted, ParquetCell};
 use serde_json::Value;
 
 use super::target::{targets_from_json, Targets, MAX_TARGETS};
@@ -491,25 +491,27 @@ fn targets(
 /// ([`SampleErrorKind::Corrupt`]), as a damaged shard is, and the other files are listed.
 /// When no file can be listed, that is the error.
 pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
-    let files = shard_paths(paths, &[".parquet"])?;
+    let listed = shard_paths(paths, &[".parquet"])?;
+    let all = listed.all();
+    let files = listed.files;
     let (image, mask_col): (Arc<str>, Arc<str>) =
         (columns.image.as_str().into(), columns.mask.as_str().into());
     let mut samples = Vec::new();
     // The files that could not be listed, with why.
-    let mut bad: Vec<(&PathBuf, Error)> = Vec::new();
+    let mut bad: Vec<(PathBuf, Error)> = listed.bad;
     // Whether a row has a label (then a row without one is reported).
     let mut labelled = false;
     for path in &files {
         let m = match metadata(path) {
             Ok(m) => m,
             Err(e) => {
-                bad.push((path, Error::source_at(path, e.to_string())));
+                bad.push((path.clone(), Error::source_at(path, e.to_string())));
                 continue;
             }
         };
         if leaf(&m, &columns.image).is_none() {
             let e = Error::source_at(path, format!("no image column {:?}", columns.image));
-            bad.push((path, e));
+            bad.push((path.clone(), e));
             continue;
         }
         let has_mask = leaf(&m, &columns.mask).is_some();
@@ -530,7 +532,7 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
         let (labels, targets) = match (labels, targets(path, &m, columns, rows.len())) {
             (Ok(l), Ok(t)) => (l, t),
             (Err(e), _) | (_, Err(e)) => {
-                bad.push((path, e));
+                bad.push((path.clone(), e));
                 continue;
             }
         };
@@ -607,27 +609,13 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
             .collect();
         super::listing::report_unlabelled(&mut samples, missing);
     }
-    if bad.len() == files.len() {
+    if bad.len() == all.len() {
         if let Some((_, e)) = bad.into_iter().next() {
             return Err(e);
         }
         return Err(Error::dataset("no Parquet files"));
     }
-    for (path, e) in bad {
-        let name = format!("{}/@0", shard_name(path));
-        let mut sample = Sample::new(
-            name,
-            Location::Refused {
-                kind: SampleErrorKind::Corrupt,
-                reason: format!("{}: cannot be listed: {e}", path.display()).into(),
-            },
-            None,
-        );
-        // A pipeline pairs masks for all samples or none: a report is its own mask.
-        if samples.iter().any(|s: &Sample| s.mask.is_some()) {
-            sample.mask = Some(sample.location.clone());
-        }
-        samples.push(sample);
-    }
-    from_files(&files, samples)
+    let masks = samples.iter().any(|s: &Sample| s.mask.is_some());
+    samples.extend(bad.iter().map(|(path, e)| unlisted(path, e, masks)));
+    from_files(&all, samples)
 }

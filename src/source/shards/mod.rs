@@ -499,20 +499,60 @@ pub(super) fn with_shard<T>(
 // ---------------------------------------------------------------------------------------
 // Datasets.
 
+/// The shards `paths` name ([`shard_paths`]), and the entries of the folders searched
+/// that end in a shard's extension but cannot be shards, with why.
+pub(crate) struct ShardList {
+    /// The shards, sorted, so that the listing does not depend on the order given.
+    pub files: Vec<PathBuf>,
+    /// Named like a shard but not one (a broken link, a FIFO, a folder; an entry of the
+    /// folder that could not be read): each is listed as a sample that every epoch reports
+    /// ([`unlisted`]), never dropped without a word.
+    pub bad: Vec<(PathBuf, Error)>,
+}
+
+impl ShardList {
+    /// Every path named, the bad ones too (sorted).
+    pub fn all(&self) -> Vec<PathBuf> {
+        let mut all: Vec<PathBuf> = self.files.to_vec();
+        all.extend(self.bad.iter().map(|(p, _)| p.clone()));
+        all.sort();
+        all
+    }
+}
+
 /// The shards `paths` name: files as given, folders searched (not recursively) for files
-/// ending in `ext`. Sorted, so the listing does not depend on the order given.
-pub(crate) fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<Vec<PathBuf>> {
+/// ending in `ext`. A path given that is neither is an error; in a folder, an entry named
+/// like a shard that is not a regular file (after links) is kept in [`ShardList::bad`].
+pub(crate) fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<ShardList> {
     let mut out = Vec::new();
+    let mut bad = Vec::new();
     for p in paths {
         if super::remote::is_url(p) {
             out.extend(remote_shards(p, ext)?);
         } else if p.is_dir() {
             let rd = std::fs::read_dir(p).map_err(|e| Error::io(p, e))?;
-            for e in rd.flatten() {
+            for e in rd {
+                let e = match e {
+                    Ok(e) => e,
+                    Err(e) => {
+                        bad.push((p.clone(), Error::io(p, e)));
+                        continue;
+                    }
+                };
                 let q = e.path();
                 let name = q.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-                if q.is_file() && ext.iter().any(|x| name.ends_with(x)) {
-                    out.push(q);
+                if !ext.iter().any(|x| name.ends_with(x)) {
+                    continue;
+                }
+                // (Follows links: a link to a shard is a shard.)
+                match std::fs::metadata(&q) {
+                    Ok(m) if m.is_file() => out.push(q),
+                    Ok(m) => {
+                        let what = super::fsio::kind_of(&m.file_type());
+                        let e = Error::source_at(&q, format!("a {what}, not a regular file"));
+                        bad.push((q, e));
+                    }
+                    Err(e) => bad.push((q.clone(), Error::io(&q, e))),
                 }
             }
         } else if p.is_file() {
@@ -523,14 +563,34 @@ pub(crate) fn shard_paths(paths: &[PathBuf], ext: &[&str]) -> Result<Vec<PathBuf
     }
     out.sort();
     out.dedup();
+    bad.sort_by(|a, b| a.0.cmp(&b.0));
     if out.is_empty() {
+        if let Some((_, e)) = bad.into_iter().next() {
+            return Err(e);
+        }
         return Err(Error::dataset(format!(
             "no shards ({}) in {:?}",
             ext.join(", "),
             paths
         )));
     }
-    Ok(out)
+    Ok(ShardList { files: out, bad })
+}
+
+/// The sample that stands for a shard (or Parquet file) that could not be listed,
+/// `<file name>/@0`: every epoch reports it with the file and why
+/// ([`crate::error::SampleErrorKind::Corrupt`]). In a dataset with masks (`masks`) its
+/// report is its mask too (a pipeline pairs masks for all samples or none).
+pub(crate) fn unlisted(path: &Path, why: &Error, masks: bool) -> Sample {
+    let location = Location::Refused {
+        kind: crate::error::SampleErrorKind::Corrupt,
+        reason: format!("{}: cannot be listed: {why}", path.display()).into(),
+    };
+    let mut sample = Sample::new(format!("{}/@0", shard_name(path)), location, None);
+    if masks {
+        sample.mask = Some(sample.location.clone());
+    }
+    sample
 }
 
 /// The shards a URL names: the object itself, or the objects directly under it (a folder:
@@ -739,14 +799,32 @@ fn class_names(
 /// ([`super::checked_label`]), or when it has no label while other samples of the dataset
 /// have one (a sample is never delivered unlabelled among labelled ones).
 fn dataset(
-    shards: &[PathBuf],
+    listed: ShardList,
     kind: Kind<'_>,
     locate: impl Fn(&Path, usize, &Entry) -> (Location, Option<Location>),
 ) -> Result<Dataset> {
-    let indexes = shards
-        .iter()
-        .map(|s| index::index(s, kind))
-        .collect::<Result<Vec<_>>>()?;
+    let all = listed.all();
+    // A shard that cannot be indexed (unreadable, not the format at its start) is reported
+    // as a sample, as a bad entry of its folder is, and the others are listed.
+    let mut bad = listed.bad;
+    let mut shards = Vec::with_capacity(listed.files.len());
+    let mut indexes = Vec::with_capacity(listed.files.len());
+    for s in listed.files {
+        match index::index(&s, kind) {
+            Ok(ix) => {
+                shards.push(s);
+                indexes.push(ix);
+            }
+            Err(e) => bad.push((s, e)),
+        }
+    }
+    if shards.is_empty() {
+        if let Some((_, e)) = bad.into_iter().next() {
+            return Err(e);
+        }
+        return Err(Error::dataset("no shards"));
+    }
+    let shards = &shards[..];
     let labelled = indexes
         .iter()
         .any(|ix| ix.entries.iter().any(|e| e.label.is_some()));
@@ -858,11 +936,10 @@ fn dataset(
             }
         }
     }
+    let masks = samples.iter().any(|s| s.mask.is_some());
+    samples.extend(bad.iter().map(|(path, e)| unlisted(path, e, masks)));
     let classes = class_names(shards, &samples, &names)?;
-    let root = shards
-        .first()
-        .and_then(|s| s.parent())
-        .map(Path::to_path_buf);
+    let root = all.first().and_then(|s| s.parent()).map(Path::to_path_buf);
     Dataset::from_samples(root, samples, classes)
 }
 
@@ -886,7 +963,7 @@ pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tfrecord", ".tfrecords", ".record"])?;
     let (image, mask): (Arc<str>, Arc<str>) =
         (keys.image.as_str().into(), keys.mask.as_str().into());
-    dataset(&shards, Kind::TfRecord(keys), |shard, i, e| {
+    dataset(shards, Kind::TfRecord(keys), |shard, i, e| {
         let field = |key: &Arc<str>| {
             Location::Record(RecordField {
                 shard: shard.to_path_buf(),
@@ -906,7 +983,7 @@ pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
 /// the shards or its `cls.txt` member (see the module docs).
 pub fn tar(paths: &[PathBuf]) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tar"])?;
-    dataset(&shards, Kind::Tar, |shard, _, e| {
+    dataset(shards, Kind::Tar, |shard, _, e| {
         let member = |offset, len, check: Option<&check::Check>| match check {
             Some(c) => Location::Member(TarMember::new(shard.to_path_buf(), offset, len, c)),
             // (Not in an index that loads: every sample delivered has its checks.)
