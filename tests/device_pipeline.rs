@@ -451,6 +451,73 @@ fn what_one_binding_cannot_hold_is_decoded_on_the_cpu() {
     }
 }
 
+/// PNG and WebP images that the CPU decodes whole, larger than one device binding: cropped
+/// to the window the plan reads, and reduced on the host where that window is still too
+/// large, so that the device delivers what the CPU backend delivers (before, each was
+/// reported: "a 640x427 window decoded on the host needs ... a binding holds ...").
+#[cfg(feature = "wgpu")]
+#[test]
+fn png_and_webp_larger_than_a_binding_are_delivered() {
+    // Bindings of 512 KiB: 131,072 words, less than the photo's 273,280 pixels.
+    const BINDING: u64 = 512 << 10;
+    let Some((device, queue)) = small_binding_device(BINDING) else {
+        return;
+    };
+    let jpeg =
+        std::fs::read(common::data_dir().join("samples/photo/sklearn_china.jpg")).expect("photo");
+    let mut img = stoker::decode::Image8::default();
+    stoker::decode::cpu::decode_image(&jpeg, &Default::default(), &mut img).expect("decode");
+    let (w, h) = (img.width, img.height);
+    let dir = tempfile::tempdir().expect("tempdir");
+    common::write(dir.path(), "c/china.png", &common::png_rgb(w, h, &img.data));
+    let mut webp = Vec::new();
+    image::codecs::webp::WebPEncoder::new_lossless(&mut webp)
+        .encode(&img.data, w, h, image::ExtendedColorType::Rgb8)
+        .expect("webp");
+    common::write(dir.path(), "c/china.webp", &webp);
+    // Its mirror image, so that the two crops of a batch differ.
+    let mirrored: Vec<u8> = img
+        .data
+        .chunks_exact(3 * w as usize)
+        .flat_map(|row| {
+            row.chunks_exact(3)
+                .rev()
+                .flatten()
+                .copied()
+                .collect::<Vec<u8>>()
+        })
+        .collect();
+    common::write(
+        dir.path(),
+        "c/mirror.png",
+        &common::png_rgb(w, h, &mirrored),
+    );
+    let subset = Dataset::image_folder(dir.path()).expect("folder").all();
+    let random = Augment::new()
+        .random_resized_crop(40, (0.08, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .dtype(DType::U8);
+    // Nearly the whole photo, resized to 41 rows: reduced to 1/2 on the host first.
+    let centre = Augment::validation(36).dtype(DType::U8);
+    for seed in [1, 2, 3] {
+        for aug in [&random, &centre] {
+            let seeded = |b: PipelineBuilder| b.seed(seed);
+            let cpu = run_on(&subset, aug, BackendKind::Cpu, 2, seeded);
+            let (d, q) = (device.clone(), queue.clone());
+            let gpu = run_on(&subset, aug, BackendKind::Wgpu, 2, |b| {
+                b.seed(seed).wgpu_device(d, q)
+            });
+            // Every sample delivered (`run_on` fails on any error), with the CPU's pixels
+            // within the tolerance of the device path.
+            check(&cpu, &gpu, aug, [1.0 / 255.0; 3], false);
+            for e in &gpu {
+                assert_eq!(e.ids.len(), 3, "seed {seed}: every sample delivered");
+                assert_eq!(e.fallbacks, 3, "decoded on the host");
+            }
+        }
+    }
+}
+
 /// One epoch of `subset` on `backend`: ids, images, the paths of the samples reported,
 /// warnings, and the stats.
 fn epoch_with_reports(

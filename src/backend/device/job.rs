@@ -228,7 +228,11 @@ impl Prepared {
     /// small window of a large image still reads every coefficient block under it), the
     /// CPU decode of `bytes` with `opts` (the same window and scale), its reason in
     /// [`Self::cpu_reason`] so that it is counted as a CPU fallback. The coefficients go
-    /// back to `pool`. Errors: the CPU decoder's.
+    /// back to `pool`. Host pixels still too large for a binding (a PNG or WebP the CPU
+    /// decodes whole, a window larger than a binding) are cropped to the window the plan
+    /// reads, and reduced by a power of two where that is not enough (`fit`), the reason
+    /// saying so. Errors: the CPU decoder's; [`DecodeError::Unsupported`] for an image
+    /// that no reduction up to 1/64 fits.
     pub fn fit_bindings(
         self,
         bytes: &[u8],
@@ -239,12 +243,39 @@ impl Prepared {
         let Some(reason) = binding_refusal(&self.image, max_binding)? else {
             return Ok(self);
         };
-        if !matches!(self.image, DeviceSample::Jpeg { .. }) {
-            // Already host pixels: nothing smaller to fall back to.
-            return Err(DecodeError::Unsupported(reason));
-        }
-        pool.recycle(std::iter::once(self.image));
-        decoded_on_cpu(bytes, opts, reason)
+        let mut p = if matches!(self.image, DeviceSample::Jpeg { .. }) {
+            pool.recycle(std::iter::once(self.image));
+            decoded_on_cpu(bytes, opts, reason)?
+        } else {
+            self
+        };
+        // Host pixels too large for a binding: cropped to the plan's window, reduced where
+        // that is not enough (`fit`).
+        let img = match &p.image {
+            DeviceSample::Rgb(img) => img,
+            DeviceSample::Shared(img) => img.image(),
+            _ => return Ok(p),
+        };
+        let Some(reason) = super::decode::rgb_binding_refusal(img, max_binding) else {
+            return Ok(p);
+        };
+        let fitted = super::fit::fit_host_pixels(img, opts, max_binding)
+            .ok_or(DecodeError::Unsupported(reason))?;
+        let how = match fitted.scale / img.scale.max(1) {
+            1 => "cropped to the window its resize reads".to_string(),
+            k => format!("reduced to 1/{k} on the host"),
+        };
+        log::debug!(
+            "a {}x{} image {how} to fit a device binding of {max_binding} bytes",
+            img.width,
+            img.height
+        );
+        p.cpu_reason = Some(match p.cpu_reason.take() {
+            Some(r) => format!("{r}; {how}"),
+            None => how,
+        });
+        p.image = DeviceSample::Rgb(fitted);
+        Ok(p)
     }
 
     /// This sample with its coefficients packed for upload ([`DeviceSample::packed`]).

@@ -12,6 +12,7 @@ pub mod batch;
 pub mod batcher;
 pub mod decode;
 pub mod error;
+mod fit;
 pub mod job;
 pub mod launch;
 pub mod mix;
