@@ -147,3 +147,28 @@ pub use source::{
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The examples of `docs/augment.md`, compiled as doc tests.
+#[doc = include_str!("../docs/augment.md")]
+#[cfg(doctest)]
+pub struct GuideAugmentDoctests;
+
+/// The examples of `docs/shards-and-storage.md`, compiled as doc tests.
+#[doc = include_str!("../docs/shards-and-storage.md")]
+#[cfg(doctest)]
+pub struct GuideShardsAndStorageDoctests;
+
+/// The examples of `docs/gpu.md`, compiled as doc tests.
+#[doc = include_str!("../docs/gpu.md")]
+#[cfg(doctest)]
+pub struct GuideGpuDoctests;
+
+/// The examples of `docs/frameworks.md`, compiled as doc tests.
+#[doc = include_str!("../docs/frameworks.md")]
+#[cfg(doctest)]
+pub struct GuideFrameworksDoctests;
+
+/// The examples of `docs/many-gpus.md`, compiled as doc tests.
+#[doc = include_str!("../docs/many-gpus.md")]
+#[cfg(doctest)]
+pub struct GuideManyGpusDoctests;
