@@ -22,7 +22,7 @@ pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
 // Exit status
 
 /// Why a command did not do (all of) what was asked; each cause has its exit status,
-/// listed in `stoker --help` and the README.
+/// listed in `stoker --help` and docs/cli.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
