@@ -691,6 +691,10 @@ struct I2 {
     i32 x, y;
 };
 
+struct U2 {
+    u32 x, y;
+};
+
 // One axis (k = 0: u, 1: v) of the affine map of sample s at output pixel (x, y):
 // `a x + b y + c` as (integer part, 16-bit fraction), summed from 32-bit pieces so it is
 // the CPU's exact 64-bit sum (x, y < 2^14, so each partial product fits).
@@ -780,6 +784,20 @@ static __device__ __forceinline__ i32 nearest_index(I2 p, I2 r) {
     return (i >= r.x && i < r.y) ? i : -1;
 }
 
+// Output pixel q (row-major, ow by oh) as the column and row it reads from before any
+// warp: flipped as the plan's `flags` say.
+static __device__ __forceinline__ U2 flipped_xy(u32 flags, u32 q, u32 ow, u32 oh) {
+    u32 x = urem(q, ow);
+    u32 y = udiv(q, ow);
+    if ((flags & FLIP_H) != 0u) {
+        x = ow - 1u - x;
+    }
+    if ((flags & FLIP_V) != 0u) {
+        y = oh - 1u - y;
+    }
+    return U2{x, y};
+}
+
 // One element of a sample's slot: channel value (0-255) after the warp and flips, and
 // its channel.
 static __device__ __forceinline__ Elem element(const Aug& g, u32 s, u32 l) {
@@ -795,19 +813,12 @@ static __device__ __forceinline__ Elem element(const Aug& g, u32 s, u32 l) {
         c = udiv(l, npx);
         q = urem(l, npx);
     }
-    u32 x = urem(q, ow);
-    u32 y = udiv(q, ow);
     const u32 flags = plan_u(g, s, P_FLAGS);
-    if ((flags & FLIP_H) != 0u) {
-        x = ow - 1u - x;
-    }
-    if ((flags & FLIP_V) != 0u) {
-        y = oh - 1u - y;
-    }
+    const U2 p = flipped_xy(flags, q, ow, oh);
     if ((flags & AFFINE) != 0u) {
-        return Elem{warped(g, s, x, y, c), c};
+        return Elem{warped(g, s, p.x, p.y, c), c};
     }
-    const u32 v = (g.rbuf[s * npx - g.P[R_BASE] + y * ow + x] >> (8u * c)) & 255u;
+    const u32 v = (g.rbuf[s * npx - g.P[R_BASE] + p.y * ow + p.x] >> (8u * c)) & 255u;
     return Elem{v, c};
 }
 
@@ -916,16 +927,10 @@ extern "C" __global__ void write_mask(const KernelArgs a) {
             mw = desc(g, s, D_MASK_W);
         }
         if (mw != 0u) {
-            const u32 l = urem(e, npx);
-            u32 x = urem(l, ow);
-            u32 y = udiv(l, ow);
             const u32 flags = plan_u(g, s, P_FLAGS);
-            if ((flags & FLIP_H) != 0u) {
-                x = ow - 1u - x;
-            }
-            if ((flags & FLIP_V) != 0u) {
-                y = oh - 1u - y;
-            }
+            const U2 p = flipped_xy(flags, urem(e, npx), ow, oh);
+            u32 x = p.x;
+            u32 y = p.y;
             u32 v = plan_u(g, s, P_MASK_FILL);
             bool inside = true;
             if ((flags & AFFINE) != 0u) {

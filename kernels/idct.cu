@@ -11,7 +11,9 @@
 // coefficient buffer the `huffman` pass wrote; read). No params.
 //
 // The oracle's i32 arithmetic wraps; here every such value is carried in a u32 (same bits,
-// defined wrapping) and shifted right arithmetically with sra().
+// defined wrapping) and shifted right arithmetically with sra(). The IDCT constants,
+// half16, descale and the 1-D passes are in kernels/idct_common.cuh, prepended to this
+// file (the `huffman` kernel's range check runs the same ones).
 
 // Constants as enumerators, not variables: NVRTC would emit every namespace-scope
 // constant as a global.
@@ -31,32 +33,6 @@ enum : u32 {
     C_PLANE = 7u,
     C_STRIDE = 8u,
     C_GROUP_START = 14u,
-
-    CONST_BITS = 13u,
-    PASS1_BITS = 2u,
-
-    FIX_0_298631336 = 2446u,
-    FIX_0_390180644 = 3196u,
-    FIX_0_541196100 = 4433u,
-    FIX_0_765366865 = 6270u,
-    FIX_0_899976223 = 7373u,
-    FIX_1_175875602 = 9633u,
-    FIX_1_501321110 = 12299u,
-    FIX_1_847759065 = 15137u,
-    FIX_1_961570560 = 16069u,
-    FIX_2_053119869 = 16819u,
-    FIX_2_562915447 = 20995u,
-    FIX_3_072711026 = 25172u,
-    FIX_0_211164243 = 1730u,
-    FIX_0_509795579 = 4176u,
-    FIX_0_601344887 = 4926u,
-    FIX_0_720959822 = 5906u,
-    FIX_0_850430095 = 6967u,
-    FIX_1_061594337 = 8697u,
-    FIX_1_272758580 = 10426u,
-    FIX_1_451774981 = 11893u,
-    FIX_2_172734803 = 17799u,
-    FIX_3_624509785 = 29692u,
 };
 
 // WGSL's module-scope private arrays (pass-1 results and output samples, row * 8 +
@@ -69,14 +45,6 @@ struct IdctState {
 
 static __device__ __forceinline__ u32 comp_word(const u32* blob, u32 c, u32 w) {
     return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
-}
-
-// Low or high signed 16-bit half of a word, by index parity.
-static __device__ __forceinline__ u32 half16(u32 word, u32 i) {
-    if ((i & 1u) == 0u) {
-        return sra(word << 16u, 16u);
-    }
-    return sra(word, 16u);
 }
 
 // A block stored in the layout of output size `stored` (coeffs.rs): the kept rows by the
@@ -124,10 +92,6 @@ static __device__ __forceinline__ u32 deq(const u32* blob, const u32* blocks, u3
     return coef(blob, blocks, at, stored, i) * half16(blob[qt + i / 2u], i);
 }
 
-static __device__ __forceinline__ u32 descale(u32 x, u32 n) {
-    return sra(x + (1u << (n - 1u)), n);
-}
-
 // libjpeg's post-IDCT range limit (see range_limit in idct.rs).
 static __device__ __forceinline__ u32 range_limit(u32 x) {
     const u32 i = x & 1023u;
@@ -141,76 +105,6 @@ static __device__ __forceinline__ u32 range_limit(u32 x) {
         return 0u;
     }
     return i - 896u;
-}
-
-static __device__ __forceinline__ void idct8_1d(const u32 x[8], u32 shift, u32 out[8]) {
-    const u32 z2 = x[2];
-    const u32 z3 = x[6];
-    const u32 z1 = (z2 + z3) * FIX_0_541196100;
-    const u32 tmp2 = z1 + z3 * (0u - FIX_1_847759065);
-    const u32 tmp3 = z1 + z2 * FIX_0_765366865;
-    const u32 tmp0 = (x[0] + x[4]) << CONST_BITS;
-    const u32 tmp1 = (x[0] - x[4]) << CONST_BITS;
-    const u32 tmp10 = tmp0 + tmp3;
-    const u32 tmp13 = tmp0 - tmp3;
-    const u32 tmp11 = tmp1 + tmp2;
-    const u32 tmp12 = tmp1 - tmp2;
-    u32 t0 = x[7];
-    u32 t1 = x[5];
-    u32 t2 = x[3];
-    u32 t3 = x[1];
-    const u32 o1 = t0 + t3;
-    const u32 o2 = t1 + t2;
-    const u32 o3 = t0 + t2;
-    const u32 o4 = t1 + t3;
-    const u32 z5 = (o3 + o4) * FIX_1_175875602;
-    t0 = t0 * FIX_0_298631336;
-    t1 = t1 * FIX_2_053119869;
-    t2 = t2 * FIX_3_072711026;
-    t3 = t3 * FIX_1_501321110;
-    const u32 m1 = o1 * (0u - FIX_0_899976223);
-    const u32 m2 = o2 * (0u - FIX_2_562915447);
-    const u32 m3 = o3 * (0u - FIX_1_961570560) + z5;
-    const u32 m4 = o4 * (0u - FIX_0_390180644) + z5;
-    t0 = t0 + m1 + m3;
-    t1 = t1 + m2 + m4;
-    t2 = t2 + m2 + m3;
-    t3 = t3 + m1 + m4;
-    out[0] = descale(tmp10 + t3, shift);
-    out[1] = descale(tmp11 + t2, shift);
-    out[2] = descale(tmp12 + t1, shift);
-    out[3] = descale(tmp13 + t0, shift);
-    out[4] = descale(tmp13 - t0, shift);
-    out[5] = descale(tmp12 - t1, shift);
-    out[6] = descale(tmp11 - t2, shift);
-    out[7] = descale(tmp10 - t3, shift);
-}
-
-static __device__ __forceinline__ void idct4_1d(const u32 x[8], u32 shift, u32 out[4]) {
-    const u32 tmp0 = x[0] << (CONST_BITS + 1u);
-    const u32 tmp2 = x[2] * FIX_1_847759065 + x[6] * (0u - FIX_0_765366865);
-    const u32 tmp10 = tmp0 + tmp2;
-    const u32 tmp12 = tmp0 - tmp2;
-    const u32 z1 = x[7];
-    const u32 z2 = x[5];
-    const u32 z3 = x[3];
-    const u32 z4 = x[1];
-    const u32 t0 = z1 * (0u - FIX_0_211164243) + z2 * FIX_1_451774981
-        + z3 * (0u - FIX_2_172734803) + z4 * FIX_1_061594337;
-    const u32 t2 = z1 * (0u - FIX_0_509795579) + z2 * (0u - FIX_0_601344887)
-        + z3 * FIX_0_899976223 + z4 * FIX_2_562915447;
-    out[0] = descale(tmp10 + t2, shift);
-    out[1] = descale(tmp12 + t0, shift);
-    out[2] = descale(tmp12 - t0, shift);
-    out[3] = descale(tmp10 - t2, shift);
-}
-
-static __device__ __forceinline__ void idct2_1d(const u32 x[8], u32 shift, u32 out[2]) {
-    const u32 tmp10 = x[0] << (CONST_BITS + 2u);
-    const u32 tmp0 = x[7] * (0u - FIX_0_720959822) + x[5] * FIX_0_850430095
-        + x[3] * (0u - FIX_1_272758580) + x[1] * FIX_3_624509785;
-    out[0] = descale(tmp10 + tmp0, shift);
-    out[1] = descale(tmp10 - tmp0, shift);
 }
 
 // jpeg_idct_islow: block at `at` (in the layout of size `stored`), quantisation table at

@@ -737,6 +737,20 @@ fn nearest_index(p: vec2<i32>, r: vec2<i32>) -> i32 {
     return select(-1, i, i >= r.x && i < r.y);
 }
 
+// Output pixel q (row-major, ow by oh) as the column and row it reads from before any
+// warp: flipped as the plan's `flags` say.
+fn flipped_xy(flags: u32, q: u32, ow: u32, oh: u32) -> vec2<u32> {
+    var x = q % ow;
+    var y = q / ow;
+    if (flags & FLIP_H) != 0u {
+        x = ow - 1u - x;
+    }
+    if (flags & FLIP_V) != 0u {
+        y = oh - 1u - y;
+    }
+    return vec2<u32>(x, y);
+}
+
 // One element of a sample's slot: channel value (0-255) after the warp and flips.
 fn element(s: u32, l: u32) -> vec2<u32> {
     let ow = hdr[H_OUT_W];
@@ -751,19 +765,12 @@ fn element(s: u32, l: u32) -> vec2<u32> {
         c = l / npx;
         q = l % npx;
     }
-    var x = q % ow;
-    var y = q / ow;
     let flags = plan_u(s, P_FLAGS);
-    if (flags & FLIP_H) != 0u {
-        x = ow - 1u - x;
-    }
-    if (flags & FLIP_V) != 0u {
-        y = oh - 1u - y;
-    }
+    let p = flipped_xy(flags, q, ow, oh);
     if (flags & AFFINE) != 0u {
-        return vec2<u32>(warped(s, x, y, c), c);
+        return vec2<u32>(warped(s, p.x, p.y, c), c);
     }
-    let v = (rbuf[s * npx - P.r_base + y * ow + x] >> (8u * c)) & 255u;
+    let v = (rbuf[s * npx - P.r_base + p.y * ow + p.x] >> (8u * c)) & 255u;
     return vec2<u32>(v, c);
 }
 
@@ -877,16 +884,10 @@ fn write_mask(
             mw = desc(s, D_MASK_W);
         }
         if mw != 0u {
-            let l = e % npx;
-            var x = l % ow;
-            var y = l / ow;
             let flags = plan_u(s, P_FLAGS);
-            if (flags & FLIP_H) != 0u {
-                x = ow - 1u - x;
-            }
-            if (flags & FLIP_V) != 0u {
-                y = oh - 1u - y;
-            }
+            let p = flipped_xy(flags, e % npx, ow, oh);
+            var x = p.x;
+            var y = p.y;
             var v = plan_u(s, P_MASK_FILL);
             var inside = true;
             if (flags & AFFINE) != 0u {

@@ -64,32 +64,6 @@ const BAD_CODE: u32 = 0xFFFFFFFFu;
 // agrees_with_simd's QUICK_BOUND.
 const QUICK_BOUND: u32 = 2000u;
 
-const CONST_BITS: u32 = 13u;
-const PASS1_BITS: u32 = 2u;
-
-const FIX_0_298631336: i32 = 2446;
-const FIX_0_390180644: i32 = 3196;
-const FIX_0_541196100: i32 = 4433;
-const FIX_0_765366865: i32 = 6270;
-const FIX_0_899976223: i32 = 7373;
-const FIX_1_175875602: i32 = 9633;
-const FIX_1_501321110: i32 = 12299;
-const FIX_1_847759065: i32 = 15137;
-const FIX_1_961570560: i32 = 16069;
-const FIX_2_053119869: i32 = 16819;
-const FIX_2_562915447: i32 = 20995;
-const FIX_3_072711026: i32 = 25172;
-const FIX_0_211164243: i32 = 1730;
-const FIX_0_509795579: i32 = 4176;
-const FIX_0_601344887: i32 = 4926;
-const FIX_0_720959822: i32 = 5906;
-const FIX_0_850430095: i32 = 6967;
-const FIX_1_061594337: i32 = 8697;
-const FIX_1_272758580: i32 = 10426;
-const FIX_1_451774981: i32 = 11893;
-const FIX_2_172734803: i32 = 17799;
-const FIX_3_624509785: i32 = 29692;
-
 // jpeg_natural_order: zigzag index to natural (row-major) index.
 const NATURAL = array<u32, 64>(
     0u, 1u, 8u, 16u, 9u, 2u, 3u, 10u, 17u, 24u, 32u, 25u, 18u, 11u, 4u, 5u,
@@ -215,15 +189,8 @@ fn extend(r: u32, s: u32) -> i32 {
 // ---------------------------------------------------------------------------------------
 // agrees_with_simd (idct.rs) on `blk`: the IDCT passes of shaders/idct.wgsl, each pass-1
 // value checked to fit in 16 bits and each sample (before the range limit) to lie within
-// -512..=511.
-
-// Low or high signed 16-bit half of a word, by index parity.
-fn half16(word: u32, i: u32) -> i32 {
-    if ((i & 1u) == 0u) {
-        return i32(word << 16u) >> 16u;
-    }
-    return i32(word) >> 16u;
-}
+// -512..=511. The constants, half16, descale and the 1-D passes are those of
+// shaders/idct_common.wgsl, joined in front of this file.
 
 fn coef(i: u32) -> i32 {
     return half16(blk[i / 2u], i);
@@ -234,89 +201,12 @@ fn deq(qt: u32, i: u32) -> i32 {
     return coef(i) * half16(blob[qt + i / 2u], i);
 }
 
-fn descale(x: i32, n: u32) -> i32 {
-    return (x + (1i << (n - 1u))) >> n;
-}
-
 fn fits16(x: i32) -> bool {
     return x >= -32768 && x <= 32767;
 }
 
 fn in_range(x: i32) -> bool {
     return x >= -512 && x <= 511;
-}
-
-fn idct8_1d(x: array<i32, 8>, shift: u32) -> array<i32, 8> {
-    let z2 = x[2];
-    let z3 = x[6];
-    let z1 = (z2 + z3) * FIX_0_541196100;
-    let tmp2 = z1 + z3 * (-FIX_1_847759065);
-    let tmp3 = z1 + z2 * FIX_0_765366865;
-    let tmp0 = (x[0] + x[4]) << CONST_BITS;
-    let tmp1 = (x[0] - x[4]) << CONST_BITS;
-    let tmp10 = tmp0 + tmp3;
-    let tmp13 = tmp0 - tmp3;
-    let tmp11 = tmp1 + tmp2;
-    let tmp12 = tmp1 - tmp2;
-    var t0 = x[7];
-    var t1 = x[5];
-    var t2 = x[3];
-    var t3 = x[1];
-    let o1 = t0 + t3;
-    let o2 = t1 + t2;
-    let o3 = t0 + t2;
-    let o4 = t1 + t3;
-    let z5 = (o3 + o4) * FIX_1_175875602;
-    t0 = t0 * FIX_0_298631336;
-    t1 = t1 * FIX_2_053119869;
-    t2 = t2 * FIX_3_072711026;
-    t3 = t3 * FIX_1_501321110;
-    let m1 = o1 * (-FIX_0_899976223);
-    let m2 = o2 * (-FIX_2_562915447);
-    let m3 = o3 * (-FIX_1_961570560) + z5;
-    let m4 = o4 * (-FIX_0_390180644) + z5;
-    t0 = t0 + m1 + m3;
-    t1 = t1 + m2 + m4;
-    t2 = t2 + m2 + m3;
-    t3 = t3 + m1 + m4;
-    return array<i32, 8>(
-        descale(tmp10 + t3, shift),
-        descale(tmp11 + t2, shift),
-        descale(tmp12 + t1, shift),
-        descale(tmp13 + t0, shift),
-        descale(tmp13 - t0, shift),
-        descale(tmp12 - t1, shift),
-        descale(tmp11 - t2, shift),
-        descale(tmp10 - t3, shift),
-    );
-}
-
-fn idct4_1d(x: array<i32, 8>, shift: u32) -> array<i32, 4> {
-    let tmp0 = x[0] << (CONST_BITS + 1u);
-    let tmp2 = x[2] * FIX_1_847759065 + x[6] * (-FIX_0_765366865);
-    let tmp10 = tmp0 + tmp2;
-    let tmp12 = tmp0 - tmp2;
-    let z1 = x[7];
-    let z2 = x[5];
-    let z3 = x[3];
-    let z4 = x[1];
-    let t0 = z1 * (-FIX_0_211164243) + z2 * FIX_1_451774981 + z3 * (-FIX_2_172734803)
-        + z4 * FIX_1_061594337;
-    let t2 = z1 * (-FIX_0_509795579) + z2 * (-FIX_0_601344887) + z3 * FIX_0_899976223
-        + z4 * FIX_2_562915447;
-    return array<i32, 4>(
-        descale(tmp10 + t2, shift),
-        descale(tmp12 + t0, shift),
-        descale(tmp12 - t0, shift),
-        descale(tmp10 - t2, shift),
-    );
-}
-
-fn idct2_1d(x: array<i32, 8>, shift: u32) -> array<i32, 2> {
-    let tmp10 = x[0] << (CONST_BITS + 2u);
-    let tmp0 = x[7] * (-FIX_0_720959822) + x[5] * FIX_0_850430095 + x[3] * (-FIX_1_272758580)
-        + x[1] * FIX_3_624509785;
-    return array<i32, 2>(descale(tmp10 + tmp0, shift), descale(tmp10 - tmp0, shift));
 }
 
 // islow_8x8 (jpeg_idct_islow's passes) within range.

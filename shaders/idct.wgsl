@@ -5,7 +5,9 @@
 // One dispatch covers a chunk: `blob` is the chunk (header, image and component tables,
 // data); one invocation handles one group of blocks side by side (1 block for 8x8 and 4x4
 // outputs, 2 for 2x2, 4 for 1x1), so it writes whole plane words and no two invocations
-// write the same word. All integer arithmetic is 32-bit and wraps, as in the oracle.
+// write the same word. All integer arithmetic is 32-bit and wraps, as in the oracle. The
+// constants, half16, descale and the 1-D passes are in shaders/idct_common.wgsl, joined in
+// front of this file (the `huffman` pass's range check runs the same ones).
 
 @group(0) @binding(0) var<storage, read> blob: array<u32>;
 @group(0) @binding(1) var<storage, read_write> planes: array<u32>;
@@ -29,46 +31,12 @@ const C_PLANE: u32 = 7u;
 const C_STRIDE: u32 = 8u;
 const C_GROUP_START: u32 = 14u;
 
-const CONST_BITS: u32 = 13u;
-const PASS1_BITS: u32 = 2u;
-
-const FIX_0_298631336: i32 = 2446;
-const FIX_0_390180644: i32 = 3196;
-const FIX_0_541196100: i32 = 4433;
-const FIX_0_765366865: i32 = 6270;
-const FIX_0_899976223: i32 = 7373;
-const FIX_1_175875602: i32 = 9633;
-const FIX_1_501321110: i32 = 12299;
-const FIX_1_847759065: i32 = 15137;
-const FIX_1_961570560: i32 = 16069;
-const FIX_2_053119869: i32 = 16819;
-const FIX_2_562915447: i32 = 20995;
-const FIX_3_072711026: i32 = 25172;
-const FIX_0_211164243: i32 = 1730;
-const FIX_0_509795579: i32 = 4176;
-const FIX_0_601344887: i32 = 4926;
-const FIX_0_720959822: i32 = 5906;
-const FIX_0_850430095: i32 = 6967;
-const FIX_1_061594337: i32 = 8697;
-const FIX_1_272758580: i32 = 10426;
-const FIX_1_451774981: i32 = 11893;
-const FIX_2_172734803: i32 = 17799;
-const FIX_3_624509785: i32 = 29692;
-
 // Pass-1 results (row * 8 + column) and output samples (row * 8 + column).
 var<private> ws: array<i32, 64>;
 var<private> samples: array<u32, 64>;
 
 fn comp_word(c: u32, w: u32) -> u32 {
     return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
-}
-
-// Low or high signed 16-bit half of a word, by index parity.
-fn half16(word: u32, i: u32) -> i32 {
-    if ((i & 1u) == 0u) {
-        return i32(word << 16u) >> 16u;
-    }
-    return i32(word) >> 16u;
 }
 
 // A block stored in the layout of output size `stored` (coeffs.rs): the kept rows by the
@@ -116,10 +84,6 @@ fn deq(at: u32, stored: u32, qt: u32, i: u32) -> i32 {
     return coef(at, stored, i) * half16(blob[qt + i / 2u], i);
 }
 
-fn descale(x: i32, n: u32) -> i32 {
-    return (x + (1i << (n - 1u))) >> n;
-}
-
 // libjpeg's post-IDCT range limit (see range_limit in idct.rs).
 fn range_limit(x: i32) -> u32 {
     let i = u32(x & 1023);
@@ -133,79 +97,6 @@ fn range_limit(x: i32) -> u32 {
         return 0u;
     }
     return i - 896u;
-}
-
-fn idct8_1d(x: array<i32, 8>, shift: u32) -> array<i32, 8> {
-    let z2 = x[2];
-    let z3 = x[6];
-    let z1 = (z2 + z3) * FIX_0_541196100;
-    let tmp2 = z1 + z3 * (-FIX_1_847759065);
-    let tmp3 = z1 + z2 * FIX_0_765366865;
-    let tmp0 = (x[0] + x[4]) << CONST_BITS;
-    let tmp1 = (x[0] - x[4]) << CONST_BITS;
-    let tmp10 = tmp0 + tmp3;
-    let tmp13 = tmp0 - tmp3;
-    let tmp11 = tmp1 + tmp2;
-    let tmp12 = tmp1 - tmp2;
-    var t0 = x[7];
-    var t1 = x[5];
-    var t2 = x[3];
-    var t3 = x[1];
-    let o1 = t0 + t3;
-    let o2 = t1 + t2;
-    let o3 = t0 + t2;
-    let o4 = t1 + t3;
-    let z5 = (o3 + o4) * FIX_1_175875602;
-    t0 = t0 * FIX_0_298631336;
-    t1 = t1 * FIX_2_053119869;
-    t2 = t2 * FIX_3_072711026;
-    t3 = t3 * FIX_1_501321110;
-    let m1 = o1 * (-FIX_0_899976223);
-    let m2 = o2 * (-FIX_2_562915447);
-    let m3 = o3 * (-FIX_1_961570560) + z5;
-    let m4 = o4 * (-FIX_0_390180644) + z5;
-    t0 = t0 + m1 + m3;
-    t1 = t1 + m2 + m4;
-    t2 = t2 + m2 + m3;
-    t3 = t3 + m1 + m4;
-    return array<i32, 8>(
-        descale(tmp10 + t3, shift),
-        descale(tmp11 + t2, shift),
-        descale(tmp12 + t1, shift),
-        descale(tmp13 + t0, shift),
-        descale(tmp13 - t0, shift),
-        descale(tmp12 - t1, shift),
-        descale(tmp11 - t2, shift),
-        descale(tmp10 - t3, shift),
-    );
-}
-
-fn idct4_1d(x: array<i32, 8>, shift: u32) -> array<i32, 4> {
-    let tmp0 = x[0] << (CONST_BITS + 1u);
-    let tmp2 = x[2] * FIX_1_847759065 + x[6] * (-FIX_0_765366865);
-    let tmp10 = tmp0 + tmp2;
-    let tmp12 = tmp0 - tmp2;
-    let z1 = x[7];
-    let z2 = x[5];
-    let z3 = x[3];
-    let z4 = x[1];
-    let t0 = z1 * (-FIX_0_211164243) + z2 * FIX_1_451774981 + z3 * (-FIX_2_172734803)
-        + z4 * FIX_1_061594337;
-    let t2 = z1 * (-FIX_0_509795579) + z2 * (-FIX_0_601344887) + z3 * FIX_0_899976223
-        + z4 * FIX_2_562915447;
-    return array<i32, 4>(
-        descale(tmp10 + t2, shift),
-        descale(tmp12 + t0, shift),
-        descale(tmp12 - t0, shift),
-        descale(tmp10 - t2, shift),
-    );
-}
-
-fn idct2_1d(x: array<i32, 8>, shift: u32) -> array<i32, 2> {
-    let tmp10 = x[0] << (CONST_BITS + 2u);
-    let tmp0 = x[7] * (-FIX_0_720959822) + x[5] * FIX_0_850430095 + x[3] * (-FIX_1_272758580)
-        + x[1] * FIX_3_624509785;
-    return array<i32, 2>(descale(tmp10 + tmp0, shift), descale(tmp10 - tmp0, shift));
 }
 
 // jpeg_idct_islow: block at `at` (in the layout of size `stored`), quantisation table at

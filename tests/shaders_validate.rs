@@ -40,6 +40,28 @@ fn every_shader_parses_and_validates() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// `idct_common.wgsl` is joined in front of two shaders with different bindings: it
+/// validates alone and declares no module-scope variable (binding or private), and both
+/// shaders start with it.
+#[test]
+fn the_shared_idct_arithmetic_is_pure_and_in_front_of_both_idct_users() {
+    validate("idct_common.wgsl", shaders::IDCT_COMMON).expect("validates");
+    let module = parse(shaders::IDCT_COMMON);
+    let globals: Vec<_> = module
+        .global_variables
+        .iter()
+        .map(|(_, g)| &g.name)
+        .collect();
+    assert!(globals.is_empty(), "{globals:?}");
+    assert!(module.entry_points.is_empty());
+    for (name, source) in [
+        ("huffman.wgsl", shaders::HUFFMAN),
+        ("idct.wgsl", shaders::IDCT),
+    ] {
+        assert!(source.starts_with(shaders::IDCT_COMMON), "{name}");
+    }
+}
+
 #[test]
 fn the_augment_shader_has_its_entry_points() {
     let module = naga::front::wgsl::parse_str(shaders::AUGMENT).expect("augment.wgsl parses");

@@ -30,10 +30,13 @@
 
 #include "../../kernels/common.cuh"
 
+// idct_common.cuh goes before the two sources the host prepends it to (kernels.rs).
 namespace k_huffman {
+#include "../../kernels/idct_common.cuh"
 #include "../../kernels/huffman.cu"
 }
 namespace k_idct {
+#include "../../kernels/idct_common.cuh"
 #include "../../kernels/idct.cu"
 }
 namespace k_color {

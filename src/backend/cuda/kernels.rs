@@ -1,5 +1,5 @@
-//! The CUDA kernels: `kernels/*.cu` with `kernels/common.cuh` prepended, compiled at
-//! first use by NVRTC for the device's architecture and cached for the process, then
+//! The CUDA kernels: `kernels/*.cu` with `kernels/common.cuh` prepended (and, to the two
+//! that run the IDCT, `kernels/idct_common.cuh` after it), compiled at first use by NVRTC for the device's architecture and cached for the process, then
 //! loaded on a context by [`load`].
 //!
 //! Each source is compiled for the device's real architecture (`sm_90`) and loaded as
@@ -32,7 +32,12 @@ pub use super::nvrtc::library_dirs;
 /// The header prepended to every kernel source.
 pub const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
-/// The kernel sources, by file name (without `common.cuh`).
+/// The IDCT arithmetic the `huffman` and `idct` kernels share, prepended to their sources
+/// after [`COMMON`].
+pub const IDCT_COMMON: &str = include_str!("../../../kernels/idct_common.cuh");
+
+/// The kernel sources, by file name (without `common.cuh` and the headers of
+/// [`headers_of`]).
 pub const SOURCES: [(&str, &str); 6] = [
     ("huffman.cu", include_str!("../../../kernels/huffman.cu")),
     ("idct.cu", include_str!("../../../kernels/idct.cu")),
@@ -42,12 +47,26 @@ pub const SOURCES: [(&str, &str); 6] = [
     ("mix.cu", include_str!("../../../kernels/mix.cu")),
 ];
 
-/// The full source of `file` as NVRTC compiles it: `common.cuh`, then the file.
+/// The headers (name, text) prepended to the kernel source `file` after `common.cuh`:
+/// `idct_common.cuh` for the two that run the IDCT.
+pub fn headers_of(file: &str) -> &'static [(&'static str, &'static str)] {
+    match file {
+        "huffman.cu" | "idct.cu" => &[("idct_common.cuh", IDCT_COMMON)],
+        _ => &[],
+    }
+}
+
+/// The full source of `file` as NVRTC compiles it: `common.cuh`, the headers of
+/// [`headers_of`], then the file, each after a `#line` directive so that NVRTC's
+/// messages name the file and line they come from.
 pub fn full_source(file: &str) -> Option<String> {
-    SOURCES
-        .iter()
-        .find(|(f, _)| *f == file)
-        .map(|(f, s)| format!("{COMMON}\n#line 1 \"{f}\"\n{s}"))
+    let (f, s) = SOURCES.iter().find(|(f, _)| *f == file)?;
+    let mut out = format!("#line 1 \"common.cuh\"\n{COMMON}\n");
+    for (name, text) in headers_of(f) {
+        out += &format!("#line 1 \"{name}\"\n{text}\n");
+    }
+    out += &format!("#line 1 \"{f}\"\n{s}");
+    Some(out)
 }
 
 /// The source file (under `kernels/`) of a kernel.
@@ -536,6 +555,44 @@ mod tests {
         assert_eq!(json["kernels"][0]["registers"], 96);
         assert!(json["kernels"][0]["const_bytes"].is_null());
         assert_eq!(json["ptx_isa"], "9.0");
+    }
+
+    /// The line `n` (from 1) of `file` as it stands in `full`, by the `#line` directives.
+    fn mapped_line<'a>(full: &'a str, file: &str, n: usize) -> Option<&'a str> {
+        let start = full.find(&format!("#line 1 \"{file}\"\n"))?;
+        full[start..].lines().nth(n)
+    }
+
+    #[test]
+    fn each_source_is_compiled_after_its_headers_with_line_directives() {
+        for (file, source) in SOURCES {
+            let full = full_source(file).expect("source");
+            let mut parts = vec![("common.cuh", COMMON)];
+            parts.extend(headers_of(file));
+            parts.push((file, source));
+            for (name, text) in parts {
+                assert_eq!(
+                    full.matches(&format!("#line 1 \"{name}\"\n")).count(),
+                    1,
+                    "{file}: {name}"
+                );
+                // Every line of each part lies where its directive says.
+                for (i, line) in text.lines().enumerate() {
+                    assert_eq!(
+                        mapped_line(&full, name, i + 1),
+                        Some(line),
+                        "{name}:{}",
+                        i + 1
+                    );
+                }
+            }
+        }
+        let with_idct: Vec<_> = SOURCES
+            .iter()
+            .filter(|(f, _)| headers_of(f).iter().any(|(h, _)| *h == "idct_common.cuh"))
+            .map(|(f, _)| *f)
+            .collect();
+        assert_eq!(with_idct, ["huffman.cu", "idct.cu"]);
     }
 
     #[test]

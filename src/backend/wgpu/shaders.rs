@@ -1,9 +1,21 @@
 //! The WGSL sources, compiled into the binary and turned into pipelines at run time.
 
-/// Huffman decoding of restart intervals into coefficient blocks.
-pub const HUFFMAN: &str = include_str!("../../../shaders/huffman.wgsl");
-/// Dequantisation and IDCT of JPEG blocks (8x8, 4x4, 2x2 or 1x1 outputs).
-pub const IDCT: &str = include_str!("../../../shaders/idct.wgsl");
+/// The IDCT arithmetic (constants and pure functions, no bindings) joined in front of
+/// [`HUFFMAN`] and [`IDCT`].
+pub const IDCT_COMMON: &str = include_str!("../../../shaders/idct_common.wgsl");
+
+/// Huffman decoding of restart intervals into coefficient blocks (with the IDCT arithmetic
+/// of `idct_common.wgsl` in front, for its range check: WGSL has no includes).
+pub const HUFFMAN: &str = concat!(
+    include_str!("../../../shaders/idct_common.wgsl"),
+    include_str!("../../../shaders/huffman.wgsl")
+);
+/// Dequantisation and IDCT of JPEG blocks (8x8, 4x4, 2x2 or 1x1 outputs), with the IDCT
+/// arithmetic of `idct_common.wgsl` in front.
+pub const IDCT: &str = concat!(
+    include_str!("../../../shaders/idct_common.wgsl"),
+    include_str!("../../../shaders/idct.wgsl")
+);
 /// Chroma upsampling and colour conversion to RGB.
 pub const COLOR: &str = include_str!("../../../shaders/color.wgsl");
 /// The fused per-plane pass: crop, resize, flip, jitter, normalise, layout, dtype (with
