@@ -992,6 +992,7 @@ fn bits_flipped_in_whole_objects_are_caught_never_delivered_nor_cached() {
     let local = every_sample_once(&Dataset::image_folder(&folder).expect("local"), 1, 0, |b| b);
     let local_tar = Dataset::tar(&tar).expect("local tar");
     let local_blocks = every_sample_once(&local_tar, 2, 4, |b| b.block_order(2));
+    let local_ranged = every_sample_once(&local_tar, 2, 0, |b| b);
 
     let proxy = s3::Proxy::start(&server.endpoint);
     let flips = || s3::Faults {
@@ -1083,4 +1084,24 @@ fn bits_flipped_in_whole_objects_are_caught_never_delivered_nor_cached() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(undamaged(&cache2) > 0, "shards cached");
+
+    // Shards read by range (the default order), no cache: a range has no checksum of the
+    // store's, but the sidecars (indexed from the local shards) record each member's
+    // CRC-32C, so a body with a flipped bit is read again, never delivered.
+    proxy.set(s3::Faults::default());
+    configure(&proxy.endpoint, tune);
+    let data = Dataset::tar(&[PathBuf::from("s3://flips/tar/")]).expect("listed");
+    let before = faults();
+    proxy.set(s3::Faults {
+        flip_every: 5,
+        only_ranged: true,
+        ..Default::default()
+    });
+    let got = every_sample_once(&data, 2, 0, |b| b);
+    assert!(faults() >= before + 5, "{} bits flipped", faults() - before);
+    assert!(got.reported.is_empty(), "{:?}", got.reported);
+    assert!(
+        got.delivered == local_ranged.delivered,
+        "the pixels of the local shards, read by range"
+    );
 }

@@ -213,6 +213,7 @@ mod client {
     pub(crate) fn stream(url: &str) -> Result<std::io::Empty, RemoteError> {
         off(url)
     }
+    pub(crate) fn forget_read_ahead(_url: &str) {}
     /// Uploads a file: in this build, an error saying object storage is not built in.
     pub fn upload(_local: &std::path::Path, url: &str) -> Result<(), RemoteError> {
         off(url)
@@ -223,9 +224,9 @@ mod client {
     }
 }
 
+pub(crate) use client::{forget_read_ahead, info, read_all, read_at, stream};
 #[cfg(not(feature = "object-store"))]
 pub use client::{hold, upload};
-pub(crate) use client::{info, read_all, read_at, stream};
 
 #[cfg(test)]
 mod tests {

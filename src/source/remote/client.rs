@@ -800,6 +800,18 @@ pub(crate) fn read_at(url: &str, offset: u64, len: u64) -> Result<Vec<u8>, Remot
     })
 }
 
+/// Drops what this thread read ahead of `url`, so that its next read asks the store
+/// again (a read whose bytes failed a check of the caller's: a fresh copy, not the same
+/// damaged one).
+pub(crate) fn forget_read_ahead(url: &str) {
+    AHEAD.with(|cell| {
+        let mut ahead = cell.borrow_mut();
+        if ahead.as_ref().is_some_and(|a| a.url == url) {
+            *ahead = None;
+        }
+    });
+}
+
 /// How far past the end of the last read a read may start and still continue its run
 /// (what lies between is read and thrown away).
 const COALESCE_GAP: u64 = 1 << 20;

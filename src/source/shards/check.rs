@@ -24,10 +24,15 @@ pub(crate) struct Check {
     pub(crate) pieces: Vec<(u64, u64)>,
     /// The CRC-32C of the ranges' CRC-32Cs.
     pub(crate) crc: u32,
+    /// The CRC-32C of the member's data, where indexing read it (a local shard; `None`
+    /// in an index of a shard in a store, and in sidecars written before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) data: Option<u32>,
 }
 
 impl Check {
-    /// The check of `pieces`: (offset, length, CRC-32C of those bytes).
+    /// The check of `pieces`: (offset, length, CRC-32C of those bytes), without the
+    /// data's CRC-32C.
     pub(super) fn new(mut pieces: Vec<(u64, u64, u32)>) -> Check {
         pieces.sort_unstable();
         pieces.dedup();
@@ -35,6 +40,7 @@ impl Check {
         Check {
             pieces: pieces.iter().map(|&(o, l, _)| (o, l)).collect(),
             crc: combine(pieces.iter().map(|p| p.2)),
+            data: None,
         }
     }
 

@@ -46,7 +46,8 @@ pub(super) struct Index {
 /// listed, so an out-of-range label is reported rather than dropped), what indexing found
 /// wrong with a sample, damaged regions of a shard as entries of their own. 4: the digest
 /// of the entries. 6: the shard's fingerprint, and what a read of a tar sample checks.
-const INDEX_VERSION: u32 = 6;
+/// 7: the CRC-32C of a tar member's data, where indexing read it (a local shard).
+const INDEX_VERSION: u32 = 7;
 
 /// The bytes at each end of a shard its fingerprint covers (all of a shard of up to twice
 /// as many).

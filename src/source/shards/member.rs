@@ -38,6 +38,10 @@ pub struct TarMember {
     pub pieces: Arc<[(u64, u64)]>,
     /// The CRC-32C of the ranges' CRC-32Cs (little-endian), as indexing found them.
     pub crc: u32,
+    /// The CRC-32C of the member's data, where indexing read it (a local shard, or a
+    /// sidecar written from one): a read whose data does not give it is read again, then
+    /// reported ([`ReadError::MemberDamaged`]).
+    pub data_crc: Option<u32>,
 }
 
 impl TarMember {
@@ -49,6 +53,7 @@ impl TarMember {
             len,
             pieces: check.pieces.clone().into(),
             crc: check.crc,
+            data_crc: check.data,
         }
     }
 
@@ -73,9 +78,58 @@ impl TarMember {
     }
 }
 
+/// Reads of a member whose data does not give its recorded CRC-32C (or, in a store,
+/// whose headers do not check), before it is reported: a body damaged in transit (a store
+/// over plain HTTP, a flaky link) is read again, from the source, not from a buffer; data
+/// damaged where it is stored stays damaged.
+const DATA_READS: u32 = 5;
+
 /// Reads the data of `m` into `buf`, refusing more than `max_bytes`, after checking that
-/// the shard still holds what its index recorded ([`TarMember::pieces`]).
+/// the shard still holds what its index recorded ([`TarMember::pieces`]), and that the
+/// data gives the CRC-32C indexing recorded, where it did ([`TarMember::data_crc`]).
 pub fn read_member(m: &TarMember, max_bytes: u64, buf: &mut Vec<u8>) -> Result<(), ReadError> {
+    let remote = crate::source::remote::is_url(&m.shard);
+    let mut reads = 0;
+    loop {
+        reads += 1;
+        match read_checked(m, max_bytes, buf) {
+            // In a store, headers that do not check may be a body damaged on its way.
+            Err(ReadError::StaleIndex { what, .. }) if remote && reads < DATA_READS => {
+                log::debug!("{} at {}: {what}; read again", m.shard.display(), m.offset);
+                super::forget_buffers(&m.shard);
+                continue;
+            }
+            r => r?,
+        }
+        let Some(want) = m.data_crc else {
+            return Ok(());
+        };
+        let got = crc32c::crc32c(buf);
+        if got == want {
+            return Ok(());
+        }
+        if reads >= DATA_READS {
+            buf.clear();
+            return Err(ReadError::MemberDamaged {
+                shard: m.shard.clone(),
+                offset: m.offset,
+                len: m.len,
+                reads,
+                got,
+                want,
+            });
+        }
+        log::debug!(
+            "{} at {}: the member's data gives CRC-32C {got:#010x}, not the {want:#010x} indexed; read again",
+            m.shard.display(),
+            m.offset
+        );
+        super::forget_buffers(&m.shard);
+    }
+}
+
+/// [`read_member`] without the data's CRC-32C.
+fn read_checked(m: &TarMember, max_bytes: u64, buf: &mut Vec<u8>) -> Result<(), ReadError> {
     if m.len > max_bytes {
         return Err(ReadError::MemberTooLarge {
             len: m.len,
@@ -85,6 +139,7 @@ pub fn read_member(m: &TarMember, max_bytes: u64, buf: &mut Vec<u8>) -> Result<(
     let check = Check {
         pieces: m.pieces.to_vec(),
         crc: m.crc,
+        data: None,
     };
     let end = m.offset.saturating_add(m.len);
     if let Some(what) = check.unfit(u64::MAX, m.offset) {

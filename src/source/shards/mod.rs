@@ -353,6 +353,23 @@ pub enum ReadError {
         /// The sidecar index.
         side: PathBuf,
     },
+    /// A tar member's data does not give the CRC-32C its index recorded, read after
+    /// read: damaged where it is stored, or the shard changed since it was indexed.
+    #[error("{} at {offset}: the member's {len} bytes give CRC-32C {got:#010x}, not the {want:#010x} its index recorded, in {reads} reads (damaged, or the shard changed since it was indexed)", shard.display())]
+    MemberDamaged {
+        /// The shard.
+        shard: PathBuf,
+        /// Where the member's data starts.
+        offset: u64,
+        /// Bytes of data.
+        len: u64,
+        /// How many times it was read.
+        reads: u32,
+        /// The CRC-32C of the last read.
+        got: u32,
+        /// The CRC-32C indexing recorded.
+        want: u32,
+    },
     /// A Parquet cell, in a build without the `parquet` feature.
     #[error("{}: this build of stoker reads no Parquet (the `parquet` feature is off)", path.display())]
     NoParquet {
@@ -494,6 +511,22 @@ pub(super) fn with_shard<T>(
             }
         }
     })
+}
+
+/// Drops this thread's buffered bytes of the shard `path` (its open file, or what it read
+/// ahead of the object), so that the next read of it reads again: after a read whose
+/// bytes failed a check.
+pub(super) fn forget_buffers(path: &Path) {
+    if super::remote::is_url(path) {
+        super::remote::forget_read_ahead(&path.to_string_lossy());
+        return;
+    }
+    CURSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.as_ref().is_some_and(|c| c.path == path) {
+            *slot = None;
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------------------

@@ -108,6 +108,10 @@ struct Blocks {
     r: BufReader<Box<dyn super::ShardRead>>,
     pos: u64,
     size: u64,
+    /// Whether the members' data is read too, for its CRC-32C (a local shard: a read of
+    /// the whole file, once, when it is indexed; a shard in a store is indexed from its
+    /// headers alone).
+    hash: bool,
 }
 
 impl Blocks {
@@ -125,6 +129,22 @@ impl Blocks {
         self.r.read_exact(buf)?;
         self.pos += buf.len() as u64;
         Ok(())
+    }
+
+    /// The CRC-32C of the `len` bytes at `at`, read in pieces.
+    fn crc_of(&mut self, at: u64, len: u64) -> io::Result<u32> {
+        self.seek(at)?;
+        let mut crc = 0;
+        let mut left = len;
+        let mut buf = vec![0u8; (64 << 10).min(len) as usize];
+        while left > 0 {
+            let n = (buf.len() as u64).min(left) as usize;
+            self.r.read_exact(&mut buf[..n])?;
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            self.pos += n as u64;
+            left -= n as u64;
+        }
+        Ok(crc)
     }
 
     fn block(&mut self, at: u64) -> io::Result<Block> {
@@ -303,6 +323,8 @@ struct Member {
     /// The data of a small text member (`cls`, `cls.txt`, `path.txt`) or of the targets
     /// (`json`).
     text: Option<Vec<u8>>,
+    /// The CRC-32C of its data, where indexing reads the data ([`Blocks::hash`]).
+    data_crc: Option<u32>,
 }
 
 impl Member {
@@ -600,10 +622,14 @@ impl Group {
             problem,
             unread: false,
             targets,
-            check: image.filter(|_| deliverable).map(|m| self.check_of(m)),
-            mask_check: mask
-                .filter(|_| deliverable)
-                .map(|m| Check::new(vec![(m.head, m.at - m.head, m.head_crc)])),
+            check: image.filter(|_| deliverable).map(|m| Check {
+                data: m.data_crc,
+                ..self.check_of(m)
+            }),
+            mask_check: mask.filter(|_| deliverable).map(|m| Check {
+                data: m.data_crc,
+                ..Check::new(vec![(m.head, m.at - m.head, m.head_crc)])
+            }),
         }
     }
 
@@ -666,6 +692,7 @@ pub(super) fn index(shard: &Path, size: u64) -> Result<Vec<Entry>> {
         r: BufReader::with_capacity(64 << 10, file),
         pos: 0,
         size,
+        hash: !crate::source::remote::is_url(shard),
     };
     let mut samples = Samples::default();
     walk(&mut blocks, &mut samples, &shard.display().to_string()).map_err(io)?;
@@ -883,7 +910,15 @@ fn header(
     } else {
         None
     };
-    samples.add(at, member(name, at, head, len, flag, text));
+    // (Within the shard: checked above.)
+    let data_crc = match &text {
+        Some(t) => Some(crc32c::crc32c(t)),
+        None if file && blocks.hash => Some(blocks.crc_of(at + BLOCK, len)?),
+        None => None,
+    };
+    let mut m = member(name, at, head, len, flag, text);
+    m.data_crc = data_crc;
+    samples.add(at, m);
     Ok(Step::Next(end))
 }
 
@@ -907,6 +942,7 @@ fn member(
         head_crc,
         other: (!matches!(flag, b'0' | 0 | b'7')).then_some(flag),
         text,
+        data_crc: None,
     }
 }
 
