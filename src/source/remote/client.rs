@@ -677,12 +677,37 @@ impl Remote {
     }
 }
 
-/// The store of `url` (`scheme://authority`), and whether its ETags are S3's (checksums of
-/// whole objects: see [`integrity`]).
+/// The store of `url` (`scheme://authority`), and whether its ETags are MD5s of whole
+/// objects (see [`integrity`]): those of S3 and S3-compatible stores, and of Google Cloud
+/// Storage, whose XML API (the one `object_store` reads) gives a non-composite object's
+/// MD5 as its ETag (a composite object's has another form, which is not checked; ETags
+/// that prove not to be MD5s stop being checked, as for S3).
 fn etag_kind(url: &str) -> (String, bool) {
     match split_url(url) {
-        Ok((root, scheme, ..)) => (root, matches!(scheme, ObjectStoreScheme::AmazonS3)),
+        Ok((root, scheme, ..)) => (
+            root,
+            matches!(
+                scheme,
+                ObjectStoreScheme::AmazonS3 | ObjectStoreScheme::GoogleCloudStorage
+            ),
+        ),
         Err(_) => (String::new(), false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// S3's and GCS's ETags are checked as MD5s; Azure's and plain HTTP's are not.
+    #[test]
+    fn the_stores_whose_etags_are_md5s() {
+        for (url, md5) in [
+            ("s3://bucket/a/b.tar", true),
+            ("gs://bucket/a/b.tar", true),
+            ("az://container/a/b.tar", false),
+            ("https://example.com/a/b.tar", false),
+        ] {
+            assert_eq!(super::etag_kind(url).1, md5, "{url}");
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Whole objects checked against the store's checksum. An S3 ETag (and that of S3-compatible
-//! stores) is the MD5 of an object put in one request, and `MD5(MD5(part 1) ‖ ... ‖
+//! stores, and GCS's XML API's for a non-composite object) is the MD5 of an object put in
+//! one request, and `MD5(MD5(part 1) ‖ ... ‖
 //! MD5(part N))-N` of one uploaded in N parts: the second is checked when N parts of
 //! [`PART`] bytes make the object's size (stoker's uploads, the AWS CLI's default part
 //! size). A body that does not hash to its ETag is a failed try, read again.
