@@ -18,6 +18,7 @@ pub mod launch;
 pub mod mix;
 pub mod orient;
 mod pool;
+mod upload;
 
 pub use augment::AugmentInput;
 pub use batch::{
