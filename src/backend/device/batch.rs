@@ -11,7 +11,7 @@ use super::launch::{grid, Binding, Buffer, Kernel, Launch, Step, PARAM_WORDS};
 use super::mix;
 use super::orient::{self, OrientJob};
 use super::upload::{spread_threads, write_range};
-pub use super::upload::{UploadPart, UploadTarget};
+pub use super::upload::{UploadPart, UploadTarget, UPLOAD_THREADS};
 use crate::augment::mix::BatchMix;
 use crate::decode::Image8;
 use crate::error::Result;
@@ -61,14 +61,6 @@ pub struct PlanCounts {
     /// rest are the records, tables, host pixels and the augment input.
     pub payload_bytes: u64,
 }
-
-/// The most threads [`BatchPlan::write_upload`] spreads a batch's payload copies over.
-pub const UPLOAD_THREADS: usize = 8;
-
-/// Upload bytes below which [`BatchPlan::write_upload`] writes on the calling thread
-/// alone (a thread costs tens of microseconds to start; a core copies about a megabyte in
-/// that time).
-pub(super) const SPREAD_BYTES: usize = 4 << 20;
 
 /// Bytes of each buffer a planned batch uses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -958,6 +950,7 @@ impl BatchPlan {
 mod tests {
     use super::*;
     use crate::backend::device::job::CoeffPool;
+    use crate::backend::device::upload::SPREAD_BYTES;
     use crate::decode::jpeg::coeffs::{zero_coefficients, Coefficients, Upsample};
     use crate::Augment;
 

@@ -1,8 +1,16 @@
 //! Where a batch's upload is written ([`UploadTarget`]: host memory, or a mapped staging
 //! buffer written in ranges) and how it is spread over threads.
 
-use super::batch::{SPREAD_BYTES, UPLOAD_THREADS};
 use crate::error::Result;
+
+/// The most threads [`BatchPlan::write_upload`](super::batch::BatchPlan::write_upload)
+/// spreads a batch's payload copies over.
+pub const UPLOAD_THREADS: usize = 8;
+
+/// Upload bytes below which [`BatchPlan::write_upload`](super::batch::BatchPlan::write_upload)
+/// writes on the calling thread alone (a thread costs tens of microseconds to start; a core
+/// copies about a megabyte in that time).
+pub(super) const SPREAD_BYTES: usize = 4 << 20;
 
 /// Where [`BatchPlan::write_upload`](super::batch::BatchPlan::write_upload) writes: host memory (`&mut [u8]`, CUDA's pinned
 /// staging), or a mapped staging buffer that may only be written in ranges (wgpu's).
