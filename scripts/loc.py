@@ -9,35 +9,17 @@ lines, comment lines (`//`, `///`, `//!` and lines inside `/* ... */`) and the
 each change sees where the files stand).
 """
 import argparse
-import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_layers import strip_tests  # noqa: E402  (the same test-module rule)
+
 ROOT = Path(__file__).resolve().parent.parent
-TEST_MODULE = re.compile(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{")
-
-
-def strip_test_modules(text: str) -> str:
-    """Drops `#[cfg(test)] mod name { ... }` blocks (braces counted; strings are rare
-    enough in test modules' braces not to matter for a count)."""
-    out, i = [], 0
-    for m in TEST_MODULE.finditer(text):
-        if m.start() < i:
-            continue
-        out.append(text[i : m.start()])
-        depth, j = 1, m.end()
-        while j < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[j], 0)
-            j += 1
-        i = j
-    out.append(text[i:])
-    return "".join(out)
-
-
 def lines_of_code(text: str) -> int:
     """Lines that hold code, outside comments."""
     count, in_block = 0, False
-    for line in strip_test_modules(text).splitlines():
+    for line in strip_tests(text).splitlines():
         s = line.strip()
         if in_block:
             if "*/" in s:
