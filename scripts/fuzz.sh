@@ -68,6 +68,11 @@ case "${STOKER_FUZZ_BUILD:-release}" in
         exit 2
         ;;
 esac
+# STOKER_FUZZ_TARGET_DIR: where cargo-fuzz builds (default fuzz/target); .ci/run keeps it
+# outside the clone, beside cargo's own target directory.
+if [ -n "${STOKER_FUZZ_TARGET_DIR:-}" ]; then
+    build+=(--target-dir "$STOKER_FUZZ_TARGET_DIR")
+fi
 if ! cargo +nightly fuzz build "${build[@]}" --fuzz-dir fuzz >fuzz/build.log 2>&1; then
     tail -40 fuzz/build.log
     exit 1

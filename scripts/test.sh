@@ -53,7 +53,11 @@ fi
 CUDA_WHEELS=(nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-nvcc==13.0.88 nvidia-cuda-runtime==13.0.96
     nvidia-cuda-crt==13.0.88 nvidia-nvjpeg==13.0.4.44 nvidia-nvvm==13.0.88
     nvidia-cuda-cccl==13.0.85)
-venv=.venv-cuda
+# STOKER_VENVS: where the tools' virtual environments live (default: the checkout; .ci/run
+# keeps them outside the clone, between runs).
+venvs="${STOKER_VENVS:-.}"
+mkdir -p "$venvs"
+venv="$venvs/.venv-cuda"
 if [ ! -x "$venv/bin/pip" ]; then
     if ! python3 -m venv "$venv" >/dev/null 2>&1; then
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -82,14 +86,14 @@ export STOKER_REQUIRE_KERNEL_HOST=1
 # A real S3 API server for the object-storage tests (tests/object_store.rs): moto's
 # server mode, pinned, from PyPI, in a virtual environment of its own (about 40 s to
 # install); the tests start it on a free port and put a fault-injecting proxy in front.
-S3_VENV=.venv-s3
+S3_VENV="$venvs/.venv-s3"
 if [ ! -x "$S3_VENV/bin/moto_server" ] || ! "$S3_VENV/bin/pip" freeze 2>/dev/null | grep -qx "moto==5.1.22"; then
     step "installing moto's S3 server (moto[server]==5.1.22)"
     rm -rf "$S3_VENV"
     python3 -m venv "$S3_VENV"
     "$S3_VENV/bin/pip" install --quiet "moto[server]==5.1.22"
 fi
-export STOKER_MOTO_SERVER="$PWD/$S3_VENV/bin/moto_server"
+export STOKER_MOTO_SERVER="$(cd "$S3_VENV" && pwd)/bin/moto_server"
 export STOKER_REQUIRE_S3=1
 
 # The corpus tests also read ../shared/corpus when it exists beside the checkout, and say
@@ -176,10 +180,10 @@ cargo test --locked --doc --features "$FEATURES"
 # build above (burn and candle, which the wheel does not need: the Python crate then shares
 # every crate the test build compiled, and builds only PyO3, dlpark, object_store again
 # (the tests' sha2 turns on a feature of a crate below it) and the crate: about a minute
-# here), installed with NumPy, Pillow and pytest into a fresh virtual environment, and its
+# here), installed beside the pinned NumPy, Pillow and pytest in a virtual environment, and its
 # tests run. Those that need torch say they were skipped (torch is not installed here).
-step "the Python package: the wheel (maturin), a fresh virtual environment, pytest"
-PY_BUILD_VENV=.venv-py
+step "the Python package: the wheel (maturin), installed in a virtual environment, pytest"
+PY_BUILD_VENV="$venvs/.venv-py"
 if ! "$PY_BUILD_VENV/bin/pip" freeze 2>/dev/null | grep -qx "maturin==1.16.0"; then
     rm -rf "$PY_BUILD_VENV"
     python3 -m venv "$PY_BUILD_VENV"
@@ -188,10 +192,17 @@ fi
 py_tmp="$(mktemp -d)"
 "$PY_BUILD_VENV/bin/maturin" build --quiet --locked --profile dev -m python/Cargo.toml \
     --features stoker/default,stoker/burn,stoker/candle -o "$py_tmp/wheels"
-python3 -m venv "$py_tmp/venv"
-"$py_tmp/venv/bin/pip" install --quiet numpy==2.4.6 pillow==13.0.0 pytest==9.2.0
-"$py_tmp/venv/bin/pip" install --quiet --no-deps "$py_tmp"/wheels/stoker-*.whl
-(cd python/tests && "$py_tmp/venv/bin/python" -m pytest -q -rs -p no:cacheprovider .)
+# The test environment holds the pinned NumPy, Pillow and pytest; the wheel is installed
+# into it afresh each run (it is kept, with the other environments, where STOKER_VENVS is).
+PY_TEST_VENV="$venvs/.venv-pytest"
+if ! "$PY_TEST_VENV/bin/pip" freeze 2>/dev/null | grep -qx "pytest==9.2.0"; then
+    rm -rf "$PY_TEST_VENV"
+    python3 -m venv "$PY_TEST_VENV"
+    "$PY_TEST_VENV/bin/pip" install --quiet numpy==2.4.6 pillow==13.0.0 pytest==9.2.0
+fi
+"$PY_TEST_VENV/bin/pip" uninstall --quiet --yes stoker >/dev/null 2>&1 || true
+"$PY_TEST_VENV/bin/pip" install --quiet --no-deps "$py_tmp"/wheels/stoker-*.whl
+(cd python/tests && "$PY_TEST_VENV/bin/python" -m pytest -q -rs -p no:cacheprovider .)
 rm -rf "$py_tmp"
 
 # stoker beside candle's `cuda` feature, which makes cudarc link the CUDA libraries rather
