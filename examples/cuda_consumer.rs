@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use stoker::backend::cuda::cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
 use stoker::backend::cuda::cudarc::nvrtc;
+use stoker::CudaBatch;
 #[path = "common/mod.rs"]
 mod common;
 

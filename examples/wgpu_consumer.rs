@@ -10,6 +10,7 @@
 mod common;
 
 use common::PER_SAMPLE;
+use stoker::WgpuBatch;
 
 const MEAN_PASS: &str = r#"
 @group(0) @binding(0) var<storage, read> batch: array<f32>;

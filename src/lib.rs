@@ -128,7 +128,12 @@ pub mod source;
 pub use augment::mix::{BatchMix, MixKind};
 pub use augment::{Affine, Augment, BoxRule, DType, Element, Layout, SamplePlan};
 pub use backend::device::job::HardwareDecode;
-pub use backend::device::DecodePaths;
+pub use backend::device::{DecodePaths, OnDevice};
+// The device batches' typed accessors, one extension trait per backend.
+#[cfg(feature = "cuda")]
+pub use backend::cuda::CudaBatch;
+#[cfg(feature = "wgpu")]
+pub use backend::wgpu::WgpuBatch;
 pub use backend::BackendKind;
 pub use decode::{DecodeError, Limits, WarningKind};
 pub use error::{Error, PipelineError, Result, SampleError, SampleErrorKind};

@@ -16,7 +16,7 @@ mod executor;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use stoker::backend::cuda::cudarc::driver::CudaContext;
-use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};
+use stoker::{Augment, BackendKind, CudaBatch, DType, Dataset, Pipeline, WgpuBatch};
 
 /// The device, as the tests here share it. The harness runs them in parallel, and a test
 /// that measures free device memory must not see another's allocations: it takes this

@@ -11,7 +11,7 @@
 #[allow(dead_code)]
 mod synth;
 
-use stoker::{Augment, DType, Dataset, Error, Pipeline, PipelineBuilder, Subset};
+use stoker::{Augment, DType, Dataset, Error, Pipeline, PipelineBuilder, Subset, WgpuBatch};
 
 const SIZE: u32 = 24;
 

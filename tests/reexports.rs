@@ -76,6 +76,12 @@ fn what_the_api_returns_is_named_from_the_top() {
     assert_eq!(boxes.counts, vec![0; batch.len()]);
     let replaced: &[stoker::Replacement] = batch.replacements();
     assert!(replaced.is_empty());
+    // A host batch has no device buffers: each backend's typed accessors say so.
+    assert!(stoker::OnDevice::device_buffers(&batch).is_none());
+    #[cfg(feature = "wgpu")]
+    assert!(stoker::WgpuBatch::wgpu_images(&batch).is_none());
+    #[cfg(feature = "cuda")]
+    assert!(stoker::CudaBatch::cuda_event(&batch).is_none());
     drop(batch);
     let paths: stoker::DecodePaths = pipe.decode_paths();
     assert_eq!(paths.hardware, 0, "no hardware decoder on the CPU backend");

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+#[cfg(feature = "cuda")]
+use stoker::CudaBatch;
 
 use crate::errors::{sample_error_object, IntoPy};
 use crate::tensor::{Elem, Owner, Tensor};

@@ -35,8 +35,9 @@ use std::sync::Mutex;
 use burn::tensor::{DType as BurnDType, Device, Int, Tensor, TensorData};
 
 use crate::augment::DType;
+use crate::backend::device::OnDevice;
 use crate::backend::wgpu::batch::WgpuBatchBuffers;
-use crate::backend::wgpu::WgpuContext;
+use crate::backend::wgpu::{WgpuBatch, WgpuContext};
 use crate::error::{Error, Result};
 use crate::pipeline::{Batch, PipelineBuilder};
 

@@ -116,7 +116,7 @@ impl Batch {
             return self.host_to_candle(device, labels);
         }
         #[cfg(feature = "candle-cuda")]
-        if let (Some(_), Device::Cuda(d)) = (self.cuda_images(), device) {
+        if let (Some(_), Device::Cuda(d)) = (crate::CudaBatch::cuda_images(self), device) {
             return cuda::to_candle(self, d, labels);
         }
         Err(Error::DeviceMismatch {
@@ -179,6 +179,8 @@ mod cuda {
     use super::{candle_err, CandleBatch};
     use crate::augment::DType;
     use crate::backend::cuda::batch::CudaBatchBuffers;
+    use crate::backend::cuda::CudaBatch;
+    use crate::backend::device::OnDevice;
     use crate::error::{Error, Result};
     use crate::pipeline::Batch;
 

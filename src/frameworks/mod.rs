@@ -22,11 +22,11 @@ pub mod candle;
 #[allow(dead_code)] // Unused in a build with neither framework.
 pub(crate) fn batch_location(batch: &crate::Batch) -> String {
     #[cfg(feature = "wgpu")]
-    if batch.wgpu_images().is_some() {
+    if crate::backend::wgpu::WgpuBatch::wgpu_images(batch).is_some() {
         return "a wgpu device".into();
     }
     #[cfg(feature = "cuda")]
-    if batch.cuda_images().is_some() {
+    if crate::backend::cuda::CudaBatch::cuda_images(batch).is_some() {
         return "a CUDA device".into();
     }
     match batch.on_device() {

@@ -10,11 +10,7 @@ use super::memory::HostBuffer;
 use super::Config;
 use crate::augment::mix::{self, BatchMix};
 use crate::augment::{DType, Element, Layout, SamplePlan};
-#[cfg(feature = "cuda")]
-use crate::backend::cuda::batch::CudaBatchBuffers;
-use crate::backend::device::{DeviceBuffers, DeviceError, Plane};
-#[cfg(feature = "wgpu")]
-use crate::backend::wgpu::batch::WgpuBatchBuffers;
+use crate::backend::device::{DeviceBuffers, DeviceError, OnDevice, Plane};
 use crate::decode::{DecodeWarning, WarningKind};
 use crate::error::{Error, Result, SampleError};
 use crate::source::Targets;
@@ -140,6 +136,14 @@ pub struct Batch {
     pub(super) host_masks: std::sync::OnceLock<HostBuffer>,
 }
 
+/// The batch's device buffers, for the backends' typed accessors (`stoker::WgpuBatch`,
+/// `stoker::CudaBatch`).
+impl OnDevice for Batch {
+    fn device_buffers(&self) -> Option<&dyn DeviceBuffers> {
+        self.buffers.as_ref()?.gpu.as_deref()
+    }
+}
+
 impl Batch {
     /// Position of this batch in its epoch.
     pub fn index(&self) -> usize {
@@ -182,20 +186,10 @@ impl Batch {
     /// Whether the batch lives in device memory (wgpu or CUDA backend). Its host
     /// accessors ([`Batch::images`], [`Batch::raw_images`], [`Batch::masks`], ...)
     /// then copy it to the host once, on first use, and block for that; a device consumer
-    /// uses the backend's accessor (`wgpu_images`, `cuda_images`) instead, with no copy.
+    /// uses the backend's accessor instead, with no copy (`WgpuBatch::wgpu_images`,
+    /// `CudaBatch::cuda_images`: extension traits of every [`OnDevice`] value).
     pub fn on_device(&self) -> bool {
         self.device_buffers().is_some()
-    }
-
-    /// The batch's device buffers, when it lives on a device.
-    fn device_buffers(&self) -> Option<&dyn DeviceBuffers> {
-        self.buffers.as_ref()?.gpu.as_deref()
-    }
-
-    /// The device buffers as the backend's own type `T`.
-    #[allow(dead_code)] // Unused in a build without device backends.
-    pub(crate) fn device_buffers_as<T: 'static>(&self) -> Option<&T> {
-        self.device_buffers()?.as_any().downcast_ref::<T>()
     }
 
     /// Bytes of all the images of this batch: `len * 3 * width * height * dtype size`.
@@ -208,7 +202,7 @@ impl Batch {
     /// batch holds when it is not `T` (set it with
     /// [`Augment::dtype`](crate::Augment::dtype); the default is `u8`). A device batch is
     /// copied to the host once, on first use (blocking); a device consumer reads
-    /// `wgpu_images` / `cuda_images` instead.
+    /// `WgpuBatch::wgpu_images` / `CudaBatch::cuda_images` instead.
     pub fn images<T: Element>(&self) -> Result<&[T]> {
         if T::DTYPE != self.dtype {
             return Err(Error::DType {
@@ -302,45 +296,6 @@ impl Batch {
             return Ok(bytes.and_then(|b| bytemuck::try_cast_slice(b).ok().map(<[u16]>::to_vec)));
         }
         Ok(self.masks().map(<[u16]>::to_vec))
-    }
-
-    /// The images as a buffer on the wgpu device (`STORAGE | COPY_SRC | COPY_DST`): slot
-    /// `i` at byte `i * 3 * width * height * dtype size`, in the batch's layout and dtype.
-    /// `None` for other batches. Valid until the batch is dropped; work submitted on the
-    /// same queue before the drop is ordered before the buffer is written again.
-    #[cfg(feature = "wgpu")]
-    pub fn wgpu_images(&self) -> Option<&::wgpu::Buffer> {
-        Some(&self.device_buffers_as::<WgpuBatchBuffers>()?.images)
-    }
-
-    /// The label masks as a buffer on the wgpu device: `u16` class ids, `[N, H, W]`.
-    #[cfg(feature = "wgpu")]
-    pub fn wgpu_masks(&self) -> Option<&::wgpu::Buffer> {
-        self.device_buffers_as::<WgpuBatchBuffers>()?.masks.as_ref()
-    }
-
-    /// The images in CUDA device memory: slot `i` at byte
-    /// `i * 3 * width * height * dtype size`, in the batch's layout and dtype. `None` for
-    /// other batches. The pipeline's consumer stream already waits for the batch
-    /// ([`Batch::cuda_event`] is the event, for other streams). Valid until the batch is
-    /// dropped: work the consumer stream has been given by then is ordered before the
-    /// buffer is written again.
-    #[cfg(feature = "cuda")]
-    pub fn cuda_images(&self) -> Option<&cudarc::driver::CudaSlice<u8>> {
-        Some(&self.device_buffers_as::<CudaBatchBuffers>()?.images)
-    }
-
-    /// The label masks in CUDA device memory: `u16` class ids, `[N, H, W]`.
-    #[cfg(feature = "cuda")]
-    pub fn cuda_masks(&self) -> Option<&cudarc::driver::CudaSlice<u8>> {
-        self.device_buffers_as::<CudaBatchBuffers>()?.masks.as_ref()
-    }
-
-    /// The event that completes when this CUDA batch is ready: a stream other than the
-    /// pipeline's consumer stream waits on it before reading the batch.
-    #[cfg(feature = "cuda")]
-    pub fn cuda_event(&self) -> Option<&cudarc::driver::CudaEvent> {
-        self.device_buffers_as::<CudaBatchBuffers>()?.ready()
     }
 
     /// The images, if the dtype is u8.

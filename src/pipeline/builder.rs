@@ -100,7 +100,8 @@ impl PipelineBuilder {
     }
 
     /// Runs the wgpu backend on the caller's own device and queue: every batch is a
-    /// `wgpu::Buffer` on that device ([`crate::Batch::wgpu_images`]), ready for the
+    /// `wgpu::Buffer` on that device
+    /// ([`WgpuBatch::wgpu_images`](crate::backend::wgpu::WgpuBatch::wgpu_images)), ready for the
     /// caller's passes without a copy. Selects [`BackendKind::Wgpu`].
     #[cfg(feature = "wgpu")]
     pub fn wgpu_device(mut self, device: ::wgpu::Device, queue: ::wgpu::Queue) -> Self {
@@ -142,7 +143,8 @@ impl PipelineBuilder {
     }
 
     /// Runs the CUDA backend on the caller's own context and stream: every batch is a
-    /// `CudaSlice` on that context ([`crate::Batch::cuda_images`]), and `stream` waits for
+    /// `CudaSlice` on that context
+    /// ([`CudaBatch::cuda_images`](crate::backend::cuda::CudaBatch::cuda_images)), and `stream` waits for
     /// each batch before the caller receives it (no host synchronisation), so the
     /// caller's kernels on `stream` read the finished batch. Selects [`BackendKind::Cuda`]
     /// (an error at [`Self::build`] if NVRTC is missing).

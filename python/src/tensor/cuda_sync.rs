@@ -12,6 +12,7 @@ use dlpark::python::CudaStreamRequest;
 
 use crate::batch::BatchOwner;
 use pyo3::prelude::*;
+use stoker::CudaBatch;
 
 /// CUDA's legacy default stream handle (`cudaStreamLegacy`).
 const LEGACY: usize = 0x1;

@@ -15,6 +15,7 @@
 /// The cudarc release this backend is built on: pass contexts and streams made with it.
 pub use cudarc;
 
+mod access;
 pub mod batch;
 pub mod error;
 mod hardware;
@@ -23,6 +24,7 @@ pub mod memory;
 pub mod nvjpeg;
 pub mod nvrtc;
 
+pub use access::CudaBatch;
 pub use error::CudaError;
 
 use std::fmt;

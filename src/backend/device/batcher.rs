@@ -108,8 +108,8 @@ impl<T: Any> AsAny for T {
 /// written by [`DeviceBatcher::run`]. They remember what the consumer must be ordered
 /// after (the batch's completion) and what the next write must wait for (the consumer's
 /// hand-back). As [`AsAny`] they are downcast to the type of the backend that made them,
-/// for its typed accessors ([`crate::Batch::wgpu_images`], [`crate::Batch::cuda_images`])
-/// and for the batcher that writes them.
+/// for its typed accessors (`WgpuBatch::wgpu_images`, `CudaBatch::cuda_images`, through
+/// [`OnDevice`]) and for the batcher that writes them.
 pub trait DeviceBuffers: AsAny + Send + Sync + fmt::Debug {
     /// Whether the batch has a mask plane.
     fn has_masks(&self) -> bool;
@@ -121,6 +121,21 @@ pub trait DeviceBuffers: AsAny + Send + Sync + fmt::Debug {
     /// Called when the consumer hands the batch back: the next write into these buffers
     /// waits for the work the consumer enqueued on them until now.
     fn release(&mut self);
+}
+
+/// What lives on a device: a batch (or anything holding one) gives its device buffers,
+/// which each backend's typed accessors (`stoker::WgpuBatch`, `stoker::CudaBatch`, extension
+/// traits for every `OnDevice` type) downcast to its own buffer type. The pipeline's
+/// `Batch` implements it; it names no backend.
+pub trait OnDevice {
+    /// The batch's device buffers; `None` for a batch in host memory.
+    fn device_buffers(&self) -> Option<&dyn DeviceBuffers>;
+
+    /// The device buffers as the backend's own type `T`; `None` for a host batch or one
+    /// another backend made.
+    fn device_buffers_as<T: 'static>(&self) -> Option<&T> {
+        self.device_buffers()?.as_any().downcast_ref::<T>()
+    }
 }
 
 /// Runs planned batches on one device. Used by one thread at a time; everything it

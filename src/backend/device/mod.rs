@@ -24,7 +24,7 @@ pub use augment::AugmentInput;
 pub use batch::{
     BatchPlan, DeviceLimits, PlanCounts, Sizes, UploadPart, UploadTarget, UPLOAD_THREADS,
 };
-pub use batcher::{BatcherConfig, DecodePaths, DeviceBatcher, DeviceBuffers, Plane};
+pub use batcher::{BatcherConfig, DecodePaths, DeviceBatcher, DeviceBuffers, OnDevice, Plane};
 pub use decode::{DecodeInput, DeviceImage};
 pub use error::{DeviceError, Rejected};
 pub use job::{

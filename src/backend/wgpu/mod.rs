@@ -6,6 +6,7 @@
 //! wgpu passes their own with [`WgpuContext::from_device`] and receives each batch as a
 //! `wgpu::Buffer` on that device, usable in their own passes without a copy.
 
+mod access;
 pub mod batch;
 pub mod error;
 mod instance;
@@ -15,6 +16,7 @@ pub mod shaders;
 use std::fmt;
 use std::sync::Arc;
 
+pub use access::WgpuBatch;
 pub use error::WgpuError;
 pub use kernels::bind_groups_created;
 
