@@ -1,4 +1,4 @@
-//! What each fuzz target checks, shared with `tests/regress.rs`, which replays every file
+//! What each fuzz target checks, shared with `tests/suite/regress.rs`, which replays every file
 //! of `tests/data/regress/<target>/` through the same function. Each function takes the
 //! fuzzer's bytes and panics on a property that does not hold; returning is a pass. A
 //! panic inside stoker is a finding too, as is an allocation over libFuzzer's
@@ -93,7 +93,7 @@ pub fn overlap_difference(ours: &Image8, cpu: &Image8) -> (u8, u64, u64) {
 }
 
 /// The largest per-channel difference between the device path's oracle and the CPU
-/// decoder (`tests/coeff_decode.rs`): designed to be exact.
+/// decoder (`tests/suite/coeff_decode.rs`): designed to be exact.
 pub const ORACLE_TOLERANCE: u8 = 2;
 
 /// The device path against the CPU decoder (differential): the coefficient reader, then

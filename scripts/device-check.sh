@@ -81,7 +81,7 @@
 # STOKER_CHECK_SLEEP=N adds a first step that sleeps N s (to check the deadline);
 # STOKER_DEVICE_CHECK_IMAGES=DIR benchmarks DIR instead of the 2000-image set;
 # STOKER_CHECK_PKG=DIR reads the package from DIR instead of .device-pkg.
-# (tests/device_check_dry.rs runs all this on a machine without a GPU.)
+# (tests/suite/device_check_dry.rs runs all this on a machine without a GPU.)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 

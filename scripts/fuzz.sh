@@ -2,7 +2,7 @@
 # Runs every fuzz target (fuzz/, cargo-fuzz and libFuzzer, nightly Rust) for a bounded
 # time, seeded from tests/data (and ../shared/corpus where it exists). A crash, a panic,
 # a timeout or an allocation over the limit is copied to tests/data/regress/<target>/
-# (tests/regress.rs replays it on every test run) and fails the run.
+# (tests/suite/regress.rs replays it on every test run) and fails the run.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      default: 15 s, every target
 #

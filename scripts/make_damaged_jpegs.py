@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Makes the damaged-JPEG cases of tests/lenient.rs, and Pillow's decodes of them.
+"""Makes the damaged-JPEG cases of tests/suite/lenient.rs, and Pillow's decodes of them.
 
 From one corpus photo (photos/lomiri_seeding_by_Clements_Engelhardt.jpg, CC0-1.0),
 scaled down to 240x135, Pillow writes a baseline and a progressive JPEG; the damaged

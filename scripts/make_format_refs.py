@@ -6,7 +6,7 @@ Each test file is made by Pillow from a crop of a CC0 photo of the image corpus
 docstring)"), and next to it ``<name>.ref.png`` is Pillow's decode of that file
 (its first frame), converted to 8-bit RGB the way stoker documents: gray
 replicated, alpha dropped (not composited), 16-bit samples to their high byte.
-tests/formats.rs decodes each file with stoker and compares with its reference.
+tests/suite/formats.rs decodes each file with stoker and compares with its reference.
 The tests read only the committed files; they never run Python.
 
 Run from the repository root (it rewrites tests/data/formats/):

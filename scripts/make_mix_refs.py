@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write tests/data/mix/cases.json: torchvision.transforms.v2's MixUp and CutMix on
 small random batches, the reference for stoker's batch-level mixing
-(src/augment/mix.rs, checked by tests/reference_cases.rs).
+(src/augment/mix.rs, checked by tests/suite/reference_cases.rs).
 
 torchvision draws its weight and box from torch's global generator; stoker draws them
 from its counter-based stream. So each case fixes the draws and lets torchvision do the

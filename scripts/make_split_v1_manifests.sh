@@ -8,7 +8,7 @@
 #   STOKER=/tmp/old/target/debug/stoker scripts/make_split_v1_manifests.sh
 #
 # The dataset is 60 empty `.png` files, `patientNN/scanK.png` (10 patients, 6 scans each):
-# listing a folder reads no image bytes, and tests/split.rs rebuilds the same paths in
+# listing a folder reads no image bytes, and tests/suite/split.rs rebuilds the same paths in
 # memory.
 set -eu
 : "${STOKER:?set STOKER to a stoker binary that writes stoker-split/1}"

@@ -23,7 +23,7 @@ fi
 missing=()
 command -v nasm >/dev/null 2>&1 || missing+=(nasm)
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
-# g++ runs the CUDA kernels on the CPU (tests/kernels_host.rs): no GPU here.
+# g++ runs the CUDA kernels on the CPU (tests/suite/kernels_host.rs): no GPU here.
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
     missing+=(mesa-vulkan-drivers)
@@ -281,7 +281,7 @@ cargo run --locked --quiet --features "$FEATURES" --example cuda_consumer
 
 # Fuzzing (fuzz/, libFuzzer with AddressSanitizer): every target for a bounded time
 # (STOKER_FUZZ_SECONDS each, default 5), seeded from tests/data and the earlier findings
-# in tests/data/regress/ (which tests/regress.rs also replays on stable). cargo-fuzz needs
+# in tests/data/regress/ (which tests/suite/regress.rs also replays on stable). cargo-fuzz needs
 # a nightly toolchain; it is installed from crates.io when missing (about a minute).
 # (cargo-fuzz and the fuzz build take their own compiler flags: not the lint's.)
 unset RUSTC_WORKSPACE_WRAPPER RUSTFLAGS
@@ -296,7 +296,7 @@ if [ "$fuzz_seconds" != 0 ] && rustup toolchain list 2>/dev/null | grep -q '^nig
     # what costs (a release fuzz build compiles every crate as one codegen unit).
     STOKER_FUZZ_BUILD="${STOKER_FUZZ_BUILD:-dev}" bash scripts/fuzz.sh "$fuzz_seconds"
 elif [ "$fuzz_seconds" != 0 ]; then
-    echo "note: no nightly toolchain (rustup toolchain install nightly): the fuzz targets did not run; tests/regress.rs replayed their findings"
+    echo "note: no nightly toolchain (rustup toolchain install nightly): the fuzz targets did not run; tests/suite/regress.rs replayed their findings"
 fi
 # Last, where the files stand against the house's limits (800 lines of code a file, 150 a
 # function) and how much code is written twice, so that every change sees the drift (a

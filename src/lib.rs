@@ -124,7 +124,7 @@ pub mod source;
 
 // What the public API takes and returns can be named from the top: the builders' inputs,
 // and the types of what `Batch`, `Pipeline`, `Dataset`, `Split` and `Subset` hand back
-// (`tests/reexports.rs` names each so).
+// (`tests/suite/reexports.rs` names each so).
 pub use augment::mix::{BatchMix, MixKind};
 pub use augment::{Affine, Augment, BoxRule, DType, Element, Layout, SamplePlan};
 pub use backend::device::job::HardwareDecode;

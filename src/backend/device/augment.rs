@@ -702,7 +702,7 @@ impl Span {
 }
 
 /// The parameter words of an augment launch ([`Launch::params`]), field for field the
-/// `Params` uniform of `shaders/augment.wgsl` (`tests/shaders_validate.rs` checks the two
+/// `Params` uniform of `shaders/augment.wgsl` (`tests/suite/shaders_validate.rs` checks the two
 /// layouts agree) and the words `S0`..`WORDS` of `kernels/augment.cu`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]

@@ -16,7 +16,7 @@
 //!    follow the scale ([`crate::augment::reference::resize_coeffs`]), so the plan's
 //!    crop is the same, read from fewer pixels. An image that large is resized down by
 //!    far more than `k` to any training size, and the box average is then within a level
-//!    or two of resampling the full image (`tests/formats.rs`).
+//!    or two of resampling the full image (`tests/suite/formats.rs`).
 //!
 //! The box average is written here rather than taken from a resize crate: it must cover
 //! exactly the pixels of each scaled pixel as the scale is defined (pixel `i` at `1/k` is

@@ -7,7 +7,7 @@
 //! wgpu runs on lavapipe in CI (`STOKER_REQUIRE_WGPU=1` makes a missing adapter a
 //! failure); CUDA where there is a GPU.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

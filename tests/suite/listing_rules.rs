@@ -4,7 +4,7 @@
 //! or reported (duplicate image ids, annotations of no image, unknown categories,
 //! duplicate annotation ids); a CSV manifest's bad row is named by its real line.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

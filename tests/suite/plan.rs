@@ -1,7 +1,7 @@
 //! Plan invariants: a sample's plan and pixels depend on (seed, epoch, id, image size,
 //! config) alone; they differ across samples and epochs; the cache does not freeze them.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! No panic on any file of the shared corpus (runs whenever `../shared/corpus` exists),
 //! and the pipeline delivers or reports every corpus JPEG exactly once.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -11,13 +11,12 @@
 //! false marker below the crop was delivered by the CPU backend's crop-aware lenient decode
 //! but refused by the device path, which entropy-decodes whole files.
 
-#[path = "../fuzz/checks.rs"]
-mod checks;
-mod common;
+use crate::checks;
+use crate::common;
 
 use std::collections::BTreeMap;
 
-use common::TestRng;
+use crate::common::TestRng;
 use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
 use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};
 

@@ -3,14 +3,14 @@
 //! coefficients, files without them (or with anything the path does not take) are
 //! refused with a reason, and damaged intervals are flagged, never decoded silently.
 
-mod common;
+use crate::common;
 
-use common::{restart_jpeg, TestRng};
+use crate::common::{restart_jpeg, TestRng};
 use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
 use stoker::decode::jpeg::huffman::{decode_coefficients, RestartScan};
 use stoker::decode::jpeg::read_coefficients;
 
-use common::RESTART_SAMPLINGS as SAMPLINGS;
+use crate::common::RESTART_SAMPLINGS as SAMPLINGS;
 
 fn assert_same(a: &Coefficients, b: &Coefficients, what: &str) {
     assert_eq!(

@@ -14,13 +14,13 @@
 //! same dataset with those files genuinely broken (cut short), so its workers refuse
 //! them.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use common::TestRng;
+use crate::common::TestRng;
 use stoker::augment::reference::{execute_image, execute_mask, Scratch};
 use stoker::backend::device::batcher::downcast_buffers;
 use stoker::backend::device::{

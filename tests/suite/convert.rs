@@ -3,13 +3,13 @@
 //! augmented batches as the folder; shards naming one path twice are refused; the class
 //! list beside the shards is checked against the names the samples record.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::TestRng;
+use crate::common::TestRng;
 use stoker::source::shards::{classes_path, Converted, ShardFormat, ShardWriter};
 use stoker::{Augment, BackendKind, DType, Dataset, Pipeline, Split, SplitSpec, Subset};
 

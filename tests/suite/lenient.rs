@@ -7,7 +7,7 @@
 //! the clean files are checked to decode to Pillow's pixels exactly: the two libjpeg
 //! builds agree, so Pillow's decode of a damaged file is its reference.
 
-mod common;
+use crate::common;
 
 use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
 use stoker::decode::jpeg::read_coefficients;

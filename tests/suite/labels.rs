@@ -1,7 +1,7 @@
 //! Label planes: nearest only, aligned with the image, never colour-jittered, and never
 //! holding a class their input lacked.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

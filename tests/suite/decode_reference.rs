@@ -6,7 +6,7 @@
 //! the lossless source pictures, so they carry the JPEG's own compression error.
 //! Features this build does not decode must say so with a typed `Unsupported` error.
 
-mod common;
+use crate::common;
 
 use stoker::decode::{cpu, peek_info, DecodeError, DecodeOptions, Image8};
 

@@ -3,7 +3,7 @@
 //! skipped, a subset's role or a split's manifest writes `stoker::X`, with no module path.
 //! Every type below is named only so.
 
-mod common;
+use crate::common;
 
 /// A user transform written as a function, its types named from the top.
 fn invert(s: &mut stoker::UserSample<'_>) -> stoker::TransformResult {

@@ -4,13 +4,13 @@
 //! stay with their pixels through the transform's geometry and the plan's; its errors and
 //! panics are per-sample reports under each policy; the cache keeps samples before it.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use common::TestRng;
+use crate::common::TestRng;
 use stoker::rng::{Rng, Stream};
 use stoker::{
     Augment, BackendKind, BoundingBox, DType, Dataset, Error, OnError, Pipeline, Sample,

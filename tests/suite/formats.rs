@@ -2,7 +2,7 @@
 //! (`tests/data/formats/`, made by `scripts/make_format_refs.py`), refused past the limits
 //! before allocating, and delivered by the pipeline next to JPEG and PNG on every backend.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! same number of steps, padding is marked, replacements stay on their rank, and an epoch
 //! resumed at a batch gives exactly the batches the full epoch gives from there.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -3,9 +3,8 @@
 //! decoder (libjpeg-turbo) on every test JPEG, at IDCT scales 1/1, 1/2, 1/4, 1/8, whole
 //! images and random windows: within +-2 per channel (designed to be exact).
 
-#[path = "../fuzz/checks.rs"]
-mod checks;
-mod common;
+use crate::checks;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -15,7 +15,7 @@
 //! ops applied one at a time through `policy::step`: colour ops as above, the warps as
 //! the affine cases.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use stoker::augment::plan::{

@@ -3,7 +3,7 @@
 //! across ranks with equal steps; a sample drawn twice in one batch is delivered twice
 //! alike on every backend; bad weights refused.
 
-mod common;
+use crate::common;
 
 use stoker::source::sampler::{Sampler, Weighting};
 use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};

@@ -8,7 +8,7 @@
 //! on the bundled and corpus photos (400 plans; the test prints its worst case): worst
 //! mean 1.39, worst pixel 42.
 
-mod common;
+use crate::common;
 
 use stoker::augment::reference::{execute_image, Scratch};
 use stoker::decode::{cpu, peek_info, DecodeOptions, Image8};

@@ -2,7 +2,7 @@
 //! Mesa's device-selection layer wrote `XDG_RUNTIME_DIR is invalid or not set` to stderr
 //! each time adapters were enumerated, twice per probe, whatever logger the program had.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
@@ -38,8 +38,14 @@ fn child_builds_five_auto_pipelines() {
 #[test]
 fn the_adapter_probe_runs_once_per_process() {
     let exe = std::env::current_exe().expect("test binary");
+    // The child test's name as the harness knows it: below the crate root's module name
+    // (`probe::` in the test suite's binary).
+    let child = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::child_builds_five_auto_pipelines"),
+        None => "child_builds_five_auto_pipelines".to_string(),
+    };
     let out = Command::new(exe)
-        .args(["child_builds_five_auto_pipelines", "--exact", "--nocapture"])
+        .args([child.as_str(), "--exact", "--nocapture"])
         .env("STOKER_PROBE_CHILD", "1")
         .env_remove("XDG_RUNTIME_DIR")
         .env_remove("NODEVICE_SELECT")

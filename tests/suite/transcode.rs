@@ -4,7 +4,7 @@
 //! baseline scan with restart markers at the interval asked, and keeps its EXIF
 //! orientation and Adobe transform; a file kept as it is carries the reason that fits it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

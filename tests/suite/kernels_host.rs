@@ -4,11 +4,8 @@
 //! oracles, and the emulator's own checks. Without a C++ compiler the tests say so and
 //! pass, unless `STOKER_REQUIRE_KERNEL_HOST=1`.
 
-mod common;
-#[path = "common/executor/mod.rs"]
-mod executor;
-
-use executor::{garbage, Buffers, Executor};
+use crate::executor;
+use crate::executor::{garbage, Buffers, Executor};
 use stoker::backend::device::launch::PARAM_WORDS;
 use stoker::backend::device::{AugmentInput, Binding, Buffer, Kernel, Launch, Step};
 use stoker::decode::LabelPlane;

@@ -3,10 +3,9 @@
 //! file (the fuzzers' seeds), on every test run: a fixed bug stays fixed without a
 //! nightly toolchain.
 
-mod common;
+use crate::common;
 
-#[path = "../fuzz/checks.rs"]
-mod checks;
+use crate::checks;
 
 type Check = fn(&[u8]);
 

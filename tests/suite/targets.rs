@@ -4,11 +4,11 @@
 //! and in every epoch; unusable records reported, never delivered or dropped silently.
 //! ([`stoker::Targets`] is what a sample carries.)
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
-use common::TestRng;
+use crate::common::TestRng;
 use stoker::augment::geometry::{transform, PointMap};
 use stoker::augment::plan::{AFFINE, JITTER};
 use stoker::augment::reference::{execute_image, execute_mask, Scratch};

@@ -3,13 +3,13 @@
 //! changes side (split again or extended), groups stay whole, the validation share stays
 //! within the documented bound, and removed samples are errors that name them.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use common::TestRng;
+use crate::common::TestRng;
 use stoker::source::sample_id;
 use stoker::source::split::Manifest;
 use stoker::{Dataset, Sample, Split, SplitSpec};

@@ -6,12 +6,12 @@
 //! protobuf encoding byte by byte from the formats' definitions, tar files by the `tar`
 //! crate.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::TestRng;
+use crate::common::TestRng;
 use stoker::source::shards::{index_path, masked_crc};
 use stoker::{Augment, BackendKind, DType, Dataset, OnError, Pipeline, SampleErrorKind};
 

@@ -2,7 +2,7 @@
 //! buffer. With `STOKER_REQUIRE_WGPU=1` a missing adapter fails instead of skipping.
 #![cfg(feature = "wgpu")]
 
-mod common;
+use crate::common;
 
 #[test]
 fn context_opens_and_reads_back() {

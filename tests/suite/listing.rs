@@ -2,7 +2,7 @@
 //! dataset, `stoker inspect` in text and JSON); file lists are parsed as documented at
 //! `Dataset::files`, and a malformed line is refused with its number and text.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
