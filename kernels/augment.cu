@@ -1,5 +1,5 @@
 // The fused augmentation of a batch: a line-by-line port of shaders/augment.wgsl, the GPU
-// side of src/augment/reference.rs. See the WGSL file for the passes and the blob layout
+// side of src/augment/reference/. See the WGSL file for the passes and the blob layout
 // (`AugmentInput`: header, per-sample descriptors, plans, data section).
 //
 // Entry points, 256 threads per block:

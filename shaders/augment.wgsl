@@ -1,4 +1,4 @@
-// The fused augmentation of a batch: the GPU side of src/augment/reference.rs.
+// The fused augmentation of a batch: the GPU side of src/augment/reference/.
 //
 // Input: one blob of u32 words built on the host by src/backend/device/augment.rs
 // (`AugmentInput`), bound twice: `hdr` holds the header, the per-sample descriptors and the

@@ -1,0 +1,177 @@
+//! Writing a batch slot: flips, normalisation, layout and dtype, random erasing, and
+//! [`execute_image`], which runs every stage of an image plane in order.
+
+use half::f16;
+
+use super::resize::resize_rgb_impl;
+use super::{jitter_rgb, warp_rgb, Scratch};
+use crate::augment::plan::{SamplePlan, AFFINE, ERASE, FLIP_H, FLIP_V, JITTER, NORMALIZE};
+use crate::augment::{DType, Layout};
+use crate::decode::Image8;
+
+/// Writes an RGB u8 image (already resized and jittered) into a batch slot with the
+/// plan's flips, normalisation, layout and dtype. Element values are little-endian.
+pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
+    let norm = plan.has(NORMALIZE);
+    let value = |c: usize, v: usize| -> f32 {
+        let x = v as f32 / 255.0;
+        if norm {
+            (x - plan.mean[c]) / plan.std[c]
+        } else {
+            x
+        }
+    };
+    match plan.dtype() {
+        DType::U8 => {
+            let lut: [[u8; 256]; 3] = [std::array::from_fn(|v| v as u8); 3];
+            write_typed(plan, rgb, out, &lut);
+        }
+        DType::F16 => {
+            let lut: [[u16; 256]; 3] = std::array::from_fn(|c| {
+                std::array::from_fn(|v| f16::from_f32(value(c, v)).to_bits())
+            });
+            match bytemuck::try_cast_slice_mut::<u8, u16>(out) {
+                Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, &lut),
+                _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
+            }
+        }
+        DType::F32 => {
+            let lut: [[f32; 256]; 3] =
+                std::array::from_fn(|c| std::array::from_fn(|v| value(c, v)));
+            match bytemuck::try_cast_slice_mut::<u8, f32>(out) {
+                Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, &lut),
+                _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
+            }
+        }
+    }
+}
+
+/// The flipped source column of output column `x` (and likewise for rows).
+#[inline]
+pub(super) fn src_index(flip: bool, n: usize, i: usize) -> usize {
+    if flip {
+        n - 1 - i
+    } else {
+        i
+    }
+}
+
+/// `write_slot` for an output already viewed as elements: one table lookup per value.
+fn write_typed<T: Copy>(plan: &SamplePlan, rgb: &[u8], out: &mut [T], lut: &[[T; 256]; 3]) {
+    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
+    let (fh, fv) = (plan.has(FLIP_H), plan.has(FLIP_V));
+    match plan.layout() {
+        Layout::Nchw => {
+            // One pass over each source row, writing its three planes' rows.
+            let (r, rest) = out[..3 * w * h].split_at_mut(w * h);
+            let (g, b) = rest.split_at_mut(w * h);
+            let rows = r
+                .chunks_exact_mut(w)
+                .zip(g.chunks_exact_mut(w))
+                .zip(b.chunks_exact_mut(w));
+            for (y, ((ro, go), bo)) in rows.enumerate() {
+                let srow = &rgb[src_index(fv, h, y) * w * 3..][..w * 3];
+                for (x, px) in srow.chunks_exact(3).enumerate() {
+                    let ox = src_index(fh, w, x);
+                    ro[ox] = lut[0][usize::from(px[0])];
+                    go[ox] = lut[1][usize::from(px[1])];
+                    bo[ox] = lut[2][usize::from(px[2])];
+                }
+            }
+        }
+        Layout::Nhwc => {
+            for (y, orow) in out[..w * h * 3].chunks_exact_mut(w * 3).enumerate() {
+                let srow = &rgb[src_index(fv, h, y) * w * 3..][..w * 3];
+                for (x, o) in orow.chunks_exact_mut(3).enumerate() {
+                    let sx = src_index(fh, w, x) * 3;
+                    o[0] = lut[0][usize::from(srow[sx])];
+                    o[1] = lut[1][usize::from(srow[sx + 1])];
+                    o[2] = lut[2][usize::from(srow[sx + 2])];
+                }
+            }
+        }
+    }
+}
+
+/// `write_slot` for an unaligned byte output: element by element, little-endian.
+fn write_bytes<T: Copy, const N: usize>(
+    plan: &SamplePlan,
+    rgb: &[u8],
+    out: &mut [u8],
+    lut: &[[T; 256]; 3],
+    bytes: impl Fn(T) -> [u8; N],
+) {
+    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
+    let (fh, fv) = (plan.has(FLIP_H), plan.has(FLIP_V));
+    for y in 0..h {
+        let sy = src_index(fv, h, y);
+        for x in 0..w {
+            let s = (sy * w + src_index(fh, w, x)) * 3;
+            for c in 0..3 {
+                let idx = match plan.layout() {
+                    Layout::Nchw => c * w * h + y * w + x,
+                    Layout::Nhwc => (y * w + x) * 3 + c,
+                };
+                out[idx * N..(idx + 1) * N]
+                    .copy_from_slice(&bytes(lut[c][usize::from(rgb[s + c])]));
+            }
+        }
+    }
+}
+
+/// Executes a plan on an image plane: resize, jitter, affine warp, flip, normalise, layout,
+/// dtype, written into `out` (exactly [`SamplePlan::image_bytes`] long).
+pub fn execute_image(plan: &SamplePlan, src: &Image8, out: &mut [u8], scratch: &mut Scratch) {
+    resize_rgb_impl(
+        plan,
+        src,
+        &mut scratch.resized,
+        &mut scratch.horizontal,
+        &mut scratch.acc,
+        &mut scratch.kx,
+        &mut scratch.ky,
+    );
+    if plan.has(JITTER) {
+        jitter_rgb(plan, &mut scratch.resized, plan.out_width as usize);
+    }
+    if plan.has(AFFINE) {
+        warp_rgb(plan, &scratch.resized, &mut scratch.warped);
+        write_slot(plan, &scratch.warped, out);
+    } else {
+        write_slot(plan, &scratch.resized, out);
+    }
+    if plan.has(ERASE) {
+        erase_slot(plan, out);
+    }
+}
+
+/// Random erasing on a written slot: the elements of the plan's erased rectangle (output
+/// coordinates, after flips) take its value per channel, as the batch's dtype holds it
+/// (u8: the value truncated into 0-255; f16: rounded to nearest even).
+pub fn erase_slot(plan: &SamplePlan, out: &mut [u8]) {
+    let ((x0, x1), (y0, y1)) = plan.erase_rect();
+    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
+    let size = plan.dtype().size();
+    for c in 0..3 {
+        let v = plan.erase_value[c];
+        let bytes: [u8; 4] = match plan.dtype() {
+            DType::U8 => [v.clamp(0.0, 255.0) as u8, 0, 0, 0],
+            DType::F16 => {
+                let b = f16::from_f32(v).to_le_bytes();
+                [b[0], b[1], 0, 0]
+            }
+            DType::F32 => v.to_le_bytes(),
+        };
+        for y in y0 as usize..y1 as usize {
+            for x in x0 as usize..x1 as usize {
+                let idx = match plan.layout() {
+                    Layout::Nchw => c * w * h + y * w + x,
+                    Layout::Nhwc => (y * w + x) * 3 + c,
+                };
+                if let Some(o) = out.get_mut(idx * size..(idx + 1) * size) {
+                    o.copy_from_slice(&bytes[..size]);
+                }
+            }
+        }
+    }
+}
