@@ -631,28 +631,10 @@ fn decode_encoded<'a>(
     );
     // Every image's header, each at its place, in one copy from offset 0 (the plan puts
     // them first in the buffer).
-    let header_bytes = 4 * HARDWARE_HEADER_WORDS;
-    let end = jobs
-        .iter()
-        .map(|j| j.header as usize + header_bytes)
-        .max()
-        .unwrap_or(0);
-    if end as u64 > len {
-        return Err(CudaError::Missing("room for the hardware decoder's headers").into());
-    }
-    let mut headers = vec![0u8; end];
-    for (j, &rgb) in jobs.iter().zip(&on_cpu) {
-        let at = j.header as usize;
-        for (dst, w) in headers[at..at + header_bytes]
-            .chunks_exact_mut(4)
-            .zip(j.header_words(rgb))
-        {
-            dst.copy_from_slice(&w.to_le_bytes());
-        }
-    }
-    // SAFETY: the headers occupy the first `end` bytes of the hardware output buffer
-    // (checked just above), which no queued kernel reads (see `call`); `headers` lives
-    // until the host has waited for `decoded` below.
+    let headers = hardware_headers(jobs, &on_cpu, len)?;
+    // SAFETY: the headers occupy the first `headers.len()` bytes of the hardware output
+    // buffer (checked in `hardware_headers`), which no queued kernel reads (see `call`);
+    // `headers` lives until the host has waited for `decoded` below.
     unsafe { memory::upload(&h.stream, base, &headers)? };
     // The host waits for nvJPEG's own stream only: the engines' writes, the GPU decoder's
     // kernels and the CPU uploads are done, and the staging buffer and `uploads` are free.
@@ -671,4 +653,29 @@ fn decode_encoded<'a>(
             _ => None,
         })
         .collect())
+}
+
+/// Every image's header (`on_cpu`: which images the CPU decoded), each at its place in
+/// the first bytes of the hardware output buffer, `len` bytes long.
+fn hardware_headers(jobs: &[EncodedJob], on_cpu: &[bool], len: u64) -> Result<Vec<u8>> {
+    let header_bytes = 4 * HARDWARE_HEADER_WORDS;
+    let end = jobs
+        .iter()
+        .map(|j| j.header as usize + header_bytes)
+        .max()
+        .unwrap_or(0);
+    if end as u64 > len {
+        return Err(CudaError::Missing("room for the hardware decoder's headers").into());
+    }
+    let mut headers = vec![0u8; end];
+    for (j, &rgb) in jobs.iter().zip(on_cpu) {
+        let at = j.header as usize;
+        for (dst, w) in headers[at..at + header_bytes]
+            .chunks_exact_mut(4)
+            .zip(j.header_words(rgb))
+        {
+            dst.copy_from_slice(&w.to_le_bytes());
+        }
+    }
+    Ok(headers)
 }
