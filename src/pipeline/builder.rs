@@ -478,32 +478,7 @@ impl PipelineBuilder {
             return Err(Error::config("staging_slots", "must be at least 1"));
         }
         let samples = self.subset.samples();
-        let has_masks = samples.first().is_some_and(|s| s.mask.is_some());
-        if samples.iter().any(|s| s.mask.is_some() != has_masks) {
-            return Err(Error::dataset(
-                "some samples have masks and some do not; pair masks for all or none",
-            ));
-        }
-        if self.augment.get_mixing().any() {
-            if has_masks {
-                return Err(Error::config(
-                    "mixup",
-                    "MixUp and CutMix mix image planes only: a dataset with masks cannot be \
-                     mixed (its masks would no longer match the images)",
-                ));
-            }
-            if let Some(s) = samples.iter().find(|s| s.targets.is_some()) {
-                return Err(Error::config(
-                    "mixup",
-                    format!(
-                        "MixUp and CutMix mix image planes and class labels only: {:?} has \
-                         targets (boxes, keypoints, several class ids, values), which cannot \
-                         be mixed",
-                        s.path
-                    ),
-                ));
-            }
-        }
+        let has_masks = self.check_masks(samples)?;
         let (rank, world) = match (self.shard, self.shard_from_env) {
             (Some(s), false) => s,
             (None, true) => shard_from_env()?,
@@ -609,6 +584,38 @@ impl PipelineBuilder {
             staging: Arc::new(Mutex::new(Vec::new())),
             workers: Arc::new(Mutex::new(Vec::new())),
         })
+    }
+
+    /// Whether the samples have masks (all or none may), refusing mixing for a dataset
+    /// with masks or targets it cannot mix.
+    fn check_masks(&self, samples: &[crate::source::Sample]) -> Result<bool> {
+        let has_masks = samples.first().is_some_and(|s| s.mask.is_some());
+        if samples.iter().any(|s| s.mask.is_some() != has_masks) {
+            return Err(Error::dataset(
+                "some samples have masks and some do not; pair masks for all or none",
+            ));
+        }
+        if self.augment.get_mixing().any() {
+            if has_masks {
+                return Err(Error::config(
+                    "mixup",
+                    "MixUp and CutMix mix image planes only: a dataset with masks cannot be \
+                     mixed (its masks would no longer match the images)",
+                ));
+            }
+            if let Some(s) = samples.iter().find(|s| s.targets.is_some()) {
+                return Err(Error::config(
+                    "mixup",
+                    format!(
+                        "MixUp and CutMix mix image planes and class labels only: {:?} has \
+                         targets (boxes, keypoints, several class ids, values), which cannot \
+                         be mixed",
+                        s.path
+                    ),
+                ));
+            }
+        }
+        Ok(has_masks)
     }
 
     /// The backend: the caller's own instance, or the one selected as asked.

@@ -40,6 +40,7 @@ use crate::decode::{DecodeOptions, Image8};
 use crate::error::{Error, Result};
 
 mod interface;
+mod submit;
 
 /// The output buffers of one batch in flight, on the device.
 #[derive(Debug)]
@@ -408,271 +409,6 @@ impl CudaBatcher {
         self.plan.windows_to_host(&bytes)
     }
 
-    /// Uploads the plan through the next slot and enqueues its steps.
-    fn submit<'a>(
-        &mut self,
-        out: Option<&CudaBatchBuffers>,
-        sample: &dyn Fn(usize) -> Option<&'a DeviceSample>,
-    ) -> Result<CudaEvent> {
-        let sizes = self.plan.sizes();
-        // The hardware decoder first, before this batch's upload and kernels are queued
-        // (see `Hardware`): samples nothing decodes are rejected before anything is
-        // written for the batch.
-        let rgbi = self.hardware_step(sample)?;
-        let k = self.next % self.slots.len();
-        self.next += 1;
-        let slot = &mut self.slots[k];
-        if slot.used {
-            // The staging buffer is written again only once the copy out of it is done.
-            slot.uploaded.synchronize().map_err(device_err)?;
-        }
-        let staging = slot.pinned.ensure(&self.device, sizes.upload)?;
-        self.plan.write_upload(&mut &mut staging[..], sample)?;
-        // The copy waits for the kernels that still read this slot's input buffer.
-        if slot.used {
-            self.copy.wait(&slot.consumed).map_err(device_err)?;
-        }
-        let input = slot.input.ensure(&self.copy, sizes.upload)?;
-        // SAFETY: the staging buffer is written or grown again only after `uploaded`,
-        // recorded just below, has completed (the `synchronize` above, on the slot's next
-        // use), and dropped only after the batcher's drop has finished both streams.
-        // `input` is the slot's buffer, allocated (so freed) on the copy stream; the copy
-        // is ordered after the kernels of the slot's last batch (the copy stream waited for
-        // `consumed` above) and before this batch's (the compute stream waits for
-        // `uploaded`).
-        unsafe {
-            slot.pinned
-                .upload(&self.copy, input, sizes.upload as usize)?;
-        }
-        slot.uploaded.record(&self.copy).map_err(device_err)?;
-        slot.used = true;
-        // From here on kernels may read the slot's input (and the hardware output): their
-        // events are recorded after whatever this batch queues, on every path out.
-        let mut events = vec![Arc::clone(&slot.consumed)];
-        if let Some((_, _, released)) = &rgbi {
-            events.push(Arc::clone(released));
-        }
-        let mut record = RecordOnDrop {
-            events,
-            stream: Arc::clone(&self.compute),
-        };
-        self.compute.wait(&slot.uploaded).map_err(device_err)?;
-        let input = address(input, &self.compute);
-
-        let c = &self.compute;
-        let s = &mut self.scratch;
-        s.planes.ensure(c, sizes.planes)?;
-        s.windows.ensure(c, sizes.windows)?;
-        s.oriented.ensure(c, sizes.oriented)?;
-        s.horizontal.ensure(c, sizes.horizontal)?;
-        s.resized.ensure(c, sizes.resized)?;
-        s.coefficients.ensure(c, sizes.coefficients)?;
-        s.entropy_status.ensure(c, sizes.entropy_status)?;
-        s.mix_scratch.ensure(c, sizes.mix_scratch)?;
-        if sizes.decoded_cache > self.decoded_cache_budget {
-            return Err(DeviceError::Bounds {
-                buffer: Buffer::DecodedCache,
-                len: self.decoded_cache_budget,
-                start: 0,
-                end: sizes.decoded_cache,
-            }
-            .into());
-        }
-        if sizes.decoded_cache > 0 {
-            self.decoded_cache
-                .ensure(c, sizes.decoded_cache, self.decoded_cache_budget)?;
-        }
-        let scratch = |b: &DeviceBuffer| b.get().map(|x| (address(x, c), x.len() as u64));
-        let mut bases: HashMap<Buffer, (u64, u64)> = HashMap::new();
-        bases.insert(Buffer::DecodeInput, (input, sizes.decode_input));
-        bases.insert(
-            Buffer::AugmentInput,
-            (input + sizes.augment_offset, sizes.augment_input),
-        );
-        for (buffer, b) in [
-            (Buffer::Planes, &s.planes),
-            (Buffer::Windows, &s.windows),
-            (Buffer::Oriented, &s.oriented),
-            (Buffer::Horizontal, &s.horizontal),
-            (Buffer::Resized, &s.resized),
-            (Buffer::Coefficients, &s.coefficients),
-            (Buffer::EntropyStatus, &s.entropy_status),
-            (Buffer::MixScratch, &s.mix_scratch),
-        ] {
-            if let Some(x) = scratch(b) {
-                bases.insert(buffer, x);
-            }
-        }
-        if let Some((base, len, _)) = &rgbi {
-            bases.insert(Buffer::Rgbi, (*base, *len));
-        }
-        if let Some(x) = self.decoded_cache.get() {
-            bases.insert(Buffer::DecodedCache, (address(x, c), x.len() as u64));
-        }
-        if let Some(o) = out {
-            bases.insert(
-                Buffer::Images,
-                (address(&o.images, c), o.images.len() as u64),
-            );
-            if let Some(m) = &o.masks {
-                bases.insert(Buffer::Masks, (address(m, c), m.len() as u64));
-            }
-        }
-        let resolve = |b: &crate::backend::device::Binding| -> Result<u64> {
-            let (base, len) = bases
-                .get(&b.buffer)
-                .copied()
-                .ok_or(DeviceError::Unbound(b.buffer))?;
-            if b.offset + b.size > len {
-                return Err(DeviceError::Bounds {
-                    buffer: b.buffer,
-                    len,
-                    start: b.offset,
-                    end: b.offset + b.size,
-                }
-                .into());
-            }
-            Ok(base + b.offset)
-        };
-        // Check every step before enqueueing any.
-        for step in self.plan.steps() {
-            match step {
-                Step::Launch(l) => {
-                    if l.bindings.len() > MAX_BINDINGS {
-                        return Err(DeviceError::TooManyBindings {
-                            kernel: l.kernel.name(),
-                            bindings: l.bindings.len(),
-                            max: MAX_BINDINGS,
-                        }
-                        .into());
-                    }
-                    for b in &l.bindings {
-                        resolve(b)?;
-                    }
-                }
-                Step::Copy { src, dst } => {
-                    resolve(src)?;
-                    resolve(dst)?;
-                }
-                Step::Hardware => {
-                    if rgbi.is_none() {
-                        return Err(DeviceError::NoHardwareDecoder.into());
-                    }
-                }
-                Step::EntropyCheck { status } => {
-                    resolve(status)?;
-                }
-            }
-        }
-        // Before the first launch that writes the batch's outputs, the compute stream waits
-        // for the consumer's release of them (on their first use, for everything on the
-        // consumer's stream, where they were made and zeroed). The decode before it, and
-        // the launches that read the hardware output, never wait for the consumer: the
-        // hardware output's `released` is recorded right after the last of those, so the
-        // engines' next write into it waits for them alone, not for the training step.
-        let writes_out = |l: &crate::backend::device::Launch| {
-            l.bindings
-                .iter()
-                .any(|b| matches!(b.buffer, Buffer::Images | Buffer::Masks))
-        };
-        let reads_hardware = |step: &Step| matches!(step, Step::Launch(l) if l.bindings.iter().any(|b| b.buffer == Buffer::Rgbi));
-        let last_hardware_read = self.plan.steps().iter().rposition(reads_hardware);
-        let consumer = self.device.stream();
-        let mut gated = false;
-        let gate = |gated: &mut bool| -> Result<()> {
-            if std::mem::replace(gated, true) {
-                return Ok(());
-            }
-            if let Some(o) = out {
-                if let Some(r) = &o.released {
-                    c.wait(r).map_err(device_err)?;
-                }
-                if o.writer.is_none() {
-                    c.join(consumer).map_err(device_err)?;
-                }
-            }
-            Ok(())
-        };
-        for (index, step) in self.plan.steps().iter().enumerate() {
-            if matches!(step, Step::Launch(l) if writes_out(l)) {
-                gate(&mut gated)?;
-            }
-            match step {
-                Step::Launch(l) => {
-                    let mut args = KernelArgs {
-                        params: l.params,
-                        ..KernelArgs::default()
-                    };
-                    for (i, b) in l.bindings.iter().enumerate() {
-                        args.ptr[i] = resolve(b)?;
-                        args.words[i] =
-                            u32::try_from(b.size / 4).map_err(|_| DeviceError::TooLarge {
-                                what: "a binding's length in words",
-                                value: b.size / 4,
-                                max: u32::MAX.into(),
-                            })?;
-                    }
-                    let f = self
-                        .functions
-                        .get(&l.kernel)
-                        .ok_or(DeviceError::Kernel(l.kernel.name()))?;
-                    // SAFETY: `f` was loaded from `kernels/*.cu`, whose kernels take one
-                    // `KernelArgs`; every address in `args` was resolved within its buffer
-                    // (`resolve` checks offset + size against the buffer's length). The
-                    // buffers are the slot's input, the scratch buffers, the hardware
-                    // output and the batch's outputs: scratch is freed on this (compute)
-                    // stream, the input only after the copy stream has waited for
-                    // `consumed`, the hardware output only after the host has waited for
-                    // its `released` (both recorded by `record` after these launches, on
-                    // every path; `released` after the last launch that reads it), and the outputs after their writer (this stream) is
-                    // synchronised. Nothing else writes them meanwhile: the next upload
-                    // into the input waits for `consumed`, the engines' next write into the
-                    // hardware output for `released` on the host, the consumer for the
-                    // batch's event.
-                    unsafe { memory::launch(c, f, l, &args)? };
-                }
-                Step::Copy { src, dst } => {
-                    let (to, from) = (resolve(dst)?, resolve(src)?);
-                    // SAFETY: both ranges were resolved within their buffers, and the plan
-                    // only copies between distinct buffers (`Oriented` to `Windows`,
-                    // `Windows` to and from `DecodedCache`, `Images` to `MixScratch`); the buffers stay allocated
-                    // until this stream has passed the copy, as for the launches above (the
-                    // decoded cache is allocated and freed on this stream).
-                    unsafe { memory::copy_dtod(c, to, from, src.size as usize)? };
-                }
-                // Done first (`hardware_step`); the compute stream waits for it.
-                Step::Hardware => {}
-                // The huffman launches before it have been queued: read their status back
-                // (a wait on this stream) and stop before anything writes the outputs
-                // where a sample is flagged.
-                Step::EntropyCheck { .. } => {
-                    let words: Vec<u32> = match s.entropy_status.get() {
-                        Some(b) => c
-                            .clone_dtoh(b)
-                            .map_err(device_err)?
-                            .chunks_exact(4)
-                            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-                            .collect(),
-                        None => Vec::new(),
-                    };
-                    let flagged = self.plan.flagged(&words);
-                    if !flagged.is_empty() {
-                        return Err(DeviceError::EntropyFlagged(flagged).into());
-                    }
-                }
-            }
-            if Some(index) == last_hardware_read {
-                if let Some((_, _, released)) = &rgbi {
-                    released.record(c).map_err(device_err)?;
-                    record.events.retain(|e| !Arc::ptr_eq(e, released));
-                }
-            }
-        }
-        gate(&mut gated)?;
-        drop(record);
-        c.record_event(None).map_err(device_err)
-    }
-
     /// Decodes the batch's encoded JPEGs into the next hardware output buffer (see
     /// `Hardware` for the ordering) and makes the compute stream wait for them: the
     /// buffer's address, length and `released` event, or `None` when the batch has none.
@@ -895,28 +631,10 @@ fn decode_encoded<'a>(
     );
     // Every image's header, each at its place, in one copy from offset 0 (the plan puts
     // them first in the buffer).
-    let header_bytes = 4 * HARDWARE_HEADER_WORDS;
-    let end = jobs
-        .iter()
-        .map(|j| j.header as usize + header_bytes)
-        .max()
-        .unwrap_or(0);
-    if end as u64 > len {
-        return Err(CudaError::Missing("room for the hardware decoder's headers").into());
-    }
-    let mut headers = vec![0u8; end];
-    for (j, &rgb) in jobs.iter().zip(&on_cpu) {
-        let at = j.header as usize;
-        for (dst, w) in headers[at..at + header_bytes]
-            .chunks_exact_mut(4)
-            .zip(j.header_words(rgb))
-        {
-            dst.copy_from_slice(&w.to_le_bytes());
-        }
-    }
-    // SAFETY: the headers occupy the first `end` bytes of the hardware output buffer
-    // (checked just above), which no queued kernel reads (see `call`); `headers` lives
-    // until the host has waited for `decoded` below.
+    let headers = hardware_headers(jobs, &on_cpu, len)?;
+    // SAFETY: the headers occupy the first `headers.len()` bytes of the hardware output
+    // buffer (checked in `hardware_headers`), which no queued kernel reads (see `call`);
+    // `headers` lives until the host has waited for `decoded` below.
     unsafe { memory::upload(&h.stream, base, &headers)? };
     // The host waits for nvJPEG's own stream only: the engines' writes, the GPU decoder's
     // kernels and the CPU uploads are done, and the staging buffer and `uploads` are free.
@@ -935,4 +653,29 @@ fn decode_encoded<'a>(
             _ => None,
         })
         .collect())
+}
+
+/// Every image's header (`on_cpu`: which images the CPU decoded), each at its place in
+/// the first bytes of the hardware output buffer, `len` bytes long.
+fn hardware_headers(jobs: &[EncodedJob], on_cpu: &[bool], len: u64) -> Result<Vec<u8>> {
+    let header_bytes = 4 * HARDWARE_HEADER_WORDS;
+    let end = jobs
+        .iter()
+        .map(|j| j.header as usize + header_bytes)
+        .max()
+        .unwrap_or(0);
+    if end as u64 > len {
+        return Err(CudaError::Missing("room for the hardware decoder's headers").into());
+    }
+    let mut headers = vec![0u8; end];
+    for (j, &rgb) in jobs.iter().zip(on_cpu) {
+        let at = j.header as usize;
+        for (dst, w) in headers[at..at + header_bytes]
+            .chunks_exact_mut(4)
+            .zip(j.header_words(rgb))
+        {
+            dst.copy_from_slice(&w.to_le_bytes());
+        }
+    }
+    Ok(headers)
 }

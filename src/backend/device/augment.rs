@@ -242,16 +242,9 @@ impl AugmentInput {
         self.write_header();
     }
 
-    /// Adds a sample: its plan, its decoded window in the windows buffer, and its label
-    /// plane when the batch has masks. Every sample of a batch must have the same output
-    /// size, dtype and layout ([`Error::Config`] otherwise, as for a mask whose data does
-    /// not match its size, or a batch beyond the 32-bit offsets of the blob).
-    pub fn push(
-        &mut self,
-        plan: &SamplePlan,
-        image: DeviceImage,
-        mask: Option<&LabelPlane>,
-    ) -> Result<()> {
+    /// The output shape of the sample of `plan`, checked against the batch's (see
+    /// [`Self::push`]), and its label plane's size against its data.
+    fn checked_shape(&self, plan: &SamplePlan, mask: Option<&LabelPlane>) -> Result<Shape> {
         let shape = Shape {
             width: plan.out_width,
             height: plan.out_height,
@@ -298,6 +291,20 @@ impl AugmentInput {
                 ));
             }
         }
+        Ok(shape)
+    }
+
+    /// Adds a sample: its plan, its decoded window in the windows buffer, and its label
+    /// plane when the batch has masks. Every sample of a batch must have the same output
+    /// size, dtype and layout ([`Error::Config`] otherwise, as for a mask whose data does
+    /// not match its size, or a batch beyond the 32-bit offsets of the blob).
+    pub fn push(
+        &mut self,
+        plan: &SamplePlan,
+        image: DeviceImage,
+        mask: Option<&LabelPlane>,
+    ) -> Result<()> {
+        let shape = self.checked_shape(plan, mask)?;
         if self.n == self.capacity {
             self.grow();
         }
@@ -456,19 +463,6 @@ impl AugmentInput {
                 .into());
             }
         }
-        let head = |buffer: Buffer, bytes: u64| Binding {
-            buffer,
-            offset: 0,
-            size: (bytes.min(max) / 4 * 4).max(4),
-        };
-        let span = |buffer: Buffer, start: u64, end: u64| {
-            let s = Span::covering(start, end);
-            Binding {
-                buffer,
-                offset: s.offset,
-                size: s.size,
-            }
-        };
         let data_start = self.data_start() as u64;
         let meta = Binding {
             buffer: Buffer::AugmentInput,
@@ -483,26 +477,14 @@ impl AugmentInput {
             }
             .into());
         }
-        let data_span = |s0: usize, s1: usize| {
-            span(
-                Buffer::AugmentInput,
-                (data_start + self.data[s0].0) * 4,
-                (data_start + self.data[s1 - 1].1) * 4,
-            )
-        };
         let npx = shape.pixels();
-        // Workgroups per sample in `vertical_jitter`'s phases 0 and 2, and the words after
-        // a group's horizontal items that hold the whole-image ops' statistics, and the
-        // copies the neighbourhood ops read (when a sample of the group has one).
-        let per_sample = npx.div_ceil(WORKGROUP);
-        let sums = |s0: usize, s1: usize| {
-            let temp = self.rounds[s0..s1].iter().any(|r| r.1);
-            (s1 - s0) as u64 * (STATS_WORDS + if temp { TEMP_WORDS * npx } else { 0 })
+        let ranges = Ranges {
+            input: self,
+            max,
+            data_start,
+            npx,
+            windows_head: head(Buffer::Windows, windows_bytes, max),
         };
-        let resized_span = |s0: u64, s1: u64| span(Buffer::Resized, s0 * npx * 4, s1 * npx * 4);
-        let item_end = |s: usize| self.item_starts.get(s).copied().unwrap_or(self.items);
-        let windows_head = head(Buffer::Windows, windows_bytes);
-        let word = |b: &Binding| (b.offset / 4) as u32;
         let mut launches = Vec::new();
         let mut push = |kernel: Kernel, groups: u64, p: Params, bindings: Vec<Binding>| {
             let x = groups.min(per_dim).max(1);
@@ -523,7 +505,138 @@ impl AugmentInput {
             });
             Ok(())
         };
+        let max_h = ranges.resize_passes(n, meta, &mut push)?;
 
+        // Chunks of output words for the write passes: images, then label planes.
+        let scratch = |buffer: Buffer| Binding {
+            buffer,
+            offset: 0,
+            size: 4,
+        };
+        // The bindings every write launch shares; each replaces the one its pass reads
+        // per sample (`WritePass::input`) and appends its output range.
+        let shared = [
+            meta,
+            meta,
+            ranges.windows_head,
+            scratch(Buffer::Horizontal),
+            scratch(Buffer::Resized),
+        ];
+        let image_bytes = shape.image_bytes();
+        WritePass {
+            kernel: Kernel::WriteImage,
+            out: Buffer::Images,
+            slot: image_bytes,
+            input: WriteInput::Resized,
+            span: &|s0, s1| ranges.resized_span(s0, s1),
+        }
+        .plan(n as u64, max, shared, &mut push, || {
+            DeviceError::Binding {
+                what: "one output image",
+                bytes: image_bytes,
+                max,
+            }
+            .into()
+        })?;
+        if masks {
+            WritePass {
+                kernel: Kernel::WriteMask,
+                out: Buffer::Masks,
+                slot: npx * 2,
+                input: WriteInput::Tables,
+                span: &|s0, s1| ranges.data_span(s0 as usize, s1 as usize),
+            }
+            .plan(n as u64, max, shared, &mut push, || {
+                DeviceError::LabelTables { max }.into()
+            })?;
+        }
+        Ok((
+            launches,
+            ScratchSizes {
+                horizontal: max_h,
+                resized: (n as u64 * npx * 4).max(4),
+            },
+        ))
+    }
+}
+
+/// The binding of the first `bytes` of `buffer` (at most `max`, at least one word).
+fn head(buffer: Buffer, bytes: u64, max: u64) -> Binding {
+    Binding {
+        buffer,
+        offset: 0,
+        size: (bytes.min(max) / 4 * 4).max(4),
+    }
+}
+
+/// The binding of the aligned span of `buffer` covering bytes `[start, end)`.
+fn span(buffer: Buffer, start: u64, end: u64) -> Binding {
+    let s = Span::covering(start, end);
+    Binding {
+        buffer,
+        offset: s.offset,
+        size: s.size,
+    }
+}
+
+/// Where the launches of a batch ([`AugmentInput::launches`]) find what a group of
+/// samples reads and writes, no binding over `max` bytes.
+struct Ranges<'a> {
+    input: &'a AugmentInput,
+    max: u64,
+    /// Word of the upload where the samples' tables start.
+    data_start: u64,
+    /// Pixels of one output.
+    npx: u64,
+    /// The windows buffer's first `max` bytes.
+    windows_head: Binding,
+}
+
+impl Ranges<'_> {
+    /// The span of the upload holding the tables of samples `[s0, s1)`.
+    fn data_span(&self, s0: usize, s1: usize) -> Binding {
+        span(
+            Buffer::AugmentInput,
+            (self.data_start + self.input.data[s0].0) * 4,
+            (self.data_start + self.input.data[s1 - 1].1) * 4,
+        )
+    }
+
+    /// The words after a group's horizontal items that hold the whole-image ops'
+    /// statistics, and the copies the neighbourhood ops read (when a sample of the group
+    /// has one), for samples `[s0, s1)`.
+    fn sums(&self, s0: usize, s1: usize) -> u64 {
+        let temp = self.input.rounds[s0..s1].iter().any(|r| r.1);
+        (s1 - s0) as u64 * (STATS_WORDS + if temp { TEMP_WORDS * self.npx } else { 0 })
+    }
+
+    /// The span of [`Buffer::Resized`] holding samples `[s0, s1)`.
+    fn resized_span(&self, s0: u64, s1: u64) -> Binding {
+        span(Buffer::Resized, s0 * self.npx * 4, s1 * self.npx * 4)
+    }
+
+    /// The first horizontal item of sample `s` (the number of items when `s` is past the
+    /// last).
+    fn item_end(&self, s: usize) -> u64 {
+        self.input
+            .item_starts
+            .get(s)
+            .copied()
+            .unwrap_or(self.input.items)
+    }
+
+    /// The resize passes over the `n` samples, in groups whose windows, tables and
+    /// intermediates fit; each launch goes to `push`. Returns the bytes of
+    /// [`Buffer::Horizontal`] the largest group needs.
+    fn resize_passes(
+        &self,
+        n: usize,
+        meta: Binding,
+        push: &mut dyn FnMut(Kernel, u64, Params, Vec<Binding>) -> Result<()>,
+    ) -> Result<u64> {
+        // Workgroups per sample in `vertical_jitter`'s phases 0 and 2.
+        let per_sample = self.npx.div_ceil(WORKGROUP);
+        let word = |b: &Binding| (b.offset / 4) as u32;
         // Groups of samples for the resize passes.
         let mut max_h = 4;
         let mut s0 = 0;
@@ -531,7 +644,7 @@ impl AugmentInput {
             let mut s1 = s0;
             let (mut lo, mut hi) = (u64::MAX, 0);
             loop {
-                let (w0, w1) = self.windows[s1];
+                let (w0, w1) = self.input.windows[s1];
                 let (nlo, nhi) = if w1 > w0 {
                     (lo.min(w0), hi.max(w1))
                 } else {
@@ -540,20 +653,22 @@ impl AugmentInput {
                 let win = if nhi > nlo {
                     span(Buffer::Windows, nlo * 4, nhi * 4)
                 } else {
-                    windows_head
+                    self.windows_head
                 };
-                let h = (item_end(s1 + 1) - self.item_starts[s0] + sums(s0, s1 + 1)) * 4;
-                let fits = win.size <= max
-                    && data_span(s0, s1 + 1).size <= max
-                    && h <= max
-                    && resized_span(s0 as u64, s1 as u64 + 1).size <= max;
+                let h = (self.item_end(s1 + 1) - self.input.item_starts[s0]
+                    + self.sums(s0, s1 + 1))
+                    * 4;
+                let fits = win.size <= self.max
+                    && self.data_span(s0, s1 + 1).size <= self.max
+                    && h <= self.max
+                    && self.resized_span(s0 as u64, s1 as u64 + 1).size <= self.max;
                 if !fits {
                     if s1 == s0 {
                         return Err(DeviceError::SampleBindings {
                             sample: s0,
                             window: win.size,
                             horizontal: h,
-                            max,
+                            max: self.max,
                         }
                         .into());
                     }
@@ -568,13 +683,16 @@ impl AugmentInput {
             let win = if hi > lo {
                 span(Buffer::Windows, lo * 4, hi * 4)
             } else {
-                windows_head
+                self.windows_head
             };
-            let (item0, items) = (self.item_starts[s0], item_end(s1) - self.item_starts[s0]);
-            let h_words = items + sums(s0, s1);
+            let (item0, items) = (
+                self.input.item_starts[s0],
+                self.item_end(s1) - self.input.item_starts[s0],
+            );
+            let h_words = items + self.sums(s0, s1);
             max_h = max_h.max(h_words * 4);
-            let data = data_span(s0, s1);
-            let resized = resized_span(s0 as u64, s1 as u64);
+            let data = self.data_span(s0, s1);
+            let resized = self.resized_span(s0 as u64, s1 as u64);
             let params = Params {
                 s0: s0 as u32,
                 s1: s1 as u32,
@@ -596,7 +714,7 @@ impl AugmentInput {
                     size: h_words * 4,
                 },
                 resized,
-                head(Buffer::Images, self.images_bytes()),
+                head(Buffer::Images, self.input.images_bytes(), self.max),
             ];
             if items > 0 {
                 push(
@@ -608,7 +726,11 @@ impl AugmentInput {
             }
             let spread = (s1 - s0) as u64 * per_sample;
             push(Kernel::VerticalJitter, spread, params, bindings.clone())?;
-            let rounds = self.rounds[s0..s1].iter().map(|r| r.0).max().unwrap_or(0);
+            let rounds = self.input.rounds[s0..s1]
+                .iter()
+                .map(|r| r.0)
+                .max()
+                .unwrap_or(0);
             for round in 1..=rounds {
                 let mut p = params;
                 p.contrast = round;
@@ -619,57 +741,7 @@ impl AugmentInput {
             }
             s0 = s1;
         }
-
-        // Chunks of output words for the write passes: images, then label planes.
-        let scratch = |buffer: Buffer| Binding {
-            buffer,
-            offset: 0,
-            size: 4,
-        };
-        // The bindings every write launch shares; each replaces the one its pass reads
-        // per sample (`WritePass::input`) and appends its output range.
-        let shared = [
-            meta,
-            meta,
-            windows_head,
-            scratch(Buffer::Horizontal),
-            scratch(Buffer::Resized),
-        ];
-        let image_bytes = shape.image_bytes();
-        WritePass {
-            kernel: Kernel::WriteImage,
-            out: Buffer::Images,
-            slot: image_bytes,
-            input: WriteInput::Resized,
-            span: &resized_span,
-        }
-        .plan(n as u64, max, shared, &mut push, || {
-            DeviceError::Binding {
-                what: "one output image",
-                bytes: image_bytes,
-                max,
-            }
-            .into()
-        })?;
-        if masks {
-            WritePass {
-                kernel: Kernel::WriteMask,
-                out: Buffer::Masks,
-                slot: npx * 2,
-                input: WriteInput::Tables,
-                span: &|s0, s1| data_span(s0 as usize, s1 as usize),
-            }
-            .plan(n as u64, max, shared, &mut push, || {
-                DeviceError::LabelTables { max }.into()
-            })?;
-        }
-        Ok((
-            launches,
-            ScratchSizes {
-                horizontal: max_h,
-                resized: (n as u64 * npx * 4).max(4),
-            },
-        ))
+        Ok(max_h)
     }
 }
 

@@ -654,6 +654,14 @@ impl BatchPlan {
             next += u64::from(w) * u64::from(h);
         }
         next = self.place_cached(next)?;
+        next = self.place_oriented(next)?;
+        self.window_words = next;
+        Ok(())
+    }
+
+    /// Places the upright windows of the rotated images from word `next` of the windows
+    /// buffer on; returns the word after the last.
+    fn place_oriented(&mut self, mut next: u64) -> Result<u64> {
         for job in &mut self.orient_jobs {
             let slot = job.dst as usize;
             let (ow, oh) = job.size();
@@ -682,8 +690,7 @@ impl BatchPlan {
             }
             next = end;
         }
-        self.window_words = next;
-        Ok(())
+        Ok(next)
     }
 
     /// Plans the steps and sizes of what was packed.

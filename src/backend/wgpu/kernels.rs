@@ -26,6 +26,30 @@ enum Params {
     Storage,
 }
 
+/// The launches' parameter `records` written (through the queue) into the buffer kept in
+/// `params_slot`, grown when they need more; `None` when there are none.
+fn write_params(
+    ctx: &WgpuContext,
+    params_slot: &mut Option<wgpu::Buffer>,
+    records: &[u32],
+) -> Result<Option<wgpu::Buffer>> {
+    Ok(if records.is_empty() {
+        None
+    } else {
+        let bytes: &[u8] = bytemuck::cast_slice(records);
+        let buf = ctx.grow_buffer(
+            params_slot,
+            "stoker launch params",
+            bytes.len() as u64,
+            wgpu::BufferUsages::UNIFORM
+                | wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_DST,
+        )?;
+        ctx.queue().write_buffer(&buf, 0, bytes);
+        Some(buf)
+    })
+}
+
 /// The WGSL source, storage bindings (read-only or not) and parameter binding of a kernel.
 fn spec(kernel: Kernel) -> (&'static str, &'static [bool], Params) {
     const AUGMENT: &[bool] = &[true, true, true, false, false, false];
@@ -265,21 +289,7 @@ impl Pipelines {
         }
         let device = ctx.device();
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let params = if records.is_empty() {
-            None
-        } else {
-            let bytes: &[u8] = bytemuck::cast_slice(&records);
-            let buf = ctx.grow_buffer(
-                params_slot,
-                "stoker launch params",
-                bytes.len() as u64,
-                wgpu::BufferUsages::UNIFORM
-                    | wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_DST,
-            )?;
-            ctx.queue().write_buffer(&buf, 0, bytes);
-            Some(buf)
-        };
+        let params = write_params(ctx, params_slot, &records)?;
         let mut cache = self
             .groups
             .lock()

@@ -403,6 +403,171 @@ fn fit(img: &Image8, id: u64, size: u32) -> (Vec<u8>, u32, u32) {
     (reference::resize_only(&plan, img), w, h)
 }
 
+/// The originals of `rows`' samples, decoded once per sample on the CPU and fitted to
+/// `size`.
+fn originals(rows: &[Row], by_id: &HashMap<u64, Sample>, size: u32) -> Res<HashMap<u64, Original>> {
+    let limits = stoker::Limits::default();
+    let mut originals: HashMap<u64, Original> = HashMap::new();
+    for r in rows {
+        if originals.contains_key(&r.id) {
+            continue;
+        }
+        let s = by_id
+            .get(&r.id)
+            .ok_or("internal: batch holds an unknown sample id")?;
+        let bytes = s
+            .location
+            .read(limits.max_bytes)
+            .map_err(|e| format!("{}: {e}", s.path))?;
+        let mut img = Image8::default();
+        stoker::decode::cpu::decode_image(
+            &bytes,
+            &DecodeOptions {
+                limits,
+                ..Default::default()
+            },
+            &mut img,
+        )
+        .map_err(|e| format!("{}: {e}", s.path))?;
+        let (rgb, w, h) = fit(&img, r.id, size);
+        let scale = (
+            w as f32 / img.width.max(1) as f32,
+            h as f32 / img.height.max(1) as f32,
+        );
+        originals.insert(
+            r.id,
+            Original {
+                rgb,
+                width: w,
+                height: h,
+                scale,
+            },
+        );
+    }
+    Ok(originals)
+}
+
+/// Draws each of `rows` on the sheet: the original (with its targets), the augmented
+/// sample (with its targets) and, where it has one, its mask over it; cells of `size`.
+fn draw_rows(
+    sheet: &mut [u8],
+    sheet_w: usize,
+    rows: &[Row],
+    originals: &HashMap<u64, Original>,
+    by_id: &HashMap<u64, Sample>,
+    size: usize,
+) {
+    for (i, r) in rows.iter().enumerate() {
+        let y0 = GAP + i * (size + GAP);
+        if let Some(o) = originals.get(&r.id) {
+            let (rgb, scale) = (&o.rgb, &o.scale);
+            let (w, h) = (o.width as usize, o.height as usize);
+            let cell = Cell {
+                x0: GAP + (size - w) / 2,
+                y0: y0 + (size - h) / 2,
+                w,
+                h,
+            };
+            blit(sheet, sheet_w, cell.x0, cell.y0, rgb, w, h);
+            if let Some(t) = by_id.get(&r.id).and_then(|s| s.targets.as_deref()) {
+                draw_targets(sheet, sheet_w, cell, t, *scale);
+            }
+        }
+        let x1 = 2 * GAP + size;
+        blit(sheet, sheet_w, x1, y0, &r.augmented, size, size);
+        if let Some(t) = &r.targets {
+            let cell = Cell {
+                x0: x1,
+                y0,
+                w: size,
+                h: size,
+            };
+            draw_targets(sheet, sheet_w, cell, t, (1.0, 1.0));
+        }
+        if let Some(m) = &r.mask {
+            let x2 = 3 * GAP + 2 * size;
+            blit(
+                sheet,
+                sheet_w,
+                x2,
+                y0,
+                &overlay(&r.augmented, m),
+                size,
+                size,
+            );
+        }
+    }
+}
+
+/// Draws the legend laid out below the rows (which end at `rows_h`): a swatch of each
+/// class's colour, its id and name, and how many did not fit.
+fn draw_legend(
+    sheet: &mut [u8],
+    (sheet_w, sheet_h): (usize, usize),
+    legend: &[LegendEntry],
+    rows_h: usize,
+) {
+    // The legend: a swatch of each class's colour, its id and name.
+    let whole = Cell {
+        x0: 0,
+        y0: 0,
+        w: sheet_w,
+        h: sheet_h,
+    };
+    let mut last_line = rows_h;
+    for e in legend {
+        let Some([x, y]) = e.at else { continue };
+        last_line = last_line.max(y);
+        let (x, y) = (x as i64, y as i64);
+        let c = class_colour(e.id);
+        for dy in 0..8 {
+            for dx in 0..8 {
+                whole.put(sheet, sheet_w, (x + dx, y + dy), c);
+            }
+        }
+        let label: String = e.label().chars().take(LEGEND_CHARS).collect();
+        whole.text(sheet, sheet_w, (x + 12, y), &label, [235; 3]);
+    }
+    let hidden = legend.iter().filter(|e| e.at.is_none()).count();
+    if hidden > 0 {
+        let more = format!("... {hidden} more");
+        let y = (last_line + LEGEND_LINE) as i64;
+        whole.text(sheet, sheet_w, (GAP as i64, y), &more, [235; 3]);
+    }
+}
+
+/// What the report says of each row: its sample, epoch, plan and targets.
+fn row_reports(rows: &[Row], by_id: &HashMap<u64, Sample>) -> Vec<RowReport> {
+    rows.iter()
+        .map(|r| {
+            let p = &r.plan;
+            RowReport {
+                id: format!("{:016x}", r.id),
+                path: by_id.get(&r.id).map_or("?", |s| s.path.as_str()).into(),
+                epoch: r.epoch,
+                crop: [p.crop_x, p.crop_y, p.crop_w, p.crop_h],
+                flip: p.has(FLIP_H),
+                brightness: p.brightness,
+                contrast: p.contrast,
+                saturation: p.saturation,
+                boxes: r.targets.as_ref().map_or_else(Vec::new, |t| {
+                    t.boxes
+                        .iter()
+                        .map(|b| [b.x0, b.y0, b.x1, b.y1, b.class as f32])
+                        .collect()
+                }),
+                keypoints: r.targets.as_ref().map_or_else(Vec::new, |t| {
+                    t.keypoints
+                        .iter()
+                        .filter(|k| k.visibility > 0)
+                        .map(|k| [k.x, k.y])
+                        .collect()
+                }),
+            }
+        })
+        .collect()
+}
+
 pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
     // Before the work: a sheet with nowhere to go is an error now, not after rendering.
     crate::ensure_parent(&a.out)?;
@@ -503,44 +668,7 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
 
     // Originals, decoded once per sample on the CPU.
     let be = pipe.backend();
-    let limits = stoker::Limits::default();
-    let mut originals: HashMap<u64, Original> = HashMap::new();
-    for r in &rows {
-        if originals.contains_key(&r.id) {
-            continue;
-        }
-        let s = by_id
-            .get(&r.id)
-            .ok_or("internal: batch holds an unknown sample id")?;
-        let bytes = s
-            .location
-            .read(limits.max_bytes)
-            .map_err(|e| format!("{}: {e}", s.path))?;
-        let mut img = Image8::default();
-        stoker::decode::cpu::decode_image(
-            &bytes,
-            &DecodeOptions {
-                limits,
-                ..Default::default()
-            },
-            &mut img,
-        )
-        .map_err(|e| format!("{}: {e}", s.path))?;
-        let (rgb, w, h) = fit(&img, r.id, a.size);
-        let scale = (
-            w as f32 / img.width.max(1) as f32,
-            h as f32 / img.height.max(1) as f32,
-        );
-        originals.insert(
-            r.id,
-            Original {
-                rgb,
-                width: w,
-                height: h,
-                scale,
-            },
-        );
-    }
+    let originals = originals(&rows, &by_id, a.size)?;
 
     let cols = if has_masks { 3 } else { 2 };
     let sheet_w = cols * size + (cols + 1) * GAP;
@@ -548,104 +676,11 @@ pub fn render(_ctx: Ctx, a: &RenderArgs) -> Res<Report> {
     let mut legend = legend(&rows, &names);
     let sheet_h = rows_h + lay_out_legend(&mut legend, sheet_w - 2 * GAP, rows_h);
     let mut sheet = vec![BACKGROUND; sheet_w * sheet_h * 3];
-    for (i, r) in rows.iter().enumerate() {
-        let y0 = GAP + i * (size + GAP);
-        if let Some(o) = originals.get(&r.id) {
-            let (rgb, scale) = (&o.rgb, &o.scale);
-            let (w, h) = (o.width as usize, o.height as usize);
-            let cell = Cell {
-                x0: GAP + (size - w) / 2,
-                y0: y0 + (size - h) / 2,
-                w,
-                h,
-            };
-            blit(&mut sheet, sheet_w, cell.x0, cell.y0, rgb, w, h);
-            if let Some(t) = by_id.get(&r.id).and_then(|s| s.targets.as_deref()) {
-                draw_targets(&mut sheet, sheet_w, cell, t, *scale);
-            }
-        }
-        let x1 = 2 * GAP + size;
-        blit(&mut sheet, sheet_w, x1, y0, &r.augmented, size, size);
-        if let Some(t) = &r.targets {
-            let cell = Cell {
-                x0: x1,
-                y0,
-                w: size,
-                h: size,
-            };
-            draw_targets(&mut sheet, sheet_w, cell, t, (1.0, 1.0));
-        }
-        if let Some(m) = &r.mask {
-            let x2 = 3 * GAP + 2 * size;
-            blit(
-                &mut sheet,
-                sheet_w,
-                x2,
-                y0,
-                &overlay(&r.augmented, m),
-                size,
-                size,
-            );
-        }
-    }
-    // The legend: a swatch of each class's colour, its id and name.
-    let whole = Cell {
-        x0: 0,
-        y0: 0,
-        w: sheet_w,
-        h: sheet_h,
-    };
-    let mut last_line = rows_h;
-    for e in &legend {
-        let Some([x, y]) = e.at else { continue };
-        last_line = last_line.max(y);
-        let (x, y) = (x as i64, y as i64);
-        let c = class_colour(e.id);
-        for dy in 0..8 {
-            for dx in 0..8 {
-                whole.put(&mut sheet, sheet_w, (x + dx, y + dy), c);
-            }
-        }
-        let label: String = e.label().chars().take(LEGEND_CHARS).collect();
-        whole.text(&mut sheet, sheet_w, (x + 12, y), &label, [235; 3]);
-    }
-    let hidden = legend.iter().filter(|e| e.at.is_none()).count();
-    if hidden > 0 {
-        let more = format!("... {hidden} more");
-        let y = (last_line + LEGEND_LINE) as i64;
-        whole.text(&mut sheet, sheet_w, (GAP as i64, y), &more, [235; 3]);
-    }
+    draw_rows(&mut sheet, sheet_w, &rows, &originals, &by_id, size);
+    draw_legend(&mut sheet, (sheet_w, sheet_h), &legend, rows_h);
     crate::files::write_png_rgb(&a.out, sheet_w as u32, sheet_h as u32, &sheet)?;
 
-    let rows: Vec<RowReport> = rows
-        .iter()
-        .map(|r| {
-            let p = &r.plan;
-            RowReport {
-                id: format!("{:016x}", r.id),
-                path: by_id.get(&r.id).map_or("?", |s| s.path.as_str()).into(),
-                epoch: r.epoch,
-                crop: [p.crop_x, p.crop_y, p.crop_w, p.crop_h],
-                flip: p.has(FLIP_H),
-                brightness: p.brightness,
-                contrast: p.contrast,
-                saturation: p.saturation,
-                boxes: r.targets.as_ref().map_or_else(Vec::new, |t| {
-                    t.boxes
-                        .iter()
-                        .map(|b| [b.x0, b.y0, b.x1, b.y1, b.class as f32])
-                        .collect()
-                }),
-                keypoints: r.targets.as_ref().map_or_else(Vec::new, |t| {
-                    t.keypoints
-                        .iter()
-                        .filter(|k| k.visibility > 0)
-                        .map(|k| [k.x, k.y])
-                        .collect()
-                }),
-            }
-        })
-        .collect();
+    let rows = row_reports(&rows, &by_id);
     let r = RenderReport {
         out: a.out.display().to_string(),
         samples: rows.len(),

@@ -110,6 +110,40 @@ impl Slots {
 }
 
 impl Collector {
+    /// The targets of the batch's samples (those a user transform moved, or the dataset's)
+    /// under their plans' geometry.
+    fn targets(&self, slots: &Slots, cfg: &Config) -> Vec<Option<Targets>> {
+        let samples = self.shared.subset.samples();
+        let rule = cfg.augment.get_box_rule();
+        slots
+            .samples
+            .iter()
+            .zip(&slots.plans)
+            .zip(&slots.targets)
+            .map(|((&i, plan), moved)| {
+                let t = match moved {
+                    Some(t) => t,
+                    None => samples.get(i)?.targets.as_ref()?,
+                };
+                Some(geometry::transform(plan, t, &rule))
+            })
+            .collect()
+    }
+
+    /// Counts a batch assembled: its samples, replacements and samples with warnings.
+    fn count_batch(&self, delivered: usize, replacements: usize, warnings: usize) {
+        self.stats
+            .samples_delivered
+            .fetch_add(delivered as u64, Ordering::Relaxed);
+        self.stats
+            .replacements
+            .fetch_add(replacements as u64, Ordering::Relaxed);
+        self.stats
+            .samples_with_warnings
+            .fetch_add(warnings as u64, Ordering::Relaxed);
+        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(super) fn assemble(&mut self, index: usize, p: Pending) -> Result<Batch> {
         let cfg = Arc::clone(&self.cfg);
         let internal = || Error::internal("a batch buffer is still shared");
@@ -205,21 +239,7 @@ impl Collector {
             _ => return Err(Error::internal("device buffers missing")),
         };
         let (replacements, warnings) = slots.finish();
-        let samples = self.shared.subset.samples();
-        let rule = cfg.augment.get_box_rule();
-        let targets: Vec<Option<Targets>> = slots
-            .samples
-            .iter()
-            .zip(&slots.plans)
-            .zip(&slots.targets)
-            .map(|((&i, plan), moved)| {
-                let t = match moved {
-                    Some(t) => t,
-                    None => samples.get(i)?.targets.as_ref()?,
-                };
-                Some(geometry::transform(plan, t, &rule))
-            })
-            .collect();
+        let targets = self.targets(&slots, &cfg);
         let Slots {
             ids,
             labels,
@@ -245,16 +265,7 @@ impl Collector {
                     .map_err(|e| Error::internal(format!("mixing batch {index}: {e}")))?;
             }
         }
-        self.stats
-            .samples_delivered
-            .fetch_add(ids.len() as u64, Ordering::Relaxed);
-        self.stats
-            .replacements
-            .fetch_add(replacements.len() as u64, Ordering::Relaxed);
-        self.stats
-            .samples_with_warnings
-            .fetch_add(warnings.len() as u64, Ordering::Relaxed);
-        self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.count_batch(ids.len(), replacements.len(), warnings.len());
         self.held.fetch_add(1, Ordering::AcqRel);
         Ok(Batch {
             index: self.first + index,

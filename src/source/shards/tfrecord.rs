@@ -537,6 +537,21 @@ fn example_targets(
             ))
         }
     }
+    keypoints(ex, keys, (kx, ky), &pixel, (sx, sy), &mut t)?;
+    Ok((!t.is_empty()).then_some(t))
+}
+
+/// The keypoints of an example (`kx`, `ky`: its coordinate lists, if any), scaled to
+/// pixels by `sx`, `sy` through `pixel`, each with its visibility and the box it belongs
+/// to (those of `t`, in turn), into `t`.
+fn keypoints(
+    ex: &Example<'_>,
+    keys: &ExampleKeys,
+    (kx, ky): (Option<Vec<f32>>, Option<Vec<f32>>),
+    pixel: &dyn Fn(f32, f32, &str) -> std::result::Result<f32, ListFault>,
+    (sx, sy): (f32, f32),
+    t: &mut Targets,
+) -> std::result::Result<(), ListFault> {
     match (kx, ky) {
         (None, None) => {}
         (Some(kx), Some(ky)) => {
@@ -595,7 +610,7 @@ fn example_targets(
             ))
         }
     }
-    Ok((!t.is_empty()).then_some(t))
+    Ok(())
 }
 
 /// The most values of one list feature read for targets: four per box, or one per

@@ -403,6 +403,149 @@ pub fn measure(ctx: Ctx, a: &DecodeBenchArgs) -> Res<DecodeReport> {
     })
 }
 
+/// A file prepared for the device as the pipeline's workers prepare it (packed on this
+/// thread).
+fn prepare(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    pool: &stoker::backend::device::CoeffPool,
+    hardware: HardwareDecode,
+    entropy: bool,
+    max_binding: u64,
+) -> Result<stoker::backend::device::job::Prepared, stoker::decode::DecodeError> {
+    use stoker::backend::device::job::prepare_device;
+    stoker::decode::peek_info(bytes)
+        .and_then(|info| {
+            stoker::decode::check_limits(&info, &opts.limits)?;
+            prepare_device(bytes, info, opts, pool, hardware, entropy, max_binding)
+        })
+        .and_then(|p| p.fit_bindings(bytes, opts, pool, max_binding))
+        // Packed on this thread, as the pipeline's workers do.
+        .and_then(|p| p.packed(pool))
+}
+
+/// Counts the path a prepared file takes.
+fn count_path(counts: &std::sync::Mutex<Paths>, p: &stoker::backend::device::job::Prepared) {
+    use stoker::backend::device::DeviceSample;
+    if let Ok(mut c) = counts.lock() {
+        match (&p.image, &p.cpu_reason) {
+            (_, Some(_)) => c.cpu += 1,
+            (DeviceSample::Entropy { .. }, _) => c.gpu_entropy += 1,
+            (DeviceSample::Encoded { .. }, _) => c.hardware += 1,
+            _ => c.host_entropy += 1,
+        }
+    }
+}
+
+/// Takes the samples the device `rejected` out of the batch (`samples` and their
+/// `of_sample` entries), their inputs back to `pool`.
+fn remove_rejected(
+    rejected: &[stoker::backend::device::Rejected],
+    samples: &mut Vec<stoker::backend::device::DeviceSample>,
+    of_sample: &mut Vec<(usize, u64)>,
+    pool: &stoker::backend::device::CoeffPool,
+) {
+    let mut gone: Vec<usize> = rejected.iter().map(|r| r.sample).collect();
+    gone.sort_unstable();
+    gone.dedup();
+    for &k in gone.iter().rev() {
+        if k < samples.len() {
+            pool.recycle(std::iter::once(samples.remove(k)));
+            of_sample.remove(k);
+        }
+    }
+}
+
+/// The plan counts of what ran between the counts `before` and `after`.
+fn plan_delta(
+    before: stoker::backend::device::PlanCounts,
+    after: stoker::backend::device::PlanCounts,
+) -> stoker::backend::device::PlanCounts {
+    stoker::backend::device::PlanCounts {
+        batches: after.batches - before.batches,
+        samples: after.samples - before.samples,
+        upload_bytes: after.upload_bytes - before.upload_bytes,
+        decode_input_bytes: after.decode_input_bytes - before.decode_input_bytes,
+        launches: after.launches - before.launches,
+        copies: after.copies - before.copies,
+        entropy_checks: after.entropy_checks - before.entropy_checks,
+        payload_bytes: after.payload_bytes - before.payload_bytes,
+    }
+}
+
+impl HostFeed {
+    /// The host side of `run`: `host` seconds preparing, `encoded` files handed to the
+    /// hardware decoder, the `plan` counts; the decode paths, the time per image and the
+    /// paths taken left at their defaults.
+    fn of(
+        run: &DecodeRun,
+        host: f64,
+        encoded: u64,
+        plan: stoker::backend::device::PlanCounts,
+    ) -> HostFeed {
+        HostFeed {
+            host_seconds: host,
+            host_images_per_s: run.images as f64 / host.max(1e-9),
+            hybrid_images: run.images.saturating_sub(run.fallbacks + encoded),
+            hardware_images: encoded,
+            decode_paths: Default::default(),
+            host_us_per_image: 0.0,
+            paths: Paths::default(),
+            plan,
+            upload_bytes_per_image: plan.upload_bytes as f64 / plan.samples.max(1) as f64,
+            launches_per_batch: plan.launches as f64 / plan.batches.max(1) as f64,
+        }
+    }
+}
+
+/// What takes the samples the device flags (damaged entropy-coded data) to the host
+/// path, as the pipeline does.
+struct Rehost<'a> {
+    pool: &'a stoker::backend::device::CoeffPool,
+    max_binding: u64,
+    counts: &'a std::sync::Mutex<Paths>,
+}
+
+impl Rehost<'_> {
+    /// Prepares each of the `flagged` samples on the host path, in place in `samples`;
+    /// counts the CPU decodes among them in `fallbacks`.
+    fn flagged(
+        &self,
+        flagged: &[(usize, u32)],
+        samples: &mut [stoker::backend::device::DeviceSample],
+        fallbacks: &mut u64,
+    ) -> Res<()> {
+        use stoker::backend::device::job::prepare_host;
+        use stoker::backend::device::DeviceSample;
+        let (pool, max_binding) = (self.pool, self.max_binding);
+        for &(k, _) in flagged {
+            let Some(DeviceSample::Entropy {
+                bytes, info, opts, ..
+            }) = samples.get(k)
+            else {
+                return Err(
+                    format!("the device flagged sample {k}, not on its entropy path").into(),
+                );
+            };
+            let p = prepare_host(bytes, *info, opts, pool).and_then(|p| {
+                p.fit_bindings(bytes, opts, pool, max_binding)
+                    .and_then(|p| p.packed(pool))
+            })?;
+            if let Ok(mut c) = self.counts.lock() {
+                c.gpu_entropy = c.gpu_entropy.saturating_sub(1);
+                if p.cpu_reason.is_some() {
+                    c.cpu += 1;
+                    *fallbacks += 1;
+                } else {
+                    c.host_entropy += 1;
+                }
+            }
+            samples[k] = p.image;
+        }
+        Ok(())
+    }
+}
+
 /// `bench decode` on a device backend: host threads entropy-decode `batch` files at a
 /// time (CPU-only files are decoded whole by the CPU, counted as fallbacks), and the
 /// device decodes each group while the threads work on the next; the clock stops after
@@ -415,7 +558,6 @@ fn decode_device(
     mut dev: common::DeviceDecoder,
     inputs: &Inputs,
 ) -> Res<DecodeMeasured> {
-    use stoker::backend::device::job::{prepare_device, prepare_host};
     use stoker::backend::device::{CoeffPool, DeviceError, DeviceSample};
     let (files, paths, threads) = (&inputs.files, &inputs.paths, inputs.threads);
     let opts = DecodeOptions::default();
@@ -449,22 +591,7 @@ fn decode_device(
                 |&i| {
                     let bytes = &files[i % n];
                     let t = Instant::now();
-                    let p = stoker::decode::peek_info(bytes)
-                        .and_then(|info| {
-                            stoker::decode::check_limits(&info, &opts.limits)?;
-                            prepare_device(
-                                bytes,
-                                info,
-                                &opts,
-                                &pool,
-                                hardware,
-                                entropy,
-                                max_binding,
-                            )
-                        })
-                        .and_then(|p| p.fit_bindings(bytes, &opts, &pool, max_binding))
-                        // Packed on this thread, as the pipeline's workers do.
-                        .and_then(|p| p.packed(&pool));
+                    let p = prepare(bytes, &opts, &pool, hardware, entropy, max_binding);
                     thread_ns.fetch_add(
                         t.elapsed().as_nanos() as u64,
                         std::sync::atomic::Ordering::Relaxed,
@@ -483,14 +610,7 @@ fn decode_device(
                         pixels += p.info.pixels();
                         fallbacks += u64::from(p.cpu_reason.is_some());
                         encoded += u64::from(matches!(p.image, DeviceSample::Encoded { .. }));
-                        if let Ok(mut c) = counts.lock() {
-                            match (&p.image, &p.cpu_reason) {
-                                (_, Some(_)) => c.cpu += 1,
-                                (DeviceSample::Entropy { .. }, _) => c.gpu_entropy += 1,
-                                (DeviceSample::Encoded { .. }, _) => c.hardware += 1,
-                                _ => c.host_entropy += 1,
-                            }
-                        }
+                        count_path(&counts, &p);
                         of_sample.push((i, p.info.pixels()));
                         samples.push(p.image);
                     }
@@ -508,39 +628,17 @@ fn decode_device(
                     Err(e) => {
                         if let Some(DeviceError::EntropyFlagged(flagged)) = DeviceError::of(&e) {
                             // Damaged data: the host path, as the pipeline does.
-                            for &(k, _) in flagged {
-                                let Some(DeviceSample::Entropy {
-                                    bytes, info, opts, ..
-                                }) = samples.get(k)
-                                else {
-                                    return Err(format!(
-                                        "the device flagged sample {k}, not on its entropy path"
-                                    )
-                                    .into());
-                                };
-                                let p = prepare_host(bytes, *info, opts, &pool).and_then(|p| {
-                                    p.fit_bindings(bytes, opts, &pool, max_binding)
-                                        .and_then(|p| p.packed(&pool))
-                                })?;
-                                if let Ok(mut c) = counts.lock() {
-                                    c.gpu_entropy = c.gpu_entropy.saturating_sub(1);
-                                    if p.cpu_reason.is_some() {
-                                        c.cpu += 1;
-                                        fallbacks += 1;
-                                    } else {
-                                        c.host_entropy += 1;
-                                    }
-                                }
-                                samples[k] = p.image;
-                            }
+                            let rehost = Rehost {
+                                pool: &pool,
+                                max_binding,
+                                counts: &counts,
+                            };
+                            rehost.flagged(flagged, &mut samples, &mut fallbacks)?;
                             continue;
                         }
                         let Some(DeviceError::Rejected(rejected)) = DeviceError::of(&e) else {
                             return Err(e.into());
                         };
-                        let mut gone: Vec<usize> = rejected.iter().map(|r| r.sample).collect();
-                        gone.sort_unstable();
-                        gone.dedup();
                         for r in rejected {
                             let Some(&(i, px)) = of_sample.get(r.sample) else {
                                 return Err(format!(
@@ -557,12 +655,7 @@ fn decode_device(
                                 failed.push(Failure::new(paths[i].as_str(), r.reason.clone()));
                             }
                         }
-                        for &k in gone.iter().rev() {
-                            if k < samples.len() {
-                                pool.recycle(std::iter::once(samples.remove(k)));
-                                of_sample.remove(k);
-                            }
-                        }
+                        remove_rejected(rejected, &mut samples, &mut of_sample, &pool);
                     }
                 }
             }
@@ -595,31 +688,16 @@ fn decode_device(
     let before = dev.plan_counts();
     let (run, _, host, encoded) = pass(&mut dev, repeats, &|d| pb.inc(d))?;
     let after = dev.plan_counts();
-    let plan = stoker::backend::device::PlanCounts {
-        batches: after.batches - before.batches,
-        samples: after.samples - before.samples,
-        upload_bytes: after.upload_bytes - before.upload_bytes,
-        decode_input_bytes: after.decode_input_bytes - before.decode_input_bytes,
-        launches: after.launches - before.launches,
-        copies: after.copies - before.copies,
-        entropy_checks: after.entropy_checks - before.entropy_checks,
-        payload_bytes: after.payload_bytes - before.payload_bytes,
-    };
+    let plan = plan_delta(before, after);
     pb.finish_and_clear();
     let mut r = run.measured(kind, be, failed, repeats, a, inputs);
     r.host = Some(HostFeed {
-        host_seconds: host,
-        host_images_per_s: run.images as f64 / host.max(1e-9),
-        hybrid_images: run.images.saturating_sub(run.fallbacks + encoded),
-        hardware_images: encoded,
         decode_paths: dev.decode_paths(),
         host_us_per_image: thread_ns.load(std::sync::atomic::Ordering::Relaxed) as f64
             / 1e3
             / run.images.max(1) as f64,
         paths: counts.lock().map(|c| *c).unwrap_or_default(),
-        plan,
-        upload_bytes_per_image: plan.upload_bytes as f64 / plan.samples.max(1) as f64,
-        launches_per_batch: plan.launches as f64 / plan.batches.max(1) as f64,
+        ..HostFeed::of(&run, host, encoded, plan)
     });
     Ok(r)
 }

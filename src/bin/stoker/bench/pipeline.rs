@@ -308,16 +308,8 @@ pub fn run(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
     })
 }
 
-/// Runs the benchmark on every backend of `a`.
-pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
-    let dir = common::resolve_dir(a.images.as_deref(), SAMPLES_DIR, "--images")?;
-    let data = common::open_dataset(&dir)?;
-    if data.is_empty() {
-        return Err(crate::common::fail(
-            crate::common::Cause::NoInput,
-            format!("no images in {}", dir.display()),
-        ));
-    }
+/// The augmentation `a` asks for.
+fn augment_of(a: &PipelineBenchArgs) -> Augment {
     let mut aug = Augment::new()
         .random_resized_crop(a.size, (0.08, 1.0), (3.0 / 4.0, 4.0 / 3.0))
         .flip_horizontal(0.5);
@@ -347,7 +339,46 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
     if let Some(alpha) = a.cutmix {
         aug = aug.cutmix(alpha);
     }
-    let aug = aug.dtype(a.dtype);
+    aug.dtype(a.dtype)
+}
+
+/// The result of a backend that is not available: `e`, why.
+fn unavailable(
+    a: &PipelineBenchArgs,
+    kind: BackendKind,
+    (rank, world_size): (usize, usize),
+    samples: usize,
+    e: &stoker::Error,
+) -> PipelineResult {
+    PipelineResult::Unavailable(PipelineUnavailable {
+        backend: kind.to_string(),
+        counts: Counts {
+            epochs: a.epochs,
+            rank,
+            world_size,
+            batches: None,
+            samples,
+            delivered: 0,
+            reported: 0,
+            images_per_s: 0.0,
+            epoch_seconds: Vec::new(),
+        },
+        input_wait_fraction: None,
+        error: e.to_string(),
+    })
+}
+
+/// Runs the benchmark on every backend of `a`.
+pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
+    let dir = common::resolve_dir(a.images.as_deref(), SAMPLES_DIR, "--images")?;
+    let data = common::open_dataset(&dir)?;
+    if data.is_empty() {
+        return Err(crate::common::fail(
+            crate::common::Cause::NoInput,
+            format!("no images in {}", dir.display()),
+        ));
+    }
+    let aug = augment_of(a);
     let step = Duration::from_millis(a.step_ms);
     let (rank, world_size) = a.shard()?;
     let mut results = Vec::new();
@@ -375,22 +406,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             Ok(p) => p,
             Err(e @ stoker::Error::BackendUnavailable { .. }) => {
                 log::warn!("bench pipeline: {e}");
-                results.push(PipelineResult::Unavailable(PipelineUnavailable {
-                    backend: kind.to_string(),
-                    counts: Counts {
-                        epochs: a.epochs,
-                        rank,
-                        world_size,
-                        batches: None,
-                        samples: data.len(),
-                        delivered: 0,
-                        reported: 0,
-                        images_per_s: 0.0,
-                        epoch_seconds: Vec::new(),
-                    },
-                    input_wait_fraction: None,
-                    error: e.to_string(),
-                }));
+                results.push(unavailable(a, kind, (rank, world_size), data.len(), &e));
                 continue;
             }
             Err(e) => return Err(as_usage(e)),
