@@ -603,7 +603,7 @@ impl Remote {
                         self.checks
                             .check_body(root, s3, url, tag, &b)
                             .await
-                            .map_err(Failure::Again)?;
+                            .map_err(|e| Failure::Again(e.to_string()))?;
                     }
                     Ok(b)
                 }

@@ -110,7 +110,7 @@ impl Remote {
             let check = self.checks.check_body(&root, s3, &info.url, etag, &whole);
             let last = match check.await {
                 Ok(()) => return Ok(whole),
-                Err(why) => why,
+                Err(why) => why.to_string(),
             };
             if tries > self.config.retries {
                 self.counters.failures.fetch_add(1, Ordering::Relaxed);
