@@ -143,7 +143,10 @@ impl Remote {
         let mut whole = Vec::new();
         whole
             .try_reserve_exact(usize::try_from(info.size).unwrap_or(usize::MAX))
-            .map_err(|e| RemoteError::Setup(format!("{}: {e}", info.url)))?;
+            .map_err(|source| RemoteError::Memory {
+                url: info.url.clone(),
+                source,
+            })?;
         for p in parts {
             whole.extend_from_slice(&p);
         }
