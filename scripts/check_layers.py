@@ -8,6 +8,10 @@ Reads every `src/**/*.rs` of the library (not the CLI in `src/bin/`), collects t
    or below, and modules within one layer name each other without a cycle;
 2. within every folder, sibling modules name each other without a cycle.
 
+The Python crate (`python/src/**/*.rs`) is checked the same way, without a layer order:
+its top-level modules, and the sibling modules of every folder, name each other without
+a cycle.
+
 Prints the import listing per module with `--list`. Exits 1 on a violation, naming it.
 """
 import re
@@ -17,6 +21,7 @@ from pathlib import Path
 # Bottom first. A module may name modules of its own layer (without a cycle) or below.
 LAYERS = [["error"], ["rng", "decode"], ["source"], ["augment"], ["backend"], ["pipeline"], ["frameworks"]]
 ROOT = Path(__file__).resolve().parent.parent / "src"
+PYTHON_ROOT = Path(__file__).resolve().parent.parent / "python" / "src"
 
 COMMENT = re.compile(r"//.*$", re.M)
 CRATE_PATH = re.compile(r"\bcrate((?:::\w+)+)")
@@ -24,8 +29,8 @@ SUPER_PATH = re.compile(r"\b((?:super::)+)(\w+)")
 USE_GROUP = re.compile(r"\buse\s+(crate|super(?:::super)*)::\{([^;]*)\};", re.S)
 
 
-def module_of(path: Path) -> list:
-    rel = path.relative_to(ROOT).with_suffix("")
+def module_of(path: Path, root: Path = ROOT) -> list:
+    rel = path.relative_to(root).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] in ("mod", "lib"):
         parts = parts[:-1]
@@ -48,9 +53,9 @@ def strip_tests(text: str) -> str:
     return "".join(out)
 
 
-def names(path: Path, text: str) -> set:
+def names(path: Path, text: str, root: Path = ROOT) -> set:
     """The module paths (as tuples) this file names."""
-    me = module_of(path)
+    me = module_of(path, root)
     # A file's `super` is its parent module; mod.rs files are their folder's module.
     base = me
     found = set()
@@ -101,13 +106,15 @@ def find_cycle(graph: dict):
     return None
 
 
-def main() -> int:
-    files = [p for p in ROOT.rglob("*.rs") if "bin" not in p.relative_to(ROOT).parts]
-    modules = {tuple(module_of(p)) for p in files}
+def check(root: Path, layers, listing: bool):
+    """The problems of the crate under `root` (`layers`: the top-level order, or None for
+    cycles only), and its module and import counts."""
+    files = [p for p in root.rglob("*.rs") if "bin" not in p.relative_to(root).parts]
+    modules = {tuple(module_of(p, root)) for p in files}
     edges = {}  # (from module, to module), both full paths of existing modules
     for p in files:
-        me = tuple(module_of(p))
-        for n in names(p, p.read_text()):
+        me = tuple(module_of(p, root))
+        for n in names(p, p.read_text(), root):
             # The longest prefix that is a module of the crate.
             target = None
             for k in range(len(n), 0, -1):
@@ -116,23 +123,25 @@ def main() -> int:
                     break
             if target and target != me:
                 edges.setdefault(me, set()).add(target)
-    if "--list" in sys.argv:
+    if listing:
         for m in sorted(edges):
             print("::".join(m) or "crate", "->", ", ".join(sorted("::".join(t) for t in edges[m])))
-    layer = {name: i for i, group in enumerate(LAYERS) for name in group}
+    layer = {name: i for i, group in enumerate(layers or []) for name in group}
     problems = []
     top = {}
     for a, ts in edges.items():
         for b in ts:
             if not a or not b or a[0] == b[0]:
                 continue
-            la, lb = layer.get(a[0]), layer.get(b[0])
-            if la is None or lb is None:
-                problems.append(f"{'::'.join(a)} or {'::'.join(b)}: not in a layer of LAYERS")
-            elif lb > la:
-                problems.append(f"{'::'.join(a)} imports {'::'.join(b)}, a layer above it")
+            if layers is not None:
+                la, lb = layer.get(a[0]), layer.get(b[0])
+                if la is None or lb is None:
+                    problems.append(f"{'::'.join(a)} or {'::'.join(b)}: not in a layer of LAYERS")
+                    continue
+                if lb > la:
+                    problems.append(f"{'::'.join(a)} imports {'::'.join(b)}, a layer above it")
             top.setdefault(a[0], set()).add(b[0])
-    c = find_cycle(top)
+    c = find_cycle(top) if layers is not None else None  # else the crate's siblings say it
     if c:
         problems.append("cycle between top-level modules: " + " -> ".join(c))
     # Siblings: within each parent, the child each side lies under.
@@ -145,11 +154,24 @@ def main() -> int:
         c = find_cycle(sib)
         if c:
             problems.append(f"cycle in {'::'.join(parent) or 'crate'}: " + " -> ".join(c))
-    for p in problems:
-        print("layers:", p)
-    if not problems:
-        print(f"layers: {len(modules)} modules, {sum(len(t) for t in edges.values())} imports, no cycle, every import downwards")
-    return 1 if problems else 0
+    return problems, len(modules), sum(len(t) for t in edges.values())
+
+
+def main() -> int:
+    listing = "--list" in sys.argv
+    failed = False
+    for name, root, layers in (("library", ROOT, LAYERS), ("python crate", PYTHON_ROOT, None)):
+        if not root.is_dir():
+            continue
+        problems, modules, imports = check(root, layers, listing)
+        for p in problems:
+            print(f"layers ({name}):", p)
+        if problems:
+            failed = True
+        else:
+            order = ", every import downwards" if layers is not None else ""
+            print(f"layers ({name}): {modules} modules, {imports} imports, no cycle{order}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,5 @@
 //! `Batch`: one batch of an epoch, its images, masks and targets as DLPack tensors.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -9,28 +8,8 @@ use pyo3::types::PyDict;
 use stoker::CudaBatch;
 
 use crate::errors::{sample_error_object, IntoPy};
+use crate::owner::BatchOwner;
 use crate::tensor::{Elem, Owner, Tensor};
-
-/// The Rust batch, kept alive by the Python batch and by every tensor exported from it.
-/// Dropping the last reference returns its buffers to the pipeline's ring.
-pub(crate) struct BatchOwner {
-    pub(crate) batch: stoker::Batch,
-    /// The pipeline's count of batches alive (handed out, not yet returned).
-    live: Arc<AtomicUsize>,
-}
-
-impl BatchOwner {
-    pub(crate) fn new(batch: stoker::Batch, live: Arc<AtomicUsize>) -> Self {
-        live.fetch_add(1, Ordering::AcqRel);
-        BatchOwner { batch, live }
-    }
-}
-
-impl Drop for BatchOwner {
-    fn drop(&mut self) {
-        self.live.fetch_sub(1, Ordering::AcqRel);
-    }
-}
 
 /// One batch. `images` (and `masks`, `labels`, ...) are tensors for
 /// `torch.from_dlpack` / `numpy.from_dlpack`, without a copy: a framework's tensor made

@@ -9,6 +9,7 @@ mod augment;
 mod batch;
 mod data;
 mod errors;
+mod owner;
 mod pipeline;
 mod tensor;
 

@@ -10,9 +10,10 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::augment::Augment;
-use crate::batch::{Batch, BatchOwner};
+use crate::batch::Batch;
 use crate::data::{Dataset, Subset};
 use crate::errors::{config_err, sample_error_object, IntoPy};
+use crate::owner::BatchOwner;
 
 /// How often a wait for a batch looks for a signal (Ctrl-C) to deliver.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);

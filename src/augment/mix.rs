@@ -336,6 +336,27 @@ fn columns<T: Copy>(data: &mut [T], e: usize, positions: &[usize], f: impl Fn(T,
     }
 }
 
+/// Why a batch's labels have no soft targets ([`soft_labels`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SoftLabelError {
+    /// A slot's label is `classes` or more.
+    #[error("slot {slot}: label {label} is not below {classes}")]
+    OutOfRange {
+        /// The slot in the batch.
+        slot: usize,
+        /// Its label.
+        label: u32,
+        /// The number of classes asked for.
+        classes: usize,
+    },
+    /// A slot has no label.
+    #[error("slot {slot} has no label")]
+    Unlabelled {
+        /// The slot in the batch.
+        slot: usize,
+    },
+}
+
 /// The soft targets of a batch's labels, `[len, classes]` f32: one-hot rows, mixed as
 /// torchvision's `_mixup_label` mixes them (`partner * (1 - lambda) + own * lambda`, in
 /// f32) when the batch was mixed. `Err` names a slot without a label or with one of
@@ -344,13 +365,19 @@ pub fn soft_labels(
     labels: &[Option<u32>],
     classes: usize,
     mix: Option<&BatchMix>,
-) -> Result<Vec<f32>, String> {
+) -> Result<Vec<f32>, SoftLabelError> {
     let mut ids = Vec::with_capacity(labels.len());
     for (slot, l) in labels.iter().enumerate() {
         match l {
             Some(c) if (*c as usize) < classes => ids.push(*c as usize),
-            Some(c) => return Err(format!("slot {slot}: label {c} is not below {classes}")),
-            None => return Err(format!("slot {slot} has no label")),
+            Some(c) => {
+                return Err(SoftLabelError::OutOfRange {
+                    slot,
+                    label: *c,
+                    classes,
+                })
+            }
+            None => return Err(SoftLabelError::Unlabelled { slot }),
         }
     }
     let n = ids.len();

@@ -37,10 +37,55 @@ pub(crate) fn check(bytes: &[u8], info: &ImageInfo) -> Result<(), DecodeError> {
         Format::Gif => gif(bytes),
         _ => Ok(()),
     };
-    r.map_err(|reason| DecodeError::Image {
+    r.map_err(|short| DecodeError::Image {
         format: info.format.name(),
-        reason,
+        reason: short.to_string(),
     })
+}
+
+/// Why a file cannot hold the data its headers declare (each a bound broken, from the
+/// header's numbers).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Short {
+    /// An uncompressed BMP's pixels past the end.
+    #[error(
+        "{w}x{h} pixels of {bpp} bits need {need} bytes from offset {start}, the file has {len}"
+    )]
+    BmpPixels {
+        w: u64,
+        h: u64,
+        bpp: u64,
+        need: u64,
+        start: u64,
+        len: u64,
+    },
+    /// RLE data that ends before its last row.
+    #[error("the RLE data ends after {rows} of {height} rows, without an end of bitmap")]
+    Rle { rows: u64, height: u64 },
+    /// Raw WebP alpha of less than a byte per pixel.
+    #[error("raw alpha of {w}x{h} pixels needs {} bytes, the file has {present}", w * h)]
+    Alpha { w: u64, h: u64, present: u64 },
+    /// A WebP frame of another size than its canvas.
+    #[error("the {what} frame is {}x{}, the image {}x{}", frame.0, frame.1, canvas.0, canvas.1)]
+    FrameSize {
+        what: String,
+        frame: (u64, u64),
+        canvas: (u64, u64),
+    },
+    /// A lossy frame's first partition past the data.
+    #[error(
+        "the lossy frame's first partition of {first} bytes ends past the data \
+         ({present} bytes with the frame header)"
+    )]
+    Partition { first: u64, present: u64 },
+    /// A first partition too short for its macroblocks' modes.
+    #[error(
+        "a first partition of {first} bytes cannot code the modes of {macroblocks} macroblocks"
+    )]
+    Modes { first: u64, macroblocks: u64 },
+    /// A GIF frame with more pixels than its LZW data can give.
+    #[error("the first frame's {w}x{h} pixels cannot come from {data} bytes of LZW data")]
+    Lzw { w: u64, h: u64, data: u64 },
 }
 
 fn le16(b: &[u8], at: usize) -> Option<u64> {
@@ -55,7 +100,7 @@ fn le32(b: &[u8], at: usize) -> Option<u64> {
     )))
 }
 
-fn bmp(bytes: &[u8], info: &ImageInfo) -> Result<(), String> {
+fn bmp(bytes: &[u8], info: &ImageInfo) -> Result<(), Short> {
     // File header: "BM", size, reserved, offset of the pixels; then the info header, whose
     // first field is its size: 12 for the OS/2 core header, 40 or more otherwise.
     let (Some(offset), Some(header)) = (le32(bytes, 10), le32(bytes, 14)) else {
@@ -79,10 +124,14 @@ fn bmp(bytes: &[u8], info: &ImageInfo) -> Result<(), String> {
             let row = (bpp * w).div_ceil(32) * 4;
             let need = row * h.saturating_sub(1) + (bpp * w).div_ceil(8);
             if start.saturating_add(need) > len {
-                return Err(format!(
-                    "{w}x{h} pixels of {bpp} bits need {need} bytes from offset {start}, \
-                     the file has {len}"
-                ));
+                return Err(Short::BmpPixels {
+                    w,
+                    h,
+                    bpp,
+                    need,
+                    start,
+                    len,
+                });
             }
             Ok(())
         }
@@ -94,14 +143,12 @@ fn bmp(bytes: &[u8], info: &ImageInfo) -> Result<(), String> {
 /// Walks the RLE instructions from `start`: each is two bytes, `(n, index)` a run, `(0, 0)`
 /// an end of row, `(0, 1)` the end of the bitmap, `(0, 2, dx, dy)` a move, `(0, n)` `n`
 /// literal pixels (bytes, or nibbles for RLE4) padded to an even count.
-fn rle(bytes: &[u8], start: u64, height: u64, rle4: bool) -> Result<(), String> {
+fn rle(bytes: &[u8], start: u64, height: u64, rle4: bool) -> Result<(), Short> {
     let mut i = usize::try_from(start).unwrap_or(usize::MAX);
     let mut rows = 0u64;
     while rows < height {
         let (Some(&count), Some(&op)) = (bytes.get(i), bytes.get(i.saturating_add(1))) else {
-            return Err(format!(
-                "the RLE data ends after {rows} of {height} rows, without an end of bitmap"
-            ));
+            return Err(Short::Rle { rows, height });
         };
         i += 2;
         if count != 0 {
@@ -148,7 +195,7 @@ fn chunks(bytes: &[u8]) -> Vec<([u8; 4], &[u8], u64)> {
     out
 }
 
-fn webp(bytes: &[u8], info: &ImageInfo) -> Result<(), String> {
+fn webp(bytes: &[u8], info: &ImageInfo) -> Result<(), Short> {
     let chunks = chunks(bytes);
     if chunks.iter().any(|(c, ..)| c == b"ANIM" || c == b"ANMF") {
         // Animated: frames of their own sizes on the canvas, decoded one by one.
@@ -171,10 +218,7 @@ fn webp(bytes: &[u8], info: &ImageInfo) -> Result<(), String> {
                 if let Some(&head) = data.first() {
                     let present = data.len() as u64 - 1;
                     if head & 3 == 0 && present < w * h {
-                        return Err(format!(
-                            "raw alpha of {w}x{h} pixels needs {} bytes, the file has {present}",
-                            w * h
-                        ));
+                        return Err(Short::Alpha { w, h, present });
                     }
                 }
             }
@@ -184,19 +228,20 @@ fn webp(bytes: &[u8], info: &ImageInfo) -> Result<(), String> {
     Ok(())
 }
 
-fn same_size(what: &str, frame: (u64, u64), canvas: (u64, u64)) -> Result<(), String> {
+fn same_size(what: &str, frame: (u64, u64), canvas: (u64, u64)) -> Result<(), Short> {
     if frame != canvas {
-        return Err(format!(
-            "the {what} frame is {}x{}, the image {}x{}",
-            frame.0, frame.1, canvas.0, canvas.1
-        ));
+        return Err(Short::FrameSize {
+            what: what.to_string(),
+            frame,
+            canvas,
+        });
     }
     Ok(())
 }
 
 /// A lossy frame: a 3-byte tag (key frame bit, version, shown bit, 19 bits of first
 /// partition size); a key frame then has a start code and 14-bit width and height.
-fn vp8(data: &[u8], declared: u64, w: u64, h: u64) -> Result<(), String> {
+fn vp8(data: &[u8], declared: u64, w: u64, h: u64) -> Result<(), Short> {
     let Some(tag) = data.get(..3) else {
         return Ok(());
     };
@@ -210,19 +255,13 @@ fn vp8(data: &[u8], declared: u64, w: u64, h: u64) -> Result<(), String> {
     }
     let present = (data.len() as u64).min(declared);
     if header + first > present {
-        return Err(format!(
-            "the lossy frame's first partition of {first} bytes ends past the data \
-             ({present} bytes with the frame header)"
-        ));
+        return Err(Short::Partition { first, present });
     }
     let macroblocks = w.div_ceil(16) * h.div_ceil(16);
     // With the decoder's tolerance of a few bytes read past the end.
     let bits = 8 * (first + 8);
     if macroblocks > 2 * bits {
-        return Err(format!(
-            "a first partition of {first} bytes cannot code the modes of {macroblocks} \
-             macroblocks"
-        ));
+        return Err(Short::Modes { first, macroblocks });
     }
     Ok(())
 }
@@ -244,7 +283,7 @@ fn sub_blocks(bytes: &[u8], mut at: usize) -> (usize, u64) {
 }
 
 /// The first frame of a GIF against the LZW data it has (see the module's documentation).
-fn gif(bytes: &[u8]) -> Result<(), String> {
+fn gif(bytes: &[u8]) -> Result<(), Short> {
     // Signature (6), screen width and height, flags, background, aspect.
     let table = |flags: u8| {
         if flags & 0x80 != 0 {
@@ -272,9 +311,7 @@ fn gif(bytes: &[u8]) -> Result<(), String> {
     };
     let (_, data) = sub_blocks(bytes, at + 10 + table(flags) + 1);
     if w * h > (data + 1) * 16384 {
-        return Err(format!(
-            "the first frame's {w}x{h} pixels cannot come from {data} bytes of LZW data"
-        ));
+        return Err(Short::Lzw { w, h, data });
     }
     Ok(())
 }

@@ -358,7 +358,7 @@ impl Batch {
     /// `classes` or more.
     pub fn soft_labels(&self, classes: usize) -> Result<Vec<f32>> {
         mix::soft_labels(&self.labels, classes, self.mix.as_ref())
-            .map_err(|why| Error::config("soft_labels", why))
+            .map_err(|why| Error::config("soft_labels", why.to_string()))
     }
 
     /// Each slot's targets beyond the class id ([`Sample::targets`](crate::Sample::targets)),

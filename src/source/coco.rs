@@ -115,19 +115,21 @@ fn annotation_targets(
 ) -> std::result::Result<(), Bad> {
     let class = class_id(a.get("category_id").unwrap_or(&Value::Null), "category_id")?;
     if !known.contains(&class) {
-        return Err(format!(
+        return Err(Bad::from(format!(
             "category_id {class} is not the id of any entry of \"categories\""
-        ));
+        )));
     }
     if let Some(bb) = a.get("bbox") {
         let b = bounded(bb, "bbox")?;
         if b.len() != 4 {
-            return Err(format!("bbox {bb} is not [x, y, w, h]"));
+            return Err(Bad::from(format!("bbox {bb} is not [x, y, w, h]")));
         }
         let c = |i: usize| finite(&b[i], "bbox value");
         let (x, y, w, h) = (c(0)?, c(1)?, c(2)?, c(3)?);
         if w < 0.0 || h < 0.0 {
-            return Err(format!("bbox {bb} has a negative width or height"));
+            return Err(Bad::from(format!(
+                "bbox {bb} has a negative width or height"
+            )));
         }
         t.boxes.push(BoundingBox {
             x0: x,
@@ -140,7 +142,7 @@ fn annotation_targets(
     if let Some(kp) = a.get("keypoints") {
         let k = bounded(kp, "keypoints")?;
         if k.len() % 3 != 0 {
-            return Err("keypoints are not x, y, v triples".to_string());
+            return Err(Bad::from("keypoints are not x, y, v triples".to_string()));
         }
         for p in k.chunks_exact(3) {
             t.keypoints
@@ -158,10 +160,10 @@ fn image_targets(
     shared: &BTreeSet<String>,
 ) -> std::result::Result<Targets, Bad> {
     if anns.len() > MAX_TARGETS {
-        return Err(format!(
+        return Err(Bad::from(format!(
             "{} annotations: more than {MAX_TARGETS}",
             anns.len()
-        ));
+        )));
     }
     let mut t = Targets::default();
     for (object, a) in anns.iter().enumerate() {
@@ -170,19 +172,19 @@ fn image_targets(
         }
         let id = annotation_id(a);
         if shared.contains(&id) {
-            return Err(format!(
+            return Err(Bad::from(format!(
                 "annotation id {id} is used by more than one annotation (its boxes would be \
                  duplicated)"
-            ));
+            )));
         }
         annotation_targets(a, object, known, &mut t)
             .map_err(|why| format!("annotation {id}: {why}"))?;
     }
     if t.keypoints.len() > MAX_TARGETS {
-        return Err(format!(
+        return Err(Bad::from(format!(
             "{} keypoints: more than {MAX_TARGETS}",
             t.keypoints.len()
-        ));
+        )));
     }
     Ok(t)
 }

@@ -282,13 +282,13 @@ pub fn file_list(list: &Path, options: &super::ListingOptions) -> Result<Dataset
     let mut unlabelled: Vec<(usize, usize)> = Vec::new();
     for (n, raw) in text.lines().enumerate() {
         let n = n + 1;
-        let bad = |why: String| {
+        let bad = |why: &dyn std::fmt::Display| {
             Error::source_at(
                 list,
                 format!("line {n}: {why}: {:?}", raw.trim_end_matches('\r')),
             )
         };
-        let Some((path, label)) = parse_list_line(raw).map_err(bad)? else {
+        let Some((path, label)) = parse_list_line(raw).map_err(|e| bad(&e))? else {
             continue;
         };
         match label {
@@ -297,7 +297,9 @@ pub fn file_list(list: &Path, options: &super::ListingOptions) -> Result<Dataset
             }
             None => unlabelled.push((samples.len(), n)),
         }
-        options.check_path(path, "the list's folder").map_err(bad)?;
+        options
+            .check_path(path, "the list's folder")
+            .map_err(|e| bad(&e))?;
         let rel = Path::new(path);
         // A label above MAX_LABEL is the sample's problem, reported every epoch, not the
         // list's: the rest of the list is still read.
@@ -355,33 +357,55 @@ fn listed_sample(root: &Path, path: &str, rel: &Path) -> Result<Sample> {
 /// really a device or a runaway file cannot take all memory.
 pub const MAX_LIST_BYTES: u64 = 1 << 30;
 
+/// Why a line of a file list (see [`Dataset::files`]) is malformed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ListLineError {
+    /// The label field is not digits.
+    #[error(
+        "label {0:?} is not a non-negative integer (a path with spaces needs a tab before its label)"
+    )]
+    Label(String),
+    /// More than one tab on the line.
+    #[error("more than one tab (the form is PATH<TAB>LABEL)")]
+    Tabs,
+    /// Nothing before the tab.
+    #[error("empty path before the tab")]
+    EmptyPath,
+    /// Neither one nor two fields separated by spaces.
+    #[error(
+        "{0} fields separated by spaces; the forms are PATH, PATH LABEL and PATH<TAB>LABEL (a path with spaces needs the tab form)"
+    )]
+    Fields(usize),
+    /// `PATH,LABEL`: a comma where a tab or a space belongs.
+    #[error("looks like PATH,LABEL: a comma does not separate the label, a tab or a space does")]
+    Comma,
+}
+
 /// One line of a file list (see [`Dataset::files`]): `None` for a blank or comment line, else
 /// the path and the label's digits; `Err` says what is malformed.
 fn parse_list_line<'a>(
     raw: &'a str,
-) -> std::result::Result<Option<(&'a str, Option<&'a str>)>, String> {
+) -> std::result::Result<Option<(&'a str, Option<&'a str>)>, ListLineError> {
     let line = raw.strip_suffix('\r').unwrap_or(raw);
     let trimmed = line.trim();
     if trimmed.is_empty() || trimmed.starts_with('#') {
         return Ok(None);
     }
-    let label_of = |l: &'a str| -> std::result::Result<&'a str, String> {
+    let label_of = |l: &'a str| -> std::result::Result<&'a str, ListLineError> {
         if !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()) {
             Ok(l)
         } else {
-            Err(format!(
-                "label {l:?} is not a non-negative integer (a path with spaces needs a tab before its label)"
-            ))
+            Err(ListLineError::Label(l.to_string()))
         }
     };
     if line.contains('\t') {
         let mut fields = line.split('\t');
         let (path, label) = match (fields.next(), fields.next(), fields.next()) {
             (Some(p), Some(l), None) => (p.trim_matches(' '), l.trim_matches(' ')),
-            _ => return Err("more than one tab (the form is PATH<TAB>LABEL)".into()),
+            _ => return Err(ListLineError::Tabs),
         };
         if path.is_empty() {
-            return Err("empty path before the tab".into());
+            return Err(ListLineError::EmptyPath);
         }
         return Ok(Some((path, Some(label_of(label)?))));
     }
@@ -389,19 +413,11 @@ fn parse_list_line<'a>(
     let (path, label) = match fields.as_slice() {
         [p] => (*p, None),
         [p, l] => (*p, Some(label_of(l)?)),
-        _ => {
-            return Err(format!(
-                "{} fields separated by spaces; the forms are PATH, PATH LABEL and PATH<TAB>LABEL (a path with spaces needs the tab form)",
-                fields.len()
-            ))
-        }
+        _ => return Err(ListLineError::Fields(fields.len())),
     };
     if let Some((_, tail)) = path.rsplit_once(',') {
         if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(
-                "looks like PATH,LABEL: a comma does not separate the label, a tab or a space does"
-                    .into(),
-            );
+            return Err(ListLineError::Comma);
         }
     }
     Ok(Some((path, label)))

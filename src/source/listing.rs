@@ -39,15 +39,29 @@ impl ListingOptions {
 
     /// `Err` with why when `path` (as listed) points outside `folder` (its description)
     /// and the options do not allow it.
-    pub(crate) fn check_path(&self, path: &str, folder: &str) -> std::result::Result<(), String> {
+    pub(crate) fn check_path(&self, path: &str, folder: &str) -> Result<(), OutsideRoot> {
         if self.allow_outside_root || stays_below(path) {
             return Ok(());
         }
-        Err(format!(
-            "path {path:?} must be relative and stay below {folder} (no absolute path, \
-             no `..`; ListingOptions::allow_outside_root allows it)"
-        ))
+        Err(OutsideRoot {
+            path: path.to_string(),
+            folder: folder.to_string(),
+        })
     }
+}
+
+/// A listed path that points outside the dataset's folder (absolute, or with `..`) when
+/// [`ListingOptions::allow_outside_root`] is not set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "path {path:?} must be relative and stay below {folder} (no absolute path, \
+     no `..`; ListingOptions::allow_outside_root allows it)"
+)]
+pub struct OutsideRoot {
+    /// The path as listed.
+    pub path: String,
+    /// What it must stay below (e.g. "the manifest's folder").
+    pub folder: String,
 }
 
 /// Whether `path` stays below the folder it is relative to: not absolute, no root or

@@ -35,7 +35,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use super::shards::{file_stamp, from_files, shard_name, shard_paths, unlisted, ParquetCell};
 use serde_json::Value;
 
-use super::target::{targets_from_json, Targets, MAX_TARGETS};
+use super::target::{targets_from_json, Bad, Targets, MAX_TARGETS};
 use super::{sample_id, Dataset, Location, Sample};
 use crate::error::{Error, Result, SampleErrorKind};
 
@@ -368,7 +368,7 @@ fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option
 
 /// One cell of a targets column as JSON (numbers, lists of them, null), as a manifest
 /// holds it; no list longer than four times [`MAX_TARGETS`] is copied.
-fn json_of(a: &dyn Array, i: usize) -> std::result::Result<Value, String> {
+fn json_of(a: &dyn Array, i: usize) -> std::result::Result<Value, TargetsCellError> {
     if a.is_null(i) {
         return Ok(Value::Null);
     }
@@ -403,23 +403,50 @@ fn json_of(a: &dyn Array, i: usize) -> std::result::Result<Value, String> {
     } else if let Some(l) = any.downcast_ref::<FixedSizeListArray>() {
         l.value(i)
     } else {
-        return Err(format!(
-            "a cell of type {}, not numbers or lists of numbers",
-            a.data_type()
-        ));
+        return Err(TargetsCellError::NotNumbers(a.data_type().clone()));
     };
     if list.len() > 4 * MAX_TARGETS {
-        return Err(format!("a list of {} values", list.len()));
+        return Err(TargetsCellError::TooLong(list.len()));
     }
     (0..list.len())
         .map(|j| json_of(list.as_ref(), j))
-        .collect::<std::result::Result<Vec<Value>, String>>()
+        .collect::<std::result::Result<Vec<Value>, TargetsCellError>>()
         .map(Value::Array)
+}
+
+/// Why a cell of a targets column cannot be used.
+#[derive(Debug, Clone, thiserror::Error)]
+enum TargetsCellError {
+    /// Not numbers or lists of them.
+    #[error("a cell of type {0}, not numbers or lists of numbers")]
+    NotNumbers(arrow_schema::DataType),
+    /// A list longer than four times [`MAX_TARGETS`].
+    #[error("a list of {0} values")]
+    TooLong(usize),
+}
+
+/// Why a row's targets cannot be used.
+#[derive(Debug, Clone, thiserror::Error)]
+enum RowTargetsError {
+    /// The reader did not return the column.
+    #[error("column {0:?} not read")]
+    NotRead(String),
+    /// A cell of the column cannot be used.
+    #[error("column {column:?}: {source}")]
+    Cell {
+        /// The file's column.
+        column: String,
+        /// Why.
+        source: TargetsCellError,
+    },
+    /// The cells are read but the targets they make are not usable.
+    #[error(transparent)]
+    Targets(#[from] Bad),
 }
 
 /// Each row's targets from the file's targets columns (`Ok(None)` for none; `Err` says
 /// why the row's cannot be used), read whole at listing, as the labels are.
-type RowTargets = std::result::Result<Option<Targets>, String>;
+type RowTargets = std::result::Result<Option<Targets>, RowTargetsError>;
 
 fn targets(
     path: &Path,
@@ -462,21 +489,24 @@ fn targets(
             let mut fault = None;
             for (key, name, col) in &cols {
                 let Some(col) = col else {
-                    fault.get_or_insert_with(|| format!("column {name:?} not read"));
+                    fault.get_or_insert_with(|| RowTargetsError::NotRead(name.to_string()));
                     continue;
                 };
                 match json_of(col.as_ref(), i) {
                     Ok(v) => {
                         record.insert((*key).to_string(), v);
                     }
-                    Err(why) => {
-                        fault.get_or_insert_with(|| format!("column {name:?}: {why}"));
+                    Err(source) => {
+                        fault.get_or_insert_with(|| RowTargetsError::Cell {
+                            column: name.to_string(),
+                            source,
+                        });
                     }
                 }
             }
             out.push(match fault {
                 Some(why) => Err(why),
-                None => targets_from_json(&Value::Object(record)),
+                None => targets_from_json(&Value::Object(record)).map_err(RowTargetsError::from),
             });
         }
     }

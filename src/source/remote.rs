@@ -129,9 +129,40 @@ pub enum RemoteError {
         /// Where they were looked for, and what the metadata service did.
         looked_in: String,
     },
-    /// The client could not be set up (a store's options, the TLS provider, the runtime).
+    /// The client could not be set up: a setting out of range, or the client shut down
+    /// (a description; the variants below carry the errors of the other causes).
     #[error("object storage: {0}")]
     Setup(String),
+    /// A setting from the environment that is not a whole number.
+    #[error("object storage: {name}={value:?} is not a whole number")]
+    EnvNumber {
+        /// The variable.
+        name: String,
+        /// Its value.
+        value: String,
+        /// Why it does not parse.
+        source: std::num::ParseIntError,
+    },
+    /// The client's I/O runtime could not be started.
+    #[error("object storage: the I/O runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// A store could not be built from its options.
+    #[cfg(feature = "object-store")]
+    #[error("object storage: {root}: {}", client::chain(source))]
+    Store {
+        /// The store (`s3://bucket`).
+        root: String,
+        /// What `object_store` said.
+        source: object_store::Error,
+    },
+    /// No memory for a whole object.
+    #[error("object storage: {url}: {source}")]
+    Memory {
+        /// The object's URL.
+        url: String,
+        /// The failed reservation.
+        source: std::collections::TryReserveError,
+    },
     /// A build without the `object-store` feature.
     #[error(
         "{url}: this build of stoker reads no object storage (the `object-store` feature is off)"
@@ -148,9 +179,15 @@ impl From<RemoteError> for std::io::Error {
             RemoteError::NotFound { .. } => std::io::ErrorKind::NotFound,
             RemoteError::Failed { .. } => std::io::ErrorKind::TimedOut,
             RemoteError::NoCredentials { .. } => std::io::ErrorKind::PermissionDenied,
-            RemoteError::Url { .. } | RemoteError::Setup(_) | RemoteError::NotBuilt { .. } => {
+            RemoteError::Url { .. }
+            | RemoteError::Setup(_)
+            | RemoteError::EnvNumber { .. }
+            | RemoteError::NotBuilt { .. } => std::io::ErrorKind::InvalidInput,
+            RemoteError::Runtime(_) | RemoteError::Memory { .. } => {
                 std::io::ErrorKind::InvalidInput
             }
+            #[cfg(feature = "object-store")]
+            RemoteError::Store { .. } => std::io::ErrorKind::InvalidInput,
             _ => std::io::ErrorKind::Other,
         };
         std::io::Error::new(kind, e)

@@ -126,14 +126,28 @@ impl Targets {
 
 /// A problem with one record's targets: the sample is listed and reported every epoch
 /// with this reason ([`SampleErrorKind::Label`]), never delivered with wrong targets.
-pub(crate) type Bad = String;
+/// The reason is a description of the rule the record breaks (a value out of range, a
+/// list of the wrong shape); no lower-level error underlies it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TargetsError(String);
+
+impl From<String> for TargetsError {
+    fn from(why: String) -> Self {
+        TargetsError(why)
+    }
+}
+
+pub(crate) type Bad = TargetsError;
 
 pub(crate) fn finite(v: &Value, what: &str) -> std::result::Result<f32, Bad> {
     let f = v
         .as_f64()
         .ok_or_else(|| format!("{what} {v} is not a number"))?;
     if !f.is_finite() || f.abs() > 1e9 {
-        return Err(format!("{what} {v} is not a finite coordinate or value"));
+        return Err(Bad::from(format!(
+            "{what} {v} is not a finite coordinate or value"
+        )));
     }
     Ok(f as f32)
 }
@@ -142,7 +156,11 @@ pub(crate) fn class_id(v: &Value, what: &str) -> std::result::Result<u32, Bad> {
     v.as_u64()
         .and_then(|c| u32::try_from(c).ok())
         .filter(|&c| c <= MAX_LABEL)
-        .ok_or_else(|| format!("{what} {v} is not a class id from 0 to {MAX_LABEL}"))
+        .ok_or_else(|| {
+            Bad::from(format!(
+                "{what} {v} is not a class id from 0 to {MAX_LABEL}"
+            ))
+        })
 }
 
 pub(crate) fn bounded<'a>(v: &'a Value, what: &str) -> std::result::Result<&'a [Value], Bad> {
@@ -150,10 +168,10 @@ pub(crate) fn bounded<'a>(v: &'a Value, what: &str) -> std::result::Result<&'a [
         .as_array()
         .ok_or_else(|| format!("{what} is not a list"))?;
     if a.len() > MAX_TARGETS {
-        return Err(format!(
+        return Err(Bad::from(format!(
             "{} {what}: more than {MAX_TARGETS} (stoker::source::target::MAX_TARGETS)",
             a.len()
-        ));
+        )));
     }
     Ok(a)
 }
@@ -162,9 +180,9 @@ pub(crate) fn bounded<'a>(v: &'a Value, what: &str) -> std::result::Result<&'a [
 fn xyxy(v: &Value, class: Option<u32>) -> std::result::Result<BoundingBox, Bad> {
     let a = bounded(v, "box")?;
     if !(a.len() == 4 || a.len() == 5) {
-        return Err(format!(
+        return Err(Bad::from(format!(
             "box {v} is not [x0, y0, x1, y1] or [x0, y0, x1, y1, class]"
-        ));
+        )));
     }
     let c = |i: usize| finite(&a[i], "box coordinate");
     let b = BoundingBox {
@@ -178,9 +196,9 @@ fn xyxy(v: &Value, class: Option<u32>) -> std::result::Result<BoundingBox, Bad> 
         },
     };
     if b.x1 < b.x0 || b.y1 < b.y0 {
-        return Err(format!(
+        return Err(Bad::from(format!(
             "box {v} has x1 < x0 or y1 < y0 (boxes are [x0, y0, x1, y1])"
-        ));
+        )));
     }
     Ok(b)
 }
@@ -188,7 +206,9 @@ fn xyxy(v: &Value, class: Option<u32>) -> std::result::Result<BoundingBox, Bad> 
 pub(crate) fn keypoint(v: &Value, object: u32) -> std::result::Result<Keypoint, Bad> {
     let a = bounded(v, "keypoint")?;
     if !(a.len() == 2 || a.len() == 3) {
-        return Err(format!("keypoint {v} is not [x, y] or [x, y, visibility]"));
+        return Err(Bad::from(format!(
+            "keypoint {v} is not [x, y] or [x, y, visibility]"
+        )));
     }
     let visibility = match a.get(2) {
         // A whole float too (2.0): a numeric column or a tool that writes floats.
@@ -198,7 +218,11 @@ pub(crate) fn keypoint(v: &Value, object: u32) -> std::result::Result<Keypoint, 
                 .map(|x| x as u64)
         }) {
             Some(k @ 0..=2) => k as u8,
-            _ => return Err(format!("keypoint visibility {f} is not 0, 1 or 2")),
+            _ => {
+                return Err(Bad::from(format!(
+                    "keypoint visibility {f} is not 0, 1 or 2"
+                )))
+            }
         },
         None => 2,
     };
@@ -239,7 +263,11 @@ pub fn targets_from_json(record: &Value) -> std::result::Result<Option<Targets>,
         let boxes = bounded(v, "boxes")?;
         if let Some(c) = &box_classes {
             if c.len() != boxes.len() {
-                return Err(format!("{} boxes but {} box_classes", boxes.len(), c.len()));
+                return Err(Bad::from(format!(
+                    "{} boxes but {} box_classes",
+                    boxes.len(),
+                    c.len()
+                )));
             }
         }
         for (i, b) in boxes.iter().enumerate() {
@@ -275,7 +303,7 @@ fn record_sample(
         .and_then(Value::as_str)
         .filter(|p| !p.is_empty())
         .ok_or_else(|| Error::dataset(format!("{at}: no \"path\"")))?;
-    let outside = |why: String| Error::dataset(format!("{at}: {why}"));
+    let outside = |why: super::listing::OutsideRoot| Error::dataset(format!("{at}: {why}"));
     options
         .check_path(path, "the manifest's folder")
         .map_err(outside)?;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use dlpark::python::CudaStreamRequest;
 
-use crate::batch::BatchOwner;
+use crate::owner::BatchOwner;
 use pyo3::prelude::*;
 use stoker::CudaBatch;
 
@@ -31,10 +31,21 @@ fn consumer_stream(req: CudaStreamRequest) -> Option<usize> {
     }
 }
 
-fn driver_err(what: &str, e: result::DriverError) -> PyErr {
-    crate::errors::to_py(stoker::Error::Device(Box::new(std::io::Error::other(
-        format!("{what}: {e}"),
-    ))))
+/// A driver call for stream ordering that failed: which, and the driver's error.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+pub(crate) struct DriverCallError {
+    /// The call, in words.
+    what: &'static str,
+    /// What the driver said.
+    source: result::DriverError,
+}
+
+fn driver_err(what: &'static str, source: result::DriverError) -> PyErr {
+    crate::errors::to_py(stoker::Error::Device(Box::new(DriverCallError {
+        what,
+        source,
+    })))
 }
 
 /// What a CUDA tensor needs for ordering: its batch (whose ready event the consumer's

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
 
-use super::hardware::{decode_chain, Attempt, BatchDecode, Path};
+use super::hardware::{decode_chain, Attempt, BatchDecode, ImageFailure, Path};
 use super::memory::{self, address, DeviceBuffer, KeptBuffer, KernelArgs, Pinned, PlainBuffer};
 use super::nvjpeg;
 use super::{device_err, kernels, CudaDevice, CudaError};
@@ -556,7 +556,7 @@ fn decode_encoded<'a>(
     // One call on a decoder for some of the images; a call that fails as a whole is
     // followed by a host wait on nvJPEG's stream, so nothing of it is still writing when
     // the images are tried again.
-    let call = |decoder: &mut nvjpeg::Decoder, set: &[usize]| -> Attempt {
+    let call = |decoder: &mut nvjpeg::Decoder, set: &[usize]| -> Attempt<ImageFailure> {
         let imgs: Vec<&[u8]> = set.iter().map(|&k| pinned[k]).collect();
         let outs: Vec<nvjpeg::DevicePlanes> = set.iter().map(|&k| out(k)).collect();
         // SAFETY: the context was bound to this thread above, and the decoder was created
@@ -571,20 +571,20 @@ fn decode_encoded<'a>(
         match r {
             Ok(results) => Ok(results
                 .into_iter()
-                .map(|r| r.map_err(|e| e.to_string()))
+                .map(|r| r.map_err(ImageFailure::from))
                 .collect()),
             Err(e) => {
                 if let Err(w) = stream.synchronize() {
                     log::warn!("cuda: waiting for nvJPEG after a failed call: {w}");
                 }
-                Err(e.to_string())
+                Err(e.into())
             }
         }
     };
     let mut uploads: Vec<Vec<u8>> = Vec::new();
     // Which images the CPU decoded (their headers say interleaved RGB).
     let mut on_cpu = vec![false; jobs.len()];
-    let mut cpu = |k: usize| -> std::result::Result<(), String> {
+    let mut cpu = |k: usize| -> std::result::Result<(), ImageFailure> {
         let j = &jobs[k];
         let opts = DecodeOptions {
             orientation: false,
@@ -592,12 +592,12 @@ fn decode_encoded<'a>(
             ..DecodeOptions::default()
         };
         let mut img = Image8::default();
-        crate::decode::cpu::decode_image(bytes[k], &opts, &mut img).map_err(|e| e.to_string())?;
-        if (img.width, img.height) != (j.full[0], j.full[1]) {
-            return Err(format!(
-                "decoded {}x{}, but its header says {}x{}",
-                img.width, img.height, j.full[0], j.full[1]
-            ));
+        crate::decode::cpu::decode_image(bytes[k], &opts, &mut img)?;
+        if [img.width, img.height] != j.full {
+            return Err(ImageFailure::Size {
+                decoded: [img.width, img.height],
+                header: j.full,
+            });
         }
         let pitch = j.rgbi.1 as usize;
         let row = 3 * img.width as usize;
@@ -609,7 +609,7 @@ fn decode_encoded<'a>(
         // at the top), which no queued kernel reads and which is freed only after a host
         // wait; `host` is `pitch * height` bytes, at most `rgbi_bytes()`, and is kept in
         // `uploads` until the host has waited for `decoded` below.
-        unsafe { memory::upload(stream, base + j.rgbi.0, &host) }.map_err(|e| e.to_string())?;
+        unsafe { memory::upload(stream, base + j.rgbi.0, &host) }?;
         uploads.push(host);
         on_cpu[k] = true;
         Ok(())
@@ -625,7 +625,9 @@ fn decode_encoded<'a>(
     let chain = decode_chain(
         &supported,
         Some(&mut on_engine),
-        on_gpu.as_mut().map(|f| f as &mut BatchDecode<'_>),
+        on_gpu
+            .as_mut()
+            .map(|f| f as &mut BatchDecode<'_, ImageFailure>),
         &mut cpu,
         paths,
     );

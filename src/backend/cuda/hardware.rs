@@ -17,15 +17,61 @@
 //! The chain is plain host logic over the decoders as closures, so it is tested here with
 //! fake decoders; [`super::batch`] runs it with nvJPEG and the CPU decoder.
 
+use std::fmt::Display;
+
+use super::nvjpeg::Refusal;
 use crate::backend::device::DecodePaths;
+use crate::error::{DecodeError, Error};
 
 /// One call on a batched decoder for some images (indices into the batch's encoded
-/// images): `Err(reason)` when the call failed as a whole (every image to be retried),
-/// else a result per image, in the order given (`Err(reason)`: that image was refused).
-pub(crate) type Attempt = Result<Vec<Result<(), String>>, String>;
+/// images): `Err(why)` when the call failed as a whole (every image to be retried),
+/// else a result per image, in the order given (`Err(why)`: that image was refused).
+pub(crate) type Attempt<E> = Result<Vec<Result<(), E>>, E>;
 
 /// A batched decoder: decodes the images whose indices it is given.
-pub(crate) type BatchDecode<'a> = dyn FnMut(&[usize]) -> Attempt + 'a;
+pub(crate) type BatchDecode<'a, E> = dyn FnMut(&[usize]) -> Attempt<E> + 'a;
+
+/// A batched decoder's call that returned no result for an image it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the decoder gave no result for the image")]
+pub(crate) struct NoResult;
+
+/// Why one decoder of the chain did not decode an image (or failed a call as a whole).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ImageFailure {
+    /// nvJPEG or the driver failed (the call, or the upload of the CPU's pixels).
+    #[error(transparent)]
+    Call(Box<Error>),
+    /// nvJPEG left the image out of its call (checked on the host).
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The CPU decoder rejected the image.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The CPU decoded another size than the header that planned the batch says.
+    #[error(
+        "decoded {}x{}, but its header says {}x{}",
+        decoded[0],
+        decoded[1],
+        header[0],
+        header[1]
+    )]
+    Size {
+        /// Width and height decoded.
+        decoded: [u32; 2],
+        /// Width and height in the header.
+        header: [u32; 2],
+    },
+    /// The decoder gave no result for the image.
+    #[error(transparent)]
+    NoResult(#[from] NoResult),
+}
+
+impl From<Error> for ImageFailure {
+    fn from(e: Error) -> Self {
+        ImageFailure::Call(Box::new(e))
+    }
+}
 
 /// Which decoder took an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,11 +89,11 @@ pub(crate) enum Path {
 /// Runs the chain over `n` images: `supported[k]` says whether the engines claim image
 /// `k`; `engine` and `gpu` are the two nvJPEG decoders where they are open; `cpu` decodes
 /// one image on the host. Returns each image's path, and counts them into `paths`.
-pub(crate) fn decode_chain(
+pub(crate) fn decode_chain<E: Display + From<NoResult>>(
     supported: &[bool],
-    mut engine: Option<&mut BatchDecode<'_>>,
-    mut gpu: Option<&mut BatchDecode<'_>>,
-    cpu: &mut dyn FnMut(usize) -> Result<(), String>,
+    mut engine: Option<&mut BatchDecode<'_, E>>,
+    mut gpu: Option<&mut BatchDecode<'_, E>>,
+    cpu: &mut dyn FnMut(usize) -> Result<(), E>,
     paths: &mut DecodePaths,
 ) -> Vec<Path> {
     let n = supported.len();
@@ -89,7 +135,7 @@ pub(crate) fn decode_chain(
     let mut for_cpu: Vec<usize> = Vec::new();
     match gpu.as_mut() {
         Some(decode) if !for_gpu.is_empty() => {
-            let mut take = |k: usize, r: Result<(), String>, for_cpu: &mut Vec<usize>| match r {
+            let mut take = |k: usize, r: Result<(), E>, for_cpu: &mut Vec<usize>| match r {
                 Ok(()) => path[k] = Some(Path::GpuDecoder),
                 Err(e) => {
                     why[k].push(format!("GPU decoder: {e}"));
@@ -115,9 +161,9 @@ pub(crate) fn decode_chain(
                     paths.gpu_batches_failed += 1;
                     for &k in &for_gpu {
                         let r = match decode(&[k]) {
-                            Ok(mut results) => results.pop().unwrap_or(Err(
-                                "the decoder gave no result for the image".to_string(),
-                            )),
+                            Ok(mut results) => {
+                                results.pop().unwrap_or_else(|| Err(E::from(NoResult)))
+                            }
                             Err(e) => {
                                 paths.gpu_batches_failed += 1;
                                 Err(e)
@@ -176,6 +222,15 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// What the fake decoders say.
+    #[derive(Debug, thiserror::Error)]
+    enum FakeError {
+        #[error("{0}")]
+        Said(&'static str),
+        #[error(transparent)]
+        NoResult(#[from] NoResult),
+    }
+
     /// A fake nvJPEG decoder: fails the whole call when it holds any image of
     /// `poison`, refuses the images of `refuse` one by one, decodes the rest; records its
     /// calls.
@@ -194,15 +249,15 @@ mod tests {
             }
         }
 
-        fn decode(&mut self, images: &[usize]) -> Attempt {
+        fn decode(&mut self, images: &[usize]) -> Attempt<FakeError> {
             self.calls.push(images.to_vec());
             if images.iter().any(|k| self.poison.contains(k)) {
-                return Err("NVJPEG_STATUS_JPEG_NOT_SUPPORTED (4)".into());
+                return Err(FakeError::Said("NVJPEG_STATUS_JPEG_NOT_SUPPORTED (4)"));
             }
             Ok(images
                 .iter()
                 .map(|k| match self.refuse.contains(k) {
-                    true => Err("NVJPEG_STATUS_BAD_JPEG (3)".into()),
+                    true => Err(FakeError::Said("NVJPEG_STATUS_BAD_JPEG (3)")),
                     false => Ok(()),
                 })
                 .collect())
@@ -220,7 +275,7 @@ mod tests {
         let mut cpu = |k: usize| {
             cpu_calls.push(k);
             match cpu_fails.contains(&k) {
-                true => Err("JPEG data ends early".to_string()),
+                true => Err(FakeError::Said("JPEG data ends early")),
                 false => Ok(()),
             }
         };
@@ -228,8 +283,8 @@ mod tests {
         let mut g = gpu.map(|f| move |i: &[usize]| f.decode(i));
         let out = decode_chain(
             supported,
-            e.as_mut().map(|f| f as &mut BatchDecode<'_>),
-            g.as_mut().map(|f| f as &mut BatchDecode<'_>),
+            e.as_mut().map(|f| f as &mut BatchDecode<'_, FakeError>),
+            g.as_mut().map(|f| f as &mut BatchDecode<'_, FakeError>),
             &mut cpu,
             &mut paths,
         );

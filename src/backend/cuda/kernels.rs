@@ -357,6 +357,30 @@ pub fn load(ctx: &Arc<CudaContext>, major: i32, minor: i32) -> Result<Loaded> {
     Ok(Loaded { functions, report })
 }
 
+/// Why a kernel file's CUBIN was not loaded (its PTX is then).
+#[derive(Debug, thiserror::Error)]
+enum CubinError {
+    /// NVRTC compiled no CUBINs for the device.
+    #[error("{0}")]
+    NotCompiled(#[source] Arc<Error>),
+    /// NVRTC compiled CUBINs, but none of this file.
+    #[error("NVRTC made no {sm} CUBIN of {file}")]
+    NotMade {
+        /// The device's architecture.
+        sm: String,
+        /// The kernel file.
+        file: String,
+    },
+    /// The driver would not load the CUBIN.
+    #[error("the driver refused the {sm} CUBIN: {source}")]
+    Refused {
+        /// The device's architecture.
+        sm: String,
+        /// What the driver said.
+        source: cudarc::driver::DriverError,
+    },
+}
+
 /// The compiled kernels [`load`] chooses from: the CUBINs (or why there are none), and
 /// the PTX, compiled when first needed.
 struct Images {
@@ -364,7 +388,7 @@ struct Images {
     sm: String,
     /// Its virtual architecture, `compute_90`.
     compute: String,
-    cubins: std::result::Result<(Compiled, bool), String>,
+    cubins: std::result::Result<(Compiled, bool), Arc<Error>>,
     ptx: Option<(Compiled, bool)>,
 }
 
@@ -372,7 +396,7 @@ impl Images {
     fn new(sm: String, compute: String) -> Self {
         let cubins = compile_cached(&sm).map_err(|e| {
             log::info!("cuda: no {sm} CUBIN, loading PTX for {compute} instead: {e}");
-            e.to_string()
+            Arc::new(e)
         });
         Images {
             sm,
@@ -402,7 +426,7 @@ impl Images {
                     log::info!("cuda: {file}: {why}; loading PTX for {compute} instead");
                 }
                 let (m, c) = self.ptx(ctx, file)?;
-                (m, Image::Ptx, c, Some(why))
+                (m, Image::Ptx, c, Some(why.to_string()))
             }
         };
         let report = FileReport {
@@ -420,16 +444,26 @@ impl Images {
         &self,
         ctx: &Arc<CudaContext>,
         file: &str,
-    ) -> std::result::Result<(Arc<CudaModule>, Summary), String> {
-        let all = &self.cubins.as_ref().map_err(String::clone)?.0;
+    ) -> std::result::Result<(Arc<CudaModule>, Summary), CubinError> {
+        let all = &self
+            .cubins
+            .as_ref()
+            .map_err(|e| CubinError::NotCompiled(Arc::clone(e)))?
+            .0;
         let c = all.iter().find(|c| c.file == file);
         let (c, image) = c
             .and_then(|c| c.cubin.as_ref().map(|b| (c, b)))
-            .ok_or_else(|| format!("NVRTC made no {} CUBIN of {file}", self.sm))?;
+            .ok_or_else(|| CubinError::NotMade {
+                sm: self.sm.clone(),
+                file: file.to_string(),
+            })?;
         let t = Instant::now();
         match ctx.load_module(Ptx::from_binary(image.clone())) {
             Ok(m) => Ok((m, Summary::of(c, t))),
-            Err(e) => Err(format!("the driver refused the {} CUBIN: {e}", self.sm)),
+            Err(source) => Err(CubinError::Refused {
+                sm: self.sm.clone(),
+                source,
+            }),
         }
     }
 

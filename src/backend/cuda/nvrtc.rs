@@ -43,14 +43,16 @@ pub fn library_dirs() -> Vec<PathBuf> {
 /// Makes NVRTC loadable and returns its version `(major, minor)`, or says why it cannot
 /// be loaded. Looked for once per process.
 pub fn version() -> Result<(i32, i32)> {
-    // The reason is kept as text: it becomes `BackendUnavailable`'s reason on every call.
-    static FOUND: OnceLock<std::result::Result<(i32, i32), String>> = OnceLock::new();
+    // The error is kept whole, shared: it becomes `BackendUnavailable`'s reason on every
+    // call.
+    static FOUND: OnceLock<std::result::Result<(i32, i32), std::sync::Arc<CudaError>>> =
+        OnceLock::new();
     FOUND
-        .get_or_init(|| find().map_err(|e| e.to_string()))
+        .get_or_init(|| find().map_err(std::sync::Arc::new))
         .clone()
-        .map_err(|reason| Error::BackendUnavailable {
+        .map_err(|e| Error::BackendUnavailable {
             backend: "cuda".into(),
-            reason,
+            reason: e.to_string(),
         })
 }
 

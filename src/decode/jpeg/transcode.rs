@@ -78,14 +78,12 @@ impl Restart {
 
     /// Parses `off`, `row` (every MCU row), `rows:N`, `per-row:N` or `mcus:N` (also a bare
     /// `N`: every N MCUs).
-    pub fn parse(s: &str) -> Result<Restart, String> {
+    pub fn parse(s: &str) -> Result<Restart, RestartParseError> {
         let t = s.trim().to_ascii_lowercase();
-        let num = |v: &str| -> Result<u16, String> {
+        let num = |v: &str| -> Result<u16, RestartParseError> {
             match v.trim().parse::<u16>() {
                 Ok(n) if n >= 1 => Ok(n),
-                _ => Err(format!(
-                    "bad restart interval {s:?}: expected a number 1-65535"
-                )),
+                _ => Err(RestartParseError::Number(s.to_string())),
             }
         };
         Ok(match t.as_str() {
@@ -96,15 +94,22 @@ impl Restart {
                 Some(("rows", v)) => Restart::McuRows(num(v)?),
                 Some(("per-row", v)) => Restart::PerRow(num(v)?),
                 Some(("mcus", v)) => Restart::Mcus(num(v)?),
-                Some(_) => {
-                    return Err(format!(
-                    "bad restart interval {s:?} (expected off, row, rows:N, per-row:N or mcus:N)"
-                ))
-                }
+                Some(_) => return Err(RestartParseError::Form(s.to_string())),
                 None => Restart::Mcus(num(&t)?),
             },
         })
     }
+}
+
+/// Why [`Restart::parse`] refused a restart interval (the text as given in each).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RestartParseError {
+    /// The number is not 1-65535.
+    #[error("bad restart interval {0:?}: expected a number 1-65535")]
+    Number(String),
+    /// Not one of the forms.
+    #[error("bad restart interval {0:?} (expected off, row, rows:N, per-row:N or mcus:N)")]
+    Form(String),
 }
 
 impl Default for Restart {
@@ -194,7 +199,7 @@ pub enum KeptReason {
     /// The output would be larger than the bound (twice the input and the markers).
     TooLarge(usize),
     /// The output's coefficients, read back, differ from the input's.
-    Mismatch(String),
+    Mismatch(CoefficientsDiffer),
 }
 
 impl KeptReason {
@@ -461,21 +466,21 @@ fn try_add_restarts(bytes: &[u8], opts: &TranscodeOptions) -> Result<(Vec<u8>, u
 /// sampling, size and colour model (read by [`super::read_coefficients`]), and the same
 /// EXIF orientation and Adobe transform ([`markers::peek`]). `Err` says the first
 /// difference.
-pub fn same_coefficients(a: &[u8], b: &[u8]) -> Result<(), String> {
+pub fn same_coefficients(a: &[u8], b: &[u8]) -> Result<(), CoefficientsDiffer> {
+    use CoefficientsDiffer as D;
     let (ia, ib) = (
-        markers::peek(a).map_err(|e| format!("first: {e}"))?,
-        markers::peek(b).map_err(|e| format!("second: {e}"))?,
+        markers::peek(a).map_err(D::First)?,
+        markers::peek(b).map_err(D::Second)?,
     );
     if (ia.orientation, ia.adobe_transform) != (ib.orientation, ib.adobe_transform) {
-        return Err(format!(
-            "orientation and Adobe transform {:?} and {:?}",
-            (ia.orientation, ia.adobe_transform),
-            (ib.orientation, ib.adobe_transform)
-        ));
+        return Err(D::Markers {
+            first: format!("{:?}", (ia.orientation, ia.adobe_transform)),
+            second: format!("{:?}", (ib.orientation, ib.adobe_transform)),
+        });
     }
     let (mut ca, mut cb) = (Coefficients::default(), Coefficients::default());
-    super::read_coefficients(a, true, &mut ca).map_err(|e| format!("first: {e}"))?;
-    super::read_coefficients(b, true, &mut cb).map_err(|e| format!("second: {e}"))?;
+    super::read_coefficients(a, true, &mut ca).map_err(D::First)?;
+    super::read_coefficients(b, true, &mut cb).map_err(D::Second)?;
     let head = |c: &Coefficients| {
         (
             c.width,
@@ -487,33 +492,97 @@ pub fn same_coefficients(a: &[u8], b: &[u8]) -> Result<(), String> {
         )
     };
     if head(&ca) != head(&cb) {
-        return Err(format!("headers {:?} and {:?}", head(&ca), head(&cb)));
+        return Err(D::Headers {
+            first: format!("{:?}", head(&ca)),
+            second: format!("{:?}", head(&cb)),
+        });
     }
     if ca.components.len() != cb.components.len() {
-        return Err("component counts differ".into());
+        return Err(D::ComponentCount);
     }
     for (ci, (x, y)) in ca.components.iter().zip(&cb.components).enumerate() {
         if (x.h_samp, x.v_samp, x.width_in_blocks, x.height_in_blocks)
             != (y.h_samp, y.v_samp, y.width_in_blocks, y.height_in_blocks)
         {
-            return Err(format!("component {ci}: sampling or size"));
+            return Err(D::Sampling(ci));
         }
         if x.quant != y.quant {
-            return Err(format!("component {ci}: quantisation table"));
+            return Err(D::Quantisation(ci));
         }
         if x.blocks.len() != y.blocks.len() {
-            return Err(format!("component {ci}: block counts"));
+            return Err(D::BlockCount(ci));
         }
         if let Some(k) = x.blocks.iter().zip(&y.blocks).position(|(p, q)| p != q) {
-            return Err(format!("component {ci}: block {k}"));
+            return Err(D::Block {
+                component: ci,
+                block: k,
+            });
         }
     }
     Ok(())
 }
 
+/// The first difference [`same_coefficients`] found between two JPEGs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoefficientsDiffer {
+    /// The first could not be read.
+    #[error("first: {0}")]
+    First(#[source] DecodeError),
+    /// The second could not be read.
+    #[error("second: {0}")]
+    Second(#[source] DecodeError),
+    /// Their EXIF orientations or Adobe transforms differ (each as read).
+    #[error("orientation and Adobe transform {first} and {second}")]
+    Markers {
+        /// The first's.
+        first: String,
+        /// The second's.
+        second: String,
+    },
+    /// Their sizes, colour models or sampling maxima differ (each as read).
+    #[error("headers {first} and {second}")]
+    Headers {
+        /// The first's.
+        first: String,
+        /// The second's.
+        second: String,
+    },
+    /// They have different numbers of components.
+    #[error("component counts differ")]
+    ComponentCount,
+    /// A component's sampling or size in blocks differs.
+    #[error("component {0}: sampling or size")]
+    Sampling(usize),
+    /// A component's quantisation table differs.
+    #[error("component {0}: quantisation table")]
+    Quantisation(usize),
+    /// A component has another number of blocks.
+    #[error("component {0}: block counts")]
+    BlockCount(usize),
+    /// A block's coefficients differ.
+    #[error("component {component}: block {block}")]
+    Block {
+        /// The component.
+        component: usize,
+        /// The block, in the component's order.
+        block: usize,
+    },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file that cannot be read is named (first or second) and keeps its decode error
+    /// as the source.
+    #[test]
+    fn an_unreadable_file_keeps_its_decode_error() {
+        let e = same_coefficients(b"not a jpeg", b"nor this").expect_err("unreadable");
+        assert!(matches!(e, CoefficientsDiffer::First(_)), "{e}");
+        assert!(e.to_string().starts_with("first: "), "{e}");
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.downcast_ref::<DecodeError>().is_some());
+    }
 
     #[test]
     fn intervals_follow_the_row() {

@@ -106,15 +106,7 @@ impl RemoteConfig {
     /// `STOKER_CACHE_DIR`, `STOKER_CACHE_MAX_BYTES`. A value that is not a number is an
     /// error naming it.
     pub fn from_env() -> Result<Self, RemoteError> {
-        let num =
-            |name: &str| -> Result<Option<u64>, RemoteError> {
-                match std::env::var(name) {
-                    Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
-                        RemoteError::Setup(format!("{name}={v:?} is not a whole number"))
-                    }),
-                    Err(_) => Ok(None),
-                }
-            };
+        let num = |name: &str| env_number(name, std::env::var(name).ok());
         let mut c = RemoteConfig::default();
         if let Some(n) = num("STOKER_REMOTE_MAX_REQUESTS")? {
             c.max_requests = usize::try_from(n).unwrap_or(usize::MAX);
@@ -320,7 +312,22 @@ fn remote() -> Result<Arc<Remote>, RemoteError> {
 }
 
 /// The error's text with its sources', which say what the transport saw.
-fn chain(e: &dyn std::error::Error) -> String {
+/// The whole number an environment variable `name` holds (`value`, `None` when unset).
+fn env_number(name: &str, value: Option<String>) -> Result<Option<u64>, RemoteError> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    match value.trim().parse::<u64>() {
+        Ok(n) => Ok(Some(n)),
+        Err(source) => Err(RemoteError::EnvNumber {
+            name: name.to_string(),
+            value,
+            source,
+        }),
+    }
+}
+
+pub(super) fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(x) = src {
@@ -358,7 +365,7 @@ impl Remote {
             .thread_name("stoker-remote")
             .enable_all()
             .build()
-            .map_err(|e| RemoteError::Setup(format!("the I/O runtime: {e}")))?;
+            .map_err(RemoteError::Runtime)?;
         let bytes_permits = u32::try_from(config.max_bytes_in_flight.div_ceil(1024))
             .unwrap_or(tokio::sync::Semaphore::MAX_PERMITS as u32)
             .clamp(1, tokio::sync::Semaphore::MAX_PERMITS as u32);
@@ -428,7 +435,10 @@ impl Remote {
             ),
         ];
         options.extend(c.options.iter().cloned());
-        let setup = |e: object_store::Error| RemoteError::Setup(format!("{root}: {}", chain(&e)));
+        let setup = |source: object_store::Error| RemoteError::Store {
+            root: root.to_string(),
+            source,
+        };
         // `$check` looks at the builder with every setting applied, before it builds.
         macro_rules! built {
             ($builder:expr, $check:expr) => {{
@@ -603,7 +613,7 @@ impl Remote {
                         self.checks
                             .check_body(root, s3, url, tag, &b)
                             .await
-                            .map_err(Failure::Again)?;
+                            .map_err(|e| Failure::Again(e.to_string()))?;
                     }
                     Ok(b)
                 }
@@ -708,6 +718,24 @@ mod tests {
         ] {
             assert_eq!(super::etag_kind(url).1, md5, "{url}");
         }
+    }
+
+    /// A setting that is not a whole number names itself and keeps the parse error.
+    #[test]
+    fn a_setting_that_is_not_a_number_keeps_the_parse_error() {
+        let e = super::env_number("STOKER_REMOTE_RETRIES", Some("three".into()))
+            .expect_err("not a number");
+        assert_eq!(
+            e.to_string(),
+            "object storage: STOKER_REMOTE_RETRIES=\"three\" is not a whole number"
+        );
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.downcast_ref::<std::num::ParseIntError>().is_some());
+        assert_eq!(
+            super::env_number("X", Some(" 7 ".into())).ok(),
+            Some(Some(7))
+        );
+        assert_eq!(super::env_number("X", None).ok(), Some(None));
     }
 }
 

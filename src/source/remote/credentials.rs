@@ -70,15 +70,12 @@ fn truthy(v: &str) -> bool {
 /// Asks the metadata service at `endpoint` for a session token (IMDSv2's first step), once,
 /// within [`PROBE_TIMEOUT`] to connect and as much to begin answering: `Ok` when anything
 /// answers in HTTP (whatever the status: `object_store` takes it from there).
-fn probe(endpoint: &str) -> Result<(), String> {
-    let url = url::Url::parse(endpoint).map_err(|e| format!("not a URL: {e}"))?;
-    let addrs = url
-        .socket_addrs(|| Some(80))
-        .map_err(|e| format!("no address: {e}"))?;
-    let addr = addrs.first().ok_or("no address")?;
-    let mut s = TcpStream::connect_timeout(addr, PROBE_TIMEOUT)
-        .map_err(|e| format!("no connection within {PROBE_TIMEOUT:?}: {e}"))?;
-    let silent = |e: std::io::Error| format!("no answer within {PROBE_TIMEOUT:?}: {e}");
+fn probe(endpoint: &str) -> Result<(), ProbeError> {
+    let url = url::Url::parse(endpoint)?;
+    let addrs = url.socket_addrs(|| Some(80)).map_err(ProbeError::Resolve)?;
+    let addr = addrs.first().ok_or(ProbeError::NoAddress)?;
+    let mut s = TcpStream::connect_timeout(addr, PROBE_TIMEOUT).map_err(ProbeError::Connect)?;
+    let silent = ProbeError::Silent;
     s.set_read_timeout(Some(PROBE_TIMEOUT)).map_err(silent)?;
     s.set_write_timeout(Some(PROBE_TIMEOUT)).map_err(silent)?;
     let host = &url[url::Position::BeforeHost..url::Position::AfterPort];
@@ -94,6 +91,52 @@ fn probe(endpoint: &str) -> Result<(), String> {
     if &start == b"HTTP/" {
         Ok(())
     } else {
-        Err("an answer that is not HTTP".into())
+        Err(ProbeError::NotHttp)
+    }
+}
+
+/// Why the instance metadata service did not answer a probe.
+#[derive(Debug, thiserror::Error)]
+enum ProbeError {
+    /// The endpoint is not a URL.
+    #[error("not a URL: {0}")]
+    NotUrl(#[from] url::ParseError),
+    /// Its host could not be resolved.
+    #[error("no address: {0}")]
+    Resolve(#[source] std::io::Error),
+    /// Its host resolved to no address.
+    #[error("no address")]
+    NoAddress,
+    /// No connection within [`PROBE_TIMEOUT`].
+    #[error("no connection within {PROBE_TIMEOUT:?}: {0}")]
+    Connect(#[source] std::io::Error),
+    /// Connected, but no answer within [`PROBE_TIMEOUT`].
+    #[error("no answer within {PROBE_TIMEOUT:?}: {0}")]
+    Silent(#[source] std::io::Error),
+    /// Something answered, not in HTTP.
+    #[error("an answer that is not HTTP")]
+    NotHttp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A port nothing listens on: the probe fails to connect and keeps the system's error
+    /// as its source.
+    #[test]
+    fn a_failed_probe_keeps_the_system_error() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let e = probe(&format!("http://127.0.0.1:{port}")).expect_err("nothing listens");
+        assert!(matches!(e, ProbeError::Connect(_)), "{e}");
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        let e = probe("not a url").expect_err("not a URL");
+        assert!(std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<url::ParseError>())
+            .is_some());
     }
 }

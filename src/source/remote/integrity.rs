@@ -150,7 +150,7 @@ impl Checks {
         url: &str,
         want: &Expected,
         got: [u8; 16],
-    ) -> Result<(), String> {
+    ) -> Result<(), ChecksumError> {
         let mut mismatched = lock(&self.mismatched);
         if got == want.digest {
             mismatched.remove(url);
@@ -174,12 +174,31 @@ impl Checks {
             return Ok(());
         }
         mismatched.insert(url.to_string(), got);
-        Err(format!(
-            "the body's MD5 {} is not the ETag's {} (damaged in transit)",
-            hex(&got),
-            hex(&want.digest)
-        ))
+        Err(ChecksumError::Mismatch {
+            got,
+            want: want.digest,
+        })
     }
+}
+
+/// Why a body is not taken as the object's.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ChecksumError {
+    /// The body's MD5 is not the ETag's, and no earlier body hashed the same.
+    #[error(
+        "the body's MD5 {} is not the ETag's {} (damaged in transit)",
+        hex(got),
+        hex(want)
+    )]
+    Mismatch {
+        /// The body's MD5.
+        got: [u8; 16],
+        /// The ETag's.
+        want: [u8; 16],
+    },
+    /// The hashing task failed (panicked or was cancelled).
+    #[error("the checksum was not computed: {0}")]
+    NotComputed(#[source] tokio::task::JoinError),
 }
 
 impl Checks {
@@ -192,14 +211,14 @@ impl Checks {
         url: &str,
         etag: Option<&str>,
         body: &bytes::Bytes,
-    ) -> Result<(), String> {
+    ) -> Result<(), ChecksumError> {
         let Some(want) = self.expected(root, s3, etag, body.len() as u64) else {
             return Ok(());
         };
         let b = body.clone();
         let got = tokio::task::spawn_blocking(move || digest(&b, &want))
             .await
-            .map_err(|e| format!("the checksum was not computed: {e}"))?;
+            .map_err(ChecksumError::NotComputed)?;
         self.judge(root, url, &want, got)
     }
 }

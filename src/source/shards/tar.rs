@@ -50,7 +50,7 @@ use std::path::Path;
 use super::check::Check;
 use super::{recorded_text, with_shard, Entry, Problem, ReadError, MAX_RECORDED};
 use crate::error::{Error, Result};
-use crate::source::target::{targets_from_json, Targets};
+use crate::source::target::{targets_from_json, Targets, TargetsError};
 
 /// Reads bytes `[offset, offset + len)` of `path` into `buf` (a tar member).
 pub fn read_range(
@@ -656,15 +656,30 @@ impl Group {
 /// The targets a `json` member holds (`None` for an object without any), or why it
 /// cannot give them. `bytes` is `None` when the member was over [`TARGETS_LIMIT`] (or
 /// not a regular file) and was not read.
-fn json_targets(bytes: Option<&[u8]>) -> std::result::Result<Option<Targets>, String> {
-    let bytes = bytes
-        .ok_or_else(|| format!("not read (over {TARGETS_LIMIT} bytes, or not a regular file)"))?;
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("not JSON ({e})"))?;
+fn json_targets(bytes: Option<&[u8]>) -> std::result::Result<Option<Targets>, JsonTargetsError> {
+    let bytes = bytes.ok_or(JsonTargetsError::NotRead)?;
+    let value: serde_json::Value = serde_json::from_slice(bytes)?;
     if !value.is_object() {
-        return Err("not a JSON object".into());
+        return Err(JsonTargetsError::NotObject);
     }
-    targets_from_json(&value)
+    Ok(targets_from_json(&value)?)
+}
+
+/// Why a WebDataset `json` member gives no targets.
+#[derive(Debug, thiserror::Error)]
+enum JsonTargetsError {
+    /// Over [`TARGETS_LIMIT`], or not a regular file: not read.
+    #[error("not read (over {TARGETS_LIMIT} bytes, or not a regular file)")]
+    NotRead,
+    /// Not JSON.
+    #[error("not JSON ({0})")]
+    NotJson(#[from] serde_json::Error),
+    /// JSON, but not an object.
+    #[error("not a JSON object")]
+    NotObject,
+    /// An object whose targets cannot be used.
+    #[error(transparent)]
+    Targets(#[from] TargetsError),
 }
 
 /// A GNU long name or PAX records waiting for the member they describe.
@@ -949,6 +964,20 @@ fn member(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `json` member that is not JSON keeps serde_json's error as its source (the
+    /// message says where the JSON breaks).
+    #[test]
+    fn a_json_member_that_is_not_json_keeps_the_parser_error() {
+        let e = json_targets(Some(b"{\"labels\": [1,")).expect_err("cut short");
+        assert!(e.to_string().starts_with("not JSON ("), "{e}");
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.downcast_ref::<serde_json::Error>().is_some());
+        assert!(matches!(
+            json_targets(Some(b"[1]")),
+            Err(JsonTargetsError::NotObject)
+        ));
+    }
 
     /// A ustar member.
     fn member(tar: &mut ::tar::Builder<Vec<u8>>, name: &str, data: &[u8]) {

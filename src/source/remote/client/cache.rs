@@ -64,11 +64,14 @@ impl Remote {
 
     /// Fetches the object whole into `file` (written beside it, renamed into place), then
     /// removes the least recently used objects past the cache's bound.
-    async fn fill(&self, info: &ObjectInfo, file: &Path) -> Result<(), String> {
+    async fn fill(&self, info: &ObjectInfo, file: &Path) -> Result<(), FillError> {
         let Some(c) = self.config.cache.as_ref() else {
             return Ok(());
         };
-        std::fs::create_dir_all(&c.dir).map_err(|e| format!("{}: {e}", c.dir.display()))?;
+        std::fs::create_dir_all(&c.dir).map_err(|source| FillError::Dir {
+            dir: c.dir.clone(),
+            source,
+        })?;
         let tmp = file.with_extension(format!("tmp{}", std::process::id()));
         // An object that fails its checksum is not cached (a later read fetches it again).
         let (root, s3) = etag_kind(&info.url);
@@ -77,7 +80,7 @@ impl Remote {
             .expected(&root, s3, info.etag.as_deref(), info.size);
         let written = async {
             use std::io::Write;
-            let mut out = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+            let mut out = std::fs::File::create(&tmp)?;
             let mut hash = want.as_ref().map(integrity::Hasher::new);
             let step = self.config.read_ahead;
             let mut at = 0;
@@ -85,19 +88,19 @@ impl Remote {
                 let end = (at + step).min(info.size);
                 let part = self
                     .get_range(&info.url, at..end, info.etag.as_deref())
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
                 if let Some(h) = hash.as_mut() {
                     h.update(&part);
                 }
-                out.write_all(&part).map_err(|e| e.to_string())?;
+                out.write_all(&part)?;
                 at = end;
             }
             if let (Some(h), Some(w)) = (hash, &want) {
                 self.checks.judge(&root, &info.url, w, h.finish())?;
             }
-            out.sync_all().map_err(|e| e.to_string())?;
-            std::fs::rename(&tmp, file).map_err(|e| e.to_string())
+            out.sync_all()?;
+            std::fs::rename(&tmp, file)?;
+            Ok::<(), FillError>(())
         }
         .await;
         if written.is_err() {
@@ -107,6 +110,28 @@ impl Remote {
         evict(&c.dir, c.max_bytes, file);
         Ok(())
     }
+}
+
+/// Why an object was not put in the cache.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum FillError {
+    /// The cache folder could not be made.
+    #[error("{}: {source}", dir.display())]
+    Dir {
+        /// The cache folder.
+        dir: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The cache file could not be written.
+    #[error(transparent)]
+    Write(#[from] std::io::Error),
+    /// A read of the object failed.
+    #[error(transparent)]
+    Read(#[from] RemoteError),
+    /// The object's bytes are not its ETag's.
+    #[error(transparent)]
+    Checksum(#[from] integrity::ChecksumError),
 }
 
 /// Writes a cache file whole: beside it first, renamed into place.

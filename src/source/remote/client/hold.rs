@@ -110,7 +110,7 @@ impl Remote {
             let check = self.checks.check_body(&root, s3, &info.url, etag, &whole);
             let last = match check.await {
                 Ok(()) => return Ok(whole),
-                Err(why) => why,
+                Err(why) => why.to_string(),
             };
             if tries > self.config.retries {
                 self.counters.failures.fetch_add(1, Ordering::Relaxed);
@@ -143,7 +143,10 @@ impl Remote {
         let mut whole = Vec::new();
         whole
             .try_reserve_exact(usize::try_from(info.size).unwrap_or(usize::MAX))
-            .map_err(|e| RemoteError::Setup(format!("{}: {e}", info.url)))?;
+            .map_err(|source| RemoteError::Memory {
+                url: info.url.clone(),
+                source,
+            })?;
         for p in parts {
             whole.extend_from_slice(&p);
         }
