@@ -194,155 +194,45 @@ static __device__ __forceinline__ bool in_range(u32 x) {
     return (i32)x >= -512 && (i32)x <= 511;
 }
 
-// islow_8x8 (jpeg_idct_islow's passes) within range.
-static __device__ __forceinline__ bool islow_8x8_agrees(const u32* blob, Block& bk, u32 qt) {
+// islow_8x8, islow_4x4 or islow_2x2 (the passes of jpeg_idct_islow, jpeg_idct_4x4 or
+// jpeg_idct_2x2, by `size`) within range: idct_column and idct_row of
+// kernels/idct_common.cuh.
+static __device__ __forceinline__ bool islow_agrees(const u32* blob, Block& bk, u32 qt, u32 size) {
     bool ok = true;
 #pragma unroll 1
     for (u32 col = 0u; col < 8u; col++) {
-        bool zero = true;
-#pragma unroll 1
-        for (u32 r = 1u; r < 8u; r++) {
-            zero = zero && coef(bk, r * 8u + col) == 0u;
-        }
-        if (zero) {
-            const u32 dc = deq(blob, bk, qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
-#pragma unroll 1
-            for (u32 r = 0u; r < 8u; r++) {
-                bk.ws[r * 8u + col] = dc;
-            }
+        if (!idct_reads(size, col)) {
             continue;
         }
-        u32 x[8];
+        u32 c[8];
+        u32 q[8];
 #pragma unroll
         for (u32 r = 0u; r < 8u; r++) {
-            x[r] = deq(blob, bk, qt, r * 8u + col);
+            const u32 i = r * 8u + col;
+            c[r] = idct_reads(size, r) ? coef(bk, i) : 0u;
+            q[r] = half16(blob[qt + i / 2u], i);
         }
         u32 o[8];
-        idct8_1d(x, CONST_BITS - PASS1_BITS, o);
-#pragma unroll
-        for (u32 r = 0u; r < 8u; r++) {
+        idct_column(c, q, size, o);
+#pragma unroll 1
+        for (u32 r = 0u; r < size; r++) {
             ok = ok && fits16(o[r]);
             bk.ws[r * 8u + col] = o[r];
         }
     }
 #pragma unroll 1
-    for (u32 row = 0u; row < 8u; row++) {
+    for (u32 row = 0u; row < size; row++) {
         u32 x[8];
-        bool zero = true;
 #pragma unroll
         for (u32 i = 0u; i < 8u; i++) {
-            x[i] = bk.ws[row * 8u + i];
-            if (i > 0u) {
-                zero = zero && x[i] == 0u;
-            }
-        }
-        if (zero) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-            continue;
+            x[i] = idct_reads(size, i) ? bk.ws[row * 8u + i] : 0u;
         }
         u32 o[8];
-        idct8_1d(x, CONST_BITS + PASS1_BITS + 3u, o);
-#pragma unroll
-        for (u32 i = 0u; i < 8u; i++) {
+        idct_row(x, size, o);
+#pragma unroll 1
+        for (u32 i = 0u; i < size; i++) {
             ok = ok && in_range(o[i]);
         }
-    }
-    return ok;
-}
-
-// islow_4x4 (jpeg_idct_4x4's passes) within range.
-static __device__ __forceinline__ bool islow_4x4_agrees(const u32* blob, Block& bk, u32 qt) {
-    bool ok = true;
-#pragma unroll 1
-    for (u32 col = 0u; col < 8u; col++) {
-        if (col == 4u) {
-            continue;
-        }
-        const bool zero = coef(bk, 8u + col) == 0u && coef(bk, 16u + col) == 0u
-            && coef(bk, 24u + col) == 0u && coef(bk, 40u + col) == 0u
-            && coef(bk, 48u + col) == 0u && coef(bk, 56u + col) == 0u;
-        if (zero) {
-            const u32 dc = deq(blob, bk, qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
-#pragma unroll 1
-            for (u32 r = 0u; r < 4u; r++) {
-                bk.ws[r * 8u + col] = dc;
-            }
-            continue;
-        }
-        const u32 x[8] = {
-            deq(blob, bk, qt, col), deq(blob, bk, qt, 8u + col), deq(blob, bk, qt, 16u + col),
-            deq(blob, bk, qt, 24u + col), 0u, deq(blob, bk, qt, 40u + col), deq(blob, bk, qt, 48u + col),
-            deq(blob, bk, qt, 56u + col),
-        };
-        u32 o[4];
-        idct4_1d(x, CONST_BITS - PASS1_BITS + 1u, o);
-#pragma unroll
-        for (u32 r = 0u; r < 4u; r++) {
-            ok = ok && fits16(o[r]);
-            bk.ws[r * 8u + col] = o[r];
-        }
-    }
-#pragma unroll 1
-    for (u32 row = 0u; row < 4u; row++) {
-        const u32 b = row * 8u;
-        const u32 x[8] = {
-            bk.ws[b], bk.ws[b + 1u], bk.ws[b + 2u], bk.ws[b + 3u], 0u, bk.ws[b + 5u],
-            bk.ws[b + 6u], bk.ws[b + 7u],
-        };
-        if (x[1] == 0u && x[2] == 0u && x[3] == 0u && x[5] == 0u && x[6] == 0u && x[7] == 0u) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-            continue;
-        }
-        u32 o[4];
-        idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u, o);
-#pragma unroll
-        for (u32 i = 0u; i < 4u; i++) {
-            ok = ok && in_range(o[i]);
-        }
-    }
-    return ok;
-}
-
-// islow_2x2 (jpeg_idct_2x2's passes) within range.
-static __device__ __forceinline__ bool islow_2x2_agrees(const u32* blob, Block& bk, u32 qt) {
-    bool ok = true;
-#pragma unroll 1
-    for (u32 k = 0u; k < 5u; k++) {
-        const u32 col = k == 0u ? 0u : 2u * k - 1u;
-        const bool zero = coef(bk, 8u + col) == 0u && coef(bk, 24u + col) == 0u
-            && coef(bk, 40u + col) == 0u && coef(bk, 56u + col) == 0u;
-        if (zero) {
-            const u32 dc = deq(blob, bk, qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
-            bk.ws[col] = dc;
-            bk.ws[8u + col] = dc;
-            continue;
-        }
-        const u32 x[8] = {
-            deq(blob, bk, qt, col), deq(blob, bk, qt, 8u + col), 0u, deq(blob, bk, qt, 24u + col), 0u,
-            deq(blob, bk, qt, 40u + col), 0u, deq(blob, bk, qt, 56u + col),
-        };
-        u32 o[2];
-        idct2_1d(x, CONST_BITS - PASS1_BITS + 2u, o);
-        ok = ok && fits16(o[0]) && fits16(o[1]);
-        bk.ws[col] = o[0];
-        bk.ws[8u + col] = o[1];
-    }
-#pragma unroll 1
-    for (u32 row = 0u; row < 2u; row++) {
-        const u32 b = row * 8u;
-        const u32 x[8] = {
-            bk.ws[b], bk.ws[b + 1u], 0u, bk.ws[b + 3u], 0u, bk.ws[b + 5u], 0u, bk.ws[b + 7u],
-        };
-        if (x[1] == 0u && x[3] == 0u && x[5] == 0u && x[7] == 0u) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-            continue;
-        }
-        u32 o[2];
-        idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u, o);
-        ok = ok && in_range(o[0]) && in_range(o[1]);
     }
     return ok;
 }
@@ -363,7 +253,7 @@ static __device__ __forceinline__ bool simd_agrees(const u32* blob, Block& bk, u
     if (sum <= QUICK_BOUND) {
         return true;
     }
-    return islow_8x8_agrees(blob, bk, qt) && islow_4x4_agrees(blob, bk, qt) && islow_2x2_agrees(blob, bk, qt);
+    return islow_agrees(blob, bk, qt, 8u) && islow_agrees(blob, bk, qt, 4u) && islow_agrees(blob, bk, qt, 2u);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -209,128 +209,35 @@ fn in_range(x: i32) -> bool {
     return x >= -512 && x <= 511;
 }
 
-// islow_8x8 (jpeg_idct_islow's passes) within range.
-fn islow_8x8_agrees(qt: u32) -> bool {
+// islow_8x8, islow_4x4 or islow_2x2 (the passes of jpeg_idct_islow, jpeg_idct_4x4 or
+// jpeg_idct_2x2, by `size`) within range: idct_column and idct_row of
+// shaders/idct_common.wgsl.
+fn islow_agrees(qt: u32, size: u32) -> bool {
     var ok = true;
     for (var col = 0u; col < 8u; col++) {
-        var zero = true;
-        for (var r = 1u; r < 8u; r++) {
-            zero = zero && coef(r * 8u + col) == 0;
-        }
-        if (zero) {
-            let dc = deq(qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
+        if (idct_reads(size, col)) {
+            var c: array<i32, 8>;
+            var q: array<i32, 8>;
             for (var r = 0u; r < 8u; r++) {
-                ws[r * 8u + col] = dc;
+                let i = r * 8u + col;
+                c[r] = select(0, coef(i), idct_reads(size, r));
+                q[r] = half16(blob[qt + i / 2u], i);
             }
-        } else {
-            var x: array<i32, 8>;
-            for (var r = 0u; r < 8u; r++) {
-                x[r] = deq(qt, r * 8u + col);
-            }
-            var o = idct8_1d(x, CONST_BITS - PASS1_BITS);
-            for (var r = 0u; r < 8u; r++) {
+            var o = idct_column(c, q, size);
+            for (var r = 0u; r < size; r++) {
                 ok = ok && fits16(o[r]);
                 ws[r * 8u + col] = o[r];
             }
         }
     }
-    for (var row = 0u; row < 8u; row++) {
+    for (var row = 0u; row < size; row++) {
         var x: array<i32, 8>;
-        var zero = true;
         for (var i = 0u; i < 8u; i++) {
-            x[i] = ws[row * 8u + i];
-            if (i > 0u) {
-                zero = zero && x[i] == 0;
-            }
+            x[i] = select(0, ws[row * 8u + i], idct_reads(size, i));
         }
-        if (zero) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-        } else {
-            var o = idct8_1d(x, CONST_BITS + PASS1_BITS + 3u);
-            for (var i = 0u; i < 8u; i++) {
-                ok = ok && in_range(o[i]);
-            }
-        }
-    }
-    return ok;
-}
-
-// islow_4x4 (jpeg_idct_4x4's passes) within range.
-fn islow_4x4_agrees(qt: u32) -> bool {
-    var ok = true;
-    for (var col = 0u; col < 8u; col++) {
-        if (col == 4u) {
-        } else {
-            let zero = coef(8u + col) == 0 && coef(16u + col) == 0 && coef(24u + col) == 0
-                && coef(40u + col) == 0 && coef(48u + col) == 0 && coef(56u + col) == 0;
-            if (zero) {
-                let dc = deq(qt, col) << PASS1_BITS;
-                ok = ok && fits16(dc);
-                for (var r = 0u; r < 4u; r++) {
-                    ws[r * 8u + col] = dc;
-                }
-            } else {
-                let x = array<i32, 8>(
-                    deq(qt, col), deq(qt, 8u + col), deq(qt, 16u + col), deq(qt, 24u + col), 0,
-                    deq(qt, 40u + col), deq(qt, 48u + col), deq(qt, 56u + col),
-                );
-                var o = idct4_1d(x, CONST_BITS - PASS1_BITS + 1u);
-                for (var r = 0u; r < 4u; r++) {
-                    ok = ok && fits16(o[r]);
-                    ws[r * 8u + col] = o[r];
-                }
-            }
-        }
-    }
-    for (var row = 0u; row < 4u; row++) {
-        let b = row * 8u;
-        let x = array<i32, 8>(
-            ws[b], ws[b + 1u], ws[b + 2u], ws[b + 3u], 0, ws[b + 5u], ws[b + 6u], ws[b + 7u],
-        );
-        if (x[1] == 0 && x[2] == 0 && x[3] == 0 && x[5] == 0 && x[6] == 0 && x[7] == 0) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-        } else {
-            var o = idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u);
-            for (var i = 0u; i < 4u; i++) {
-                ok = ok && in_range(o[i]);
-            }
-        }
-    }
-    return ok;
-}
-
-// islow_2x2 (jpeg_idct_2x2's passes) within range.
-fn islow_2x2_agrees(qt: u32) -> bool {
-    var ok = true;
-    for (var k = 0u; k < 5u; k++) {
-        let col = select(2u * k - 1u, 0u, k == 0u);
-        let zero = coef(8u + col) == 0 && coef(24u + col) == 0 && coef(40u + col) == 0
-            && coef(56u + col) == 0;
-        if (zero) {
-            let dc = deq(qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
-            ws[col] = dc;
-            ws[8u + col] = dc;
-        } else {
-            let x = array<i32, 8>(
-                deq(qt, col), deq(qt, 8u + col), 0, deq(qt, 24u + col), 0, deq(qt, 40u + col), 0,
-                deq(qt, 56u + col),
-            );
-            var o = idct2_1d(x, CONST_BITS - PASS1_BITS + 2u);
-            ok = ok && fits16(o[0]) && fits16(o[1]);
-            ws[col] = o[0];
-            ws[8u + col] = o[1];
-        }
-    }
-    for (var row = 0u; row < 2u; row++) {
-        let b = row * 8u;
-        let x = array<i32, 8>(ws[b], ws[b + 1u], 0, ws[b + 3u], 0, ws[b + 5u], 0, ws[b + 7u]);
-        if (x[1] == 0 && x[3] == 0 && x[5] == 0 && x[7] == 0) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-        } else {
-            var o = idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u);
-            ok = ok && in_range(o[0]) && in_range(o[1]);
+        var o = idct_row(x, size);
+        for (var i = 0u; i < size; i++) {
+            ok = ok && in_range(o[i]);
         }
     }
     return ok;
@@ -365,7 +272,7 @@ fn simd_agrees(qt: u32) -> bool {
     if (sum <= QUICK_BOUND) {
         return true;
     }
-    return islow_8x8_agrees(qt) && islow_4x4_agrees(qt) && islow_2x2_agrees(qt);
+    return islow_agrees(qt, 8u) && islow_agrees(qt, 4u) && islow_agrees(qt, 2u);
 }
 
 // ---------------------------------------------------------------------------------------

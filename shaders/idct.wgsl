@@ -99,132 +99,34 @@ fn range_limit(x: i32) -> u32 {
     return i - 896u;
 }
 
-// jpeg_idct_islow: block at `at` (in the layout of size `stored`), quantisation table at
-// `qt`, into samples[].
-fn idct_8x8(at: u32, stored: u32, qt: u32) {
+// jpeg_idct_islow (size 8), jpeg_idct_4x4 (4) or jpeg_idct_2x2 (2): block at `at` (in the
+// layout of size `stored`), quantisation table at `qt`, into samples[] (rows and columns
+// 0..size). The passes are idct_column and idct_row of shaders/idct_common.wgsl.
+fn idct_block(at: u32, stored: u32, qt: u32, size: u32) {
     for (var col = 0u; col < 8u; col++) {
-        var zero = true;
-        for (var r = 1u; r < 8u; r++) {
-            zero = zero && coef(at, stored, r * 8u + col) == 0;
-        }
-        if (zero) {
-            let dc = deq(at, stored, qt, col) << PASS1_BITS;
+        if (idct_reads(size, col)) {
+            var c: array<i32, 8>;
+            var q: array<i32, 8>;
             for (var r = 0u; r < 8u; r++) {
-                ws[r * 8u + col] = dc;
+                let i = r * 8u + col;
+                c[r] = select(0, coef(at, stored, i), idct_reads(size, r));
+                q[r] = half16(blob[qt + i / 2u], i);
             }
-            continue;
-        }
-        var x: array<i32, 8>;
-        for (var r = 0u; r < 8u; r++) {
-            x[r] = deq(at, stored, qt, r * 8u + col);
-        }
-        var o = idct8_1d(x, CONST_BITS - PASS1_BITS);
-        for (var r = 0u; r < 8u; r++) {
-            ws[r * 8u + col] = o[r];
+            var o = idct_column(c, q, size);
+            for (var r = 0u; r < size; r++) {
+                ws[r * 8u + col] = o[r];
+            }
         }
     }
-    for (var row = 0u; row < 8u; row++) {
+    for (var row = 0u; row < size; row++) {
         var x: array<i32, 8>;
-        var zero = true;
         for (var i = 0u; i < 8u; i++) {
-            x[i] = ws[row * 8u + i];
-            if (i > 0u) {
-                zero = zero && x[i] == 0;
-            }
+            x[i] = select(0, ws[row * 8u + i], idct_reads(size, i));
         }
-        if (zero) {
-            let v = range_limit(descale(x[0], PASS1_BITS + 3u));
-            for (var i = 0u; i < 8u; i++) {
-                samples[row * 8u + i] = v;
-            }
-            continue;
-        }
-        var o = idct8_1d(x, CONST_BITS + PASS1_BITS + 3u);
-        for (var i = 0u; i < 8u; i++) {
+        var o = idct_row(x, size);
+        for (var i = 0u; i < size; i++) {
             samples[row * 8u + i] = range_limit(o[i]);
         }
-    }
-}
-
-// jpeg_idct_4x4 into samples[] (rows 0-3, columns 0-3).
-fn idct_4x4(at: u32, stored: u32, qt: u32) {
-    for (var col = 0u; col < 8u; col++) {
-        if (col == 4u) {
-            continue;
-        }
-        let zero = coef(at, stored, 8u + col) == 0 && coef(at, stored, 16u + col) == 0
-            && coef(at, stored, 24u + col) == 0 && coef(at, stored, 40u + col) == 0
-            && coef(at, stored, 48u + col) == 0 && coef(at, stored, 56u + col) == 0;
-        if (zero) {
-            let dc = deq(at, stored, qt, col) << PASS1_BITS;
-            for (var r = 0u; r < 4u; r++) {
-                ws[r * 8u + col] = dc;
-            }
-            continue;
-        }
-        let x = array<i32, 8>(
-            deq(at, stored, qt, col), deq(at, stored, qt, 8u + col),
-            deq(at, stored, qt, 16u + col), deq(at, stored, qt, 24u + col), 0,
-            deq(at, stored, qt, 40u + col), deq(at, stored, qt, 48u + col),
-            deq(at, stored, qt, 56u + col),
-        );
-        var o = idct4_1d(x, CONST_BITS - PASS1_BITS + 1u);
-        for (var r = 0u; r < 4u; r++) {
-            ws[r * 8u + col] = o[r];
-        }
-    }
-    for (var row = 0u; row < 4u; row++) {
-        let b = row * 8u;
-        let x = array<i32, 8>(
-            ws[b], ws[b + 1u], ws[b + 2u], ws[b + 3u], 0, ws[b + 5u], ws[b + 6u], ws[b + 7u],
-        );
-        if (x[1] == 0 && x[2] == 0 && x[3] == 0 && x[5] == 0 && x[6] == 0 && x[7] == 0) {
-            let v = range_limit(descale(x[0], PASS1_BITS + 3u));
-            for (var i = 0u; i < 4u; i++) {
-                samples[b + i] = v;
-            }
-            continue;
-        }
-        var o = idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u);
-        for (var i = 0u; i < 4u; i++) {
-            samples[b + i] = range_limit(o[i]);
-        }
-    }
-}
-
-// jpeg_idct_2x2 into samples[] (rows 0-1, columns 0-1).
-fn idct_2x2(at: u32, stored: u32, qt: u32) {
-    for (var k = 0u; k < 5u; k++) {
-        let col = select(2u * k - 1u, 0u, k == 0u);
-        let zero = coef(at, stored, 8u + col) == 0 && coef(at, stored, 24u + col) == 0
-            && coef(at, stored, 40u + col) == 0 && coef(at, stored, 56u + col) == 0;
-        if (zero) {
-            let dc = deq(at, stored, qt, col) << PASS1_BITS;
-            ws[col] = dc;
-            ws[8u + col] = dc;
-            continue;
-        }
-        let x = array<i32, 8>(
-            deq(at, stored, qt, col), deq(at, stored, qt, 8u + col), 0,
-            deq(at, stored, qt, 24u + col), 0, deq(at, stored, qt, 40u + col), 0,
-            deq(at, stored, qt, 56u + col),
-        );
-        var o = idct2_1d(x, CONST_BITS - PASS1_BITS + 2u);
-        ws[col] = o[0];
-        ws[8u + col] = o[1];
-    }
-    for (var row = 0u; row < 2u; row++) {
-        let b = row * 8u;
-        let x = array<i32, 8>(ws[b], ws[b + 1u], 0, ws[b + 3u], 0, ws[b + 5u], 0, ws[b + 7u]);
-        if (x[1] == 0 && x[3] == 0 && x[5] == 0 && x[7] == 0) {
-            let v = range_limit(descale(x[0], PASS1_BITS + 3u));
-            samples[b] = v;
-            samples[b + 1u] = v;
-            continue;
-        }
-        var o = idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u);
-        samples[b] = range_limit(o[0]);
-        samples[b + 1u] = range_limit(o[1]);
     }
 }
 
@@ -276,7 +178,7 @@ fn idct(
     let stored = select(size, 8u, blob[H_FULL_BLOCKS] == 1u);
     let per_block = block_words(stored);
     if (size == 8u) {
-        idct_8x8(coefs + per_block * block0, stored, qt);
+        idct_block(coefs + per_block * block0, stored, qt, 8u);
         for (var r = 0u; r < 8u; r++) {
             let row = plane + (gy * 8u + r) * stride + gx * 2u;
             let s = r * 8u;
@@ -286,7 +188,7 @@ fn idct(
                 | (samples[s + 6u] << 16u) | (samples[s + 7u] << 24u);
         }
     } else if (size == 4u) {
-        idct_4x4(coefs + per_block * block0, stored, qt);
+        idct_block(coefs + per_block * block0, stored, qt, 4u);
         for (var r = 0u; r < 4u; r++) {
             let s = r * 8u;
             planes[plane + (gy * 4u + r) * stride + gx] = samples[s] | (samples[s + 1u] << 8u)
@@ -296,7 +198,7 @@ fn idct(
         var words = array<u32, 2>(0u, 0u);
         for (var k = 0u; k < 2u; k++) {
             if (gx * 2u + k < bw) {
-                idct_2x2(coefs + per_block * (block0 + k), stored, qt);
+                idct_block(coefs + per_block * (block0 + k), stored, qt, 2u);
                 for (var r = 0u; r < 2u; r++) {
                     words[r] = words[r] | ((samples[r * 8u] | (samples[r * 8u + 1u] << 8u))
                         << (16u * k));

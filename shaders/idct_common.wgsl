@@ -119,3 +119,57 @@ fn idct2_1d(x: array<i32, 8>, shift: u32) -> array<i32, 2> {
         + x[1] * FIX_3_624509785;
     return array<i32, 2>(descale(tmp10 + tmp0, shift), descale(tmp10 - tmp0, shift));
 }
+
+// Whether the IDCT of output size `size` (8, 4 or 2) reads row or column r of a block:
+// jpeg_idct_4x4 skips 4, jpeg_idct_2x2 2, 4 and 6.
+fn idct_reads(size: u32, r: u32) -> bool {
+    if (size == 8u) {
+        return true;
+    }
+    if (size == 4u) {
+        return r != 4u;
+    }
+    return r == 0u || (r & 1u) == 1u;
+}
+
+// The 1-D pass of the IDCT of output size `size` (8, 4 or 2) over x, descaled by `shift`
+// plus the size's extra bits; the first `size` values count.
+fn idct_1d(x: array<i32, 8>, size: u32, shift: u32) -> array<i32, 8> {
+    if (size == 8u) {
+        return idct8_1d(x, shift);
+    }
+    if (size == 4u) {
+        let o = idct4_1d(x, shift + 1u);
+        return array<i32, 8>(o[0], o[1], o[2], o[3], 0, 0, 0, 0);
+    }
+    let o = idct2_1d(x, shift + 2u);
+    return array<i32, 8>(o[0], o[1], 0, 0, 0, 0, 0, 0);
+}
+
+// Pass 1 of the IDCT of output size `size` on one column: c its coefficients and q their
+// quantisers, by row (the rows the size does not read zero in c); the first `size` values
+// of the result count (the DC alone where every AC coefficient is zero, as the oracle tests
+// it: before dequantisation). Straight-line, no loop (see huffman.wgsl's `fill`).
+fn idct_column(c: array<i32, 8>, q: array<i32, 8>, size: u32) -> array<i32, 8> {
+    if (c[1] == 0 && c[2] == 0 && c[3] == 0 && c[4] == 0 && c[5] == 0 && c[6] == 0
+        && c[7] == 0) {
+        let dc = (c[0] * q[0]) << PASS1_BITS;
+        return array<i32, 8>(dc, dc, dc, dc, dc, dc, dc, dc);
+    }
+    let x = array<i32, 8>(
+        c[0] * q[0], c[1] * q[1], c[2] * q[2], c[3] * q[3],
+        c[4] * q[4], c[5] * q[5], c[6] * q[6], c[7] * q[7],
+    );
+    return idct_1d(x, size, CONST_BITS - PASS1_BITS);
+}
+
+// Pass 2 of the IDCT of output size `size` on one row x of pass-1 values (the columns the
+// size does not read zero): the samples before the range limit, the first `size` count.
+fn idct_row(x: array<i32, 8>, size: u32) -> array<i32, 8> {
+    if (x[1] == 0 && x[2] == 0 && x[3] == 0 && x[4] == 0 && x[5] == 0 && x[6] == 0
+        && x[7] == 0) {
+        let v = descale(x[0], PASS1_BITS + 3u);
+        return array<i32, 8>(v, v, v, v, v, v, v, v);
+    }
+    return idct_1d(x, size, CONST_BITS + PASS1_BITS + 3u);
+}
