@@ -90,6 +90,28 @@ static __device__ __forceinline__ u32 neighbour(u32 i, bool up, u32 n) {
     return umin(i + 1u, umax(n, 1u) - 1u);
 }
 
+// One axis of the triangle filter (jdsample.c's h2v1, h1v2 and h2v2 fancy upsampling)
+// at full-resolution coordinate x of a component `count` samples long: the nearer
+// sample x / 2, the other one beside x, and whether x is the first of its pair.
+struct Tap {
+    u32 near;
+    u32 far;
+    bool first;
+};
+static __device__ __forceinline__ Tap tap(u32 x, u32 count) {
+    Tap t;
+    t.near = x / 2u;
+    t.first = x % 2u == 0u;
+    t.far = neighbour(t.near, t.first, count);
+    return t;
+}
+
+// The one-axis triangle filter: 3/4 of the nearer sample and 1/4 of the other, rounded
+// up on the first of a pair and down on the second.
+static __device__ __forceinline__ u32 triangle(u32 near, u32 far, bool first) {
+    return (3u * near + far + (first ? 1u : 2u)) >> 2u;
+}
+
 // Component c's upsampled value at pixel (x, y) of the scaled image.
 static __device__ __forceinline__ u32 component_value(
     const u32* blob, const u32* planes, u32 c, u32 x, u32 y) {
@@ -98,33 +120,23 @@ static __device__ __forceinline__ u32 component_value(
         return plane_sample(blob, planes, c, x, y);
     }
     if (method == UP_H2V1) {
-        const u32 i = x / 2u;
-        const bool left = x % 2u == 0u;
-        const u32 n = neighbour(i, left, comp_word(blob, c, C_DW));
-        return (3u * plane_sample(blob, planes, c, i, y) + plane_sample(blob, planes, c, n, y)
-                   + (left ? 1u : 2u))
-            >> 2u;
+        const Tap h = tap(x, comp_word(blob, c, C_DW));
+        return triangle(plane_sample(blob, planes, c, h.near, y),
+            plane_sample(blob, planes, c, h.far, y), h.first);
     }
     if (method == UP_H1V2) {
-        const u32 j = y / 2u;
-        const bool above = y % 2u == 0u;
-        const u32 n = neighbour(j, above, comp_word(blob, c, C_DH));
-        return (3u * plane_sample(blob, planes, c, x, j) + plane_sample(blob, planes, c, x, n)
-                   + (above ? 1u : 2u))
-            >> 2u;
+        const Tap v = tap(y, comp_word(blob, c, C_DH));
+        return triangle(plane_sample(blob, planes, c, x, v.near),
+            plane_sample(blob, planes, c, x, v.far), v.first);
     }
     if (method == UP_H2V2) {
-        const u32 j = y / 2u;
-        const bool above = y % 2u == 0u;
-        const u32 nj = neighbour(j, above, comp_word(blob, c, C_DH));
-        const u32 i = x / 2u;
-        const bool left = x % 2u == 0u;
-        const u32 ni = neighbour(i, left, comp_word(blob, c, C_DW));
-        const u32 here =
-            3u * plane_sample(blob, planes, c, i, j) + plane_sample(blob, planes, c, i, nj);
-        const u32 there =
-            3u * plane_sample(blob, planes, c, ni, j) + plane_sample(blob, planes, c, ni, nj);
-        return (3u * here + there + (left ? 8u : 7u)) >> 4u;
+        const Tap v = tap(y, comp_word(blob, c, C_DH));
+        const Tap h = tap(x, comp_word(blob, c, C_DW));
+        const u32 here = 3u * plane_sample(blob, planes, c, h.near, v.near)
+            + plane_sample(blob, planes, c, h.near, v.far);
+        const u32 there = 3u * plane_sample(blob, planes, c, h.far, v.near)
+            + plane_sample(blob, planes, c, h.far, v.far);
+        return (3u * here + there + (h.first ? 8u : 7u)) >> 4u;
     }
     // UP_BOX
     return plane_sample(blob, planes, c, x / umax(comp_word(blob, c, C_EH), 1u),

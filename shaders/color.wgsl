@@ -78,6 +78,27 @@ fn neighbour(i: u32, up: bool, n: u32) -> u32 {
     return min(i + 1u, max(n, 1u) - 1u);
 }
 
+// One axis of the triangle filter (jdsample.c's h2v1, h1v2 and h2v2 fancy upsampling)
+// at full-resolution coordinate x of a component `count` samples long: the nearer
+// sample x / 2, the other one beside x, and whether x is the first of its pair.
+struct Tap {
+    near: u32,
+    far: u32,
+    first: bool,
+}
+
+fn tap(x: u32, count: u32) -> Tap {
+    let near = x / 2u;
+    let first = x % 2u == 0u;
+    return Tap(near, neighbour(near, first, count), first);
+}
+
+// The one-axis triangle filter: 3/4 of the nearer sample and 1/4 of the other, rounded
+// up on the first of a pair and down on the second.
+fn triangle(near: u32, far: u32, first: bool) -> u32 {
+    return (3u * near + far + select(2u, 1u, first)) >> 2u;
+}
+
 // Component c's upsampled value at pixel (x, y) of the scaled image.
 fn component_value(c: u32, x: u32, y: u32) -> u32 {
     let method = comp_word(c, C_METHOD);
@@ -85,27 +106,19 @@ fn component_value(c: u32, x: u32, y: u32) -> u32 {
         return plane_sample(c, x, y);
     }
     if (method == UP_H2V1) {
-        let i = x / 2u;
-        let left = x % 2u == 0u;
-        let n = neighbour(i, left, comp_word(c, C_DW));
-        return (3u * plane_sample(c, i, y) + plane_sample(c, n, y) + select(2u, 1u, left)) >> 2u;
+        let h = tap(x, comp_word(c, C_DW));
+        return triangle(plane_sample(c, h.near, y), plane_sample(c, h.far, y), h.first);
     }
     if (method == UP_H1V2) {
-        let j = y / 2u;
-        let above = y % 2u == 0u;
-        let n = neighbour(j, above, comp_word(c, C_DH));
-        return (3u * plane_sample(c, x, j) + plane_sample(c, x, n) + select(2u, 1u, above)) >> 2u;
+        let v = tap(y, comp_word(c, C_DH));
+        return triangle(plane_sample(c, x, v.near), plane_sample(c, x, v.far), v.first);
     }
     if (method == UP_H2V2) {
-        let j = y / 2u;
-        let above = y % 2u == 0u;
-        let nj = neighbour(j, above, comp_word(c, C_DH));
-        let i = x / 2u;
-        let left = x % 2u == 0u;
-        let ni = neighbour(i, left, comp_word(c, C_DW));
-        let here = 3u * plane_sample(c, i, j) + plane_sample(c, i, nj);
-        let there = 3u * plane_sample(c, ni, j) + plane_sample(c, ni, nj);
-        return (3u * here + there + select(7u, 8u, left)) >> 4u;
+        let v = tap(y, comp_word(c, C_DH));
+        let h = tap(x, comp_word(c, C_DW));
+        let here = 3u * plane_sample(c, h.near, v.near) + plane_sample(c, h.near, v.far);
+        let there = 3u * plane_sample(c, h.far, v.near) + plane_sample(c, h.far, v.far);
+        return (3u * here + there + select(7u, 8u, h.first)) >> 4u;
     }
     // UP_BOX
     return plane_sample(c, x / max(comp_word(c, C_EH), 1u), y / max(comp_word(c, C_EV), 1u));
