@@ -8,6 +8,9 @@
 // Bindings: 0 `blob` (the decode chunk; read), 1 `planes` (what `idct` wrote; read),
 // 2 `windows` (bound at the chunk's first output word; written: one RGBA word per pixel,
 // R in the low byte, A = 255). No params.
+//
+// The invocation index and the image lookup are in kernels/decode_common.cuh, prepended to
+// this file.
 
 // Constants as enumerators, not variables: NVRTC would emit every namespace-scope
 // constant as a global.
@@ -64,11 +67,11 @@ struct ColorI3 {
 };
 
 static __device__ __forceinline__ u32 image_word(const u32* blob, u32 i, u32 w) {
-    return blob[blob[H_IMAGE_TABLE] + i * 16u + w];
+    return record_word(blob, H_IMAGE_TABLE, i, w);
 }
 
 static __device__ __forceinline__ u32 comp_word(const u32* blob, u32 c, u32 w) {
-    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
+    return record_word(blob, H_COMPONENT_TABLE, c, w);
 }
 
 // Plane sample (sx, sy) in whole-component coordinates.
@@ -174,22 +177,11 @@ extern "C" __global__ void color(const KernelArgs a) {
     const u32* blob = (const u32*)a.ptr[0];
     const u32* planes = (const u32*)a.ptr[1];
     u32* windows = (u32*)a.ptr[2];
-    const u32 gid =
-        (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * 64u + local_invocation_index();
+    const u32 gid = flat_id(64u);
     if (gid >= blob[H_PIXELS]) {
         return;
     }
-    u32 lo = 0u;
-    u32 hi = blob[H_IMAGES];
-    while (hi - lo > 1u) {
-        const u32 mid = (lo + hi) / 2u;
-        if (image_word(blob, mid, I_PIXEL_START) <= gid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    const u32 img = lo;
+    const u32 img = record_of(blob, H_IMAGE_TABLE, blob[H_IMAGES], I_PIXEL_START, gid);
     const u32 local = gid - image_word(blob, img, I_PIXEL_START);
     const u32 out = image_word(blob, img, I_OUT) + local;
     const u32 kind = image_word(blob, img, I_KIND);

@@ -262,8 +262,7 @@ extern "C" __global__ void huffman(const KernelArgs a) {
     const u32* blob = (const u32*)a.ptr[0];
     u32* coefs = (u32*)a.ptr[1];
     u32* status = (u32*)a.ptr[2];
-    const u32 i =
-        (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * 32u + local_invocation_index();
+    const u32 i = flat_id(32u);
     if (i >= blob[H_INTERVALS]) {
         return;
     }

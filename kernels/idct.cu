@@ -13,7 +13,8 @@
 // The oracle's i32 arithmetic wraps; here every such value is carried in a u32 (same bits,
 // defined wrapping) and shifted right arithmetically with sra(). The IDCT constants,
 // half16, descale and the 1-D passes are in kernels/idct_common.cuh, prepended to this
-// file (the `huffman` kernel's range check runs the same ones).
+// file (the `huffman` kernel's range check runs the same ones); the invocation index and
+// the component lookup in kernels/decode_common.cuh, prepended before it.
 
 // Constants as enumerators, not variables: NVRTC would emit every namespace-scope
 // constant as a global.
@@ -44,7 +45,7 @@ struct IdctState {
 };
 
 static __device__ __forceinline__ u32 comp_word(const u32* blob, u32 c, u32 w) {
-    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
+    return record_word(blob, H_COMPONENT_TABLE, c, w);
 }
 
 // A block stored in the layout of output size `stored` (coeffs.rs): the kept rows by the
@@ -158,23 +159,12 @@ extern "C" __global__ void idct(const KernelArgs a) {
     // The blocks: the chunk itself for host-decoded coefficients, the coefficient buffer
     // for blocks the `huffman` pass decoded (`coef_offset` counts from its start).
     const u32* blocks = (const u32*)a.ptr[2];
-    const u32 gid =
-        (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * 64u + local_invocation_index();
+    const u32 gid = flat_id(64u);
     if (gid >= blob[H_IDCT]) {
         return;
     }
-    // The component whose invocations contain gid: the last one starting at or before it.
-    u32 lo = 0u;
-    u32 hi = blob[H_COMPONENTS];
-    while (hi - lo > 1u) {
-        const u32 mid = (lo + hi) / 2u;
-        if (comp_word(blob, mid, C_GROUP_START) <= gid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    const u32 c = lo;
+    // The component whose invocations contain gid.
+    const u32 c = record_of(blob, H_COMPONENT_TABLE, blob[H_COMPONENTS], C_GROUP_START, gid);
     const u32 size = comp_word(blob, c, C_DCT);
     const u32 bw = comp_word(blob, c, C_BW);
     const u32 bh = comp_word(blob, c, C_BH);

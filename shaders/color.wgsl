@@ -6,7 +6,8 @@
 // reads the component planes idct.wgsl wrote and writes one RGBA word (R in the low byte,
 // A = 255) into `windows`, which is bound at the chunk's first output word.
 
-@group(0) @binding(0) var<storage, read> blob: array<u32>;
+// Binding 0, `blob` (the chunk), is declared in shaders/decode_common.wgsl, joined after
+// this file.
 @group(0) @binding(1) var<storage, read> planes: array<u32>;
 @group(0) @binding(2) var<storage, read_write> windows: array<u32>;
 
@@ -54,11 +55,11 @@ const UP_H1V2: u32 = 3u;
 const UP_H2V2: u32 = 4u;
 
 fn image_word(i: u32, w: u32) -> u32 {
-    return blob[blob[H_IMAGE_TABLE] + i * 16u + w];
+    return record_word(H_IMAGE_TABLE, i, w);
 }
 
 fn comp_word(c: u32, w: u32) -> u32 {
-    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
+    return record_word(H_COMPONENT_TABLE, c, w);
 }
 
 // Plane sample (sx, sy) in whole-component coordinates.
@@ -158,21 +159,11 @@ fn color(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let gid = (wid.y * nwg.x + wid.x) * 64u + lid;
+    let gid = flat_id(wid, nwg, lid, 64u);
     if (gid >= blob[H_PIXELS]) {
         return;
     }
-    var lo = 0u;
-    var hi = blob[H_IMAGES];
-    while (hi - lo > 1u) {
-        let mid = (lo + hi) / 2u;
-        if (image_word(mid, I_PIXEL_START) <= gid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let img = lo;
+    let img = record_of(H_IMAGE_TABLE, blob[H_IMAGES], I_PIXEL_START, gid);
     let local = gid - image_word(img, I_PIXEL_START);
     let out = image_word(img, I_OUT) + local;
     let kind = image_word(img, I_KIND);

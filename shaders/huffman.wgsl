@@ -12,7 +12,8 @@
 // buffer is fed zeros, as libjpeg does). All integer arithmetic is 32-bit and wraps, as in
 // the oracle.
 
-@group(0) @binding(0) var<storage, read> blob: array<u32>;
+// Binding 0, `blob` (the chunk), is declared in shaders/decode_common.wgsl, joined after
+// this file.
 @group(0) @binding(1) var<storage, read_write> coefs: array<u32>;
 @group(0) @binding(2) var<storage, read_write> status: array<u32>;
 
@@ -283,7 +284,7 @@ fn huffman(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = (wid.y * nwg.x + wid.x) * 32u + lid;
+    let i = flat_id(wid, nwg, lid, 32u);
     if (i < blob[H_INTERVALS]) {
         decode_interval(i);
     }

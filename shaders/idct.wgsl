@@ -9,7 +9,8 @@
 // constants, half16, descale and the 1-D passes are in shaders/idct_common.wgsl, joined in
 // front of this file (the `huffman` pass's range check runs the same ones).
 
-@group(0) @binding(0) var<storage, read> blob: array<u32>;
+// Binding 0, `blob` (the chunk), is declared in shaders/decode_common.wgsl, joined after
+// this file.
 @group(0) @binding(1) var<storage, read_write> planes: array<u32>;
 // The blocks: the chunk itself for host-decoded coefficients, the coefficient buffer
 // for blocks the `huffman` pass decoded (`coef_offset` counts from its start).
@@ -36,7 +37,7 @@ var<private> ws: array<i32, 64>;
 var<private> samples: array<u32, 64>;
 
 fn comp_word(c: u32, w: u32) -> u32 {
-    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
+    return record_word(H_COMPONENT_TABLE, c, w);
 }
 
 // A block stored in the layout of output size `stored` (coeffs.rs): the kept rows by the
@@ -141,22 +142,12 @@ fn idct(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let gid = (wid.y * nwg.x + wid.x) * 64u + lid;
+    let gid = flat_id(wid, nwg, lid, 64u);
     if (gid >= blob[H_IDCT]) {
         return;
     }
-    // The component whose invocations contain gid: the last one starting at or before it.
-    var lo = 0u;
-    var hi = blob[H_COMPONENTS];
-    while (hi - lo > 1u) {
-        let mid = (lo + hi) / 2u;
-        if (comp_word(mid, C_GROUP_START) <= gid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let c = lo;
+    // The component whose invocations contain gid.
+    let c = record_of(H_COMPONENT_TABLE, blob[H_COMPONENTS], C_GROUP_START, gid);
     let size = comp_word(c, C_DCT);
     let bw = comp_word(c, C_BW);
     let bh = comp_word(c, C_BH);

@@ -40,25 +40,47 @@ fn every_shader_parses_and_validates() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// A file joined to other shaders: it validates alone and has no entry point; its
+/// module-scope variables, by name and binding.
+fn joined_file_globals(name: &str, source: &str) -> Vec<(Option<String>, Option<u32>)> {
+    validate(name, source).expect("validates");
+    let module = parse(source);
+    assert!(module.entry_points.is_empty(), "{name}");
+    module
+        .global_variables
+        .iter()
+        .map(|(_, g)| (g.name.clone(), g.binding.as_ref().map(|b| b.binding)))
+        .collect()
+}
+
 /// `idct_common.wgsl` is joined in front of two shaders with different bindings: it
 /// validates alone and declares no module-scope variable (binding or private), and both
 /// shaders start with it.
 #[test]
 fn the_shared_idct_arithmetic_is_pure_and_in_front_of_both_idct_users() {
-    validate("idct_common.wgsl", shaders::IDCT_COMMON).expect("validates");
-    let module = parse(shaders::IDCT_COMMON);
-    let globals: Vec<_> = module
-        .global_variables
-        .iter()
-        .map(|(_, g)| &g.name)
-        .collect();
+    let globals = joined_file_globals("idct_common.wgsl", shaders::IDCT_COMMON);
     assert!(globals.is_empty(), "{globals:?}");
-    assert!(module.entry_points.is_empty());
     for (name, source) in [
         ("huffman.wgsl", shaders::HUFFMAN),
         ("idct.wgsl", shaders::IDCT),
     ] {
         assert!(source.starts_with(shaders::IDCT_COMMON), "{name}");
+    }
+}
+
+/// `decode_common.wgsl` is joined after the three decode shaders: it validates alone,
+/// declares the chunk's binding and nothing else at module scope, has no entry point, and
+/// each of the three ends with it.
+#[test]
+fn the_shared_decode_lookups_end_each_decode_shader() {
+    let globals = joined_file_globals("decode_common.wgsl", shaders::DECODE_COMMON);
+    assert_eq!(globals, [(Some("blob".to_string()), Some(0))]);
+    for (name, source) in [
+        ("huffman.wgsl", shaders::HUFFMAN),
+        ("idct.wgsl", shaders::IDCT),
+        ("color.wgsl", shaders::COLOR),
+    ] {
+        assert!(source.ends_with(shaders::DECODE_COMMON), "{name}");
     }
 }
 
