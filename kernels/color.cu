@@ -9,18 +9,12 @@
 // 2 `windows` (bound at the chunk's first output word; written: one RGBA word per pixel,
 // R in the low byte, A = 255). No params.
 //
-// The invocation index and the image lookup are in kernels/decode_common.cuh, prepended to
-// this file.
+// The chunk's header and ComponentDesc words, the invocation index and the lookups into
+// the chunk are in kernels/decode_common.cuh, prepended to this file.
 
 // Constants as enumerators, not variables: NVRTC would emit every namespace-scope
 // constant as a global.
 enum : u32 {
-    // Chunk header words.
-    H_IMAGES = 0u, // number of image records
-    H_IMAGE_TABLE = 2u,
-    H_COMPONENT_TABLE = 3u,
-    H_PIXELS = 5u, // output pixels in this chunk
-
     // ImageDesc words.
     I_KIND = 0u,
     I_FLAGS = 1u,
@@ -32,18 +26,6 @@ enum : u32 {
     I_WIDTH = 7u,
     I_PIXEL_START = 12u,
     I_SRC = 13u,
-
-    // ComponentDesc words.
-    C_BX0 = 2u,
-    C_BY0 = 3u,
-    C_DCT = 6u,
-    C_PLANE = 7u,
-    C_STRIDE = 8u,
-    C_DW = 9u,
-    C_DH = 10u,
-    C_METHOD = 11u,
-    C_EH = 12u,
-    C_EV = 13u,
 
     KIND_GRAY = 0u,
     KIND_YCBCR = 1u,
@@ -68,10 +50,6 @@ struct ColorI3 {
 
 static __device__ __forceinline__ u32 image_word(const u32* blob, u32 i, u32 w) {
     return record_word(blob, H_IMAGE_TABLE, i, w);
-}
-
-static __device__ __forceinline__ u32 comp_word(const u32* blob, u32 c, u32 w) {
-    return record_word(blob, H_COMPONENT_TABLE, c, w);
 }
 
 // Plane sample (sx, sy) in whole-component coordinates.

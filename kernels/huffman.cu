@@ -15,17 +15,13 @@
 //
 // The oracle's i32 arithmetic wraps; here every such value is carried in a u32 (same bits,
 // defined wrapping) and shifted right arithmetically with sra(). The IDCT constants,
-// half16, descale and the 1-D passes are those of kernels/idct_common.cuh, prepended to
-// this file.
+// half16, descale, the passes and fits16 are those of kernels/idct_common.cuh, prepended
+// to this file; the chunk's header and ComponentDesc words and the invocation index those
+// of kernels/decode_common.cuh, prepended before it.
 
 // Constants as enumerators, not variables: NVRTC would emit every namespace-scope
 // constant as a global.
 enum : u32 {
-    // Chunk header words.
-    H_COMPONENT_TABLE = 3u,
-    H_INTERVALS = 8u, // intervals in this chunk
-    H_INTERVAL_TABLE = 9u,
-
     // IntervalDesc words.
     V_SCAN = 0u,
     V_FIRST_MCU = 1u,
@@ -42,14 +38,6 @@ enum : u32 {
     S_COMP = 4u,
     S_DC_TABLE = 8u,
     S_AC_TABLE = 12u,
-
-    // ComponentDesc words.
-    C_COEF = 0u,
-    C_QUANT = 1u,
-    C_BX0 = 2u,
-    C_BY0 = 3u,
-    C_BW = 4u,
-    C_BH = 5u,
 
     // Decode table words (after the 128 lookahead words).
     T_MAXCODE = 128u,
@@ -186,49 +174,38 @@ static __device__ __forceinline__ u32 deq(const u32* blob, const Block& bk, u32 
     return coef(bk, i) * half16(blob[qt + i / 2u], i);
 }
 
-static __device__ __forceinline__ bool fits16(u32 x) {
-    return (i32)x >= -32768 && (i32)x <= 32767;
-}
-
 static __device__ __forceinline__ bool in_range(u32 x) {
     return (i32)x >= -512 && (i32)x <= 511;
 }
 
+// Column `col` of the block, by row: the coefficients the IDCT of output size `size`
+// reads, zero for the rows it does not.
+static __device__ __forceinline__ void column(const Block& bk, u32 size, u32 col, u32 c[8]) {
+#pragma unroll
+    for (u32 r = 0u; r < 8u; r++) {
+        c[r] = idct_reads(size, r) ? coef(bk, r * 8u + col) : 0u;
+    }
+}
+
 // islow_8x8, islow_4x4 or islow_2x2 (the passes of jpeg_idct_islow, jpeg_idct_4x4 or
-// jpeg_idct_2x2, by `size`) within range: idct_column and idct_row of
+// jpeg_idct_2x2, by `size`) within range: idct_pass1 and idct_pass2 of
 // kernels/idct_common.cuh.
 static __device__ __forceinline__ bool islow_agrees(const u32* blob, Block& bk, u32 qt, u32 size) {
     bool ok = true;
 #pragma unroll 1
     for (u32 col = 0u; col < 8u; col++) {
-        if (!idct_reads(size, col)) {
-            continue;
-        }
-        u32 c[8];
-        u32 q[8];
-#pragma unroll
-        for (u32 r = 0u; r < 8u; r++) {
-            const u32 i = r * 8u + col;
-            c[r] = idct_reads(size, r) ? coef(bk, i) : 0u;
-            q[r] = half16(blob[qt + i / 2u], i);
-        }
-        u32 o[8];
-        idct_column(c, q, size, o);
-#pragma unroll 1
-        for (u32 r = 0u; r < size; r++) {
-            ok = ok && fits16(o[r]);
-            bk.ws[r * 8u + col] = o[r];
+        if (idct_reads(size, col)) {
+            u32 c[8];
+            u32 qw[8];
+            column(bk, size, col, c);
+            column_words(blob, qt, col, qw);
+            ok = idct_pass1(bk.ws, col, c, qw, size) && ok;
         }
     }
 #pragma unroll 1
     for (u32 row = 0u; row < size; row++) {
-        u32 x[8];
-#pragma unroll
-        for (u32 i = 0u; i < 8u; i++) {
-            x[i] = idct_reads(size, i) ? bk.ws[row * 8u + i] : 0u;
-        }
         u32 o[8];
-        idct_row(x, size, o);
+        idct_pass2(bk.ws, row, size, o);
 #pragma unroll 1
         for (u32 i = 0u; i < size; i++) {
             ok = ok && in_range(o[i]);

@@ -12,29 +12,10 @@
 //
 // The oracle's i32 arithmetic wraps; here every such value is carried in a u32 (same bits,
 // defined wrapping) and shifted right arithmetically with sra(). The IDCT constants,
-// half16, descale and the 1-D passes are in kernels/idct_common.cuh, prepended to this
-// file (the `huffman` kernel's range check runs the same ones); the invocation index and
-// the component lookup in kernels/decode_common.cuh, prepended before it.
-
-// Constants as enumerators, not variables: NVRTC would emit every namespace-scope
-// constant as a global.
-enum : u32 {
-    // Chunk header words.
-    H_COMPONENTS = 1u, // number of component records
-    H_COMPONENT_TABLE = 3u,
-    H_IDCT = 4u, // IDCT invocations in this chunk
-    H_FULL_BLOCKS = 11u, // 1: blocks in the layout of size 8; 0: of each dct_size
-
-    // ComponentDesc words.
-    C_COEF = 0u,
-    C_QUANT = 1u,
-    C_BW = 4u,
-    C_BH = 5u,
-    C_DCT = 6u,
-    C_PLANE = 7u,
-    C_STRIDE = 8u,
-    C_GROUP_START = 14u,
-};
+// half16, descale and the passes are in kernels/idct_common.cuh, prepended to this file
+// (the `huffman` kernel's range check runs the same ones); the chunk's header and
+// ComponentDesc words, the invocation index and the lookups into the chunk in
+// kernels/decode_common.cuh, prepended before it.
 
 // WGSL's module-scope private arrays (pass-1 results and output samples, row * 8 +
 // column) live in the kernel's frame; every index is constant once the loops are unrolled,
@@ -43,10 +24,6 @@ struct IdctState {
     u32 ws[64];
     u32 samples[64];
 };
-
-static __device__ __forceinline__ u32 comp_word(const u32* blob, u32 c, u32 w) {
-    return record_word(blob, H_COMPONENT_TABLE, c, w);
-}
 
 // A block stored in the layout of output size `stored` (coeffs.rs): the kept rows by the
 // kept columns, row-major; `side` of each, natural row or column x at `rank`.
@@ -108,39 +85,33 @@ static __device__ __forceinline__ u32 range_limit(u32 x) {
     return i - 896u;
 }
 
+// Column `col` of the block at `at` (in the layout of size `stored`), by row: the
+// coefficients the IDCT of output size `size` reads, zero for the rows it does not.
+static __device__ __forceinline__ void column(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 size, u32 col, u32 c[8]) {
+#pragma unroll
+    for (u32 r = 0u; r < 8u; r++) {
+        c[r] = idct_reads(size, r) ? coef(blob, blocks, at, stored, r * 8u + col) : 0u;
+    }
+}
+
 // jpeg_idct_islow (size 8), jpeg_idct_4x4 (4) or jpeg_idct_2x2 (2): block at `at` (in the
 // layout of size `stored`), quantisation table at `qt`, into st.samples (rows and columns
-// 0..size). The passes are idct_column and idct_row of kernels/idct_common.cuh.
+// 0..size). The passes are idct_pass1 and idct_pass2 of kernels/idct_common.cuh.
 static __device__ __forceinline__ void idct_block(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 qt, u32 size, IdctState& st) {
 #pragma unroll
     for (u32 col = 0u; col < 8u; col++) {
-        if (!idct_reads(size, col)) {
-            continue;
-        }
-        u32 c[8];
-        u32 q[8];
-#pragma unroll
-        for (u32 r = 0u; r < 8u; r++) {
-            const u32 i = r * 8u + col;
-            c[r] = idct_reads(size, r) ? coef(blob, blocks, at, stored, i) : 0u;
-            q[r] = half16(blob[qt + i / 2u], i);
-        }
-        u32 o[8];
-        idct_column(c, q, size, o);
-#pragma unroll
-        for (u32 r = 0u; r < size; r++) {
-            st.ws[r * 8u + col] = o[r];
+        if (idct_reads(size, col)) {
+            u32 c[8];
+            u32 qw[8];
+            column(blob, blocks, at, stored, size, col, c);
+            column_words(blob, qt, col, qw);
+            idct_pass1(st.ws, col, c, qw, size);
         }
     }
 #pragma unroll
     for (u32 row = 0u; row < size; row++) {
-        u32 x[8];
-#pragma unroll
-        for (u32 i = 0u; i < 8u; i++) {
-            x[i] = idct_reads(size, i) ? st.ws[row * 8u + i] : 0u;
-        }
         u32 o[8];
-        idct_row(x, size, o);
+        idct_pass2(st.ws, row, size, o);
 #pragma unroll
         for (u32 i = 0u; i < size; i++) {
             st.samples[row * 8u + i] = range_limit(o[i]);

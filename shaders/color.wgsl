@@ -6,16 +6,10 @@
 // reads the component planes idct.wgsl wrote and writes one RGBA word (R in the low byte,
 // A = 255) into `windows`, which is bound at the chunk's first output word.
 
-// Binding 0, `blob` (the chunk), is declared in shaders/decode_common.wgsl, joined after
-// this file.
+// Binding 0, `blob` (the chunk), its header and ComponentDesc words, the invocation index
+// and the lookups into the chunk are in shaders/decode_common.wgsl, joined after this file.
 @group(0) @binding(1) var<storage, read> planes: array<u32>;
 @group(0) @binding(2) var<storage, read_write> windows: array<u32>;
-
-// Chunk header words.
-const H_IMAGES: u32 = 0u;        // number of image records
-const H_IMAGE_TABLE: u32 = 2u;
-const H_COMPONENT_TABLE: u32 = 3u;
-const H_PIXELS: u32 = 5u;        // output pixels in this chunk
 
 // ImageDesc words.
 const I_KIND: u32 = 0u;
@@ -28,18 +22,6 @@ const I_Y0: u32 = 6u;
 const I_WIDTH: u32 = 7u;
 const I_PIXEL_START: u32 = 12u;
 const I_SRC: u32 = 13u;
-
-// ComponentDesc words.
-const C_BX0: u32 = 2u;
-const C_BY0: u32 = 3u;
-const C_DCT: u32 = 6u;
-const C_PLANE: u32 = 7u;
-const C_STRIDE: u32 = 8u;
-const C_DW: u32 = 9u;
-const C_DH: u32 = 10u;
-const C_METHOD: u32 = 11u;
-const C_EH: u32 = 12u;
-const C_EV: u32 = 13u;
 
 const KIND_GRAY: u32 = 0u;
 const KIND_YCBCR: u32 = 1u;
@@ -56,10 +38,6 @@ const UP_H2V2: u32 = 4u;
 
 fn image_word(i: u32, w: u32) -> u32 {
     return record_word(H_IMAGE_TABLE, i, w);
-}
-
-fn comp_word(c: u32, w: u32) -> u32 {
-    return record_word(H_COMPONENT_TABLE, c, w);
 }
 
 // Plane sample (sx, sy) in whole-component coordinates.
@@ -154,12 +132,8 @@ fn cmyk_to_rgb(c: u32, m: u32, y: u32, k: u32, inverted: bool) -> vec3<u32> {
 }
 
 @compute @workgroup_size(64)
-fn color(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let gid = flat_id(wid, nwg, lid, 64u);
+fn color(inv: Invocation) {
+    let gid = flat_id(inv, 64u);
     if (gid >= blob[H_PIXELS]) {
         return;
     }

@@ -6,39 +6,19 @@
 // data); one invocation handles one group of blocks side by side (1 block for 8x8 and 4x4
 // outputs, 2 for 2x2, 4 for 1x1), so it writes whole plane words and no two invocations
 // write the same word. All integer arithmetic is 32-bit and wraps, as in the oracle. The
-// constants, half16, descale and the 1-D passes are in shaders/idct_common.wgsl, joined in
-// front of this file (the `huffman` pass's range check runs the same ones).
+// constants, half16, descale, the passes and their workspace `ws` are in
+// shaders/idct_common.wgsl, joined in front of this file (the `huffman` pass's range check
+// runs the same ones); binding 0, `blob` (the chunk), its header and ComponentDesc words,
+// the invocation index and the lookups into the chunk are in shaders/decode_common.wgsl,
+// joined after it.
 
-// Binding 0, `blob` (the chunk), is declared in shaders/decode_common.wgsl, joined after
-// this file.
 @group(0) @binding(1) var<storage, read_write> planes: array<u32>;
 // The blocks: the chunk itself for host-decoded coefficients, the coefficient buffer
 // for blocks the `huffman` pass decoded (`coef_offset` counts from its start).
 @group(0) @binding(2) var<storage, read> coefs: array<u32>;
 
-// Chunk header words.
-const H_COMPONENTS: u32 = 1u;    // number of component records
-const H_COMPONENT_TABLE: u32 = 3u;
-const H_IDCT: u32 = 4u;          // IDCT invocations in this chunk
-const H_FULL_BLOCKS: u32 = 11u;  // 1: blocks in the layout of size 8; 0: of each dct_size
-
-// ComponentDesc words.
-const C_COEF: u32 = 0u;
-const C_QUANT: u32 = 1u;
-const C_BW: u32 = 4u;
-const C_BH: u32 = 5u;
-const C_DCT: u32 = 6u;
-const C_PLANE: u32 = 7u;
-const C_STRIDE: u32 = 8u;
-const C_GROUP_START: u32 = 14u;
-
-// Pass-1 results (row * 8 + column) and output samples (row * 8 + column).
-var<private> ws: array<i32, 64>;
+// Output samples (row * 8 + column).
 var<private> samples: array<u32, 64>;
-
-fn comp_word(c: u32, w: u32) -> u32 {
-    return record_word(H_COMPONENT_TABLE, c, w);
-}
 
 // A block stored in the layout of output size `stored` (coeffs.rs): the kept rows by the
 // kept columns, row-major; `side` of each, natural row or column x at `rank`.
@@ -100,31 +80,27 @@ fn range_limit(x: i32) -> u32 {
     return i - 896u;
 }
 
+// Column `col` of the block at `at` (in the layout of size `stored`), by row: the
+// coefficients the IDCT of output size `size` reads, zero for the rows it does not.
+fn column(at: u32, stored: u32, size: u32, col: u32) -> array<i32, 8> {
+    var c: array<i32, 8>;
+    for (var r = 0u; r < 8u; r++) {
+        c[r] = select(0, coef(at, stored, r * 8u + col), idct_reads(size, r));
+    }
+    return c;
+}
+
 // jpeg_idct_islow (size 8), jpeg_idct_4x4 (4) or jpeg_idct_2x2 (2): block at `at` (in the
 // layout of size `stored`), quantisation table at `qt`, into samples[] (rows and columns
-// 0..size). The passes are idct_column and idct_row of shaders/idct_common.wgsl.
+// 0..size). The passes are idct_pass1 and idct_pass2 of shaders/idct_common.wgsl.
 fn idct_block(at: u32, stored: u32, qt: u32, size: u32) {
     for (var col = 0u; col < 8u; col++) {
         if (idct_reads(size, col)) {
-            var c: array<i32, 8>;
-            var q: array<i32, 8>;
-            for (var r = 0u; r < 8u; r++) {
-                let i = r * 8u + col;
-                c[r] = select(0, coef(at, stored, i), idct_reads(size, r));
-                q[r] = half16(blob[qt + i / 2u], i);
-            }
-            var o = idct_column(c, q, size);
-            for (var r = 0u; r < size; r++) {
-                ws[r * 8u + col] = o[r];
-            }
+            _ = idct_pass1(col, column(at, stored, size, col), column_words(qt, col), size);
         }
     }
     for (var row = 0u; row < size; row++) {
-        var x: array<i32, 8>;
-        for (var i = 0u; i < 8u; i++) {
-            x[i] = select(0, ws[row * 8u + i], idct_reads(size, i));
-        }
-        var o = idct_row(x, size);
+        var o = idct_pass2(row, size);
         for (var i = 0u; i < size; i++) {
             samples[row * 8u + i] = range_limit(o[i]);
         }
@@ -137,12 +113,8 @@ fn idct_1x1(at: u32, stored: u32, qt: u32) -> u32 {
 }
 
 @compute @workgroup_size(64)
-fn idct(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let gid = flat_id(wid, nwg, lid, 64u);
+fn idct(inv: Invocation) {
+    let gid = flat_id(inv, 64u);
     if (gid >= blob[H_IDCT]) {
         return;
     }

@@ -1,9 +1,9 @@
 // The islow IDCT arithmetic of libjpeg-turbo (jpeg_idct_islow and jidctred.c's 4x4 and
 // 2x2, as the scalar oracle src/decode/jpeg/idct.rs computes them), shared by the `idct`
 // pass (shaders/idct.wgsl) and the `huffman` pass's SIMD range check
-// (shaders/huffman.wgsl): pure functions and constants, no bindings. WGSL has no
-// includes: src/backend/wgpu/shaders.rs joins this file in front of each of those two.
-// All integer arithmetic is 32-bit and wraps, as in the oracle.
+// (shaders/huffman.wgsl): constants, the invocation's pass-1 workspace and functions, no
+// bindings. WGSL has no includes: src/backend/wgpu/shaders.rs joins this file in front of
+// each of those two. All integer arithmetic is 32-bit and wraps, as in the oracle.
 
 const CONST_BITS: u32 = 13u;
 const PASS1_BITS: u32 = 2u;
@@ -30,6 +30,9 @@ const FIX_1_272758580: i32 = 10426;
 const FIX_1_451774981: i32 = 11893;
 const FIX_2_172734803: i32 = 17799;
 const FIX_3_624509785: i32 = 29692;
+
+// The IDCT's pass-1 results (row * 8 + column).
+var<private> ws: array<i32, 64>;
 
 // Low or high signed 16-bit half of a word, by index parity.
 fn half16(word: u32, i: u32) -> i32 {
@@ -146,21 +149,38 @@ fn idct_1d(x: array<i32, 8>, size: u32, shift: u32) -> array<i32, 8> {
     return array<i32, 8>(o[0], o[1], 0, 0, 0, 0, 0, 0);
 }
 
-// Pass 1 of the IDCT of output size `size` on one column: c its coefficients and q their
-// quantisers, by row (the rows the size does not read zero in c); the first `size` values
-// of the result count (the DC alone where every AC coefficient is zero, as the oracle tests
-// it: before dequantisation). Straight-line, no loop (see huffman.wgsl's `fill`).
-fn idct_column(c: array<i32, 8>, q: array<i32, 8>, size: u32) -> array<i32, 8> {
+fn fits16(x: i32) -> bool {
+    return x >= -32768 && x <= 32767;
+}
+
+// Pass 1 of the IDCT of output size `size` on column `col`: c its coefficients, by row
+// (the rows the size does not read zero), and qw the words of the quantisation table that
+// hold the column (column_words); the first `size` values of the result count (the DC
+// alone where every AC coefficient is zero, as the oracle tests it: before
+// dequantisation).
+fn idct_column(c: array<i32, 8>, qw: array<u32, 8>, col: u32, size: u32) -> array<i32, 8> {
     if (c[1] == 0 && c[2] == 0 && c[3] == 0 && c[4] == 0 && c[5] == 0 && c[6] == 0
         && c[7] == 0) {
-        let dc = (c[0] * q[0]) << PASS1_BITS;
+        let dc = (c[0] * half16(qw[0], col)) << PASS1_BITS;
         return array<i32, 8>(dc, dc, dc, dc, dc, dc, dc, dc);
     }
-    let x = array<i32, 8>(
-        c[0] * q[0], c[1] * q[1], c[2] * q[2], c[3] * q[3],
-        c[4] * q[4], c[5] * q[5], c[6] * q[6], c[7] * q[7],
-    );
+    var x: array<i32, 8>;
+    for (var r = 0u; r < 8u; r++) {
+        x[r] = c[r] * half16(qw[r], r * 8u + col);
+    }
     return idct_1d(x, size, CONST_BITS - PASS1_BITS);
+}
+
+// idct_column into ws (rows 0..size of column `col`); whether every value fits in 16 bits
+// (the huffman pass's range check).
+fn idct_pass1(col: u32, c: array<i32, 8>, qw: array<u32, 8>, size: u32) -> bool {
+    var o = idct_column(c, qw, col, size);
+    var fits = true;
+    for (var r = 0u; r < size; r++) {
+        fits = fits && fits16(o[r]);
+        ws[r * 8u + col] = o[r];
+    }
+    return fits;
 }
 
 // Pass 2 of the IDCT of output size `size` on one row x of pass-1 values (the columns the
@@ -172,4 +192,13 @@ fn idct_row(x: array<i32, 8>, size: u32) -> array<i32, 8> {
         return array<i32, 8>(v, v, v, v, v, v, v, v);
     }
     return idct_1d(x, size, CONST_BITS + PASS1_BITS + 3u);
+}
+
+// idct_row on row `row` of ws: the samples before the range limit, the first `size` count.
+fn idct_pass2(row: u32, size: u32) -> array<i32, 8> {
+    var x: array<i32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+        x[i] = select(0, ws[row * 8u + i], idct_reads(size, i));
+    }
+    return idct_row(x, size);
 }

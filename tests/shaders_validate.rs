@@ -54,12 +54,12 @@ fn joined_file_globals(name: &str, source: &str) -> Vec<(Option<String>, Option<
 }
 
 /// `idct_common.wgsl` is joined in front of two shaders with different bindings: it
-/// validates alone and declares no module-scope variable (binding or private), and both
-/// shaders start with it.
+/// validates alone, declares no binding (its one module-scope variable is the private
+/// pass-1 workspace `ws`), and both shaders start with it.
 #[test]
-fn the_shared_idct_arithmetic_is_pure_and_in_front_of_both_idct_users() {
+fn the_shared_idct_arithmetic_has_no_binding_and_is_in_front_of_both_idct_users() {
     let globals = joined_file_globals("idct_common.wgsl", shaders::IDCT_COMMON);
-    assert!(globals.is_empty(), "{globals:?}");
+    assert_eq!(globals, [(Some("ws".to_string()), None)]);
     for (name, source) in [
         ("huffman.wgsl", shaders::HUFFMAN),
         ("idct.wgsl", shaders::IDCT),
@@ -69,8 +69,8 @@ fn the_shared_idct_arithmetic_is_pure_and_in_front_of_both_idct_users() {
 }
 
 /// `decode_common.wgsl` is joined after the three decode shaders: it validates alone,
-/// declares the chunk's binding and nothing else at module scope, has no entry point, and
-/// each of the three ends with it.
+/// declares the chunk's binding and no other module-scope variable, has no entry point,
+/// and each of the three ends with it.
 #[test]
 fn the_shared_decode_lookups_end_each_decode_shader() {
     let globals = joined_file_globals("decode_common.wgsl", shaders::DECODE_COMMON);
@@ -339,6 +339,26 @@ fn the_augment_shader_reads_the_sample_plan_where_rust_writes_it() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The ComponentDesc word constants of `decode_common.wgsl` (joined to the three decode
+/// shaders) and the Rust fields they index.
+const COMPONENT_WORDS: [(&str, &str); 15] = [
+    ("C_COEF", "coef_offset"),
+    ("C_QUANT", "quant_offset"),
+    ("C_BX0", "bx0"),
+    ("C_BY0", "by0"),
+    ("C_BW", "bw"),
+    ("C_BH", "bh"),
+    ("C_DCT", "dct_size"),
+    ("C_PLANE", "plane_offset"),
+    ("C_STRIDE", "plane_stride"),
+    ("C_DW", "downsampled_width"),
+    ("C_DH", "downsampled_height"),
+    ("C_METHOD", "method"),
+    ("C_EH", "eh"),
+    ("C_EV", "ev"),
+    ("C_GROUP_START", "group_start"),
+];
+
 #[test]
 fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
     let image = fields!(
@@ -366,23 +386,7 @@ fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
         ("I_PIXEL_START", "pixel_start"),
         ("I_SRC", "src_offset"),
     ];
-    let component_words = [
-        ("C_COEF", "coef_offset"),
-        ("C_QUANT", "quant_offset"),
-        ("C_BX0", "bx0"),
-        ("C_BY0", "by0"),
-        ("C_BW", "bw"),
-        ("C_BH", "bh"),
-        ("C_DCT", "dct_size"),
-        ("C_PLANE", "plane_offset"),
-        ("C_STRIDE", "plane_stride"),
-        ("C_DW", "downsampled_width"),
-        ("C_DH", "downsampled_height"),
-        ("C_METHOD", "method"),
-        ("C_EH", "eh"),
-        ("C_EV", "ev"),
-        ("C_GROUP_START", "group_start"),
-    ];
+    let component_words = COMPONENT_WORDS;
     let mut failures = Vec::new();
     for (shader, src) in [("idct.wgsl", shaders::IDCT), ("color.wgsl", shaders::COLOR)] {
         failures.extend(check_word_constants(
@@ -453,14 +457,7 @@ fn the_huffman_shader_reads_the_entropy_records_where_rust_writes_them() {
         ("V_END", "end"),
         ("V_STATUS", "status"),
     ];
-    let component_words = [
-        ("C_COEF", "coef_offset"),
-        ("C_QUANT", "quant_offset"),
-        ("C_BX0", "bx0"),
-        ("C_BY0", "by0"),
-        ("C_BW", "bw"),
-        ("C_BH", "bh"),
-    ];
+    let component_words = COMPONENT_WORDS;
     let (name, src) = ("huffman.wgsl", shaders::HUFFMAN);
     let mut failures = check_word_constants(name, src, "S_", &scan_words, &scan);
     failures.extend(check_word_constants(
