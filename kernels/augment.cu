@@ -867,12 +867,8 @@ static __device__ __forceinline__ float element_f(const Aug& g, u32 s, u32 l) {
 
 // f16_bits: common.cuh.
 
-extern "C" __global__ void write_image(const KernelArgs a) {
-    const Aug g = bindings(a);
-    const u32 t = linear_id();
-    if (t >= g.P[WORDS]) {
-        return;
-    }
+// Word t of the write chunk of the images.
+static __device__ __forceinline__ u32 image_word(const Aug& g, u32 t) {
     const u32 n = g.hdr[H_N];
     const u32 dtype = g.hdr[H_DTYPE];
     const u32 per = 3u * g.hdr[H_OUT_W] * g.hdr[H_OUT_H];
@@ -903,15 +899,11 @@ extern "C" __global__ void write_image(const KernelArgs a) {
             word = as_u32(element_f(g, s, urem(e, per)));
         }
     }
-    g.outw[t] = word;
+    return word;
 }
 
-extern "C" __global__ void write_mask(const KernelArgs a) {
-    const Aug g = bindings(a);
-    const u32 t = linear_id();
-    if (t >= g.P[WORDS]) {
-        return;
-    }
+// Word t of the write chunk of the masks.
+static __device__ __forceinline__ u32 mask_word(const Aug& g, u32 t) {
     const u32 n = g.hdr[H_N];
     const u32 ow = g.hdr[H_OUT_W];
     const u32 oh = g.hdr[H_OUT_H];
@@ -948,5 +940,21 @@ extern "C" __global__ void write_mask(const KernelArgs a) {
             word |= v << (16u * k);
         }
     }
-    g.outw[t] = word;
+    return word;
+}
+
+extern "C" __global__ void write_image(const KernelArgs a) {
+    const Aug g = bindings(a);
+    const u32 t = linear_id();
+    if (t < g.P[WORDS]) {
+        g.outw[t] = image_word(g, t);
+    }
+}
+
+extern "C" __global__ void write_mask(const KernelArgs a) {
+    const Aug g = bindings(a);
+    const u32 t = linear_id();
+    if (t < g.P[WORDS]) {
+        g.outw[t] = mask_word(g, t);
+    }
 }

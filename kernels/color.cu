@@ -8,16 +8,13 @@
 // Bindings: 0 `blob` (the decode chunk; read), 1 `planes` (what `idct` wrote; read),
 // 2 `windows` (bound at the chunk's first output word; written: one RGBA word per pixel,
 // R in the low byte, A = 255). No params.
+//
+// The chunk's header and ComponentDesc words, the invocation index and the lookups into
+// the chunk are in kernels/decode_common.cuh, prepended to this file.
 
 // Constants as enumerators, not variables: NVRTC would emit every namespace-scope
 // constant as a global.
 enum : u32 {
-    // Chunk header words.
-    H_IMAGES = 0u, // number of image records
-    H_IMAGE_TABLE = 2u,
-    H_COMPONENT_TABLE = 3u,
-    H_PIXELS = 5u, // output pixels in this chunk
-
     // ImageDesc words.
     I_KIND = 0u,
     I_FLAGS = 1u,
@@ -29,18 +26,6 @@ enum : u32 {
     I_WIDTH = 7u,
     I_PIXEL_START = 12u,
     I_SRC = 13u,
-
-    // ComponentDesc words.
-    C_BX0 = 2u,
-    C_BY0 = 3u,
-    C_DCT = 6u,
-    C_PLANE = 7u,
-    C_STRIDE = 8u,
-    C_DW = 9u,
-    C_DH = 10u,
-    C_METHOD = 11u,
-    C_EH = 12u,
-    C_EV = 13u,
 
     KIND_GRAY = 0u,
     KIND_YCBCR = 1u,
@@ -64,11 +49,7 @@ struct ColorI3 {
 };
 
 static __device__ __forceinline__ u32 image_word(const u32* blob, u32 i, u32 w) {
-    return blob[blob[H_IMAGE_TABLE] + i * 16u + w];
-}
-
-static __device__ __forceinline__ u32 comp_word(const u32* blob, u32 c, u32 w) {
-    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
+    return record_word(blob, H_IMAGE_TABLE, i, w);
 }
 
 // Plane sample (sx, sy) in whole-component coordinates.
@@ -90,6 +71,28 @@ static __device__ __forceinline__ u32 neighbour(u32 i, bool up, u32 n) {
     return umin(i + 1u, umax(n, 1u) - 1u);
 }
 
+// One axis of the triangle filter (jdsample.c's h2v1, h1v2 and h2v2 fancy upsampling)
+// at full-resolution coordinate x of a component `count` samples long: the nearer
+// sample x / 2, the other one beside x, and whether x is the first of its pair.
+struct Tap {
+    u32 near;
+    u32 far;
+    bool first;
+};
+static __device__ __forceinline__ Tap tap(u32 x, u32 count) {
+    Tap t;
+    t.near = x / 2u;
+    t.first = x % 2u == 0u;
+    t.far = neighbour(t.near, t.first, count);
+    return t;
+}
+
+// The one-axis triangle filter: 3/4 of the nearer sample and 1/4 of the other, rounded
+// up on the first of a pair and down on the second.
+static __device__ __forceinline__ u32 triangle(u32 near, u32 far, bool first) {
+    return (3u * near + far + (first ? 1u : 2u)) >> 2u;
+}
+
 // Component c's upsampled value at pixel (x, y) of the scaled image.
 static __device__ __forceinline__ u32 component_value(
     const u32* blob, const u32* planes, u32 c, u32 x, u32 y) {
@@ -98,33 +101,23 @@ static __device__ __forceinline__ u32 component_value(
         return plane_sample(blob, planes, c, x, y);
     }
     if (method == UP_H2V1) {
-        const u32 i = x / 2u;
-        const bool left = x % 2u == 0u;
-        const u32 n = neighbour(i, left, comp_word(blob, c, C_DW));
-        return (3u * plane_sample(blob, planes, c, i, y) + plane_sample(blob, planes, c, n, y)
-                   + (left ? 1u : 2u))
-            >> 2u;
+        const Tap h = tap(x, comp_word(blob, c, C_DW));
+        return triangle(plane_sample(blob, planes, c, h.near, y),
+            plane_sample(blob, planes, c, h.far, y), h.first);
     }
     if (method == UP_H1V2) {
-        const u32 j = y / 2u;
-        const bool above = y % 2u == 0u;
-        const u32 n = neighbour(j, above, comp_word(blob, c, C_DH));
-        return (3u * plane_sample(blob, planes, c, x, j) + plane_sample(blob, planes, c, x, n)
-                   + (above ? 1u : 2u))
-            >> 2u;
+        const Tap v = tap(y, comp_word(blob, c, C_DH));
+        return triangle(plane_sample(blob, planes, c, x, v.near),
+            plane_sample(blob, planes, c, x, v.far), v.first);
     }
     if (method == UP_H2V2) {
-        const u32 j = y / 2u;
-        const bool above = y % 2u == 0u;
-        const u32 nj = neighbour(j, above, comp_word(blob, c, C_DH));
-        const u32 i = x / 2u;
-        const bool left = x % 2u == 0u;
-        const u32 ni = neighbour(i, left, comp_word(blob, c, C_DW));
-        const u32 here =
-            3u * plane_sample(blob, planes, c, i, j) + plane_sample(blob, planes, c, i, nj);
-        const u32 there =
-            3u * plane_sample(blob, planes, c, ni, j) + plane_sample(blob, planes, c, ni, nj);
-        return (3u * here + there + (left ? 8u : 7u)) >> 4u;
+        const Tap v = tap(y, comp_word(blob, c, C_DH));
+        const Tap h = tap(x, comp_word(blob, c, C_DW));
+        const u32 here = 3u * plane_sample(blob, planes, c, h.near, v.near)
+            + plane_sample(blob, planes, c, h.near, v.far);
+        const u32 there = 3u * plane_sample(blob, planes, c, h.far, v.near)
+            + plane_sample(blob, planes, c, h.far, v.far);
+        return (3u * here + there + (h.first ? 8u : 7u)) >> 4u;
     }
     // UP_BOX
     return plane_sample(blob, planes, c, x / umax(comp_word(blob, c, C_EH), 1u),
@@ -162,22 +155,11 @@ extern "C" __global__ void color(const KernelArgs a) {
     const u32* blob = (const u32*)a.ptr[0];
     const u32* planes = (const u32*)a.ptr[1];
     u32* windows = (u32*)a.ptr[2];
-    const u32 gid =
-        (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * 64u + local_invocation_index();
+    const u32 gid = flat_id(64u);
     if (gid >= blob[H_PIXELS]) {
         return;
     }
-    u32 lo = 0u;
-    u32 hi = blob[H_IMAGES];
-    while (hi - lo > 1u) {
-        const u32 mid = (lo + hi) / 2u;
-        if (image_word(blob, mid, I_PIXEL_START) <= gid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    const u32 img = lo;
+    const u32 img = record_of(blob, H_IMAGE_TABLE, blob[H_IMAGES], I_PIXEL_START, gid);
     const u32 local = gid - image_word(blob, img, I_PIXEL_START);
     const u32 out = image_word(blob, img, I_OUT) + local;
     const u32 kind = image_word(blob, img, I_KIND);

@@ -15,17 +15,13 @@
 //
 // The oracle's i32 arithmetic wraps; here every such value is carried in a u32 (same bits,
 // defined wrapping) and shifted right arithmetically with sra(). The IDCT constants,
-// half16, descale and the 1-D passes are those of kernels/idct_common.cuh, prepended to
-// this file.
+// half16, descale, the passes and fits16 are those of kernels/idct_common.cuh, prepended
+// to this file; the chunk's header and ComponentDesc words and the invocation index those
+// of kernels/decode_common.cuh, prepended before it.
 
 // Constants as enumerators, not variables: NVRTC would emit every namespace-scope
 // constant as a global.
 enum : u32 {
-    // Chunk header words.
-    H_COMPONENT_TABLE = 3u,
-    H_INTERVALS = 8u, // intervals in this chunk
-    H_INTERVAL_TABLE = 9u,
-
     // IntervalDesc words.
     V_SCAN = 0u,
     V_FIRST_MCU = 1u,
@@ -42,14 +38,6 @@ enum : u32 {
     S_COMP = 4u,
     S_DC_TABLE = 8u,
     S_AC_TABLE = 12u,
-
-    // ComponentDesc words.
-    C_COEF = 0u,
-    C_QUANT = 1u,
-    C_BX0 = 2u,
-    C_BY0 = 3u,
-    C_BW = 4u,
-    C_BH = 5u,
 
     // Decode table words (after the 128 lookahead words).
     T_MAXCODE = 128u,
@@ -186,163 +174,42 @@ static __device__ __forceinline__ u32 deq(const u32* blob, const Block& bk, u32 
     return coef(bk, i) * half16(blob[qt + i / 2u], i);
 }
 
-static __device__ __forceinline__ bool fits16(u32 x) {
-    return (i32)x >= -32768 && (i32)x <= 32767;
-}
-
 static __device__ __forceinline__ bool in_range(u32 x) {
     return (i32)x >= -512 && (i32)x <= 511;
 }
 
-// islow_8x8 (jpeg_idct_islow's passes) within range.
-static __device__ __forceinline__ bool islow_8x8_agrees(const u32* blob, Block& bk, u32 qt) {
+// Column `col` of the block, by row: the coefficients the IDCT of output size `size`
+// reads, zero for the rows it does not.
+static __device__ __forceinline__ void column(const Block& bk, u32 size, u32 col, u32 c[8]) {
+#pragma unroll
+    for (u32 r = 0u; r < 8u; r++) {
+        c[r] = idct_reads(size, r) ? coef(bk, r * 8u + col) : 0u;
+    }
+}
+
+// islow_8x8, islow_4x4 or islow_2x2 (the passes of jpeg_idct_islow, jpeg_idct_4x4 or
+// jpeg_idct_2x2, by `size`) within range: idct_pass1 and idct_pass2 of
+// kernels/idct_common.cuh.
+static __device__ __forceinline__ bool islow_agrees(const u32* blob, Block& bk, u32 qt, u32 size) {
     bool ok = true;
 #pragma unroll 1
     for (u32 col = 0u; col < 8u; col++) {
-        bool zero = true;
-#pragma unroll 1
-        for (u32 r = 1u; r < 8u; r++) {
-            zero = zero && coef(bk, r * 8u + col) == 0u;
-        }
-        if (zero) {
-            const u32 dc = deq(blob, bk, qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
-#pragma unroll 1
-            for (u32 r = 0u; r < 8u; r++) {
-                bk.ws[r * 8u + col] = dc;
-            }
-            continue;
-        }
-        u32 x[8];
-#pragma unroll
-        for (u32 r = 0u; r < 8u; r++) {
-            x[r] = deq(blob, bk, qt, r * 8u + col);
-        }
-        u32 o[8];
-        idct8_1d(x, CONST_BITS - PASS1_BITS, o);
-#pragma unroll
-        for (u32 r = 0u; r < 8u; r++) {
-            ok = ok && fits16(o[r]);
-            bk.ws[r * 8u + col] = o[r];
+        if (idct_reads(size, col)) {
+            u32 c[8];
+            u32 qw[8];
+            column(bk, size, col, c);
+            column_words(blob, qt, col, qw);
+            ok = idct_pass1(bk.ws, col, c, qw, size) && ok;
         }
     }
 #pragma unroll 1
-    for (u32 row = 0u; row < 8u; row++) {
-        u32 x[8];
-        bool zero = true;
-#pragma unroll
-        for (u32 i = 0u; i < 8u; i++) {
-            x[i] = bk.ws[row * 8u + i];
-            if (i > 0u) {
-                zero = zero && x[i] == 0u;
-            }
-        }
-        if (zero) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-            continue;
-        }
+    for (u32 row = 0u; row < size; row++) {
         u32 o[8];
-        idct8_1d(x, CONST_BITS + PASS1_BITS + 3u, o);
-#pragma unroll
-        for (u32 i = 0u; i < 8u; i++) {
+        idct_pass2(bk.ws, row, size, o);
+#pragma unroll 1
+        for (u32 i = 0u; i < size; i++) {
             ok = ok && in_range(o[i]);
         }
-    }
-    return ok;
-}
-
-// islow_4x4 (jpeg_idct_4x4's passes) within range.
-static __device__ __forceinline__ bool islow_4x4_agrees(const u32* blob, Block& bk, u32 qt) {
-    bool ok = true;
-#pragma unroll 1
-    for (u32 col = 0u; col < 8u; col++) {
-        if (col == 4u) {
-            continue;
-        }
-        const bool zero = coef(bk, 8u + col) == 0u && coef(bk, 16u + col) == 0u
-            && coef(bk, 24u + col) == 0u && coef(bk, 40u + col) == 0u
-            && coef(bk, 48u + col) == 0u && coef(bk, 56u + col) == 0u;
-        if (zero) {
-            const u32 dc = deq(blob, bk, qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
-#pragma unroll 1
-            for (u32 r = 0u; r < 4u; r++) {
-                bk.ws[r * 8u + col] = dc;
-            }
-            continue;
-        }
-        const u32 x[8] = {
-            deq(blob, bk, qt, col), deq(blob, bk, qt, 8u + col), deq(blob, bk, qt, 16u + col),
-            deq(blob, bk, qt, 24u + col), 0u, deq(blob, bk, qt, 40u + col), deq(blob, bk, qt, 48u + col),
-            deq(blob, bk, qt, 56u + col),
-        };
-        u32 o[4];
-        idct4_1d(x, CONST_BITS - PASS1_BITS + 1u, o);
-#pragma unroll
-        for (u32 r = 0u; r < 4u; r++) {
-            ok = ok && fits16(o[r]);
-            bk.ws[r * 8u + col] = o[r];
-        }
-    }
-#pragma unroll 1
-    for (u32 row = 0u; row < 4u; row++) {
-        const u32 b = row * 8u;
-        const u32 x[8] = {
-            bk.ws[b], bk.ws[b + 1u], bk.ws[b + 2u], bk.ws[b + 3u], 0u, bk.ws[b + 5u],
-            bk.ws[b + 6u], bk.ws[b + 7u],
-        };
-        if (x[1] == 0u && x[2] == 0u && x[3] == 0u && x[5] == 0u && x[6] == 0u && x[7] == 0u) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-            continue;
-        }
-        u32 o[4];
-        idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u, o);
-#pragma unroll
-        for (u32 i = 0u; i < 4u; i++) {
-            ok = ok && in_range(o[i]);
-        }
-    }
-    return ok;
-}
-
-// islow_2x2 (jpeg_idct_2x2's passes) within range.
-static __device__ __forceinline__ bool islow_2x2_agrees(const u32* blob, Block& bk, u32 qt) {
-    bool ok = true;
-#pragma unroll 1
-    for (u32 k = 0u; k < 5u; k++) {
-        const u32 col = k == 0u ? 0u : 2u * k - 1u;
-        const bool zero = coef(bk, 8u + col) == 0u && coef(bk, 24u + col) == 0u
-            && coef(bk, 40u + col) == 0u && coef(bk, 56u + col) == 0u;
-        if (zero) {
-            const u32 dc = deq(blob, bk, qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
-            bk.ws[col] = dc;
-            bk.ws[8u + col] = dc;
-            continue;
-        }
-        const u32 x[8] = {
-            deq(blob, bk, qt, col), deq(blob, bk, qt, 8u + col), 0u, deq(blob, bk, qt, 24u + col), 0u,
-            deq(blob, bk, qt, 40u + col), 0u, deq(blob, bk, qt, 56u + col),
-        };
-        u32 o[2];
-        idct2_1d(x, CONST_BITS - PASS1_BITS + 2u, o);
-        ok = ok && fits16(o[0]) && fits16(o[1]);
-        bk.ws[col] = o[0];
-        bk.ws[8u + col] = o[1];
-    }
-#pragma unroll 1
-    for (u32 row = 0u; row < 2u; row++) {
-        const u32 b = row * 8u;
-        const u32 x[8] = {
-            bk.ws[b], bk.ws[b + 1u], 0u, bk.ws[b + 3u], 0u, bk.ws[b + 5u], 0u, bk.ws[b + 7u],
-        };
-        if (x[1] == 0u && x[3] == 0u && x[5] == 0u && x[7] == 0u) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-            continue;
-        }
-        u32 o[2];
-        idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u, o);
-        ok = ok && in_range(o[0]) && in_range(o[1]);
     }
     return ok;
 }
@@ -363,7 +230,7 @@ static __device__ __forceinline__ bool simd_agrees(const u32* blob, Block& bk, u
     if (sum <= QUICK_BOUND) {
         return true;
     }
-    return islow_8x8_agrees(blob, bk, qt) && islow_4x4_agrees(blob, bk, qt) && islow_2x2_agrees(blob, bk, qt);
+    return islow_agrees(blob, bk, qt, 8u) && islow_agrees(blob, bk, qt, 4u) && islow_agrees(blob, bk, qt, 2u);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -372,8 +239,7 @@ extern "C" __global__ void huffman(const KernelArgs a) {
     const u32* blob = (const u32*)a.ptr[0];
     u32* coefs = (u32*)a.ptr[1];
     u32* status = (u32*)a.ptr[2];
-    const u32 i =
-        (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * 32u + local_invocation_index();
+    const u32 i = flat_id(32u);
     if (i >= blob[H_INTERVALS]) {
         return;
     }

@@ -12,28 +12,10 @@
 //
 // The oracle's i32 arithmetic wraps; here every such value is carried in a u32 (same bits,
 // defined wrapping) and shifted right arithmetically with sra(). The IDCT constants,
-// half16, descale and the 1-D passes are in kernels/idct_common.cuh, prepended to this
-// file (the `huffman` kernel's range check runs the same ones).
-
-// Constants as enumerators, not variables: NVRTC would emit every namespace-scope
-// constant as a global.
-enum : u32 {
-    // Chunk header words.
-    H_COMPONENTS = 1u, // number of component records
-    H_COMPONENT_TABLE = 3u,
-    H_IDCT = 4u, // IDCT invocations in this chunk
-    H_FULL_BLOCKS = 11u, // 1: blocks in the layout of size 8; 0: of each dct_size
-
-    // ComponentDesc words.
-    C_COEF = 0u,
-    C_QUANT = 1u,
-    C_BW = 4u,
-    C_BH = 5u,
-    C_DCT = 6u,
-    C_PLANE = 7u,
-    C_STRIDE = 8u,
-    C_GROUP_START = 14u,
-};
+// half16, descale and the passes are in kernels/idct_common.cuh, prepended to this file
+// (the `huffman` kernel's range check runs the same ones); the chunk's header and
+// ComponentDesc words, the invocation index and the lookups into the chunk in
+// kernels/decode_common.cuh, prepended before it.
 
 // WGSL's module-scope private arrays (pass-1 results and output samples, row * 8 +
 // column) live in the kernel's frame; every index is constant once the loops are unrolled,
@@ -42,10 +24,6 @@ struct IdctState {
     u32 ws[64];
     u32 samples[64];
 };
-
-static __device__ __forceinline__ u32 comp_word(const u32* blob, u32 c, u32 w) {
-    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
-}
 
 // A block stored in the layout of output size `stored` (coeffs.rs): the kept rows by the
 // kept columns, row-major; `side` of each, natural row or column x at `rank`.
@@ -107,164 +85,37 @@ static __device__ __forceinline__ u32 range_limit(u32 x) {
     return i - 896u;
 }
 
-// jpeg_idct_islow: block at `at` (in the layout of size `stored`), quantisation table at
-// `qt`, into st.samples.
-static __device__ __forceinline__ void idct_8x8(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 qt, IdctState& st) {
+// Column `col` of the block at `at` (in the layout of size `stored`), by row: the
+// coefficients the IDCT of output size `size` reads, zero for the rows it does not.
+static __device__ __forceinline__ void column(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 size, u32 col, u32 c[8]) {
+#pragma unroll
+    for (u32 r = 0u; r < 8u; r++) {
+        c[r] = idct_reads(size, r) ? coef(blob, blocks, at, stored, r * 8u + col) : 0u;
+    }
+}
+
+// jpeg_idct_islow (size 8), jpeg_idct_4x4 (4) or jpeg_idct_2x2 (2): block at `at` (in the
+// layout of size `stored`), quantisation table at `qt`, into st.samples (rows and columns
+// 0..size). The passes are idct_pass1 and idct_pass2 of kernels/idct_common.cuh.
+static __device__ __forceinline__ void idct_block(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 qt, u32 size, IdctState& st) {
 #pragma unroll
     for (u32 col = 0u; col < 8u; col++) {
-        bool zero = true;
-#pragma unroll
-        for (u32 r = 1u; r < 8u; r++) {
-            zero = zero && coef(blob, blocks, at, stored, r * 8u + col) == 0u;
-        }
-        if (zero) {
-            const u32 dc = deq(blob, blocks, at, stored, qt, col) << PASS1_BITS;
-#pragma unroll
-            for (u32 r = 0u; r < 8u; r++) {
-                st.ws[r * 8u + col] = dc;
-            }
-            continue;
-        }
-        u32 x[8];
-#pragma unroll
-        for (u32 r = 0u; r < 8u; r++) {
-            x[r] = deq(blob, blocks, at, stored, qt, r * 8u + col);
-        }
-        u32 o[8];
-        idct8_1d(x, CONST_BITS - PASS1_BITS, o);
-#pragma unroll
-        for (u32 r = 0u; r < 8u; r++) {
-            st.ws[r * 8u + col] = o[r];
+        if (idct_reads(size, col)) {
+            u32 c[8];
+            u32 qw[8];
+            column(blob, blocks, at, stored, size, col, c);
+            column_words(blob, qt, col, qw);
+            idct_pass1(st.ws, col, c, qw, size);
         }
     }
 #pragma unroll
-    for (u32 row = 0u; row < 8u; row++) {
-        u32 x[8];
-        bool zero = true;
-#pragma unroll
-        for (u32 i = 0u; i < 8u; i++) {
-            x[i] = st.ws[row * 8u + i];
-            if (i > 0u) {
-                zero = zero && x[i] == 0u;
-            }
-        }
-        if (zero) {
-            const u32 v = range_limit(descale(x[0], PASS1_BITS + 3u));
-#pragma unroll
-            for (u32 i = 0u; i < 8u; i++) {
-                st.samples[row * 8u + i] = v;
-            }
-            continue;
-        }
+    for (u32 row = 0u; row < size; row++) {
         u32 o[8];
-        idct8_1d(x, CONST_BITS + PASS1_BITS + 3u, o);
+        idct_pass2(st.ws, row, size, o);
 #pragma unroll
-        for (u32 i = 0u; i < 8u; i++) {
+        for (u32 i = 0u; i < size; i++) {
             st.samples[row * 8u + i] = range_limit(o[i]);
         }
-    }
-}
-
-// jpeg_idct_4x4 into st.samples (rows 0-3, columns 0-3).
-static __device__ __forceinline__ void idct_4x4(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 qt, IdctState& st) {
-#pragma unroll
-    for (u32 col = 0u; col < 8u; col++) {
-        if (col == 4u) {
-            continue;
-        }
-        const bool zero = coef(blob, blocks, at, stored, 8u + col) == 0u
-            && coef(blob, blocks, at, stored, 16u + col) == 0u
-            && coef(blob, blocks, at, stored, 24u + col) == 0u
-            && coef(blob, blocks, at, stored, 40u + col) == 0u
-            && coef(blob, blocks, at, stored, 48u + col) == 0u
-            && coef(blob, blocks, at, stored, 56u + col) == 0u;
-        if (zero) {
-            const u32 dc = deq(blob, blocks, at, stored, qt, col) << PASS1_BITS;
-#pragma unroll
-            for (u32 r = 0u; r < 4u; r++) {
-                st.ws[r * 8u + col] = dc;
-            }
-            continue;
-        }
-        const u32 x[8] = {
-            deq(blob, blocks, at, stored, qt, col), deq(blob, blocks, at, stored, qt, 8u + col),
-            deq(blob, blocks, at, stored, qt, 16u + col), deq(blob, blocks, at, stored, qt, 24u + col),
-            0u, deq(blob, blocks, at, stored, qt, 40u + col),
-            deq(blob, blocks, at, stored, qt, 48u + col), deq(blob, blocks, at, stored, qt, 56u + col),
-        };
-        u32 o[4];
-        idct4_1d(x, CONST_BITS - PASS1_BITS + 1u, o);
-#pragma unroll
-        for (u32 r = 0u; r < 4u; r++) {
-            st.ws[r * 8u + col] = o[r];
-        }
-    }
-#pragma unroll
-    for (u32 row = 0u; row < 4u; row++) {
-        const u32 b = row * 8u;
-        const u32 x[8] = {
-            st.ws[b], st.ws[b + 1u], st.ws[b + 2u], st.ws[b + 3u], 0u, st.ws[b + 5u],
-            st.ws[b + 6u], st.ws[b + 7u],
-        };
-        if (x[1] == 0u && x[2] == 0u && x[3] == 0u && x[5] == 0u && x[6] == 0u && x[7] == 0u) {
-            const u32 v = range_limit(descale(x[0], PASS1_BITS + 3u));
-#pragma unroll
-            for (u32 i = 0u; i < 4u; i++) {
-                st.samples[b + i] = v;
-            }
-            continue;
-        }
-        u32 o[4];
-        idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u, o);
-#pragma unroll
-        for (u32 i = 0u; i < 4u; i++) {
-            st.samples[b + i] = range_limit(o[i]);
-        }
-    }
-}
-
-// jpeg_idct_2x2 into st.samples (rows 0-1, columns 0-1).
-static __device__ __forceinline__ void idct_2x2(const u32* blob, const u32* blocks, u32 at, u32 stored, u32 qt, IdctState& st) {
-#pragma unroll
-    for (u32 k = 0u; k < 5u; k++) {
-        const u32 col = k == 0u ? 0u : 2u * k - 1u;
-        const bool zero = coef(blob, blocks, at, stored, 8u + col) == 0u
-            && coef(blob, blocks, at, stored, 24u + col) == 0u
-            && coef(blob, blocks, at, stored, 40u + col) == 0u
-            && coef(blob, blocks, at, stored, 56u + col) == 0u;
-        if (zero) {
-            const u32 dc = deq(blob, blocks, at, stored, qt, col) << PASS1_BITS;
-            st.ws[col] = dc;
-            st.ws[8u + col] = dc;
-            continue;
-        }
-        const u32 x[8] = {
-            deq(blob, blocks, at, stored, qt, col), deq(blob, blocks, at, stored, qt, 8u + col), 0u,
-            deq(blob, blocks, at, stored, qt, 24u + col), 0u,
-            deq(blob, blocks, at, stored, qt, 40u + col), 0u,
-            deq(blob, blocks, at, stored, qt, 56u + col),
-        };
-        u32 o[2];
-        idct2_1d(x, CONST_BITS - PASS1_BITS + 2u, o);
-        st.ws[col] = o[0];
-        st.ws[8u + col] = o[1];
-    }
-#pragma unroll
-    for (u32 row = 0u; row < 2u; row++) {
-        const u32 b = row * 8u;
-        const u32 x[8] = {
-            st.ws[b], st.ws[b + 1u], 0u, st.ws[b + 3u], 0u, st.ws[b + 5u], 0u, st.ws[b + 7u],
-        };
-        if (x[1] == 0u && x[3] == 0u && x[5] == 0u && x[7] == 0u) {
-            const u32 v = range_limit(descale(x[0], PASS1_BITS + 3u));
-            st.samples[b] = v;
-            st.samples[b + 1u] = v;
-            continue;
-        }
-        u32 o[2];
-        idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u, o);
-        st.samples[b] = range_limit(o[0]);
-        st.samples[b + 1u] = range_limit(o[1]);
     }
 }
 
@@ -279,23 +130,12 @@ extern "C" __global__ void idct(const KernelArgs a) {
     // The blocks: the chunk itself for host-decoded coefficients, the coefficient buffer
     // for blocks the `huffman` pass decoded (`coef_offset` counts from its start).
     const u32* blocks = (const u32*)a.ptr[2];
-    const u32 gid =
-        (workgroup_id_y() * num_workgroups_x() + workgroup_id_x()) * 64u + local_invocation_index();
+    const u32 gid = flat_id(64u);
     if (gid >= blob[H_IDCT]) {
         return;
     }
-    // The component whose invocations contain gid: the last one starting at or before it.
-    u32 lo = 0u;
-    u32 hi = blob[H_COMPONENTS];
-    while (hi - lo > 1u) {
-        const u32 mid = (lo + hi) / 2u;
-        if (comp_word(blob, mid, C_GROUP_START) <= gid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    const u32 c = lo;
+    // The component whose invocations contain gid.
+    const u32 c = record_of(blob, H_COMPONENT_TABLE, blob[H_COMPONENTS], C_GROUP_START, gid);
     const u32 size = comp_word(blob, c, C_DCT);
     const u32 bw = comp_word(blob, c, C_BW);
     const u32 bh = comp_word(blob, c, C_BH);
@@ -318,7 +158,7 @@ extern "C" __global__ void idct(const KernelArgs a) {
     const u32 per_block = block_words(stored);
     IdctState st;
     if (size == 8u) {
-        idct_8x8(blob, blocks, coefs + per_block * block0, stored, qt, st);
+        idct_block(blob, blocks, coefs + per_block * block0, stored, qt, 8u, st);
 #pragma unroll
         for (u32 r = 0u; r < 8u; r++) {
             const u32 row = plane + (gy * 8u + r) * stride + gx * 2u;
@@ -329,7 +169,7 @@ extern "C" __global__ void idct(const KernelArgs a) {
                 | (st.samples[s + 6u] << 16u) | (st.samples[s + 7u] << 24u);
         }
     } else if (size == 4u) {
-        idct_4x4(blob, blocks, coefs + per_block * block0, stored, qt, st);
+        idct_block(blob, blocks, coefs + per_block * block0, stored, qt, 4u, st);
 #pragma unroll
         for (u32 r = 0u; r < 4u; r++) {
             const u32 s = r * 8u;
@@ -342,7 +182,7 @@ extern "C" __global__ void idct(const KernelArgs a) {
 #pragma unroll
         for (u32 k = 0u; k < 2u; k++) {
             if (gx * 2u + k < bw) {
-                idct_2x2(blob, blocks, coefs + per_block * (block0 + k), stored, qt, st);
+                idct_block(blob, blocks, coefs + per_block * (block0 + k), stored, qt, 2u, st);
 #pragma unroll
                 for (u32 r = 0u; r < 2u; r++) {
                     words[r] = words[r]

@@ -124,3 +124,92 @@ static __device__ __forceinline__ void idct2_1d(const u32 x[8], u32 shift, u32 o
     out[0] = descale(tmp10 + tmp0, shift);
     out[1] = descale(tmp10 - tmp0, shift);
 }
+
+// Whether the IDCT of output size `size` (8, 4 or 2) reads row or column r of a block:
+// jpeg_idct_4x4 skips 4, jpeg_idct_2x2 2, 4 and 6.
+static __device__ __forceinline__ bool idct_reads(u32 size, u32 r) {
+    if (size == 8u) {
+        return true;
+    }
+    if (size == 4u) {
+        return r != 4u;
+    }
+    return r == 0u || (r & 1u) == 1u;
+}
+
+// The 1-D pass of the IDCT of output size `size` (8, 4 or 2) over x, descaled by `shift`
+// plus the size's extra bits; out[0..size].
+static __device__ __forceinline__ void idct_1d(const u32 x[8], u32 size, u32 shift, u32 out[8]) {
+    if (size == 8u) {
+        idct8_1d(x, shift, out);
+    } else if (size == 4u) {
+        idct4_1d(x, shift + 1u, out);
+    } else {
+        idct2_1d(x, shift + 2u, out);
+    }
+}
+
+static __device__ __forceinline__ bool fits16(u32 x) {
+    return (i32)x >= -32768 && (i32)x <= 32767;
+}
+
+// Pass 1 of the IDCT of output size `size` on column `col`: c its coefficients, by row
+// (the rows the size does not read zero), and qw the words of the quantisation table that
+// hold the column (column_words); out[0..size] the pass-1 values (the DC alone where
+// every AC coefficient is zero, as the oracle tests it: before dequantisation).
+static __device__ __forceinline__ void idct_column(const u32 c[8], const u32 qw[8], u32 col, u32 size, u32 out[8]) {
+    if (c[1] == 0u && c[2] == 0u && c[3] == 0u && c[4] == 0u && c[5] == 0u && c[6] == 0u
+        && c[7] == 0u) {
+        const u32 dc = (c[0] * half16(qw[0], col)) << PASS1_BITS;
+#pragma unroll
+        for (u32 r = 0u; r < 8u; r++) {
+            out[r] = dc;
+        }
+        return;
+    }
+    u32 x[8];
+#pragma unroll
+    for (u32 r = 0u; r < 8u; r++) {
+        x[r] = c[r] * half16(qw[r], r * 8u + col);
+    }
+    idct_1d(x, size, CONST_BITS - PASS1_BITS, out);
+}
+
+// idct_column into ws (rows 0..size of column `col`, row * 8 + column); whether every
+// value fits in 16 bits (the huffman kernel's range check).
+static __device__ __forceinline__ bool idct_pass1(u32 ws[64], u32 col, const u32 c[8], const u32 qw[8], u32 size) {
+    u32 o[8];
+    idct_column(c, qw, col, size, o);
+    bool fits = true;
+#pragma unroll
+    for (u32 r = 0u; r < size; r++) {
+        fits = fits && fits16(o[r]);
+        ws[r * 8u + col] = o[r];
+    }
+    return fits;
+}
+
+// Pass 2 of the IDCT of output size `size` on one row x of pass-1 values (the columns the
+// size does not read zero): out[0..size] the samples before the range limit.
+static __device__ __forceinline__ void idct_row(const u32 x[8], u32 size, u32 out[8]) {
+    if (x[1] == 0u && x[2] == 0u && x[3] == 0u && x[4] == 0u && x[5] == 0u && x[6] == 0u
+        && x[7] == 0u) {
+        const u32 v = descale(x[0], PASS1_BITS + 3u);
+#pragma unroll
+        for (u32 i = 0u; i < 8u; i++) {
+            out[i] = v;
+        }
+        return;
+    }
+    idct_1d(x, size, CONST_BITS + PASS1_BITS + 3u, out);
+}
+
+// idct_row on row `row` of ws: out[0..size] the samples before the range limit.
+static __device__ __forceinline__ void idct_pass2(const u32 ws[64], u32 row, u32 size, u32 out[8]) {
+    u32 x[8];
+#pragma unroll
+    for (u32 i = 0u; i < 8u; i++) {
+        x[i] = idct_reads(size, i) ? ws[row * 8u + i] : 0u;
+    }
+    idct_row(x, size, out);
+}

@@ -819,16 +819,15 @@ fn element_f(s: u32, l: u32) -> f32 {
 
 // f16_bits: shaders/f16.wgsl, appended to this file when it is compiled.
 
-@compute @workgroup_size(256)
-fn write_image(
+// The builtins of the two write passes, which take nothing else.
+struct Invocation {
     @builtin(workgroup_id) wg: vec3<u32>,
     @builtin(num_workgroups) nw: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
-) {
-    let t = linear_id(wg, nw, li);
-    if t >= P.words {
-        return;
-    }
+}
+
+// Word t of the write chunk of the images.
+fn image_word(t: u32) -> u32 {
     let n = hdr[H_N];
     let dtype = hdr[H_DTYPE];
     let per = 3u * hdr[H_OUT_W] * hdr[H_OUT_H];
@@ -857,19 +856,11 @@ fn write_image(
             word = bitcast<u32>(element_f(s, e % per));
         }
     }
-    outw[t] = word;
+    return word;
 }
 
-@compute @workgroup_size(256)
-fn write_mask(
-    @builtin(workgroup_id) wg: vec3<u32>,
-    @builtin(num_workgroups) nw: vec3<u32>,
-    @builtin(local_invocation_index) li: u32,
-) {
-    let t = linear_id(wg, nw, li);
-    if t >= P.words {
-        return;
-    }
+// Word t of the write chunk of the masks.
+fn mask_word(t: u32) -> u32 {
     let n = hdr[H_N];
     let ow = hdr[H_OUT_W];
     let oh = hdr[H_OUT_H];
@@ -905,5 +896,21 @@ fn write_mask(
             word |= v << (16u * k);
         }
     }
-    outw[t] = word;
+    return word;
+}
+
+@compute @workgroup_size(256)
+fn write_image(inv: Invocation) {
+    let t = linear_id(inv.wg, inv.nw, inv.li);
+    if t < P.words {
+        outw[t] = image_word(t);
+    }
+}
+
+@compute @workgroup_size(256)
+fn write_mask(inv: Invocation) {
+    let t = linear_id(inv.wg, inv.nw, inv.li);
+    if t < P.words {
+        outw[t] = mask_word(t);
+    }
 }

@@ -6,15 +6,10 @@
 // reads the component planes idct.wgsl wrote and writes one RGBA word (R in the low byte,
 // A = 255) into `windows`, which is bound at the chunk's first output word.
 
-@group(0) @binding(0) var<storage, read> blob: array<u32>;
+// Binding 0, `blob` (the chunk), its header and ComponentDesc words, the invocation index
+// and the lookups into the chunk are in shaders/decode_common.wgsl, joined after this file.
 @group(0) @binding(1) var<storage, read> planes: array<u32>;
 @group(0) @binding(2) var<storage, read_write> windows: array<u32>;
-
-// Chunk header words.
-const H_IMAGES: u32 = 0u;        // number of image records
-const H_IMAGE_TABLE: u32 = 2u;
-const H_COMPONENT_TABLE: u32 = 3u;
-const H_PIXELS: u32 = 5u;        // output pixels in this chunk
 
 // ImageDesc words.
 const I_KIND: u32 = 0u;
@@ -27,18 +22,6 @@ const I_Y0: u32 = 6u;
 const I_WIDTH: u32 = 7u;
 const I_PIXEL_START: u32 = 12u;
 const I_SRC: u32 = 13u;
-
-// ComponentDesc words.
-const C_BX0: u32 = 2u;
-const C_BY0: u32 = 3u;
-const C_DCT: u32 = 6u;
-const C_PLANE: u32 = 7u;
-const C_STRIDE: u32 = 8u;
-const C_DW: u32 = 9u;
-const C_DH: u32 = 10u;
-const C_METHOD: u32 = 11u;
-const C_EH: u32 = 12u;
-const C_EV: u32 = 13u;
 
 const KIND_GRAY: u32 = 0u;
 const KIND_YCBCR: u32 = 1u;
@@ -54,11 +37,7 @@ const UP_H1V2: u32 = 3u;
 const UP_H2V2: u32 = 4u;
 
 fn image_word(i: u32, w: u32) -> u32 {
-    return blob[blob[H_IMAGE_TABLE] + i * 16u + w];
-}
-
-fn comp_word(c: u32, w: u32) -> u32 {
-    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
+    return record_word(H_IMAGE_TABLE, i, w);
 }
 
 // Plane sample (sx, sy) in whole-component coordinates.
@@ -78,6 +57,27 @@ fn neighbour(i: u32, up: bool, n: u32) -> u32 {
     return min(i + 1u, max(n, 1u) - 1u);
 }
 
+// One axis of the triangle filter (jdsample.c's h2v1, h1v2 and h2v2 fancy upsampling)
+// at full-resolution coordinate x of a component `count` samples long: the nearer
+// sample x / 2, the other one beside x, and whether x is the first of its pair.
+struct Tap {
+    near: u32,
+    far: u32,
+    first: bool,
+}
+
+fn tap(x: u32, count: u32) -> Tap {
+    let near = x / 2u;
+    let first = x % 2u == 0u;
+    return Tap(near, neighbour(near, first, count), first);
+}
+
+// The one-axis triangle filter: 3/4 of the nearer sample and 1/4 of the other, rounded
+// up on the first of a pair and down on the second.
+fn triangle(near: u32, far: u32, first: bool) -> u32 {
+    return (3u * near + far + select(2u, 1u, first)) >> 2u;
+}
+
 // Component c's upsampled value at pixel (x, y) of the scaled image.
 fn component_value(c: u32, x: u32, y: u32) -> u32 {
     let method = comp_word(c, C_METHOD);
@@ -85,27 +85,19 @@ fn component_value(c: u32, x: u32, y: u32) -> u32 {
         return plane_sample(c, x, y);
     }
     if (method == UP_H2V1) {
-        let i = x / 2u;
-        let left = x % 2u == 0u;
-        let n = neighbour(i, left, comp_word(c, C_DW));
-        return (3u * plane_sample(c, i, y) + plane_sample(c, n, y) + select(2u, 1u, left)) >> 2u;
+        let h = tap(x, comp_word(c, C_DW));
+        return triangle(plane_sample(c, h.near, y), plane_sample(c, h.far, y), h.first);
     }
     if (method == UP_H1V2) {
-        let j = y / 2u;
-        let above = y % 2u == 0u;
-        let n = neighbour(j, above, comp_word(c, C_DH));
-        return (3u * plane_sample(c, x, j) + plane_sample(c, x, n) + select(2u, 1u, above)) >> 2u;
+        let v = tap(y, comp_word(c, C_DH));
+        return triangle(plane_sample(c, x, v.near), plane_sample(c, x, v.far), v.first);
     }
     if (method == UP_H2V2) {
-        let j = y / 2u;
-        let above = y % 2u == 0u;
-        let nj = neighbour(j, above, comp_word(c, C_DH));
-        let i = x / 2u;
-        let left = x % 2u == 0u;
-        let ni = neighbour(i, left, comp_word(c, C_DW));
-        let here = 3u * plane_sample(c, i, j) + plane_sample(c, i, nj);
-        let there = 3u * plane_sample(c, ni, j) + plane_sample(c, ni, nj);
-        return (3u * here + there + select(7u, 8u, left)) >> 4u;
+        let v = tap(y, comp_word(c, C_DH));
+        let h = tap(x, comp_word(c, C_DW));
+        let here = 3u * plane_sample(c, h.near, v.near) + plane_sample(c, h.near, v.far);
+        let there = 3u * plane_sample(c, h.far, v.near) + plane_sample(c, h.far, v.far);
+        return (3u * here + there + select(7u, 8u, h.first)) >> 4u;
     }
     // UP_BOX
     return plane_sample(c, x / max(comp_word(c, C_EH), 1u), y / max(comp_word(c, C_EV), 1u));
@@ -140,26 +132,12 @@ fn cmyk_to_rgb(c: u32, m: u32, y: u32, k: u32, inverted: bool) -> vec3<u32> {
 }
 
 @compute @workgroup_size(64)
-fn color(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let gid = (wid.y * nwg.x + wid.x) * 64u + lid;
+fn color(inv: Invocation) {
+    let gid = flat_id(inv, 64u);
     if (gid >= blob[H_PIXELS]) {
         return;
     }
-    var lo = 0u;
-    var hi = blob[H_IMAGES];
-    while (hi - lo > 1u) {
-        let mid = (lo + hi) / 2u;
-        if (image_word(mid, I_PIXEL_START) <= gid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let img = lo;
+    let img = record_of(H_IMAGE_TABLE, blob[H_IMAGES], I_PIXEL_START, gid);
     let local = gid - image_word(img, I_PIXEL_START);
     let out = image_word(img, I_OUT) + local;
     let kind = image_word(img, I_KIND);

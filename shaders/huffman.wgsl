@@ -12,15 +12,10 @@
 // buffer is fed zeros, as libjpeg does). All integer arithmetic is 32-bit and wraps, as in
 // the oracle.
 
-@group(0) @binding(0) var<storage, read> blob: array<u32>;
+// Binding 0, `blob` (the chunk), its header and ComponentDesc words, the invocation index
+// and the lookups into the chunk are in shaders/decode_common.wgsl, joined after this file.
 @group(0) @binding(1) var<storage, read_write> coefs: array<u32>;
 @group(0) @binding(2) var<storage, read_write> status: array<u32>;
-
-// Chunk header words.
-const H_COMPONENT_TABLE: u32 = 3u;
-const H_INTERVALS: u32 = 8u;        // intervals in this chunk
-const H_INTERVAL_TABLE: u32 = 9u;
-const H_MAX_BLOCKS: u32 = 12u;     // the most blocks an interval of the chunk holds
 
 // IntervalDesc words.
 const V_SCAN: u32 = 0u;
@@ -38,14 +33,6 @@ const S_FLAGS: u32 = 3u;
 const S_COMP: u32 = 4u;
 const S_DC_TABLE: u32 = 8u;
 const S_AC_TABLE: u32 = 12u;
-
-// ComponentDesc words.
-const C_COEF: u32 = 0u;
-const C_QUANT: u32 = 1u;
-const C_BX0: u32 = 2u;
-const C_BY0: u32 = 3u;
-const C_BW: u32 = 4u;
-const C_BH: u32 = 5u;
 
 // Decode table words (after the 128 lookahead words).
 const T_MAXCODE: u32 = 128u;
@@ -80,10 +67,9 @@ var<private> acc: u32;
 var<private> nbits: u32;
 var<private> virt: u32;
 
-// The block being decoded (32 words: coefficient z in half z % 2 of word z / 2), and the
-// pass-1 workspace of the SIMD check (row * 8 + column).
+// The block being decoded (32 words: coefficient z in half z % 2 of word z / 2). The
+// pass-1 workspace of the SIMD check, `ws`, is idct_common.wgsl's.
 var<private> blk: array<u32, 32>;
-var<private> ws: array<i32, 64>;
 
 // Byte `b` of the chunk.
 fn byte_at(b: u32) -> u32 {
@@ -189,7 +175,7 @@ fn extend(r: u32, s: u32) -> i32 {
 // ---------------------------------------------------------------------------------------
 // agrees_with_simd (idct.rs) on `blk`: the IDCT passes of shaders/idct.wgsl, each pass-1
 // value checked to fit in 16 bits and each sample (before the range limit) to lie within
-// -512..=511. The constants, half16, descale and the 1-D passes are those of
+// -512..=511. The constants, half16, descale, the passes and fits16 are those of
 // shaders/idct_common.wgsl, joined in front of this file.
 
 fn coef(i: u32) -> i32 {
@@ -201,136 +187,34 @@ fn deq(qt: u32, i: u32) -> i32 {
     return coef(i) * half16(blob[qt + i / 2u], i);
 }
 
-fn fits16(x: i32) -> bool {
-    return x >= -32768 && x <= 32767;
-}
-
 fn in_range(x: i32) -> bool {
     return x >= -512 && x <= 511;
 }
 
-// islow_8x8 (jpeg_idct_islow's passes) within range.
-fn islow_8x8_agrees(qt: u32) -> bool {
-    var ok = true;
-    for (var col = 0u; col < 8u; col++) {
-        var zero = true;
-        for (var r = 1u; r < 8u; r++) {
-            zero = zero && coef(r * 8u + col) == 0;
-        }
-        if (zero) {
-            let dc = deq(qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
-            for (var r = 0u; r < 8u; r++) {
-                ws[r * 8u + col] = dc;
-            }
-        } else {
-            var x: array<i32, 8>;
-            for (var r = 0u; r < 8u; r++) {
-                x[r] = deq(qt, r * 8u + col);
-            }
-            var o = idct8_1d(x, CONST_BITS - PASS1_BITS);
-            for (var r = 0u; r < 8u; r++) {
-                ok = ok && fits16(o[r]);
-                ws[r * 8u + col] = o[r];
-            }
-        }
+// Column `col` of `blk`, by row: the coefficients the IDCT of output size `size` reads,
+// zero for the rows it does not.
+fn column(size: u32, col: u32) -> array<i32, 8> {
+    var c: array<i32, 8>;
+    for (var r = 0u; r < 8u; r++) {
+        c[r] = select(0, coef(r * 8u + col), idct_reads(size, r));
     }
-    for (var row = 0u; row < 8u; row++) {
-        var x: array<i32, 8>;
-        var zero = true;
-        for (var i = 0u; i < 8u; i++) {
-            x[i] = ws[row * 8u + i];
-            if (i > 0u) {
-                zero = zero && x[i] == 0;
-            }
-        }
-        if (zero) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-        } else {
-            var o = idct8_1d(x, CONST_BITS + PASS1_BITS + 3u);
-            for (var i = 0u; i < 8u; i++) {
-                ok = ok && in_range(o[i]);
-            }
-        }
-    }
-    return ok;
+    return c;
 }
 
-// islow_4x4 (jpeg_idct_4x4's passes) within range.
-fn islow_4x4_agrees(qt: u32) -> bool {
+// islow_8x8, islow_4x4 or islow_2x2 (the passes of jpeg_idct_islow, jpeg_idct_4x4 or
+// jpeg_idct_2x2, by `size`) within range: idct_pass1 and idct_pass2 of
+// shaders/idct_common.wgsl.
+fn islow_agrees(qt: u32, size: u32) -> bool {
     var ok = true;
     for (var col = 0u; col < 8u; col++) {
-        if (col == 4u) {
-        } else {
-            let zero = coef(8u + col) == 0 && coef(16u + col) == 0 && coef(24u + col) == 0
-                && coef(40u + col) == 0 && coef(48u + col) == 0 && coef(56u + col) == 0;
-            if (zero) {
-                let dc = deq(qt, col) << PASS1_BITS;
-                ok = ok && fits16(dc);
-                for (var r = 0u; r < 4u; r++) {
-                    ws[r * 8u + col] = dc;
-                }
-            } else {
-                let x = array<i32, 8>(
-                    deq(qt, col), deq(qt, 8u + col), deq(qt, 16u + col), deq(qt, 24u + col), 0,
-                    deq(qt, 40u + col), deq(qt, 48u + col), deq(qt, 56u + col),
-                );
-                var o = idct4_1d(x, CONST_BITS - PASS1_BITS + 1u);
-                for (var r = 0u; r < 4u; r++) {
-                    ok = ok && fits16(o[r]);
-                    ws[r * 8u + col] = o[r];
-                }
-            }
+        if (idct_reads(size, col)) {
+            ok = idct_pass1(col, column(size, col), column_words(qt, col), size) && ok;
         }
     }
-    for (var row = 0u; row < 4u; row++) {
-        let b = row * 8u;
-        let x = array<i32, 8>(
-            ws[b], ws[b + 1u], ws[b + 2u], ws[b + 3u], 0, ws[b + 5u], ws[b + 6u], ws[b + 7u],
-        );
-        if (x[1] == 0 && x[2] == 0 && x[3] == 0 && x[5] == 0 && x[6] == 0 && x[7] == 0) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-        } else {
-            var o = idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u);
-            for (var i = 0u; i < 4u; i++) {
-                ok = ok && in_range(o[i]);
-            }
-        }
-    }
-    return ok;
-}
-
-// islow_2x2 (jpeg_idct_2x2's passes) within range.
-fn islow_2x2_agrees(qt: u32) -> bool {
-    var ok = true;
-    for (var k = 0u; k < 5u; k++) {
-        let col = select(2u * k - 1u, 0u, k == 0u);
-        let zero = coef(8u + col) == 0 && coef(24u + col) == 0 && coef(40u + col) == 0
-            && coef(56u + col) == 0;
-        if (zero) {
-            let dc = deq(qt, col) << PASS1_BITS;
-            ok = ok && fits16(dc);
-            ws[col] = dc;
-            ws[8u + col] = dc;
-        } else {
-            let x = array<i32, 8>(
-                deq(qt, col), deq(qt, 8u + col), 0, deq(qt, 24u + col), 0, deq(qt, 40u + col), 0,
-                deq(qt, 56u + col),
-            );
-            var o = idct2_1d(x, CONST_BITS - PASS1_BITS + 2u);
-            ok = ok && fits16(o[0]) && fits16(o[1]);
-            ws[col] = o[0];
-            ws[8u + col] = o[1];
-        }
-    }
-    for (var row = 0u; row < 2u; row++) {
-        let b = row * 8u;
-        let x = array<i32, 8>(ws[b], ws[b + 1u], 0, ws[b + 3u], 0, ws[b + 5u], 0, ws[b + 7u]);
-        if (x[1] == 0 && x[3] == 0 && x[5] == 0 && x[7] == 0) {
-            ok = ok && in_range(descale(x[0], PASS1_BITS + 3u));
-        } else {
-            var o = idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u);
-            ok = ok && in_range(o[0]) && in_range(o[1]);
+    for (var row = 0u; row < size; row++) {
+        var o = idct_pass2(row, size);
+        for (var i = 0u; i < size; i++) {
+            ok = ok && in_range(o[i]);
         }
     }
     return ok;
@@ -365,18 +249,14 @@ fn simd_agrees(qt: u32) -> bool {
     if (sum <= QUICK_BOUND) {
         return true;
     }
-    return islow_8x8_agrees(qt) && islow_4x4_agrees(qt) && islow_2x2_agrees(qt);
+    return islow_agrees(qt, 8u) && islow_agrees(qt, 4u) && islow_agrees(qt, 2u);
 }
 
 // ---------------------------------------------------------------------------------------
 
 @compute @workgroup_size(32)
-fn huffman(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = (wid.y * nwg.x + wid.x) * 32u + lid;
+fn huffman(inv: Invocation) {
+    let i = flat_id(inv, 32u);
     if (i < blob[H_INTERVALS]) {
         decode_interval(i);
     }

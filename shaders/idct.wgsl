@@ -6,38 +6,19 @@
 // data); one invocation handles one group of blocks side by side (1 block for 8x8 and 4x4
 // outputs, 2 for 2x2, 4 for 1x1), so it writes whole plane words and no two invocations
 // write the same word. All integer arithmetic is 32-bit and wraps, as in the oracle. The
-// constants, half16, descale and the 1-D passes are in shaders/idct_common.wgsl, joined in
-// front of this file (the `huffman` pass's range check runs the same ones).
+// constants, half16, descale, the passes and their workspace `ws` are in
+// shaders/idct_common.wgsl, joined in front of this file (the `huffman` pass's range check
+// runs the same ones); binding 0, `blob` (the chunk), its header and ComponentDesc words,
+// the invocation index and the lookups into the chunk are in shaders/decode_common.wgsl,
+// joined after it.
 
-@group(0) @binding(0) var<storage, read> blob: array<u32>;
 @group(0) @binding(1) var<storage, read_write> planes: array<u32>;
 // The blocks: the chunk itself for host-decoded coefficients, the coefficient buffer
 // for blocks the `huffman` pass decoded (`coef_offset` counts from its start).
 @group(0) @binding(2) var<storage, read> coefs: array<u32>;
 
-// Chunk header words.
-const H_COMPONENTS: u32 = 1u;    // number of component records
-const H_COMPONENT_TABLE: u32 = 3u;
-const H_IDCT: u32 = 4u;          // IDCT invocations in this chunk
-const H_FULL_BLOCKS: u32 = 11u;  // 1: blocks in the layout of size 8; 0: of each dct_size
-
-// ComponentDesc words.
-const C_COEF: u32 = 0u;
-const C_QUANT: u32 = 1u;
-const C_BW: u32 = 4u;
-const C_BH: u32 = 5u;
-const C_DCT: u32 = 6u;
-const C_PLANE: u32 = 7u;
-const C_STRIDE: u32 = 8u;
-const C_GROUP_START: u32 = 14u;
-
-// Pass-1 results (row * 8 + column) and output samples (row * 8 + column).
-var<private> ws: array<i32, 64>;
+// Output samples (row * 8 + column).
 var<private> samples: array<u32, 64>;
-
-fn comp_word(c: u32, w: u32) -> u32 {
-    return blob[blob[H_COMPONENT_TABLE] + c * 16u + w];
-}
 
 // A block stored in the layout of output size `stored` (coeffs.rs): the kept rows by the
 // kept columns, row-major; `side` of each, natural row or column x at `rank`.
@@ -99,132 +80,30 @@ fn range_limit(x: i32) -> u32 {
     return i - 896u;
 }
 
-// jpeg_idct_islow: block at `at` (in the layout of size `stored`), quantisation table at
-// `qt`, into samples[].
-fn idct_8x8(at: u32, stored: u32, qt: u32) {
+// Column `col` of the block at `at` (in the layout of size `stored`), by row: the
+// coefficients the IDCT of output size `size` reads, zero for the rows it does not.
+fn column(at: u32, stored: u32, size: u32, col: u32) -> array<i32, 8> {
+    var c: array<i32, 8>;
+    for (var r = 0u; r < 8u; r++) {
+        c[r] = select(0, coef(at, stored, r * 8u + col), idct_reads(size, r));
+    }
+    return c;
+}
+
+// jpeg_idct_islow (size 8), jpeg_idct_4x4 (4) or jpeg_idct_2x2 (2): block at `at` (in the
+// layout of size `stored`), quantisation table at `qt`, into samples[] (rows and columns
+// 0..size). The passes are idct_pass1 and idct_pass2 of shaders/idct_common.wgsl.
+fn idct_block(at: u32, stored: u32, qt: u32, size: u32) {
     for (var col = 0u; col < 8u; col++) {
-        var zero = true;
-        for (var r = 1u; r < 8u; r++) {
-            zero = zero && coef(at, stored, r * 8u + col) == 0;
-        }
-        if (zero) {
-            let dc = deq(at, stored, qt, col) << PASS1_BITS;
-            for (var r = 0u; r < 8u; r++) {
-                ws[r * 8u + col] = dc;
-            }
-            continue;
-        }
-        var x: array<i32, 8>;
-        for (var r = 0u; r < 8u; r++) {
-            x[r] = deq(at, stored, qt, r * 8u + col);
-        }
-        var o = idct8_1d(x, CONST_BITS - PASS1_BITS);
-        for (var r = 0u; r < 8u; r++) {
-            ws[r * 8u + col] = o[r];
+        if (idct_reads(size, col)) {
+            _ = idct_pass1(col, column(at, stored, size, col), column_words(qt, col), size);
         }
     }
-    for (var row = 0u; row < 8u; row++) {
-        var x: array<i32, 8>;
-        var zero = true;
-        for (var i = 0u; i < 8u; i++) {
-            x[i] = ws[row * 8u + i];
-            if (i > 0u) {
-                zero = zero && x[i] == 0;
-            }
-        }
-        if (zero) {
-            let v = range_limit(descale(x[0], PASS1_BITS + 3u));
-            for (var i = 0u; i < 8u; i++) {
-                samples[row * 8u + i] = v;
-            }
-            continue;
-        }
-        var o = idct8_1d(x, CONST_BITS + PASS1_BITS + 3u);
-        for (var i = 0u; i < 8u; i++) {
+    for (var row = 0u; row < size; row++) {
+        var o = idct_pass2(row, size);
+        for (var i = 0u; i < size; i++) {
             samples[row * 8u + i] = range_limit(o[i]);
         }
-    }
-}
-
-// jpeg_idct_4x4 into samples[] (rows 0-3, columns 0-3).
-fn idct_4x4(at: u32, stored: u32, qt: u32) {
-    for (var col = 0u; col < 8u; col++) {
-        if (col == 4u) {
-            continue;
-        }
-        let zero = coef(at, stored, 8u + col) == 0 && coef(at, stored, 16u + col) == 0
-            && coef(at, stored, 24u + col) == 0 && coef(at, stored, 40u + col) == 0
-            && coef(at, stored, 48u + col) == 0 && coef(at, stored, 56u + col) == 0;
-        if (zero) {
-            let dc = deq(at, stored, qt, col) << PASS1_BITS;
-            for (var r = 0u; r < 4u; r++) {
-                ws[r * 8u + col] = dc;
-            }
-            continue;
-        }
-        let x = array<i32, 8>(
-            deq(at, stored, qt, col), deq(at, stored, qt, 8u + col),
-            deq(at, stored, qt, 16u + col), deq(at, stored, qt, 24u + col), 0,
-            deq(at, stored, qt, 40u + col), deq(at, stored, qt, 48u + col),
-            deq(at, stored, qt, 56u + col),
-        );
-        var o = idct4_1d(x, CONST_BITS - PASS1_BITS + 1u);
-        for (var r = 0u; r < 4u; r++) {
-            ws[r * 8u + col] = o[r];
-        }
-    }
-    for (var row = 0u; row < 4u; row++) {
-        let b = row * 8u;
-        let x = array<i32, 8>(
-            ws[b], ws[b + 1u], ws[b + 2u], ws[b + 3u], 0, ws[b + 5u], ws[b + 6u], ws[b + 7u],
-        );
-        if (x[1] == 0 && x[2] == 0 && x[3] == 0 && x[5] == 0 && x[6] == 0 && x[7] == 0) {
-            let v = range_limit(descale(x[0], PASS1_BITS + 3u));
-            for (var i = 0u; i < 4u; i++) {
-                samples[b + i] = v;
-            }
-            continue;
-        }
-        var o = idct4_1d(x, CONST_BITS + PASS1_BITS + 3u + 1u);
-        for (var i = 0u; i < 4u; i++) {
-            samples[b + i] = range_limit(o[i]);
-        }
-    }
-}
-
-// jpeg_idct_2x2 into samples[] (rows 0-1, columns 0-1).
-fn idct_2x2(at: u32, stored: u32, qt: u32) {
-    for (var k = 0u; k < 5u; k++) {
-        let col = select(2u * k - 1u, 0u, k == 0u);
-        let zero = coef(at, stored, 8u + col) == 0 && coef(at, stored, 24u + col) == 0
-            && coef(at, stored, 40u + col) == 0 && coef(at, stored, 56u + col) == 0;
-        if (zero) {
-            let dc = deq(at, stored, qt, col) << PASS1_BITS;
-            ws[col] = dc;
-            ws[8u + col] = dc;
-            continue;
-        }
-        let x = array<i32, 8>(
-            deq(at, stored, qt, col), deq(at, stored, qt, 8u + col), 0,
-            deq(at, stored, qt, 24u + col), 0, deq(at, stored, qt, 40u + col), 0,
-            deq(at, stored, qt, 56u + col),
-        );
-        var o = idct2_1d(x, CONST_BITS - PASS1_BITS + 2u);
-        ws[col] = o[0];
-        ws[8u + col] = o[1];
-    }
-    for (var row = 0u; row < 2u; row++) {
-        let b = row * 8u;
-        let x = array<i32, 8>(ws[b], ws[b + 1u], 0, ws[b + 3u], 0, ws[b + 5u], 0, ws[b + 7u]);
-        if (x[1] == 0 && x[3] == 0 && x[5] == 0 && x[7] == 0) {
-            let v = range_limit(descale(x[0], PASS1_BITS + 3u));
-            samples[b] = v;
-            samples[b + 1u] = v;
-            continue;
-        }
-        var o = idct2_1d(x, CONST_BITS + PASS1_BITS + 3u + 2u);
-        samples[b] = range_limit(o[0]);
-        samples[b + 1u] = range_limit(o[1]);
     }
 }
 
@@ -234,27 +113,13 @@ fn idct_1x1(at: u32, stored: u32, qt: u32) -> u32 {
 }
 
 @compute @workgroup_size(64)
-fn idct(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let gid = (wid.y * nwg.x + wid.x) * 64u + lid;
+fn idct(inv: Invocation) {
+    let gid = flat_id(inv, 64u);
     if (gid >= blob[H_IDCT]) {
         return;
     }
-    // The component whose invocations contain gid: the last one starting at or before it.
-    var lo = 0u;
-    var hi = blob[H_COMPONENTS];
-    while (hi - lo > 1u) {
-        let mid = (lo + hi) / 2u;
-        if (comp_word(mid, C_GROUP_START) <= gid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let c = lo;
+    // The component whose invocations contain gid.
+    let c = record_of(H_COMPONENT_TABLE, blob[H_COMPONENTS], C_GROUP_START, gid);
     let size = comp_word(c, C_DCT);
     let bw = comp_word(c, C_BW);
     let bh = comp_word(c, C_BH);
@@ -276,7 +141,7 @@ fn idct(
     let stored = select(size, 8u, blob[H_FULL_BLOCKS] == 1u);
     let per_block = block_words(stored);
     if (size == 8u) {
-        idct_8x8(coefs + per_block * block0, stored, qt);
+        idct_block(coefs + per_block * block0, stored, qt, 8u);
         for (var r = 0u; r < 8u; r++) {
             let row = plane + (gy * 8u + r) * stride + gx * 2u;
             let s = r * 8u;
@@ -286,7 +151,7 @@ fn idct(
                 | (samples[s + 6u] << 16u) | (samples[s + 7u] << 24u);
         }
     } else if (size == 4u) {
-        idct_4x4(coefs + per_block * block0, stored, qt);
+        idct_block(coefs + per_block * block0, stored, qt, 4u);
         for (var r = 0u; r < 4u; r++) {
             let s = r * 8u;
             planes[plane + (gy * 4u + r) * stride + gx] = samples[s] | (samples[s + 1u] << 8u)
@@ -296,7 +161,7 @@ fn idct(
         var words = array<u32, 2>(0u, 0u);
         for (var k = 0u; k < 2u; k++) {
             if (gx * 2u + k < bw) {
-                idct_2x2(coefs + per_block * (block0 + k), stored, qt);
+                idct_block(coefs + per_block * (block0 + k), stored, qt, 2u);
                 for (var r = 0u; r < 2u; r++) {
                     words[r] = words[r] | ((samples[r * 8u] | (samples[r * 8u + 1u] << 8u))
                         << (16u * k));

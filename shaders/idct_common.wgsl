@@ -1,9 +1,9 @@
 // The islow IDCT arithmetic of libjpeg-turbo (jpeg_idct_islow and jidctred.c's 4x4 and
 // 2x2, as the scalar oracle src/decode/jpeg/idct.rs computes them), shared by the `idct`
 // pass (shaders/idct.wgsl) and the `huffman` pass's SIMD range check
-// (shaders/huffman.wgsl): pure functions and constants, no bindings. WGSL has no
-// includes: src/backend/wgpu/shaders.rs joins this file in front of each of those two.
-// All integer arithmetic is 32-bit and wraps, as in the oracle.
+// (shaders/huffman.wgsl): constants, the invocation's pass-1 workspace and functions, no
+// bindings. WGSL has no includes: src/backend/wgpu/shaders.rs joins this file in front of
+// each of those two. All integer arithmetic is 32-bit and wraps, as in the oracle.
 
 const CONST_BITS: u32 = 13u;
 const PASS1_BITS: u32 = 2u;
@@ -30,6 +30,9 @@ const FIX_1_272758580: i32 = 10426;
 const FIX_1_451774981: i32 = 11893;
 const FIX_2_172734803: i32 = 17799;
 const FIX_3_624509785: i32 = 29692;
+
+// The IDCT's pass-1 results (row * 8 + column).
+var<private> ws: array<i32, 64>;
 
 // Low or high signed 16-bit half of a word, by index parity.
 fn half16(word: u32, i: u32) -> i32 {
@@ -118,4 +121,84 @@ fn idct2_1d(x: array<i32, 8>, shift: u32) -> array<i32, 2> {
     let tmp0 = x[7] * (-FIX_0_720959822) + x[5] * FIX_0_850430095 + x[3] * (-FIX_1_272758580)
         + x[1] * FIX_3_624509785;
     return array<i32, 2>(descale(tmp10 + tmp0, shift), descale(tmp10 - tmp0, shift));
+}
+
+// Whether the IDCT of output size `size` (8, 4 or 2) reads row or column r of a block:
+// jpeg_idct_4x4 skips 4, jpeg_idct_2x2 2, 4 and 6.
+fn idct_reads(size: u32, r: u32) -> bool {
+    if (size == 8u) {
+        return true;
+    }
+    if (size == 4u) {
+        return r != 4u;
+    }
+    return r == 0u || (r & 1u) == 1u;
+}
+
+// The 1-D pass of the IDCT of output size `size` (8, 4 or 2) over x, descaled by `shift`
+// plus the size's extra bits; the first `size` values count.
+fn idct_1d(x: array<i32, 8>, size: u32, shift: u32) -> array<i32, 8> {
+    if (size == 8u) {
+        return idct8_1d(x, shift);
+    }
+    if (size == 4u) {
+        let o = idct4_1d(x, shift + 1u);
+        return array<i32, 8>(o[0], o[1], o[2], o[3], 0, 0, 0, 0);
+    }
+    let o = idct2_1d(x, shift + 2u);
+    return array<i32, 8>(o[0], o[1], 0, 0, 0, 0, 0, 0);
+}
+
+fn fits16(x: i32) -> bool {
+    return x >= -32768 && x <= 32767;
+}
+
+// Pass 1 of the IDCT of output size `size` on column `col`: c its coefficients, by row
+// (the rows the size does not read zero), and qw the words of the quantisation table that
+// hold the column (column_words); the first `size` values of the result count (the DC
+// alone where every AC coefficient is zero, as the oracle tests it: before
+// dequantisation).
+fn idct_column(c: array<i32, 8>, qw: array<u32, 8>, col: u32, size: u32) -> array<i32, 8> {
+    if (c[1] == 0 && c[2] == 0 && c[3] == 0 && c[4] == 0 && c[5] == 0 && c[6] == 0
+        && c[7] == 0) {
+        let dc = (c[0] * half16(qw[0], col)) << PASS1_BITS;
+        return array<i32, 8>(dc, dc, dc, dc, dc, dc, dc, dc);
+    }
+    var x: array<i32, 8>;
+    for (var r = 0u; r < 8u; r++) {
+        x[r] = c[r] * half16(qw[r], r * 8u + col);
+    }
+    return idct_1d(x, size, CONST_BITS - PASS1_BITS);
+}
+
+// idct_column into ws (rows 0..size of column `col`); whether every value fits in 16 bits
+// (the huffman pass's range check).
+fn idct_pass1(col: u32, c: array<i32, 8>, qw: array<u32, 8>, size: u32) -> bool {
+    var o = idct_column(c, qw, col, size);
+    var fits = true;
+    for (var r = 0u; r < size; r++) {
+        fits = fits && fits16(o[r]);
+        ws[r * 8u + col] = o[r];
+    }
+    return fits;
+}
+
+// Pass 2 of the IDCT of output size `size` on one row x of pass-1 values (the columns the
+// size does not read zero): the samples before the range limit, the first `size` count.
+fn idct_row(x: array<i32, 8>, size: u32) -> array<i32, 8> {
+    if (x[1] == 0 && x[2] == 0 && x[3] == 0 && x[4] == 0 && x[5] == 0 && x[6] == 0
+        && x[7] == 0) {
+        let v = descale(x[0], PASS1_BITS + 3u);
+        return array<i32, 8>(v, v, v, v, v, v, v, v);
+    }
+    return idct_1d(x, size, CONST_BITS + PASS1_BITS + 3u);
+}
+
+// idct_row on row `row` of ws: the samples before the range limit, the first `size` count.
+fn idct_pass2(row: u32, size: u32) -> array<i32, 8> {
+    var x: array<i32, 8>;
+    for (var i = 0u; i < 8u; i++) {
+        x[i] = select(0, ws[row * 8u + i], idct_reads(size, i));
+    }
+    return idct_row(x, size);
 }

@@ -30,16 +30,20 @@
 
 #include "../../kernels/common.cuh"
 
-// idct_common.cuh goes before the two sources the host prepends it to (kernels.rs).
+// decode_common.cuh and idct_common.cuh go before the sources the host prepends them to
+// (kernels.rs).
 namespace k_huffman {
+#include "../../kernels/decode_common.cuh"
 #include "../../kernels/idct_common.cuh"
 #include "../../kernels/huffman.cu"
 }
 namespace k_idct {
+#include "../../kernels/decode_common.cuh"
 #include "../../kernels/idct_common.cuh"
 #include "../../kernels/idct.cu"
 }
 namespace k_color {
+#include "../../kernels/decode_common.cuh"
 #include "../../kernels/color.cu"
 }
 namespace k_orient {

@@ -40,25 +40,47 @@ fn every_shader_parses_and_validates() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
-/// `idct_common.wgsl` is joined in front of two shaders with different bindings: it
-/// validates alone and declares no module-scope variable (binding or private), and both
-/// shaders start with it.
-#[test]
-fn the_shared_idct_arithmetic_is_pure_and_in_front_of_both_idct_users() {
-    validate("idct_common.wgsl", shaders::IDCT_COMMON).expect("validates");
-    let module = parse(shaders::IDCT_COMMON);
-    let globals: Vec<_> = module
+/// A file joined to other shaders: it validates alone and has no entry point; its
+/// module-scope variables, by name and binding.
+fn joined_file_globals(name: &str, source: &str) -> Vec<(Option<String>, Option<u32>)> {
+    validate(name, source).expect("validates");
+    let module = parse(source);
+    assert!(module.entry_points.is_empty(), "{name}");
+    module
         .global_variables
         .iter()
-        .map(|(_, g)| &g.name)
-        .collect();
-    assert!(globals.is_empty(), "{globals:?}");
-    assert!(module.entry_points.is_empty());
+        .map(|(_, g)| (g.name.clone(), g.binding.as_ref().map(|b| b.binding)))
+        .collect()
+}
+
+/// `idct_common.wgsl` is joined in front of two shaders with different bindings: it
+/// validates alone, declares no binding (its one module-scope variable is the private
+/// pass-1 workspace `ws`), and both shaders start with it.
+#[test]
+fn the_shared_idct_arithmetic_has_no_binding_and_is_in_front_of_both_idct_users() {
+    let globals = joined_file_globals("idct_common.wgsl", shaders::IDCT_COMMON);
+    assert_eq!(globals, [(Some("ws".to_string()), None)]);
     for (name, source) in [
         ("huffman.wgsl", shaders::HUFFMAN),
         ("idct.wgsl", shaders::IDCT),
     ] {
         assert!(source.starts_with(shaders::IDCT_COMMON), "{name}");
+    }
+}
+
+/// `decode_common.wgsl` is joined after the three decode shaders: it validates alone,
+/// declares the chunk's binding and no other module-scope variable, has no entry point,
+/// and each of the three ends with it.
+#[test]
+fn the_shared_decode_lookups_end_each_decode_shader() {
+    let globals = joined_file_globals("decode_common.wgsl", shaders::DECODE_COMMON);
+    assert_eq!(globals, [(Some("blob".to_string()), Some(0))]);
+    for (name, source) in [
+        ("huffman.wgsl", shaders::HUFFMAN),
+        ("idct.wgsl", shaders::IDCT),
+        ("color.wgsl", shaders::COLOR),
+    ] {
+        assert!(source.ends_with(shaders::DECODE_COMMON), "{name}");
     }
 }
 
@@ -317,6 +339,26 @@ fn the_augment_shader_reads_the_sample_plan_where_rust_writes_it() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The ComponentDesc word constants of `decode_common.wgsl` (joined to the three decode
+/// shaders) and the Rust fields they index.
+const COMPONENT_WORDS: [(&str, &str); 15] = [
+    ("C_COEF", "coef_offset"),
+    ("C_QUANT", "quant_offset"),
+    ("C_BX0", "bx0"),
+    ("C_BY0", "by0"),
+    ("C_BW", "bw"),
+    ("C_BH", "bh"),
+    ("C_DCT", "dct_size"),
+    ("C_PLANE", "plane_offset"),
+    ("C_STRIDE", "plane_stride"),
+    ("C_DW", "downsampled_width"),
+    ("C_DH", "downsampled_height"),
+    ("C_METHOD", "method"),
+    ("C_EH", "eh"),
+    ("C_EV", "ev"),
+    ("C_GROUP_START", "group_start"),
+];
+
 #[test]
 fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
     let image = fields!(
@@ -344,23 +386,7 @@ fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
         ("I_PIXEL_START", "pixel_start"),
         ("I_SRC", "src_offset"),
     ];
-    let component_words = [
-        ("C_COEF", "coef_offset"),
-        ("C_QUANT", "quant_offset"),
-        ("C_BX0", "bx0"),
-        ("C_BY0", "by0"),
-        ("C_BW", "bw"),
-        ("C_BH", "bh"),
-        ("C_DCT", "dct_size"),
-        ("C_PLANE", "plane_offset"),
-        ("C_STRIDE", "plane_stride"),
-        ("C_DW", "downsampled_width"),
-        ("C_DH", "downsampled_height"),
-        ("C_METHOD", "method"),
-        ("C_EH", "eh"),
-        ("C_EV", "ev"),
-        ("C_GROUP_START", "group_start"),
-    ];
+    let component_words = COMPONENT_WORDS;
     let mut failures = Vec::new();
     for (shader, src) in [("idct.wgsl", shaders::IDCT), ("color.wgsl", shaders::COLOR)] {
         failures.extend(check_word_constants(
@@ -431,14 +457,7 @@ fn the_huffman_shader_reads_the_entropy_records_where_rust_writes_them() {
         ("V_END", "end"),
         ("V_STATUS", "status"),
     ];
-    let component_words = [
-        ("C_COEF", "coef_offset"),
-        ("C_QUANT", "quant_offset"),
-        ("C_BX0", "bx0"),
-        ("C_BY0", "by0"),
-        ("C_BW", "bw"),
-        ("C_BH", "bh"),
-    ];
+    let component_words = COMPONENT_WORDS;
     let (name, src) = ("huffman.wgsl", shaders::HUFFMAN);
     let mut failures = check_word_constants(name, src, "S_", &scan_words, &scan);
     failures.extend(check_word_constants(

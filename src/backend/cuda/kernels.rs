@@ -1,5 +1,6 @@
-//! The CUDA kernels: `kernels/*.cu` with `kernels/common.cuh` prepended (and, to the two
-//! that run the IDCT, `kernels/idct_common.cuh` after it), compiled at first use by NVRTC for the device's architecture and cached for the process, then
+//! The CUDA kernels: `kernels/*.cu` with `kernels/common.cuh` prepended (and after it, to
+//! the three decode kernels, `kernels/decode_common.cuh`, and to the two that run the
+//! IDCT, `kernels/idct_common.cuh`), compiled at first use by NVRTC for the device's architecture and cached for the process, then
 //! loaded on a context by [`load`].
 //!
 //! Each source is compiled for the device's real architecture (`sm_90`) and loaded as
@@ -32,8 +33,12 @@ pub use super::nvrtc::library_dirs;
 /// The header prepended to every kernel source.
 pub const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
+/// What the decode kernels (`huffman`, `idct`, `color`) share, prepended to their sources
+/// after [`COMMON`]: the invocation index and the lookups into the chunk's tables.
+pub const DECODE_COMMON: &str = include_str!("../../../kernels/decode_common.cuh");
+
 /// The IDCT arithmetic the `huffman` and `idct` kernels share, prepended to their sources
-/// after [`COMMON`].
+/// after [`DECODE_COMMON`].
 pub const IDCT_COMMON: &str = include_str!("../../../kernels/idct_common.cuh");
 
 /// The kernel sources, by file name (without `common.cuh` and the headers of
@@ -48,10 +53,15 @@ pub const SOURCES: [(&str, &str); 6] = [
 ];
 
 /// The headers (name, text) prepended to the kernel source `file` after `common.cuh`:
-/// `idct_common.cuh` for the two that run the IDCT.
+/// `decode_common.cuh` for the three decode kernels, then `idct_common.cuh` for the two
+/// that run the IDCT.
 pub fn headers_of(file: &str) -> &'static [(&'static str, &'static str)] {
     match file {
-        "huffman.cu" | "idct.cu" => &[("idct_common.cuh", IDCT_COMMON)],
+        "huffman.cu" | "idct.cu" => &[
+            ("decode_common.cuh", DECODE_COMMON),
+            ("idct_common.cuh", IDCT_COMMON),
+        ],
+        "color.cu" => &[("decode_common.cuh", DECODE_COMMON)],
         _ => &[],
     }
 }
@@ -627,6 +637,12 @@ mod tests {
             .map(|(f, _)| *f)
             .collect();
         assert_eq!(with_idct, ["huffman.cu", "idct.cu"]);
+        let with_decode: Vec<_> = SOURCES
+            .iter()
+            .filter(|(f, _)| headers_of(f).iter().any(|(h, _)| *h == "decode_common.cuh"))
+            .map(|(f, _)| *f)
+            .collect();
+        assert_eq!(with_decode, ["huffman.cu", "idct.cu", "color.cu"]);
     }
 
     #[test]
