@@ -16,7 +16,7 @@ mod executor;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use stoker::backend::cuda::cudarc::driver::CudaContext;
-use stoker::{Augment, BackendKind, CudaBatch, DType, Dataset, Pipeline, WgpuBatch};
+use stoker::{Augment, BackendKind, CudaBatch, DType, Dataset, Pipeline};
 
 /// The device, as the tests here share it. The harness runs them in parallel, and a test
 /// that measures free device memory must not see another's allocations: it takes this
@@ -84,7 +84,7 @@ fn batches_arrive_on_the_callers_stream() {
         let images = b.cuda_images().expect("a CUDA batch");
         assert!(b.cuda_event().is_some());
         #[cfg(feature = "wgpu")]
-        assert!(b.wgpu_images().is_none());
+        assert!(stoker::WgpuBatch::wgpu_images(&b).is_none());
         // The caller's stream already waits for the batch: a copy on it sees the pixels.
         let n = b.images_len_bytes();
         let got = stream
