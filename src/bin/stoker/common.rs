@@ -714,14 +714,13 @@ pub fn device_decoder(
     be: &dyn stoker::backend::Backend,
     hardware: stoker::HardwareDecode,
     batch: usize,
-) -> Result<Option<DeviceDecoder>, String> {
+) -> stoker::Result<Option<DeviceDecoder>> {
     be.batcher(&stoker::backend::device::BatcherConfig {
         ring: 2,
         batch_size: batch,
         hardware,
         ..Default::default()
     })
-    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

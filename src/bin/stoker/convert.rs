@@ -14,6 +14,7 @@ use serde::Serialize;
 use stoker::decode::jpeg::{Restart, TranscodeCounts, TranscodeOptions};
 use stoker::source::shards::{ShardFormat, ShardWriter};
 
+use crate::args::ArgError;
 use crate::common::{self, fail, kv, progress, Cause, Ctx, Failure, Report, Res};
 
 /// What `stoker convert --help` adds after the options: the layout it writes.
@@ -175,14 +176,12 @@ impl ConvertReport {
     }
 }
 
-fn parse_format(s: &str) -> Result<ShardFormat, String> {
+fn parse_format(s: &str) -> Result<ShardFormat, ArgError> {
     match s.trim().to_ascii_lowercase().as_str() {
         "tfrecord" => Ok(ShardFormat::TfRecord),
         "tar" | "webdataset" => Ok(ShardFormat::Tar),
         "folder" | "dir" => Ok(ShardFormat::Folder),
-        other => Err(format!(
-            "unknown output format {other:?} (expected tfrecord, tar or folder)"
-        )),
+        other => Err(ArgError::UnknownFormat(other.to_string())),
     }
 }
 
@@ -193,13 +192,11 @@ enum Restarts {
     Off,
 }
 
-fn parse_restarts(s: &str) -> Result<Restarts, String> {
+fn parse_restarts(s: &str) -> Result<Restarts, ArgError> {
     match s.trim().to_ascii_lowercase().as_str() {
         "auto" | "on" => Ok(Restarts::Auto),
         "off" | "none" => Ok(Restarts::Off),
-        other => Err(format!(
-            "unknown --restarts {other:?} (expected auto or off)"
-        )),
+        other => Err(ArgError::UnknownRestarts(other.to_string())),
     }
 }
 
@@ -210,27 +207,29 @@ const MAX_SHARD_SIZE: u64 = 1 << 40;
 
 /// `--shard-size`: [`parse_size`], from 1 byte (a sample per shard) to
 /// [`MAX_SHARD_SIZE`].
-fn parse_shard_size(s: &str) -> Result<u64, String> {
+fn parse_shard_size(s: &str) -> Result<u64, ArgError> {
     let v = parse_size(s)?;
     if v > MAX_SHARD_SIZE {
-        return Err(format!(
-            "{s:?} is {v} bytes, more than a shard may hold ({MAX_SHARD_SIZE} bytes, 1TiB): \
-             shards of 100MB to a few GB suit most readers"
-        ));
+        return Err(ArgError::ShardTooLarge {
+            value: s.to_string(),
+            bytes: v,
+            max: MAX_SHARD_SIZE,
+        });
     }
     Ok(v)
 }
 
 /// `256MiB`, `1GB`, `4096`, ...: bytes (a whole number of them, at least 1).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, ArgError> {
     let t = s.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("bad size {s:?} (expected a number and a unit, e.g. 256MiB)"))?;
+    let n: f64 = num.parse().map_err(|source| ArgError::BadSize {
+        value: s.to_string(),
+        source,
+    })?;
     let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kb" => 1e3,
@@ -242,14 +241,15 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "t" | "tb" => 1e12,
         "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
         other => {
-            return Err(format!(
-                "unknown size unit {other:?} in {s:?} (expected B, kB, KiB, MB, MiB, GB, GiB, TB or TiB)"
-            ))
+            return Err(ArgError::UnknownUnit {
+                unit: other.to_string(),
+                value: s.to_string(),
+            })
         }
     };
     let v = (n * mult).round();
     if !(1.0..=1e15).contains(&v) {
-        return Err(format!("size {s:?} out of range (1 byte to 1PB)"));
+        return Err(ArgError::SizeOutOfRange(s.to_string()));
     }
     Ok(v as u64)
 }

@@ -119,20 +119,16 @@ pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
     let pb = progress(ctx, a.files.len() as u64, "decoding");
     for file in &a.files {
         let name = out_name(file, &mut used);
-        let r: Result<Decoded, String> = (|| {
+        let r: Result<Decoded, FileFault> = (|| {
             let mut bytes = Vec::new();
             stoker::source::fsio::read_bounded(file, Limits::default().max_bytes, &mut bytes)
-                .map_err(|e| format!("cannot read: {e}"))?;
+                .map_err(FileFault::Read)?;
             let info = match device.as_mut() {
-                Some(d) => d
-                    .decode_one(&bytes, &opts, &mut img)
-                    .map_err(common::reason)?,
-                None => {
-                    decode::cpu::decode_image(&bytes, &opts, &mut img).map_err(common::reason)?
-                }
+                Some(d) => d.decode_one(&bytes, &opts, &mut img)?,
+                None => decode::cpu::decode_image(&bytes, &opts, &mut img)?,
             };
             let out = a.out.join(&name);
-            write_png_rgb(&out, img.width, img.height, &img.data).map_err(|e| e.to_string())?;
+            write_png_rgb(&out, img.width, img.height, &img.data).map_err(FileFault::Write)?;
             Ok(Decoded {
                 file: file.display().to_string(),
                 out: out.display().to_string(),
@@ -143,9 +139,9 @@ pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
         })();
         match r {
             Ok(v) => decoded.push(v),
-            Err(reason) => errors.push(FileFailure {
+            Err(fault) => errors.push(FileFailure {
                 file: file.display().to_string(),
-                reason,
+                reason: common::reason(fault),
             }),
         }
         pb.inc(1);
@@ -159,6 +155,20 @@ pub fn decode(ctx: Ctx, a: &DecodeArgs) -> Res<Report> {
     };
     let failures = r.errors.len();
     Ok(Report::new(&r, r.text())?.failed_inputs(failures, a.files.len(), "file(s)"))
+}
+
+/// Why `stoker decode` could not decode a file and write its PNG.
+#[derive(Debug, thiserror::Error)]
+enum FileFault {
+    #[error("cannot read: {0}")]
+    Read(#[source] stoker::source::fsio::ReadError),
+    /// On the device path.
+    #[error("{0}")]
+    Device(#[from] stoker::Error),
+    #[error("{0}")]
+    Decode(#[from] stoker::DecodeError),
+    #[error("{0}")]
+    Write(#[source] Box<dyn std::error::Error>),
 }
 
 impl DecodeReport {

@@ -23,6 +23,7 @@
 //! | 5 | `output` | a result could not be written (a missing output folder, a write error) |
 //! | 6 | `failed` | the work failed while running (a device or pipeline error) |
 
+mod args;
 mod bench;
 mod common;
 mod convert;

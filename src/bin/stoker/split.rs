@@ -11,6 +11,7 @@ use stoker::source::split::Added;
 use stoker::source::{CheckReport, Manifest};
 use stoker::{Split, SplitSpec};
 
+use crate::args::ArgError;
 use crate::common::{self, fail, kv, Cause, Ctx, Failure, Report, Res};
 
 #[derive(Debug, Args)]
@@ -55,20 +56,20 @@ pub struct SplitArgs {
 }
 
 /// `--val`: a number in `[0, 1]`.
-fn fraction(s: &str) -> Result<f64, String> {
-    let f: f64 = s.trim().parse().map_err(|e| format!("{e}"))?;
+fn fraction(s: &str) -> Result<f64, ArgError> {
+    let f: f64 = s.trim().parse()?;
     if (0.0..=1.0).contains(&f) {
         Ok(f)
     } else {
-        Err(format!("{f} is not a fraction in [0, 1]"))
+        Err(ArgError::NotAFraction(f))
     }
 }
 
 /// `--group-by`: a regular expression that compiles.
-fn pattern(s: &str) -> Result<String, String> {
+fn pattern(s: &str) -> Result<String, ArgError> {
     regex::Regex::new(s)
         .map(|_| s.to_string())
-        .map_err(|e| e.to_string())
+        .map_err(|source| ArgError::Pattern { source })
 }
 
 /// Saves `split` to `out`; a failed write is an `Output` error.

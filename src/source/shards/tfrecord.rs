@@ -180,8 +180,8 @@ struct Example<'a> {
     lists: Vec<(&'a [u8], u64, &'a [u8])>,
 }
 
-/// A float or int64 list feature of an example that cannot be read as one.
-type ListFault = String;
+mod fault;
+use fault::ListFault;
 
 struct Wire<'a> {
     b: &'a [u8],
@@ -331,10 +331,10 @@ impl<'a> Example<'a> {
         match self.lists.iter().find(|(k, _, _)| *k == key.as_bytes()) {
             None => Ok(None),
             Some((_, num, list)) if *num == kind => Ok(Some(list)),
-            Some(_) => Err(format!(
-                "feature {key:?} is not a{} list",
-                if kind == 2 { " float" } else { "n int64" }
-            )),
+            Some(_) => Err(ListFault::NotAList {
+                key: key.into(),
+                float: kind == 2,
+            }),
         }
     }
 
@@ -344,18 +344,21 @@ impl<'a> Example<'a> {
         let Some(list) = self.list(key, 2)? else {
             return Ok(None);
         };
-        let bad = |e: WireError| format!("feature {key:?}: {e}");
+        let bad = |source: WireError| ListFault::Wire {
+            key: key.into(),
+            source,
+        };
         let mut out = Vec::new();
         let mut l = Wire { b: list };
         while !l.done() {
             let chunk = match l.field().map_err(bad)? {
                 (1, 2, packed, _) if packed.len() % 4 == 0 => packed,
-                (1, 2, _, _) => return Err(format!("feature {key:?}: packed floats cut short")),
+                (1, 2, _, _) => return Err(ListFault::PackedFloatsCutShort { key: key.into() }),
                 (1, 5, one, _) => one,
                 _ => continue,
             };
             if out.len() + chunk.len() / 4 > LIST_LIMIT {
-                return Err(format!("feature {key:?}: more than {LIST_LIMIT} values"));
+                return Err(ListFault::TooManyValues { key: key.into() });
             }
             out.extend(
                 chunk
@@ -371,12 +374,15 @@ impl<'a> Example<'a> {
         let Some(list) = self.list(key, 3)? else {
             return Ok(None);
         };
-        let bad = |e: WireError| format!("feature {key:?}: {e}");
+        let bad = |source: WireError| ListFault::Wire {
+            key: key.into(),
+            source,
+        };
         let mut out = Vec::new();
         let mut l = Wire { b: list };
         let push = |out: &mut Vec<i64>, v: u64| {
             if out.len() >= LIST_LIMIT {
-                return Err(format!("feature {key:?}: more than {LIST_LIMIT} values"));
+                return Err(ListFault::TooManyValues { key: key.into() });
             }
             out.push(v as i64);
             Ok(())
@@ -408,9 +414,7 @@ fn example_targets(
 ) -> std::result::Result<Option<Targets>, ListFault> {
     let bounded = |n: usize, key: &str| {
         if n > MAX_TARGETS {
-            return Err(format!(
-                "feature {key:?}: {n} values, more than {MAX_TARGETS} (stoker::source::target::MAX_TARGETS)"
-            ));
+            return Err(ListFault::TooManyTargets { key: key.into(), n });
         }
         Ok(())
     };
@@ -418,7 +422,10 @@ fn example_targets(
         u32::try_from(v)
             .ok()
             .filter(|&c| c <= MAX_LABEL)
-            .ok_or_else(|| format!("feature {key:?}: {v} is not a class id from 0 to {MAX_LABEL}"))
+            .ok_or_else(|| ListFault::NotAClassId {
+                key: key.into(),
+                value: v,
+            })
     };
     let classes = |key: &str| -> std::result::Result<Option<Vec<u32>>, ListFault> {
         let Some(list) = ex.int_list(key)? else {
@@ -437,10 +444,10 @@ fn example_targets(
     if let Some(v) = ex.floats(&keys.values)? {
         bounded(v.len(), &keys.values)?;
         if let Some(x) = v.iter().find(|x| !x.is_finite()) {
-            return Err(format!(
-                "feature {:?}: {x} is not a finite value",
-                keys.values
-            ));
+            return Err(ListFault::NotFinite {
+                key: keys.values.clone(),
+                value: *x,
+            });
         }
         t.values = v;
     }
@@ -469,11 +476,7 @@ fn example_targets(
             ex.int(key)
                 .filter(|&v| (1..=i64::from(u32::MAX)).contains(&v))
                 .map(|v| v as f32)
-                .ok_or_else(|| {
-                    format!(
-                        "coordinates are fractions of the image's size, but feature {key:?} is not a positive int64"
-                    )
-                })
+                .ok_or_else(|| ListFault::NoImageSize { key: key.into() })
         };
         (size(&keys.width)?, size(&keys.height)?)
     } else {
@@ -482,7 +485,10 @@ fn example_targets(
     let pixel = |v: f32, scale: f32, key: &str| {
         let p = v * scale;
         if !p.is_finite() || p.abs() > 1e9 {
-            return Err(format!("feature {key:?}: {v} is not a finite coordinate"));
+            return Err(ListFault::NotFiniteCoordinate {
+                key: key.into(),
+                value: v,
+            });
         }
         Ok(p)
     };
@@ -491,26 +497,19 @@ fn example_targets(
         (Some(x0), Some(y0), Some(x1), Some(y1)) => {
             let n = x0.len();
             if [y0.len(), x1.len(), y1.len()] != [n; 3] {
-                return Err(format!(
-                    "boxes: {} {:?}, {} {:?}, {} {:?} and {} {:?} values, not the same number",
-                    n,
-                    keys.box_xmin,
-                    y0.len(),
-                    keys.box_ymin,
-                    x1.len(),
-                    keys.box_xmax,
-                    y1.len(),
-                    keys.box_ymax
-                ));
+                return Err(ListFault::BoxLengths {
+                    lens: [n, y0.len(), x1.len(), y1.len()],
+                    keys: box_keys(keys),
+                });
             }
             let box_classes = classes(&keys.box_class)?;
             if let Some(c) = &box_classes {
                 if c.len() != n {
-                    return Err(format!(
-                        "{n} boxes but {} class ids in feature {:?}",
-                        c.len(),
-                        keys.box_class
-                    ));
+                    return Err(ListFault::BoxClasses {
+                        boxes: n,
+                        classes: c.len(),
+                        key: keys.box_class.clone(),
+                    });
                 }
             }
             for i in 0..n {
@@ -522,23 +521,32 @@ fn example_targets(
                     class: box_classes.as_ref().map_or(0, |c| c[i]),
                 };
                 if b.x1 < b.x0 || b.y1 < b.y0 {
-                    return Err(format!(
-                        "box {i} [{}, {}, {}, {}] has xmax < xmin or ymax < ymin",
-                        x0[i], y0[i], x1[i], y1[i]
-                    ));
+                    return Err(ListFault::InvertedBox {
+                        index: i,
+                        edges: [x0[i], y0[i], x1[i], y1[i]],
+                    });
                 }
                 t.boxes.push(b);
             }
         }
         _ => {
-            return Err(format!(
-                "boxes need all four of {:?}, {:?}, {:?} and {:?}",
-                keys.box_xmin, keys.box_ymin, keys.box_xmax, keys.box_ymax
-            ))
+            return Err(ListFault::IncompleteBoxes {
+                keys: box_keys(keys),
+            })
         }
     }
     keypoints(ex, keys, (kx, ky), &pixel, (sx, sy), &mut t)?;
     Ok((!t.is_empty()).then_some(t))
+}
+
+/// The names of the four box edge features, in the order xmin, ymin, xmax, ymax.
+fn box_keys(keys: &ExampleKeys) -> Box<[String; 4]> {
+    Box::new([
+        keys.box_xmin.clone(),
+        keys.box_ymin.clone(),
+        keys.box_xmax.clone(),
+        keys.box_ymax.clone(),
+    ])
 }
 
 /// The keypoints of an example (`kx`, `ky`: its coordinate lists, if any), scaled to
@@ -557,42 +565,38 @@ fn keypoints(
         (Some(kx), Some(ky)) => {
             let n = kx.len();
             if ky.len() != n {
-                return Err(format!(
-                    "keypoints: {n} x ({:?}) but {} y ({:?})",
-                    keys.keypoint_x,
-                    ky.len(),
-                    keys.keypoint_y
-                ));
+                return Err(ListFault::KeypointLengths {
+                    n,
+                    x_key: keys.keypoint_x.clone(),
+                    ny: ky.len(),
+                    y_key: keys.keypoint_y.clone(),
+                });
             }
             let vis = ex.int_list(&keys.keypoint_visibility)?;
             if let Some(v) = &vis {
                 if v.len() != n {
-                    return Err(format!(
-                        "{n} keypoints but {} visibilities ({:?})",
-                        v.len(),
-                        keys.keypoint_visibility
-                    ));
+                    return Err(ListFault::Visibilities {
+                        n,
+                        visibilities: v.len(),
+                        key: keys.keypoint_visibility.clone(),
+                    });
                 }
             }
             // Each box's keypoints in turn: the same number per box.
             let per = match t.boxes.len() {
                 0 => n.max(1),
                 b if n % b == 0 => (n / b).max(1),
-                b => {
-                    return Err(format!(
-                        "{n} keypoints for {b} boxes: not the same number for every box"
-                    ))
-                }
+                b => return Err(ListFault::KeypointsPerBox { n, boxes: b }),
             };
             for i in 0..n {
                 let visibility = match vis.as_ref().map(|v| v[i]) {
                     None => 2,
                     Some(v @ 0..=2) => v as u8,
                     Some(v) => {
-                        return Err(format!(
-                            "keypoint visibility {v} ({:?}) is not 0, 1 or 2",
-                            keys.keypoint_visibility
-                        ))
+                        return Err(ListFault::Visibility {
+                            value: v,
+                            key: keys.keypoint_visibility.clone(),
+                        })
                     }
                 };
                 t.keypoints.push(Keypoint {
@@ -604,10 +608,10 @@ fn keypoints(
             }
         }
         _ => {
-            return Err(format!(
-                "keypoints need both {:?} and {:?}",
-                keys.keypoint_x, keys.keypoint_y
-            ))
+            return Err(ListFault::IncompleteKeypoints {
+                x_key: keys.keypoint_x.clone(),
+                y_key: keys.keypoint_y.clone(),
+            })
         }
     }
     Ok(())
@@ -1084,5 +1088,33 @@ mod tests {
         let ex = Example::parse(&ex_bytes).expect("parses");
         assert_eq!(ex.bytes("img"), Some(&b"pixels"[..]));
         assert_eq!(ex.int("label"), Some(7));
+    }
+
+    /// A float list whose protobuf encoding is cut short: the fault names the feature
+    /// and keeps the wire error as its source.
+    #[test]
+    fn a_broken_list_keeps_its_wire_error_as_the_source() {
+        // Field 1, length-delimited, 5 bytes announced, 1 present.
+        let list = [0x0A, 0x05, 0x00];
+        let mut feature = Vec::new();
+        delimited(2, &list, &mut feature);
+        let mut entry = Vec::new();
+        delimited(1, b"xs", &mut entry);
+        delimited(2, &feature, &mut entry);
+        let mut features = Vec::new();
+        delimited(1, &entry, &mut features);
+        let mut data = Vec::new();
+        delimited(1, &features, &mut data);
+        let ex = Example::parse(&data).expect("the list is read only when asked for");
+        let fault = ex.floats("xs").expect_err("the list is cut short");
+        assert_eq!(
+            fault.to_string(),
+            format!("feature \"xs\": {}", WireError::DelimitedCutShort)
+        );
+        let source = std::error::Error::source(&fault).expect("a source");
+        assert!(matches!(
+            source.downcast_ref::<WireError>(),
+            Some(WireError::DelimitedCutShort)
+        ));
     }
 }

@@ -11,14 +11,14 @@ pub mod plot;
 use serde::Serialize;
 use stoker::BackendKind;
 
+use crate::args::ArgError;
 use crate::common::{Ctx, Report, Res, Table};
 
 /// At least 1 (a value parser for counts and sizes).
-pub fn positive(s: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
+pub fn positive(s: &str) -> Result<usize, ArgError> {
+    match s.trim().parse::<usize>()? {
+        0 => Err(ArgError::Zero),
+        n => Ok(n),
     }
 }
 
@@ -27,13 +27,10 @@ pub fn positive(s: &str) -> Result<usize, String> {
 pub const MAX_MS: u64 = 3_600_000;
 
 /// Milliseconds from 0 to [`MAX_MS`] (a value parser for simulated times).
-pub fn millis(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
-        Ok(n) if n <= MAX_MS => Ok(n),
-        Ok(n) => Err(format!(
-            "{n} ms is more than the most, {MAX_MS} ms (an hour)"
-        )),
-        Err(e) => Err(e.to_string()),
+pub fn millis(s: &str) -> Result<u64, ArgError> {
+    match s.trim().parse::<u64>()? {
+        n if n <= MAX_MS => Ok(n),
+        ms => Err(ArgError::TooManyMillis { ms, max: MAX_MS }),
     }
 }
 

@@ -10,6 +10,7 @@ use stoker::{Augment, BackendKind, DType, HardwareDecode, Pipeline};
 
 use super::plot::{self, Line};
 use super::{positive, results_table, with_notes, BenchResult, Unavailable};
+use crate::args::ArgError;
 use crate::common::{self, fail, progress, Cause, Ctx, Failure, Report, Res, SAMPLES_DIR};
 
 const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
@@ -121,21 +122,21 @@ impl PipelineBenchArgs {
 
 /// `--cache-mb`, `--device-cache-mb`: MiB that fit in a `u64` of bytes (whether they fit in memory is the
 /// pipeline's check, at build).
-fn cache_mb(s: &str) -> Result<u64, String> {
-    let mb = s.trim().parse::<u64>().map_err(|e| e.to_string())?;
+fn cache_mb(s: &str) -> Result<u64, ArgError> {
+    let mb = s.trim().parse::<u64>()?;
     match mb.checked_mul(1 << 20) {
         Some(_) => Ok(mb),
-        None => Err(format!("{mb} MiB is more bytes than a 64-bit count holds")),
+        None => Err(ArgError::TooManyMib(mb)),
     }
 }
 
 /// `--mixup`, `--cutmix`: a positive, finite alpha.
-fn alpha(s: &str) -> Result<f64, String> {
-    let a = s.trim().parse::<f64>().map_err(|e| e.to_string())?;
+fn alpha(s: &str) -> Result<f64, ArgError> {
+    let a = s.trim().parse::<f64>()?;
     if a > 0.0 && a.is_finite() {
         Ok(a)
     } else {
-        Err(format!("alpha {a} must be positive and finite"))
+        Err(ArgError::Alpha(a))
     }
 }
 

@@ -8,6 +8,7 @@
 //! no font library is needed. The file extension chooses the format; any other is refused
 //! when the arguments are parsed, before a benchmark runs.
 
+use crate::args::ArgError;
 use std::path::{Path, PathBuf};
 
 use plotters::coord::ranged1d::SegmentValue;
@@ -29,14 +30,12 @@ pub const PALETTE: [RGBColor; 6] = [
 const SIZE: (u32, u32) = (960, 420);
 
 /// The value parser of `--plot`: a path ending in `.svg` (any case).
-pub fn plot_file(s: &str) -> Result<PathBuf, String> {
+pub fn plot_file(s: &str) -> Result<PathBuf, ArgError> {
     let p = PathBuf::from(s);
     match p.extension().and_then(|e| e.to_str()) {
         Some(e) if e.eq_ignore_ascii_case("svg") => Ok(p),
-        Some(e) => Err(format!(
-            "unsupported plot format \".{e}\": the plot is written as SVG, give a file ending in .svg"
-        )),
-        None => Err("the plot file needs the extension .svg".into()),
+        Some(e) => Err(ArgError::PlotFormat(e.to_string())),
+        None => Err(ArgError::NoPlotExtension),
     }
 }
 
@@ -379,7 +378,7 @@ mod tests {
     fn only_svg_is_accepted() {
         assert!(plot_file("out/a.svg").is_ok());
         assert!(plot_file("A.SVG").is_ok());
-        let e = plot_file("a.png").unwrap_err();
+        let e = plot_file("a.png").unwrap_err().to_string();
         assert!(e.contains(".png") && e.contains(".svg"), "{e}");
         assert!(plot_file("plot").is_err());
     }
