@@ -224,6 +224,58 @@ struct Chunk {
     max_interval_blocks: u32,
 }
 
+impl Chunk {
+    /// Writes `image`'s record and its `components`' records into this chunk's tables in
+    /// `blob`, after the chunk's earlier ones: the image's first component, output and
+    /// pixels rebased to where the chunk stands, the components' planes and IDCT groups
+    /// likewise, and their coefficients and quantisation tables moved by `data_base`
+    /// words. Counts the image, its components, pixels and `plane_words` in the chunk and
+    /// returns where its window lands in the batch output.
+    fn place(
+        &mut self,
+        blob: &mut [u32],
+        mut image: ImageDesc,
+        components: &[ComponentDesc],
+        data_base: u32,
+        plane_words: u32,
+    ) -> DeviceImage {
+        let pixels = u64::from(image.width) * u64::from(image.height);
+        image.first_component = self.components as u32;
+        image.out_offset = self.out_words as u32;
+        image.pixel_start = self.pixels as u32;
+        let at = self.blob_start + IMAGE_TABLE + self.images * RECORD_WORDS;
+        blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[image]));
+        for (i, c) in components.iter().enumerate() {
+            let d = ComponentDesc {
+                coef_offset: c.coef_offset + data_base,
+                quant_offset: c.quant_offset + data_base,
+                plane_offset: c.plane_offset + self.plane_words as u32,
+                group_start: self.idct as u32,
+                ..*c
+            };
+            self.idct += u64::from(c.groups);
+            let at = self.blob_start + COMPONENT_TABLE + (self.components + i) * RECORD_WORDS;
+            blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[d]));
+        }
+        let out = DeviceImage {
+            offset: (self.out_base + self.out_words) as u32,
+            width: image.width,
+            height: image.height,
+            origin_x: image.x0,
+            origin_y: image.y0,
+            full_width: image.full_width,
+            full_height: image.full_height,
+            scale: image.scale,
+        };
+        self.images += 1;
+        self.components += components.len();
+        self.pixels += pixels;
+        self.out_words += pixels;
+        self.plane_words += u64::from(plane_words);
+        out
+    }
+}
+
 /// A batch's upload for the decode shaders, built on the host and reused batch after
 /// batch ([`Self::clear`]).
 #[derive(Debug, Clone)]
@@ -621,41 +673,10 @@ impl DecodeInput {
         };
         let base = (blob_len - chunk.start) as u32;
         let mut image = p.image;
-        image.first_component = chunk.components as u32;
-        image.out_offset = chunk.out_words as u32;
-        image.pixel_start = chunk.pixels as u32;
         if image.kind == KIND_PASSTHROUGH {
             image.src_offset = base;
         }
-        let at = chunk.blob_start + IMAGE_TABLE + chunk.images * RECORD_WORDS;
-        self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[image]));
-        for (i, c) in p.components.iter().enumerate() {
-            let d = ComponentDesc {
-                coef_offset: c.coef_offset + base,
-                quant_offset: c.quant_offset + base,
-                plane_offset: c.plane_offset + chunk.plane_words as u32,
-                group_start: chunk.idct as u32,
-                ..*c
-            };
-            chunk.idct += u64::from(c.groups);
-            let at = chunk.blob_start + COMPONENT_TABLE + (chunk.components + i) * RECORD_WORDS;
-            self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[d]));
-        }
-        let out = DeviceImage {
-            offset: (chunk.out_base + chunk.out_words) as u32,
-            width: image.width,
-            height: image.height,
-            origin_x: image.x0,
-            origin_y: image.y0,
-            full_width: image.full_width,
-            full_height: image.full_height,
-            scale: image.scale,
-        };
-        chunk.images += 1;
-        chunk.components += comps;
-        chunk.pixels += pixels;
-        chunk.out_words += pixels;
-        chunk.plane_words += u64::from(p.plane_words);
+        let out = chunk.place(&mut self.blob, image, &p.components, base, p.plane_words);
         let chunk = *chunk;
         self.put_data(&p.data, defer);
         self.write_header(&chunk);
@@ -724,38 +745,9 @@ impl DecodeInput {
             chunk.intervals as u32,
             chunk.coef_words as u32,
         );
-        let mut image = q.image;
-        image.first_component = chunk.components as u32;
-        image.out_offset = chunk.out_words as u32;
-        image.pixel_start = chunk.pixels as u32;
-        let at = chunk.blob_start + IMAGE_TABLE + chunk.images * RECORD_WORDS;
-        self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[image]));
-        for (i, c) in components.iter().enumerate() {
-            let d = ComponentDesc {
-                plane_offset: c.plane_offset + chunk.plane_words as u32,
-                group_start: chunk.idct as u32,
-                ..*c
-            };
-            chunk.idct += u64::from(c.groups);
-            let at = chunk.blob_start + COMPONENT_TABLE + (chunk.components + i) * RECORD_WORDS;
-            self.blob[at..at + RECORD_WORDS].copy_from_slice(bytemuck::cast_slice(&[d]));
-        }
-        let out = DeviceImage {
-            offset: (chunk.out_base + chunk.out_words) as u32,
-            width: image.width,
-            height: image.height,
-            origin_x: image.x0,
-            origin_y: image.y0,
-            full_width: image.full_width,
-            full_height: image.full_height,
-            scale: image.scale,
-        };
         let first_status = chunk.status_base + chunk.intervals;
-        chunk.images += 1;
-        chunk.components += comps;
-        chunk.pixels += pixels;
-        chunk.out_words += pixels;
-        chunk.plane_words += u64::from(q.plane_words);
+        // `placed` has rebased the components' coefficients and tables already.
+        let out = chunk.place(&mut self.blob, q.image, &components, 0, q.plane_words);
         chunk.coef_words += p.coef_words;
         chunk.intervals += intervals;
         chunk.max_interval_blocks = chunk.max_interval_blocks.max(p.max_interval_blocks());
