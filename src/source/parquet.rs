@@ -323,6 +323,23 @@ pub fn read_cell(
     Ok(())
 }
 
+/// `$m!` over Arrow's integer array types, widest signed first, then any `$extra` types.
+macro_rules! with_integer_arrays {
+    ($m:ident $(, $extra:ty)*) => {
+        $m!(
+            Int64Array,
+            Int32Array,
+            Int16Array,
+            Int8Array,
+            UInt64Array,
+            UInt32Array,
+            UInt16Array,
+            UInt8Array
+            $(, $extra)*
+        )
+    };
+}
+
 /// The labels of every row (`None` for nulls), from an integer column, as recorded (they
 /// are checked against [`crate::MAX_LABEL`] per sample).
 fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option<i128>>> {
@@ -348,16 +365,7 @@ fn labels(path: &Path, m: &ArrowReaderMetadata, col: usize) -> Result<Vec<Option
                 )*
             }};
         }
-        ints!(
-            Int64Array,
-            Int32Array,
-            Int16Array,
-            Int8Array,
-            UInt64Array,
-            UInt32Array,
-            UInt16Array,
-            UInt8Array
-        );
+        with_integer_arrays!(ints);
         return Err(Error::source_at(
             path,
             format!("the label column is {}, not an integer", c.data_type()),
@@ -382,17 +390,7 @@ fn json_of(a: &dyn Array, i: usize) -> std::result::Result<Value, TargetsCellErr
             )*
         };
     }
-    numbers!(
-        Int64Array,
-        Int32Array,
-        Int16Array,
-        Int8Array,
-        UInt64Array,
-        UInt32Array,
-        UInt16Array,
-        UInt8Array,
-        Float64Array
-    );
+    with_integer_arrays!(numbers, Float64Array);
     if let Some(x) = any.downcast_ref::<Float32Array>() {
         return Ok(Value::from(f64::from(x.value(i))));
     }

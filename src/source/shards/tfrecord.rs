@@ -338,24 +338,38 @@ impl<'a> Example<'a> {
         }
     }
 
-    /// The values of the float list `key` (packed or not), at most
-    /// [`crate::source::target::MAX_TARGETS`] * 4 of them; `None` without the feature.
-    fn floats(&self, key: &str) -> std::result::Result<Option<Vec<f32>>, ListFault> {
-        let Some(list) = self.list(key, 2)? else {
+    /// The fields of the list `key` of feature kind `kind` (2: floats, 3: int64s), each
+    /// handed to `each` with the values gathered so far; `None` without the feature.
+    fn gather<T>(
+        &self,
+        key: &str,
+        kind: u64,
+        mut each: impl FnMut(
+            &mut Vec<T>,
+            (u64, u8, &'a [u8], u64),
+        ) -> std::result::Result<(), ListFault>,
+    ) -> std::result::Result<Option<Vec<T>>, ListFault> {
+        let Some(list) = self.list(key, kind)? else {
             return Ok(None);
-        };
-        let bad = |source: WireError| ListFault::Wire {
-            key: key.into(),
-            source,
         };
         let mut out = Vec::new();
         let mut l = Wire { b: list };
         while !l.done() {
-            let chunk = match l.field().map_err(bad)? {
+            let field = l.field().map_err(|source| wire_fault(key, source))?;
+            each(&mut out, field)?;
+        }
+        Ok(Some(out))
+    }
+
+    /// The values of the float list `key` (packed or not), at most
+    /// [`crate::source::target::MAX_TARGETS`] * 4 of them; `None` without the feature.
+    fn floats(&self, key: &str) -> std::result::Result<Option<Vec<f32>>, ListFault> {
+        self.gather(key, 2, |out, field| {
+            let chunk = match field {
                 (1, 2, packed, _) if packed.len() % 4 == 0 => packed,
                 (1, 2, _, _) => return Err(ListFault::PackedFloatsCutShort { key: key.into() }),
                 (1, 5, one, _) => one,
-                _ => continue,
+                _ => return Ok(()),
             };
             if out.len() + chunk.len() / 4 > LIST_LIMIT {
                 return Err(ListFault::TooManyValues { key: key.into() });
@@ -365,21 +379,12 @@ impl<'a> Example<'a> {
                     .chunks_exact(4)
                     .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
             );
-        }
-        Ok(Some(out))
+            Ok(())
+        })
     }
 
     /// The values of the int64 list `key` (packed or not), as [`Example::floats`].
     fn int_list(&self, key: &str) -> std::result::Result<Option<Vec<i64>>, ListFault> {
-        let Some(list) = self.list(key, 3)? else {
-            return Ok(None);
-        };
-        let bad = |source: WireError| ListFault::Wire {
-            key: key.into(),
-            source,
-        };
-        let mut out = Vec::new();
-        let mut l = Wire { b: list };
         let push = |out: &mut Vec<i64>, v: u64| {
             if out.len() >= LIST_LIMIT {
                 return Err(ListFault::TooManyValues { key: key.into() });
@@ -387,20 +392,28 @@ impl<'a> Example<'a> {
             out.push(v as i64);
             Ok(())
         };
-        while !l.done() {
-            match l.field().map_err(bad)? {
+        self.gather(key, 3, |out, field| {
+            match field {
                 (1, 2, packed, _) => {
                     let mut p = Wire { b: packed };
                     while !p.done() {
-                        let v = p.varint().map_err(bad)?;
-                        push(&mut out, v)?;
+                        let v = p.varint().map_err(|source| wire_fault(key, source))?;
+                        push(out, v)?;
                     }
                 }
-                (1, 0, _, v) => push(&mut out, v)?,
+                (1, 0, _, v) => push(out, v)?,
                 _ => {}
             }
-        }
-        Ok(Some(out))
+            Ok(())
+        })
+    }
+}
+
+/// The wire error `source` met in the list `key`.
+fn wire_fault(key: &str, source: WireError) -> ListFault {
+    ListFault::Wire {
+        key: key.into(),
+        source,
     }
 }
 

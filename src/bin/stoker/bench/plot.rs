@@ -70,6 +70,25 @@ fn area(path: &Path) -> Res<DrawingArea<SVGBackend<'_>, plotters::coord::Shift>>
     Ok(root)
 }
 
+/// Draws the legend of `chart` (upper right, framed, on a light ground) and writes
+/// `root` out.
+fn legend_and_present<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+) -> Res<()>
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.85))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
 /// A lane of a timeline chart: its name and its spans (start, end) in seconds.
 #[derive(Debug, Clone)]
 pub struct Lane {
@@ -165,14 +184,7 @@ pub fn lines(path: &Path, title: &str, x_desc: &str, y_desc: &str, lines: &[Line
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         chart.draw_series(line.points.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.85))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    legend_and_present(&mut chart, &root)
 }
 
 /// A bar of a bar chart: its label under the axis, its value (`None`: no bar, the label
@@ -246,14 +258,7 @@ pub fn bars(path: &Path, title: &str, y_desc: &str, kinds: &[&str], bars: &[Bar]
             )
         }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.85))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    legend_and_present(&mut chart, &root)
 }
 
 #[cfg(test)]
