@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::peak_alloc::measure;
+
 use std::sync::Mutex;
 
 use stoker::decode::{cpu, DecodeError, DecodeOptions, Image8, LabelPlane};
@@ -300,30 +302,6 @@ fn bounds(name: &str) -> (bool, bool) {
     )
 }
 
-/// Peak bytes above the start while `f` runs: (Rust heap, resident set where measurable:
-/// Linux's `VmHWM`, reset through `/proc/self/clear_refs`).
-fn measure<T>(f: impl FnOnce() -> T) -> (T, usize, Option<usize>) {
-    let rss_base = reset_rss_peak();
-    let base = common::peak_alloc::reset();
-    let out = f();
-    let heap = common::peak_alloc::peak().saturating_sub(base);
-    let rss = rss_base.and_then(|b| Some(status_kb("VmHWM")?.saturating_sub(b) * 1024));
-    (out, heap, rss)
-}
-
-/// Resets the peak resident set to the current one; the current one in kB, or `None`
-/// where that is not allowed.
-fn reset_rss_peak() -> Option<usize> {
-    std::fs::write("/proc/self/clear_refs", "5").ok()?;
-    status_kb("VmRSS")
-}
-
-fn status_kb(field: &str) -> Option<usize> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn mb(bytes: Option<usize>) -> String {
     bytes.map_or("(not measurable here)".into(), |b| {
         format!("{:.1} MB", b as f64 / 1e6)
@@ -383,15 +361,7 @@ fn webp_and_bmp_bombs_through_eight_workers_cost_little() {
         .readers(2)
         .build()
         .expect("pipeline");
-    let ((delivered, errors), heap, rss) = measure(|| {
-        let (mut delivered, mut errors) = (0, Vec::new());
-        for b in pipe.epoch(0).expect("epoch") {
-            let b = b.expect("batch");
-            delivered += b.len();
-            errors.extend(b.errors().iter().map(|e| e.to_string()));
-        }
-        (delivered, errors)
-    });
+    let ((delivered, errors), heap, rss) = measure(|| common::first_epoch(&pipe));
     println!(
         "{n} bombs through 8 workers: peak heap +{}, resident +{}",
         mb(Some(heap)),

@@ -76,6 +76,31 @@ fn path(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
 
+/// `bench pipeline` of the bundled samples on `backend` in batches of 64 images of
+/// 16384 x 16384 (206 GB a batch), which must be refused as a usage error. Returns the JSON.
+fn batch_too_large(backend: &str) -> Value {
+    let samples = common::data_dir().join("samples");
+    failing(
+        &[
+            "bench",
+            "pipeline",
+            "--images",
+            path(&samples),
+            "--size",
+            "16384",
+            "--batch",
+            "64",
+            "--epochs",
+            "1",
+            "--backend",
+            backend,
+        ],
+        &[],
+        2,
+        "usage",
+    )
+}
+
 fn has(v: &Value, fields: &[&str]) {
     for f in fields {
         assert!(v.get(f).is_some(), "field {f:?} missing in {v}");
@@ -726,26 +751,7 @@ fn usage_errors_exit_2_and_help_lists_the_codes() {
     );
     // Batches that cannot fit in memory: refused before anything is allocated (this
     // aborted, allocating 206 GB).
-    let samples = common::data_dir().join("samples");
-    let e = failing(
-        &[
-            "bench",
-            "pipeline",
-            "--images",
-            path(&samples),
-            "--size",
-            "16384",
-            "--batch",
-            "64",
-            "--epochs",
-            "1",
-            "--backend",
-            "cpu",
-        ],
-        &[],
-        2,
-        "usage",
-    );
+    let e = batch_too_large("cpu");
     let m = e["error"]["message"].as_str().unwrap_or_default();
     assert!(m.contains("memory") && m.contains("bytes)"), "{e}");
     let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
@@ -769,7 +775,6 @@ fn usage_errors_exit_2_and_help_lists_the_codes() {
 /// refusal exited 6, as if the device had failed.
 #[test]
 fn a_batch_too_large_is_a_usage_error_on_every_backend() {
-    let samples = common::data_dir().join("samples");
     #[allow(unused_mut)]
     let mut backends = vec!["cpu"];
     #[cfg(feature = "wgpu")]
@@ -781,25 +786,7 @@ fn a_batch_too_large_is_a_usage_error_on_every_backend() {
         backends.push("cuda");
     }
     for backend in backends {
-        let e = failing(
-            &[
-                "bench",
-                "pipeline",
-                "--images",
-                path(&samples),
-                "--size",
-                "16384",
-                "--batch",
-                "64",
-                "--epochs",
-                "1",
-                "--backend",
-                backend,
-            ],
-            &[],
-            2,
-            "usage",
-        );
+        let e = batch_too_large(backend);
         let m = e["error"]["message"].as_str().unwrap_or_default();
         // 64 samples of 16384 x 16384 x 3 f32: 206158430208 bytes a batch.
         assert!(

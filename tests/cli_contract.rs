@@ -162,23 +162,26 @@ fn check(c: &Case) {
 
 /// `bench pipeline` over `data`: one epoch, small, on the CPU.
 fn bench(data: &Path) -> Vec<String> {
-    [
-        "bench",
-        "pipeline",
-        "--images",
-        &s(data),
-        "--size",
-        "16",
-        "--batch",
-        "2",
-        "--epochs",
-        "1",
-        "--backend",
-        "cpu",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect()
+    let mut a = watched::small_bench(data);
+    a.extend(args(&["--backend", "cpu"]));
+    a
+}
+
+/// `convert data --to to --out out`, exiting with `code`: the case `what: convert`.
+fn convert(what: &str, data: &str, to: &str, out: &Path, code: i32) -> Case {
+    case(
+        &format!("{what}: convert"),
+        &["convert", data, "--to", to, "--out", &s(out)],
+        code,
+    )
+}
+
+/// [`bench`] over `data`, exiting with `code`: the case `what: bench pipeline`.
+fn bench_case(what: &str, data: &Path, code: i32) -> Case {
+    Case {
+        args: bench(data),
+        ..case(&format!("{what}: bench pipeline"), &[], code)
+    }
 }
 
 fn args(v: &[&str]) -> Vec<String> {
@@ -241,27 +244,12 @@ fn cases(root: &Path) -> Vec<Case> {
         )
         .failed(&special),
     );
+    v.push(convert("special files", &list, "tar", &out.join("sp-tar"), 1).failed(&special));
     v.push(
-        case(
-            "special files: convert",
-            &[
-                "convert",
-                &list,
-                "--to",
-                "tar",
-                "--out",
-                &s(&out.join("sp-tar")),
-            ],
-            1,
-        )
-        .failed(&special),
-    );
-    v.push(Case {
-        args: bench(&sp.join("list.txt")),
-        ..case("special files: bench pipeline", &[], 1)
+        bench_case("special files", &sp.join("list.txt"), 1)
             .failed(&special)
-            .samples(4)
-    });
+            .samples(4),
+    );
 
     // --- A label above stoker::MAX_LABEL: in a file list, in a tar shard's `.cls`.
     let lb = root.join("labels");
@@ -272,27 +260,12 @@ fn cases(root: &Path) -> Vec<Case> {
     let label = [("b.jpg", "MAX_LABEL")];
     let list = s(&lb.join("list.txt"));
     v.push(case("label: inspect", &["inspect", &list], 1).failed(&label));
+    v.push(convert("label", &list, "tfrecord", &out.join("lb-tf"), 1).failed(&label));
     v.push(
-        case(
-            "label: convert",
-            &[
-                "convert",
-                &list,
-                "--to",
-                "tfrecord",
-                "--out",
-                &s(&out.join("lb-tf")),
-            ],
-            1,
-        )
-        .failed(&label),
-    );
-    v.push(Case {
-        args: bench(&lb.join("list.txt")),
-        ..case("label: bench pipeline", &[], 1)
+        bench_case("label", &lb.join("list.txt"), 1)
             .failed(&label)
-            .samples(2)
-    });
+            .samples(2),
+    );
     let tar_dir = root.join("labels-tar");
     std::fs::create_dir_all(&tar_dir).expect("mkdir");
     {
@@ -314,12 +287,11 @@ fn cases(root: &Path) -> Vec<Case> {
     let shard = s(&tar_dir);
     let label = [("b", "MAX_LABEL")];
     v.push(case("label in a tar: inspect", &["inspect", &shard], 1).failed(&label));
-    v.push(Case {
-        args: bench(&tar_dir),
-        ..case("label in a tar: bench pipeline", &[], 1)
+    v.push(
+        bench_case("label in a tar", &tar_dir, 1)
             .failed(&label)
-            .samples(2)
-    });
+            .samples(2),
+    );
 
     // --- Batches that cannot fit in memory.
     let mut huge = bench(&common::data_dir().join("samples"));
@@ -370,12 +342,11 @@ fn cases(root: &Path) -> Vec<Case> {
         )
         .failed(&damaged),
     );
-    v.push(Case {
-        args: bench(&dm),
-        ..case("damaged JPEGs: bench pipeline", &[], 1)
+    v.push(
+        bench_case("damaged JPEGs", &dm, 1)
             .failed(&damaged)
-            .samples(4)
-    });
+            .samples(4),
+    );
     // Only the huge one, alone: nothing could be read.
     v.push(
         case(
@@ -445,27 +416,12 @@ fn cases(root: &Path) -> Vec<Case> {
             .failed(damage),
         );
         let other = if to == "tar" { "tfrecord" } else { "tar" };
+        v.push(convert(&what, &s(&dir), other, &out.join(format!("re-{name}")), 1).failed(damage));
         v.push(
-            case(
-                &format!("{what}: convert"),
-                &[
-                    "convert",
-                    &s(&dir),
-                    "--to",
-                    other,
-                    "--out",
-                    &s(&out.join(format!("re-{name}"))),
-                ],
-                1,
-            )
-            .failed(damage),
-        );
-        v.push(Case {
-            args: bench(&dir),
-            ..case(&format!("{what}: bench pipeline"), &[], 1)
+            bench_case(&what, &dir, 1)
                 .failed(damage)
-                .samples(listed(&dir))
-        });
+                .samples(listed(&dir)),
+        );
     }
 
     // --- Files named .jpg that are no images: empty, text.
@@ -478,53 +434,23 @@ fn cases(root: &Path) -> Vec<Case> {
         b"these are not the pixels you are looking for\n",
     );
     let not_images = [("empty.jpg", ""), ("notes.jpg", "")];
-    v.push(
-        case(
-            "not images: convert",
-            &[
-                "convert",
-                &s(&ni),
-                "--to",
-                "tar",
-                "--out",
-                &s(&out.join("ni")),
-            ],
-            1,
-        )
-        .failed(&not_images),
-    );
+    v.push(convert("not images", &s(&ni), "tar", &out.join("ni"), 1).failed(&not_images));
     v.push(case("not images: inspect", &["inspect", &s(&ni)], 1).failed(&not_images));
-    v.push(Case {
-        args: bench(&ni),
-        ..case("not images: bench pipeline", &[], 1)
+    v.push(
+        bench_case("not images", &ni, 1)
             .failed(&not_images)
-            .samples(3)
-    });
+            .samples(3),
+    );
     // None an image: nothing could be used.
     let none = root.join("noneimages");
     common::write(&none, "empty.jpg", b"");
     common::write(&none, "notes.jpg", b"text\n");
+    v.push(convert("no images at all", &s(&none), "tar", &out.join("none"), 3).failed(&not_images));
     v.push(
-        case(
-            "no images at all: convert",
-            &[
-                "convert",
-                &s(&none),
-                "--to",
-                "tar",
-                "--out",
-                &s(&out.join("none")),
-            ],
-            3,
-        )
-        .failed(&not_images),
-    );
-    v.push(Case {
-        args: bench(&none),
-        ..case("no images at all: bench pipeline", &[], 3)
+        bench_case("no images at all", &none, 3)
             .failed(&not_images)
-            .samples(2)
-    });
+            .samples(2),
+    );
 
     // --- An unreadable sub-folder (mode 000, the commands run as nobody): reported in
     // `skipped` with the reason, the rest used.
@@ -540,27 +466,15 @@ fn cases(root: &Path) -> Vec<Case> {
             .nobody(),
     );
     v.push(
-        case(
-            "unreadable folder: convert",
-            &[
-                "convert",
-                &s(&lk),
-                "--to",
-                "tar",
-                "--out",
-                &s(&out.join("lk")),
-            ],
-            0,
-        )
-        .failed(&locked)
-        .nobody(),
-    );
-    v.push(Case {
-        args: bench(&lk),
-        ..case("unreadable folder: bench pipeline", &[], 0)
+        convert("unreadable folder", &s(&lk), "tar", &out.join("lk"), 0)
             .failed(&locked)
-            .nobody()
-    });
+            .nobody(),
+    );
+    v.push(
+        bench_case("unreadable folder", &lk, 0)
+            .failed(&locked)
+            .nobody(),
+    );
     v.push(
         case(
             "unreadable folder: split",

@@ -49,17 +49,9 @@ fn run_on(
     epochs: u64,
     configure: impl FnOnce(PipelineBuilder) -> PipelineBuilder,
 ) -> Vec<Epoch> {
-    let pipe = configure(
-        Pipeline::builder(subset.clone())
-            .backend(backend)
-            .augment(aug.clone())
-            .batch_size(4)
-            .workers(2)
-            .readers(2)
-            .seed(11),
-    )
-    .build()
-    .expect("pipeline");
+    let pipe = configure(common::small_pipeline(subset, aug, backend, 11))
+        .build()
+        .expect("pipeline");
     assert_eq!(pipe.backend().kind(), backend);
     (0..epochs)
         .map(|e| {

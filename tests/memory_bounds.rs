@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::peak_alloc::measure;
+
 use std::sync::Mutex;
 
 use stoker::decode::{cpu, DecodeOptions, Image8};
@@ -29,29 +31,6 @@ const CLAIM: u16 = 13370;
 /// At most this many bytes above what was held before may be allocated or resident while
 /// such a file is refused (its pixels would be 536 MB).
 const BOUND: usize = 48 << 20;
-
-/// Peak bytes above the start while `f` runs: (Rust heap, resident set where measurable).
-fn measure<T>(f: impl FnOnce() -> T) -> (T, usize, Option<usize>) {
-    let rss_base = reset_rss_peak();
-    let base = common::peak_alloc::reset();
-    let out = f();
-    let heap = common::peak_alloc::peak().saturating_sub(base);
-    let rss = rss_base.and_then(|b| Some(status_kb("VmHWM")?.saturating_sub(b) * 1024));
-    (out, heap, rss)
-}
-
-/// Resets the peak resident set to the current one (Linux 4.0+); the current one in kB,
-/// or `None` where that is not allowed.
-fn reset_rss_peak() -> Option<usize> {
-    std::fs::write("/proc/self/clear_refs", "5").ok()?;
-    status_kb("VmRSS")
-}
-
-fn status_kb(field: &str) -> Option<usize> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with(field))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
 
 /// `file` (under `tests/data`) with the width and height of its frame header replaced.
 fn claiming(file: &str, width: u16, height: u16) -> Vec<u8> {
@@ -145,15 +124,7 @@ fn pipeline_epoch(backend: BackendKind) {
         .readers(2)
         .build()
         .expect("pipeline");
-    let ((delivered, errors), heap, rss) = measure(|| {
-        let (mut delivered, mut errors) = (0, Vec::new());
-        for b in pipe.epoch(0).expect("epoch") {
-            let b = b.expect("batch");
-            delivered += b.len();
-            errors.extend(b.errors().iter().map(|e| e.to_string()));
-        }
-        (delivered, errors)
-    });
+    let ((delivered, errors), heap, rss) = measure(|| common::first_epoch(&pipe));
     assert_eq!(delivered, 1, "{errors:?}");
     assert_eq!(errors.len(), files.len(), "{errors:?}");
     for e in &errors {

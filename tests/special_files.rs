@@ -215,18 +215,8 @@ fn the_commands_finish_and_name_what_they_could_not_read() {
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["samples"], 3, "{v}");
 
-    let (code, v) = run_watched(&[
-        "bench",
-        "pipeline",
-        "--images",
-        &s(&root),
-        "--size",
-        "16",
-        "--batch",
-        "2",
-        "--epochs",
-        "1",
-    ]);
+    let r = watched::stoker(&watched::small_bench(&root), true);
+    let (code, v) = (r.code, r.json);
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["results"][0]["delivered"], 3, "{v}");
 }

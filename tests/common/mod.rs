@@ -442,3 +442,41 @@ pub fn exif_rotated_jpegs() -> Vec<PathBuf> {
     }
     files
 }
+
+/// The largest difference between two images' values, in levels, over the shorter one's
+/// length.
+pub fn max_diff(a: &[u8], b: &[u8]) -> u8 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| x.abs_diff(*y))
+        .max()
+        .unwrap_or(0)
+}
+
+/// A pipeline over `subset` on `backend` with `aug`: batches of 4, two workers and two
+/// readers, seeded with `seed`.
+pub fn small_pipeline(
+    subset: &stoker::Subset,
+    aug: &stoker::Augment,
+    backend: stoker::BackendKind,
+    seed: u64,
+) -> stoker::PipelineBuilder {
+    stoker::Pipeline::builder(subset.clone())
+        .backend(backend)
+        .augment(aug.clone())
+        .batch_size(4)
+        .workers(2)
+        .readers(2)
+        .seed(seed)
+}
+
+/// Epoch 0 of `pipe`: the samples delivered, and each error reported, as text.
+pub fn first_epoch(pipe: &stoker::Pipeline) -> (usize, Vec<String>) {
+    let (mut delivered, mut errors) = (0, Vec::new());
+    for b in pipe.epoch(0).expect("epoch") {
+        let b = b.expect("batch");
+        delivered += b.len();
+        errors.extend(b.errors().iter().map(|e| e.to_string()));
+    }
+    (delivered, errors)
+}

@@ -41,6 +41,31 @@ pub fn largest() -> usize {
     LARGEST.load(Ordering::Relaxed)
 }
 
+/// Peak bytes above the start while `f` runs: (Rust heap, resident set where measurable:
+/// Linux's `VmHWM`, reset through `/proc/self/clear_refs`).
+pub fn measure<T>(f: impl FnOnce() -> T) -> (T, usize, Option<usize>) {
+    let rss_base = reset_rss_peak();
+    let base = reset();
+    let out = f();
+    let heap = peak().saturating_sub(base);
+    let rss = rss_base.and_then(|b| Some(status_kb("VmHWM")?.saturating_sub(b) * 1024));
+    (out, heap, rss)
+}
+
+/// Resets the peak resident set to the current one (Linux 4.0+); the current one in kB,
+/// or `None` where that is not allowed.
+fn reset_rss_peak() -> Option<usize> {
+    std::fs::write("/proc/self/clear_refs", "5").ok()?;
+    status_kb("VmRSS")
+}
+
+/// A `kB` field of `/proc/self/status`, in kB.
+fn status_kb(field: &str) -> Option<usize> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 // SAFETY: forwards every call to the system allocator unchanged; it only counts bytes.
 unsafe impl GlobalAlloc for Peak {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use std::ffi::OsStr;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,26 @@ pub struct Run {
     pub code: i32,
     pub json: Value,
     pub stderr: String,
+}
+
+/// `bench pipeline` over `images`: one epoch of batches of 2 images of 16 x 16 (the
+/// backend left to the caller).
+pub fn small_bench(images: &Path) -> Vec<String> {
+    [
+        "bench",
+        "pipeline",
+        "--images",
+        images.to_str().expect("utf-8 path"),
+        "--size",
+        "16",
+        "--batch",
+        "2",
+        "--epochs",
+        "1",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect()
 }
 
 /// Runs `stoker args.. --json` (as `nobody` when `nobody` and this is root, so that file

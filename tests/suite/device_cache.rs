@@ -11,7 +11,7 @@ use crate::common;
 
 use std::path::Path;
 
-use stoker::{Augment, BackendKind, DType, Dataset, Pipeline, PipelineBuilder, Stats, Subset};
+use stoker::{Augment, BackendKind, DType, Dataset, PipelineBuilder, Stats, Subset};
 
 /// Largest difference allowed, in 0-255 levels (as in `device_pipeline.rs`).
 const LEVELS: f64 = 3.0;
@@ -36,17 +36,9 @@ fn run(
     epochs: u64,
     configure: impl FnOnce(PipelineBuilder) -> PipelineBuilder,
 ) -> (Vec<Epoch>, u64) {
-    let pipe = configure(
-        Pipeline::builder(subset.clone())
-            .backend(backend)
-            .augment(aug.clone())
-            .batch_size(4)
-            .workers(2)
-            .readers(2)
-            .seed(23),
-    )
-    .build()
-    .expect("pipeline");
+    let pipe = configure(common::small_pipeline(subset, aug, backend, 23))
+        .build()
+        .expect("pipeline");
     assert_eq!(pipe.backend().kind(), backend);
     let out = (0..epochs)
         .map(|e| {
@@ -214,29 +206,32 @@ fn a_budget_smaller_than_the_dataset_serves_the_rest_from_the_host_cache_or_a_fr
         });
         check(&cpu, &dev);
         assert!(held <= budget && held > 0, "{held} of {budget}");
-        for (e, ep) in dev.iter().enumerate().skip(1) {
-            let st = &ep.stats;
-            assert!(
-                st.device_cache_hits >= 2 && st.device_cache_hits < n,
-                "epoch {e}"
-            );
+        partly_cached(&dev, n, |e, st| {
             assert_eq!(st.device_cache_hits + st.cache_hits, n, "epoch {e}");
             assert_eq!(st.bytes_read, 0, "epoch {e}: no file read");
             assert_eq!(st.gpu_decoded, 0, "epoch {e}");
-        }
+        });
         println!("{backend}, without:");
         let (dev, _) = run(&subset, &aug, backend, 3, |b| b.device_cache_bytes(budget));
         check(&cpu, &dev);
-        for (e, ep) in dev.iter().enumerate().skip(1) {
-            let st = &ep.stats;
-            assert!(
-                st.device_cache_hits >= 2 && st.device_cache_hits < n,
-                "epoch {e}"
-            );
+        partly_cached(&dev, n, |e, st| {
             // The rest read and decoded again, on the device.
             assert_eq!(st.device_cache_hits + st.gpu_decoded, n, "epoch {e}");
             assert_eq!(st.cpu_fallbacks, 0, "epoch {e}");
-        }
+        });
+    }
+}
+
+/// Every epoch of `dev` after the first: some of its `n` samples came from the device
+/// cache (two at least, never all), and `more` holds of its stats (given the epoch).
+fn partly_cached(dev: &[Epoch], n: u64, more: impl Fn(usize, &Stats)) {
+    for (e, ep) in dev.iter().enumerate().skip(1) {
+        let st = &ep.stats;
+        assert!(
+            st.device_cache_hits >= 2 && st.device_cache_hits < n,
+            "epoch {e}"
+        );
+        more(e, st);
     }
 }
 

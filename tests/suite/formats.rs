@@ -44,11 +44,7 @@ fn decode(bytes: &[u8]) -> Result<(decode::ImageInfo, Image8), DecodeError> {
 /// The largest difference between two images of the same size, in levels.
 fn worst(a: &[u8], b: &[u8]) -> u8 {
     assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| x.abs_diff(*y))
-        .max()
-        .unwrap_or(0)
+    common::max_diff(a, b)
 }
 
 /// Every lossless file against its reference, exactly; the kind names the format.

@@ -15,7 +15,7 @@
 //! ops applied one at a time through `policy::step`: colour ops as above, the warps as
 //! the affine cases.
 
-use crate::common;
+use crate::common::{self, max_diff};
 
 use serde_json::Value;
 use stoker::augment::plan::{
@@ -111,12 +111,36 @@ fn note(
     }
 }
 
-fn max_diff(a: &[u8], b: &[u8]) -> u8 {
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| x.abs_diff(*y))
-        .max()
-        .unwrap_or(0)
+/// `plan` run over `src` whole: the output image.
+fn executed(plan: &SamplePlan, src: &Image8) -> Vec<u8> {
+    let mut got = vec![0u8; plan.image_bytes()];
+    execute_image(plan, src, &mut got, &mut Scratch::default());
+    got
+}
+
+/// Records a failure of case `name` unless `got` has `want`'s length and every value
+/// within `tol` levels of it.
+fn check_within(failures: &mut Vec<String>, name: &str, got: &[u8], want: &[u8], tol: u8) {
+    let d = max_diff(got, want);
+    if d > tol || got.len() != want.len() {
+        failures.push(format!("{name}: max difference {d}"));
+    }
+}
+
+/// Records a failure of case `name` unless `plan` maps the labels `src` to `want` exactly.
+fn check_labels_exact(
+    failures: &mut Vec<String>,
+    name: &str,
+    plan: &SamplePlan,
+    src: &LabelPlane,
+    want: &LabelPlane,
+) {
+    let mut got = vec![0u16; want.data.len()];
+    execute_mask(plan, src, &mut got);
+    let wrong = got.iter().zip(&want.data).filter(|(a, b)| a != b).count();
+    if wrong > 0 {
+        failures.push(format!("{name}: {wrong} label pixels differ"));
+    }
 }
 
 #[test]
@@ -143,12 +167,7 @@ fn reference_matches_pillow_and_torchvision() {
                     (size[0] as u32, size[1] as u32),
                     false,
                 );
-                let mut got = vec![0u16; want.data.len()];
-                execute_mask(&plan, &src, &mut got);
-                let wrong = got.iter().zip(&want.data).filter(|(a, b)| a != b).count();
-                if wrong > 0 {
-                    failures.push(format!("{name}: {wrong} label pixels differ"));
-                }
+                check_labels_exact(&mut failures, &name, &plan, &src, &want);
                 "nearest"
             }
             ("resize", _, Some(antialias)) => {
@@ -168,10 +187,7 @@ fn reference_matches_pillow_and_torchvision() {
                     antialias,
                 );
                 let got = resize_only(&plan, &src);
-                let d = max_diff(&got, &want.data);
-                if d > 1 || got.len() != want.data.len() {
-                    failures.push(format!("{name}: max difference {d}"));
-                }
+                check_within(&mut failures, &name, &got, &want.data, 1);
                 if antialias {
                     "bilinear (Pillow)"
                 } else {
@@ -431,23 +447,14 @@ fn reference_matches_pillow_and_torchvision() {
                     let src = labels(input);
                     let want = labels(output);
                     let plan = aug.plan(0, 0, 0, src.width, src.height);
-                    let mut got = vec![0u16; want.data.len()];
-                    execute_mask(&plan, &src, &mut got);
-                    let wrong = got.iter().zip(&want.data).filter(|(a, b)| a != b).count();
-                    if wrong > 0 {
-                        failures.push(format!("{name}: {wrong} label pixels differ"));
-                    }
+                    check_labels_exact(&mut failures, &name, &plan, &src, &want);
                     "letterbox nearest (Pillow)"
                 } else {
                     let src = image(input);
                     let want = image(output);
                     let plan = aug.plan(0, 0, 0, src.width, src.height);
-                    let mut got = vec![0u8; plan.image_bytes()];
-                    execute_image(&plan, &src, &mut got, &mut Scratch::default());
-                    let d = max_diff(&got, &want.data);
-                    if d > 1 || got.len() != want.data.len() {
-                        failures.push(format!("{name}: max difference {d}"));
-                    }
+                    let got = executed(&plan, &src);
+                    check_within(&mut failures, &name, &got, &want.data, 1);
                     "letterbox bilinear (Pillow)"
                 }
             }
@@ -462,12 +469,8 @@ fn reference_matches_pillow_and_torchvision() {
                     .dtype(DType::U8)
                     .layout(Layout::Nhwc)
                     .plan(0, 0, 0, src.width, src.height);
-                let mut got = vec![0u8; plan.image_bytes()];
-                execute_image(&plan, &src, &mut got, &mut Scratch::default());
-                let d = max_diff(&got, &want.data);
-                if d > 1 || got.len() != want.data.len() {
-                    failures.push(format!("{name}: max difference {d}"));
-                }
+                let got = executed(&plan, &src);
+                check_within(&mut failures, &name, &got, &want.data, 1);
                 "resize and centre crop (torchvision on Pillow)"
             }
             ("pad_crop", _, _) => {
@@ -495,12 +498,8 @@ fn reference_matches_pillow_and_torchvision() {
                 plan.valid = valid;
                 plan.flags |= AFFINE;
                 (plan.affine, plan.affine_frac) = ([1 << 16, 0, 0, 0, 1 << 16, 0], [0; 2]);
-                let mut got = vec![0u8; plan.image_bytes()];
-                execute_image(&plan, &src, &mut got, &mut Scratch::default());
-                let d = max_diff(&got, &want.data);
-                if d > 0 || got.len() != want.data.len() {
-                    failures.push(format!("{name}: max difference {d}"));
-                }
+                let got = executed(&plan, &src);
+                check_within(&mut failures, &name, &got, &want.data, 0);
                 "pad and crop (torchvision)"
             }
             ("policy_magnitudes", _, _) => {
