@@ -22,6 +22,7 @@ pub mod wgpu;
 #[cfg(not(feature = "wgpu"))]
 #[path = "wgpu_dummy.rs"]
 pub mod wgpu;
+pub(crate) mod work;
 
 use std::fmt;
 use std::sync::Arc;

@@ -10,6 +10,7 @@
 pub mod augment;
 pub mod batch;
 pub mod batcher;
+pub(crate) mod cache;
 pub mod decode;
 pub mod error;
 mod fit;
@@ -19,6 +20,7 @@ pub mod mix;
 pub mod orient;
 mod pool;
 mod upload;
+pub(crate) mod work;
 
 pub use augment::AugmentInput;
 pub use batch::{
