@@ -6,8 +6,8 @@ use super::transform::{TransformResult, UserSample, UserTransform};
 use super::{cache::Cache, stats::Counters, Config, OnError, Pipeline};
 use crate::augment::Augment;
 use crate::backend::device::job::{CoeffPool, HardwareDecode};
+use crate::backend::device::sample_work::WorkOptions;
 use crate::backend::device::BatcherConfig;
-use crate::backend::work::WorkOptions;
 use crate::backend::{self, Backend, BackendKind, Selected};
 use crate::decode::Limits;
 use crate::error::{Error, Result};
@@ -513,7 +513,7 @@ impl PipelineBuilder {
             strict: self.strict_decode,
         })?;
         let coeff_pool = Arc::new(CoeffPool::default());
-        let work = crate::backend::work::sample_work(
+        let work = crate::backend::sample_work(
             batcher.as_deref_mut(),
             WorkOptions {
                 device_entropy: self.device_entropy,

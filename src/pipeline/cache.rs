@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-pub(crate) use crate::backend::work::Decoded;
+pub(crate) use crate::backend::device::sample_work::Decoded;
 
 #[derive(Debug, Default)]
 struct Inner {

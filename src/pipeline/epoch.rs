@@ -21,8 +21,8 @@ use super::{Config, OnError};
 use crate::augment::{geometry, mix, SamplePlan};
 use crate::backend::device::cache::Reservation;
 use crate::backend::device::job::DeviceJob;
+use crate::backend::device::sample_work::SampleWork;
 use crate::backend::device::{DeviceBatcher, DeviceBuffers, DeviceError};
-use crate::backend::work::SampleWork;
 use crate::error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
 use crate::source::{Subset, Targets};
 

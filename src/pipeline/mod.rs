@@ -132,7 +132,7 @@ pub(crate) struct Config {
     pub batcher: Option<Arc<Mutex<Box<dyn DeviceBatcher>>>>,
     /// A sample's host work, as the backend does it (decided once, when the pipeline is
     /// built).
-    pub work: Arc<dyn crate::backend::work::SampleWork>,
+    pub work: Arc<dyn crate::backend::device::sample_work::SampleWork>,
     /// Coefficient buffers recycled from packed batches to the workers.
     pub coeff_pool: Arc<crate::backend::device::job::CoeffPool>,
     /// Verdicts on whole JPEGs, for crop-aware decodes (see `verdict`).

@@ -19,8 +19,10 @@ use super::{Config, OnError};
 use crate::augment::SamplePlan;
 use crate::backend::device::cache::Reservation;
 use crate::backend::device::job::DeviceJob;
+use crate::backend::device::sample_work::{
+    Count, Decoded, HostImage, Kept, Made, SampleHost, Slot, WorkScratch,
+};
 use crate::backend::device::DeviceBuffers;
-use crate::backend::work::{Count, Decoded, HostImage, Kept, Made, SampleHost, Slot, WorkScratch};
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions, DecodeWarning};
 use crate::decode::{ImageInfo, LabelPlane};
 use crate::error::{SampleError, SampleErrorKind};

@@ -4,7 +4,9 @@
 
 use std::time::Instant;
 
-use super::work::{Decoded, HostImage, Made, SampleHost, SampleWork, Slot, WorkScratch};
+use super::device::sample_work::{
+    Decoded, HostImage, Made, SampleHost, SampleWork, Slot, WorkScratch,
+};
 use super::{Backend, BackendKind};
 use crate::augment::reference::Scratch;
 use crate::augment::SamplePlan;

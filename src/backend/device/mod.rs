@@ -19,6 +19,7 @@ pub mod launch;
 pub mod mix;
 pub mod orient;
 mod pool;
+pub(crate) mod sample_work;
 mod upload;
 pub(crate) mod work;
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::cache::Reservation;
 use super::job::{self, DeviceJob, DeviceSample, HardwareDecode, Prepared, SharedImage};
 use crate::augment::SamplePlan;
-use crate::backend::work::{
+use crate::backend::device::sample_work::{
     Count, DeviceWorkConfig, HostImage, Kept, Made, SampleHost, SampleWork, Slot, WorkScratch,
 };
 use crate::decode::{DecodeOptions, ImageInfo, LabelPlane};
@@ -270,7 +270,7 @@ impl SampleWork for DeviceWork {
 fn decoded_job(
     host: &dyn SampleHost,
     plan: SamplePlan,
-    d: &mut crate::backend::work::Decoded,
+    d: &mut crate::backend::device::sample_work::Decoded,
 ) -> DeviceJob {
     host.count(Count::CpuFallback);
     DeviceJob {

@@ -1,9 +1,9 @@
 //! A sample's host work, as its backend does it: decided once per pipeline, when the
-//! pipeline is built ([`sample_work`]), never per sample.
+//! pipeline is built ([`crate::backend::sample_work`]), never per sample.
 //!
 //! On the CPU backend ([`crate::backend::cpu::CpuWork`]) a worker decodes the sample and
 //! executes its plan into the sample's slot of host batch memory. On a device backend
-//! ([`crate::backend::device::work::DeviceWork`]) a worker prepares the sample's
+//! ([`super::work::DeviceWork`]) a worker prepares the sample's
 //! [`DeviceJob`]: the JPEG entropy-decoded for the device's decode (only the window its
 //! plan reads), handed whole to a hardware decoder, or decoded by the CPU where the device
 //! path does not take it; the batcher writes the slot.
@@ -21,10 +21,8 @@ use crate::decode::{DecodeError, DecodeOptions, DecodeWarning, Image8, ImageInfo
 use crate::error::SampleError;
 use crate::source::Sample;
 
-use super::device::cache::{DeviceCache, DeviceEntry, Reservation};
-use super::device::job::{CoeffPool, DeviceJob, HardwareDecode};
-use super::device::DeviceBatcher;
-use crate::error::Result;
+use super::cache::{DeviceCache, DeviceEntry, Reservation};
+use super::job::{CoeffPool, DeviceJob, HardwareDecode};
 
 /// A decoded sample: image and optional mask, and what the decoder tolerated (kept with
 /// the pixels, so a cached sample is marked in every epoch it is delivered).
@@ -251,42 +249,4 @@ pub struct WorkOptions {
     pub device_cache_bytes: u64,
     /// Coefficient buffers recycled from packed batches to the workers.
     pub coeff_pool: Arc<CoeffPool>,
-}
-
-/// The host work of a pipeline's samples, decided once when the pipeline is built: the
-/// CPU's decode and execution where the backend hands out no device batcher, a device
-/// job's preparation where it does (setting up the batcher's device cache as `opts`
-/// asks).
-pub fn sample_work(
-    batcher: Option<&mut (dyn DeviceBatcher + '_)>,
-    opts: WorkOptions,
-) -> Result<Arc<dyn SampleWork>> {
-    let Some(b) = batcher else {
-        if opts.device_cache_bytes > 0 {
-            log::info!("device cache: no device batches on this backend; off");
-        }
-        return Ok(Arc::new(super::cpu::CpuWork));
-    };
-    let asked = opts.device_cache_bytes;
-    let cache = match asked {
-        0 => None,
-        _ => {
-            let granted = b.set_decoded_cache(asked)?;
-            if granted < asked {
-                log::info!(
-                    "device cache: {granted} of the {asked} bytes asked for (what the device allows for one buffer)"
-                );
-            }
-            (granted > 0).then(|| Arc::new(DeviceCache::new(granted)))
-        }
-    };
-    Ok(Arc::new(super::device::work::DeviceWork::new(
-        DeviceWorkConfig {
-            max_binding: b.max_binding(),
-            hardware_decode: b.hardware_decode(),
-            device_entropy: opts.device_entropy,
-            coeff_pool: opts.coeff_pool,
-            cache,
-        },
-    )))
 }
