@@ -184,3 +184,41 @@ pub fn select_with(kind: BackendKind, threads: usize, opts: &BackendOptions) -> 
     log::info!("backend: {}", selected.reason);
     Ok(selected)
 }
+
+/// The host work of a pipeline's samples, decided once when the pipeline is built: the
+/// CPU's decode and execution where the backend hands out no device batcher, a device
+/// job's preparation where it does (setting up the batcher's device cache as `opts`
+/// asks).
+pub(crate) fn sample_work(
+    batcher: Option<&mut (dyn DeviceBatcher + '_)>,
+    opts: device::sample_work::WorkOptions,
+) -> Result<Arc<dyn device::sample_work::SampleWork>> {
+    let Some(b) = batcher else {
+        if opts.device_cache_bytes > 0 {
+            log::info!("device cache: no device batches on this backend; off");
+        }
+        return Ok(Arc::new(cpu::CpuWork));
+    };
+    let asked = opts.device_cache_bytes;
+    let cache = match asked {
+        0 => None,
+        _ => {
+            let granted = b.set_decoded_cache(asked)?;
+            if granted < asked {
+                log::info!(
+                    "device cache: {granted} of the {asked} bytes asked for (what the device allows for one buffer)"
+                );
+            }
+            (granted > 0).then(|| Arc::new(device::cache::DeviceCache::new(granted)))
+        }
+    };
+    Ok(Arc::new(device::work::DeviceWork::new(
+        device::sample_work::DeviceWorkConfig {
+            max_binding: b.max_binding(),
+            hardware_decode: b.hardware_decode(),
+            device_entropy: opts.device_entropy,
+            coeff_pool: opts.coeff_pool,
+            cache,
+        },
+    )))
+}

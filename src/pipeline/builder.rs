@@ -2,11 +2,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::device_cache::DeviceCache;
 use super::transform::{TransformResult, UserSample, UserTransform};
 use super::{cache::Cache, stats::Counters, Config, OnError, Pipeline};
 use crate::augment::Augment;
-use crate::backend::device::job::HardwareDecode;
+use crate::backend::device::job::{CoeffPool, HardwareDecode};
+use crate::backend::device::sample_work::WorkOptions;
 use crate::backend::device::BatcherConfig;
 use crate::backend::{self, Backend, BackendKind, Selected};
 use crate::decode::Limits;
@@ -512,28 +512,17 @@ impl PipelineBuilder {
             hardware: self.hardware_decode,
             strict: self.strict_decode,
         })?;
-        self.check_memory(has_masks, batcher.is_some())?;
-        let (device_max_binding, hardware_decode) = match &batcher {
-            Some(b) => (b.max_binding(), b.hardware_decode()),
-            None => (u64::MAX, HardwareDecode::Off),
-        };
-        let device_cache = match (batcher.as_mut(), self.device_cache_bytes) {
-            (_, 0) => None,
-            (None, _) => {
-                log::info!("device cache: no device batches on this backend; off");
-                None
-            }
-            (Some(b), asked) => {
-                let granted = b.set_decoded_cache(asked)?;
-                if granted < asked {
-                    log::info!(
-                        "device cache: {granted} of the {asked} bytes asked for (what the device allows for one buffer)"
-                    );
-                }
-                (granted > 0).then(|| Arc::new(DeviceCache::new(granted)))
-            }
-        };
-        if device_cache.is_some() && self.transform.is_some() {
+        let coeff_pool = Arc::new(CoeffPool::default());
+        let work = crate::backend::sample_work(
+            batcher.as_deref_mut(),
+            WorkOptions {
+                device_entropy: self.device_entropy,
+                device_cache_bytes: self.device_cache_bytes,
+                coeff_pool: Arc::clone(&coeff_pool),
+            },
+        )?;
+        self.check_memory(has_masks, work.writes_host_slots())?;
+        if work.keeps_decoded() && self.transform.is_some() {
             return Err(Error::config(
                 "device_cache_bytes",
                 "the device cache keeps decoded samples on the device, where a user \
@@ -545,7 +534,7 @@ impl PipelineBuilder {
             // The transform may read (and move) any pixel: it gets whole images.
             augment = augment.crop_aware(false);
         }
-        if (self.cache_bytes > 0 || device_cache.is_some()) && augment.is_crop_aware() {
+        if (self.cache_bytes > 0 || work.keeps_decoded()) && augment.is_crop_aware() {
             // The cache keeps whole images so any later crop can be served from it.
             log::info!("decoded-sample cache on: crop-aware decode off");
             augment = augment.crop_aware(false);
@@ -566,16 +555,13 @@ impl PipelineBuilder {
             has_masks,
             replace_attempts: 16,
             batcher: batcher.map(|b| Arc::new(Mutex::new(b))),
-            device_max_binding,
-            hardware_decode,
-            device_entropy: self.device_entropy && device_max_binding != u64::MAX,
-            coeff_pool: Default::default(),
+            work,
+            coeff_pool,
             verdicts: Default::default(),
             transform: self.transform,
         };
         Ok(Pipeline {
             cache: (self.cache_bytes > 0).then(|| Arc::new(Cache::new(self.cache_bytes))),
-            device_cache,
             cfg: Arc::new(cfg),
             subset: self.subset,
             sampler,
@@ -646,7 +632,7 @@ impl PipelineBuilder {
     /// Refuses a configuration whose host memory in flight (the ring of batch buffers, on
     /// the host unless batches are made on a device, and the cache) is more than
     /// [`PipelineBuilder::memory_limit`] or what the system has available.
-    fn check_memory(&self, has_masks: bool, on_device: bool) -> Result<()> {
+    fn check_memory(&self, has_masks: bool, host_slots: bool) -> Result<()> {
         let (w, h) = self.augment.get_output_size();
         let image = self.augment.bytes_per_image() as u128;
         let mask = if has_masks {
@@ -655,10 +641,9 @@ impl PipelineBuilder {
             0
         };
         let ring = self.prefetch.max(1) as u128;
-        let batch = if on_device {
-            0
-        } else {
-            (image + mask) * self.batch_size as u128
+        let batch = match host_slots {
+            true => (image + mask) * self.batch_size as u128,
+            false => 0,
         };
         let need = ring * batch + u128::from(self.cache_bytes);
         let (limit, whose) = match self.memory_limit {

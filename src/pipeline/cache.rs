@@ -8,28 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use crate::decode::{DecodeWarning, Image8, LabelPlane};
-
-/// A decoded sample: image and optional mask, and what the decoder tolerated (kept with
-/// the pixels, so a cached sample is marked in every epoch it is delivered).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Decoded {
-    pub image: Image8,
-    pub mask: Option<LabelPlane>,
-    pub warning: Option<DecodeWarning>,
-}
-
-impl AsRef<crate::decode::Image8> for Decoded {
-    fn as_ref(&self) -> &crate::decode::Image8 {
-        &self.image
-    }
-}
-
-impl Decoded {
-    pub(crate) fn byte_len(&self) -> u64 {
-        (self.image.byte_len() + self.mask.as_ref().map_or(0, LabelPlane::byte_len)) as u64
-    }
-}
+pub(crate) use crate::backend::device::sample_work::Decoded;
 
 #[derive(Debug, Default)]
 struct Inner {

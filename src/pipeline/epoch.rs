@@ -12,7 +12,6 @@ use crossbeam_channel::{bounded, select, unbounded, Receiver, RecvTimeoutError, 
 
 use super::batch::{Batch, BatchBuffers, Replacement, SampleWarning};
 use super::cache::Cache;
-use super::device_cache::{DeviceCache, Reservation};
 use super::memory::SlotMemory;
 use super::staging::{Staged, StagingRing};
 use super::stats::Counters;
@@ -20,7 +19,9 @@ use super::worker::{device_replacement, reader, worker, Delivered, Job, Loaded, 
 use super::worker::{Shared, StandsIn, WorkerState};
 use super::{Config, OnError};
 use crate::augment::{geometry, mix, SamplePlan};
+use crate::backend::device::cache::Reservation;
 use crate::backend::device::job::DeviceJob;
+use crate::backend::device::sample_work::SampleWork;
 use crate::backend::device::{DeviceBatcher, DeviceBuffers, DeviceError};
 use crate::error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
 use crate::source::{Subset, Targets};
@@ -56,7 +57,8 @@ pub struct Epoch {
     kept_staging: Arc<Mutex<Vec<Staged>>>,
     started: Instant,
     source: Source,
-    device_cache: Option<Arc<DeviceCache>>,
+    /// The backend's host work (what it keeps on the device, for the stats).
+    work: Arc<dyn SampleWork>,
 }
 
 /// Where the consumer's batches come from.
@@ -118,7 +120,6 @@ pub(crate) struct EpochParts {
     pub cfg: Arc<Config>,
     pub subset: Subset,
     pub cache: Option<Arc<Cache>>,
-    pub device_cache: Option<Arc<DeviceCache>>,
     pub total: Arc<Counters>,
     pub pool: Arc<Mutex<Vec<BatchBuffers>>>,
     /// The batches to make: the epoch's from `first_batch` on.
@@ -161,7 +162,6 @@ impl Epoch {
             cfg: Arc::clone(&cfg),
             subset: p.subset,
             cache: p.cache,
-            device_cache: p.device_cache.clone(),
             stats: Arc::clone(&stats),
             epoch: p.epoch,
             replace_pool: p.replace_pool,
@@ -230,7 +230,9 @@ impl Epoch {
             shared: Arc::clone(&shared),
             ws: WorkerState::default(),
         };
-        let source = if cfg.on_device() {
+        // Where the backend hands out a device batcher, the collector drives it on its
+        // own thread.
+        let source = if cfg.batcher.is_some() {
             // One batch ready ahead of the caller, the next one being packed.
             let (tx, rx) = bounded::<Result<Batch>>(1);
             collector.counts_wait = false;
@@ -275,7 +277,7 @@ impl Epoch {
             kept_staging: p.staging,
             started: Instant::now(),
             source,
-            device_cache: p.device_cache,
+            work: Arc::clone(&shared.cfg.work),
         })
     }
 
@@ -295,7 +297,7 @@ impl Epoch {
     pub fn stats(&self) -> super::Stats {
         let running = (!self.finished).then(|| self.started.elapsed().as_secs_f64());
         let mut s = self.stats.snapshot_at(running);
-        s.device_cache_bytes = self.device_cache.as_ref().map_or(0, |c| c.used());
+        s.device_cache_bytes = self.work.kept_bytes();
         s
     }
 

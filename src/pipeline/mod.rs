@@ -69,7 +69,6 @@
 mod batch;
 mod builder;
 mod cache;
-mod device_cache;
 mod epoch;
 mod heap;
 mod memory;
@@ -131,14 +130,11 @@ pub(crate) struct Config {
     pub replace_attempts: usize,
     /// The device path, when the backend runs batches on a device.
     pub batcher: Option<Arc<Mutex<Box<dyn DeviceBatcher>>>>,
-    /// The largest storage binding of the device (a decoded window must fit one).
-    pub device_max_binding: u64,
-    /// Which JPEGs the workers hand to the device's hardware decoder whole.
-    pub hardware_decode: crate::backend::device::job::HardwareDecode,
-    /// Whether workers hand JPEGs with restart markers to the device entropy path.
-    pub device_entropy: bool,
+    /// A sample's host work, as the backend does it (decided once, when the pipeline is
+    /// built).
+    pub work: Arc<dyn crate::backend::device::sample_work::SampleWork>,
     /// Coefficient buffers recycled from packed batches to the workers.
-    pub coeff_pool: crate::backend::device::job::CoeffPool,
+    pub coeff_pool: Arc<crate::backend::device::job::CoeffPool>,
     /// Verdicts on whole JPEGs, for crop-aware decodes (see `verdict`).
     pub verdicts: verdict::Verdicts,
     /// The caller's transform of each decoded sample.
@@ -150,26 +146,19 @@ impl Config {
         self.augment.bytes_per_image()
     }
 
-    /// Whether batches are made on a device (workers prepare inputs, the device writes).
-    pub(crate) fn on_device(&self) -> bool {
-        self.batcher.is_some()
-    }
-
     /// Bytes of one image slot in host batch memory: none when batches live on a device.
     pub(crate) fn host_image_bytes(&self) -> usize {
-        if self.on_device() {
-            0
-        } else {
-            self.image_bytes()
+        match self.work.writes_host_slots() {
+            true => self.image_bytes(),
+            false => 0,
         }
     }
 
     /// Bytes of one mask slot in host batch memory.
     pub(crate) fn host_mask_bytes(&self) -> usize {
-        if self.on_device() {
-            0
-        } else {
-            self.mask_bytes()
+        match self.work.writes_host_slots() {
+            true => self.mask_bytes(),
+            false => 0,
         }
     }
 
@@ -190,7 +179,6 @@ pub struct Pipeline {
     subset: Subset,
     sampler: Sampler,
     cache: Option<Arc<cache::Cache>>,
-    device_cache: Option<Arc<device_cache::DeviceCache>>,
     total: Arc<stats::Counters>,
     pool: Arc<Mutex<Vec<batch::BatchBuffers>>>,
     staging: Arc<Mutex<Vec<staging::Staged>>>,
@@ -235,7 +223,6 @@ impl Pipeline {
             cfg: Arc::clone(&self.cfg),
             subset: self.subset.clone(),
             cache: self.cache.clone(),
-            device_cache: self.device_cache.clone(),
             total: Arc::clone(&self.total),
             pool: Arc::clone(&self.pool),
             staging: Arc::clone(&self.staging),
@@ -347,7 +334,7 @@ impl Pipeline {
     /// Bytes of device memory the entries of the device cache of decoded samples take
     /// (0 without one: see [`PipelineBuilder::device_cache_bytes`]).
     pub fn device_cache_bytes_used(&self) -> u64 {
-        self.device_cache.as_ref().map_or(0, |c| c.used())
+        self.cfg.work.kept_bytes()
     }
 
     /// Bytes of the batch ring (`prefetch` batches of images and masks), fixed by the

@@ -10,21 +10,21 @@ use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 
 use super::batch::SampleWarning;
-use super::cache::{Cache, Decoded};
-use super::device_cache::{DeviceCache, DeviceEntry, Reservation};
+use super::cache::Cache;
 use super::memory::{SlotMemory, SlotWriter};
 use super::readers::read_sample;
 use super::staging::{Staged, StagingRing};
 use super::stats::Counters;
 use super::{Config, OnError};
-use crate::augment::reference::Scratch;
 use crate::augment::SamplePlan;
-use crate::backend::device::job::{
-    self, DeviceJob, DeviceSample, HardwareDecode, Prepared, SharedImage,
+use crate::backend::device::cache::Reservation;
+use crate::backend::device::job::DeviceJob;
+use crate::backend::device::sample_work::{
+    Count, Decoded, HostImage, Kept, Made, SampleHost, Slot, WorkScratch,
 };
 use crate::backend::device::DeviceBuffers;
-use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions};
-use crate::decode::{DecodeWarning, LabelPlane};
+use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions, DecodeWarning};
+use crate::decode::{ImageInfo, LabelPlane};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::rng::{Rng, Stream};
 use crate::source::Subset;
@@ -43,8 +43,8 @@ pub(super) struct Job {
 pub(super) enum Payload {
     Staged(Staged),
     Cached(Arc<Decoded>),
-    /// Kept in the device cache: nothing was read.
-    DeviceCached(Arc<DeviceEntry>),
+    /// Kept on the device: nothing was read.
+    DeviceCached(Kept),
     Failed(SampleError, Staged),
 }
 
@@ -119,8 +119,6 @@ pub(super) struct Shared {
     pub(super) cfg: Arc<Config>,
     pub(super) subset: Subset,
     pub(super) cache: Option<Arc<Cache>>,
-    /// The device cache of decoded samples (device backends only).
-    pub(super) device_cache: Option<Arc<DeviceCache>>,
     pub(super) stats: Arc<Counters>,
     pub(super) epoch: u64,
     /// The rank's own samples this epoch: replacements come from here, so a replacement
@@ -143,7 +141,7 @@ pub(super) fn reader(
             recv(cancel) -> _ => return,
         };
         let sample = &sh.subset.samples()[job.sample];
-        let on_device = sh.device_cache.as_ref().and_then(|c| c.get(sample.id));
+        let on_device = sh.cfg.work.kept(sample.id);
         let cached = match on_device {
             Some(_) => None,
             None => sh.cache.as_ref().and_then(|c| c.get(sample.id)),
@@ -183,14 +181,10 @@ pub(super) fn reader(
 /// Per-worker reusable state, kept by the pipeline across epochs.
 #[derive(Default, Debug)]
 pub(crate) struct WorkerState {
-    scratch: Scratch,
-    decoded: Decoded,
+    /// The backend's host work's: the last decode, what the decoder tolerated in the
+    /// sample last made, its device-cache place.
+    host: WorkScratch,
     replace: Staged,
-    /// What the decoder tolerated in the sample last made (set by `attempt`).
-    warning: Option<DecodeWarning>,
-    /// The device-cache place of the sample last made, if it got one (set by
-    /// `prepare_device`).
-    reservation: Option<Box<Reservation>>,
     /// The targets the user transform left for the sample last made (set by
     /// `transformed`).
     targets: Option<Arc<Targets>>,
@@ -289,41 +283,37 @@ fn process(
             exhausted: false,
         };
     };
-    ws.warning = None;
-    ws.reservation = None;
+    ws.host.warning = None;
+    ws.host.reservation = None;
     ws.targets = None;
+    let work = &sh.cfg.work;
     let first = match payload {
         Payload::DeviceCached(e) => {
-            ws.warning = e.warning.clone();
-            Ok(device_job_kept(sh, sample, e))
+            ws.host.warning = e.warning.clone();
+            let plan = sh
+                .cfg
+                .augment
+                .plan(sh.cfg.seed, sh.epoch, sample.id, e.width, e.height);
+            Ok(work.make_kept(plan, e))
         }
         Payload::Cached(d) if sh.cfg.transform.is_some() => {
-            ws.warning = d.warning.clone();
+            ws.host.warning = d.warning.clone();
             // The cache keeps samples as decoded: the transform changes a copy.
-            ws.decoded.clone_from(&**d);
-            transformed(sh, sample, ws)
-                .and_then(|plan| finish_decoded(sh, sample, plan, w, mask_writer.as_mut(), ws))
+            ws.host.decoded.clone_from(&**d);
+            transformed(sh, sample, ws).and_then(|plan| {
+                let slot = slot_of(w, mask_writer.as_mut());
+                work.make_decoded(sh, sample, plan, HostImage::Worker, slot, &mut ws.host)
+            })
         }
         Payload::Cached(d) => {
-            ws.warning = d.warning.clone();
+            ws.host.warning = d.warning.clone();
             let plan = cached_plan(sh, sample, d);
-            if sh.cfg.on_device() {
-                Ok((plan, device_job_cached(&plan, d)))
-            } else {
-                run(
-                    sh,
-                    sample,
-                    d,
-                    &plan,
-                    w,
-                    mask_writer.as_mut(),
-                    &mut ws.scratch,
-                )
-                .map(|p| (p, None))
-            }
+            let slot = slot_of(w, mask_writer.as_mut());
+            work.make_decoded(sh, sample, plan, HostImage::Shared(d), slot, &mut ws.host)
         }
         Payload::Staged(st) => {
-            attempt(sh, sample, &st.image, &st.mask, w, mask_writer.as_mut(), ws)
+            let slot = slot_of(w, mask_writer.as_mut());
+            attempt(sh, sample, &st.image, &st.mask, slot, ws)
         }
         Payload::Failed(e, _) => Err(e.clone()),
     };
@@ -338,10 +328,11 @@ fn process(
                     plan,
                     gpu,
                     warning: ws
+                        .host
                         .warning
                         .take()
                         .map(|w| Box::new(SampleWarning::new(sample, w))),
-                    reservation: ws.reservation.take(),
+                    reservation: ws.host.reservation.take(),
                     targets: ws.targets.take(),
                 }),
                 error: None,
@@ -358,7 +349,8 @@ fn process(
         };
     }
     let delivered = replacement(sh, ws, job.sample, 0, |cand, st, ws| {
-        attempt(sh, cand, &st.image, &st.mask, w, mask_writer.as_mut(), ws)
+        let slot = slot_of(w, mask_writer.as_mut());
+        attempt(sh, cand, &st.image, &st.mask, slot, ws)
     });
     Outcome {
         exhausted: delivered.is_none(),
@@ -379,11 +371,7 @@ fn replacement(
     ws: &mut WorkerState,
     failed: usize,
     from: usize,
-    mut make: impl FnMut(
-        &Sample,
-        &Staged,
-        &mut WorkerState,
-    ) -> Result<(SamplePlan, MaybeJob), SampleError>,
+    mut make: impl FnMut(&Sample, &Staged, &mut WorkerState) -> Result<Made, SampleError>,
 ) -> Option<Delivered> {
     let samples = sh.subset.samples();
     let failed_id = samples.get(failed)?.id;
@@ -400,7 +388,7 @@ fn replacement(
             continue;
         }
         let mut st = std::mem::take(&mut ws.replace);
-        ws.warning = None;
+        ws.host.warning = None;
         ws.targets = None;
         let r = read_sample(cand, &sh.cfg.limits, &mut st.image, &mut st.mask, &sh.stats)
             .and_then(|()| make(cand, &st, ws));
@@ -419,10 +407,11 @@ fn replacement(
                     plan,
                     gpu,
                     warning: ws
+                        .host
                         .warning
                         .take()
                         .map(|w| Box::new(SampleWarning::new(cand, w))),
-                    reservation: ws.reservation.take(),
+                    reservation: ws.host.reservation.take(),
                     targets: ws.targets.take(),
                 });
             }
@@ -444,10 +433,10 @@ pub(super) fn device_replacement(
 ) -> Option<Delivered> {
     replacement(sh, ws, failed, from, |cand, st, ws| {
         let r = catch_unwind(AssertUnwindSafe(|| {
-            prepare_device(sh, cand, &st.image, &st.mask, ws)
+            attempt(sh, cand, &st.image, &st.mask, Slot::none(), ws)
         }));
         match r {
-            Ok(r) => r.map(|(plan, job)| (plan, Some(job))),
+            Ok(r) => r,
             Err(p) => {
                 *ws = WorkerState::default();
                 Err(SampleError::new(
@@ -463,29 +452,31 @@ pub(super) fn device_replacement(
     })
 }
 
-/// What the device needs for one sample, when batches are made on a device.
-type MaybeJob = Option<DeviceJob>;
+/// The slot of host batch memory a worker's writers hold.
+fn slot_of<'a>(w: &'a mut SlotWriter, mask: Option<&'a mut SlotWriter>) -> Slot<'a> {
+    Slot {
+        image: w.bytes(),
+        mask: mask.map(SlotWriter::bytes),
+    }
+}
 
-/// Decodes (or, on a device, prepares) one sample from its bytes and fills its slot.
+/// Makes one sample from its bytes into its slot, as the backend's host work does; a
+/// user transform first gets it decoded whole on the host.
 fn attempt(
     sh: &Shared,
     s: &Sample,
     image: &[u8],
     mask: &[u8],
-    w: &mut SlotWriter,
-    mask_writer: Option<&mut SlotWriter>,
+    slot: Slot<'_>,
     ws: &mut WorkerState,
-) -> Result<(SamplePlan, MaybeJob), SampleError> {
-    if sh.cfg.on_device() {
-        return prepare_device(sh, s, image, mask, ws).map(|(p, j)| (p, Some(j)));
-    }
+) -> Result<Made, SampleError> {
+    let work = &sh.cfg.work;
     if sh.cfg.transform.is_some() {
+        ws.host.reservation = None;
         let plan = decode_and_transform(sh, s, image, mask, ws)?;
-        return finish_decoded(sh, s, plan, w, mask_writer, ws);
+        return work.make_decoded(sh, s, plan, HostImage::Worker, slot, &mut ws.host);
     }
-    let plan = decode_into(sh, s, image, mask, &mut ws.decoded)?;
-    ws.warning = ws.decoded.warning.clone();
-    run(sh, s, &ws.decoded, &plan, w, mask_writer, &mut ws.scratch).map(|p| (p, None))
+    work.make(sh, s, (image, mask), slot, &mut ws.host)
 }
 
 /// Decodes a sample whole into the worker's buffers (see `decode_into`) and runs the user
@@ -499,8 +490,8 @@ fn decode_and_transform(
 ) -> Result<SamplePlan, SampleError> {
     // (The plan `decode_into` makes from the headers is for the image before the
     // transform: not the one used.)
-    let _ = decode_into(sh, s, image, mask, &mut ws.decoded)?;
-    ws.warning = ws.decoded.warning.clone();
+    let _ = decode_into(sh, s, image, mask, &mut ws.host.decoded)?;
+    ws.host.warning = ws.host.decoded.warning.clone();
     transformed(sh, s, ws)
 }
 
@@ -517,7 +508,7 @@ fn transformed(sh: &Shared, s: &Sample, ws: &mut WorkerState) -> Result<SamplePl
         ));
     };
     let time = Instant::now();
-    let d = &mut ws.decoded;
+    let d = &mut ws.host.decoded;
     let r = super::transform::apply(
         t,
         (cfg.seed, sh.epoch),
@@ -530,265 +521,6 @@ fn transformed(sh: &Shared, s: &Sample, ws: &mut WorkerState) -> Result<SamplePl
     ws.targets = r?;
     let (w, h) = (d.image.width, d.image.height);
     Ok(cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h))
-}
-
-/// A transformed sample (in `ws.decoded`) into its slot: on the CPU, the plan executed
-/// into the slot; on a device, the pixels handed over for upload (a CPU decode, counted
-/// as a fallback).
-fn finish_decoded(
-    sh: &Shared,
-    s: &Sample,
-    plan: SamplePlan,
-    w: &mut SlotWriter,
-    mask_writer: Option<&mut SlotWriter>,
-    ws: &mut WorkerState,
-) -> Result<(SamplePlan, MaybeJob), SampleError> {
-    if !sh.cfg.on_device() {
-        return run(sh, s, &ws.decoded, &plan, w, mask_writer, &mut ws.scratch).map(|p| (p, None));
-    }
-    Ok((plan, Some(decoded_job(sh, plan, ws))))
-}
-
-/// The device input of a sample decoded (and transformed) on the CPU: its pixels, moved
-/// out of the worker's buffers, for upload. Counted as a CPU fallback.
-fn decoded_job(sh: &Shared, plan: SamplePlan, ws: &mut WorkerState) -> DeviceJob {
-    sh.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
-    let d = &mut ws.decoded;
-    DeviceJob {
-        plan,
-        image: DeviceSample::Rgb(std::mem::take(&mut d.image)),
-        mask: d.mask.take(),
-        cache_to: None,
-    }
-}
-
-/// The device input of a sample kept in the device cache: its plan (on the whole upright
-/// image), the copy of its image out of the cache, its label plane.
-fn device_job_kept(sh: &Shared, s: &Sample, e: &DeviceEntry) -> (SamplePlan, MaybeJob) {
-    let plan = sh
-        .cfg
-        .augment
-        .plan(sh.cfg.seed, sh.epoch, s.id, e.width, e.height);
-    let job = DeviceJob {
-        plan,
-        image: DeviceSample::Cached {
-            offset: e.offset,
-            width: e.width,
-            height: e.height,
-        },
-        mask: e.mask.clone(),
-        cache_to: None,
-    };
-    (plan, Some(job))
-}
-
-/// A place in the device cache for the whole upright image of `s` (`info` its headers),
-/// when there is a device cache with room for it and the image fits one storage binding
-/// of the device (as every decoded window must).
-fn device_cache_place(
-    sh: &Shared,
-    s: &Sample,
-    info: &crate::decode::ImageInfo,
-) -> Option<Reservation> {
-    let dc = sh.device_cache.as_ref()?;
-    let (w, h) = info.oriented_size();
-    let bytes = 4 * u64::from(w) * u64::from(h) + 256;
-    if bytes > sh.cfg.device_max_binding {
-        return None;
-    }
-    dc.reserve(s.id, w, h)
-}
-
-/// The device input of a sample in the host cache: its image, shared with the cache (no
-/// copy), and a copy of its mask.
-fn device_job_cached(plan: &SamplePlan, d: &Arc<Decoded>) -> MaybeJob {
-    Some(DeviceJob {
-        plan: *plan,
-        image: DeviceSample::Shared(SharedImage::new(Arc::clone(d) as _)),
-        mask: d.mask.clone(),
-        cache_to: None,
-    })
-}
-
-/// The device input of one sample: a JPEG entropy-decoded to coefficients for the
-/// device's decode (only the window its plan reads, at the plan's IDCT scale), or, for
-/// what that path does not take, the CPU decode, counted as a fallback.
-fn prepare_device(
-    sh: &Shared,
-    s: &Sample,
-    image: &[u8],
-    mask: &[u8],
-    ws: &mut WorkerState,
-) -> Result<(SamplePlan, DeviceJob), SampleError> {
-    let cfg = &sh.cfg;
-    ws.reservation = None;
-    if cfg.transform.is_some() {
-        // The transform needs the pixels on the host: the CPU decodes the whole image.
-        let plan = decode_and_transform(sh, s, image, mask, ws)?;
-        return Ok((plan, decoded_job(sh, plan, ws)));
-    }
-    let t = Instant::now();
-    let (info, plan) = plan_from_headers(sh, s, image)?;
-    // With the device cache on, a sample that gets a place there is decoded whole on the
-    // device and kept; the others go to the host cache when there is one.
-    let reservation = device_cache_place(sh, s, &info);
-    if reservation.is_none() && sh.cache.is_some() {
-        // The cache keeps whole CPU-decoded images so any later crop can be served.
-        let plan = decode_into(sh, s, image, mask, &mut ws.decoded)?;
-        ws.warning = ws.decoded.warning.clone();
-        sh.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
-        // The worker's decode buffers go with the job (the cache has made its copy): no
-        // second copy of the image.
-        let d = &mut ws.decoded;
-        let job = DeviceJob {
-            plan,
-            image: DeviceSample::Rgb(std::mem::take(&mut d.image)),
-            mask: d.mask.take(),
-            cache_to: None,
-        };
-        return Ok((plan, job));
-    }
-    let opts = match reservation {
-        // The whole upright image, at full scale: what any later plan may read.
-        Some(_) => base_options(cfg),
-        None => plan.decode_options(base_options(cfg), &info),
-    };
-    if s.mask.is_some() != cfg.has_masks {
-        return Err(SampleError::new(
-            s,
-            SampleErrorKind::Mask,
-            "sample and pipeline disagree on having a mask".into(),
-        ));
-    }
-    // A JPEG the CPU decoded for part of its image (the coefficients being left to it)
-    // takes the whole file's verdict, as on the CPU backend (see `decode_into`).
-    let partial =
-        info.format == crate::decode::Format::Jpeg && (opts.window.is_some() || opts.scale != 1);
-    // What one device binding cannot hold is decoded by the CPU for this sample.
-    let prepare = |hardware| {
-        job::prepare_device_verified(
-            image,
-            info,
-            &opts,
-            &cfg.coeff_pool,
-            hardware,
-            cfg.device_entropy,
-            cfg.device_max_binding,
-            // A file's first crop on the device entropy path decodes it whole.
-            !partial || cfg.verdicts.known_clean(s.id, image),
-        )
-        .and_then(|p| p.fit_bindings(image, &opts, &cfg.coeff_pool, cfg.device_max_binding))
-        // Packed here, so that the batch's planner only copies (once, into staging).
-        .and_then(|p| p.packed(&cfg.coeff_pool))
-        .map_err(|e| decode_error(s, "image", &e))
-    };
-    let prepared = prepare(cfg.hardware_decode).and_then(|p| match p.image {
-        DeviceSample::Encoded { .. } => verify_encoded(sh, s, image, p, prepare),
-        _ if partial && p.cpu_reason.is_some() => {
-            let mut p = p;
-            p.warning = cfg
-                .verdicts
-                .check(s.id, image, &base_options(cfg))
-                .map_err(|e| decode_error(s, "image", &e))?;
-            Ok(p)
-        }
-        _ => Ok(p),
-    });
-    Counters::add(&sh.stats.decode_ns, t.elapsed());
-    let prepared = prepared?;
-    // The decoded window must fit one storage binding of the device.
-    let (ww, wh) = match &prepared.image {
-        DeviceSample::Jpeg { window, .. } | DeviceSample::Encoded { window, .. } => (
-            window[2].saturating_sub(window[0]),
-            window[3].saturating_sub(window[1]),
-        ),
-        DeviceSample::Rgb(img) => (img.width, img.height),
-        DeviceSample::Shared(img) => (img.image().width, img.image().height),
-        DeviceSample::Cached { width, height, .. } => (*width, *height),
-        DeviceSample::Entropy { packed, .. } => {
-            (packed.packed.image.width, packed.packed.image.height)
-        }
-        DeviceSample::Packed { packed, .. } => (packed.image.width, packed.image.height),
-    };
-    // (A binding starts on a 256-byte boundary at or before the window.)
-    let bytes = 4 * u64::from(ww) * u64::from(wh) + 256;
-    let largest = cfg.device_max_binding;
-    if bytes > largest {
-        return Err(SampleError::new(
-            s,
-            SampleErrorKind::Limit,
-            format!(
-                "image: its decoded window ({ww}x{wh}, {bytes} bytes) exceeds the device's largest storage binding ({largest} bytes)",
-            ),
-        ));
-    }
-    match &prepared.cpu_reason {
-        Some(reason) => {
-            log::debug!("{}: decoded on the CPU ({reason})", s.path);
-            sh.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
-        }
-        None => {
-            sh.stats.gpu_decoded.fetch_add(1, Ordering::Relaxed);
-            let path = match &prepared.image {
-                DeviceSample::Entropy { .. } => Some(&sh.stats.gpu_entropy),
-                DeviceSample::Encoded { .. } => Some(&sh.stats.hardware),
-                _ => None,
-            };
-            if let Some(counter) = path {
-                counter.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-    ws.warning = prepared.warning.clone();
-    let mask = match s.mask {
-        Some(_) => {
-            let mut m = LabelPlane::default();
-            decode_mask_into(sh, s, mask, &mut m, info.oriented_size())?;
-            Some(m)
-        }
-        None => None,
-    };
-    let cache_to = reservation.map(|mut r| {
-        r.warning = prepared.warning.clone();
-        let slot = r.slot();
-        ws.reservation = Some(Box::new(r));
-        slot
-    });
-    Ok((
-        plan,
-        DeviceJob {
-            plan,
-            image: prepared.image,
-            mask,
-            cache_to,
-        },
-    ))
-}
-
-/// A JPEG prepared for the hardware decoder (`p`, from `image`), verified as every other
-/// JPEG is: the hardware decoder does not say whether or how a file is damaged, so libjpeg
-/// reads its entropy-coded data whole, once (the whole file's verdict, see `verdict`: kept
-/// for later epochs). A file the verdict refuses fails with its error, as on the CPU
-/// backend. A file it delivers with a warning (damaged data in lenient mode, extraneous
-/// bytes) carries the whole file's warning, as on the CPU backend, and is prepared again by
-/// `prepare` for the hybrid path instead (libjpeg's coefficients), so that its pixels are
-/// libjpeg's too rather than what the hardware makes of the damage.
-fn verify_encoded(
-    sh: &Shared,
-    s: &Sample,
-    image: &[u8],
-    p: Prepared,
-    prepare: impl FnOnce(HardwareDecode) -> Result<Prepared, SampleError>,
-) -> Result<Prepared, SampleError> {
-    match sh.cfg.verdicts.check(s.id, image, &base_options(&sh.cfg)) {
-        Err(e) => Err(decode_error(s, "image", &e)),
-        Ok(None) => Ok(p),
-        Ok(Some(warning)) => {
-            let mut again = prepare(HardwareDecode::Off)?;
-            again.warning = Some(warning);
-            Ok(again)
-        }
-    }
 }
 
 /// The decode options the pipeline's configuration sets: limits and strictness.
@@ -901,34 +633,76 @@ fn decode_into(
     r.map(|()| plan)
 }
 
-fn run(
-    sh: &Shared,
-    s: &Sample,
-    d: &Decoded,
-    plan: &SamplePlan,
-    out: &mut SlotWriter,
-    mask_out: Option<&mut SlotWriter>,
-    scratch: &mut Scratch,
-) -> Result<SamplePlan, SampleError> {
-    let t = Instant::now();
-    let plan = *plan;
-    crate::augment::reference::execute_image(&plan, &d.image, out.bytes(), scratch);
-    match (mask_out, &d.mask) {
-        (Some(mo), Some(m)) => {
-            let dst: &mut [u16] = bytemuck::try_cast_slice_mut(mo.bytes()).map_err(|e| {
-                SampleError::new(s, SampleErrorKind::Internal, format!("mask slot: {e}"))
-            })?;
-            crate::augment::reference::execute_mask(&plan, m, dst);
-        }
-        (None, None) => {}
-        _ => {
-            return Err(SampleError::new(
-                s,
-                SampleErrorKind::Mask,
-                "sample and pipeline disagree on having a mask".into(),
-            ))
-        }
+/// What the pipeline offers the backend's host work: the decode every backend shares,
+/// the host cache and the verdicts, and the epoch's counters.
+impl SampleHost for Shared {
+    fn base_options(&self) -> DecodeOptions {
+        base_options(&self.cfg)
     }
-    Counters::add(&sh.stats.augment_ns, t.elapsed());
-    Ok(plan)
+
+    fn plan_from_headers(
+        &self,
+        s: &Sample,
+        image: &[u8],
+    ) -> Result<(ImageInfo, SamplePlan), SampleError> {
+        plan_from_headers(self, s, image)
+    }
+
+    fn decode_into(
+        &self,
+        s: &Sample,
+        image: &[u8],
+        mask: &[u8],
+        out: &mut Decoded,
+    ) -> Result<SamplePlan, SampleError> {
+        decode_into(self, s, image, mask, out)
+    }
+
+    fn decode_mask_into(
+        &self,
+        s: &Sample,
+        bytes: &[u8],
+        out: &mut LabelPlane,
+        size: (u32, u32),
+    ) -> Result<(), SampleError> {
+        decode_mask_into(self, s, bytes, out, size)
+    }
+
+    fn has_host_cache(&self) -> bool {
+        self.cache.is_some()
+    }
+
+    fn has_masks(&self) -> bool {
+        self.cfg.has_masks
+    }
+
+    fn verdict(&self, id: u64, image: &[u8]) -> Result<Option<DecodeWarning>, DecodeError> {
+        self.cfg.verdicts.check(id, image, &base_options(&self.cfg))
+    }
+
+    fn known_clean(&self, id: u64, image: &[u8]) -> bool {
+        self.cfg.verdicts.known_clean(id, image)
+    }
+
+    fn count(&self, what: Count) {
+        let counter = match what {
+            Count::CpuFallback => &self.stats.cpu_fallbacks,
+            Count::GpuDecoded => &self.stats.gpu_decoded,
+            Count::GpuEntropy => &self.stats.gpu_entropy,
+            Count::Hardware => &self.stats.hardware,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn decode_time(&self, d: std::time::Duration) {
+        Counters::add(&self.stats.decode_ns, d);
+    }
+
+    fn augment_time(&self, d: std::time::Duration) {
+        Counters::add(&self.stats.augment_ns, d);
+    }
+
+    fn decode_error(&self, s: &Sample, what: &str, e: &DecodeError) -> SampleError {
+        decode_error(s, what, e)
+    }
 }

@@ -10,6 +10,7 @@
 pub mod augment;
 pub mod batch;
 pub mod batcher;
+pub(crate) mod cache;
 pub mod decode;
 pub mod error;
 mod fit;
@@ -18,7 +19,9 @@ pub mod launch;
 pub mod mix;
 pub mod orient;
 mod pool;
+pub(crate) mod sample_work;
 mod upload;
+pub(crate) mod work;
 
 pub use augment::AugmentInput;
 pub use batch::{

@@ -179,11 +179,12 @@ impl Collector {
             }
             if let Some(mut d) = o.delivered {
                 let k = slots.len();
-                if cfg.on_device() {
-                    let job = d.gpu.take().ok_or_else(|| {
-                        Error::internal(format!("slot {slot} has no device input"))
-                    })?;
-                    jobs.push(job);
+                match (d.gpu.take(), &cfg.batcher) {
+                    (Some(job), _) => jobs.push(job),
+                    (None, Some(_)) => {
+                        return Err(Error::internal(format!("slot {slot} has no device input")))
+                    }
+                    (None, None) => {}
                 }
                 if k != slot && ib + mb > 0 {
                     images
@@ -445,7 +446,7 @@ impl Collector {
                 ..crate::decode::DecodeOptions::default()
             };
             let redone = prepare_host(bytes, *info, opts, &cfg.coeff_pool)
-                .and_then(|p| p.fit_bindings(bytes, opts, &cfg.coeff_pool, cfg.device_max_binding))
+                .and_then(|p| p.fit_bindings(bytes, opts, &cfg.coeff_pool, cfg.work.max_binding()))
                 .and_then(|p| p.packed(&cfg.coeff_pool))
                 .and_then(|mut p| {
                     // As a worker does: a partial CPU decode takes the whole file's verdict.

@@ -709,7 +709,11 @@ pub fn transcoded_files_match_the_oracle_and_the_host_coefficients(e: &dyn Execu
     let corpus = crate::common::corpus_dir();
     let bundled = files
         .iter()
-        .filter(|(p, _)| corpus.as_ref().is_none_or(|c| !p.starts_with(&*c.to_string_lossy())))
+        .filter(|(p, _)| {
+            corpus
+                .as_ref()
+                .is_none_or(|c| !p.starts_with(&*c.to_string_lossy()))
+        })
         .count();
     assert!(bundled >= 15, "{bundled} transcoded bundled test files");
     assert!(
