@@ -63,31 +63,6 @@ fn bomb_headers_are_refused_without_allocating() {
     assert!(img.data.capacity() == 0 && plane.data.capacity() == 0);
 }
 
-/// The CRC-32 of PNG chunks (ISO 3309), bit by bit.
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut c = 0xFFFF_FFFFu32;
-    for &b in bytes {
-        c ^= u32::from(b);
-        for _ in 0..8 {
-            c = if c & 1 == 1 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
-}
-
-fn png_chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
-    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    let start = out.len();
-    out.extend_from_slice(kind);
-    out.extend_from_slice(data);
-    let crc = crc32(&out[start..]);
-    out.extend_from_slice(&crc.to_be_bytes());
-}
-
 /// A PNG (8-bit RGB, `interlace` 0 or 1) whose IDAT holds the start of a zlib stream.
 fn png_bomb(interlace: u8) -> Vec<u8> {
     let mut b = vec![0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
@@ -95,11 +70,11 @@ fn png_bomb(interlace: u8) -> Vec<u8> {
     ihdr.extend_from_slice(&CLAIM.to_be_bytes());
     ihdr.extend_from_slice(&CLAIM.to_be_bytes());
     ihdr.extend_from_slice(&[8, 2, 0, 0, interlace]);
-    png_chunk(&mut b, b"IHDR", &ihdr);
+    common::png_chunk(&mut b, b"IHDR", &ihdr);
     // A stored (uncompressed) deflate block of 16 bytes of a first row, then nothing.
     let mut idat = vec![0x78, 0x01, 0x00, 0x10, 0x00, 0xEF, 0xFF];
     idat.extend_from_slice(&[0; 16]);
-    png_chunk(&mut b, b"IDAT", &idat);
+    common::png_chunk(&mut b, b"IDAT", &idat);
     b
 }
 

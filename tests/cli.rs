@@ -101,6 +101,24 @@ fn batch_too_large(backend: &str) -> Value {
     )
 }
 
+/// `bench pipeline` of the bundled samples for `epochs` epochs of batches of 4 images of
+/// 32 x 32, then `extra`.
+fn pipeline_args<'a>(epochs: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "bench", "pipeline", "--epochs", epochs, "--size", "32", "--batch", "4",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// `decode inputs.. --backend backend --out out`.
+fn decode_args<'a>(inputs: &[&'a Path], backend: &'a str, out: &'a Path) -> Vec<&'a str> {
+    let mut args = vec!["decode"];
+    args.extend(inputs.iter().map(|p| path(p)));
+    args.extend(["--backend", backend, "--out", path(out)]);
+    args
+}
+
 fn has(v: &Value, fields: &[&str]) {
     for f in fields {
         assert!(v.get(f).is_some(), "field {f:?} missing in {v}");
@@ -141,9 +159,7 @@ fn bench_commands_report_their_fields() {
     );
     assert_eq!(results[0]["errors"], 0);
 
-    let p = stoker(&[
-        "bench", "pipeline", "--epochs", "2", "--size", "32", "--batch", "4",
-    ]);
+    let p = stoker(&pipeline_args("2", &[]));
     let r = &p["results"][0];
     has(
         r,
@@ -162,10 +178,7 @@ fn bench_commands_report_their_fields() {
     );
     assert_eq!(r["delivered"], 12);
     // Batches mixed (MixUp needs floats: asked of u8 it is a usage error naming the flags).
-    let m = stoker(&[
-        "bench", "pipeline", "--epochs", "1", "--size", "32", "--batch", "4", "--mixup", "0.2",
-        "--cutmix", "1",
-    ]);
+    let m = stoker(&pipeline_args("1", &["--mixup", "0.2", "--cutmix", "1"]));
     assert_eq!(m["results"][0]["delivered"], 6);
     let e = failing(
         &[
@@ -205,35 +218,15 @@ fn decode_inspect_split_and_render_work() {
     let good = data.join("jpeg/ljt_testorig.jpg");
     let bad = data.join("jpeg/jd_crash_missing-sof.jpg");
     let out = dir.path().join("decoded");
-    let d = stoker(&[
-        "decode",
-        good.to_str().expect("path"),
-        "--backend",
-        "cpu",
-        "--out",
-        out.to_str().expect("path"),
-    ]);
+    let d = stoker(&decode_args(&[&good], "cpu", &out));
     has(&d["decoded"][0], &["file", "out", "width", "height"]);
     assert!(std::path::Path::new(d["decoded"][0]["out"].as_str().expect("out")).is_file());
     // One of two failed: the report lists both, the status says partly done.
-    let d = failing(
-        &[
-            "decode",
-            path(&good),
-            path(&bad),
-            "--backend",
-            "cpu",
-            "--out",
-            path(&out),
-        ],
-        &[],
-        1,
-        "partial",
-    );
+    let d = failing(&decode_args(&[&good, &bad], "cpu", &out), &[], 1, "partial");
     has(&d["decoded"][0], &["file", "out", "width", "height"]);
     has(&d["errors"][0], &["file", "reason"]);
 
-    let i = stoker(&["inspect", data.join("samples").to_str().expect("path")]);
+    let i = stoker(&["inspect", path(&data.join("samples"))]);
     has(&i, &["samples", "labels", "by_kind", "errors"]);
     assert_eq!(i["samples"], 6);
     let i = failing(&["inspect", path(&data.join("jpeg"))], &[], 1, "partial");
@@ -243,35 +236,27 @@ fn decode_inspect_split_and_render_work() {
     let manifest = dir.path().join("split.json");
     let s = stoker(&[
         "split",
-        data.join("samples").to_str().expect("path"),
+        path(&data.join("samples")),
         "--val",
         "0.34",
         "--seed",
         "3",
         "--out",
-        manifest.to_str().expect("path"),
+        path(&manifest),
     ]);
     has(&s, &["train", "val", "groups", "disjoint"]);
     assert_eq!(s["disjoint"], true);
     let c = stoker(&[
         "split",
         "--check",
-        manifest.to_str().expect("path"),
+        path(&manifest),
         "--images",
-        data.join("samples").to_str().expect("path"),
+        path(&data.join("samples")),
     ]);
     assert_eq!(c["disjoint"], true);
 
     let png = dir.path().join("sheet.png");
-    let r = stoker(&[
-        "render",
-        "--n",
-        "2",
-        "--size",
-        "64",
-        "--out",
-        png.to_str().expect("path"),
-    ]);
+    let r = stoker(&["render", "--n", "2", "--size", "64", "--out", path(&png)]);
     has(&r, &["out", "samples"]);
     assert!(png.is_file());
 }
@@ -422,18 +407,7 @@ fn the_wgpu_backend_runs_from_the_command_line() {
 
     // The bundled samples through the wgpu pipeline, `epochs` epochs of batches of 4.
     let wgpu_pipeline = |epochs: &str, extra: &[&str]| -> Value {
-        let mut args = vec![
-            "bench",
-            "pipeline",
-            "--backend",
-            "wgpu",
-            "--epochs",
-            epochs,
-            "--size",
-            "32",
-            "--batch",
-            "4",
-        ];
+        let mut args = pipeline_args(epochs, &["--backend", "wgpu"]);
         args.extend_from_slice(extra);
         let p = stoker(&args);
         let r = p["results"][0].clone();
@@ -465,39 +439,33 @@ fn the_wgpu_backend_runs_from_the_command_line() {
     let out = rst.path().join("samples");
     let c = stoker(&[
         "convert",
-        samples.to_str().expect("path"),
+        path(&samples),
         "--to",
         "folder",
         "--out",
-        out.to_str().expect("path"),
+        path(&out),
     ]);
     assert_eq!(c["jpegs"]["transcoded"], 6, "{c}");
-    let out_s = out.to_str().expect("path");
-    let d = stoker(&[
-        "bench",
-        "decode",
-        "--backend",
-        "wgpu",
-        "--repeat",
-        "1",
-        "--images",
-        out_s,
-    ]);
+    let out_s = path(&out);
+    let bench_decode = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "decode",
+            "--backend",
+            "wgpu",
+            "--repeat",
+            "1",
+            "--images",
+            out_s,
+        ];
+        args.extend_from_slice(extra);
+        stoker(&args)
+    };
+    let d = bench_decode(&[]);
     let r = &d["results"][0];
     assert_eq!(r["paths"]["gpu_entropy"], 6, "{r}");
     assert_eq!(r["fallbacks"], 0, "{r}");
-    let h = stoker(&[
-        "bench",
-        "decode",
-        "--backend",
-        "wgpu",
-        "--repeat",
-        "1",
-        "--images",
-        out_s,
-        "--entropy",
-        "host",
-    ]);
+    let h = bench_decode(&["--entropy", "host"]);
     assert_eq!(h["results"][0]["paths"]["host_entropy"], 6, "{h}");
     // The entropy-coded bytes upload smaller than their coefficients, at one status
     // read-back per batch.
@@ -519,20 +487,10 @@ fn the_wgpu_backend_runs_from_the_command_line() {
         );
         assert!(payload > 0.9 * input && payload < input, "{plan}");
     }
-    let p = stoker(&[
-        "bench",
-        "pipeline",
-        "--backend",
-        "wgpu",
-        "--epochs",
+    let p = stoker(&pipeline_args(
         "2",
-        "--size",
-        "32",
-        "--batch",
-        "4",
-        "--images",
-        out_s,
-    ]);
+        &["--backend", "wgpu", "--images", out_s],
+    ));
     let r = &p["results"][0];
     assert!(r.get("error").is_none(), "{r}");
     assert_eq!(r["delivered"], 12, "{r}");
@@ -544,14 +502,7 @@ fn the_wgpu_backend_runs_from_the_command_line() {
     let mut written = Vec::new();
     for backend in ["cpu", "wgpu"] {
         let out = dir.path().join(backend);
-        let d = stoker(&[
-            "decode",
-            good.to_str().expect("path"),
-            "--backend",
-            backend,
-            "--out",
-            out.to_str().expect("path"),
-        ]);
+        let d = stoker(&decode_args(&[&good], backend, &out));
         let file = d["decoded"][0]["out"].as_str().expect("out").to_string();
         written.push(std::fs::read(file).expect("png"));
     }
@@ -565,10 +516,10 @@ fn the_wgpu_backend_runs_from_the_command_line() {
 fn convert_writes_shards_that_inspect_and_bench_read() {
     let dir = tempfile::tempdir().expect("tempdir");
     let samples = common::data_dir().join("samples");
-    let samples = samples.to_str().expect("utf-8 path");
+    let samples = path(&samples);
     for (to, ext) in [("tfrecord", "tfrecord"), ("tar", "tar")] {
         let out = dir.path().join(to);
-        let out_s = out.to_str().expect("utf-8 path");
+        let out_s = path(&out);
         let o = stoker(&[
             "convert",
             samples,
@@ -677,14 +628,7 @@ fn an_unavailable_backend_exits_4() {
     let dir = tempfile::tempdir().expect("tempdir");
     let good = common::data_dir().join("jpeg/ljt_testorig.jpg");
     failing(
-        &[
-            "decode",
-            path(&good),
-            "--backend",
-            "cuda",
-            "--out",
-            path(dir.path()),
-        ],
+        &decode_args(&[&good], "cuda", dir.path()),
         &[],
         4,
         "backend_unavailable",
@@ -808,20 +752,10 @@ fn one_image_is_a_one_image_set() {
     let named = common::write(dir.path(), "coffee.jpg", &bytes);
     let bare = common::write(dir.path(), "coffee", &bytes);
     for img in [&named, &bare, &jpg] {
-        let r = stoker(&[
-            "bench",
-            "pipeline",
-            "--images",
-            path(img),
-            "--epochs",
+        let r = stoker(&pipeline_args(
             "1",
-            "--size",
-            "32",
-            "--batch",
-            "4",
-            "--backend",
-            "cpu",
-        ]);
+            &["--images", path(img), "--backend", "cpu"],
+        ));
         assert_eq!(r["results"][0]["samples"], 1, "{}: {r}", img.display());
         assert_eq!(r["results"][0]["delivered"], 1, "{}: {r}", img.display());
         let i = stoker(&["inspect", path(img)]);
@@ -850,9 +784,7 @@ fn bench_pipeline_reports_the_shard_of_a_rank() {
             .expect("pipeline")
             .num_batches()
     };
-    let args = [
-        "bench", "pipeline", "--epochs", "1", "--size", "32", "--batch", "4",
-    ];
+    let args = pipeline_args("1", &[]);
     let mut delivered = 0;
     for rank in 0..2usize {
         let r = rank.to_string();
@@ -920,9 +852,7 @@ fn the_device_probe_is_quiet_without_a_session() {
         ("NODEVICE_SELECT", None),
         ("STOKER_LOG", None),
     ];
-    let args = [
-        "bench", "pipeline", "--epochs", "1", "--size", "32", "--batch", "4",
-    ];
+    let args = pipeline_args("1", &[]);
     let mut auto = args.to_vec();
     auto.extend(["--backend", "auto"]);
     let r = run(&auto, &headless);
@@ -1028,7 +958,7 @@ fn bench_overlap_plot_draws_the_lanes_with_their_gaps() {
         "--repeat",
         "1",
         "--plot",
-        plot.to_str().expect("path"),
+        path(&plot),
     ]);
     has(&o, &["naive_s", "pipelined_s"]);
     let svg = read_svg(&plot);
@@ -1091,18 +1021,7 @@ fn bench_overlap_plot_draws_the_lanes_with_their_gaps() {
 fn bench_pipeline_plot_draws_a_point_per_batch() {
     let dir = tempfile::tempdir().expect("tempdir");
     let plot = dir.path().join("pipeline.svg");
-    let p = stoker(&[
-        "bench",
-        "pipeline",
-        "--epochs",
-        "2",
-        "--size",
-        "32",
-        "--batch",
-        "4",
-        "--plot",
-        plot.to_str().expect("path"),
-    ]);
+    let p = stoker(&pipeline_args("2", &["--plot", path(&plot)]));
     let r = &p["results"][0];
     let waits = r["batch_waits"].as_array().expect("batch_waits");
     // 6 samples in batches of 4: two batches an epoch.
@@ -1143,7 +1062,7 @@ fn bench_decode_plot_draws_a_bar_per_backend_and_path() {
             "--repeat",
             "1",
             "--plot",
-            plot.to_str().expect("path"),
+            path(&plot),
         ],
         &[],
     );
@@ -1193,7 +1112,7 @@ fn bench_plot_refuses_other_formats() {
     for (cmd, ext) in [("overlap", "png"), ("pipeline", "pdf"), ("decode", "")] {
         let plot = dir.path().join(format!("plot.{ext}"));
         let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
-            .args(["bench", cmd, "--plot", plot.to_str().expect("path")])
+            .args(["bench", cmd, "--plot", path(&plot)])
             .output()
             .expect("run stoker");
         assert!(

@@ -15,7 +15,6 @@ mod common;
 mod watched;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 use watched::Run;
@@ -184,13 +183,22 @@ fn bench_case(what: &str, data: &Path, code: i32) -> Case {
     }
 }
 
-fn args(v: &[&str]) -> Vec<String> {
-    v.iter().map(|a| a.to_string()).collect()
+/// `inspect` and [`bench_case`] of `data` (`samples` samples), both exiting with 1 and
+/// naming `failed`: the cases `what: inspect` and `what: bench pipeline`.
+fn inspect_and_bench(
+    what: &str,
+    data: &Path,
+    failed: &[(&'static str, &'static str)],
+    samples: u64,
+) -> [Case; 2] {
+    [
+        case(&format!("{what}: inspect"), &["inspect", &s(data)], 1).failed(failed),
+        bench_case(what, data, 1).failed(failed).samples(samples),
+    ]
 }
 
-fn mkfifo(p: &Path) {
-    let ok = Command::new("mkfifo").arg(p).status().expect("mkfifo");
-    assert!(ok.success(), "mkfifo {}", p.display());
+fn args(v: &[&str]) -> Vec<String> {
+    v.iter().map(|a| a.to_string()).collect()
 }
 
 fn chmod(p: &Path, mode: u32) {
@@ -215,7 +223,7 @@ fn cases(root: &Path) -> Vec<Case> {
     // folder they are left out at listing: tests/special_files.rs.)
     let sp = root.join("special");
     common::write(&sp, "a.jpg", &jpg);
-    mkfifo(&sp.join("fifo.jpg"));
+    common::mkfifo(&sp.join("fifo.jpg"));
     // The socket file stays when its listener closes.
     drop(std::os::unix::net::UnixListener::bind(sp.join("sock.jpg")).expect("socket"));
     std::os::unix::fs::symlink("/dev/zero", sp.join("zero.jpg")).expect("symlink");
@@ -235,7 +243,6 @@ fn cases(root: &Path) -> Vec<Case> {
         args: d,
         ..case("special files: decode", &[], 1).failed(&special)
     });
-    v.push(case("special files: inspect", &["inspect", &list], 1).failed(&special));
     v.push(
         case(
             "special files: inspect --decode",
@@ -245,11 +252,12 @@ fn cases(root: &Path) -> Vec<Case> {
         .failed(&special),
     );
     v.push(convert("special files", &list, "tar", &out.join("sp-tar"), 1).failed(&special));
-    v.push(
-        bench_case("special files", &sp.join("list.txt"), 1)
-            .failed(&special)
-            .samples(4),
-    );
+    v.extend(inspect_and_bench(
+        "special files",
+        &sp.join("list.txt"),
+        &special,
+        4,
+    ));
 
     // --- A label above stoker::MAX_LABEL: in a file list, in a tar shard's `.cls`.
     let lb = root.join("labels");
@@ -259,13 +267,8 @@ fn cases(root: &Path) -> Vec<Case> {
     std::fs::write(lb.join("list.txt"), format!("a.jpg 0\nb.jpg {big}\n")).expect("list");
     let label = [("b.jpg", "MAX_LABEL")];
     let list = s(&lb.join("list.txt"));
-    v.push(case("label: inspect", &["inspect", &list], 1).failed(&label));
     v.push(convert("label", &list, "tfrecord", &out.join("lb-tf"), 1).failed(&label));
-    v.push(
-        bench_case("label", &lb.join("list.txt"), 1)
-            .failed(&label)
-            .samples(2),
-    );
+    v.extend(inspect_and_bench("label", &lb.join("list.txt"), &label, 2));
     let tar_dir = root.join("labels-tar");
     std::fs::create_dir_all(&tar_dir).expect("mkdir");
     {
@@ -284,14 +287,8 @@ fn cases(root: &Path) -> Vec<Case> {
         }
         std::fs::write(tar_dir.join("l-00000.tar"), b.into_inner().expect("tar")).expect("tar");
     }
-    let shard = s(&tar_dir);
     let label = [("b", "MAX_LABEL")];
-    v.push(case("label in a tar: inspect", &["inspect", &shard], 1).failed(&label));
-    v.push(
-        bench_case("label in a tar", &tar_dir, 1)
-            .failed(&label)
-            .samples(2),
-    );
+    v.extend(inspect_and_bench("label in a tar", &tar_dir, &label, 2));
 
     // --- Batches that cannot fit in memory.
     let mut huge = bench(&common::data_dir().join("samples"));
@@ -655,6 +652,19 @@ fn invalid_options_are_usage_errors_naming_the_option() {
     let out = s(&dir.path().join("out"));
     let split_out = s(&dir.path().join("split.json"));
     let jpg = s(&common::data_dir().join("jpeg/ljt_testorig.jpg"));
+    // `convert` of the samples to tar shards of `size`.
+    let shard_size = |size: &str| {
+        args(&[
+            "convert",
+            &samples,
+            "--to",
+            "tar",
+            "--shard-size",
+            size,
+            "--out",
+            &out,
+        ])
+    };
     let pipeline = |extra: &[&str]| {
         let mut a = args(&[
             "bench", "pipeline", "--epochs", "1", "--size", "16", "--batch", "2",
@@ -720,32 +730,8 @@ fn invalid_options_are_usage_errors_naming_the_option() {
             &["--to"],
         ),
         (args(&["convert", &samples, "--out", &out]), &["--to"]),
-        (
-            args(&[
-                "convert",
-                &samples,
-                "--to",
-                "tar",
-                "--shard-size",
-                "0",
-                "--out",
-                &out,
-            ]),
-            &["--shard-size"],
-        ),
-        (
-            args(&[
-                "convert",
-                &samples,
-                "--to",
-                "tar",
-                "--shard-size",
-                "12parsecs",
-                "--out",
-                &out,
-            ]),
-            &["--shard-size"],
-        ),
+        (shard_size("0"), &["--shard-size"]),
+        (shard_size("12parsecs"), &["--shard-size"]),
         (
             args(&["split", &samples, "--val", "1.5", "--out", &split_out]),
             &["--val"],

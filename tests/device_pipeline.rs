@@ -17,6 +17,7 @@ use stoker::{
 /// the CPU decode (a resize averages, it does not amplify) and the augment pass within 1.
 const LEVELS: f64 = 3.0;
 
+#[derive(Default)]
 struct Epoch {
     ids: Vec<u64>,
     labels: Vec<i64>,
@@ -25,6 +26,21 @@ struct Epoch {
     masks: Option<Vec<u16>>,
     fallbacks: u64,
     gpu: u64,
+}
+
+impl Epoch {
+    /// Appends the ids, plans and pixels of `b`.
+    fn push(&mut self, b: &stoker::Batch) {
+        self.ids.extend_from_slice(b.ids());
+        self.plans.extend_from_slice(b.plans());
+        self.images.extend(b.read_images().expect("images"));
+    }
+
+    /// Takes the epoch's CPU fallbacks and device decodes from its stats.
+    fn count(&mut self, st: &stoker::Stats) {
+        self.fallbacks = st.cpu_fallbacks;
+        self.gpu = st.gpu_decoded;
+    }
 }
 
 fn run(subset: &Subset, aug: &Augment, backend: BackendKind, epochs: u64) -> Vec<Epoch> {
@@ -55,31 +71,19 @@ fn run_on(
     assert_eq!(pipe.backend().kind(), backend);
     (0..epochs)
         .map(|e| {
-            let mut out = Epoch {
-                ids: Vec::new(),
-                labels: Vec::new(),
-                plans: Vec::new(),
-                images: Vec::new(),
-                masks: None,
-                fallbacks: 0,
-                gpu: 0,
-            };
+            let mut out = Epoch::default();
             let mut ep = pipe.epoch(e).expect("epoch");
             for b in ep.by_ref() {
                 let b = b.expect("batch");
                 assert!(b.errors().is_empty(), "{:?}", b.errors());
                 assert_eq!(b.on_device(), backend != BackendKind::Cpu);
-                out.ids.extend_from_slice(b.ids());
+                out.push(&b);
                 out.labels.extend(b.labels_i64(-1));
-                out.plans.extend_from_slice(b.plans());
-                out.images.extend(b.read_images().expect("images"));
                 if let Some(m) = b.read_masks().expect("masks") {
                     out.masks.get_or_insert_with(Vec::new).extend(m);
                 }
             }
-            let st = ep.stats();
-            out.fallbacks = st.cpu_fallbacks;
-            out.gpu = st.gpu_decoded;
+            out.count(&ep.stats());
             out
         })
         .collect()
@@ -323,188 +327,199 @@ fn exif_rotated_jpegs_take_the_device_path_with_the_same_pixels() {
     }
 }
 
-/// A wgpu device of this machine's adapter whose storage bindings hold at most `bytes`
-/// (a device with small bindings, or a large image on any device, in miniature); `None`
-/// where there is no adapter (as [`common::wgpu_context`] decides).
-#[cfg(feature = "wgpu")]
-fn small_binding_device(bytes: u64) -> Option<(wgpu::Device, wgpu::Queue)> {
-    common::wgpu_context()?;
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
-    let adapter =
-        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
-            .expect("adapter");
-    let limits = wgpu::Limits {
-        max_storage_buffer_binding_size: bytes,
-        ..adapter.limits()
-    };
-    let desc = wgpu::DeviceDescriptor {
-        required_limits: limits,
-        ..Default::default()
-    };
-    Some(pollster::block_on(adapter.request_device(&desc)).expect("device"))
-}
-
-/// Coefficient blocks a JPEG's components hold (from its frame header): what the device
-/// path uploads, 128 bytes each, for a window that covers the whole image at full size.
-#[cfg(feature = "wgpu")]
-fn blocks(bytes: &[u8]) -> u64 {
-    let mut i = 2;
-    while i + 4 < bytes.len() {
-        let marker = bytes[i + 1];
-        let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
-        if (0xC0..=0xC2).contains(&marker) {
-            let s = &bytes[i + 4..i + 2 + len];
-            let (h, w) = (
-                u64::from(u16::from_be_bytes([s[1], s[2]])),
-                u64::from(u16::from_be_bytes([s[3], s[4]])),
-            );
-            let n = usize::from(s[5]);
-            let f: Vec<(u64, u64)> = (0..n)
-                .map(|k| (u64::from(s[7 + 3 * k] >> 4), u64::from(s[7 + 3 * k] & 15)))
-                .collect();
-            let max_h = f.iter().map(|x| x.0).max().unwrap_or(1);
-            let max_v = f.iter().map(|x| x.1).max().unwrap_or(1);
-            return f
-                .iter()
-                .map(|&(fh, fv)| (w * fh).div_ceil(8 * max_h) * (h * fv).div_ceil(8 * max_v))
-                .sum();
-        }
-        i += 2 + len;
-    }
-    panic!("no frame header");
-}
-
-#[cfg(feature = "wgpu")]
-#[test]
-fn what_one_binding_cannot_hold_is_decoded_on_the_cpu() {
-    // Bindings of 768 KiB: the 640x427 4:4:4 photos hold 12960 blocks (1.66 MB of
-    // coefficients at full size), more than one binding; the other files fit whole (the
-    // 600x400 4:2:0 one holds 5650 blocks, 723 KB).
-    const BINDING: u64 = 768 << 10;
-    let Some((device, queue)) = small_binding_device(BINDING) else {
-        return;
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let files = [
-        "samples/photo/sklearn_china.jpg",
-        "samples/photo/sklearn_flower.jpg",
-        "samples/photo/skimage_coffee.jpg",
-        "jpeg/ljt_testorig.jpg",
-        "jpeg/go_video-001_q50_444.jpg",
-        "jpeg/go_video-001_221212.jpg",
-        "jpeg/jd_moz_jpg-gray.jpg",
-    ];
-    let mut too_big = 0;
-    for f in files {
-        let bytes = std::fs::read(common::data_dir().join(f)).expect("jpeg");
-        too_big += usize::from(blocks(&bytes) * 128 > BINDING);
-        let name = f.replace('/', "_");
-        common::write(dir.path(), &format!("c/{name}"), &bytes);
-    }
-    assert_eq!(
-        too_big, 2,
-        "the two 4:4:4 photos need more than a binding at full size"
-    );
-    let subset = Dataset::image_folder(dir.path()).expect("folder").all();
-    // Random crops to 40 pixels, crop-aware: a crop of 320 pixels or more is decoded at
-    // 1/8, and its upload holds only what the 1x1 IDCT reads, a block's DC (4 bytes:
-    // 52 KB for the whole photo); one of 160-320 pixels at 1/4, 13 words a block (at
-    // most about 7000 blocks, 360 KB); smaller ones at 1/2 or 1/1 read few blocks. Every
-    // sample fits.
-    let random = Augment::new()
-        .random_resized_crop(40, (0.08, 1.0), (0.75, 1.333))
+/// Random crops (`smallest` of the area or more) to `size` pixels, flipped half the time,
+/// as bytes.
+fn random_crops(size: u32, smallest: f64) -> Augment {
+    Augment::new()
+        .random_resized_crop(size, (smallest, 1.0), (0.75, 1.333))
         .flip_horizontal(0.5)
-        .dtype(DType::U8);
-    // A centre crop (about 375 of their 427 rows and 640 columns) decoded at full size
-    // (crop-aware decode off) still reads about 50x50 of their 80x54 block grid, three
-    // components: 7500 blocks, 0.96 MB, more than the binding.
-    let centre = Augment::validation(36).crop_aware(false).dtype(DType::U8);
-    for seed in [1, 2, 3, 4] {
-        for (aug, whole) in [(&random, false), (&centre, true)] {
-            let seeded = |b: PipelineBuilder| b.seed(seed);
-            let cpu = run_on(&subset, aug, BackendKind::Cpu, 2, seeded);
-            let (d, q) = (device.clone(), queue.clone());
-            let gpu = run_on(&subset, aug, BackendKind::Wgpu, 2, |b| {
-                b.seed(seed).wgpu_device(d, q)
-            });
-            // Every sample delivered (`run_on` fails on any error), with the CPU's pixels.
-            check(&cpu, &gpu, aug, [1.0 / 255.0; 3], false);
-            for e in &gpu {
-                assert_eq!(
-                    e.ids.len(),
-                    files.len(),
-                    "seed {seed}: every sample delivered"
+        .dtype(DType::U8)
+}
+
+/// The devices with small storage bindings (wgpu only): what a binding cannot hold is
+/// decoded or reduced on the host, and the device delivers what the CPU backend does.
+#[cfg(feature = "wgpu")]
+mod small_bindings {
+    use super::*;
+
+    /// Bindings of 768 KiB: the 640x427 4:4:4 photos hold 12960 blocks (1.66 MB of
+    /// coefficients at full size), more than one binding; the other files fit whole (the
+    /// 600x400 4:2:0 one holds 5650 blocks, 723 KB).
+    const BINDING_768K: u64 = 768 << 10;
+    /// Bindings of 512 KiB: 131,072 words, less than the photo's 273,280 pixels.
+    const BINDING_512K: u64 = 512 << 10;
+
+    /// A wgpu device of this machine's adapter whose storage bindings hold at most `bytes`
+    /// (a device with small bindings, or a large image on any device, in miniature); `None`
+    /// where there is no adapter (as [`common::wgpu_context`] decides).
+    fn small_binding_device(bytes: u64) -> Option<(wgpu::Device, wgpu::Queue)> {
+        common::wgpu_context()?;
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+        let adapter =
+            pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+                .expect("adapter");
+        let limits = wgpu::Limits {
+            max_storage_buffer_binding_size: bytes,
+            ..adapter.limits()
+        };
+        let desc = wgpu::DeviceDescriptor {
+            required_limits: limits,
+            ..Default::default()
+        };
+        Some(pollster::block_on(adapter.request_device(&desc)).expect("device"))
+    }
+
+    /// Coefficient blocks a JPEG's components hold (from its frame header): what the device
+    /// path uploads, 128 bytes each, for a window that covers the whole image at full size.
+    fn blocks(bytes: &[u8]) -> u64 {
+        let mut i = 2;
+        while i + 4 < bytes.len() {
+            let marker = bytes[i + 1];
+            let len = usize::from(u16::from_be_bytes([bytes[i + 2], bytes[i + 3]]));
+            if (0xC0..=0xC2).contains(&marker) {
+                let s = &bytes[i + 4..i + 2 + len];
+                let (h, w) = (
+                    u64::from(u16::from_be_bytes([s[1], s[2]])),
+                    u64::from(u16::from_be_bytes([s[3], s[4]])),
                 );
-                assert_eq!(e.gpu + e.fallbacks, files.len() as u64);
-                let want = if whole { 2 } else { 0 };
-                assert_eq!(e.fallbacks, want, "seed {seed}, centre crop: {whole}");
+                let n = usize::from(s[5]);
+                let f: Vec<(u64, u64)> = (0..n)
+                    .map(|k| (u64::from(s[7 + 3 * k] >> 4), u64::from(s[7 + 3 * k] & 15)))
+                    .collect();
+                let max_h = f.iter().map(|x| x.0).max().unwrap_or(1);
+                let max_v = f.iter().map(|x| x.1).max().unwrap_or(1);
+                return f
+                    .iter()
+                    .map(|&(fh, fv)| (w * fh).div_ceil(8 * max_h) * (h * fv).div_ceil(8 * max_v))
+                    .sum();
+            }
+            i += 2 + len;
+        }
+        panic!("no frame header");
+    }
+
+    /// Two epochs of `aug` over `subset` with `seed`, on the CPU and on wgpu's `device`: every
+    /// sample delivered ([`run_on`] fails on any error), the device's pixels the CPU's within
+    /// the tolerance of the device path. Returns the device's epochs.
+    fn as_on_the_cpu(
+        subset: &Subset,
+        aug: &Augment,
+        seed: u64,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+    ) -> Vec<Epoch> {
+        let cpu = run_on(subset, aug, BackendKind::Cpu, 2, |b| b.seed(seed));
+        let (d, q) = (device.clone(), queue.clone());
+        let gpu = run_on(subset, aug, BackendKind::Wgpu, 2, |b| {
+            b.seed(seed).wgpu_device(d, q)
+        });
+        check(&cpu, &gpu, aug, [1.0 / 255.0; 3], false);
+        gpu
+    }
+
+    #[test]
+    fn what_one_binding_cannot_hold_is_decoded_on_the_cpu() {
+        let Some((device, queue)) = small_binding_device(BINDING_768K) else {
+            return;
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = [
+            "samples/photo/sklearn_china.jpg",
+            "samples/photo/sklearn_flower.jpg",
+            "samples/photo/skimage_coffee.jpg",
+            "jpeg/ljt_testorig.jpg",
+            "jpeg/go_video-001_q50_444.jpg",
+            "jpeg/go_video-001_221212.jpg",
+            "jpeg/jd_moz_jpg-gray.jpg",
+        ];
+        let mut too_big = 0;
+        for f in files {
+            let bytes = std::fs::read(common::data_dir().join(f)).expect("jpeg");
+            too_big += usize::from(blocks(&bytes) * 128 > BINDING_768K);
+            let name = f.replace('/', "_");
+            common::write(dir.path(), &format!("c/{name}"), &bytes);
+        }
+        assert_eq!(
+            too_big, 2,
+            "the two 4:4:4 photos need more than a binding at full size"
+        );
+        let subset = Dataset::image_folder(dir.path()).expect("folder").all();
+        // Random crops to 40 pixels, crop-aware: a crop of 320 pixels or more is decoded at
+        // 1/8, and its upload holds only what the 1x1 IDCT reads, a block's DC (4 bytes:
+        // 52 KB for the whole photo); one of 160-320 pixels at 1/4, 13 words a block (at
+        // most about 7000 blocks, 360 KB); smaller ones at 1/2 or 1/1 read few blocks. Every
+        // sample fits.
+        let random = random_crops(40, 0.08);
+        // A centre crop (about 375 of their 427 rows and 640 columns) decoded at full size
+        // (crop-aware decode off) still reads about 50x50 of their 80x54 block grid, three
+        // components: 7500 blocks, 0.96 MB, more than the binding.
+        let centre = Augment::validation(36).crop_aware(false).dtype(DType::U8);
+        for seed in [1, 2, 3, 4] {
+            for (aug, whole) in [(&random, false), (&centre, true)] {
+                let gpu = as_on_the_cpu(&subset, aug, seed, &device, &queue);
+                for e in &gpu {
+                    assert_eq!(
+                        e.ids.len(),
+                        files.len(),
+                        "seed {seed}: every sample delivered"
+                    );
+                    assert_eq!(e.gpu + e.fallbacks, files.len() as u64);
+                    let want = if whole { 2 } else { 0 };
+                    assert_eq!(e.fallbacks, want, "seed {seed}, centre crop: {whole}");
+                }
             }
         }
     }
-}
 
-/// PNG and WebP images that the CPU decodes whole, larger than one device binding: cropped
-/// to the window the plan reads, and reduced on the host where that window is still too
-/// large, so that the device delivers what the CPU backend delivers (before, each was
-/// reported: "a 640x427 window decoded on the host needs ... a binding holds ...").
-#[cfg(feature = "wgpu")]
-#[test]
-fn png_and_webp_larger_than_a_binding_are_delivered() {
-    // Bindings of 512 KiB: 131,072 words, less than the photo's 273,280 pixels.
-    const BINDING: u64 = 512 << 10;
-    let Some((device, queue)) = small_binding_device(BINDING) else {
-        return;
-    };
-    let jpeg =
-        std::fs::read(common::data_dir().join("samples/photo/sklearn_china.jpg")).expect("photo");
-    let mut img = stoker::decode::Image8::default();
-    stoker::decode::cpu::decode_image(&jpeg, &Default::default(), &mut img).expect("decode");
-    let (w, h) = (img.width, img.height);
-    let dir = tempfile::tempdir().expect("tempdir");
-    common::write(dir.path(), "c/china.png", &common::png_rgb(w, h, &img.data));
-    let mut webp = Vec::new();
-    image::codecs::webp::WebPEncoder::new_lossless(&mut webp)
-        .encode(&img.data, w, h, image::ExtendedColorType::Rgb8)
-        .expect("webp");
-    common::write(dir.path(), "c/china.webp", &webp);
-    // Its mirror image, so that the two crops of a batch differ.
-    let mirrored: Vec<u8> = img
-        .data
-        .chunks_exact(3 * w as usize)
-        .flat_map(|row| {
-            row.chunks_exact(3)
-                .rev()
-                .flatten()
-                .copied()
-                .collect::<Vec<u8>>()
-        })
-        .collect();
-    common::write(
-        dir.path(),
-        "c/mirror.png",
-        &common::png_rgb(w, h, &mirrored),
-    );
-    let subset = Dataset::image_folder(dir.path()).expect("folder").all();
-    let random = Augment::new()
-        .random_resized_crop(40, (0.08, 1.0), (0.75, 1.333))
-        .flip_horizontal(0.5)
-        .dtype(DType::U8);
-    // Nearly the whole photo, resized to 41 rows: reduced to 1/2 on the host first.
-    let centre = Augment::validation(36).dtype(DType::U8);
-    for seed in [1, 2, 3] {
-        for aug in [&random, &centre] {
-            let seeded = |b: PipelineBuilder| b.seed(seed);
-            let cpu = run_on(&subset, aug, BackendKind::Cpu, 2, seeded);
-            let (d, q) = (device.clone(), queue.clone());
-            let gpu = run_on(&subset, aug, BackendKind::Wgpu, 2, |b| {
-                b.seed(seed).wgpu_device(d, q)
-            });
-            // Every sample delivered (`run_on` fails on any error), with the CPU's pixels
-            // within the tolerance of the device path.
-            check(&cpu, &gpu, aug, [1.0 / 255.0; 3], false);
-            for e in &gpu {
-                assert_eq!(e.ids.len(), 3, "seed {seed}: every sample delivered");
-                assert_eq!(e.fallbacks, 3, "decoded on the host");
+    /// PNG and WebP images that the CPU decodes whole, larger than one device binding: cropped
+    /// to the window the plan reads, and reduced on the host where that window is still too
+    /// large, so that the device delivers what the CPU backend delivers (before, each was
+    /// reported: "a 640x427 window decoded on the host needs ... a binding holds ...").
+    #[test]
+    fn png_and_webp_larger_than_a_binding_are_delivered() {
+        let Some((device, queue)) = small_binding_device(BINDING_512K) else {
+            return;
+        };
+        let jpeg = std::fs::read(common::data_dir().join("samples/photo/sklearn_china.jpg"))
+            .expect("photo");
+        let mut img = stoker::decode::Image8::default();
+        stoker::decode::cpu::decode_image(&jpeg, &Default::default(), &mut img).expect("decode");
+        let (w, h) = (img.width, img.height);
+        let dir = tempfile::tempdir().expect("tempdir");
+        common::write(dir.path(), "c/china.png", &common::png_rgb(w, h, &img.data));
+        let mut webp = Vec::new();
+        image::codecs::webp::WebPEncoder::new_lossless(&mut webp)
+            .encode(&img.data, w, h, image::ExtendedColorType::Rgb8)
+            .expect("webp");
+        common::write(dir.path(), "c/china.webp", &webp);
+        // Its mirror image, so that the two crops of a batch differ.
+        let mirrored: Vec<u8> = img
+            .data
+            .chunks_exact(3 * w as usize)
+            .flat_map(|row| {
+                row.chunks_exact(3)
+                    .rev()
+                    .flatten()
+                    .copied()
+                    .collect::<Vec<u8>>()
+            })
+            .collect();
+        common::write(
+            dir.path(),
+            "c/mirror.png",
+            &common::png_rgb(w, h, &mirrored),
+        );
+        let subset = Dataset::image_folder(dir.path()).expect("folder").all();
+        let random = random_crops(40, 0.08);
+        // Nearly the whole photo, resized to 41 rows: reduced to 1/2 on the host first.
+        let centre = Augment::validation(36).dtype(DType::U8);
+        for seed in [1, 2, 3] {
+            for aug in [&random, &centre] {
+                let gpu = as_on_the_cpu(&subset, aug, seed, &device, &queue);
+                for e in &gpu {
+                    assert_eq!(e.ids.len(), 3, "seed {seed}: every sample delivered");
+                    assert_eq!(e.fallbacks, 3, "decoded on the host");
+                }
             }
         }
     }
@@ -528,28 +543,17 @@ fn epoch_with_reports(
         .device_entropy(entropy)
         .build()
         .expect("pipeline");
-    let mut out = Epoch {
-        ids: Vec::new(),
-        labels: Vec::new(),
-        plans: Vec::new(),
-        images: Vec::new(),
-        masks: None,
-        fallbacks: 0,
-        gpu: 0,
-    };
+    let mut out = Epoch::default();
     let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     let mut ep = pipe.epoch(0).expect("epoch");
     for b in ep.by_ref() {
         let b = b.expect("batch");
         errors.extend(b.errors().iter().map(|e| e.path.clone()));
         warnings.extend(b.warnings().iter().map(|w| w.path.clone()));
-        out.ids.extend_from_slice(b.ids());
-        out.plans.extend_from_slice(b.plans());
-        out.images.extend(b.read_images().expect("images"));
+        out.push(&b);
     }
     let st = ep.stats();
-    out.fallbacks = st.cpu_fallbacks;
-    out.gpu = st.gpu_decoded;
+    out.count(&st);
     errors.sort();
     warnings.sort();
     (out, errors, warnings, st)
@@ -592,12 +596,13 @@ fn jpegs_with_restart_markers_are_huffman_decoded_on_the_device() {
         common::write(dir.path(), &format!("c{}/{i:02}.jpg", i % 2), &jpeg);
     }
     let subset = Dataset::image_folder(dir.path()).expect("folder").all();
-    let aug = Augment::new()
-        .random_resized_crop(48, (0.1, 1.0), (0.75, 1.333))
-        .flip_horizontal(0.5)
-        .dtype(DType::U8);
+    let aug = random_crops(48, 0.1);
     let (cpu, cpu_errors, cpu_warnings, _) =
         epoch_with_reports(&subset, &aug, BackendKind::Cpu, true);
+    let like_the_cpu = |got: &Epoch| {
+        let (want, got) = (std::slice::from_ref(&cpu), std::slice::from_ref(got));
+        check(want, got, &aug, [1.0 / 255.0; 3], false);
+    };
     for backend in devices() {
         let (dev, errors, warnings, st) = epoch_with_reports(&subset, &aug, backend, true);
         println!(
@@ -610,13 +615,7 @@ fn jpegs_with_restart_markers_are_huffman_decoded_on_the_device() {
         );
         assert_eq!(errors, cpu_errors, "{backend}: reports");
         assert_eq!(warnings, cpu_warnings, "{backend}: warnings");
-        check(
-            std::slice::from_ref(&cpu),
-            std::slice::from_ref(&dev),
-            &aug,
-            [1.0 / 255.0; 3],
-            false,
-        );
+        like_the_cpu(&dev);
         assert!(
             st.gpu_entropy >= clean,
             "{backend}: {} of {clean} clean files Huffman-decoded on the device",
@@ -630,13 +629,7 @@ fn jpegs_with_restart_markers_are_huffman_decoded_on_the_device() {
         let (host, errors, _, st) = epoch_with_reports(&subset, &aug, backend, false);
         assert_eq!(st.gpu_entropy, 0);
         assert_eq!(errors, cpu_errors);
-        check(
-            std::slice::from_ref(&cpu),
-            std::slice::from_ref(&host),
-            &aug,
-            [1.0 / 255.0; 3],
-            false,
-        );
+        like_the_cpu(&host);
     }
 }
 

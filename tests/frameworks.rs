@@ -7,6 +7,8 @@
 //! check). wgpu runs on lavapipe in CI (`STOKER_REQUIRE_WGPU=1` makes a missing adapter a
 //! failure).
 
+mod common;
+
 #[path = "../examples/common/synth.rs"]
 #[allow(dead_code)]
 mod synth;
@@ -52,6 +54,16 @@ fn pipeline(
         .seed(11)
         .build()
         .expect("the pipeline")
+}
+
+/// The batch's masks as the host sees them, each value widened to `T`.
+fn host_masks<T: From<u16>>(batch: &stoker::Batch) -> Vec<T> {
+    batch
+        .masks()
+        .expect("masks")
+        .iter()
+        .map(|&v| T::from(v))
+        .collect()
 }
 
 fn host_labels(batch: &stoker::Batch) -> Vec<i64> {
@@ -102,12 +114,7 @@ mod candle {
                 let masks = t.masks.expect("masks");
                 assert_eq!(masks.dims(), &[batch.len(), SIZE as usize, SIZE as usize]);
                 let got = masks.flatten_all().unwrap().to_vec1::<u32>().unwrap();
-                let want: Vec<u32> = batch
-                    .masks()
-                    .unwrap()
-                    .iter()
-                    .map(|&v| u32::from(v))
-                    .collect();
+                let want: Vec<u32> = host_masks(&batch);
                 assert_eq!(got, want);
                 assert!(
                     want.iter().any(|&v| v > 0),
@@ -144,28 +151,14 @@ fn first_batch_on(
     let pipe = pipeline(subset, DType::F32, |b| {
         b.wgpu_device(ctx.device().clone(), ctx.queue().clone())
     });
-    let batch = pipe
-        .epoch(0)
-        .expect("epoch")
-        .next()
-        .expect("a batch")
-        .expect("batch");
+    let batch = common::first_batch(&pipe);
     (pipe, batch)
 }
 
 /// stoker's own wgpu device (lavapipe in CI), for the mismatch tests.
 fn wgpu_context() -> Option<stoker::backend::wgpu::WgpuContext> {
-    match stoker::backend::wgpu::WgpuContext::new(true) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            assert!(
-                std::env::var("STOKER_REQUIRE_WGPU").as_deref() != Ok("1"),
-                "no wgpu adapter: {e}"
-            );
-            eprintln!("skipped: no wgpu adapter ({e})");
-            None
-        }
-    }
+    let found = stoker::backend::wgpu::WgpuContext::new(true);
+    common::require_or_skip(found, "STOKER_REQUIRE_WGPU", "wgpu adapter")
 }
 
 mod burn {
@@ -182,17 +175,11 @@ mod burn {
     }
 
     fn burn_wgpu() -> Option<Device> {
-        match sb::wgpu_device() {
-            Ok(d) => Some(d),
-            Err(e) => {
-                assert!(
-                    std::env::var("STOKER_REQUIRE_WGPU").as_deref() != Ok("1"),
-                    "no wgpu device for burn: {e}"
-                );
-                eprintln!("skipped: no wgpu device for burn ({e})");
-                None
-            }
-        }
+        common::require_or_skip(
+            sb::wgpu_device(),
+            "STOKER_REQUIRE_WGPU",
+            "wgpu device for burn",
+        )
     }
 
     /// The pipeline runs on burn's own wgpu device: its batches are buffers there, and
@@ -257,13 +244,7 @@ mod burn {
             assert!(!batch.on_device());
             let t = batch.to_burn(&device).expect("to_burn");
             assert_eq!(floats(t.images), batch.images::<f32>().unwrap());
-            let want: Vec<i64> = batch
-                .masks()
-                .unwrap()
-                .iter()
-                .map(|&v| i64::from(v))
-                .collect();
-            assert_eq!(ints(t.masks.expect("masks")), want);
+            assert_eq!(ints(t.masks.expect("masks")), host_masks::<i64>(&batch));
             assert_eq!(ints(t.labels.expect("labels")), host_labels(&batch));
         }
     }
@@ -281,12 +262,7 @@ mod burn {
             other => panic!("expected a device mismatch, got {:?}", other.map(|_| ())),
         }
         let pipe = pipeline(subset, DType::U8, |b| b.burn_device(&device));
-        let batch = pipe
-            .epoch(0)
-            .unwrap()
-            .next()
-            .expect("a batch")
-            .expect("batch");
+        let batch = common::first_batch(&pipe);
         match batch.to_burn(&device) {
             Err(Error::Framework { reason, .. }) => assert!(reason.contains("u8"), "{reason}"),
             other => panic!("expected a dtype refusal, got {:?}", other.map(|_| ())),

@@ -126,6 +126,28 @@ fn upload(local: &Path, bucket: &str, prefix: &str, sidecars: bool) {
     }
 }
 
+/// A test's turn, the server, a scratch folder holding the [`dataset`] (its folder, tar
+/// and TFRecord shards).
+type Stored = (
+    MutexGuard<'static, ()>,
+    s3::S3Server,
+    tempfile::TempDir,
+    (PathBuf, Vec<PathBuf>, Vec<PathBuf>),
+);
+
+/// [`Stored`], with the bucket `bucket` holding the dataset's tar shards (their sidecars
+/// stamped) under `tar/` and the client pointed at the server; `None` (skipped) without
+/// a server.
+fn stored(bucket: &str) -> Option<Stored> {
+    let (turn, server) = server()?;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dataset(dir.path());
+    server.create_bucket(bucket);
+    configure(&server.endpoint, |_| {});
+    upload(&dir.path().join("tar"), bucket, "tar", true);
+    Some((turn, server, dir, data))
+}
+
 /// (path, id, label) of every sample, and the class names.
 type Listing = (Vec<(String, u64, Option<u32>)>, Vec<String>);
 
@@ -141,6 +163,13 @@ fn listing(d: &Dataset) -> Listing {
     (s, d.classes().to_vec())
 }
 
+/// Random crops (30 % of the area or more) to `size`, flipped half the time.
+fn crops(size: u32) -> Augment {
+    Augment::new()
+        .random_resized_crop(size, (0.3, 1.0), (0.75, 1.33))
+        .flip_horizontal(0.5)
+}
+
 fn pipeline(
     subset: Subset,
     rank: usize,
@@ -150,11 +179,7 @@ fn pipeline(
     tune(
         Pipeline::builder(subset)
             .backend(BackendKind::Cpu)
-            .augment(
-                Augment::new()
-                    .random_resized_crop(16, (0.3, 1.0), (0.75, 1.33))
-                    .flip_horizontal(0.5),
-            )
+            .augment(crops(16))
             .batch_size(5)
             .readers(4)
             .workers(2)
@@ -237,14 +262,9 @@ fn every_sample_once(
 
 #[test]
 fn shards_and_folders_in_the_store_list_and_deliver_as_local_files_do() {
-    let Some((_turn, server)) = server() else {
+    let Some((_turn, server, dir, (folder, tar, tfr))) = stored("data") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (folder, tar, tfr) = dataset(dir.path());
-    server.create_bucket("data");
-    configure(&server.endpoint, |_| {});
-    upload(&dir.path().join("tar"), "data", "tar", true);
     upload(&dir.path().join("tfr"), "data", "tfr", false);
     upload(&folder, "data", "folder", false);
     // A hidden object and a non-image are left out, as in a local folder.
@@ -369,14 +389,9 @@ fn shards_and_folders_in_the_store_list_and_deliver_as_local_files_do() {
 
 #[test]
 fn faults_are_retried_or_reported_never_lost_or_delivered_twice() {
-    let Some((_turn, server)) = server() else {
+    let Some((_turn, server, _dir, (_, tar, _))) = stored("flaky") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_, tar, _) = dataset(dir.path());
-    server.create_bucket("flaky");
-    configure(&server.endpoint, |_| {});
-    upload(&dir.path().join("tar"), "flaky", "tar", true);
     let local = every_sample_once(&Dataset::tar(&tar).expect("local"), 2, 0, |b| b);
 
     let proxy = s3::Proxy::start(&server.endpoint);
@@ -438,18 +453,26 @@ fn faults_are_retried_or_reported_never_lost_or_delivered_twice() {
 
     // Reads that never succeed: every sample reported (kind io, with its URL and the
     // last error), none lost, the run ends.
-    proxy.set(s3::Faults {
-        error_every: 1,
-        only_ranged: true,
-        ..Default::default()
-    });
-    configure(&proxy.endpoint, |c| {
-        tune(c);
-        c.retries = 2;
-    });
-    let data = Dataset::tar(&[PathBuf::from("s3://flaky/tar/")]).expect("listing is not faulted");
+    // `faults` on every read by range (not on listing), with `retries`: every sample of
+    // the shards once through `world` ranks.
+    let ranged_faults = |faults: s3::Faults, retries: u32, world: usize| {
+        proxy.set(s3::Faults {
+            only_ranged: true,
+            ..faults
+        });
+        configure(&proxy.endpoint, |c| {
+            tune(c);
+            c.retries = retries;
+        });
+        let data = Dataset::tar(&[PathBuf::from("s3://flaky/tar/")]).expect("listed");
+        every_sample_once(&data, world, 0, |b| b)
+    };
     let t = Instant::now();
-    let got = every_sample_once(&data, 2, 0, |b| b);
+    let error = s3::Faults {
+        error_every: 1,
+        ..Default::default()
+    };
+    let got = ranged_faults(error, 2, 2);
     assert!(got.delivered.is_empty());
     assert_eq!(got.reported.len(), N);
     for (path, (kind, reason)) in &got.reported {
@@ -465,30 +488,19 @@ fn faults_are_retried_or_reported_never_lost_or_delivered_twice() {
     }
     assert!(t.elapsed() < Duration::from_secs(60));
     // Bodies cut short on every read: never delivered as good.
-    proxy.set(s3::Faults {
+    let truncate = s3::Faults {
         truncate_every: 1,
-        only_ranged: true,
         ..Default::default()
-    });
-    configure(&proxy.endpoint, |c| {
-        tune(c);
-        c.retries = 1;
-    });
-    let data = Dataset::tar(&[PathBuf::from("s3://flaky/tar/")]).expect("listed");
-    let got = every_sample_once(&data, 1, 0, |b| b);
+    };
+    let got = ranged_faults(truncate, 1, 1);
     assert!(got.delivered.is_empty() && got.reported.len() == N);
 }
 
 #[test]
 fn block_order_reads_whole_shards_and_delivers_every_sample_once() {
-    let Some((_turn, server)) = server() else {
+    let Some((_turn, server, dir, (_, tar, _))) = stored("blocks") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_, tar, _) = dataset(dir.path());
-    server.create_bucket("blocks");
-    configure(&server.endpoint, |_| {});
-    upload(&dir.path().join("tar"), "blocks", "tar", true);
     let local = Dataset::tar(&tar).expect("local");
     configure(&server.endpoint, |c| c.read_ahead = 1 << 20);
     let data = Dataset::tar(&[PathBuf::from("s3://blocks/tar/")]).expect("listed");
@@ -560,14 +572,9 @@ fn block_order_reads_whole_shards_and_delivers_every_sample_once() {
 
 #[test]
 fn the_disk_cache_serves_later_epochs_and_fetches_a_changed_object_again() {
-    let Some((_turn, server)) = server() else {
+    let Some((_turn, server, dir, (_, tar, _))) = stored("cached") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_, tar, _) = dataset(dir.path());
-    server.create_bucket("cached");
-    configure(&server.endpoint, |_| {});
-    upload(&dir.path().join("tar"), "cached", "tar", true);
     let cache = dir.path().join("cache");
     let tune = |c: &mut RemoteConfig| c.cache = Some(CacheConfig::new(&cache, 64 << 20));
     configure(&server.endpoint, tune);
@@ -841,11 +848,7 @@ fn masks_in_the_store_pair_with_their_images() {
     let run_masks = |d: &Dataset| -> Masked {
         let p = Pipeline::builder(d.clone().all())
             .backend(BackendKind::Cpu)
-            .augment(
-                Augment::new()
-                    .random_resized_crop(12, (0.3, 1.0), (0.75, 1.33))
-                    .flip_horizontal(0.5),
-            )
+            .augment(crops(12))
             .batch_size(3)
             .seed(5)
             .build()
@@ -941,12 +944,9 @@ fn missing_credentials_fail_within_seconds_naming_where_they_were_looked_for() {
 /// bodies retried), and the disk cache holds only undamaged objects.
 #[test]
 fn bits_flipped_in_whole_objects_are_caught_never_delivered_nor_cached() {
-    let Some((_turn, server)) = server() else {
+    let Some((_turn, server, dir, (folder, tar, _))) = stored("flips") else {
         return;
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (folder, tar, _) = dataset(dir.path());
-    server.create_bucket("flips");
     let mut files = Vec::new();
     common::files_below(&folder, &mut files);
     let mut originals = BTreeSet::new();
@@ -964,8 +964,6 @@ fn bits_flipped_in_whole_objects_are_caught_never_delivered_nor_cached() {
     for f in &tar {
         originals.insert(std::fs::read(f).expect("shard"));
     }
-    configure(&server.endpoint, |_| {});
-    upload(&dir.path().join("tar"), "flips", "tar", true);
     // The other objects of the shards' folder, as stored: the class list, and the
     // sidecar indexes stamped with the stored shards' size and time.
     let mut below = Vec::new();

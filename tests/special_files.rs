@@ -10,18 +10,12 @@ mod common;
 mod watched;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use stoker::source::SkipReason;
 use stoker::{Augment, Dataset, OnError, Pipeline, SampleErrorKind};
 
 use watched::WATCHDOG;
-
-fn mkfifo(p: &Path) {
-    let ok = Command::new("mkfifo").arg(p).status().expect("mkfifo");
-    assert!(ok.success(), "mkfifo {}", p.display());
-}
 
 /// A class folder tree: `cat/` with two JPEGs, a FIFO, a symlink to `/dev/zero` and a
 /// broken symlink, all named `.jpg`; `dog/` with one JPEG and the unreadable `dog/locked/`
@@ -32,7 +26,7 @@ fn tree(dir: &Path) -> PathBuf {
     for rel in ["cat/a.jpg", "cat/b.jpg", "dog/c.jpg", "dog/locked/d.jpg"] {
         common::write(&root, rel, &jpg);
     }
-    mkfifo(&root.join("cat/fifo.jpg"));
+    common::mkfifo(&root.join("cat/fifo.jpg"));
     std::os::unix::fs::symlink("/dev/zero", root.join("cat/zero.jpg")).expect("symlink");
     std::os::unix::fs::symlink(root.join("gone.jpg"), root.join("cat/broken.jpg"))
         .expect("symlink");

@@ -23,6 +23,72 @@ pub fn corpus_dir() -> Option<PathBuf> {
     p.is_dir().then_some(p)
 }
 
+/// [`corpus_dir`], or `None` said on stderr: the test skips.
+pub fn corpus_or_skip() -> Option<PathBuf> {
+    let corpus = corpus_dir();
+    if corpus.is_none() {
+        eprintln!("skipped: the shared corpus is not present (set STOKER_CORPUS to run it)");
+    }
+    corpus
+}
+
+/// One bundled file of each decodable format under `data_dir()/formats`, in the order
+/// jpg, png, webp, bmp, tiff, gif.
+pub const FORMAT_FILES: [&str; 6] = [
+    "coffee.jpg",
+    "coffee.png",
+    "coffee_lossless.webp",
+    "coffee.bmp",
+    "coffee_lzw.tiff",
+    "coffee_2frames.gif",
+];
+
+/// The CRC-32 of PNG chunks (ISO 3309), bit by bit.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = 0xFFFF_FFFFu32;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 == 1 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+/// Makes a FIFO (named pipe) at `p`.
+pub fn mkfifo(p: &Path) {
+    let ok = std::process::Command::new("mkfifo")
+        .arg(p)
+        .status()
+        .expect("mkfifo");
+    assert!(ok.success(), "mkfifo {}", p.display());
+}
+
+/// Appends a PNG chunk: its length, `kind`, `data` and the CRC of the last two.
+pub fn png_chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    let start = out.len();
+    out.extend_from_slice(kind);
+    out.extend_from_slice(data);
+    let crc = crc32(&out[start..]);
+    out.extend_from_slice(&crc.to_be_bytes());
+}
+
+/// The JSON report on stdout of a finished `stoker ... --json` run (`what`, for the
+/// message), which must have succeeded (else the run's stderr is shown).
+pub fn json_report(out: &std::process::Output, what: &str) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
 /// A small deterministic generator for test inputs (SplitMix64).
 pub struct TestRng(pub u64);
 
@@ -468,6 +534,56 @@ pub fn small_pipeline(
         .workers(2)
         .readers(2)
         .seed(seed)
+}
+
+/// A pipeline over all of `data`, resized to 16x16 in batches of `batch`, skipping the
+/// samples that fail.
+pub fn skipping_pipeline(data: &stoker::Dataset, batch: usize) -> stoker::Pipeline {
+    stoker::Pipeline::builder(data.clone().all())
+        .augment(stoker::Augment::new().resize(16, 16))
+        .batch_size(batch)
+        .on_error(stoker::OnError::Skip)
+        .build()
+        .expect("pipeline")
+}
+
+/// One delivered sample: its path in `data`, its label and its number of boxes.
+pub type DeliveredSample = (String, Option<u32>, usize);
+
+/// Epoch `epoch` of `pipe` over `data`: each delivered sample, sorted, and each sample
+/// error reported, in order.
+pub fn delivered_and_reported(
+    pipe: &stoker::Pipeline,
+    data: &stoker::Dataset,
+    epoch: u64,
+) -> (Vec<DeliveredSample>, Vec<stoker::SampleError>) {
+    let mut delivered = Vec::new();
+    let reported = walk_epoch(pipe, epoch, |b| {
+        for (slot, id) in b.ids().iter().enumerate() {
+            let s = data.samples().iter().find(|s| s.id == *id).expect("id");
+            let targets = b.targets().get(slot).and_then(Option::as_ref);
+            let boxes = targets.map_or(0, |t| t.boxes.len());
+            delivered.push((s.path.clone(), b.labels()[slot], boxes));
+        }
+    });
+    delivered.sort();
+    (delivered, reported)
+}
+
+/// Hands each batch of epoch `epoch` of `pipe` (none may fail) to `each`; returns every
+/// sample error the batches reported, in order.
+pub fn walk_epoch(
+    pipe: &stoker::Pipeline,
+    epoch: u64,
+    mut each: impl FnMut(&stoker::Batch),
+) -> Vec<stoker::SampleError> {
+    let mut reported = Vec::new();
+    for b in pipe.epoch(epoch).expect("epoch") {
+        let b = b.expect("batch");
+        each(&b);
+        reported.extend(b.errors().iter().cloned());
+    }
+    reported
 }
 
 /// Epoch 0 of `pipe`: the samples delivered, and each error reported, as text.

@@ -278,20 +278,7 @@ fn stoker_convert_keeps_paths_and_classes() {
     split.save(&manifest).expect("save");
     for to in ["tar", "tfrecord"] {
         let out = dir.path().join(to);
-        let run = Command::new(env!("CARGO_BIN_EXE_stoker"))
-            .arg("convert")
-            .arg(&src)
-            .args(["--to", to, "--shard-size", "1", "--out"])
-            .arg(&out)
-            .arg("--json")
-            .output()
-            .expect("run stoker");
-        assert!(
-            run.status.success(),
-            "stoker convert failed: {}",
-            String::from_utf8_lossy(&run.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("JSON");
+        let report = stoker_convert(&src, &["--to", to, "--shard-size", "1"], &out);
         assert_eq!(report["samples"], 4, "{report}");
         let side = out.join("shard.classes.json");
         assert_eq!(
@@ -312,14 +299,9 @@ fn stoker_convert_keeps_paths_and_classes() {
 fn every_decodable_format_survives_conversion_to_both_shard_formats() {
     let dir = tempfile::tempdir().expect("tempdir");
     let formats = common::data_dir().join("formats");
-    for (class, name) in [
-        ("a", "coffee.jpg"),
-        ("a", "coffee.png"),
-        ("a", "coffee_lossless.webp"),
-        ("b", "coffee.bmp"),
-        ("b", "coffee_lzw.tiff"),
-        ("b", "coffee_2frames.gif"),
-    ] {
+    // Three formats in class `a`, three in `b`.
+    for (i, name) in common::FORMAT_FILES.into_iter().enumerate() {
+        let class = if i < 3 { "a" } else { "b" };
         let bytes = std::fs::read(formats.join(name)).expect("bundled file");
         common::write(dir.path(), &format!("{class}/{name}"), &bytes);
     }
@@ -498,12 +480,7 @@ fn stoker_convert(src: &Path, args: &[&str], out: &Path) -> serde_json::Value {
         .arg("--json")
         .output()
         .expect("run stoker");
-    assert!(
-        run.status.success(),
-        "stoker convert {args:?} failed: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    serde_json::from_slice(&run.stdout).expect("JSON")
+    common::json_report(&run, &format!("stoker convert {args:?}"))
 }
 
 /// Each image's bytes as written, by sample path, from what `to` wrote in `out`.

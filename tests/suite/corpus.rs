@@ -11,8 +11,7 @@ use stoker::{Augment, Dataset, OnError, Pipeline};
 
 #[test]
 fn no_file_of_the_corpus_makes_the_decoders_panic() {
-    let Some(corpus) = common::corpus_dir() else {
-        eprintln!("skipped: ../shared/corpus is not present");
+    let Some(corpus) = common::corpus_or_skip() else {
         return;
     };
     let mut files = Vec::new();
@@ -94,8 +93,7 @@ fn corpus_epoch(
 
 #[test]
 fn the_corpus_jpegs_are_each_delivered_or_reported_once() {
-    let Some(corpus) = common::corpus_dir() else {
-        eprintln!("skipped: ../shared/corpus is not present");
+    let Some(corpus) = common::corpus_or_skip() else {
         return;
     };
     let data = Dataset::flat(corpus.join("jpeg")).expect("corpus folder");

@@ -79,12 +79,7 @@ fn crop_aware_decode_matches_whole_decode_then_reference() {
                     .map(|(x, y)| f64::from(x.abs_diff(*y)))
                     .sum::<f64>()
                     / a.len() as f64;
-                let max = a
-                    .iter()
-                    .zip(&b)
-                    .map(|(x, y)| x.abs_diff(*y))
-                    .max()
-                    .unwrap_or(0);
+                let max = common::max_diff(&a, &b);
                 assert!(
                     mae <= 2.0 && max <= 64,
                     "{}: plan {id} at 1/{}: mae {mae:.3}, max {max}",

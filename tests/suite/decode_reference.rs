@@ -123,8 +123,7 @@ fn decode_oriented(path: &std::path::Path) -> Image8 {
 
 #[test]
 fn exif_orientation_makes_every_variant_upright() {
-    let Some(corpus) = common::corpus_dir() else {
-        eprintln!("skipped: ../shared/corpus is not present");
+    let Some(corpus) = common::corpus_or_skip() else {
         return;
     };
     // The same photo stored in each EXIF orientation: applied, all look alike (chroma
@@ -224,8 +223,7 @@ type Decoded = Result<(Image8, bool), DecodeError>;
 /// the reference within the file's stated tolerance. Prints, per JPEG kind (MANIFEST's
 /// `kind` column), the files checked, how many the device decoded, and the worst errors.
 fn check_corpus(what: &str, decode: &mut dyn FnMut(&[u8], &DecodeOptions) -> Decoded) {
-    let Some(corpus) = common::corpus_dir() else {
-        eprintln!("skipped: ../shared/corpus is not present");
+    let Some(corpus) = common::corpus_or_skip() else {
         return;
     };
     let manifest = std::fs::read_to_string(corpus.join("MANIFEST.tsv")).expect("manifest");

@@ -81,6 +81,26 @@ impl Check {
     }
 }
 
+/// `check` without a GPU (`STOKER_CHECK_NO_GPU=1`), given `deadline` seconds and `more`,
+/// which must exit with `code` and keep the output contract.
+fn no_gpu_check(
+    out: &Path,
+    deadline: &str,
+    more: (&str, &str),
+    during: Option<&dyn Fn(&Path) -> bool>,
+    code: i32,
+) -> Check {
+    let envs = [
+        ("STOKER_CHECK_DEADLINE", deadline),
+        ("STOKER_CHECK_NO_GPU", "1"),
+        more,
+    ];
+    let c = check(out, &envs, during);
+    assert_eq!(c.code, code, "{}", c.stdout);
+    assert_contract(&c);
+    c
+}
+
 /// Runs `bash scripts/device-check.sh run` with `OUT` in `out` and `envs`, under the
 /// watchdog (its stdout in `out.stdout` beside it). `during`, when given, is asked (with
 /// the folder) every 50 ms while the check runs until it returns true, and must have
@@ -187,17 +207,7 @@ fn a_dry_run_completes_and_says_why_each_gpu_step_did_not_run() {
         let j: Value = serde_json::from_str(&text).expect("results.json parses at any time");
         j["running"]["step"] == "sleep" && j["complete"] == false
     };
-    let c = check(
-        &out,
-        &[
-            ("STOKER_CHECK_DEADLINE", "60"),
-            ("STOKER_CHECK_NO_GPU", "1"),
-            ("STOKER_CHECK_SLEEP", "3"),
-        ],
-        Some(&midway),
-    );
-    assert_eq!(c.code, 0, "{}", c.stdout);
-    assert_contract(&c);
+    let c = no_gpu_check(&out, "60", ("STOKER_CHECK_SLEEP", "3"), Some(&midway), 0);
     assert!(
         c.seconds < 60.0,
         "a dry run took {:.1} s: {}",
@@ -226,17 +236,13 @@ fn a_dry_run_completes_and_says_why_each_gpu_step_did_not_run() {
         .as_str()
         .is_some_and(|p| p.ends_with("tests/data/samples")));
     // Strict: no GPU is a failure.
-    let strict = check(
+    no_gpu_check(
         &dir.path().join("strict"),
-        &[
-            ("STOKER_CHECK_DEADLINE", "60"),
-            ("STOKER_CHECK_NO_GPU", "1"),
-            ("STOKER_CHECK_STRICT", "1"),
-        ],
+        "60",
+        ("STOKER_CHECK_STRICT", "1"),
         None,
+        1,
     );
-    assert_eq!(strict.code, 1, "{}", strict.stdout);
-    assert_contract(&strict);
 }
 
 #[test]
@@ -244,17 +250,13 @@ fn steps_past_the_deadline_are_recorded_as_cut() {
     let dir = tempfile::tempdir().expect("tempdir");
     // The first step sleeps through the whole deadline: it is stopped, every later one
     // is not started.
-    let c = check(
+    let c = no_gpu_check(
         &dir.path().join("out"),
-        &[
-            ("STOKER_CHECK_DEADLINE", "5"),
-            ("STOKER_CHECK_NO_GPU", "1"),
-            ("STOKER_CHECK_SLEEP", "30"),
-        ],
+        "5",
+        ("STOKER_CHECK_SLEEP", "30"),
         None,
+        0,
     );
-    assert_eq!(c.code, 0, "{}", c.stdout);
-    assert_contract(&c);
     assert!(c.seconds < 40.0, "{:.1} s: {}", c.seconds, c.stdout);
     let sleep = c.step("sleep");
     assert_eq!(sleep["rc"], 124, "{sleep}");

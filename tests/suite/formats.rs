@@ -231,14 +231,8 @@ fn damaged_files_are_errors_not_panics() {
 
 /// A folder with one file of each format: jpg, png, webp, bmp, tiff, gif.
 fn mixed_folder(dir: &Path) {
-    for (from, to) in [
-        ("coffee.jpg", "a.jpg"),
-        ("coffee.png", "b.png"),
-        ("coffee_lossless.webp", "c.webp"),
-        ("coffee.bmp", "d.bmp"),
-        ("coffee_lzw.tiff", "e.tiff"),
-        ("coffee_2frames.gif", "f.gif"),
-    ] {
+    let names = ["a.jpg", "b.png", "c.webp", "d.bmp", "e.tiff", "f.gif"];
+    for (from, to) in common::FORMAT_FILES.into_iter().zip(names) {
         std::fs::copy(formats_dir().join(from), dir.join(to)).expect("copy");
     }
 }
@@ -442,22 +436,7 @@ fn interlaced_png(
         (b"IDAT", zlib_stored(&raw)),
         (b"IEND", Vec::new()),
     ] {
-        png.extend_from_slice(&(data.len() as u32).to_be_bytes());
-        let mut crc_in = kind.to_vec();
-        crc_in.extend_from_slice(&data);
-        png.extend_from_slice(&crc_in);
-        let mut c = 0xFFFF_FFFFu32;
-        for &x in &crc_in {
-            c ^= u32::from(x);
-            for _ in 0..8 {
-                c = if c & 1 == 1 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-            }
-        }
-        png.extend_from_slice(&(!c).to_be_bytes());
+        common::png_chunk(&mut png, kind, &data);
     }
     png
 }

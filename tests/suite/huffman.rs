@@ -41,19 +41,27 @@ fn assert_same(a: &Coefficients, b: &Coefficients, what: &str) {
     }
 }
 
+/// Runs `body(case, rng, sampling, gray)` for `n` cases, through the samplings of
+/// `SAMPLINGS` in turn, all drawing from one generator seeded with `seed`.
+fn for_cases(seed: u64, n: usize, mut body: impl FnMut(usize, &mut TestRng, (i32, i32), bool)) {
+    let mut rng = TestRng(seed);
+    for case in 0..n {
+        let (samp, gray) = SAMPLINGS[case % SAMPLINGS.len()];
+        body(case, &mut rng, samp, gray);
+    }
+}
+
 #[test]
 fn random_jpegs_with_restarts_decode_as_libjpeg_reads_them() {
-    let mut rng = TestRng(0x005e_ed0f_4e57);
     let (mut ours, mut theirs) = (Coefficients::default(), Coefficients::default());
-    for case in 0..60 {
-        let (samp, gray) = SAMPLINGS[case % SAMPLINGS.len()];
+    for_cases(0x005e_ed0f_4e57, 60, |case, rng, samp, gray| {
         let (w, h) = (1 + rng.below(300) as u32, 1 + rng.below(200) as u32);
         let (mcus, rows) = if rng.below(2) == 0 {
             (1 + rng.below(40) as i32, 0)
         } else {
             (0, 1 + rng.below(3) as i32)
         };
-        let jpeg = restart_jpeg(&mut rng, w, h, samp, gray, mcus as u32, rows);
+        let jpeg = restart_jpeg(rng, w, h, samp, gray, mcus as u32, rows);
         let what = format!(
             "case {case}: {w}x{h} sampling {samp:?} gray {gray}, restart {mcus} MCUs / {rows} rows"
         );
@@ -66,7 +74,7 @@ fn random_jpegs_with_restarts_decode_as_libjpeg_reads_them() {
             "{what}"
         );
         assert_same(&ours, &theirs, &what);
-    }
+    });
 }
 
 #[test]
@@ -81,26 +89,24 @@ fn files_without_restart_markers_take_the_host_path() {
 fn damaged_intervals_are_flagged_or_decode_as_libjpeg_does() {
     // Whatever a flipped bit does, a clean status means libjpeg reads the same
     // coefficients without a warning.
-    let mut rng = TestRng(0xdead_beef);
     let (mut ours, mut theirs) = (Coefficients::default(), Coefficients::default());
     let (mut flagged, mut clean, mut refused) = (0, 0, 0);
-    for case in 0..200 {
-        let (samp, gray) = SAMPLINGS[case % SAMPLINGS.len()];
+    for_cases(0xdead_beef, 200, |case, rng, samp, gray| {
         let (w, h, mcus) = (
             40 + rng.below(100) as u32,
             30 + rng.below(80) as u32,
             1 + rng.below(8) as i32,
         );
-        let src = restart_jpeg(&mut rng, w, h, samp, gray, mcus as u32, 0);
-        let bad = common::mutant(&src, &mut rng);
+        let src = restart_jpeg(rng, w, h, samp, gray, mcus as u32, 0);
+        let bad = common::mutant(&src, rng);
         let Ok(scan) = RestartScan::parse(&bad) else {
             refused += 1;
-            continue;
+            return;
         };
         let status = decode_coefficients(&scan, &bad, &mut ours).expect("decode");
         if status != 0 {
             flagged += 1;
-            continue;
+            return;
         }
         clean += 1;
         let r = read_coefficients(&bad, true, &mut theirs);
@@ -114,7 +120,7 @@ fn damaged_intervals_are_flagged_or_decode_as_libjpeg_does() {
             theirs.warning
         );
         assert_same(&ours, &theirs, &format!("mutant {case}"));
-    }
+    });
     eprintln!("mutants: {flagged} flagged, {clean} clean, {refused} left to the host path");
     assert!(flagged > 50, "{flagged} flagged");
 }
@@ -124,17 +130,15 @@ fn crops_of_restart_jpegs_skip_the_rows_above_with_the_same_pixels() {
     // The CPU decoder decodes a crop of a restart JPEG from a spliced file of the MCU rows
     // around it: every pixel of the window is the whole decode's.
     use stoker::decode::{cpu, DecodeOptions, Image8};
-    let mut rng = TestRng(0x00c0_ffee);
     let (mut whole, mut crop) = (Image8::default(), Image8::default());
-    for case in 0..80 {
-        let (samp, gray) = SAMPLINGS[case % SAMPLINGS.len()];
+    for_cases(0x00c0_ffee, 80, |case, rng, samp, gray| {
         let (w, h) = (16 + rng.below(300) as u32, 40 + rng.below(400) as u32);
         let (mcus, rows) = match case % 3 {
             0 => (0, 1 + rng.below(3) as i32),
             1 => (1 + rng.below(6) as u32, 0),
             _ => (0, 1),
         };
-        let jpeg = restart_jpeg(&mut rng, w, h, samp, gray, mcus, rows);
+        let jpeg = restart_jpeg(rng, w, h, samp, gray, mcus, rows);
         let scale = [1, 2, 4, 8][rng.below(4) as usize];
         let full = (w.div_ceil(scale), h.div_ceil(scale));
         let y0 = rng.below(u64::from(full.1)) as u32;
@@ -169,5 +173,5 @@ fn crops_of_restart_jpegs_skip_the_rows_above_with_the_same_pixels() {
                 );
             }
         }
-    }
+    });
 }

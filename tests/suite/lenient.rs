@@ -60,6 +60,20 @@ fn assert_same_pixels(name: &str, ours: &Image8, reference: &Image8) {
     );
 }
 
+/// Decodes `jpg` strictly and leniently: each decode gives `want`'s pixels with a warning
+/// of `kind`. Returns the two warnings' messages.
+fn warns_in_both_modes(jpg: &str, kind: WarningKind, want: &Image8) -> Vec<String> {
+    let mut messages = Vec::new();
+    for strict in [true, false] {
+        let (img, warning) = decode(jpg, strict).unwrap_or_else(|e| panic!("{jpg}: {e}"));
+        let (got, msg) = warning.unwrap_or_else(|| panic!("{jpg}: no warning"));
+        assert_eq!(got, kind, "{jpg}: {msg}");
+        assert_same_pixels(jpg, &img, want);
+        messages.push(msg);
+    }
+    messages
+}
+
 #[test]
 fn clean_files_decode_to_pillows_pixels_exactly_and_without_warning() {
     for (jpg, png) in [
@@ -83,15 +97,11 @@ fn extraneous_bytes_before_a_marker_decode_strictly_to_the_clean_pixels_with_a_w
             "marker 0x",
         ),
     ] {
-        for strict in [true, false] {
-            let (img, warning) = decode(jpg, strict).unwrap_or_else(|e| panic!("{jpg}: {e}"));
-            let (kind, msg) = warning.unwrap_or_else(|| panic!("{jpg}: no warning"));
-            assert_eq!(kind, WarningKind::Extraneous, "{jpg}: {msg}");
+        for msg in warns_in_both_modes(jpg, WarningKind::Extraneous, &reference(png)) {
             assert!(
                 msg.contains("extraneous bytes before") && msg.contains(marker),
                 "{jpg}: {msg}"
             );
-            assert_same_pixels(jpg, &img, &reference(png));
         }
     }
 }
@@ -105,12 +115,7 @@ fn a_progressive_file_without_its_last_scan_decodes_strictly_to_pillows_pixels_w
         "seeding_progressive_cut.jpg",
         "seeding_progressive_cut_eoi.jpg",
     ] {
-        for strict in [true, false] {
-            let (img, warning) = decode(jpg, strict).unwrap_or_else(|e| panic!("{jpg}: {e}"));
-            let (kind, msg) = warning.unwrap_or_else(|| panic!("{jpg}: no warning"));
-            assert_eq!(kind, WarningKind::Incomplete, "{jpg}: {msg}");
-            assert_same_pixels(jpg, &img, &cut);
-        }
+        warns_in_both_modes(jpg, WarningKind::Incomplete, &cut);
     }
     let (_, w) = decode("seeding_progressive_cut.jpg", true).expect("decodes");
     assert!(w.is_some_and(|(_, m)| m.contains("Premature end of JPEG file")));
@@ -400,16 +405,9 @@ fn strict_decoding_refuses_late_damage_in_every_epoch_whatever_the_crop() {
             .build()
             .expect("pipeline");
         for epoch in 0..4 {
-            let (mut delivered, mut reported) = (Vec::new(), Vec::new());
-            for b in pipe.epoch(epoch).expect("epoch") {
-                let b = b.expect("batch");
-                for id in b.ids() {
-                    let s = data.samples().iter().find(|s| s.id == *id).expect("id");
-                    delivered.push(s.path.clone());
-                }
-                reported.extend(b.errors().iter().map(|e| e.path.clone()));
-            }
-            delivered.sort();
+            let (delivered, errors) = common::delivered_and_reported(&pipe, &data, epoch);
+            let delivered: Vec<String> = delivered.into_iter().map(|(p, ..)| p).collect();
+            let mut reported: Vec<String> = errors.into_iter().map(|e| e.path).collect();
             reported.sort();
             let want_reported: Vec<String> = (0..12).map(|i| format!("a/bad{i:02}.jpg")).collect();
             let want_delivered: Vec<String> = (0..4).map(|i| format!("a/good{i}.jpg")).collect();

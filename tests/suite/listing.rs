@@ -13,15 +13,10 @@ use stoker::Dataset;
 /// One image of each of the six formats, plus files that are not samples.
 fn folder_with_extras(dir: &Path) {
     let formats = common::data_dir().join("formats");
-    for (from, to) in [
-        ("coffee.jpg", "a.jpg"),
-        ("coffee.png", "b.PNG"),
-        ("coffee_lossless.webp", "c.webp"),
-        ("coffee.bmp", "d.bmp"),
-        ("coffee_lzw.tiff", "sub/e.tif"),
-        ("coffee_2frames.gif", "sub/f.gif"),
-    ] {
-        let to = dir.join(to);
+    let names = ["a.jpg", "b.PNG", "c.webp", "d.bmp", "e.tif", "f.gif"];
+    for (k, (from, to)) in common::FORMAT_FILES.into_iter().zip(names).enumerate() {
+        // The TIFF and the GIF in a subfolder.
+        let to = dir.join(if k < 4 { "" } else { "sub" }).join(to);
         std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
         std::fs::copy(formats.join(from), to).expect("copy");
     }
@@ -112,12 +107,7 @@ fn inspect_counts_every_format_and_names_what_it_skipped() {
     folder_with_extras(dir.path());
     let p = dir.path().to_str().expect("utf-8 path");
     let out = stoker(&["--json", "inspect", p]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let v = common::json_report(&out, "stoker inspect");
     assert_eq!(v["samples"], 6, "{v}");
     let kinds = v["by_kind"].as_object().expect("by_kind");
     for f in ["jpeg/", "png/", "webp/", "bmp/", "tiff/", "gif/"] {
@@ -260,7 +250,7 @@ fn a_list_that_is_not_text_says_what_it_is() {
 /// list's line, and the rest are delivered with their labels.
 #[test]
 fn labels_above_the_bound_are_reported_per_sample_and_size_nothing() {
-    use stoker::{Augment, OnError, Pipeline, SampleErrorKind, MAX_LABEL};
+    use stoker::{SampleErrorKind, MAX_LABEL};
     let dir = tempfile::tempdir().expect("tempdir");
     let jpg = std::fs::read(common::data_dir().join("formats/coffee.jpg")).expect("jpg");
     let big = format!("{}", u64::from(MAX_LABEL) + 1);
@@ -289,27 +279,16 @@ fn labels_above_the_bound_are_reported_per_sample_and_size_nothing() {
     );
     let refused = ["b.jpg", "c.jpg", "e.jpg"];
     for epoch in 0..2 {
-        let pipe = Pipeline::builder(data.clone().all())
-            .augment(Augment::new().resize(16, 16))
-            .batch_size(2)
-            .on_error(OnError::Skip)
-            .build()
-            .expect("pipeline");
-        let (mut delivered, mut reported) = (Vec::new(), Vec::new());
-        for b in pipe.epoch(epoch).expect("epoch") {
-            let b = b.expect("batch");
-            for (id, label) in b.ids().iter().zip(b.labels()) {
-                let s = data.samples().iter().find(|s| s.id == *id).expect("id");
-                delivered.push((s.path.clone(), *label));
-            }
-            for e in b.errors() {
-                assert_eq!(e.kind, SampleErrorKind::Label, "{e}");
-                assert!(e.reason.contains("list.txt line"), "{e}");
-                assert!(e.reason.contains("MAX_LABEL"), "{e}");
-                reported.push(e.path.clone());
-            }
+        let pipe = common::skipping_pipeline(&data, 2);
+        let (delivered, errors) = common::delivered_and_reported(&pipe, &data, epoch);
+        let delivered: Vec<_> = delivered.into_iter().map(|(p, l, _)| (p, l)).collect();
+        let mut reported = Vec::new();
+        for e in errors {
+            assert_eq!(e.kind, SampleErrorKind::Label, "{e}");
+            assert!(e.reason.contains("list.txt line"), "{e}");
+            assert!(e.reason.contains("MAX_LABEL"), "{e}");
+            reported.push(e.path);
         }
-        delivered.sort();
         reported.sort();
         assert_eq!(
             delivered,
@@ -337,6 +316,13 @@ fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) 
         .unwrap_or_else(|_| panic!("listing did not end within {secs} s"))
 }
 
+/// `list` of `dir` (`Dataset::flat` or `Dataset::image_folder`), which must end within
+/// 20 s and succeed.
+fn list_within(dir: &Path, list: fn(&Path) -> stoker::Result<Dataset>) -> Dataset {
+    let root = dir.to_path_buf();
+    within(20, move || list(&root)).expect("list")
+}
+
 fn symlink(target: impl AsRef<Path>, link: &Path) {
     std::os::unix::fs::symlink(target, link).expect("symlink");
 }
@@ -360,8 +346,7 @@ fn paths(d: &Dataset) -> Vec<String> {
 fn links_branching_back_up_list_each_image_once_and_are_reported() {
     let dir = tempfile::tempdir().expect("tempdir");
     fan_out(dir.path());
-    let root = dir.path().to_path_buf();
-    let d = within(20, move || Dataset::flat(&root)).expect("list");
+    let d = list_within(dir.path(), |p| Dataset::flat(p));
     assert_eq!(paths(&d), ["a.jpg", "sub/b.jpg"]);
     assert_eq!(
         reasons(&d),
@@ -384,8 +369,7 @@ fn links_branching_back_up_list_each_image_once_and_are_reported() {
     )
     .expect("copy");
     symlink("dog", &dir.path().join("alias"));
-    let root = dir.path().to_path_buf();
-    let d = within(20, move || Dataset::image_folder(&root)).expect("list");
+    let d = list_within(dir.path(), |p| Dataset::image_folder(p));
     assert_eq!(d.classes(), ["cat", "dog"]);
     let got: Vec<(String, Option<u32>)> = d
         .samples()
@@ -412,8 +396,7 @@ fn a_symlink_loop_is_reported_and_the_rest_listed() {
     common::write(dir.path(), "a.jpg", &jpg);
     common::write(dir.path(), "sub/b.jpg", &jpg);
     symlink("../sub", &dir.path().join("sub/loop"));
-    let root = dir.path().to_path_buf();
-    let d = within(20, move || Dataset::flat(&root)).expect("list");
+    let d = list_within(dir.path(), |p| Dataset::flat(p));
     assert_eq!(paths(&d), ["a.jpg", "sub/b.jpg"]);
     assert_eq!(
         reasons(&d),
@@ -432,8 +415,7 @@ fn links_to_folders_outside_are_not_followed_and_walks_are_bounded() {
     common::write(dir.path(), "real/b.jpg", &jpg);
     symlink("real", &dir.path().join("alias"));
     let real_usr = std::fs::canonicalize("/usr").expect("/usr");
-    let root = dir.path().to_path_buf();
-    let d = within(20, move || Dataset::flat(&root)).expect("list");
+    let d = list_within(dir.path(), |p| Dataset::flat(p));
     assert_eq!(paths(&d), ["a.jpg", "real/b.jpg"]);
     assert_eq!(
         reasons(&d),
@@ -450,8 +432,7 @@ fn links_to_folders_outside_are_not_followed_and_walks_are_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
     common::write(dir.path(), "cat/a.jpg", &jpg);
     symlink("/", &dir.path().join("root"));
-    let root = dir.path().to_path_buf();
-    let d = within(20, move || Dataset::image_folder(&root)).expect("list");
+    let d = list_within(dir.path(), |p| Dataset::image_folder(p));
     assert_eq!(d.classes(), ["cat"]);
     assert_eq!(
         reasons(&d),
@@ -507,8 +488,7 @@ fn a_tree_deeper_than_the_limit_is_reported_and_the_rest_listed() {
     }
     let max = stoker::source::WalkOptions::default().max_depth;
     assert!(max < 70);
-    let root = dir.path().to_path_buf();
-    let d = within(20, move || Dataset::flat(&root)).expect("list");
+    let d = list_within(dir.path(), |p| Dataset::flat(p));
     // Folders down to `max` deep are listed; the one below is reported, not entered.
     want.truncate(max + 1);
     want.sort();

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use stoker::source::Location;
-use stoker::{Augment, Dataset, OnError, Pipeline, SampleErrorKind};
+use stoker::{Dataset, SampleErrorKind};
 
 /// A real JPEG at `dir/name`.
 fn jpeg(dir: &Path, name: &str) {
@@ -40,29 +40,16 @@ fn paths(data: &Dataset) -> Vec<String> {
 
 /// One epoch: what is delivered (path, label, box count) and what is reported (path,
 /// reason), sorted by path.
-type Delivered = Vec<(String, Option<u32>, usize)>;
+type Delivered = Vec<common::DeliveredSample>;
 
 fn epoch(data: &Dataset) -> (Delivered, BTreeMap<String, String>) {
-    let pipe = Pipeline::builder(data.clone().all())
-        .augment(Augment::new().resize(16, 16))
-        .batch_size(3)
-        .on_error(OnError::Skip)
-        .build()
-        .expect("pipeline");
-    let (mut delivered, mut reported) = (Vec::new(), BTreeMap::new());
-    for b in pipe.epoch(0).expect("epoch") {
-        let b = b.expect("batch");
-        for (slot, id) in b.ids().iter().enumerate() {
-            let s = data.samples().iter().find(|s| s.id == *id).expect("id");
-            let boxes = b.targets()[slot].as_ref().map_or(0, |t| t.boxes.len());
-            delivered.push((s.path.clone(), b.labels()[slot], boxes));
-        }
-        for e in b.errors() {
-            assert_eq!(e.kind, SampleErrorKind::Label, "{e}");
-            reported.insert(e.path.clone(), e.reason.clone());
-        }
+    let pipe = common::skipping_pipeline(data, 3);
+    let (delivered, errors) = common::delivered_and_reported(&pipe, data, 0);
+    let mut reported = BTreeMap::new();
+    for e in errors {
+        assert_eq!(e.kind, SampleErrorKind::Label, "{e}");
+        reported.insert(e.path, e.reason);
     }
-    delivered.sort();
     (delivered, reported)
 }
 
@@ -266,16 +253,23 @@ fn csv_rows_are_named_by_their_real_line() {
     assert!(e.contains("m.csv:5"), "{e}");
 }
 
+/// `dir/outside.jpg` and `dir/data/in.jpg`: the folder `dir/data` and the outside file's
+/// absolute path.
+fn outside_and_in(dir: &Path) -> (std::path::PathBuf, String) {
+    let data = dir.join("data");
+    jpeg(dir, "outside.jpg");
+    jpeg(&data, "in.jpg");
+    let abs = dir.join("outside.jpg");
+    (data, abs.to_str().expect("utf-8").to_string())
+}
+
 /// Paths outside the dataset's folder (`..`, absolute) in a manifest (image or mask) or a
 /// COCO file are refused by default, naming the line or image.
 #[test]
 fn paths_outside_the_folder_are_refused_by_default() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    jpeg(dir.path(), "outside.jpg");
-    jpeg(&data, "in.jpg");
-    let abs = dir.path().join("outside.jpg");
-    let abs = abs.to_str().expect("utf-8");
+    let (data, abs) = outside_and_in(dir.path());
+    let abs = abs.as_str();
     let manifests = [
         (
             "m.jsonl",
@@ -317,12 +311,8 @@ fn paths_outside_the_folder_are_refused_by_default() {
 fn paths_outside_the_folder_are_read_when_allowed() {
     use stoker::ListingOptions;
     let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    jpeg(dir.path(), "outside.jpg");
-    jpeg(&data, "in.jpg");
+    let (data, abs) = outside_and_in(dir.path());
     let want = std::fs::read(dir.path().join("outside.jpg")).expect("read");
-    let abs = dir.path().join("outside.jpg");
-    let abs = abs.to_str().expect("utf-8").to_string();
     let allow = ListingOptions::new().allow_outside_root(true);
     std::fs::write(data.join("list.txt"), "in.jpg\n../outside.jpg\n").expect("write");
     std::fs::write(

@@ -622,33 +622,24 @@ fn whole_image_ops_are_drawn_on_their_own_stream_in_their_order() {
         let n = counts.get(&op).copied().unwrap_or(0);
         assert!((140..=260).contains(&n), "op {op}: {n} of 400");
     }
-    for bad in [
-        Augment::new()
-            .resize(8, 8)
-            .gaussian_blur((4, 3), (0.1, 2.0), 1.0),
-        Augment::new()
-            .resize(8, 8)
-            .gaussian_blur((3, 257), (0.1, 2.0), 1.0),
-        Augment::new()
-            .resize(8, 8)
-            .gaussian_blur((3, 3), (0.0, 2.0), 1.0),
-        Augment::new()
-            .resize(8, 8)
-            .gaussian_blur((3, 3), (2.0, 1.0), 1.0),
-        Augment::new()
-            .resize(8, 8)
-            .gaussian_blur((3, 3), (1.0, 2.0), 1.5),
-        Augment::new()
-            .resize(8, 8)
-            .random_adjust_sharpness(-1.0, 0.5),
-        Augment::new()
-            .resize(8, 8)
-            .random_adjust_sharpness(f64::NAN, 0.5),
-        Augment::new().resize(8, 8).random_autocontrast(-0.1),
-        Augment::new().resize(8, 8).random_equalize(2.0),
-        Augment::new().resize(8, 8).rand_augment(2, 31, 31),
-        Augment::new().resize(8, 8).rand_augment(2, 0, 1),
-        Augment::new().resize(8, 8).trivial_augment_wide(1),
+    let small = || Augment::new().resize(8, 8);
+    // Blurs with a kernel, a sigma range or a probability out of bounds.
+    let blurs = [
+        ((4, 3), (0.1, 2.0), 1.0),
+        ((3, 257), (0.1, 2.0), 1.0),
+        ((3, 3), (0.0, 2.0), 1.0),
+        ((3, 3), (2.0, 1.0), 1.0),
+        ((3, 3), (1.0, 2.0), 1.5),
+    ]
+    .map(|(kernel, sigma, p)| small().gaussian_blur(kernel, sigma, p));
+    let others = [
+        small().random_adjust_sharpness(-1.0, 0.5),
+        small().random_adjust_sharpness(f64::NAN, 0.5),
+        small().random_autocontrast(-0.1),
+        small().random_equalize(2.0),
+        small().rand_augment(2, 31, 31),
+        small().rand_augment(2, 0, 1),
+        small().trivial_augment_wide(1),
         // 4 jitter ops, 3 colour ops and 4 whole-image ops leave room for 5.
         train_augment()
             .random_grayscale(0.5)
@@ -659,7 +650,8 @@ fn whole_image_ops_are_drawn_on_their_own_stream_in_their_order() {
             .random_autocontrast(0.5)
             .random_equalize(0.5)
             .rand_augment(6, 9, 31),
-    ] {
+    ];
+    for bad in blurs.iter().chain(&others) {
         assert!(bad.validate().is_err(), "{bad:?}");
     }
 }

@@ -70,12 +70,23 @@ fn geometry(src: (u32, u32), b: [f64; 4], size: (u32, u32), antialias: bool) -> 
     p
 }
 
-fn f64s(v: &Value) -> Vec<f64> {
+/// The numbers of the array `v`, each read by `get` (which must take every one).
+fn numbers<T>(v: &Value, get: fn(&Value) -> Option<T>) -> Vec<T> {
     v.as_array()
         .expect("array")
         .iter()
-        .map(|x| x.as_f64().expect("number"))
+        .map(|x| get(x).unwrap_or_else(|| panic!("not the number wanted: {x}")))
         .collect()
+}
+
+fn f64s(v: &Value) -> Vec<f64> {
+    numbers(v, Value::as_f64)
+}
+
+/// The first three numbers of `v`, as f32s.
+fn f32x3(v: &Value) -> [f32; 3] {
+    let v = f64s(v);
+    [v[0] as f32, v[1] as f32, v[2] as f32]
 }
 
 /// Little-endian f32s.
@@ -124,6 +135,37 @@ fn check_within(failures: &mut Vec<String>, name: &str, got: &[u8], want: &[u8],
     let d = max_diff(got, want);
     if d > tol || got.len() != want.len() {
         failures.push(format!("{name}: max difference {d}"));
+    }
+}
+
+/// Records a failure of case `name` unless `aug`, as NHWC bytes, turns all of `src` into
+/// `want` within `tol` levels, its plan changed by `adjust` first.
+fn check_executed(
+    failures: &mut Vec<String>,
+    name: &str,
+    aug: Augment,
+    (src, want): (&Image8, &Image8),
+    tol: u8,
+    adjust: impl FnOnce(&mut SamplePlan),
+) {
+    let mut plan = aug
+        .dtype(DType::U8)
+        .layout(Layout::Nhwc)
+        .plan(0, 0, 0, src.width, src.height);
+    adjust(&mut plan);
+    check_within(failures, name, &executed(&plan, src), &want.data, tol);
+}
+
+/// Records a failure of case `name` unless `got` has `want`'s length and every value
+/// within 1e-5 of it.
+fn check_f32_within(failures: &mut Vec<String>, name: &str, got: &[f32], want: &[f32]) {
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    if worst > 1e-5 || got.len() != want.len() {
+        failures.push(format!("{name}: worst difference {worst:e}"));
     }
 }
 
@@ -215,21 +257,16 @@ fn reference_matches_pillow_and_torchvision() {
                             plan.color_params |= step[1].as_f64().expect("threshold").ceil() as u32;
                             (OP_SOLARIZE, 0)
                         }
-                        "brightness" => {
-                            plan.brightness = f();
-                            (OP_BRIGHTNESS, 0)
-                        }
-                        "contrast" => {
-                            plan.contrast = f();
-                            (OP_CONTRAST, 0)
-                        }
-                        "saturation" => {
-                            plan.saturation = f();
-                            (OP_SATURATION, 0)
-                        }
-                        "hue" => {
-                            plan.hue = f();
-                            (OP_HUE, 0)
+                        // The jitter ops: each factor in a field of its own.
+                        op @ ("brightness" | "contrast" | "saturation" | "hue") => {
+                            let (field, code) = match op {
+                                "brightness" => (&mut plan.brightness, OP_BRIGHTNESS),
+                                "contrast" => (&mut plan.contrast, OP_CONTRAST),
+                                "saturation" => (&mut plan.saturation, OP_SATURATION),
+                                _ => (&mut plan.hue, OP_HUE),
+                            };
+                            *field = f();
+                            (code, 0)
                         }
                         "autocontrast" => (OP_AUTOCONTRAST, 0),
                         "equalize" => (OP_EQUALIZE, 0),
@@ -310,43 +347,26 @@ fn reference_matches_pillow_and_torchvision() {
                 let src = image(input);
                 let raw = std::fs::read(refs().join(output)).expect("f32");
                 let want = f32s(&raw);
-                let mean = f64s(&c["mean"]);
-                let std = f64s(&c["std"]);
-                let m = [mean[0] as f32, mean[1] as f32, mean[2] as f32];
-                let s = [std[0] as f32, std[1] as f32, std[2] as f32];
                 let plan = Augment::new()
                     .resize(src.width, src.height)
-                    .normalize(m, s)
+                    .normalize(f32x3(&c["mean"]), f32x3(&c["std"]))
                     .dtype(DType::F32)
                     .layout(Layout::Nchw)
                     .plan(0, 0, 0, src.width, src.height);
                 assert!(plan.has(NORMALIZE));
                 let mut out = vec![0u8; plan.image_bytes()];
                 write_slot(&plan, &src.data, &mut out);
-                let got = f32s(&out);
-                let worst = got
-                    .iter()
-                    .zip(&want)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0f32, f32::max);
-                if worst > 1e-5 || got.len() != want.len() {
-                    failures.push(format!("{name}: worst difference {worst:e}"));
-                }
+                check_f32_within(&mut failures, &name, &f32s(&out), &want);
                 "normalize (torchvision)"
             }
             ("erase", _, _) => {
                 let src = image(input);
                 let b = f64s(&c["box"]);
-                let v = f64s(&c["value"]);
-                let value = [v[0] as f32, v[1] as f32, v[2] as f32];
+                let value = f32x3(&c["value"]);
                 let float = c.get("mean").is_some();
                 let mut aug = Augment::new().resize(src.width, src.height);
                 if float {
-                    let (m, s) = (f64s(&c["mean"]), f64s(&c["std"]));
-                    aug = aug.normalize(
-                        [m[0] as f32, m[1] as f32, m[2] as f32],
-                        [s[0] as f32, s[1] as f32, s[2] as f32],
-                    );
+                    aug = aug.normalize(f32x3(&c["mean"]), f32x3(&c["std"]));
                 }
                 let mut plan = aug.plan(0, 0, 0, src.width, src.height);
                 let [x, y, w, h] = [b[0], b[1], b[2], b[3]].map(|v| v as u32);
@@ -358,15 +378,7 @@ fn reference_matches_pillow_and_torchvision() {
                 erase_slot(&plan, &mut out);
                 if float {
                     let raw = std::fs::read(refs().join(output)).expect("f32");
-                    let (got, want) = (f32s(&out), f32s(&raw));
-                    let worst = got
-                        .iter()
-                        .zip(&want)
-                        .map(|(a, b)| (a - b).abs())
-                        .fold(0f32, f32::max);
-                    if worst > 1e-5 || got.len() != want.len() {
-                        failures.push(format!("{name}: worst difference {worst:e}"));
-                    }
+                    check_f32_within(&mut failures, &name, &f32s(&out), &f32s(&raw));
                 } else {
                     // CHW in the batch, HWC in the PNG.
                     let want = image(output);
@@ -440,66 +452,58 @@ fn reference_matches_pillow_and_torchvision() {
                         fill[fill.len() / 2] as u8,
                         fill[fill.len() - 1] as u8,
                     ])
-                    .mask_fill(fill[0] as u16)
-                    .dtype(DType::U8)
-                    .layout(Layout::Nhwc);
+                    .mask_fill(fill[0] as u16);
                 if filter == Some("nearest") {
                     let src = labels(input);
                     let want = labels(output);
-                    let plan = aug.plan(0, 0, 0, src.width, src.height);
+                    let plan = aug
+                        .dtype(DType::U8)
+                        .layout(Layout::Nhwc)
+                        .plan(0, 0, 0, src.width, src.height);
                     check_labels_exact(&mut failures, &name, &plan, &src, &want);
                     "letterbox nearest (Pillow)"
                 } else {
-                    let src = image(input);
-                    let want = image(output);
-                    let plan = aug.plan(0, 0, 0, src.width, src.height);
-                    let got = executed(&plan, &src);
-                    check_within(&mut failures, &name, &got, &want.data, 1);
+                    let pair = (&image(input), &image(output));
+                    check_executed(&mut failures, &name, aug, pair, 1, |_| {});
                     "letterbox bilinear (Pillow)"
                 }
             }
             ("resize_center_crop", _, _) => {
-                let src = image(input);
-                let want = image(output);
                 let size = f64s(&c["size"]);
                 let r = c["resize"].as_u64().expect("resize") as u32;
-                let plan = Augment::new()
+                let aug = Augment::new()
                     .resize_center_crop(r, size[0] as u32)
-                    .output_size(size[0] as u32, size[1] as u32)
-                    .dtype(DType::U8)
-                    .layout(Layout::Nhwc)
-                    .plan(0, 0, 0, src.width, src.height);
-                let got = executed(&plan, &src);
-                check_within(&mut failures, &name, &got, &want.data, 1);
+                    .output_size(size[0] as u32, size[1] as u32);
+                let pair = (&image(input), &image(output));
+                check_executed(&mut failures, &name, aug, pair, 1, |_| {});
                 "resize and centre crop (torchvision on Pillow)"
             }
             ("pad_crop", _, _) => {
                 let src = image(input);
-                let want = image(output);
                 let size = f64s(&c["size"]);
                 let fill = f64s(&c["fill"]);
                 let off = f64s(&c["offset"]);
                 let p = c["padding"].as_u64().expect("padding") as u32;
                 let (w, h) = (size[0] as u32, size[1] as u32);
-                let mut plan = Augment::new()
-                    .random_crop_padded(w, h, p)
-                    .fill([fill[0] as u8, fill[1] as u8, fill[2] as u8])
-                    .dtype(DType::U8)
-                    .layout(Layout::Nhwc)
-                    .plan(0, 0, 0, src.width, src.height);
+                let aug = Augment::new().random_crop_padded(w, h, p).fill([
+                    fill[0] as u8,
+                    fill[1] as u8,
+                    fill[2] as u8,
+                ]);
                 let (b, valid) = padded_crop(
                     (src.width, src.height),
                     (w, h),
                     p,
                     (off[0] as u64, off[1] as u64),
                 );
-                (plan.crop_x, plan.crop_y, plan.crop_w, plan.crop_h) =
-                    (b[0] as f32, b[1] as f32, b[2] as f32, b[3] as f32);
-                plan.valid = valid;
-                plan.flags |= AFFINE;
-                (plan.affine, plan.affine_frac) = ([1 << 16, 0, 0, 0, 1 << 16, 0], [0; 2]);
-                let got = executed(&plan, &src);
-                check_within(&mut failures, &name, &got, &want.data, 0);
+                let pair = (&src, &image(output));
+                check_executed(&mut failures, &name, aug, pair, 0, |plan| {
+                    (plan.crop_x, plan.crop_y, plan.crop_w, plan.crop_h) =
+                        (b[0] as f32, b[1] as f32, b[2] as f32, b[3] as f32);
+                    plan.valid = valid;
+                    plan.flags |= AFFINE;
+                    (plan.affine, plan.affine_frac) = ([1 << 16, 0, 0, 0, 1 << 16, 0], [0; 2]);
+                });
                 "pad and crop (torchvision)"
             }
             ("policy_magnitudes", _, _) => {
@@ -755,11 +759,9 @@ fn mixup_and_cutmix_match_torchvision() {
     let cases = doc["cases"].as_array().expect("cases");
     let mut seen = std::collections::BTreeSet::new();
     for (k, c) in cases.iter().enumerate() {
-        let shape: Vec<usize> = c["shape"]
-            .as_array()
-            .expect("shape")
+        let shape: Vec<usize> = numbers(&c["shape"], Value::as_u64)
             .iter()
-            .map(|v| v.as_u64().expect("dim") as usize)
+            .map(|&d| d as usize)
             .collect();
         let (n, h, w) = (shape[0], shape[2], shape[3]);
         let dtype = match c["dtype"].as_str().expect("dtype") {
@@ -784,11 +786,9 @@ fn mixup_and_cutmix_match_torchvision() {
                 c["r_y"].as_u64().expect("r_y"),
             );
             let m = cutmix_box(lam, rx as u32, ry as u32, w as u32, h as u32);
-            let want: Vec<u32> = c["box"]
-                .as_array()
-                .expect("box")
+            let want: Vec<u32> = numbers(&c["box"], Value::as_u64)
                 .iter()
-                .map(|v| v.as_u64().expect("box") as u32)
+                .map(|&v| v as u32)
                 .collect();
             assert_eq!(m.rect.to_vec(), want, "case {k}: box");
             assert_eq!(m.lambda, bits("lam_adjusted_bits"), "case {k}");

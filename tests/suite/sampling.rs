@@ -183,12 +183,7 @@ fn class_balanced_pipelines_draw_classes_alike_on_every_backend() {
     {
         let (i, l, p) = run(backend);
         assert_eq!((&i, &l), (&ids, &labels), "{backend}: the same draws");
-        let worst = p
-            .iter()
-            .zip(&pixels)
-            .map(|(a, b)| a.abs_diff(*b))
-            .max()
-            .unwrap_or(0);
+        let worst = common::max_diff(&p, &pixels);
         assert!(worst <= 1, "{backend}: pixels differ by {worst}");
     }
 }

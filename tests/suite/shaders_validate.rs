@@ -197,7 +197,7 @@ fn check_word_constants(
     shader: &str,
     source: &str,
     prefix: &str,
-    words: &[(&str, &str)],
+    words: &[(impl AsRef<str>, &str)],
     fields: &[(&str, usize, usize)],
 ) -> Vec<String> {
     let mut failures = Vec::new();
@@ -205,7 +205,7 @@ fn check_word_constants(
         if !name.starts_with(prefix) {
             continue;
         }
-        let Some((_, field)) = words.iter().find(|(c, _)| *c == name) else {
+        let Some((_, field)) = words.iter().find(|(c, _)| c.as_ref() == name) else {
             failures.push(format!(
                 "{shader}: {name} indexes no Rust field this test knows"
             ));
@@ -227,17 +227,31 @@ fn check_word_constants(
     failures
 }
 
+/// The word constants named after the fields of a record: `prefix` and the field's name
+/// upper-cased, for each of `fields` but those in `skip`.
+fn named_after(
+    prefix: &str,
+    fields: &[(&'static str, usize, usize)],
+    skip: &[&str],
+) -> Vec<(String, &'static str)> {
+    fields
+        .iter()
+        .filter(|(f, _, _)| !skip.contains(f))
+        .map(|&(f, _, _)| (format!("{prefix}{}", f.to_uppercase()), f))
+        .collect()
+}
+
 /// Checks that every constant `words` names is in one of `sources` (a mapping that no
 /// shader uses any more is stale; and the constant checks are not vacuous).
-fn check_mapped(sources: &[&str], words: &[(&str, &str)]) -> Vec<String> {
+fn check_mapped(sources: &[&str], words: &[(impl AsRef<str>, &str)]) -> Vec<String> {
     let names: Vec<String> = sources
         .iter()
         .flat_map(|s| u32_constants(&parse(s)).into_keys())
         .collect();
     words
         .iter()
-        .filter(|(c, _)| !names.iter().any(|n| n == c))
-        .map(|(c, _)| format!("no shader has the constant {c}"))
+        .filter(|(c, _)| !names.iter().any(|n| n == c.as_ref()))
+        .map(|(c, _)| format!("no shader has the constant {}", c.as_ref()))
         .collect()
 }
 
@@ -264,6 +278,16 @@ fn params_fields() -> Fields {
         s0, s1, item0, items, win_base, data_base, r_base, h_base, byte0, words, phase, contrast,
         pad,
     )
+}
+
+/// The `C_*` word constants of `shader` (its `source`) against [`ComponentDesc`].
+fn check_component_words(shader: &str, source: &str) -> Vec<String> {
+    let component = fields!(
+        ComponentDesc;
+        coef_offset, quant_offset, bx0, by0, bw, bh, dct_size, plane_offset, plane_stride,
+        downsampled_width, downsampled_height, method, eh, ev, group_start, groups,
+    );
+    check_word_constants(shader, source, "C_", &COMPONENT_WORDS, &component)
 }
 
 fn sample_plan_fields() -> Fields {
@@ -366,11 +390,6 @@ fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
         kind, flags, num_components, first_component, out_offset, x0, y0, width, height,
         full_width, full_height, scale, pixel_start, src_offset, reserved,
     );
-    let component = fields!(
-        ComponentDesc;
-        coef_offset, quant_offset, bx0, by0, bw, bh, dct_size, plane_offset, plane_stride,
-        downsampled_width, downsampled_height, method, eh, ev, group_start, groups,
-    );
     // The shaders step through the tables 16 words a record.
     assert_eq!(size_of::<ImageDesc>(), 64);
     assert_eq!(size_of::<ComponentDesc>(), 64);
@@ -396,13 +415,7 @@ fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
             &image_words,
             &image,
         ));
-        failures.extend(check_word_constants(
-            shader,
-            src,
-            "C_",
-            &component_words,
-            &component,
-        ));
+        failures.extend(check_component_words(shader, src));
     }
     let decode = [shaders::IDCT, shaders::COLOR];
     failures.extend(check_mapped(&decode, &image_words));
@@ -433,31 +446,11 @@ fn the_huffman_shader_reads_the_entropy_records_where_rust_writes_them() {
         IntervalDesc;
         scan, first_mcu, mcus, start, end, status, reserved,
     );
-    let component = fields!(
-        ComponentDesc;
-        coef_offset, quant_offset, bx0, by0, bw, bh, dct_size, plane_offset, plane_stride,
-        downsampled_width, downsampled_height, method, eh, ev, group_start, groups,
-    );
     assert_eq!(size_of::<ScanDesc>(), 64);
     assert_eq!(size_of::<IntervalDesc>(), 32);
-    let scan_words = [
-        ("S_COMPONENTS", "components"),
-        ("S_MCUS_PER_ROW", "mcus_per_row"),
-        ("S_FIRST_COMPONENT", "first_component"),
-        ("S_FLAGS", "flags"),
-        ("S_COMP", "comp"),
-        ("S_DC_TABLE", "dc_table"),
-        ("S_AC_TABLE", "ac_table"),
-    ];
-    let interval_words = [
-        ("V_SCAN", "scan"),
-        ("V_FIRST_MCU", "first_mcu"),
-        ("V_MCUS", "mcus"),
-        ("V_START", "start"),
-        ("V_END", "end"),
-        ("V_STATUS", "status"),
-    ];
-    let component_words = COMPONENT_WORDS;
+    // The shader names these words after the fields (`S_` and `V_`, upper-cased).
+    let scan_words = named_after("S_", &scan, &[]);
+    let interval_words = named_after("V_", &interval, &["reserved"]);
     let (name, src) = ("huffman.wgsl", shaders::HUFFMAN);
     let mut failures = check_word_constants(name, src, "S_", &scan_words, &scan);
     failures.extend(check_word_constants(
@@ -467,16 +460,10 @@ fn the_huffman_shader_reads_the_entropy_records_where_rust_writes_them() {
         &interval_words,
         &interval,
     ));
-    failures.extend(check_word_constants(
-        name,
-        src,
-        "C_",
-        &component_words,
-        &component,
-    ));
-    for words in [&scan_words[..], &interval_words, &component_words] {
-        failures.extend(check_mapped(&[src], words));
-    }
+    failures.extend(check_component_words(name, src));
+    failures.extend(check_mapped(&[src], &scan_words));
+    failures.extend(check_mapped(&[src], &interval_words));
+    failures.extend(check_mapped(&[src], &COMPONENT_WORDS));
     let status = same_names!(huffman::{
         STATUS_OUT_OF_DATA, STATUS_BAD_CODE, STATUS_LEFTOVER, STATUS_OVERFLOW, STATUS_SIMD_RANGE
     });
@@ -510,17 +497,23 @@ fn a_moved_field_fails_the_layout_checks() {
     assert!(f.iter().any(|m| m.contains("P_ORDER")), "{f:?}");
 }
 
+/// The text of `kernels/augment.cu` between the line `start` and the first `end` after it.
+fn augment_cu_block(start: &str, end: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/augment.cu");
+    let source = std::fs::read_to_string(path).expect("kernels/augment.cu");
+    source
+        .split_once(start)
+        .and_then(|(_, rest)| rest.split_once(end))
+        .unwrap_or_else(|| panic!("no block {start:?} .. {end:?} in kernels/augment.cu"))
+        .0
+        .to_string()
+}
+
 /// `kernels/augment.cu` reads the same parameter words by index (`S0` .. `WORDS`): each
 /// field of [`Params`] but the padding, upper-cased, at its word.
 #[test]
 fn the_cuda_augment_kernel_reads_the_params_where_rust_writes_them() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/augment.cu");
-    let source = std::fs::read_to_string(path).expect("kernels/augment.cu");
-    let block = source
-        .split_once("// Params words.")
-        .and_then(|(_, rest)| rest.split_once("};"))
-        .expect("the Params words block")
-        .0;
+    let block = augment_cu_block("// Params words.", "};");
     let cuda: Vec<(String, usize)> = block
         .lines()
         .filter_map(|l| {
@@ -543,13 +536,7 @@ fn the_cuda_augment_kernel_reads_the_params_where_rust_writes_them() {
 /// `PLAN_WORDS` and each `P_*` enumerator.
 #[test]
 fn the_cuda_augment_kernel_reads_the_sample_plan_where_rust_writes_it() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/augment.cu");
-    let source = std::fs::read_to_string(path).expect("kernels/augment.cu");
-    let block = source
-        .split_once("// SamplePlan words.")
-        .and_then(|(_, rest)| rest.split_once("\n\n"))
-        .expect("the SamplePlan words block")
-        .0;
+    let block = augment_cu_block("// SamplePlan words.", "\n\n");
     let fields = sample_plan_fields();
     let mut seen = 0;
     for line in block.lines() {

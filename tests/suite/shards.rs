@@ -157,18 +157,49 @@ fn deliver(subset: stoker::Subset) -> (BTreeMap<u64, i64>, Vec<stoker::SampleErr
         .build()
         .expect("pipeline");
     let mut seen = BTreeMap::new();
-    let mut errors = Vec::new();
-    for b in pipe.epoch(0).expect("epoch") {
-        let b = b.expect("batch");
+    let errors = common::walk_epoch(&pipe, 0, |b| {
         for (id, label) in b.ids().iter().zip(b.labels_i64(-1)) {
             assert!(
                 seen.insert(*id, label).is_none(),
                 "{id:016x} delivered twice"
             );
         }
-        errors.extend(b.errors().iter().cloned());
-    }
+    });
     (seen, errors)
+}
+
+/// The shard `bytes` written alone as `dir/name` (a tar file or TFRecords, as its name
+/// says), listed and delivered: the samples listed, and [`deliver`]'s answer.
+fn deliver_shard(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+) -> (usize, BTreeMap<u64, i64>, Vec<stoker::SampleError>) {
+    let shard = [write(dir, name, bytes)];
+    let data = if name.ends_with(".tar") {
+        Dataset::tar(&shard)
+    } else {
+        Dataset::tfrecord(&shard)
+    }
+    .expect("listing");
+    let listed = data.len();
+    let (seen, errors) = deliver(data.all());
+    (listed, seen, errors)
+}
+
+/// `items` in two TFRecord shards of `dir`, `a.tfrecord` (the first `split`) and
+/// `b.tfrecord`, listed.
+fn two_tfrecords(dir: &Path, items: Vec<Item>, split: usize) -> Dataset {
+    write(dir, "a.tfrecord", &tfrecord(&records(&items[..split])));
+    write(dir, "b.tfrecord", &tfrecord(&records(&items[split..])));
+    Dataset::tfrecord(&[dir.to_path_buf()]).expect("listing")
+}
+
+/// The bundled shards' folder and what its `expected.json` says they hold.
+fn bundled_shards() -> (PathBuf, serde_json::Value) {
+    let root = common::data_dir().join("shards");
+    let text = std::fs::read(root.join("expected.json")).expect("expected.json");
+    (root, serde_json::from_slice(&text).expect("json"))
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
@@ -236,9 +267,7 @@ fn damaged_tfrecords_are_reported_with_shard_and_record_and_the_rest_is_delivere
     // The shard cut short inside its last record.
     let cut = shard.len() - 9;
     shard.truncate(cut);
-    write(dir.path(), "bad.tfrecord", &shard);
-    let data = Dataset::tfrecord(&[dir.path().join("bad.tfrecord")]).expect("listing");
-    let (seen, errors) = deliver(data.all());
+    let (_, seen, errors) = deliver_shard(dir.path(), "bad.tfrecord", &shard);
     let bad: Vec<(String, SampleErrorKind)> =
         errors.iter().map(|e| (e.path.clone(), e.kind)).collect();
     println!("{errors:#?}");
@@ -332,10 +361,8 @@ fn a_truncated_tar_reports_the_cut_member_and_delivers_the_rest() {
         at += 512 + data.len().div_ceil(512) * 512;
     }
     bytes.truncate(at);
-    write(dir.path(), "cut.tar", &bytes);
-    let data = Dataset::tar(&[dir.path().join("cut.tar")]).expect("listing");
-    assert_eq!(data.len(), 4);
-    let (seen, errors) = deliver(data.all());
+    let (listed, seen, errors) = deliver_shard(dir.path(), "cut.tar", &bytes);
+    assert_eq!(listed, 4);
     assert_eq!(seen.len(), 3);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].path, "cut.tar/s00003");
@@ -376,10 +403,7 @@ fn sha256(bytes: &[u8]) -> String {
 
 #[test]
 fn shards_written_by_tensorflow_and_webdataset_read_as_they_wrote_them() {
-    let root = common::data_dir().join("shards");
-    let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join("expected.json")).expect("expected.json"))
-            .expect("json");
+    let (root, expected) = bundled_shards();
     // Copies, so the sidecar indexes go to a scratch folder, not into the repository.
     let dir = tempfile::tempdir().expect("tempdir");
     for sub in ["tfrecord", "tar"] {
@@ -517,14 +541,8 @@ fn a_folder_converted_to_shards_reads_back_with_the_same_images_labels_and_masks
 #[test]
 fn data_parallel_ranks_split_shard_datasets_disjointly_and_completely() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let all = items(17, 8, false);
-    write(dir.path(), "a.tfrecord", &tfrecord(&records(&all[..9])));
-    write(dir.path(), "b.tfrecord", &tfrecord(&records(&all[9..])));
-    let subset = || {
-        Dataset::tfrecord(&[dir.path().to_path_buf()])
-            .expect("listing")
-            .all()
-    };
+    let data = two_tfrecords(dir.path(), items(17, 8, false), 9);
+    let subset = || data.clone().all();
     for epoch in 0..2 {
         let mut union = std::collections::BTreeSet::new();
         let mut total = 0;
@@ -658,10 +676,8 @@ fn a_header_claiming_an_enormous_record_is_reported_not_allocated() {
     shard.extend_from_slice(&len);
     shard.extend_from_slice(&masked_crc(&len).to_le_bytes());
     shard.extend_from_slice(&[0u8; 32]);
-    write(dir.path(), "huge.tfrecord", &shard);
-    let data = Dataset::tfrecord(&[dir.path().join("huge.tfrecord")]).expect("listing");
-    assert_eq!(data.len(), 2);
-    let (seen, errors) = deliver(data.all());
+    let (listed, seen, errors) = deliver_shard(dir.path(), "huge.tfrecord", &shard);
+    assert_eq!(listed, 2);
     assert_eq!(seen.len(), 1);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
@@ -674,10 +690,7 @@ fn a_header_claiming_an_enormous_record_is_reported_not_allocated() {
 #[cfg(feature = "parquet")]
 #[test]
 fn parquet_files_written_by_pyarrow_read_as_written() {
-    let root = common::data_dir().join("shards");
-    let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join("expected.json")).expect("expected.json"))
-            .expect("json");
+    let (root, expected) = bundled_shards();
     let mut checked = 0;
     for shard in expected["shards"].as_array().expect("shards") {
         let path = shard["path"].as_str().expect("path");
@@ -768,12 +781,7 @@ fn shards_that_cannot_be_read_are_reported_and_the_others_delivered() {
     write(dir.path(), "b.tar", &tar(&tar_members(&all[6..], 6)));
     std::os::unix::fs::symlink(dir.path().join("gone.tar"), dir.path().join("c.tar"))
         .expect("link");
-    let fifo = dir.path().join("d.tar");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo");
-    assert!(made.success());
+    common::mkfifo(&dir.path().join("d.tar"));
     std::fs::create_dir(dir.path().join("e.tar")).expect("folder");
     let data = Dataset::tar(&[dir.path().to_path_buf()]).expect("listing goes on");
     assert_eq!(data.len(), 12 + 3);
@@ -806,20 +814,14 @@ fn shards_that_cannot_be_read_are_reported_and_the_others_delivered() {
 #[test]
 fn every_epoch_over_shards_is_a_new_full_permutation() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let all = items(24, 14, false);
-    write(dir.path(), "a.tfrecord", &tfrecord(&records(&all[..12])));
-    write(dir.path(), "b.tfrecord", &tfrecord(&records(&all[12..])));
-    let pipe = Pipeline::builder(
-        Dataset::tfrecord(&[dir.path().to_path_buf()])
-            .expect("listing")
-            .all(),
-    )
-    .backend(BackendKind::Cpu)
-    .augment(Augment::new().resize(8, 8).dtype(DType::U8))
-    .batch_size(5)
-    .seed(3)
-    .build()
-    .expect("pipeline");
+    let data = two_tfrecords(dir.path(), items(24, 14, false), 12);
+    let pipe = Pipeline::builder(data.all())
+        .backend(BackendKind::Cpu)
+        .augment(Augment::new().resize(8, 8).dtype(DType::U8))
+        .batch_size(5)
+        .seed(3)
+        .build()
+        .expect("pipeline");
     let order = |e: u64| -> Vec<u64> {
         pipe.epoch(e)
             .expect("epoch")
@@ -913,6 +915,20 @@ fn check_s00242_reported(shards: &[Vec<u8>], kind: SampleErrorKind, says: &str) 
     check_damage(shards, "tar", &five_paths("tar", true), &one(242), &reports);
 }
 
+/// Shard 2 of [`five_shards`] changed by `damage` (given the shard and the offset of the
+/// header of its member `member`), which returns what the report of s00242, of `kind`,
+/// must say.
+fn s00242_reported_after(
+    member: &str,
+    kind: SampleErrorKind,
+    damage: impl FnOnce(&mut Vec<u8>, usize) -> String,
+) {
+    let mut shards = five_shards(|_, _| {});
+    let at = header_at(&shards[2], member);
+    let says = damage(&mut shards[2], at);
+    check_s00242_reported(&shards, kind, &says);
+}
+
 fn check_damage(
     shards: &[Vec<u8>],
     ext: &str,
@@ -989,29 +1005,21 @@ fn a_zeroed_header_block_reports_its_sample_finding_9_lost_68() {
     // Before: the zeros read as the end of the archive, and the 68 samples after it were
     // lost without a word. Now: s00242, left without its image, is reported with the
     // offset of the zeros; the samples after it are delivered.
-    let mut shards = five_shards(|_, _| {});
-    let at = header_at(&shards[2], "s00242.jpg");
-    shards[2][at..at + 512].fill(0);
-    let says = format!(
-        "sample \"s00242\": damaged region beside it at offset {at}: a block of zeros where a tar header should be"
-    );
-    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
+    s00242_reported_after("s00242.jpg", SampleErrorKind::Corrupt, |shard, at| {
+        shard[at..at + 512].fill(0);
+        format!("sample \"s00242\": damaged region beside it at offset {at}: a block of zeros where a tar header should be")
+    });
 }
 
 #[test]
 fn a_size_of_77777777777_reports_its_sample_finding_9_lost_67() {
     // An intact header (its checksum written again) with a size of 8 GiB - 1, past the
     // end of the shard: before, 67 samples were lost and 1 reported.
-    let mut shards = five_shards(|_, _| {});
-    let at = header_at(&shards[2], "s00242.jpg");
-    edit_header(&mut shards[2], at, |h| {
-        h[124..136].copy_from_slice(b"77777777777\0")
+    s00242_reported_after("s00242.jpg", SampleErrorKind::Corrupt, |shard, at| {
+        edit_header(shard, at, |h| h[124..136].copy_from_slice(b"77777777777\0"));
+        let size = shard.len();
+        format!("sample \"s00242\": the size of s00242.jpg at offset {at}, 8589934591 bytes, runs past the end of the shard ({size} bytes)")
     });
-    let size = shards[2].len();
-    let says = format!(
-        "sample \"s00242\": the size of s00242.jpg at offset {at}, 8589934591 bytes, runs past the end of the shard ({size} bytes)"
-    );
-    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
 }
 
 #[test]
@@ -1040,35 +1048,28 @@ fn an_empty_shard_is_reported_against_the_shard_finding_9_lost_136() {
 
 #[test]
 fn a_renamed_image_member_reports_its_sample_finding_9() {
-    let mut shards = five_shards(|_, _| {});
-    let at = header_at(&shards[2], "s00242.jpg");
-    edit_header(&mut shards[2], at, |h| {
-        h[..10].copy_from_slice(b"s00242.jpx")
+    s00242_reported_after("s00242.jpg", SampleErrorKind::Corrupt, |shard, at| {
+        edit_header(shard, at, |h| h[..10].copy_from_slice(b"s00242.jpx"));
+        "sample \"s00242\" has no image member (members: s00242.jpx, s00242.cls)".into()
     });
-    let says = "sample \"s00242\" has no image member (members: s00242.jpx, s00242.cls)";
-    check_s00242_reported(&shards, SampleErrorKind::Corrupt, says);
 }
 
 #[test]
 fn a_changed_type_flag_reports_its_sample_finding_9() {
     // The image member made a directory (type '5'), its size and data left as they were.
-    let mut shards = five_shards(|_, _| {});
-    let at = header_at(&shards[2], "s00242.jpg");
-    edit_header(&mut shards[2], at, |h| h[156] = b'5');
-    let says = "sample \"s00242\" has no image member (members: s00242.jpg (type '5', not a regular file), s00242.cls)";
-    check_s00242_reported(&shards, SampleErrorKind::Corrupt, says);
+    s00242_reported_after("s00242.jpg", SampleErrorKind::Corrupt, |shard, at| {
+        edit_header(shard, at, |h| h[156] = b'5');
+        "sample \"s00242\" has no image member (members: s00242.jpg (type '5', not a regular file), s00242.cls)".into()
+    });
 }
 
 #[test]
 fn a_renamed_label_member_is_a_label_report_finding_9_delivered_label_minus_1() {
-    let mut shards = five_shards(|_, _| {});
-    let at = header_at(&shards[2], "s00242.cls");
-    edit_header(&mut shards[2], at, |h| {
-        h[..10].copy_from_slice(b"s00242.clx")
+    s00242_reported_after("s00242.cls", SampleErrorKind::Label, |shard, at| {
+        edit_header(shard, at, |h| h[..10].copy_from_slice(b"s00242.clx"));
+        "sample s00242: no label (no cls member), though other samples of the dataset have labels"
+            .into()
     });
-    let says =
-        "sample s00242: no label (no cls member), though other samples of the dataset have labels";
-    check_s00242_reported(&shards, SampleErrorKind::Label, says);
 }
 
 #[test]
@@ -1076,31 +1077,23 @@ fn a_size_512_too_large_reports_its_sample_finding_9_delivered_label_minus_1() {
     // The image's size 512 bytes too large: its data swallows the label's header, and
     // where the next header should be is the label's data. s00242 (its image wrong, its
     // label gone) is reported with that offset.
-    let mut shards = five_shards(|_, _| {});
-    let all = items(500, 21, false);
-    let at = header_at(&shards[2], "s00242.jpg");
-    let len = all[242].image.len() as u64;
-    edit_header(&mut shards[2], at, |h| {
-        h[124..136].copy_from_slice(&octal_size(len + 512))
+    let len = items(500, 21, false)[242].image.len() as u64;
+    s00242_reported_after("s00242.jpg", SampleErrorKind::Corrupt, |shard, at| {
+        edit_header(shard, at, |h| {
+            h[124..136].copy_from_slice(&octal_size(len + 512))
+        });
+        let label_data = header_at(shard, "s00242.cls") + 512;
+        let next = header_at(shard, "s00243.jpg");
+        format!("sample \"s00242\": damaged region beside it at offset {label_data}: a block that is not a tar header, up to the next tar header, at offset {next}")
     });
-    let label_data = header_at(&shards[2], "s00242.cls") + 512;
-    let next = header_at(&shards[2], "s00243.jpg");
-    let says = format!(
-        "sample \"s00242\": damaged region beside it at offset {label_data}: a block that is not a tar header, up to the next tar header, at offset {next}"
-    );
-    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
 }
 
 #[test]
 fn a_non_octal_size_reports_its_sample_finding_9_refused_the_dataset() {
-    let mut shards = five_shards(|_, _| {});
-    let at = header_at(&shards[2], "s00242.jpg");
-    edit_header(&mut shards[2], at, |h| {
-        h[124..136].copy_from_slice(b"0000abc1234\0")
+    s00242_reported_after("s00242.jpg", SampleErrorKind::Corrupt, |shard, at| {
+        edit_header(shard, at, |h| h[124..136].copy_from_slice(b"0000abc1234\0"));
+        format!("sample \"s00242\": the size field of s00242.jpg at offset {at} is not a number")
     });
-    let says =
-        format!("sample \"s00242\": the size field of s00242.jpg at offset {at} is not a number");
-    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
 }
 
 #[test]
@@ -1129,14 +1122,11 @@ fn base_256_sizes_are_read_finding_9_refused_the_dataset() {
 
 #[test]
 fn a_header_whose_checksum_fails_reports_its_sample_finding_9_never_verified() {
-    let mut shards = five_shards(|_, _| {});
-    let at = header_at(&shards[2], "s00242.jpg");
-    let digit = &mut shards[2][at + 150];
-    *digit = if *digit == b'0' { b'1' } else { b'0' };
-    let says = format!(
-        "sample \"s00242\": the tar header of s00242.jpg at offset {at} fails its checksum"
-    );
-    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
+    s00242_reported_after("s00242.jpg", SampleErrorKind::Corrupt, |shard, at| {
+        let digit = &mut shard[at + 150];
+        *digit = if *digit == b'0' { b'1' } else { b'0' };
+        format!("sample \"s00242\": the tar header of s00242.jpg at offset {at} fails its checksum")
+    });
 }
 
 #[test]
@@ -1155,23 +1145,23 @@ fn labels_out_of_range_or_not_numbers_are_label_reports() {
     });
     let lost: Vec<String> = (242..245).flat_map(one).collect();
     let range = "is not a class id from 0 to 1048575";
-    let reports = [
-        (
-            lost[0].clone(),
-            SampleErrorKind::Label,
+    // A label report for each sample lost, saying in turn what `says` holds.
+    let label_reports = |lost: &[String], says: Vec<String>| {
+        assert_eq!(lost.len(), says.len());
+        lost.iter()
+            .cloned()
+            .zip(says)
+            .map(|(path, says)| (path, SampleErrorKind::Label, says))
+            .collect::<Vec<_>>()
+    };
+    let reports = label_reports(
+        &lost,
+        vec![
             format!("sample s00242: label 4000000000 {range}"),
-        ),
-        (
-            lost[1].clone(),
-            SampleErrorKind::Label,
             format!("sample s00243: label -1 {range}"),
-        ),
-        (
-            lost[2].clone(),
-            SampleErrorKind::Label,
             "sample \"s00244\": its label member s00244.cls holds \"cat\", not a class id".into(),
-        ),
-    ];
+        ],
+    );
     check_damage(&shards, "tar", &five_paths("tar", true), &lost, &reports);
     // A TFRecord int64 label out of range, which the index once dropped (delivering the
     // record unlabelled).
@@ -1196,18 +1186,13 @@ fn labels_out_of_range_or_not_numbers_are_label_reports() {
         .collect();
     let paths = five_paths("tfrecord", false);
     let lost = vec![paths[242].clone(), paths[243].clone()];
-    let reports = [
-        (
-            lost[0].clone(),
-            SampleErrorKind::Label,
+    let reports = label_reports(
+        &lost,
+        vec![
             format!("record 00000042: label 4000000000 {range}"),
-        ),
-        (
-            lost[1].clone(),
-            SampleErrorKind::Label,
             format!("record 00000043: label -1 {range}"),
-        ),
-    ];
+        ],
+    );
     check_damage(&shards, "tfrecord", &paths, &lost, &reports);
 }
 
@@ -1238,22 +1223,15 @@ fn a_header_whose_checksum_fails_with_a_damaged_name_reports_its_sample_once() {
     // A byte of the image's name changed with the checksum left as it was: the name the
     // damaged header gives (`s0x242.jpg`) is not trusted to be a sample of its own
     // beside s00242 (left without its image). Before: 501 listed for 500, s00242
-    // reported twice (once as `s0x242`, once for lacking its image).
-    let mut shards = five_shards(|_, _| {});
-    let at = header_at(&shards[2], "s00242.jpg");
-    shards[2][at + 2] = b'x';
-    let says = format!(
-        "sample \"s00242\": the tar header of s0x242.jpg at offset {at} fails its checksum"
-    );
-    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
-    // The same for its label's header.
-    let mut shards = five_shards(|_, _| {});
-    let at = header_at(&shards[2], "s00242.cls");
-    shards[2][at + 2] = b'x';
-    let says = format!(
-        "sample \"s00242\": the tar header of s0x242.cls at offset {at} fails its checksum"
-    );
-    check_s00242_reported(&shards, SampleErrorKind::Corrupt, &says);
+    // reported twice (once as `s0x242`, once for lacking its image). Then the same for
+    // its label's header.
+    for ext in ["jpg", "cls"] {
+        let member = format!("s00242.{ext}");
+        s00242_reported_after(&member, SampleErrorKind::Corrupt, |shard, at| {
+            shard[at + 2] = b'x';
+            format!("sample \"s00242\": the tar header of s0x242.{ext} at offset {at} fails its checksum")
+        });
+    }
 }
 
 /// Writes `bytes` over the shard `path` (the same file), then sets its modification time

@@ -256,10 +256,12 @@ fn keypoints_follow_their_pixel() {
     );
 }
 
-fn write_jpegs(dir: &Path, names: &[&str], rng: &mut TestRng) {
+/// Random JPEGs named `names` in `dir`, drawn from a generator seeded with `seed`.
+fn write_jpegs(dir: &Path, names: &[&str], seed: u64) {
+    let mut rng = TestRng(seed);
     for n in names {
         let (w, h) = (48 + rng.below(40) as u32, 40 + rng.below(40) as u32);
-        let jpeg = common::random_jpeg(rng, w, h, turbojpeg::Subsamp::Sub2x2);
+        let jpeg = common::random_jpeg(&mut rng, w, h, turbojpeg::Subsamp::Sub2x2);
         common::write(dir, n, &jpeg);
     }
 }
@@ -269,12 +271,7 @@ fn write_jpegs(dir: &Path, names: &[&str], rng: &mut TestRng) {
 #[test]
 fn manifests_read_targets_and_report_bad_records() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rng = TestRng(17);
-    write_jpegs(
-        dir.path(),
-        &["a.jpg", "b.jpg", "sub/c.jpg", "d.jpg"],
-        &mut rng,
-    );
+    write_jpegs(dir.path(), &["a.jpg", "b.jpg", "sub/c.jpg", "d.jpg"], 17);
     std::fs::write(
         dir.path().join("m.jsonl"),
         concat!(
@@ -375,12 +372,7 @@ fn manifests_read_targets_and_report_bad_records() {
 #[test]
 fn coco_files_give_xyxy_boxes_keypoints_and_category_names() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rng = TestRng(23);
-    write_jpegs(
-        dir.path(),
-        &["img/1.jpg", "img/2.jpg", "img/3.jpg"],
-        &mut rng,
-    );
+    write_jpegs(dir.path(), &["img/1.jpg", "img/2.jpg", "img/3.jpg"], 23);
     let coco = serde_json::json!({
         "images": [
             {"id": 10, "file_name": "1.jpg", "width": 50, "height": 40},
@@ -441,10 +433,9 @@ fn coco_files_give_xyxy_boxes_keypoints_and_category_names() {
 #[test]
 fn batches_carry_moved_targets_on_every_backend() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rng = TestRng(99);
     let names: Vec<String> = (0..9).map(|i| format!("im{i}.jpg")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    write_jpegs(dir.path(), &refs, &mut rng);
+    write_jpegs(dir.path(), &refs, 99);
     let mut lines = String::new();
     for (i, n) in names.iter().enumerate() {
         let boxes: Vec<String> = (0..i % 4)
@@ -479,9 +470,7 @@ fn batches_carry_moved_targets_on_every_backend() {
             .build()
             .expect("pipeline");
         let mut got = Vec::new();
-        let mut errors = Vec::new();
-        for b in pipe.epoch(epoch).expect("epoch") {
-            let b = b.expect("batch");
+        let errors = common::walk_epoch(&pipe, epoch, |b| {
             let padded = b.padded_boxes();
             assert_eq!(padded.counts.len(), b.len());
             for (slot, (t, plan)) in b.targets().iter().zip(b.plans()).enumerate() {
@@ -514,12 +503,9 @@ fn batches_carry_moved_targets_on_every_backend() {
                 );
                 got.push((b.ids()[slot], t.clone()));
             }
-            errors.extend(
-                b.errors()
-                    .iter()
-                    .map(|e| (e.path.clone(), e.reason.clone())),
-            );
-        }
+        });
+        let errors: Vec<(String, String)> =
+            errors.into_iter().map(|e| (e.path, e.reason)).collect();
         got.sort_by_key(|g| g.0);
         (got, errors)
     };
@@ -559,7 +545,6 @@ fn batches_carry_moved_targets_on_every_backend() {
 #[test]
 fn webdataset_json_members_carry_the_manifests_targets() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut rng = TestRng(2024);
     let records = [
         (
             "a.jpg",
@@ -576,7 +561,7 @@ fn webdataset_json_members_carry_the_manifests_targets() {
         ("g.jpg", r#"[1, 2, 3]"#),
     ];
     let names: Vec<&str> = records.iter().map(|r| r.0).collect();
-    write_jpegs(dir.path(), &names, &mut rng);
+    write_jpegs(dir.path(), &names, 2024);
     // The shard: key.jpg, key.cls, key.json, key.path.txt per sample.
     let shard = dir.path().join("train-000000.tar");
     let mut tar = tar::Builder::new(Vec::new());

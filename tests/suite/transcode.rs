@@ -322,8 +322,7 @@ fn with_exif_orientation(jpeg: &[u8], o: u8) -> Vec<u8> {
 /// The shared corpus, when it is beside the checkout.
 #[test]
 fn every_corpus_jpeg_transcodes_to_the_same_pixels_or_is_kept_for_its_reason() {
-    let Some(corpus) = common::corpus_dir() else {
-        eprintln!("shared corpus absent: skipped (set STOKER_CORPUS to run it)");
+    let Some(corpus) = common::corpus_or_skip() else {
         return;
     };
     let files = jpegs_below(&corpus);

@@ -156,27 +156,39 @@ fn report(e: &dyn Executor, worst: &Worst, what: &str) {
     }
 }
 
-pub fn augment_matches_the_reference_for_every_dtype_and_layout(e: &dyn Executor) {
-    let mut rng = TestRng(0x5EED_0A06);
-    let mut id = 0;
+/// Runs `case(dtype, layout, worst)` for every output dtype and layout, then reports each
+/// dtype's worst difference (as `what` followed by the dtype).
+fn for_dtypes_and_layouts(
+    e: &dyn Executor,
+    what: &str,
+    mut case: impl FnMut(DType, Layout, &mut Worst),
+) {
     for dtype in [DType::U8, DType::F16, DType::F32] {
         let mut worst = Worst::default();
         for layout in [Layout::Nchw, Layout::Nhwc] {
-            for batch in 0..4 {
-                let aug = random_augment(&mut rng, dtype, layout);
-                let n = 1 + rng.below(7) as usize;
-                let samples: Vec<Sample> = (0..n)
-                    .map(|_| {
-                        id += 1;
-                        random_sample(&mut rng, &aug, id, false)
-                    })
-                    .collect();
-                let what = format!("{dtype:?} {layout:?} batch {batch}");
-                run_and_check(e, &samples, false, &mut rng, &mut worst, &what);
-            }
+            case(dtype, layout, &mut worst);
         }
-        report(e, &worst, &format!("{dtype:?}"));
+        report(e, &worst, &format!("{what}{dtype:?}"));
     }
+}
+
+pub fn augment_matches_the_reference_for_every_dtype_and_layout(e: &dyn Executor) {
+    let mut rng = TestRng(0x5EED_0A06);
+    let mut id = 0;
+    for_dtypes_and_layouts(e, "", |dtype, layout, worst| {
+        for batch in 0..4 {
+            let aug = random_augment(&mut rng, dtype, layout);
+            let n = 1 + rng.below(7) as usize;
+            let samples: Vec<Sample> = (0..n)
+                .map(|_| {
+                    id += 1;
+                    random_sample(&mut rng, &aug, id, false)
+                })
+                .collect();
+            let what = format!("{dtype:?} {layout:?} batch {batch}");
+            run_and_check(e, &samples, false, &mut rng, worst, &what);
+        }
+    });
 }
 
 pub fn every_jitter_order_matches_the_reference(e: &dyn Executor) {
@@ -317,36 +329,32 @@ pub fn policies_match_the_reference(e: &dyn Executor) {
 pub fn erasing_matches_the_reference_for_every_dtype_and_layout(e: &dyn Executor) {
     let mut rng = TestRng(0xE2A5E);
     let mut erased = 0;
-    for dtype in [DType::U8, DType::F16, DType::F32] {
-        let mut worst = Worst::default();
-        for layout in [Layout::Nchw, Layout::Nhwc] {
-            let value = if dtype == DType::U8 {
-                [255.0, 0.0, 77.0]
-            } else {
-                [0.0, -2.0, 1.0 / 3.0]
-            };
-            // Flips and a warp first: the rectangle is in the batch's coordinates.
-            let mut aug = crop_and_jitter((0.3, 1.0), (27, 21), [0.2, 0.2, 0.2, 0.0])
-                .flip_vertical(0.5)
-                .random_rotation(20.0)
-                .random_erasing(0.8, (0.02, 0.5), (0.3, 3.3), value)
-                .dtype(dtype)
-                .layout(layout);
-            if dtype != DType::U8 {
-                aug = aug.normalize(MEAN, STD);
-            }
-            let samples: Vec<Sample> = (0..8)
-                .map(|id| random_sample(&mut rng, &aug, 9000 + id, false))
-                .collect();
-            erased += samples
-                .iter()
-                .filter(|s| s.plan.has(stoker::augment::plan::ERASE))
-                .count();
-            let what = format!("erasing {dtype:?} {layout:?}");
-            run_and_check(e, &samples, false, &mut rng, &mut worst, &what);
+    for_dtypes_and_layouts(e, "erasing ", |dtype, layout, worst| {
+        let value = if dtype == DType::U8 {
+            [255.0, 0.0, 77.0]
+        } else {
+            [0.0, -2.0, 1.0 / 3.0]
+        };
+        // Flips and a warp first: the rectangle is in the batch's coordinates.
+        let mut aug = crop_and_jitter((0.3, 1.0), (27, 21), [0.2, 0.2, 0.2, 0.0])
+            .flip_vertical(0.5)
+            .random_rotation(20.0)
+            .random_erasing(0.8, (0.02, 0.5), (0.3, 3.3), value)
+            .dtype(dtype)
+            .layout(layout);
+        if dtype != DType::U8 {
+            aug = aug.normalize(MEAN, STD);
         }
-        report(e, &worst, &format!("erasing {dtype:?}"));
-    }
+        let samples: Vec<Sample> = (0..8)
+            .map(|id| random_sample(&mut rng, &aug, 9000 + id, false))
+            .collect();
+        erased += samples
+            .iter()
+            .filter(|s| s.plan.has(stoker::augment::plan::ERASE))
+            .count();
+        let what = format!("erasing {dtype:?} {layout:?}");
+        run_and_check(e, &samples, false, &mut rng, worst, &what);
+    });
     assert!(erased >= 24, "only {erased} of 48 samples erased");
 }
 
