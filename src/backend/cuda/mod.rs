@@ -19,6 +19,7 @@ mod access;
 pub mod batch;
 pub mod error;
 mod hardware;
+pub mod kernel_cache;
 pub mod kernels;
 pub mod memory;
 pub mod nvjpeg;
