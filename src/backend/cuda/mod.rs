@@ -18,6 +18,7 @@ pub use cudarc;
 mod access;
 pub mod batch;
 pub mod error;
+mod guard;
 mod hardware;
 pub mod kernel_cache;
 pub mod kernels;
