@@ -336,7 +336,12 @@ vulkan_loader() {
 # torch. The wheel's tags are checked against this python and glibc first.
 python_install() {
     python3 "$HELPER" wheel-tags --python this "$PKG"/python/stoker-*.whl || return
-    python3 -m pip install --quiet --no-deps --no-index --target "$WORK/site" "$PKG"/python/*.whl || return
+    if python3 -m pip --version >/dev/null 2>&1; then
+        python3 -m pip install --quiet --no-deps --no-index --target "$WORK/site" "$PKG"/python/*.whl || return
+    else
+        echo "no pip for python3: unzipping the wheels"
+        python3 "$HELPER" unzip-wheels "$WORK/site" "$PKG"/python/*.whl || return
+    fi
     PYTHONPATH="$WORK/site" python3 -c 'import stoker; print("stoker", stoker.__file__)'
 }
 

@@ -14,6 +14,7 @@ step records and results.json. Standard library only (it runs on the GPU machine
                                                   libraries, their versions, PTX ISA -> OUT/env/libraries.json
     device_check.py probe-python OUT              python, torch, torchvision -> OUT/env/python.json
     device_check.py start OUT --deadline S [--only STEPS] [--strict]   a fresh run.json
+    device_check.py unzip-wheels TARGET WHEEL...  the wheels' files into TARGET (no pip there)
     device_check.py wheel-tags --python X.Y|this WHEEL...
                                                   the wheels install on CPython X.Y, x86-64
                                                   Linux (this: this python and its glibc)
@@ -701,6 +702,21 @@ def wheel_accepts(name, python, glibc=None, machine="x86_64"):
             + (f" with glibc {glibc[0]}.{glibc[1]}" if glibc else ""))
 
 
+def unzip_wheels(target, wheels):
+    """Where python3 has no pip: each wheel's files unzipped into TARGET (what pip
+    --target does for wheels without scripts or data)."""
+    import zipfile
+
+    os.makedirs(target, exist_ok=True)
+    for w in wheels:
+        with zipfile.ZipFile(w) as z:
+            for n in z.namelist():
+                if n.startswith("/") or ".." in n.split("/"):
+                    sys.exit(f"error: {w}: unsafe member {n}")
+            z.extractall(target)
+        print(f"unzipped {os.path.basename(w)}")
+
+
 def wheel_tags(python, wheels):
     if python == "this":
         py, glibc = sys.version_info[:2], glibc_version()
@@ -776,6 +792,9 @@ def main():
     s.add_argument("--deadline", type=int, required=True)
     s.add_argument("--only", default="")
     s.add_argument("--strict", action="store_true")
+    s = sub.add_parser("unzip-wheels")
+    s.add_argument("target")
+    s.add_argument("wheels", nargs="+")
     s = sub.add_parser("wheel-tags")
     s.add_argument("--python", required=True, help="X.Y, or this (this python and its glibc)")
     s.add_argument("wheels", nargs="+")
@@ -821,6 +840,8 @@ def main():
         probe_python(a.out)
     elif a.cmd == "start":
         start(a.out, a.deadline, a.strict, a.only)
+    elif a.cmd == "unzip-wheels":
+        unzip_wheels(a.target, a.wheels)
     elif a.cmd == "wheel-tags":
         wheel_tags(a.python, a.wheels)
     elif a.cmd == "set":
