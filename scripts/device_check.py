@@ -7,17 +7,26 @@ step records and results.json. Standard library only (it runs on the GPU machine
     device_check.py deb DEB DEST                  extract a .deb's files (ar + data.tar.*)
     device_check.py collect DEST                  copy the executables cargo's JSON messages
                                                   (stdin) name into DEST
-    device_check.py carry --limit-mib N --pkg D [--also P]...
-                                                  what travels must fit: drops photos until it does
+    device_check.py carry --limit-mib N --pkg D [--also P]... [--dry]
+                                                  what travels must fit: drops photos until it
+                                                  does (--dry: only measures)
     device_check.py probe OUT --carried-lib DIR --cuda-home DIR
                                                   libraries, their versions, PTX ISA -> OUT/env/libraries.json
     device_check.py probe-python OUT              python, torch, torchvision -> OUT/env/python.json
-    device_check.py start OUT --deadline S [--strict]   a fresh run.json
+    device_check.py start OUT --deadline S [--only STEPS] [--strict]   a fresh run.json
+    device_check.py unzip-wheels TARGET WHEEL...  the wheels' files into TARGET (no pip there)
+    device_check.py wheel-tags --python X.Y|this WHEEL...
+                                                  the wheels install on CPython X.Y, x86-64
+                                                  Linux (this: this python and its glibc)
     device_check.py set OUT KEY JSON              one field of run.json (text not JSON: a string)
     device_check.py bench-images OUT DIR WHY      the benchmark images (WHY: why they are a fallback)
     device_check.py record OUT --name N --rc RC ...     one line of steps.jsonl, then results.json
     device_check.py summarise OUT [--final]       results.json; --final: exit 1 when strict and
                                                   a step failed or was cut, or there was no GPU
+
+OUT is the run's work folder. With STOKER_CHECK_PUBLISH=DIR, every update also copies
+results.json and steps.jsonl into DIR and, after each step, packs the work folder into
+DIR/results.tar.gz (under TAR_LIMIT bytes): DIR gets those flat files only.
 """
 import argparse
 import csv
@@ -127,7 +136,7 @@ def working_tree_bytes():
     return total
 
 
-def carry(limit_mib, pkg, also):
+def carry(limit_mib, pkg, also, dry=False):
     limit = limit_mib * 1024 * 1024
     mib = lambda b: f"{b / 1048576:.1f} MiB"  # noqa: E731
     tree = working_tree_bytes()
@@ -139,7 +148,7 @@ def carry(limit_mib, pkg, also):
         key=os.path.getsize,
     )
     dropped = 0
-    while total > limit and names:
+    while total > limit and names and not dry:
         p = names.pop()  # the largest first: the fewest photos dropped
         total -= os.path.getsize(p)
         os.remove(p)
@@ -282,7 +291,9 @@ def probe(out_dir, carried, cuda_home):
 def probe_python(out_dir):
     env = os.path.join(out_dir, "env")
     os.makedirs(env, exist_ok=True)
-    res = {"python": sys.version.split()[0], "executable": sys.executable}
+    g = glibc_version()
+    res = {"python": sys.version.split()[0], "executable": sys.executable,
+           "glibc": f"{g[0]}.{g[1]}" if g else None}
     try:
         import PIL
 
@@ -435,7 +446,7 @@ def record(a):
     with open(os.path.join(a.out, "steps.jsonl"), "a") as f:
         f.write(json.dumps(line) + "\n")
     print(f"   {a.name}: {status} ({line['seconds']} s): {reason}")
-    set_field(a.out, "running", "null")  # and results.json
+    set_field(a.out, "running", "null", tar=True)  # and results.json, the archive
 
 
 # ---------------------------------------------------------------- results.json
@@ -493,7 +504,7 @@ def from_logs(out):
     return found
 
 
-def summarise(out, final=False):
+def summarise(out, final=False, tar=False):
     run = load_json(os.path.join(out, "run.json"))
     steps = []
     p = os.path.join(out, "steps.jsonl")
@@ -521,6 +532,7 @@ def summarise(out, final=False):
         "ptx_isa": (libs.get("nvrtc") or {}).get("ptx_isa") or logs.get("ptx_isa"),
         "nvjpeg": (libs.get("nvjpeg") or {}).get("version") or logs.get("nvjpeg"),
         "nvjpeg_reported_by_tests": logs.get("nvjpeg"),
+        "glibc": (env.get("python") or {}).get("glibc"),
     }
     last = {}
     for s in steps:
@@ -528,21 +540,18 @@ def summarise(out, final=False):
     by = lambda st: [n for n, s in last.items() if s.get("status") == st]  # noqa: E731
     tv = bench.get("torchvision", {}) if isinstance(bench.get("torchvision"), dict) else {}
     dec = rate(bench.get("bench_decode"), "cuda")
+    rst_e, rst_h = bench.get("bench_decode_rst_engines"), bench.get("bench_decode_rst_device_huffman")
     summary = {
         "cuda_decode_images_per_s": dec,
-        "wgpu_decode_images_per_s": rate(bench.get("bench_decode"), "wgpu"),
         "cpu_decode_images_per_s": rate(bench.get("bench_decode"), "cpu"),
-        "cuda_decode_hardware_all_images_per_s": rate(bench.get("bench_decode_hw_all"), "cuda"),
-        "cuda_pipeline_images_per_s": rate(bench.get("bench_pipeline"), "cuda"),
-        "cuda_pipeline_hardware_all_images_per_s": rate(bench.get("bench_pipeline_hw_all"), "cuda"),
-        "cuda_decode_gpu_entropy_images_per_s": rate(bench.get("bench_decode_entropy"), "cuda"),
-        "wgpu_decode_gpu_entropy_images_per_s": rate(bench.get("bench_decode_entropy"), "wgpu"),
-        "cuda_decode_host_entropy_images_per_s": rate(bench.get("bench_decode_entropy_host"), "cuda"),
-        "wgpu_decode_host_entropy_images_per_s": rate(bench.get("bench_decode_entropy_host"), "wgpu"),
-        "cuda_pipeline_gpu_entropy_images_per_s": rate(bench.get("bench_pipeline_entropy"), "cuda"),
-        "cuda_decode_gpu_entropy_host_us_per_image": rate(bench.get("bench_decode_entropy"), "cuda", "host_us_per_image"),
         "torchvision_decode_images_per_s": (tv.get("decode") or {}).get("images_per_s"),
         "torchvision_train_images_per_s": (tv.get("train") or {}).get("images_per_s"),
+        "restart_marked_engines_images_per_s": rate(rst_e, "cuda"),
+        "restart_marked_device_huffman_images_per_s": rate(rst_h, "cuda"),
+        "restart_marked_device_huffman_host_us_per_image": rate(rst_h, "cuda", "host_us_per_image"),
+        "cuda_pipeline_images_per_s": rate(bench.get("bench_pipeline"), "cuda"),
+        "cpu_pipeline_images_per_s": rate(bench.get("bench_pipeline"), "cpu"),
+        "cuda_pipeline_shards_images_per_s": rate(bench.get("bench_pipeline_shards"), "cuda"),
     }
     if dec and summary["torchvision_decode_images_per_s"]:
         summary["decode_ratio_vs_torchvision"] = dec / summary["torchvision_decode_images_per_s"]
@@ -553,6 +562,7 @@ def summarise(out, final=False):
         "elapsed_s": round(time.time() - started, 1) if started else None,
         "deadline_s": run.get("deadline_s"),
         "strict": run.get("strict", False),
+        "only": run.get("only"),
         "gpu": run.get("gpu"),
         "no_gpu_reason": run.get("no_gpu_reason"),
         "bench_images": run.get("bench_images"),
@@ -572,6 +582,7 @@ def summarise(out, final=False):
     with open(tmp, "w") as f:
         json.dump(res, f, indent=1)
     os.replace(tmp, os.path.join(out, "results.json"))
+    publish(out, tar or final)
     if final:
         print(json.dumps({"summary": summary, "versions": versions, "failed_steps": res["failed_steps"],
                           "cut_steps": res["cut_steps"]}, indent=1))
@@ -580,15 +591,157 @@ def summarise(out, final=False):
     return 0
 
 
-def start(out, deadline, strict):
+# ---------------------------------------------------------------- what comes back
+
+# The archive stays under this (what comes back is at most 16 MiB a file).
+TAR_LIMIT = 15 * 1024 * 1024
+
+
+def pack_results(out, dest):
+    """DEST/results.tar.gz: the work folder OUT, the largest files left out (and named in
+    left-out.txt) until it fits TAR_LIMIT."""
+    files = []
+    for d, _, names in os.walk(out):
+        for n in names:
+            p = os.path.join(d, n)
+            if os.path.isfile(p) and not os.path.islink(p) and not n.endswith(".tmp"):
+                files.append(p)
+    files.sort(key=lambda p: os.path.getsize(p))
+    left = []
+    tmp = os.path.join(dest, "results.tar.gz.tmp")
+    while True:
+        with tarfile.open(tmp, "w:gz", compresslevel=6) as tar:
+            for p in files:
+                try:
+                    tar.add(p, arcname=os.path.join("results", os.path.relpath(p, out)))
+                except OSError:
+                    pass  # gone since listed
+            if left:
+                text = "".join(f"{os.path.relpath(p, out)} {os.path.getsize(p)} bytes\n" for p in left)
+                info = tarfile.TarInfo("results/left-out.txt")
+                info.size = len(text.encode())
+                info.mtime = int(time.time())
+                tar.addfile(info, io.BytesIO(text.encode()))
+        if os.path.getsize(tmp) <= TAR_LIMIT or not files:
+            break
+        # Leave out the largest quarter of what is left over the limit, at least one file.
+        over = os.path.getsize(tmp) - TAR_LIMIT
+        while files and over > 0:
+            p = files.pop()
+            left.append(p)
+            over -= os.path.getsize(p) // 2
+    os.replace(tmp, os.path.join(dest, "results.tar.gz"))
+
+
+def publish(out, tar):
+    """Copies results.json and steps.jsonl to $STOKER_CHECK_PUBLISH; with TAR, the archive."""
+    dest = os.environ.get("STOKER_CHECK_PUBLISH")
+    if not dest or os.path.abspath(dest) == os.path.abspath(out):
+        return
+    for name in ("results.json", "steps.jsonl"):
+        src = os.path.join(out, name)
+        if os.path.isfile(src):
+            tmp = os.path.join(dest, name + ".tmp")
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, os.path.join(dest, name))
+    if tar:
+        pack_results(out, dest)
+
+
+def glibc_version():
+    try:
+        v = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        v = ""
+    m = re.match(r"glibc (\d+)\.(\d+)", v)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def wheel_accepts(name, python, glibc=None, machine="x86_64"):
+    """Why the wheel file NAME does not install on CPython PYTHON ((3, 12)), Linux on
+    MACHINE with GLIBC ((2, 39), None: any), or None when it does."""
+    base = os.path.basename(name)
+    if not base.endswith(".whl"):
+        return f"{base}: not a wheel"
+    parts = base[:-4].split("-")
+    if len(parts) not in (5, 6):
+        return f"{base}: not a wheel name (NAME-VERSION-PY-ABI-PLATFORM.whl)"
+    pys, abis, plats = (parts[-3].split("."), parts[-2].split("."), parts[-1].split("."))
+    ok_py = False
+    for py in pys:
+        m = re.fullmatch(r"(cp|py)(\d)(\d+)?", py)
+        if not m:
+            continue
+        major, minor = int(m.group(2)), int(m.group(3) or 0)
+        if major != python[0]:
+            continue
+        if m.group(1) == "py" and "none" in abis:
+            ok_py = True  # pure Python
+        elif m.group(1) == "cp" and "abi3" in abis and minor <= python[1]:
+            ok_py = True  # the stable ABI of this or an older CPython
+        elif m.group(1) == "cp" and minor == python[1] and f"cp{major}{minor}" in abis:
+            ok_py = True
+    if not ok_py:
+        return (f"{base}: tags {parts[-3]}-{parts[-2]} do not accept CPython "
+                f"{python[0]}.{python[1]} (abi3 of an older or equal version would)")
+    for plat in plats:
+        if plat == "any":
+            return None
+        m = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", plat)
+        legacy = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+        if m:
+            need, arch = (int(m.group(1)), int(m.group(2))), m.group(3)
+        else:
+            m = re.fullmatch(r"(manylinux1|manylinux2010|manylinux2014)_(\w+)", plat)
+            if not m:
+                continue
+            need, arch = legacy[m.group(1)], m.group(2)
+        if arch == machine and (glibc is None or need <= glibc):
+            return None
+    return (f"{base}: platform {parts[-1]} is not a manylinux tag for {machine}"
+            + (f" with glibc {glibc[0]}.{glibc[1]}" if glibc else ""))
+
+
+def unzip_wheels(target, wheels):
+    """Where python3 has no pip: each wheel's files unzipped into TARGET (what pip
+    --target does for wheels without scripts or data)."""
+    import zipfile
+
+    os.makedirs(target, exist_ok=True)
+    for w in wheels:
+        with zipfile.ZipFile(w) as z:
+            for n in z.namelist():
+                if n.startswith("/") or ".." in n.split("/"):
+                    sys.exit(f"error: {w}: unsafe member {n}")
+            z.extractall(target)
+        print(f"unzipped {os.path.basename(w)}")
+
+
+def wheel_tags(python, wheels):
+    if python == "this":
+        py, glibc = sys.version_info[:2], glibc_version()
+    else:
+        py, glibc = tuple(int(x) for x in python.split(".")[:2]), None
+    stoker = [w for w in wheels if os.path.basename(w).startswith("stoker-")]
+    if not stoker:
+        sys.exit("error: no stoker-*.whl given")
+    bad = [why for w in wheels if (why := wheel_accepts(w, py, glibc))]
+    where = f"CPython {py[0]}.{py[1]}" + (f", glibc {glibc[0]}.{glibc[1]}" if glibc else "")
+    if bad:
+        sys.exit("error: " + "; ".join(bad))
+    print(f"wheels accepted by {where} on x86-64 Linux: " + ", ".join(os.path.basename(w) for w in wheels))
+
+
+def start(out, deadline, strict, only=""):
     run = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "started_unix": time.time(), "deadline_s": deadline, "strict": strict}
+           "started_unix": time.time(), "deadline_s": deadline, "strict": strict,
+           "only": [s for s in only.split(",") if s] or None}
     with open(os.path.join(out, "run.json"), "w") as f:
         json.dump(run, f, indent=1)
-    summarise(out)
+    summarise(out, tar=True)
 
 
-def set_field(out, key, value):
+def set_field(out, key, value, tar=False):
     """One field of run.json: VALUE is JSON; text that is not JSON is kept as a string."""
     p = os.path.join(out, "run.json")
     run = load_json(p)
@@ -598,7 +751,7 @@ def set_field(out, key, value):
         run[key] = value
     with open(p, "w") as f:
         json.dump(run, f, indent=1)
-    summarise(out)
+    summarise(out, tar=tar)
 
 
 def bench_images(out, path, fallback):
@@ -627,6 +780,7 @@ def main():
     s.add_argument("--limit-mib", type=int, required=True)
     s.add_argument("--pkg", required=True)
     s.add_argument("--also", action="append", default=[])
+    s.add_argument("--dry", action="store_true", help="only measure: drop no photos")
     s = sub.add_parser("probe")
     s.add_argument("out")
     s.add_argument("--carried-lib", default="")
@@ -636,7 +790,14 @@ def main():
     s = sub.add_parser("start")
     s.add_argument("out")
     s.add_argument("--deadline", type=int, required=True)
+    s.add_argument("--only", default="")
     s.add_argument("--strict", action="store_true")
+    s = sub.add_parser("unzip-wheels")
+    s.add_argument("target")
+    s.add_argument("wheels", nargs="+")
+    s = sub.add_parser("wheel-tags")
+    s.add_argument("--python", required=True, help="X.Y, or this (this python and its glibc)")
+    s.add_argument("wheels", nargs="+")
     s = sub.add_parser("set")
     s.add_argument("out")
     s.add_argument("key")
@@ -672,13 +833,17 @@ def main():
     elif a.cmd == "collect":
         collect(a.dest)
     elif a.cmd == "carry":
-        carry(a.limit_mib, a.pkg, a.also)
+        carry(a.limit_mib, a.pkg, a.also, a.dry)
     elif a.cmd == "probe":
         probe(a.out, a.carried_lib, a.cuda_home)
     elif a.cmd == "probe-python":
         probe_python(a.out)
     elif a.cmd == "start":
-        start(a.out, a.deadline, a.strict)
+        start(a.out, a.deadline, a.strict, a.only)
+    elif a.cmd == "unzip-wheels":
+        unzip_wheels(a.target, a.wheels)
+    elif a.cmd == "wheel-tags":
+        wheel_tags(a.python, a.wheels)
     elif a.cmd == "set":
         set_field(a.out, a.key, a.value)
     elif a.cmd == "bench-images":

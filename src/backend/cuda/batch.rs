@@ -29,7 +29,7 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream};
 use super::hardware::{decode_chain, Attempt, BatchDecode, ImageFailure, Path};
 use super::memory::{self, address, DeviceBuffer, KeptBuffer, KernelArgs, Pinned, PlainBuffer};
 use super::nvjpeg;
-use super::{device_err, kernels, CudaDevice, CudaError};
+use super::{device_err, guard, kernels, CudaDevice, CudaError};
 use crate::augment::mix::BatchMix;
 use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob, HARDWARE_HEADER_WORDS};
 use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
@@ -553,6 +553,11 @@ fn decode_encoded<'a>(
     let staging: &[u8] = staging;
     let pinned: Vec<&[u8]> = spans.into_iter().map(|r| &staging[r]).collect();
     let stream = &h.stream;
+    let guards = guard::guards(jobs);
+    // SAFETY: each guard lies in its image's region of the hardware output buffer
+    // (checked above), which no queued kernel reads (see `call`), and is freed only after
+    // a host wait for nvJPEG's stream.
+    unsafe { guard::arm(stream, base, &guards)? };
     // One call on a decoder for some of the images; a call that fails as a whole is
     // followed by a host wait on nvJPEG's stream, so nothing of it is still writing when
     // the images are tried again.
@@ -644,6 +649,9 @@ fn decode_encoded<'a>(
     h.decoded.synchronize().map_err(device_err)?;
     drop(uploads);
     drop(headers);
+    let by_nvjpeg = |k: usize| matches!(chain[k], Path::Hardware | Path::GpuDecoder);
+    // SAFETY: as for `arm`; nvJPEG's work and the uploads are done (waited for above).
+    unsafe { guard::check(&h.stream, base, jobs, &guards, &by_nvjpeg)? };
     Ok(chain
         .into_iter()
         .enumerate()

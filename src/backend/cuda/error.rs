@@ -113,6 +113,22 @@ pub enum CudaError {
         /// The device destination's size.
         device: usize,
     },
+    /// nvJPEG wrote past the end of an image's plane, into the guard bytes that follow
+    /// it (and maybe into the next plane or image): the batch is not delivered.
+    #[error(
+        "nvJPEG wrote past plane {plane} of sample {sample}: {changed} of the {guard} guard \
+         bytes after its region changed"
+    )]
+    GuardOverwritten {
+        /// The sample's index in the batch.
+        sample: usize,
+        /// The component plane (0: Y).
+        plane: usize,
+        /// Guard bytes found changed.
+        changed: usize,
+        /// Guard bytes after the plane.
+        guard: u64,
+    },
 }
 
 impl From<CudaError> for Error {

@@ -24,7 +24,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
 use super::error::CudaError;
-use super::nvrtc;
+use super::{kernel_cache, nvrtc};
 use crate::backend::device::launch::Kernel;
 use crate::error::{Error, Result};
 
@@ -117,7 +117,8 @@ pub struct CompiledFile {
 
 /// Compiles `file` (one of [`SOURCES`]) for `arch`: a virtual architecture
 /// (`compute_90`) gives PTX, a real one (`sm_90`) PTX and a CUBIN. An NVRTC error
-/// carries NVRTC's log.
+/// carries NVRTC's log. With `STOKER_KERNEL_CACHE=DIR`, what NVRTC made is kept in DIR
+/// and read back by every later process (see [`super::kernel_cache`]).
 pub fn compile_file(file: &str, arch: &str) -> Result<CompiledFile> {
     let (file, _) = SOURCES
         .iter()
@@ -131,7 +132,17 @@ pub fn compile_file(file: &str, arch: &str) -> Result<CompiledFile> {
         "-default-device".into(),
     ];
     let t = Instant::now();
-    let out = nvrtc::compile(file, &source, arch, &options)?;
+    // Taken from the cache on disk of `STOKER_KERNEL_CACHE` where it has this source.
+    let key = kernel_cache::Key {
+        file,
+        source: &source,
+        arch,
+        options: &options,
+        nvrtc: nvrtc::version()?,
+    };
+    let (out, _) = kernel_cache::compile_cached(kernel_cache::dir().as_deref(), &key, || {
+        nvrtc::compile(file, &source, arch, &options)
+    })?;
     Ok(CompiledFile {
         file,
         ptx: out.ptx,

@@ -435,3 +435,52 @@ pub(crate) unsafe fn upload(stream: &CudaStream, dst: CUdeviceptr, host: &[u8]) 
     unsafe { cudarc::driver::result::memcpy_htod_async(dst, host, stream.cu_stream()) }
         .map_err(device_err)
 }
+
+/// Copies `len` bytes from each device address of `from`, in order, back to back into
+/// `host` (`from.len() * len` bytes) on `stream`, and waits for `stream` to pass the
+/// copies.
+///
+/// # Safety
+/// Each `src..src + len` of `from` lies within one live device allocation of the context
+/// that owns `stream`, and nothing writes those bytes other than work ordered before the
+/// copies.
+pub(crate) unsafe fn download(
+    stream: &CudaStream,
+    from: &[CUdeviceptr],
+    len: usize,
+    host: &mut [u8],
+) -> Result<()> {
+    if len == 0 || host.len() != from.len().saturating_mul(len) {
+        return Err(CudaError::Missing("room for the bytes read back").into());
+    }
+    for (&src, dst) in from.iter().zip(host.chunks_exact_mut(len)) {
+        // SAFETY: `src` addresses `len` live device bytes by the caller's contract; `dst`
+        // is `len` bytes of `host`, borrowed mutably until the stream has passed the copy
+        // (waited for below, also when a later copy fails to enqueue).
+        let r = unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, src, stream.cu_stream()) };
+        if let Err(e) = r {
+            let _ = stream.synchronize();
+            return Err(device_err(e));
+        }
+    }
+    stream.synchronize().map_err(device_err)
+}
+
+/// Fills `words` 32-bit words from device address `dst` with `value` on `stream`.
+///
+/// # Safety
+/// `dst..dst + 4 * words` lies within one live device allocation of the context that owns
+/// `stream`, 4-byte aligned, not freed before `stream` has passed the fill, and nothing
+/// else uses those bytes other than work ordered before or after it.
+pub(crate) unsafe fn fill_words(
+    stream: &CudaStream,
+    dst: CUdeviceptr,
+    value: u32,
+    words: usize,
+) -> Result<()> {
+    // SAFETY: `dst` addresses `4 * words` live, aligned device bytes by the caller's
+    // contract; the fill is enqueued on `stream`, a live stream of their context.
+    unsafe { cudarc::driver::sys::cuMemsetD32Async(dst, value, words, stream.cu_stream()) }
+        .result()
+        .map_err(device_err)
+}

@@ -138,6 +138,10 @@ pub struct StoredPlane {
     pub width: u32,
     /// Rows (`downsampled_height`).
     pub height: u32,
+    /// Rows the plane's region holds: its height rounded up to whole MCUs (a decoder may
+    /// write the padded rows and columns of the last MCU), `pitch` bytes each, followed by
+    /// [`GUARD_BYTES`] guard bytes.
+    pub rows: u32,
     /// [`Upsample::code`](crate::decode::jpeg::coeffs::Upsample::code).
     pub method: u32,
     /// Output pixels per sample, horizontally.
@@ -148,6 +152,11 @@ pub struct StoredPlane {
 
 /// Words of an [`EncodedJob`]'s header in [`Buffer::Rgbi`] (what `pack_planar` reads).
 pub const HARDWARE_HEADER_WORDS: usize = 64;
+
+/// Bytes after each [`StoredPlane`]'s rows that no decoder may write: the CUDA backend
+/// fills them before nvJPEG decodes and checks them after, so a decoder that writes past
+/// a plane is an error, not a neighbour's corrupted pixels.
+pub const GUARD_BYTES: u64 = 256;
 
 /// A sample for the hardware decoder: the whole image decoded into its region of
 /// [`Buffer::Rgbi`] (planes at their stored resolution, or, where the CPU decodes it
@@ -180,7 +189,7 @@ impl EncodedJob {
         let rgb = self.rgbi.1 * u64::from(self.full[1]);
         let planes = self.planes[..self.components as usize]
             .iter()
-            .map(|p| p.offset + p.pitch * u64::from(p.height))
+            .map(|p| p.offset + p.pitch * u64::from(p.rows) + GUARD_BYTES)
             .max()
             .unwrap_or(0);
         rgb.max(planes)
@@ -215,8 +224,12 @@ impl EncodedJob {
 
 /// The stored planes of a JPEG of `full` pixels whose frame header gives the components'
 /// sampling `factors`, laid out from offset 0 of a region: `None` unless 1 or 3
-/// components. Their geometry is libjpeg's ([`sampled_geometry`] at scale 1).
-fn stored_planes(full: [u32; 2], factors: &[(u8, u8)]) -> Option<(u32, [StoredPlane; 3])> {
+/// components. Their geometry is libjpeg's ([`sampled_geometry`] at scale 1); each
+/// plane's region is padded to whole MCUs (`pitch` and `rows`), then [`GUARD_BYTES`].
+pub(crate) fn stored_planes(
+    full: [u32; 2],
+    factors: &[(u8, u8)],
+) -> Option<(u32, [StoredPlane; 3])> {
     use crate::decode::jpeg::coeffs::sampled_geometry;
     if !matches!(factors.len(), 1 | 3) {
         return None;
@@ -232,17 +245,22 @@ fn stored_planes(full: [u32; 2], factors: &[(u8, u8)]) -> Option<(u32, [StoredPl
             (u32::from(h), u32::from(v)),
             1,
         );
-        let pitch = u64::from(g.downsampled_width).next_multiple_of(256);
+        // Whole MCUs of the interleaved scan: as many or more than a non-interleaved one.
+        let mcu = |n: u32, max: u32, f: u8| n.div_ceil(8 * max) * 8 * u32::from(f);
+        let rows = mcu(full[1], max_v, v).max(g.downsampled_height);
+        let pitch =
+            u64::from(mcu(full[0], max_h, h).max(g.downsampled_width)).next_multiple_of(256);
         *p = StoredPlane {
             offset: at,
             pitch,
             width: g.downsampled_width,
             height: g.downsampled_height,
+            rows,
             method: g.method.code(),
             eh: g.eh,
             ev: g.ev,
         };
-        at += (pitch * u64::from(g.downsampled_height)).next_multiple_of(256);
+        at += (pitch * u64::from(rows) + GUARD_BYTES).next_multiple_of(256);
     }
     Some((factors.len() as u32, planes))
 }
@@ -1163,15 +1181,18 @@ mod tests {
             assert_eq!(c.method, Upsample::H2V2Fancy.code());
             assert_eq!((c.eh, c.ev), (2, 2));
         }
-        assert_eq!(p[1].offset, 256 * 77);
+        // Each region is padded to whole 16x16 MCUs (77 rows: 5 MCU rows, 80 luma rows,
+        // 40 chroma rows), then the guard bytes.
+        assert_eq!((p[0].rows, p[1].rows, p[2].rows), (80, 40, 40));
+        assert_eq!(p[1].offset, 256 * 80 + GUARD_BYTES);
         assert!(p.iter().all(|c| c.offset % 256 == 0 && c.pitch % 256 == 0));
-        assert!(p[2].offset >= p[1].offset + p[1].pitch * 39);
+        assert!(p[2].offset >= p[1].offset + p[1].pitch * 40 + GUARD_BYTES);
         // 4:2:2 and greyscale.
         let (_, p) = stored_planes([64, 8], &[(2, 1), (1, 1), (1, 1)]).expect("planes");
         assert_eq!((p[1].width, p[1].height), (32, 8));
         assert_eq!(p[1].method, Upsample::H2V1Fancy.code());
         let (n, p) = stored_planes([9, 9], &[(1, 1)]).expect("planes");
-        assert_eq!((n, p[0].width, p[0].height), (1, 9, 9));
+        assert_eq!((n, p[0].width, p[0].height, p[0].rows), (1, 9, 9, 16));
         // Two components (or four) are not for the hardware decoder.
         assert!(stored_planes([8, 8], &[(1, 1), (1, 1)]).is_none());
     }
@@ -1191,8 +1212,9 @@ mod tests {
             planes,
         };
         // The region holds the RGB rows (256 x 30 bytes) or the planes, whichever is
-        // larger: here the planes, Y and then Cb and Cr at half size.
-        assert_eq!(job.rgbi_bytes(), 256 * 30 + 2 * 256 * 15);
+        // larger: here the planes, Y (two MCU rows: 32 rows) and then Cb and Cr at half
+        // size (16 rows), each followed by its guard bytes.
+        assert_eq!(job.rgbi_bytes(), 256 * 32 + 2 * 256 * 16 + 3 * GUARD_BYTES);
         let h = job.header_words(false);
         assert_eq!(&h[..5], &[0, 1, 3, 16, 256]);
         // Component 1 (Cb): its plane offset and stride in words, sizes, method.
