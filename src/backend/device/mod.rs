@@ -10,6 +10,7 @@
 pub mod augment;
 pub mod batch;
 pub mod batcher;
+pub mod constants;
 pub mod decode;
 pub mod error;
 mod fit;
