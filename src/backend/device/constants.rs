@@ -86,10 +86,28 @@ macro_rules! constants {
     };
 }
 
-/// The word of `$record` at which its field `$field` starts.
-macro_rules! word {
-    ($record:ty, $field:ident) => {
-        offset_of!($record, $field) / 4
+/// `[Constant]` from `NAME = field` entries: the word of `$record` at which `field` starts.
+macro_rules! words {
+    ($record:ident { $($name:ident = $field:ident),* $(,)? }) => {
+        constants![$($name = offset_of!($record, $field) / 4),*]
+    };
+}
+
+/// `[Constant]` numbering the names 0, 1, 2, ...: consecutive words of a record.
+macro_rules! sequence {
+    ($($name:ident),* $(,)?) => {
+        [$(stringify!($name)),*]
+            .into_iter()
+            .zip(0..)
+            .map(|(name, value)| Constant { name, value, ty: Ty::U32 })
+            .collect::<Vec<Constant>>()
+    };
+}
+
+/// `[Constant]` from constants of the Rust module `$module`, under their own names.
+macro_rules! same {
+    ($module:ident: $($name:ident $(: $ty:ident)?),* $(,)?) => {
+        constants![$($name $(: $ty)? = $module::$name),*]
     };
 }
 
@@ -110,46 +128,27 @@ fn shared(stem: &str) -> Vec<Constant> {
 /// the WGSL versions read as the members of a uniform struct.
 fn cuda_only(stem: &str) -> Vec<Constant> {
     match stem {
-        "augment" => constants![
-            S0 = word!(Params, s0),
-            S1 = word!(Params, s1),
-            ITEM0 = word!(Params, item0),
-            ITEMS = word!(Params, items),
-            WIN_BASE = word!(Params, win_base),
-            DATA_BASE = word!(Params, data_base),
-            R_BASE = word!(Params, r_base),
-            H_BASE = word!(Params, h_base),
-            BYTE0 = word!(Params, byte0),
-            WORDS = word!(Params, words),
-            PHASE = word!(Params, phase),
-            CONTRAST = word!(Params, contrast),
-        ],
+        "augment" => words!(Params {
+            S0 = s0, S1 = s1, ITEM0 = item0, ITEMS = items, WIN_BASE = win_base,
+            DATA_BASE = data_base, R_BASE = r_base, H_BASE = h_base, BYTE0 = byte0,
+            WORDS = words, PHASE = phase, CONTRAST = contrast,
+        }),
         // The mix launch's parameter words (src/backend/device/mix.rs writes them).
-        "mix" => constants![
-            MIX_WG = Kernel::Mix.workgroup(),
-            M_WORDS = 0,
-            M_PER = 1,
-            M_LEN = 2,
-            M_DTYPE = 3,
-            M_KIND = 4,
-            M_LAYOUT = 5,
-            M_WIDTH = 6,
-            M_HEIGHT = 7,
-            M_X0 = 8,
-            M_Y0 = 9,
-            M_X1 = 10,
-            M_Y1 = 11,
-            M_L = 12,
-            M_M = 13,
-        ],
+        "mix" => [
+            constants![MIX_WG = Kernel::Mix.workgroup()],
+            sequence![
+                M_WORDS, M_PER, M_LEN, M_DTYPE, M_KIND, M_LAYOUT, M_WIDTH, M_HEIGHT, M_X0, M_Y0,
+                M_X1, M_Y1, M_L, M_M,
+            ],
+        ]
+        .concat(),
         _ => Vec::new(),
     }
 }
 
 /// The chunk header and `ComponentDesc` words the three decode passes read.
 fn decode_common() -> Vec<Constant> {
-    constants![
-        // Chunk header words.
+    let header = constants![
         H_IMAGES = 0,          // number of image records
         H_COMPONENTS = 1,      // number of component records
         H_IMAGE_TABLE = 2,     // word of the image table
@@ -160,192 +159,112 @@ fn decode_common() -> Vec<Constant> {
         H_INTERVAL_TABLE = 9,  // word of the interval table
         H_FULL_BLOCKS = H_FULL_BLOCKS,
         H_MAX_BLOCKS = 12, // the most blocks an interval of the chunk holds
-        // ComponentDesc words.
-        C_COEF = word!(ComponentDesc, coef_offset),
-        C_QUANT = word!(ComponentDesc, quant_offset),
-        C_BX0 = word!(ComponentDesc, bx0),
-        C_BY0 = word!(ComponentDesc, by0),
-        C_BW = word!(ComponentDesc, bw),
-        C_BH = word!(ComponentDesc, bh),
-        C_DCT = word!(ComponentDesc, dct_size),
-        C_PLANE = word!(ComponentDesc, plane_offset),
-        C_STRIDE = word!(ComponentDesc, plane_stride),
-        C_DW = word!(ComponentDesc, downsampled_width),
-        C_DH = word!(ComponentDesc, downsampled_height),
-        C_METHOD = word!(ComponentDesc, method),
-        C_EH = word!(ComponentDesc, eh),
-        C_EV = word!(ComponentDesc, ev),
-        C_GROUP_START = word!(ComponentDesc, group_start),
-    ]
+    ];
+    let component = words!(ComponentDesc {
+        C_COEF = coef_offset, C_QUANT = quant_offset, C_BX0 = bx0, C_BY0 = by0, C_BW = bw,
+        C_BH = bh, C_DCT = dct_size, C_PLANE = plane_offset, C_STRIDE = plane_stride,
+        C_DW = downsampled_width, C_DH = downsampled_height, C_METHOD = method, C_EH = eh,
+        C_EV = ev, C_GROUP_START = group_start,
+    });
+    [header, component].concat()
 }
 
 /// The fixed-point constants of the islow IDCT (`src/decode/jpeg/idct.rs`).
 fn idct_common() -> Vec<Constant> {
-    constants![
-        CONST_BITS = idct::CONST_BITS,
-        PASS1_BITS = idct::PASS1_BITS,
-        FIX_0_298631336: i32 = idct::FIX_0_298631336,
-        FIX_0_390180644: i32 = idct::FIX_0_390180644,
-        FIX_0_541196100: i32 = idct::FIX_0_541196100,
-        FIX_0_765366865: i32 = idct::FIX_0_765366865,
-        FIX_0_899976223: i32 = idct::FIX_0_899976223,
-        FIX_1_175875602: i32 = idct::FIX_1_175875602,
-        FIX_1_501321110: i32 = idct::FIX_1_501321110,
-        FIX_1_847759065: i32 = idct::FIX_1_847759065,
-        FIX_1_961570560: i32 = idct::FIX_1_961570560,
-        FIX_2_053119869: i32 = idct::FIX_2_053119869,
-        FIX_2_562915447: i32 = idct::FIX_2_562915447,
-        FIX_3_072711026: i32 = idct::FIX_3_072711026,
-        FIX_0_211164243: i32 = idct::FIX_0_211164243,
-        FIX_0_509795579: i32 = idct::FIX_0_509795579,
-        FIX_0_601344887: i32 = idct::FIX_0_601344887,
-        FIX_0_720959822: i32 = idct::FIX_0_720959822,
-        FIX_0_850430095: i32 = idct::FIX_0_850430095,
-        FIX_1_061594337: i32 = idct::FIX_1_061594337,
-        FIX_1_272758580: i32 = idct::FIX_1_272758580,
-        FIX_1_451774981: i32 = idct::FIX_1_451774981,
-        FIX_2_172734803: i32 = idct::FIX_2_172734803,
-        FIX_3_624509785: i32 = idct::FIX_3_624509785,
-    ]
+    same!(idct:
+        CONST_BITS, PASS1_BITS,
+        FIX_0_298631336: i32, FIX_0_390180644: i32, FIX_0_541196100: i32, FIX_0_765366865: i32,
+        FIX_0_899976223: i32, FIX_1_175875602: i32, FIX_1_501321110: i32, FIX_1_847759065: i32,
+        FIX_1_961570560: i32, FIX_2_053119869: i32, FIX_2_562915447: i32, FIX_3_072711026: i32,
+        FIX_0_211164243: i32, FIX_0_509795579: i32, FIX_0_601344887: i32, FIX_0_720959822: i32,
+        FIX_0_850430095: i32, FIX_1_061594337: i32, FIX_1_272758580: i32, FIX_1_451774981: i32,
+        FIX_2_172734803: i32, FIX_3_624509785: i32,
+    )
 }
 
 /// The entropy records (`src/decode/jpeg/huffman/pack.rs`) and status bits the Huffman
 /// pass reads and writes.
 fn huffman() -> Vec<Constant> {
-    constants![
-        // IntervalDesc words.
-        V_SCAN = word!(IntervalDesc, scan),
-        V_FIRST_MCU = word!(IntervalDesc, first_mcu),
-        V_MCUS = word!(IntervalDesc, mcus),
-        V_START = word!(IntervalDesc, start),
-        V_END = word!(IntervalDesc, end),
-        V_STATUS = word!(IntervalDesc, status),
-        // ScanDesc words.
-        S_COMPONENTS = word!(ScanDesc, components),
-        S_MCUS_PER_ROW = word!(ScanDesc, mcus_per_row),
-        S_FIRST_COMPONENT = word!(ScanDesc, first_component),
-        S_FLAGS = word!(ScanDesc, flags),
-        S_COMP = word!(ScanDesc, comp),
-        S_DC_TABLE = word!(ScanDesc, dc_table),
-        S_AC_TABLE = word!(ScanDesc, ac_table),
+    let interval = words!(IntervalDesc {
+        V_SCAN = scan, V_FIRST_MCU = first_mcu, V_MCUS = mcus, V_START = start, V_END = end,
+        V_STATUS = status,
+    });
+    let scan = words!(ScanDesc {
+        S_COMPONENTS = components, S_MCUS_PER_ROW = mcus_per_row,
+        S_FIRST_COMPONENT = first_component, S_FLAGS = flags, S_COMP = comp,
+        S_DC_TABLE = dc_table, S_AC_TABLE = ac_table,
+    });
+    let status = same!(huffman:
+        STATUS_OUT_OF_DATA, STATUS_BAD_CODE, STATUS_LEFTOVER, STATUS_OVERFLOW, STATUS_SIMD_RANGE,
+    );
+    let other = constants![
         // Decode table words (after the 128 lookahead words).
         T_MAXCODE = huffman::MAXCODE,
         T_VALOFFSET = huffman::VALOFFSET,
         T_HUFFVAL = huffman::HUFFVAL,
-        STATUS_OUT_OF_DATA = huffman::STATUS_OUT_OF_DATA,
-        STATUS_BAD_CODE = huffman::STATUS_BAD_CODE,
-        STATUS_LEFTOVER = huffman::STATUS_LEFTOVER,
-        STATUS_OVERFLOW = huffman::STATUS_OVERFLOW,
-        STATUS_SIMD_RANGE = huffman::STATUS_SIMD_RANGE,
         // What decode() returns for 16 bits that match no code (the oracle's None).
         BAD_CODE = u32::MAX,
         // agrees_with_simd's bound.
         QUICK_BOUND = idct::QUICK_BOUND,
-    ]
+    ];
+    [interval, scan, status, other].concat()
 }
 
 /// The `ImageDesc` words, colour kinds and upsampling methods the colour pass reads.
 fn color() -> Vec<Constant> {
-    constants![
-        I_KIND = word!(ImageDesc, kind),
-        I_FLAGS = word!(ImageDesc, flags),
-        I_COMPONENTS = word!(ImageDesc, num_components),
-        I_FIRST_COMPONENT = word!(ImageDesc, first_component),
-        I_OUT = word!(ImageDesc, out_offset),
-        I_X0 = word!(ImageDesc, x0),
-        I_Y0 = word!(ImageDesc, y0),
-        I_WIDTH = word!(ImageDesc, width),
-        I_PIXEL_START = word!(ImageDesc, pixel_start),
-        I_SRC = word!(ImageDesc, src_offset),
-        KIND_GRAY = coeffs::KIND_GRAY,
-        KIND_YCBCR = coeffs::KIND_YCBCR,
-        KIND_RGB = coeffs::KIND_RGB,
-        KIND_CMYK = coeffs::KIND_CMYK,
-        KIND_YCCK = coeffs::KIND_YCCK,
-        KIND_PASSTHROUGH = coeffs::KIND_PASSTHROUGH,
+    let image = words!(ImageDesc {
+        I_KIND = kind, I_FLAGS = flags, I_COMPONENTS = num_components,
+        I_FIRST_COMPONENT = first_component, I_OUT = out_offset, I_X0 = x0, I_Y0 = y0,
+        I_WIDTH = width, I_PIXEL_START = pixel_start, I_SRC = src_offset,
+    });
+    let kinds = same!(coeffs:
+        KIND_GRAY, KIND_YCBCR, KIND_RGB, KIND_CMYK, KIND_YCCK, KIND_PASSTHROUGH,
+    );
+    let methods = constants![
         UP_FULL = Upsample::Full.code(),
         UP_BOX = Upsample::Box.code(),
         UP_H2V1 = Upsample::H2V1Fancy.code(),
         UP_H1V2 = Upsample::H1V2Fancy.code(),
         UP_H2V2 = Upsample::H2V2Fancy.code(),
-    ]
+    ];
+    [image, kinds, methods].concat()
 }
 
 /// The batch header, per-sample descriptor and [`SamplePlan`] words, the plan's flags and
 /// colour op codes, and the layout of the scratch buffers, that the augment passes read
 /// (`src/backend/device/augment.rs` writes them).
 fn augment() -> Vec<Constant> {
-    constants![
+    let header = sequence![
+        H_N,
+        H_OUT_W,
+        H_OUT_H,
+        H_DTYPE,
+        H_LAYOUT,
+        H_IMAGE_BYTES,
+        H_DESCS,
+        H_PLANS,
+        H_DATA,
+    ];
+    let layout = constants![
         WG = Kernel::Horizontal.workgroup(),
-        // Header words.
-        H_N = 0,
-        H_OUT_W = 1,
-        H_OUT_H = 2,
-        H_DTYPE = 3,
-        H_LAYOUT = 4,
-        H_IMAGE_BYTES = 5,
-        H_DESCS = 6,
-        H_PLANS = 7,
-        H_DATA = 8,
         // Descriptor words. Table offsets are relative to the data section.
         DESC_WORDS = DESC_WORDS,
-        D_WIN = 0,     // first word of the window in `windows`
-        D_WIN_W = 1,   // window width (row stride in words)
-        D_ROW0 = 3,    // first window row the horizontal pass reads
-        D_ROWS = 4,    // rows it reads
-        D_ITEM = 5,    // first horizontal item (= first word in the horizontal buffer)
-        D_XB = 6,      // x bounds: (first window column, taps) per output column
-        D_XW = 7,      // x weights: KX per output column
-        D_KX = 8,      // taps per output column
-        D_YB = 9,      // y bounds: (first horizontal-buffer row, taps) per output row
-        D_YW = 10,     // y weights: KY per output row
-        D_KY = 11,     // taps per output row
-        D_MASK = 12,   // mask pixels, two u16 per word, low half first
-        D_MASK_W = 13, // mask width (0: no mask, the output is 0)
+        D_WIN = 0,      // first word of the window in `windows`
+        D_WIN_W = 1,    // window width (row stride in words)
+        D_ROW0 = 3,     // first window row the horizontal pass reads
+        D_ROWS = 4,     // rows it reads
+        D_ITEM = 5,     // first horizontal item (= first word in the horizontal buffer)
+        D_XB = 6,       // x bounds: (first window column, taps) per output column
+        D_XW = 7,       // x weights: KX per output column
+        D_KX = 8,       // taps per output column
+        D_YB = 9,       // y bounds: (first horizontal-buffer row, taps) per output row
+        D_YW = 10,      // y weights: KY per output row
+        D_KY = 11,      // taps per output row
+        D_MASK = 12,    // mask pixels, two u16 per word, low half first
+        D_MASK_W = 13,  // mask width (0: no mask, the output is 0)
         D_NEAREST = 15, // source column per output column, then source row per row
-        D_BLUR = 16,   // Gaussian blur: kx, ky, then kx and ky integer weights
-        // SamplePlan words.
+        D_BLUR = 16,    // Gaussian blur: kx, ky, then kx and ky integer weights
         PLAN_WORDS = size_of::<SamplePlan>() / 4,
-        P_FLAGS = word!(SamplePlan, flags),
-        P_ORDER = word!(SamplePlan, jitter_order),
-        P_BRIGHTNESS = word!(SamplePlan, brightness),
-        P_CONTRAST = word!(SamplePlan, contrast),
-        P_SATURATION = word!(SamplePlan, saturation),
-        P_HUE = word!(SamplePlan, hue),
-        P_MEAN = word!(SamplePlan, mean),
-        P_STD = word!(SamplePlan, std),
-        P_AFFINE = word!(SamplePlan, affine), // a, b, c_int, d, e, f_int
-        P_AFFINE_FRAC = word!(SamplePlan, affine_frac), // fractions of c and f
-        P_FILL = word!(SamplePlan, fill),
-        P_MASK_FILL = word!(SamplePlan, mask_fill),
-        P_VALID = word!(SamplePlan, valid), // x0 | x1 << 16, y0 | y1 << 16
-        P_ORDER_HI = word!(SamplePlan, jitter_order_hi), // colour ops 4 to 7
-        P_COLOR_PARAMS = word!(SamplePlan, color_params), // solarize threshold | posterize bits << 8
-        P_ERASE = word!(SamplePlan, erase), // x0 | x1 << 16, y0 | y1 << 16 (after flips)
-        P_ERASE_VALUE = word!(SamplePlan, erase_value), // f32 per channel, in the batch's units
-        P_ORDER_EXT = word!(SamplePlan, order_ext), // colour ops 8 to 15 (two words)
-        P_OP_PARAMS = word!(SamplePlan, op_params), // one word per colour op: its parameter, or 0
-        FLIP_H = plan::FLIP_H,
-        FLIP_V = plan::FLIP_V,
-        JITTER = plan::JITTER,
-        NORMALIZE = plan::NORMALIZE,
-        AFFINE = plan::AFFINE,
-        ERASE = plan::ERASE,
-        AFFINE_FRAC_BITS = plan::AFFINE_FRAC_BITS,
-        AFFINE_WEIGHT_BITS = plan::AFFINE_WEIGHT_BITS,
-        OP_BRIGHTNESS = plan::OP_BRIGHTNESS,
-        OP_CONTRAST = plan::OP_CONTRAST,
-        OP_SATURATION = plan::OP_SATURATION,
-        OP_HUE = plan::OP_HUE,
-        OP_GRAYSCALE = plan::OP_GRAYSCALE,
-        OP_POSTERIZE = plan::OP_POSTERIZE,
-        OP_SOLARIZE = plan::OP_SOLARIZE,
-        OP_AUTOCONTRAST = plan::OP_AUTOCONTRAST,
-        OP_EQUALIZE = plan::OP_EQUALIZE,
-        OP_SHARPNESS = plan::OP_SHARPNESS,
-        OP_BLUR = plan::OP_BLUR,
-        MAX_OPS = plan::MAX_OPS,
-        PARAM_INT = plan::PARAM_INT,
         // Words per sample of the statistics after a group's horizontal items, and per
         // pixel of the copy a neighbourhood op reads (after the statistics).
         STATS_WORDS = STATS_WORDS,
@@ -354,7 +273,26 @@ fn augment() -> Vec<Constant> {
         // rounded by adding half a unit.
         ROUND: i32 = 1 << 21,
         PRECISION = 22,
-    ]
+    ];
+    // SamplePlan words. P_AFFINE: a, b, c_int, d, e, f_int; P_AFFINE_FRAC: the fractions
+    // of c and f; P_VALID and P_ERASE (after flips): x0 | x1 << 16, y0 | y1 << 16;
+    // P_ORDER_HI: colour ops 4 to 7, P_ORDER_EXT: 8 to 15 (two words); P_COLOR_PARAMS:
+    // solarize threshold | posterize bits << 8; P_ERASE_VALUE: f32 per channel, in the
+    // batch's units; P_OP_PARAMS: one word per colour op, its parameter or 0.
+    let plan_words = words!(SamplePlan {
+        P_FLAGS = flags, P_ORDER = jitter_order, P_BRIGHTNESS = brightness,
+        P_CONTRAST = contrast, P_SATURATION = saturation, P_HUE = hue, P_MEAN = mean,
+        P_STD = std, P_AFFINE = affine, P_AFFINE_FRAC = affine_frac, P_FILL = fill,
+        P_MASK_FILL = mask_fill, P_VALID = valid, P_ORDER_HI = jitter_order_hi,
+        P_COLOR_PARAMS = color_params, P_ERASE = erase, P_ERASE_VALUE = erase_value,
+        P_ORDER_EXT = order_ext, P_OP_PARAMS = op_params,
+    });
+    let codes = same!(plan:
+        FLIP_H, FLIP_V, JITTER, NORMALIZE, AFFINE, ERASE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS,
+        OP_BRIGHTNESS, OP_CONTRAST, OP_SATURATION, OP_HUE, OP_GRAYSCALE, OP_POSTERIZE,
+        OP_SOLARIZE, OP_AUTOCONTRAST, OP_EQUALIZE, OP_SHARPNESS, OP_BLUR, MAX_OPS, PARAM_INT,
+    );
+    [header, layout, plan_words, codes].concat()
 }
 
 /// The constants the CUDA version of `stem` (a file of `kernels/` without its extension:
