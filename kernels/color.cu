@@ -10,36 +10,8 @@
 // R in the low byte, A = 255). No params.
 //
 // The chunk's header and ComponentDesc words, the invocation index and the lookups into
-// the chunk are in kernels/decode_common.cuh, prepended to this file.
-
-// Constants as enumerators, not variables: NVRTC would emit every namespace-scope
-// constant as a global.
-enum : u32 {
-    // ImageDesc words.
-    I_KIND = 0u,
-    I_FLAGS = 1u,
-    I_COMPONENTS = 2u,
-    I_FIRST_COMPONENT = 3u,
-    I_OUT = 4u,
-    I_X0 = 5u,
-    I_Y0 = 6u,
-    I_WIDTH = 7u,
-    I_PIXEL_START = 12u,
-    I_SRC = 13u,
-
-    KIND_GRAY = 0u,
-    KIND_YCBCR = 1u,
-    KIND_RGB = 2u,
-    KIND_CMYK = 3u,
-    KIND_YCCK = 4u,
-    KIND_PASSTHROUGH = 5u,
-
-    UP_FULL = 0u,
-    UP_BOX = 1u,
-    UP_H2V1 = 2u,
-    UP_H1V2 = 3u,
-    UP_H2V2 = 4u,
-};
+// the chunk are in kernels/decode_common.cuh, prepended to this file; the ImageDesc words,
+// colour kinds and upsampling codes in src/backend/device/constants.rs, prepended before it.
 
 struct ColorU3 {
     u32 x, y, z;

@@ -4,40 +4,8 @@
 // of src/decode/jpeg/coeffs.rs): a line-by-line port of shaders/decode_common.wgsl. The
 // host prepends it, after common.cuh, to those three sources only
 // (src/backend/cuda/kernels.rs); tests/kernel_host/emulator.cpp includes it in the
-// namespace of each, so it has no include guard.
-
-// Constants as enumerators, not variables: NVRTC would emit every namespace-scope
-// constant as a global.
-enum : u32 {
-    // Chunk header words.
-    H_IMAGES = 0u, // number of image records
-    H_COMPONENTS = 1u, // number of component records
-    H_IMAGE_TABLE = 2u,
-    H_COMPONENT_TABLE = 3u,
-    H_IDCT = 4u, // IDCT invocations in this chunk
-    H_PIXELS = 5u, // output pixels in this chunk
-    H_INTERVALS = 8u, // intervals in this chunk
-    H_INTERVAL_TABLE = 9u,
-    H_FULL_BLOCKS = 11u, // 1: blocks in the layout of size 8; 0: of each dct_size
-    H_MAX_BLOCKS = 12u, // the most blocks an interval of the chunk holds
-
-    // ComponentDesc words.
-    C_COEF = 0u,
-    C_QUANT = 1u,
-    C_BX0 = 2u,
-    C_BY0 = 3u,
-    C_BW = 4u,
-    C_BH = 5u,
-    C_DCT = 6u,
-    C_PLANE = 7u,
-    C_STRIDE = 8u,
-    C_DW = 9u,
-    C_DH = 10u,
-    C_METHOD = 11u,
-    C_EH = 12u,
-    C_EV = 13u,
-    C_GROUP_START = 14u,
-};
+// namespace of each, so it has no include guard. The header and ComponentDesc word
+// constants are src/backend/device/constants.rs's, prepended to this file.
 
 // The invocation's index over the launch: blocks of `size` threads, laid out row by row.
 static __device__ __forceinline__ u32 flat_id(u32 size) {

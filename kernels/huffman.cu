@@ -17,45 +17,9 @@
 // defined wrapping) and shifted right arithmetically with sra(). The IDCT constants,
 // half16, descale, the passes and fits16 are those of kernels/idct_common.cuh, prepended
 // to this file; the chunk's header and ComponentDesc words and the invocation index those
-// of kernels/decode_common.cuh, prepended before it.
-
-// Constants as enumerators, not variables: NVRTC would emit every namespace-scope
-// constant as a global.
-enum : u32 {
-    // IntervalDesc words.
-    V_SCAN = 0u,
-    V_FIRST_MCU = 1u,
-    V_MCUS = 2u,
-    V_START = 3u,
-    V_END = 4u,
-    V_STATUS = 5u,
-
-    // ScanDesc words.
-    S_COMPONENTS = 0u,
-    S_MCUS_PER_ROW = 1u,
-    S_FIRST_COMPONENT = 2u,
-    S_FLAGS = 3u,
-    S_COMP = 4u,
-    S_DC_TABLE = 8u,
-    S_AC_TABLE = 12u,
-
-    // Decode table words (after the 128 lookahead words).
-    T_MAXCODE = 128u,
-    T_VALOFFSET = 146u,
-    T_HUFFVAL = 164u,
-
-    STATUS_OUT_OF_DATA = 1u,
-    STATUS_BAD_CODE = 2u,
-    STATUS_LEFTOVER = 4u,
-    STATUS_OVERFLOW = 8u,
-    STATUS_SIMD_RANGE = 16u,
-
-    // What decode() returns for 16 bits that match no code (the oracle's None).
-    BAD_CODE = 0xFFFFFFFFu,
-
-    // agrees_with_simd's QUICK_BOUND.
-    QUICK_BOUND = 2000u,
-};
+// of kernels/decode_common.cuh, prepended before it. The IntervalDesc, ScanDesc and
+// decode table words and the status bits are src/backend/device/constants.rs's, prepended
+// to this file (and the IDCT and chunk constants to those headers).
 
 // jpeg_natural_order: zigzag index to natural (row-major) index.
 __constant__ const unsigned char NATURAL[64] = {

@@ -7,37 +7,9 @@
 // namespace of each, so it has no include guard.
 //
 // The oracle's i32 arithmetic wraps; here every such value is carried in a u32 (same bits,
-// defined wrapping) and shifted right arithmetically with sra().
-
-// Constants as enumerators, not variables: NVRTC would emit every namespace-scope
-// constant as a global.
-enum : u32 {
-    CONST_BITS = 13u,
-    PASS1_BITS = 2u,
-
-    FIX_0_298631336 = 2446u,
-    FIX_0_390180644 = 3196u,
-    FIX_0_541196100 = 4433u,
-    FIX_0_765366865 = 6270u,
-    FIX_0_899976223 = 7373u,
-    FIX_1_175875602 = 9633u,
-    FIX_1_501321110 = 12299u,
-    FIX_1_847759065 = 15137u,
-    FIX_1_961570560 = 16069u,
-    FIX_2_053119869 = 16819u,
-    FIX_2_562915447 = 20995u,
-    FIX_3_072711026 = 25172u,
-    FIX_0_211164243 = 1730u,
-    FIX_0_509795579 = 4176u,
-    FIX_0_601344887 = 4926u,
-    FIX_0_720959822 = 5906u,
-    FIX_0_850430095 = 6967u,
-    FIX_1_061594337 = 8697u,
-    FIX_1_272758580 = 10426u,
-    FIX_1_451774981 = 11893u,
-    FIX_2_172734803 = 17799u,
-    FIX_3_624509785 = 29692u,
-};
+// defined wrapping) and shifted right arithmetically with sra(). The constants (CONST_BITS,
+// PASS1_BITS, FIX_*) are src/decode/jpeg/idct.rs's, prepended to this file by the host
+// (src/backend/device/constants.rs).
 
 // Low or high signed 16-bit half of a word, by index parity.
 static __device__ __forceinline__ u32 half16(u32 word, u32 i) {

@@ -8,26 +8,8 @@
 // Params (the WGSL uniform `P`; src/backend/device/mix.rs): 0 words, 1 per (3 * width *
 // height), 2 len, 3 dtype (0 u8, 1 f16, 2 f32), 4 kind (0 MixUp, 1 CutMix), 5 layout (0
 // NCHW, 1 NHWC), 6 width, 7 height, 8-11 the box x0, y0, x1, y1 (x1, y1 exclusive), 12 l
-// and 13 m (f32 bits).
-
-// Constants as enumerators, not variables (see augment.cu).
-enum : u32 {
-    MIX_WG = 256u,
-    M_WORDS = 0u,
-    M_PER = 1u,
-    M_LEN = 2u,
-    M_DTYPE = 3u,
-    M_KIND = 4u,
-    M_LAYOUT = 5u,
-    M_WIDTH = 6u,
-    M_HEIGHT = 7u,
-    M_X0 = 8u,
-    M_Y0 = 9u,
-    M_X1 = 10u,
-    M_Y1 = 11u,
-    M_L = 12u,
-    M_M = 13u,
-};
+// and 13 m (f32 bits): the `M_*` constants of src/backend/device/constants.rs, which the
+// host prepends to this file.
 
 // Whether position p of an image is mixed.
 static __device__ __forceinline__ bool mix_inside(const u32* P, u32 p) {

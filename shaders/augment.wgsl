@@ -32,89 +32,9 @@
 //
 // Integer resize math is the CPU's: acc = (1 << 21) + sum(pixel * weight), then
 // clamp(acc >> 22, 0, 255). Jitter uses the CPU's f32 operations in the same order.
-
-const WG: u32 = 256u;
-
-// Header words.
-const H_N: u32 = 0u;
-const H_OUT_W: u32 = 1u;
-const H_OUT_H: u32 = 2u;
-const H_DTYPE: u32 = 3u;
-const H_LAYOUT: u32 = 4u;
-const H_IMAGE_BYTES: u32 = 5u;
-const H_DESCS: u32 = 6u;
-const H_PLANS: u32 = 7u;
-const H_DATA: u32 = 8u;
-
-// Descriptor words (16 per sample). Table offsets are relative to the data section.
-const DESC_WORDS: u32 = 20u;
-const D_WIN: u32 = 0u; // first word of the window in `windows`
-const D_WIN_W: u32 = 1u; // window width (row stride in words)
-const D_ROW0: u32 = 3u; // first window row the horizontal pass reads
-const D_ROWS: u32 = 4u; // rows it reads
-const D_ITEM: u32 = 5u; // first horizontal item (= first word in the horizontal buffer)
-const D_XB: u32 = 6u; // x bounds: (first window column, taps) per output column
-const D_XW: u32 = 7u; // x weights: KX per output column
-const D_KX: u32 = 8u;
-const D_YB: u32 = 9u; // y bounds: (first horizontal-buffer row, taps) per output row
-const D_YW: u32 = 10u;
-const D_KY: u32 = 11u;
-const D_MASK: u32 = 12u; // mask pixels, two u16 per word, low half first
-const D_MASK_W: u32 = 13u; // mask width (0: no mask, the output is 0)
-const D_NEAREST: u32 = 15u; // source column per output column, then source row per row
-const D_BLUR: u32 = 16u; // Gaussian blur: kx, ky, then kx and ky integer weights
-
-// SamplePlan words.
-const PLAN_WORDS: u32 = 64u;
-const P_FLAGS: u32 = 10u;
-const P_ORDER: u32 = 11u;
-const P_BRIGHTNESS: u32 = 12u;
-const P_CONTRAST: u32 = 13u;
-const P_SATURATION: u32 = 14u;
-const P_HUE: u32 = 15u;
-const P_MEAN: u32 = 16u;
-const P_STD: u32 = 20u;
-const P_AFFINE: u32 = 25u; // a, b, c_int, d, e, f_int
-const P_AFFINE_FRAC: u32 = 31u; // fractions of c and f
-const P_FILL: u32 = 33u;
-const P_MASK_FILL: u32 = 34u;
-const P_VALID: u32 = 35u; // x0 | x1 << 16, y0 | y1 << 16
-const P_ORDER_HI: u32 = 37u; // colour ops 4 to 7
-const P_COLOR_PARAMS: u32 = 38u; // solarize threshold | posterize bits << 8
-const P_ERASE: u32 = 39u; // x0 | x1 << 16, y0 | y1 << 16 (after flips)
-const P_ERASE_VALUE: u32 = 41u; // f32 per channel, in the batch's units
-const P_ORDER_EXT: u32 = 44u; // colour ops 8 to 15 (two words)
-const P_OP_PARAMS: u32 = 46u; // one word per colour op: its own parameter, or 0
-
-const FLIP_H: u32 = 1u;
-const FLIP_V: u32 = 2u;
-const JITTER: u32 = 4u;
-const NORMALIZE: u32 = 8u;
-const AFFINE: u32 = 32u;
-const ERASE: u32 = 64u;
-const AFFINE_FRAC_BITS: u32 = 16u;
-const AFFINE_WEIGHT_BITS: u32 = 11u;
-
-const OP_BRIGHTNESS: u32 = 1u;
-const OP_CONTRAST: u32 = 2u;
-const OP_SATURATION: u32 = 3u;
-const OP_HUE: u32 = 4u;
-const OP_GRAYSCALE: u32 = 5u;
-const OP_POSTERIZE: u32 = 6u;
-const OP_SOLARIZE: u32 = 7u;
-const OP_AUTOCONTRAST: u32 = 8u;
-const OP_EQUALIZE: u32 = 9u;
-const OP_SHARPNESS: u32 = 10u;
-const OP_BLUR: u32 = 11u;
-const MAX_OPS: u32 = 16u;
-const PARAM_INT: u32 = 256u;
-// Words per sample of the statistics after a group's horizontal items, and per pixel of
-// the copy a neighbourhood op reads (after the statistics).
-const STATS_WORDS: u32 = 768u;
-const TEMP_WORDS: u32 = 3u;
-
-const ROUND: i32 = 2097152; // 1 << 21
-const PRECISION: u32 = 22u;
+//
+// The constants (header, descriptor and SamplePlan words, flags, op codes) are those of
+// src/backend/device/constants.rs, which src/backend/wgpu/shaders.rs joins in front.
 
 // What one dispatch works on.
 struct Params {

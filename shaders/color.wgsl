@@ -8,33 +8,10 @@
 
 // Binding 0, `blob` (the chunk), its header and ComponentDesc words, the invocation index
 // and the lookups into the chunk are in shaders/decode_common.wgsl, joined after this file.
+// The ImageDesc words, colour kinds and upsampling codes are those of
+// src/backend/device/constants.rs, joined in front of it.
 @group(0) @binding(1) var<storage, read> planes: array<u32>;
 @group(0) @binding(2) var<storage, read_write> windows: array<u32>;
-
-// ImageDesc words.
-const I_KIND: u32 = 0u;
-const I_FLAGS: u32 = 1u;
-const I_COMPONENTS: u32 = 2u;
-const I_FIRST_COMPONENT: u32 = 3u;
-const I_OUT: u32 = 4u;
-const I_X0: u32 = 5u;
-const I_Y0: u32 = 6u;
-const I_WIDTH: u32 = 7u;
-const I_PIXEL_START: u32 = 12u;
-const I_SRC: u32 = 13u;
-
-const KIND_GRAY: u32 = 0u;
-const KIND_YCBCR: u32 = 1u;
-const KIND_RGB: u32 = 2u;
-const KIND_CMYK: u32 = 3u;
-const KIND_YCCK: u32 = 4u;
-const KIND_PASSTHROUGH: u32 = 5u;
-
-const UP_FULL: u32 = 0u;
-const UP_BOX: u32 = 1u;
-const UP_H2V1: u32 = 2u;
-const UP_H1V2: u32 = 3u;
-const UP_H2V2: u32 = 4u;
 
 fn image_word(i: u32, w: u32) -> u32 {
     return record_word(H_IMAGE_TABLE, i, w);

@@ -2,38 +2,10 @@
 // shaders/color.wgsl) share: the chunk they read, binding 0 (header, image and component
 // tables, data: the layout of src/decode/jpeg/coeffs.rs), its header and ComponentDesc
 // words, the invocation index, and the lookups into the chunk. WGSL has no includes:
-// src/backend/wgpu/shaders.rs joins this file after each of those three.
+// src/backend/wgpu/shaders.rs joins this file after each of those three, with the header
+// and ComponentDesc word constants of src/backend/device/constants.rs in front of it.
 
 @group(0) @binding(0) var<storage, read> blob: array<u32>;
-
-// Chunk header words.
-const H_IMAGES: u32 = 0u;          // number of image records
-const H_COMPONENTS: u32 = 1u;      // number of component records
-const H_IMAGE_TABLE: u32 = 2u;
-const H_COMPONENT_TABLE: u32 = 3u;
-const H_IDCT: u32 = 4u;            // IDCT invocations in this chunk
-const H_PIXELS: u32 = 5u;          // output pixels in this chunk
-const H_INTERVALS: u32 = 8u;       // intervals in this chunk
-const H_INTERVAL_TABLE: u32 = 9u;
-const H_FULL_BLOCKS: u32 = 11u;    // 1: blocks in the layout of size 8; 0: of each dct_size
-const H_MAX_BLOCKS: u32 = 12u;     // the most blocks an interval of the chunk holds
-
-// ComponentDesc words.
-const C_COEF: u32 = 0u;
-const C_QUANT: u32 = 1u;
-const C_BX0: u32 = 2u;
-const C_BY0: u32 = 3u;
-const C_BW: u32 = 4u;
-const C_BH: u32 = 5u;
-const C_DCT: u32 = 6u;
-const C_PLANE: u32 = 7u;
-const C_STRIDE: u32 = 8u;
-const C_DW: u32 = 9u;
-const C_DH: u32 = 10u;
-const C_METHOD: u32 = 11u;
-const C_EH: u32 = 12u;
-const C_EV: u32 = 13u;
-const C_GROUP_START: u32 = 14u;
 
 // The builtins of the decode passes' entry points, which take nothing else.
 struct Invocation {

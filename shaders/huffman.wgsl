@@ -14,42 +14,10 @@
 
 // Binding 0, `blob` (the chunk), its header and ComponentDesc words, the invocation index
 // and the lookups into the chunk are in shaders/decode_common.wgsl, joined after this file.
+// The IntervalDesc, ScanDesc and decode table words and the status bits are those of
+// src/backend/device/constants.rs, joined in front of it.
 @group(0) @binding(1) var<storage, read_write> coefs: array<u32>;
 @group(0) @binding(2) var<storage, read_write> status: array<u32>;
-
-// IntervalDesc words.
-const V_SCAN: u32 = 0u;
-const V_FIRST_MCU: u32 = 1u;
-const V_MCUS: u32 = 2u;
-const V_START: u32 = 3u;
-const V_END: u32 = 4u;
-const V_STATUS: u32 = 5u;
-
-// ScanDesc words.
-const S_COMPONENTS: u32 = 0u;
-const S_MCUS_PER_ROW: u32 = 1u;
-const S_FIRST_COMPONENT: u32 = 2u;
-const S_FLAGS: u32 = 3u;
-const S_COMP: u32 = 4u;
-const S_DC_TABLE: u32 = 8u;
-const S_AC_TABLE: u32 = 12u;
-
-// Decode table words (after the 128 lookahead words).
-const T_MAXCODE: u32 = 128u;
-const T_VALOFFSET: u32 = 146u;
-const T_HUFFVAL: u32 = 164u;
-
-const STATUS_OUT_OF_DATA: u32 = 1u;
-const STATUS_BAD_CODE: u32 = 2u;
-const STATUS_LEFTOVER: u32 = 4u;
-const STATUS_OVERFLOW: u32 = 8u;
-const STATUS_SIMD_RANGE: u32 = 16u;
-
-// What decode() returns for 16 bits that match no code (the oracle's None).
-const BAD_CODE: u32 = 0xFFFFFFFFu;
-
-// agrees_with_simd's QUICK_BOUND.
-const QUICK_BOUND: u32 = 2000u;
 
 // jpeg_natural_order: zigzag index to natural (row-major) index.
 const NATURAL = array<u32, 64>(

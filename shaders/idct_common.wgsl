@@ -3,33 +3,9 @@
 // pass (shaders/idct.wgsl) and the `huffman` pass's SIMD range check
 // (shaders/huffman.wgsl): constants, the invocation's pass-1 workspace and functions, no
 // bindings. WGSL has no includes: src/backend/wgpu/shaders.rs joins this file in front of
-// each of those two. All integer arithmetic is 32-bit and wraps, as in the oracle.
-
-const CONST_BITS: u32 = 13u;
-const PASS1_BITS: u32 = 2u;
-
-const FIX_0_298631336: i32 = 2446;
-const FIX_0_390180644: i32 = 3196;
-const FIX_0_541196100: i32 = 4433;
-const FIX_0_765366865: i32 = 6270;
-const FIX_0_899976223: i32 = 7373;
-const FIX_1_175875602: i32 = 9633;
-const FIX_1_501321110: i32 = 12299;
-const FIX_1_847759065: i32 = 15137;
-const FIX_1_961570560: i32 = 16069;
-const FIX_2_053119869: i32 = 16819;
-const FIX_2_562915447: i32 = 20995;
-const FIX_3_072711026: i32 = 25172;
-const FIX_0_211164243: i32 = 1730;
-const FIX_0_509795579: i32 = 4176;
-const FIX_0_601344887: i32 = 4926;
-const FIX_0_720959822: i32 = 5906;
-const FIX_0_850430095: i32 = 6967;
-const FIX_1_061594337: i32 = 8697;
-const FIX_1_272758580: i32 = 10426;
-const FIX_1_451774981: i32 = 11893;
-const FIX_2_172734803: i32 = 17799;
-const FIX_3_624509785: i32 = 29692;
+// each of those two. All integer arithmetic is 32-bit and wraps, as in the oracle. The
+// constants (CONST_BITS, PASS1_BITS, FIX_*) are the oracle's, joined in front of this file
+// (src/backend/device/constants.rs).
 
 // The IDCT's pass-1 results (row * 8 + column).
 var<private> ws: array<i32, 64>;

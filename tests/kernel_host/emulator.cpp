@@ -2,8 +2,9 @@
 //
 // The same sources NVRTC compiles are compiled here as C++20 through cuda_host.h: each
 // kernels/*.cu in its own namespace (their helpers and constants share names), the
-// extern "C" entry points keeping their names. Build:
-//   c++ -std=c++20 -O2 -ffp-contract=off -pthread tests/kernel_host/emulator.cpp -o emulator
+// extern "C" entry points keeping their names. Build, with DIR holding the constants
+// (below):
+//   c++ -std=c++20 -O2 -ffp-contract=off -pthread -I DIR tests/kernel_host/emulator.cpp -o emulator
 //
 // Protocol (all integers little-endian). Request on stdin:
 //   "SKH1", u32 buffer count, per buffer: u64 bytes, the bytes;
@@ -31,28 +32,39 @@
 #include "../../kernels/common.cuh"
 
 // decode_common.cuh and idct_common.cuh go before the sources the host prepends them to
-// (kernels.rs).
+// (kernels.rs), and each header and source after the constants it reads: the files
+// STEM.constants.h, which the test harness writes from src/backend/device/constants.rs
+// (the text the host prepends) into a directory on the include path.
 namespace k_huffman {
+#include "decode_common.constants.h"
 #include "../../kernels/decode_common.cuh"
+#include "idct_common.constants.h"
 #include "../../kernels/idct_common.cuh"
+#include "huffman.constants.h"
 #include "../../kernels/huffman.cu"
 }
 namespace k_idct {
+#include "decode_common.constants.h"
 #include "../../kernels/decode_common.cuh"
+#include "idct_common.constants.h"
 #include "../../kernels/idct_common.cuh"
 #include "../../kernels/idct.cu"
 }
 namespace k_color {
+#include "decode_common.constants.h"
 #include "../../kernels/decode_common.cuh"
+#include "color.constants.h"
 #include "../../kernels/color.cu"
 }
 namespace k_orient {
 #include "../../kernels/orient.cu"
 }
 namespace k_augment {
+#include "augment.constants.h"
 #include "../../kernels/augment.cu"
 }
 namespace k_mix {
+#include "mix.constants.h"
 #include "../../kernels/mix.cu"
 }
 

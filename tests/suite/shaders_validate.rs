@@ -1,7 +1,8 @@
 //! Every WGSL shader the wgpu backend compiles parses and validates with naga (the
 //! compiler wgpu itself uses), with no capability beyond naga's defaults, so a broken
 //! shader fails here, on any machine, before a device ever sees it. And the records the
-//! host writes for the shaders, mirrored by hand on both sides, agree: the augment
+//! host writes for the shaders agree with what the shaders read (the word constants are
+//! written from `backend::device::constants`, the WGSL structs by hand): the augment
 //! launch's `Params` (WGSL struct and CUDA word indices against the Rust struct), the
 //! `SamplePlan` words, flags and jitter op codes the augment shader reads, and the packed
 //! JPEG's `ImageDesc` and `ComponentDesc` words, colour kinds and upsampling codes the
@@ -14,6 +15,7 @@ use std::mem::{offset_of, size_of};
 
 use stoker::augment::plan::{self, SamplePlan};
 use stoker::backend::device::augment::Params;
+use stoker::backend::device::constants;
 use stoker::backend::device::launch::PARAM_WORDS;
 use stoker::backend::wgpu::shaders;
 use stoker::decode::jpeg::coeffs::{self, ComponentDesc, ImageDesc, Upsample};
@@ -58,13 +60,13 @@ fn joined_file_globals(name: &str, source: &str) -> Vec<(Option<String>, Option<
 /// pass-1 workspace `ws`), and both shaders start with it.
 #[test]
 fn the_shared_idct_arithmetic_has_no_binding_and_is_in_front_of_both_idct_users() {
-    let globals = joined_file_globals("idct_common.wgsl", shaders::IDCT_COMMON);
+    let globals = joined_file_globals("idct_common.wgsl", shaders::IDCT_COMMON.as_str());
     assert_eq!(globals, [(Some("ws".to_string()), None)]);
     for (name, source) in [
-        ("huffman.wgsl", shaders::HUFFMAN),
-        ("idct.wgsl", shaders::IDCT),
+        ("huffman.wgsl", shaders::HUFFMAN.as_str()),
+        ("idct.wgsl", shaders::IDCT.as_str()),
     ] {
-        assert!(source.starts_with(shaders::IDCT_COMMON), "{name}");
+        assert!(source.starts_with(shaders::IDCT_COMMON.as_str()), "{name}");
     }
 }
 
@@ -73,20 +75,21 @@ fn the_shared_idct_arithmetic_has_no_binding_and_is_in_front_of_both_idct_users(
 /// and each of the three ends with it.
 #[test]
 fn the_shared_decode_lookups_end_each_decode_shader() {
-    let globals = joined_file_globals("decode_common.wgsl", shaders::DECODE_COMMON);
+    let globals = joined_file_globals("decode_common.wgsl", shaders::DECODE_COMMON.as_str());
     assert_eq!(globals, [(Some("blob".to_string()), Some(0))]);
     for (name, source) in [
-        ("huffman.wgsl", shaders::HUFFMAN),
-        ("idct.wgsl", shaders::IDCT),
-        ("color.wgsl", shaders::COLOR),
+        ("huffman.wgsl", shaders::HUFFMAN.as_str()),
+        ("idct.wgsl", shaders::IDCT.as_str()),
+        ("color.wgsl", shaders::COLOR.as_str()),
     ] {
-        assert!(source.ends_with(shaders::DECODE_COMMON), "{name}");
+        assert!(source.ends_with(shaders::DECODE_COMMON.as_str()), "{name}");
     }
 }
 
 #[test]
 fn the_augment_shader_has_its_entry_points() {
-    let module = naga::front::wgsl::parse_str(shaders::AUGMENT).expect("augment.wgsl parses");
+    let module =
+        naga::front::wgsl::parse_str(shaders::AUGMENT.as_str()).expect("augment.wgsl parses");
     let names: Vec<&str> = module
         .entry_points
         .iter()
@@ -303,7 +306,7 @@ fn sample_plan_fields() -> Fields {
 #[test]
 fn the_augment_params_struct_matches_the_rust_one() {
     let rust = params_fields();
-    let (wgsl, span) = wgsl_struct(&parse(shaders::AUGMENT), "Params");
+    let (wgsl, span) = wgsl_struct(&parse(shaders::AUGMENT.as_str()), "Params");
     let rust: Vec<(String, usize, usize)> = rust
         .into_iter()
         .map(|(f, offset, size)| (f.to_string(), offset, size))
@@ -347,7 +350,7 @@ const PLAN_WORD_NAMES: [(&str, &str); 19] = [
 fn the_augment_shader_reads_the_sample_plan_where_rust_writes_it() {
     let fields = sample_plan_fields();
     let words = PLAN_WORD_NAMES;
-    let src = shaders::AUGMENT;
+    let src = shaders::AUGMENT.as_str();
     let mut failures = check_word_constants("augment.wgsl", src, "P_", &words, &fields);
     failures.extend(check_mapped(&[src], &words));
     let values = same_names!(plan::{
@@ -407,7 +410,10 @@ fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
     ];
     let component_words = COMPONENT_WORDS;
     let mut failures = Vec::new();
-    for (shader, src) in [("idct.wgsl", shaders::IDCT), ("color.wgsl", shaders::COLOR)] {
+    for (shader, src) in [
+        ("idct.wgsl", shaders::IDCT.as_str()),
+        ("color.wgsl", shaders::COLOR.as_str()),
+    ] {
         failures.extend(check_word_constants(
             shader,
             src,
@@ -417,13 +423,13 @@ fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
         ));
         failures.extend(check_component_words(shader, src));
     }
-    let decode = [shaders::IDCT, shaders::COLOR];
+    let decode = [shaders::IDCT.as_str(), shaders::COLOR.as_str()];
     failures.extend(check_mapped(&decode, &image_words));
     failures.extend(check_mapped(&decode, &component_words));
     let kinds = same_names!(coeffs::{
         KIND_GRAY, KIND_YCBCR, KIND_RGB, KIND_CMYK, KIND_YCCK, KIND_PASSTHROUGH
     });
-    failures.extend(check_values("color.wgsl", shaders::COLOR, &kinds));
+    failures.extend(check_values("color.wgsl", shaders::COLOR.as_str(), &kinds));
     let methods = [
         ("UP_FULL", Upsample::Full),
         ("UP_BOX", Upsample::Box),
@@ -432,7 +438,11 @@ fn the_decode_shaders_read_the_packed_records_where_rust_writes_them() {
         ("UP_H2V2", Upsample::H2V2Fancy),
     ]
     .map(|(name, m)| (name, m.code()));
-    failures.extend(check_values("color.wgsl", shaders::COLOR, &methods));
+    failures.extend(check_values(
+        "color.wgsl",
+        shaders::COLOR.as_str(),
+        &methods,
+    ));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -451,7 +461,7 @@ fn the_huffman_shader_reads_the_entropy_records_where_rust_writes_them() {
     // The shader names these words after the fields (`S_` and `V_`, upper-cased).
     let scan_words = named_after("S_", &scan, &[]);
     let interval_words = named_after("V_", &interval, &["reserved"]);
-    let (name, src) = ("huffman.wgsl", shaders::HUFFMAN);
+    let (name, src) = ("huffman.wgsl", shaders::HUFFMAN.as_str());
     let mut failures = check_word_constants(name, src, "S_", &scan_words, &scan);
     failures.extend(check_word_constants(
         name,
@@ -480,7 +490,10 @@ fn the_huffman_shader_reads_the_entropy_records_where_rust_writes_them() {
 /// A check of the checks: a WGSL struct or constant that moves fails them.
 #[test]
 fn a_moved_field_fails_the_layout_checks() {
-    let moved = shaders::AUGMENT.replacen("    s1: u32,\n", "    s1: u32,\n    extra: u32,\n", 1);
+    let moved =
+        shaders::AUGMENT
+            .as_str()
+            .replacen("    s1: u32,\n", "    s1: u32,\n    extra: u32,\n", 1);
     let (wgsl, _) = wgsl_struct(&parse(&moved), "Params");
     assert_eq!(wgsl[2], ("extra".to_string(), 8, 4));
     assert_eq!(
@@ -489,71 +502,60 @@ fn a_moved_field_fails_the_layout_checks() {
         "the members after it move"
     );
     let plan = sample_plan_fields();
-    let moved =
-        shaders::AUGMENT.replacen("const P_FLAGS: u32 = 10u;", "const P_FLAGS: u32 = 9u;", 1);
-    assert_ne!(moved, shaders::AUGMENT);
+    let moved = shaders::AUGMENT.as_str().replacen(
+        "const P_FLAGS: u32 = 10u;",
+        "const P_FLAGS: u32 = 9u;",
+        1,
+    );
+    assert_ne!(moved, shaders::AUGMENT.as_str());
     let f = check_word_constants("moved", &moved, "P_", &[("P_FLAGS", "flags")], &plan);
     assert!(f.iter().any(|m| m.contains("P_FLAGS = 9")), "{f:?}");
     assert!(f.iter().any(|m| m.contains("P_ORDER")), "{f:?}");
 }
 
-/// The text of `kernels/augment.cu` between the line `start` and the first `end` after it.
-fn augment_cu_block(start: &str, end: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("kernels/augment.cu");
-    let source = std::fs::read_to_string(path).expect("kernels/augment.cu");
-    source
-        .split_once(start)
-        .and_then(|(_, rest)| rest.split_once(end))
-        .unwrap_or_else(|| panic!("no block {start:?} .. {end:?} in kernels/augment.cu"))
-        .0
-        .to_string()
-}
-
-/// `kernels/augment.cu` reads the same parameter words by index (`S0` .. `WORDS`): each
-/// field of [`Params`] but the padding, upper-cased, at its word.
-#[test]
-fn the_cuda_augment_kernel_reads_the_params_where_rust_writes_them() {
-    let block = augment_cu_block("// Params words.", "};");
-    let cuda: Vec<(String, usize)> = block
-        .lines()
+/// The enumerators of a CUDA `enum : u32 { NAME = Vu, ... };`, by name.
+fn cuda_enumerators(text: &str) -> BTreeMap<String, u32> {
+    text.lines()
         .filter_map(|l| {
             let (name, value) = l.trim().trim_end_matches(',').split_once(" = ")?;
-            Some((name.to_string(), value.trim_end_matches('u').parse().ok()?))
+            Some((name.to_string(), value.strip_suffix('u')?.parse().ok()?))
         })
-        .collect();
+        .collect()
+}
+
+/// `kernels/augment.cu` reads the same parameter words by index (`S0` .. `WORDS`, in the
+/// constants the host prepends to it): each field of [`Params`] but the padding,
+/// upper-cased, at its word.
+#[test]
+fn the_cuda_augment_kernel_reads_the_params_where_rust_writes_them() {
+    let cuda = cuda_enumerators(&constants::cuda("augment"));
     let rust: Vec<(String, usize)> = params_fields()
         .into_iter()
         .filter(|(f, _, _)| *f != "pad")
         .map(|(f, offset, _)| (f.to_uppercase(), offset / 4))
         .collect();
-    assert_eq!(
-        cuda, rust,
-        "kernels/augment.cu's Params words and device::augment::Params"
-    );
+    for (name, word) in &rust {
+        assert_eq!(
+            cuda.get(name).map(|&v| v as usize),
+            Some(*word),
+            "kernels/augment.cu's {name} and device::augment::Params"
+        );
+    }
 }
 
 /// `kernels/augment.cu` reads the [`SamplePlan`] words where Rust writes them: its
-/// `PLAN_WORDS` and each `P_*` enumerator.
+/// `PLAN_WORDS` and each `P_*` enumerator of the constants the host prepends to it.
 #[test]
 fn the_cuda_augment_kernel_reads_the_sample_plan_where_rust_writes_it() {
-    let block = augment_cu_block("// SamplePlan words.", "\n\n");
+    let cuda = cuda_enumerators(&constants::cuda("augment"));
     let fields = sample_plan_fields();
+    assert_eq!(
+        cuda.get("PLAN_WORDS").map(|&v| v as usize * 4),
+        Some(size_of::<SamplePlan>()),
+        "PLAN_WORDS"
+    );
     let mut seen = 0;
-    for line in block.lines() {
-        let entry = line
-            .split("//")
-            .next()
-            .unwrap_or("")
-            .trim()
-            .trim_end_matches(',');
-        let Some((name, value)) = entry.split_once(" = ") else {
-            continue;
-        };
-        let value: usize = value.trim_end_matches('u').parse().expect("a word index");
-        if name == "PLAN_WORDS" {
-            assert_eq!(value * 4, size_of::<SamplePlan>(), "PLAN_WORDS");
-            continue;
-        }
+    for (name, &value) in cuda.iter().filter(|(n, _)| n.starts_with("P_")) {
         let field = PLAN_WORD_NAMES
             .iter()
             .find(|(c, _)| *c == name)
@@ -564,7 +566,7 @@ fn the_cuda_augment_kernel_reads_the_sample_plan_where_rust_writes_it() {
             .find(|(f, _, _)| *f == field)
             .expect("field")
             .1;
-        assert_eq!(value * 4, offset, "{name}: the Rust field {field}");
+        assert_eq!(value as usize * 4, offset, "{name}: the Rust field {field}");
         seen += 1;
     }
     assert_eq!(
@@ -572,4 +574,30 @@ fn the_cuda_augment_kernel_reads_the_sample_plan_where_rust_writes_it() {
         PLAN_WORD_NAMES.len(),
         "every plan word is named in the kernel"
     );
+}
+
+/// Every constant a shader reads is one the CUDA version of the same file reads too, with
+/// the same value: the two are written from one table.
+#[test]
+fn the_cuda_and_wgsl_versions_read_the_same_constants() {
+    for stem in [
+        "decode_common",
+        "idct_common",
+        "huffman",
+        "color",
+        "augment",
+    ] {
+        let cuda = cuda_enumerators(&constants::cuda(stem));
+        let module = parse(&constants::wgsl(stem));
+        assert!(!module.constants.is_empty(), "{stem}");
+        for (_, c) in module.constants.iter() {
+            let name = c.name.clone().expect("named");
+            let value = match module.global_expressions[c.init] {
+                naga::Expression::Literal(naga::Literal::U32(v)) => v,
+                naga::Expression::Literal(naga::Literal::I32(v)) => v as u32,
+                ref e => panic!("{stem}: {name} is {e:?}"),
+            };
+            assert_eq!(cuda.get(&name), Some(&value), "{stem}: {name}");
+        }
+    }
 }

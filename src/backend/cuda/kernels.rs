@@ -25,6 +25,7 @@ use cudarc::nvrtc::Ptx;
 
 use super::error::CudaError;
 use super::{kernel_cache, nvrtc};
+use crate::backend::device::constants;
 use crate::backend::device::launch::Kernel;
 use crate::error::{Error, Result};
 
@@ -68,14 +69,20 @@ pub fn headers_of(file: &str) -> &'static [(&'static str, &'static str)] {
 
 /// The full source of `file` as NVRTC compiles it: `common.cuh`, the headers of
 /// [`headers_of`], then the file, each after a `#line` directive so that NVRTC's
-/// messages name the file and line they come from.
+/// messages name the file and line they come from, and each header and the file after
+/// the constants it reads ([`constants::cuda`]; the tests' kernel emulator includes the
+/// same text).
 pub fn full_source(file: &str) -> Option<String> {
     let (f, s) = SOURCES.iter().find(|(f, _)| *f == file)?;
     let mut out = format!("#line 1 \"common.cuh\"\n{COMMON}\n");
-    for (name, text) in headers_of(f) {
+    for (name, text) in headers_of(f).iter().chain([&(*f, *s)]) {
+        let stem = name.split('.').next().unwrap_or(name);
+        let consts = constants::cuda(stem);
+        if !consts.is_empty() {
+            out += &format!("#line 1 \"{stem}.constants\"\n{consts}\n");
+        }
         out += &format!("#line 1 \"{name}\"\n{text}\n");
     }
-    out += &format!("#line 1 \"{f}\"\n{s}");
     Some(out)
 }
 

@@ -63,13 +63,13 @@ use crate::error::{Error, Result};
 use super::decode::DeviceImage;
 
 const HEADER_WORDS: usize = 16;
-const DESC_WORDS: usize = 20;
+pub(super) const DESC_WORDS: usize = 20;
 /// Words per sample after a group's horizontal items that hold a whole-image op's
 /// statistic (`vertical_jitter`'s phase 1): the contrast mean, the auto-contrast extremes
 /// or the equalize tables (3 x 256).
-const STATS_WORDS: u64 = 768;
+pub(super) const STATS_WORDS: u64 = 768;
 /// Words per output pixel of the copy a neighbourhood op (sharpness, blur) reads.
-const TEMP_WORDS: u64 = 3;
+pub(super) const TEMP_WORDS: u64 = 3;
 const PLAN_WORDS: usize = std::mem::size_of::<SamplePlan>() / 4;
 const WORKGROUP: u64 = 256;
 /// Binding offsets are kept at multiples of this (a multiple of every valid alignment).

@@ -68,7 +68,7 @@ pub struct DeviceImage {
 const HEADER_WORDS: usize = 64;
 /// Header word: 1 when the chunk's blocks are in [`Buffer::Coefficients`], in the layout
 /// of size 8; 0 when they are in its data, in the layout of each component's size.
-const H_FULL_BLOCKS: usize = 11;
+pub(super) const H_FULL_BLOCKS: usize = 11;
 /// Image records a chunk holds.
 pub const IMAGES_PER_CHUNK: usize = 64;
 /// Component records a chunk holds.

@@ -11,6 +11,7 @@ pub mod augment;
 pub mod batch;
 pub mod batcher;
 pub(crate) mod cache;
+pub mod constants;
 pub mod decode;
 pub mod error;
 mod fit;

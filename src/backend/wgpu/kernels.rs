@@ -54,14 +54,22 @@ fn write_params(
 fn spec(kernel: Kernel) -> (&'static str, &'static [bool], Params) {
     const AUGMENT: &[bool] = &[true, true, true, false, false, false];
     match kernel {
-        Kernel::Huffman => (shaders::HUFFMAN, &[true, false, false], Params::None),
-        Kernel::Idct => (shaders::IDCT, &[true, false, true], Params::None),
-        Kernel::Color => (shaders::COLOR, &[true, true, false], Params::None),
-        Kernel::Orient => (shaders::ORIENT, &[true, true, false], Params::Storage),
+        Kernel::Huffman => (
+            shaders::HUFFMAN.as_str(),
+            &[true, false, false],
+            Params::None,
+        ),
+        Kernel::Idct => (shaders::IDCT.as_str(), &[true, false, true], Params::None),
+        Kernel::Color => (shaders::COLOR.as_str(), &[true, true, false], Params::None),
+        Kernel::Orient => (
+            shaders::ORIENT.as_str(),
+            &[true, true, false],
+            Params::Storage,
+        ),
         Kernel::Horizontal | Kernel::VerticalJitter | Kernel::WriteImage | Kernel::WriteMask => {
-            (shaders::AUGMENT, AUGMENT, Params::Uniform)
+            (shaders::AUGMENT.as_str(), AUGMENT, Params::Uniform)
         }
-        Kernel::Mix => (shaders::MIX, &[true, false], Params::Uniform),
+        Kernel::Mix => (shaders::MIX.as_str(), &[true, false], Params::Uniform),
         // CUDA only: never asked of wgpu (its batcher compiles Kernel::wgsl()).
         Kernel::PackPlanar => ("", &[true, true, false], Params::Storage),
     }

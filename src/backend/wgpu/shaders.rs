@@ -1,56 +1,90 @@
-//! The WGSL sources, compiled into the binary and turned into pipelines at run time.
+//! The WGSL sources, compiled into the binary and joined at first use (WGSL has no
+//! includes) with the constants they read ([`constants::wgsl`]), then turned into
+//! pipelines at run time.
+
+use std::sync::LazyLock;
+
+use crate::backend::device::constants;
+
+/// The constants `shaders/{stem}.wgsl` reads, then the file.
+fn with_constants(stem: &str, file: &str) -> String {
+    constants::wgsl(stem) + file
+}
 
 /// The IDCT arithmetic (constants and pure functions, no bindings) joined in front of
 /// [`HUFFMAN`] and [`IDCT`].
-pub const IDCT_COMMON: &str = include_str!("../../../shaders/idct_common.wgsl");
+pub static IDCT_COMMON: LazyLock<String> = LazyLock::new(|| {
+    with_constants(
+        "idct_common",
+        include_str!("../../../shaders/idct_common.wgsl"),
+    )
+});
 
 /// What the three decode passes ([`HUFFMAN`], [`IDCT`], [`COLOR`]) share, joined after
 /// each: the chunk's binding, the invocation index and the lookups into the chunk's tables.
-pub const DECODE_COMMON: &str = include_str!("../../../shaders/decode_common.wgsl");
+pub static DECODE_COMMON: LazyLock<String> = LazyLock::new(|| {
+    with_constants(
+        "decode_common",
+        include_str!("../../../shaders/decode_common.wgsl"),
+    )
+});
 
 /// Huffman decoding of restart intervals into coefficient blocks (with the IDCT arithmetic
-/// of `idct_common.wgsl` in front, for its range check, and `decode_common.wgsl` after:
-/// WGSL has no includes).
-pub const HUFFMAN: &str = concat!(
-    include_str!("../../../shaders/idct_common.wgsl"),
-    include_str!("../../../shaders/huffman.wgsl"),
-    include_str!("../../../shaders/decode_common.wgsl")
-);
+/// of [`IDCT_COMMON`] in front, for its range check, and [`DECODE_COMMON`] after).
+pub static HUFFMAN: LazyLock<String> = LazyLock::new(|| {
+    let file = with_constants("huffman", include_str!("../../../shaders/huffman.wgsl"));
+    [IDCT_COMMON.as_str(), &file, &DECODE_COMMON].concat()
+});
+
 /// Dequantisation and IDCT of JPEG blocks (8x8, 4x4, 2x2 or 1x1 outputs), with the IDCT
-/// arithmetic of `idct_common.wgsl` in front and `decode_common.wgsl` after.
-pub const IDCT: &str = concat!(
-    include_str!("../../../shaders/idct_common.wgsl"),
-    include_str!("../../../shaders/idct.wgsl"),
-    include_str!("../../../shaders/decode_common.wgsl")
-);
-/// Chroma upsampling and colour conversion to RGB, with `decode_common.wgsl` after.
-pub const COLOR: &str = concat!(
-    include_str!("../../../shaders/color.wgsl"),
-    include_str!("../../../shaders/decode_common.wgsl")
-);
+/// arithmetic of [`IDCT_COMMON`] in front and [`DECODE_COMMON`] after.
+pub static IDCT: LazyLock<String> = LazyLock::new(|| {
+    let file = with_constants("idct", include_str!("../../../shaders/idct.wgsl"));
+    [IDCT_COMMON.as_str(), &file, &DECODE_COMMON].concat()
+});
+
+/// Chroma upsampling and colour conversion to RGB, with [`DECODE_COMMON`] after.
+pub static COLOR: LazyLock<String> = LazyLock::new(|| {
+    let file = with_constants("color", include_str!("../../../shaders/color.wgsl"));
+    file + &DECODE_COMMON
+});
+
 /// The fused per-plane pass: crop, resize, flip, jitter, normalise, layout, dtype (with
-/// the f16 conversions appended: WGSL has no includes).
-pub const AUGMENT: &str = concat!(
-    include_str!("../../../shaders/augment.wgsl"),
-    include_str!("../../../shaders/f16.wgsl")
-);
+/// the f16 conversions appended).
+pub static AUGMENT: LazyLock<String> = LazyLock::new(|| {
+    with_constants(
+        "augment",
+        concat!(
+            include_str!("../../../shaders/augment.wgsl"),
+            include_str!("../../../shaders/f16.wgsl")
+        ),
+    )
+});
 
 /// Batch-level mixing (MixUp, CutMix) after the per-sample pass, with the f16
 /// conversions appended.
-pub const MIX: &str = concat!(
-    include_str!("../../../shaders/mix.wgsl"),
-    include_str!("../../../shaders/f16.wgsl")
-);
+pub static MIX: LazyLock<String> = LazyLock::new(|| {
+    with_constants(
+        "mix",
+        concat!(
+            include_str!("../../../shaders/mix.wgsl"),
+            include_str!("../../../shaders/f16.wgsl")
+        ),
+    )
+});
 
 /// EXIF orientation of a decoded window.
-pub const ORIENT: &str = include_str!("../../../shaders/orient.wgsl");
+pub static ORIENT: LazyLock<String> =
+    LazyLock::new(|| with_constants("orient", include_str!("../../../shaders/orient.wgsl")));
 
 /// Every shader, by file name.
-pub const ALL: [(&str, &str); 6] = [
-    ("huffman.wgsl", HUFFMAN),
-    ("idct.wgsl", IDCT),
-    ("color.wgsl", COLOR),
-    ("augment.wgsl", AUGMENT),
-    ("orient.wgsl", ORIENT),
-    ("mix.wgsl", MIX),
-];
+pub static ALL: LazyLock<[(&str, &str); 6]> = LazyLock::new(|| {
+    [
+        ("huffman.wgsl", HUFFMAN.as_str()),
+        ("idct.wgsl", IDCT.as_str()),
+        ("color.wgsl", COLOR.as_str()),
+        ("augment.wgsl", AUGMENT.as_str()),
+        ("orient.wgsl", ORIENT.as_str()),
+        ("mix.wgsl", MIX.as_str()),
+    ]
+});

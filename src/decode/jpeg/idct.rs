@@ -13,32 +13,32 @@
 
 use super::coeffs::{block_words, coef_at, quant_at, PackedJpeg};
 
-const CONST_BITS: u32 = 13;
-const PASS1_BITS: u32 = 2;
+pub(crate) const CONST_BITS: u32 = 13;
+pub(crate) const PASS1_BITS: u32 = 2;
 
-const FIX_0_298631336: i32 = 2446;
-const FIX_0_390180644: i32 = 3196;
-const FIX_0_541196100: i32 = 4433;
-const FIX_0_765366865: i32 = 6270;
-const FIX_0_899976223: i32 = 7373;
-const FIX_1_175875602: i32 = 9633;
-const FIX_1_501321110: i32 = 12299;
-const FIX_1_847759065: i32 = 15137;
-const FIX_1_961570560: i32 = 16069;
-const FIX_2_053119869: i32 = 16819;
-const FIX_2_562915447: i32 = 20995;
-const FIX_3_072711026: i32 = 25172;
+pub(crate) const FIX_0_298631336: i32 = 2446;
+pub(crate) const FIX_0_390180644: i32 = 3196;
+pub(crate) const FIX_0_541196100: i32 = 4433;
+pub(crate) const FIX_0_765366865: i32 = 6270;
+pub(crate) const FIX_0_899976223: i32 = 7373;
+pub(crate) const FIX_1_175875602: i32 = 9633;
+pub(crate) const FIX_1_501321110: i32 = 12299;
+pub(crate) const FIX_1_847759065: i32 = 15137;
+pub(crate) const FIX_1_961570560: i32 = 16069;
+pub(crate) const FIX_2_053119869: i32 = 16819;
+pub(crate) const FIX_2_562915447: i32 = 20995;
+pub(crate) const FIX_3_072711026: i32 = 25172;
 // jidctred.c
-const FIX_0_211164243: i32 = 1730;
-const FIX_0_509795579: i32 = 4176;
-const FIX_0_601344887: i32 = 4926;
-const FIX_0_720959822: i32 = 5906;
-const FIX_0_850430095: i32 = 6967;
-const FIX_1_061594337: i32 = 8697;
-const FIX_1_272758580: i32 = 10426;
-const FIX_1_451774981: i32 = 11893;
-const FIX_2_172734803: i32 = 17799;
-const FIX_3_624509785: i32 = 29692;
+pub(crate) const FIX_0_211164243: i32 = 1730;
+pub(crate) const FIX_0_509795579: i32 = 4176;
+pub(crate) const FIX_0_601344887: i32 = 4926;
+pub(crate) const FIX_0_720959822: i32 = 5906;
+pub(crate) const FIX_0_850430095: i32 = 6967;
+pub(crate) const FIX_1_061594337: i32 = 8697;
+pub(crate) const FIX_1_272758580: i32 = 10426;
+pub(crate) const FIX_1_451774981: i32 = 11893;
+pub(crate) const FIX_2_172734803: i32 = 17799;
+pub(crate) const FIX_3_624509785: i32 = 29692;
 
 /// libjpeg's post-IDCT range limit: `x` is a descaled sample without its +128 level
 /// shift; the result is `range_limit[x & RANGE_MASK]` of `jdmaster.c`'s table: clamped to
@@ -307,7 +307,7 @@ pub fn idct_2x2(block: &[i16; 64], quant: &[u16; 64], out: &mut [u8], stride: us
 /// every sample of every reduced and full IDCT lies within -512..=511 and every pass-1
 /// value within 16 bits (`tests::the_quick_bound_keeps_every_pass_in_range` derives it
 /// from each coefficient's largest weight): most blocks of real photos are far below it.
-const QUICK_BOUND: u32 = 2000;
+pub(crate) const QUICK_BOUND: u32 = 2000;
 
 /// Whether libjpeg-turbo's SIMD IDCTs, which the CPU decoder runs (16-bit lanes that
 /// saturate), compute the same samples as libjpeg's C code, which this oracle and the

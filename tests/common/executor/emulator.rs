@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use stoker::backend::device::{Binding, DeviceLimits, Step};
+use stoker::backend::device::{constants, Binding, DeviceLimits, Step};
 
 use super::{Buffers, Executor};
 
@@ -34,6 +34,16 @@ pub fn get() -> Option<&'static Emulator> {
         "kernel emulator",
     )
 }
+
+/// The kernel files (stems) that read constants, as `emulator.cpp` includes them.
+const CONSTANT_STEMS: [&str; 6] = [
+    "decode_common",
+    "idct_common",
+    "huffman",
+    "color",
+    "augment",
+    "mix",
+];
 
 const CXX_FLAGS: &[&str] = &[
     "-std=c++20",
@@ -77,6 +87,12 @@ fn build() -> Result<Emulator, String> {
     for p in &sources {
         std::hash::Hash::hash(&std::fs::read(p).expect("source"), &mut h);
     }
+    // The constants the host prepends to each kernel source, included by emulator.cpp.
+    let constants: Vec<(String, String)> = CONSTANT_STEMS
+        .iter()
+        .map(|stem| (format!("{stem}.constants.h"), constants::cuda(stem)))
+        .collect();
+    std::hash::Hash::hash(&constants, &mut h);
     // Extra flags, e.g. `-fsanitize=undefined` to look for UB in the kernels.
     let extra: Vec<String> = std::env::var("STOKER_KERNEL_HOST_CXXFLAGS")
         .unwrap_or_default()
@@ -89,14 +105,22 @@ fn build() -> Result<Emulator, String> {
     let exe = dir.join(format!("emulator-{:016x}", std::hash::Hasher::finish(&h)));
     if !exe.is_file() {
         let tmp = dir.join(format!("emulator-{}.tmp", std::process::id()));
+        let include = dir.join(format!("constants-{}", std::process::id()));
+        std::fs::create_dir_all(&include).expect("constants dir");
+        for (name, text) in &constants {
+            std::fs::write(include.join(name), text).expect("write the constants");
+        }
         let out = Command::new(&cxx)
             .args(CXX_FLAGS)
             .args(&extra)
+            .arg("-I")
+            .arg(&include)
             .arg(&sources[0])
             .arg("-o")
             .arg(&tmp)
             .output()
             .expect("run the C++ compiler");
+        let _ = std::fs::remove_dir_all(&include);
         let log = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success(),
