@@ -435,21 +435,20 @@ impl DecodeInput {
         &self.entropy_images
     }
 
+    /// The last chunk on the device entropy path: the buffers' ends are its ends.
+    fn last_entropy_chunk(&self) -> Option<&Chunk> {
+        self.chunks.iter().rev().find(|c| c.entropy)
+    }
+
     /// Words [`Buffer::Coefficients`] needs.
     pub fn coefficient_words(&self) -> u64 {
-        self.chunks
-            .iter()
-            .rev()
-            .find(|c| c.entropy)
+        self.last_entropy_chunk()
             .map_or(0, |c| c.coef_base + c.coef_words)
     }
 
     /// Words [`Buffer::EntropyStatus`] needs.
     pub fn status_words(&self) -> u64 {
-        self.chunks
-            .iter()
-            .rev()
-            .find(|c| c.entropy)
+        self.last_entropy_chunk()
             .map_or(0, |c| c.status_base + c.intervals)
     }
 

@@ -12,7 +12,7 @@ use stoker::decode::{DecodeOptions, Image8};
 use stoker::{BackendKind, HardwareDecode};
 
 use super::plot::{self, Bar};
-use super::{positive, results_table, with_notes, BenchResult, Unavailable};
+use super::{plotted, positive, results_table, with_notes, BenchResult, Unavailable};
 use crate::common::{self, cores, progress, secs, Ctx, Failure, Report, Res, SAMPLES_DIR};
 
 #[derive(Debug, Args)]
@@ -293,10 +293,12 @@ fn decode_pass(
 
 pub fn run(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
-    if let Some(path) = &a.plot {
-        plot::save(path, |p| r.plot(p))?;
-    }
-    Report::new(&r, r.text())
+    plotted(
+        &r,
+        a.plot.as_deref(),
+        DecodeReport::plot,
+        DecodeReport::text,
+    )
 }
 
 /// Runs the benchmark on every backend of `a`.

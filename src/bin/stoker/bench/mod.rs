@@ -8,6 +8,8 @@ pub mod overlap;
 pub mod pipeline;
 pub mod plot;
 
+use std::path::Path;
+
 use serde::Serialize;
 use stoker::BackendKind;
 
@@ -77,6 +79,20 @@ fn results_table<R, U: Unavailable>(
 fn with_notes(t: &Table, notes: &str) -> String {
     let gap = if notes.is_empty() { "" } else { "\n" };
     format!("{}{gap}{notes}", t.render())
+}
+
+/// A benchmark's [`Report`] for `r`: its JSON object and its table (`text`), the chart
+/// (`draw`) first written to `plot` when one was asked for.
+fn plotted<R: Serialize>(
+    r: &R,
+    plot: Option<&Path>,
+    draw: impl FnOnce(&R, &Path) -> Res<()>,
+    text: impl FnOnce(&R) -> String,
+) -> Res<Report> {
+    if let Some(path) = plot {
+        plot::save(path, |p| draw(r, p))?;
+    }
+    Report::new(r, text(r))
 }
 
 /// The JSON object of `bench` with no sub-command.

@@ -11,7 +11,7 @@ use stoker::source::Sample;
 use stoker::{Augment, BackendKind, Dataset, Pipeline};
 
 use super::plot::{self, Lane};
-use super::positive;
+use super::{plotted, positive};
 use crate::common::{kv, progress, secs, Ctx, Report, Res};
 
 #[derive(Debug, Args)]
@@ -125,10 +125,12 @@ fn synthetic_dataset(n: usize) -> Res<Dataset> {
 
 pub fn run(ctx: Ctx, a: &OverlapArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
-    if let Some(path) = &a.plot {
-        plot::save(path, |p| r.plot(p))?;
-    }
-    Report::new(&r, r.text())
+    plotted(
+        &r,
+        a.plot.as_deref(),
+        OverlapReport::plot,
+        OverlapReport::text,
+    )
 }
 
 /// Runs the experiment naively once and pipelined `a.repeat` times.

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use stoker::{Augment, BackendKind, DType, HardwareDecode, Pipeline};
 
 use super::plot::{self, Line};
-use super::{positive, results_table, with_notes, BenchResult, Unavailable};
+use super::{plotted, positive, results_table, with_notes, BenchResult, Unavailable};
 use crate::args::ArgError;
 use crate::common::{self, fail, progress, Cause, Ctx, Failure, Report, Res, SAMPLES_DIR};
 
@@ -293,10 +293,12 @@ impl Unavailable for PipelineUnavailable {
 
 pub fn run(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
-    if let Some(path) = &a.plot {
-        plot::save(path, |p| r.plot(p))?;
-    }
-    let report = Report::new(&r, r.text())?;
+    let report = plotted(
+        &r,
+        a.plot.as_deref(),
+        PipelineReport::plot,
+        PipelineReport::text,
+    )?;
     // Samples reported instead of delivered: partly done (all of them: nothing could be
     // read). A run where no backend ran says so itself (`backend_unavailable`).
     Ok(match r.ran_counts() {
