@@ -81,18 +81,21 @@ fn with_notes(t: &Table, notes: &str) -> String {
     format!("{}{gap}{notes}", t.render())
 }
 
-/// A benchmark's [`Report`] for `r`: its JSON object and its table (`text`), the chart
-/// (`draw`) first written to `plot` when one was asked for.
-fn plotted<R: Serialize>(
-    r: &R,
-    plot: Option<&Path>,
-    draw: impl FnOnce(&R, &Path) -> Res<()>,
-    text: impl FnOnce(&R) -> String,
-) -> Res<Report> {
+/// A benchmark's typed report: its JSON object (serde), its table and its chart.
+trait BenchReport: Serialize {
+    /// Draws the `--plot` chart to `path`.
+    fn plot(&self, path: &Path) -> Res<()>;
+    /// The table (with its notes).
+    fn text(&self) -> String;
+}
+
+/// The [`Report`] of `r`: its JSON object and its table, the chart first written to
+/// `plot` when one was asked for.
+fn plotted(r: &impl BenchReport, plot: Option<&Path>) -> Res<Report> {
     if let Some(path) = plot {
-        plot::save(path, |p| draw(r, p))?;
+        plot::save(path, |p| r.plot(p))?;
     }
-    Report::new(r, text(r))
+    Report::new(r, r.text())
 }
 
 /// The JSON object of `bench` with no sub-command.
