@@ -29,7 +29,7 @@ use burn::nn::{
 use burn::optim::{AdamConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor};
 use stoker::Batch;
-use train::{Clock, EpochReport, Options};
+use train::{EpochReport, Options, Score};
 
 /// Four strided convolutions with batch normalisation (a receptive field as wide as the
 /// input), a global average and a linear layer.
@@ -121,30 +121,21 @@ pub fn run(o: &Options) -> Result<Vec<EpochReport>, Box<dyn std::error::Error>> 
     let name = format!("burn {device:?}");
     let split = train::dataset(o, false)?;
     let classes = split.train().classes().len();
-    let (train_pipe, val_pipe) = train::pipelines(o, &split, |b| b.burn_device(&device))?;
+    let pipes = train::pipelines(o, &split, |b| b.burn_device(&device))?;
     let train_dev = device.clone().autodiff();
     train_dev.seed(o.seed);
-    let mut model = Net::new(classes, &train_dev);
+    let model = Net::new(classes, &train_dev);
     let mut optim = AdamConfig::new().init();
     let loss_fn = CrossEntropyLossConfig::new().init(&train_dev);
-    let mut reports = Vec::new();
-    for epoch in 0..o.epochs {
-        let mut clock = Clock::start();
-        let mut batches = train_pipe.epoch(epoch)?;
-        let (mut loss_sum, mut steps) = (0.0, 0usize);
-        while let Some(batch) = clock.wait(|| batches.next()) {
-            let batch = batch?;
-            let (x, y) = inputs(&batch, &train_dev)?;
-            let loss = loss_fn.forward(model.forward(x), y);
-            let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optim.step(o.lr, model, grads);
-            loss_sum += scalar(loss);
-            steps += 1;
-            clock.samples += batch.len();
-        }
-        let (images_per_s, input_wait_fraction) = clock.rates();
-        // Validation: the whole split, in order (so a batch may hold one class only: the
-        // model runs in inference mode, its normalisation on the running statistics).
+    let step = |model: Net, batch: &Batch| -> train::Res<(Net, f64)> {
+        let (x, y) = inputs(batch, &train_dev)?;
+        let loss = loss_fn.forward(model.forward(x), y);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        Ok((optim.step(o.lr, model, grads), scalar(loss)))
+    };
+    // Validation: the whole split, in order (so a batch may hold one class only: the
+    // model runs in inference mode, its normalisation on the running statistics).
+    let validate = |model: &Net, val_pipe: &stoker::Pipeline| -> train::Res<Score> {
         let eval = model.valid();
         let (mut right, mut seen) = (0usize, 0usize);
         let mut per_class = vec![0usize; classes];
@@ -161,21 +152,13 @@ pub fn run(o: &Options) -> Result<Vec<EpochReport>, Box<dyn std::error::Error>> 
             }
             seen += truth.len();
         }
-        let report = EpochReport {
-            epoch,
-            loss: loss_sum / steps.max(1) as f64,
-            val_accuracy: Some(right as f64 / seen.max(1) as f64),
-            val_miou: None,
-            classes,
+        Ok(Score {
+            accuracy: Some(right as f64 / seen.max(1) as f64),
+            miou: None,
             chance: *per_class.iter().max().unwrap_or(&0) as f64 / seen.max(1) as f64,
-            images_per_s,
-            input_wait_fraction,
-            device: name.clone(),
-        };
-        report.print(o.json);
-        reports.push(report);
-    }
-    Ok(reports)
+        })
+    };
+    train::train(o, &name, classes, &pipes, model, step, validate)
 }
 
 fn main() {

@@ -25,7 +25,7 @@ use candle_nn::{
     batch_norm, conv2d, BatchNorm, Conv2d, Conv2dConfig, ModuleT, Optimizer, ParamsAdamW,
     VarBuilder, VarMap,
 };
-use train::{Clock, EpochReport, Options};
+use train::{EpochReport, Options, Score};
 
 /// Four full-resolution convolutions of growing dilation (a receptive field wider than the
 /// largest shape) with batch normalisation, and a per-pixel head.
@@ -93,7 +93,7 @@ pub fn run(o: &Options) -> Result<Vec<EpochReport>, Box<dyn std::error::Error>> 
     let split = train::dataset(o, true)?;
     // Background and one class per shape.
     let classes = split.train().classes().len() + 1;
-    let (train_pipe, val_pipe) = train::pipelines(o, &split, |b| b.candle_device(&device))?;
+    let pipes = train::pipelines(o, &split, |b| b.candle_device(&device))?;
     let varmap = VarMap::new();
     let net = Net::new(
         classes,
@@ -107,67 +107,55 @@ pub fn run(o: &Options) -> Result<Vec<EpochReport>, Box<dyn std::error::Error>> 
             ..Default::default()
         },
     )?;
-    let mut reports = Vec::new();
-    for epoch in 0..o.epochs {
-        let mut clock = Clock::start();
-        let mut batches = train_pipe.epoch(epoch)?;
-        let (mut loss_sum, mut steps) = (0.0, 0usize);
-        while let Some(batch) = clock.wait(|| batches.next()) {
-            let batch = batch?;
+    train::train(
+        o,
+        &name,
+        classes,
+        &pipes,
+        &net,
+        |net, batch| {
             let t = batch.to_candle(&device)?;
             let masks = t.masks.ok_or("a batch without masks")?;
             let loss = pixel_loss(&net.forward(&t.images, true)?, &masks)?;
             opt.backward_step(&loss)?;
-            loss_sum += f64::from(loss.to_scalar::<f32>()?);
-            steps += 1;
-            clock.samples += batch.len();
-        }
-        let (images_per_s, input_wait_fraction) = clock.rates();
+            Ok((net, f64::from(loss.to_scalar::<f32>()?)))
+        },
         // Validation: intersection and union per class over the whole split.
-        let (mut inter, mut union) = (vec![0u64; classes], vec![0u64; classes]);
-        let mut truth_count = vec![0u64; classes];
-        for batch in val_pipe.epoch(0)? {
-            let batch = batch?;
-            let t = batch.to_candle(&device)?;
-            let masks = t.masks.ok_or("a batch without masks")?;
-            let guess = net.forward(&t.images, false)?.argmax(D::Minus(3))?;
-            let guess = guess.flatten_all()?.to_vec1::<u32>()?;
-            let truth = masks.flatten_all()?.to_vec1::<u32>()?;
-            for (&g, &t) in guess.iter().zip(&truth) {
-                let (g, t) = (g as usize, t as usize);
-                if t >= classes || g >= classes {
-                    continue;
-                }
-                truth_count[t] += 1;
-                if g == t {
-                    inter[t] += 1;
-                    union[t] += 1;
-                } else {
-                    union[t] += 1;
-                    union[g] += 1;
+        |net, val_pipe| {
+            let (mut inter, mut union) = (vec![0u64; classes], vec![0u64; classes]);
+            let mut truth_count = vec![0u64; classes];
+            for batch in val_pipe.epoch(0)? {
+                let batch = batch?;
+                let t = batch.to_candle(&device)?;
+                let masks = t.masks.ok_or("a batch without masks")?;
+                let guess = net.forward(&t.images, false)?.argmax(D::Minus(3))?;
+                let guess = guess.flatten_all()?.to_vec1::<u32>()?;
+                let truth = masks.flatten_all()?.to_vec1::<u32>()?;
+                for (&g, &t) in guess.iter().zip(&truth) {
+                    let (g, t) = (g as usize, t as usize);
+                    if t >= classes || g >= classes {
+                        continue;
+                    }
+                    truth_count[t] += 1;
+                    if g == t {
+                        inter[t] += 1;
+                        union[t] += 1;
+                    } else {
+                        union[t] += 1;
+                        union[g] += 1;
+                    }
                 }
             }
-        }
-        let miou = mean_iou(&inter, &union);
-        // Predicting background everywhere: IoU of the background share, 0 elsewhere.
-        let total: u64 = truth_count.iter().sum();
-        let present = truth_count.iter().filter(|&&c| c > 0).count().max(1);
-        let chance = truth_count[0] as f64 / total.max(1) as f64 / present as f64;
-        let report = EpochReport {
-            epoch,
-            loss: loss_sum / steps.max(1) as f64,
-            val_accuracy: None,
-            val_miou: Some(miou),
-            classes,
-            chance,
-            images_per_s,
-            input_wait_fraction,
-            device: name.clone(),
-        };
-        report.print(o.json);
-        reports.push(report);
-    }
-    Ok(reports)
+            // Predicting background everywhere: IoU of the background share, 0 elsewhere.
+            let total: u64 = truth_count.iter().sum();
+            let present = truth_count.iter().filter(|&&c| c > 0).count().max(1);
+            Ok(Score {
+                accuracy: None,
+                miou: Some(mean_iou(&inter, &union)),
+                chance: truth_count[0] as f64 / total.max(1) as f64 / present as f64,
+            })
+        },
+    )
 }
 
 /// The mean over the classes that occur (a non-empty union) of intersection over union.

@@ -71,6 +71,25 @@ class FixedBeta:
         return torch.tensor([self.lam], dtype=torch.float32)
 
 
+def mixed(op, t, params, dtype, images, labels, lam, draws):
+    """The case of transform `t` (`op`) run with `params` on `images` and their `labels`:
+    the weight `lam`, then the op's own `draws`, then the tensors in and out."""
+    out = t.transform(images, params)
+    soft = t.transform(labels, params)
+    return {
+        "op": op,
+        "dtype": dtype,
+        "shape": list(images.shape),
+        "lam": lam,
+        "lam_bits": hexf64(lam),
+        **draws,
+        "input": hexbytes(images),
+        "output": hexbytes(out),
+        "labels": labels.tolist(),
+        "soft_labels": hexbytes(soft.float()),
+    }
+
+
 def main():
     rng = np.random.default_rng(20261204)
     cases = []
@@ -82,21 +101,7 @@ def main():
         labels = torch.from_numpy(rng.integers(0, CLASSES, n)).long()
         t = v2.MixUp(alpha=0.4, num_classes=CLASSES)
         params = {"lam": lam, "labels": labels, "batch_size": n}
-        out = t.transform(images, params)
-        soft = t.transform(labels, params)
-        cases.append(
-            {
-                "op": "mixup",
-                "dtype": dtype,
-                "shape": [n, 3, h, w],
-                "lam": lam,
-                "lam_bits": hexf64(lam),
-                "input": hexbytes(images),
-                "output": hexbytes(out),
-                "labels": labels.tolist(),
-                "soft_labels": hexbytes(soft.float()),
-            }
-        )
+        cases.append(mixed("mixup", t, params, dtype, images, labels, lam, {}))
     for k in range(9):
         dtype = ["uint8", "float16", "float32"][k % 3]
         n, h, w = int(rng.integers(2, 4)), int(rng.integers(3, 9)), int(rng.integers(3, 10))
@@ -113,26 +118,14 @@ def main():
         with mock.patch.object(torch, "randint", lambda *a, **kw: next(draws)):
             made = t.make_params([images])
         params = {"labels": labels, "batch_size": n, **made}
-        out = t.transform(images, params)
-        soft = t.transform(labels, params)
-        cases.append(
-            {
-                "op": "cutmix",
-                "dtype": dtype,
-                "shape": [n, 3, h, w],
-                "lam": lam,
-                "lam_bits": hexf64(lam),
-                "r_x": r_x,
-                "r_y": r_y,
-                "box": list(made["box"]),
-                "lam_adjusted": made["lam_adjusted"],
-                "lam_adjusted_bits": hexf64(made["lam_adjusted"]),
-                "input": hexbytes(images),
-                "output": hexbytes(out),
-                "labels": labels.tolist(),
-                "soft_labels": hexbytes(soft.float()),
-            }
-        )
+        draws = {
+            "r_x": r_x,
+            "r_y": r_y,
+            "box": list(made["box"]),
+            "lam_adjusted": made["lam_adjusted"],
+            "lam_adjusted_bits": hexf64(made["lam_adjusted"]),
+        }
+        cases.append(mixed("cutmix", t, params, dtype, images, labels, lam, draws))
     os.makedirs(OUT, exist_ok=True)
     doc = {
         "generator": "scripts/make_mix_refs.py",

@@ -1,11 +1,12 @@
 //! What the two training examples share: their command line, the synthetic set's split
-//! and pipelines, the clock that splits each step into waiting for input and training,
-//! and the per-epoch report (a line of text, or a JSON line with `--json`).
+//! and pipelines, the epoch loop with the clock that splits each step into waiting for
+//! input and training, and the per-epoch report (a line of text, or a JSON line with
+//! `--json`).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use stoker::{Augment, DType, Dataset, Pipeline, PipelineBuilder, Split, SplitSpec};
+use stoker::{Augment, Batch, DType, Dataset, Pipeline, PipelineBuilder, Split, SplitSpec};
 
 use super::synth::{self, SynthSpec};
 
@@ -164,6 +165,67 @@ pub fn pipelines(
         build(split.train(), train_augment(o))?,
         build(split.val(), val_augment(o))?,
     ))
+}
+
+/// What the examples' fallible steps return.
+pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The validation split's score: classification accuracy or segmentation mean IoU, and
+/// what the best constant prediction scores.
+#[derive(Debug, Clone, Copy)]
+pub struct Score {
+    /// Validation accuracy (classification).
+    pub accuracy: Option<f64>,
+    /// Validation mean IoU over the classes (segmentation).
+    pub miou: Option<f64>,
+    /// What the best constant prediction scores.
+    pub chance: f64,
+}
+
+/// Trains for `o.epochs` epochs on the first of `pipes` and scores each on the second:
+/// `step` takes the model through one optimiser step on a batch and returns it with the
+/// batch's loss, `validate` scores it. Each epoch's report (of `classes` classes, on
+/// `device`) is printed as `o` says; returns them all.
+pub fn train<M>(
+    o: &Options,
+    device: &str,
+    classes: usize,
+    pipes: &(Pipeline, Pipeline),
+    mut model: M,
+    mut step: impl FnMut(M, &Batch) -> Res<(M, f64)>,
+    mut validate: impl FnMut(&M, &Pipeline) -> Res<Score>,
+) -> Res<Vec<EpochReport>> {
+    let (train_pipe, val_pipe) = pipes;
+    let mut reports = Vec::new();
+    for epoch in 0..o.epochs {
+        let mut clock = Clock::start();
+        let mut batches = train_pipe.epoch(epoch)?;
+        let (mut loss_sum, mut steps) = (0.0, 0usize);
+        while let Some(batch) = clock.wait(|| batches.next()) {
+            let batch = batch?;
+            let (stepped, loss) = step(model, &batch)?;
+            model = stepped;
+            loss_sum += loss;
+            steps += 1;
+            clock.samples += batch.len();
+        }
+        let (images_per_s, input_wait_fraction) = clock.rates();
+        let score = validate(&model, val_pipe)?;
+        let report = EpochReport {
+            epoch,
+            loss: loss_sum / steps.max(1) as f64,
+            val_accuracy: score.accuracy,
+            val_miou: score.miou,
+            classes,
+            chance: score.chance,
+            images_per_s,
+            input_wait_fraction,
+            device: device.to_string(),
+        };
+        report.print(o.json);
+        reports.push(report);
+    }
+    Ok(reports)
 }
 
 /// Splits an epoch's time into waiting for the next batch and the rest (the step).

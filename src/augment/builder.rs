@@ -40,46 +40,31 @@ impl Augment {
     }
 
     /// torchvision's `RandomResizedCrop(size, scale, ratio)`, square output.
-    pub fn random_resized_crop(mut self, size: u32, scale: (f64, f64), ratio: (f64, f64)) -> Self {
-        self.crop = Crop::RandomResized { scale, ratio };
-        self.out_width = size;
-        self.out_height = size;
-        self
+    pub fn random_resized_crop(self, size: u32, scale: (f64, f64), ratio: (f64, f64)) -> Self {
+        self.crop_to(Crop::RandomResized { scale, ratio }, size, size)
     }
 
     /// Shorter side to `resize`, then the centre `size x size`.
-    pub fn resize_center_crop(mut self, resize: u32, size: u32) -> Self {
-        self.crop = Crop::ResizeCenterCrop { resize };
-        self.out_width = size;
-        self.out_height = size;
-        self
+    pub fn resize_center_crop(self, resize: u32, size: u32) -> Self {
+        self.crop_to(Crop::ResizeCenterCrop { resize }, size, size)
     }
 
     /// The whole image resized to fit `width x height` with its aspect ratio kept,
     /// centred, the rest [`Augment::fill`] (label planes [`Augment::mask_fill`]): the
     /// detection letterbox ([`Crop::Letterbox`]).
-    pub fn letterbox(mut self, width: u32, height: u32) -> Self {
-        self.crop = Crop::Letterbox;
-        self.out_width = width;
-        self.out_height = height;
-        self
+    pub fn letterbox(self, width: u32, height: u32) -> Self {
+        self.crop_to(Crop::Letterbox, width, height)
     }
 
     /// torchvision's `RandomCrop(size, padding)` ([`Crop::RandomPadded`]): pad by
     /// `padding` pixels of fill, then a random `width x height` crop, no resampling.
-    pub fn random_crop_padded(mut self, width: u32, height: u32, padding: u32) -> Self {
-        self.crop = Crop::RandomPadded { padding };
-        self.out_width = width;
-        self.out_height = height;
-        self
+    pub fn random_crop_padded(self, width: u32, height: u32, padding: u32) -> Self {
+        self.crop_to(Crop::RandomPadded { padding }, width, height)
     }
 
     /// The whole image resized to `width x height`.
-    pub fn resize(mut self, width: u32, height: u32) -> Self {
-        self.crop = Crop::Full;
-        self.out_width = width;
-        self.out_height = height;
-        self
+    pub fn resize(self, width: u32, height: u32) -> Self {
+        self.crop_to(Crop::Full, width, height)
     }
 
     /// Output size (width, height), keeping the crop mode.
@@ -87,6 +72,12 @@ impl Augment {
         self.out_width = width;
         self.out_height = height;
         self
+    }
+
+    /// The crop mode `crop` with a `width x height` output.
+    fn crop_to(mut self, crop: Crop, width: u32, height: u32) -> Self {
+        self.crop = crop;
+        self.output_size(width, height)
     }
 
     /// Mirror left-right with probability `p`.

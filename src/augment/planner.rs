@@ -466,21 +466,47 @@ fn erase_box(
     scale: (f64, f64),
     ratio: (f64, f64),
 ) -> Option<[u32; 4]> {
+    ten_tries(
+        rng,
+        width,
+        height,
+        scale,
+        ratio,
+        |rng, erase_area, aspect| {
+            // Python's round(): half to even.
+            let h = (erase_area * aspect).sqrt().round_ties_even();
+            let w = (erase_area / aspect).sqrt().round_ties_even();
+            if !(h < f64::from(height) && w < f64::from(width)) {
+                return None;
+            }
+            let (w, h) = (w as u32, h as u32);
+            let y = rng.below(u64::from(height - h) + 1) as u32;
+            let x = rng.below(u64::from(width - w) + 1) as u32;
+            Some([x, y, w, h])
+        },
+    )
+}
+
+/// The draws torchvision's `RandomResizedCrop` and `RandomErasing` share: up to 10
+/// tries, each drawing an area (a fraction in `scale` of the `width x height` area) and
+/// a log-uniform aspect ratio in `ratio`, which `fit` makes a box of (drawing its place)
+/// or refuses; the first box, or `None` when every try is refused.
+fn ten_tries<T>(
+    rng: &mut Rng,
+    width: u32,
+    height: u32,
+    scale: (f64, f64),
+    ratio: (f64, f64),
+    mut fit: impl FnMut(&mut Rng, f64, f64) -> Option<T>,
+) -> Option<T> {
     let area = f64::from(width) * f64::from(height);
     let (log_lo, log_hi) = (ratio.0.ln(), ratio.1.ln());
     for _ in 0..10 {
-        let erase_area = area * rng.uniform(scale.0, scale.1);
+        let target = area * rng.uniform(scale.0, scale.1);
         let aspect = rng.uniform(log_lo, log_hi).exp();
-        // Python's round(): half to even.
-        let h = (erase_area * aspect).sqrt().round_ties_even();
-        let w = (erase_area / aspect).sqrt().round_ties_even();
-        if !(h < f64::from(height) && w < f64::from(width)) {
-            continue;
+        if let Some(found) = fit(rng, target, aspect) {
+            return Some(found);
         }
-        let (w, h) = (w as u32, h as u32);
-        let y = rng.below(u64::from(height - h) + 1) as u32;
-        let x = rng.below(u64::from(width - w) + 1) as u32;
-        return Some([x, y, w, h]);
     }
     None
 }
@@ -493,19 +519,19 @@ fn random_resized_box(
     scale: (f64, f64),
     ratio: (f64, f64),
 ) -> (f64, f64, f64, f64) {
-    let area = f64::from(width) * f64::from(height);
-    let (log_lo, log_hi) = (ratio.0.ln(), ratio.1.ln());
-    for _ in 0..10 {
-        let target = area * rng.uniform(scale.0, scale.1);
-        let aspect = rng.uniform(log_lo, log_hi).exp();
+    let found = ten_tries(rng, width, height, scale, ratio, |rng, target, aspect| {
         let w = (target * aspect).sqrt().round();
         let h = (target / aspect).sqrt().round();
-        if w > 0.0 && h > 0.0 && w <= f64::from(width) && h <= f64::from(height) {
-            let (w, h) = (w as u64, h as u64);
-            let y = rng.below(u64::from(height) - h + 1);
-            let x = rng.below(u64::from(width) - w + 1);
-            return (x as f64, y as f64, w as f64, h as f64);
+        if !(w > 0.0 && h > 0.0 && w <= f64::from(width) && h <= f64::from(height)) {
+            return None;
         }
+        let (w, h) = (w as u64, h as u64);
+        let y = rng.below(u64::from(height) - h + 1);
+        let x = rng.below(u64::from(width) - w + 1);
+        Some((x as f64, y as f64, w as f64, h as f64))
+    });
+    if let Some(b) = found {
+        return b;
     }
     // Fallback: centre crop clamped to the ratio range.
     let (wf, hf) = (f64::from(width), f64::from(height));

@@ -9,7 +9,7 @@
 use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::jpeg::turbo;
+use super::jpeg::{color, turbo};
 use super::{
     check_limits, peek_info, DecodeError, DecodeOptions, DecodeReport, DecodeWarning, Format,
     Image8, ImageInfo, LabelPlane,
@@ -202,17 +202,7 @@ fn cmyk_to_rgb(data: &mut Vec<u8>, inverted: bool) {
             data[4 * i + 2],
             data[4 * i + 3],
         ];
-        let inv = |v: u8| {
-            if inverted {
-                u32::from(v)
-            } else {
-                255 - u32::from(v)
-            }
-        };
-        let k = inv(p[3]);
-        for c in 0..3 {
-            data[3 * i + c] = ((inv(p[c]) * k + 127) / 255) as u8;
-        }
+        data[3 * i..3 * i + 3].copy_from_slice(&color::cmyk_to_rgb(p, inverted));
     }
     data.truncate(3 * n);
 }

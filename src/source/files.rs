@@ -74,14 +74,34 @@ pub fn image_folder(root: &Path) -> Result<Dataset> {
 
 /// [`image_folder`] with the walk's bounds and rules `options`.
 pub fn image_folder_with(root: &Path, options: &WalkOptions) -> Result<Dataset> {
+    tree(root, options, true)
+}
+
+/// [`image_folder_with`] (`labelled`) or [`flat_with`]: of a folder in a store (a URL)
+/// or of a local folder, walked by `options`.
+fn tree(root: &Path, options: &WalkOptions, labelled: bool) -> Result<Dataset> {
     if super::remote::is_url(root) {
-        return remote_tree(root, true);
+        return remote_tree(root, labelled);
     }
     if !root.is_dir() {
         return Err(Error::source_at(root, "not a folder"));
     }
     let mut walker = Walker::new(root, options)?;
-    let (classes, _) = class_folders(root, &mut walker)?;
+    let (samples, names) = if labelled {
+        class_samples(root, &mut walker)?
+    } else {
+        (flat_samples(root, &mut walker)?, Vec::new())
+    };
+    Ok(
+        Dataset::from_samples(Some(root.to_path_buf()), samples, names)?
+            .with_skipped(walker.skipped),
+    )
+}
+
+/// The samples of a local image-folder tree, labelled by class folder, and the class
+/// names.
+fn class_samples(root: &Path, walker: &mut Walker) -> Result<(Vec<Sample>, Vec<String>)> {
+    let (classes, _) = class_folders(root, walker)?;
     if classes.is_empty() {
         return Err(Error::source_at(
             root,
@@ -101,10 +121,18 @@ pub fn image_folder_with(root: &Path, options: &WalkOptions) -> Result<Dataset> 
             .map_err(|_| Error::source_at(root, "more than 2^32 classes"))?;
         samples.push(file_sample(root, f, Some(class_id))?);
     }
-    Ok(
-        Dataset::from_samples(Some(root.to_path_buf()), samples, names)?
-            .with_skipped(walker.skipped),
-    )
+    Ok((samples, names))
+}
+
+/// The samples of every image below a local folder, unlabelled.
+fn flat_samples(root: &Path, walker: &mut Walker) -> Result<Vec<Sample>> {
+    let mut files = Vec::new();
+    walker.walk(root, 0, 0, &mut files)?;
+    walker.follow_links(&mut files)?;
+    files
+        .into_iter()
+        .map(|(_, f)| file_sample(root, f, None))
+        .collect()
 }
 
 /// What a local folder holds, for telling an image-folder tree from a flat folder.
@@ -147,24 +175,7 @@ pub fn flat(root: &Path) -> Result<Dataset> {
 
 /// [`flat`] with the walk's bounds and rules `options`.
 pub fn flat_with(root: &Path, options: &WalkOptions) -> Result<Dataset> {
-    if super::remote::is_url(root) {
-        return remote_tree(root, false);
-    }
-    if !root.is_dir() {
-        return Err(Error::source_at(root, "not a folder"));
-    }
-    let mut walker = Walker::new(root, options)?;
-    let mut files = Vec::new();
-    walker.walk(root, 0, 0, &mut files)?;
-    walker.follow_links(&mut files)?;
-    let samples = files
-        .into_iter()
-        .map(|(_, f)| file_sample(root, f, None))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(
-        Dataset::from_samples(Some(root.to_path_buf()), samples, Vec::new())?
-            .with_skipped(walker.skipped),
-    )
+    tree(root, options, false)
 }
 
 /// [`image_folder`] (`labelled`) or [`flat`] of a folder in a store (a URL): the objects

@@ -122,6 +122,19 @@ impl Sizes {
     }
 }
 
+/// A window's first word `next` as the `u32` offset the kernels take, refused (as `what`)
+/// unless its end `end` is within `u32` words too.
+fn window_offset(next: u64, end: u64, what: &'static str) -> Result<u32, DeviceError> {
+    u32::try_from(next)
+        .ok()
+        .filter(|_| end <= u64::from(u32::MAX))
+        .ok_or(DeviceError::TooLarge {
+            what,
+            value: end,
+            max: u32::MAX.into(),
+        })
+}
+
 fn round4(n: u64) -> u64 {
     n.div_ceil(4).max(1) * 4
 }
@@ -685,14 +698,7 @@ impl BatchPlan {
             let (ow, oh) = job.size();
             job.dst = next;
             let end = next + u64::from(ow) * u64::from(oh);
-            let offset = u32::try_from(next)
-                .ok()
-                .filter(|_| end <= u64::from(u32::MAX))
-                .ok_or(DeviceError::TooLarge {
-                    what: "the end of an oriented window, in words",
-                    value: end,
-                    max: u32::MAX.into(),
-                })?;
+            let offset = window_offset(next, end, "the end of an oriented window, in words")?;
             if let Some(g) = self.images.get_mut(slot) {
                 let (origin, full) = upright_origin(g, job.orientation);
                 *g = DeviceImage {
@@ -840,14 +846,7 @@ impl BatchPlan {
             }
             next = next.next_multiple_of(64);
             let end = next + bytes / 4;
-            let at = u32::try_from(next)
-                .ok()
-                .filter(|_| end <= u64::from(u32::MAX))
-                .ok_or(DeviceError::TooLarge {
-                    what: "the end of a cached window, in words",
-                    value: end,
-                    max: u32::MAX.into(),
-                })?;
+            let at = window_offset(next, end, "the end of a cached window, in words")?;
             if let Some(g) = self.images.get_mut(sample) {
                 *g = DeviceImage {
                     offset: at,

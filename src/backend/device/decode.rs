@@ -435,21 +435,20 @@ impl DecodeInput {
         &self.entropy_images
     }
 
+    /// The last chunk on the device entropy path: the buffers' ends are its ends.
+    fn last_entropy_chunk(&self) -> Option<&Chunk> {
+        self.chunks.iter().rev().find(|c| c.entropy)
+    }
+
     /// Words [`Buffer::Coefficients`] needs.
     pub fn coefficient_words(&self) -> u64 {
-        self.chunks
-            .iter()
-            .rev()
-            .find(|c| c.entropy)
+        self.last_entropy_chunk()
             .map_or(0, |c| c.coef_base + c.coef_words)
     }
 
     /// Words [`Buffer::EntropyStatus`] needs.
     pub fn status_words(&self) -> u64 {
-        self.chunks
-            .iter()
-            .rev()
-            .find(|c| c.entropy)
+        self.last_entropy_chunk()
             .map_or(0, |c| c.status_base + c.intervals)
     }
 
@@ -879,38 +878,38 @@ impl DecodeInput {
                 }
                 .into());
             }
-            let too_many = |items: u64, k: Kernel| DeviceError::Grid {
-                what: "a decode chunk",
-                workgroups: items.div_ceil(u64::from(k.workgroup())),
-                per_dim,
+            // `kernel` over `items` invocations, bound to `bindings`.
+            let launch = |kernel: Kernel, items: u64, bindings: Vec<Binding>| {
+                let groups = grid(items, kernel.workgroup(), per_dim).ok_or(DeviceError::Grid {
+                    what: "a decode chunk",
+                    workgroups: items.div_ceil(u64::from(kernel.workgroup())),
+                    per_dim,
+                })?;
+                Ok::<_, DeviceError>(Launch {
+                    kernel,
+                    grid: groups,
+                    bindings,
+                    params: Default::default(),
+                })
             };
             if c.entropy && c.intervals > 0 {
-                entropy.push(Launch {
-                    kernel: Kernel::Huffman,
-                    grid: grid(c.intervals, Kernel::Huffman.workgroup(), per_dim)
-                        .ok_or_else(|| too_many(c.intervals, Kernel::Huffman))?,
-                    bindings: vec![blob, coefs, status],
-                    params: Default::default(),
-                });
+                entropy.push(launch(
+                    Kernel::Huffman,
+                    c.intervals,
+                    vec![blob, coefs, status],
+                )?);
             }
             if c.idct > 0 {
-                out.push(Launch {
-                    kernel: Kernel::Idct,
-                    grid: grid(c.idct, Kernel::Idct.workgroup(), per_dim)
-                        .ok_or_else(|| too_many(c.idct, Kernel::Idct))?,
-                    // Blocks from the chunk itself (host-decoded coefficients) or from
-                    // what the huffman pass decoded.
-                    bindings: vec![blob, planes, if c.entropy { coefs } else { blob }],
-                    params: Default::default(),
-                });
+                // Blocks from the chunk itself (host-decoded coefficients) or from what the
+                // huffman pass decoded.
+                let blocks = if c.entropy { coefs } else { blob };
+                out.push(launch(Kernel::Idct, c.idct, vec![blob, planes, blocks])?);
             }
-            out.push(Launch {
-                kernel: Kernel::Color,
-                grid: grid(c.pixels, Kernel::Color.workgroup(), per_dim)
-                    .ok_or_else(|| too_many(c.pixels, Kernel::Color))?,
-                bindings: vec![blob, planes, windows],
-                params: Default::default(),
-            });
+            out.push(launch(
+                Kernel::Color,
+                c.pixels,
+                vec![blob, planes, windows],
+            )?);
         }
         Ok((entropy, out))
     }

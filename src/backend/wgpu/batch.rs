@@ -178,23 +178,62 @@ pub struct WgpuBatcher {
     decoded_cache_budget: u64,
 }
 
+/// The batches' grow-only device buffers, in the order they are grown, with their labels.
+/// The other buffers are the output's ([`WgpuBatchBuffers`]), the device cache, or another
+/// backend's.
+const SCRATCH: [(Buffer, &str); 10] = [
+    (Buffer::DecodeInput, "stoker decode input"),
+    (Buffer::AugmentInput, "stoker augment input"),
+    (Buffer::Planes, "stoker decode planes"),
+    (Buffer::Windows, "stoker decoded windows"),
+    (Buffer::Oriented, "stoker oriented"),
+    (Buffer::Horizontal, "stoker augment horizontal"),
+    (Buffer::Resized, "stoker augment resized"),
+    (Buffer::Coefficients, "stoker decode coefficients"),
+    (Buffer::EntropyStatus, "stoker entropy status"),
+    (Buffer::MixScratch, "stoker mix scratch"),
+];
+
+/// The usages of scratch buffer `buffer`: each is bound to kernels; the uploads, the
+/// windows (the upright ones are copied back into them) and the mixing pass's copy of the
+/// images are written by copies; the windows, the upright windows and the entropy status
+/// are copied out of (read back to the host, or into the windows and the device cache).
+fn scratch_usage(buffer: Buffer) -> wgpu::BufferUsages {
+    use wgpu::BufferUsages as U;
+    let mut usage = U::STORAGE;
+    if matches!(
+        buffer,
+        Buffer::DecodeInput | Buffer::AugmentInput | Buffer::Windows | Buffer::MixScratch
+    ) {
+        usage |= U::COPY_DST;
+    }
+    if matches!(
+        buffer,
+        Buffer::Windows | Buffer::Oriented | Buffer::EntropyStatus
+    ) {
+        usage |= U::COPY_SRC;
+    }
+    usage
+}
+
 /// Grow-only device buffers of the batches (one set: submissions on one queue run in
 /// order).
 #[derive(Debug, Default)]
 struct Scratch {
-    decode_input: Option<wgpu::Buffer>,
-    augment_input: Option<wgpu::Buffer>,
-    planes: Option<wgpu::Buffer>,
-    windows: Option<wgpu::Buffer>,
-    oriented: Option<wgpu::Buffer>,
-    horizontal: Option<wgpu::Buffer>,
-    resized: Option<wgpu::Buffer>,
-    coefficients: Option<wgpu::Buffer>,
-    entropy_status: Option<wgpu::Buffer>,
-    /// The copy of the images the mixing pass reads.
-    mix_scratch: Option<wgpu::Buffer>,
+    /// The buffers of [`SCRATCH`], at the same places.
+    buffers: [Option<wgpu::Buffer>; SCRATCH.len()],
     /// The launches' parameter records.
     params: Option<wgpu::Buffer>,
+}
+
+/// The buffer of `buffers` (as [`Scratch::buffers`] holds them) that is `buffer`, if it is
+/// one of [`SCRATCH`] and allocated.
+fn scratch_buffer(
+    buffers: &[Option<wgpu::Buffer>; SCRATCH.len()],
+    buffer: Buffer,
+) -> Option<&wgpu::Buffer> {
+    let k = SCRATCH.iter().position(|&(b, _)| b == buffer)?;
+    buffers.get(k)?.as_ref()
 }
 
 impl std::fmt::Debug for WgpuBatcher {
@@ -372,72 +411,14 @@ impl WgpuBatcher {
         out: Option<&WgpuBatchBuffers>,
         steps: std::ops::Range<usize>,
     ) -> Result<wgpu::CommandEncoder> {
-        use wgpu::BufferUsages as U;
         let sizes = self.plan.sizes();
         let decoded_cache = self.decoded_cache(sizes.decoded_cache)?;
         let ctx = &self.ctx;
-        let sc = &mut self.scratch;
-        let storage = U::STORAGE | U::COPY_DST;
-        let dbuf = ctx.grow_buffer(
-            &mut sc.decode_input,
-            "stoker decode input",
-            sizes.decode_input,
-            storage,
-        )?;
-        let abuf = ctx.grow_buffer(
-            &mut sc.augment_input,
-            "stoker augment input",
-            sizes.augment_input,
-            storage,
-        )?;
-        let planes = ctx.grow_buffer(
-            &mut sc.planes,
-            "stoker decode planes",
-            sizes.planes,
-            U::STORAGE,
-        )?;
-        let windows = ctx.grow_buffer(
-            &mut sc.windows,
-            "stoker decoded windows",
-            sizes.windows,
-            U::STORAGE | U::COPY_SRC | U::COPY_DST,
-        )?;
-        let oriented = ctx.grow_buffer(
-            &mut sc.oriented,
-            "stoker oriented",
-            sizes.oriented,
-            U::STORAGE | U::COPY_SRC,
-        )?;
-        let horizontal = ctx.grow_buffer(
-            &mut sc.horizontal,
-            "stoker augment horizontal",
-            sizes.horizontal,
-            U::STORAGE,
-        )?;
-        let resized = ctx.grow_buffer(
-            &mut sc.resized,
-            "stoker augment resized",
-            sizes.resized,
-            U::STORAGE,
-        )?;
-        let coefficients = ctx.grow_buffer(
-            &mut sc.coefficients,
-            "stoker decode coefficients",
-            sizes.coefficients,
-            U::STORAGE,
-        )?;
-        let entropy_status = ctx.grow_buffer(
-            &mut sc.entropy_status,
-            "stoker entropy status",
-            sizes.entropy_status,
-            U::STORAGE | U::COPY_SRC,
-        )?;
-        let mix_scratch = ctx.grow_buffer(
-            &mut sc.mix_scratch,
-            "stoker mix scratch",
-            sizes.mix_scratch,
-            U::STORAGE | U::COPY_DST,
-        )?;
+        let Scratch { buffers, params } = &mut self.scratch;
+        for (&(buffer, label), slot) in SCRATCH.iter().zip(buffers.iter_mut()) {
+            ctx.grow_buffer(slot, label, sizes.of(buffer), scratch_usage(buffer))?;
+        }
+        let scratch = |b: Buffer| scratch_buffer(buffers, b);
         let mut enc = ctx
             .device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -445,34 +426,21 @@ impl WgpuBatcher {
             });
         if let Some(si) = si {
             let sbuf = &self.staging[si].buffer;
-            enc.copy_buffer_to_buffer(sbuf, 0, &dbuf, 0, sizes.decode_input);
-            if sizes.augment_input > 4 {
-                enc.copy_buffer_to_buffer(
-                    sbuf,
-                    sizes.augment_offset,
-                    &abuf,
-                    0,
-                    sizes.augment_input,
-                );
+            if let Some(dbuf) = scratch(Buffer::DecodeInput) {
+                enc.copy_buffer_to_buffer(sbuf, 0, dbuf, 0, sizes.decode_input);
+            }
+            if let Some(abuf) = scratch(Buffer::AugmentInput).filter(|_| sizes.augment_input > 4) {
+                enc.copy_buffer_to_buffer(sbuf, sizes.augment_offset, abuf, 0, sizes.augment_input);
             }
         }
         let steps = self.plan.steps().get(steps).unwrap_or(&[]);
         self.pipelines
-            .record(ctx, &mut enc, steps, &mut sc.params, |b| match b {
-                Buffer::DecodeInput => Some(&dbuf),
-                Buffer::AugmentInput => Some(&abuf),
-                Buffer::Planes => Some(&planes),
-                Buffer::Windows => Some(&windows),
-                Buffer::Oriented => Some(&oriented),
-                Buffer::Horizontal => Some(&horizontal),
-                Buffer::Resized => Some(&resized),
+            .record(ctx, &mut enc, steps, params, |b| match b {
                 Buffer::Images => out.map(|o| &o.images),
                 Buffer::Masks => out.and_then(|o| o.masks.as_ref()),
-                Buffer::Coefficients => Some(&coefficients),
-                Buffer::EntropyStatus => Some(&entropy_status),
                 Buffer::Rgbi => None,
                 Buffer::DecodedCache => decoded_cache.as_ref(),
-                Buffer::MixScratch => Some(&mix_scratch),
+                _ => scratch(b),
             })?;
         Ok(enc)
     }
@@ -548,7 +516,7 @@ impl WgpuBatcher {
         let (enc, si) = self.record(out, 0..c, sample)?;
         self.submit(enc, si)?;
         let bytes = self.plan.sizes().entropy_status;
-        let status = match &self.scratch.entropy_status {
+        let status = match scratch_buffer(&self.scratch.buffers, Buffer::EntropyStatus) {
             Some(b) => self.ctx.read_buffer(b, 0, bytes)?,
             None => Vec::new(),
         };
@@ -589,7 +557,7 @@ impl WgpuBatcher {
     /// backends and write previews). Blocks until done.
     pub fn decode_to_host(&mut self, images: &[DeviceSample]) -> Result<Vec<Image8>> {
         self.decode(images)?;
-        let Some(windows) = self.scratch.windows.clone() else {
+        let Some(windows) = scratch_buffer(&self.scratch.buffers, Buffer::Windows).cloned() else {
             return Ok(Vec::new());
         };
         let data = self
@@ -656,22 +624,10 @@ impl DeviceBatcher for WgpuBatcher {
 
     fn memory_in_flight(&self) -> u64 {
         let s = &self.scratch;
-        let scratch = [
-            &s.decode_input,
-            &s.augment_input,
-            &s.planes,
-            &s.windows,
-            &s.oriented,
-            &s.horizontal,
-            &s.resized,
-            &s.coefficients,
-            &s.entropy_status,
-            &s.mix_scratch,
-            &s.params,
-        ];
         self.staging.iter().map(|st| st.buffer.size()).sum::<u64>()
-            + scratch
+            + s.buffers
                 .iter()
+                .chain([&s.params])
                 .filter_map(|b| b.as_ref())
                 .map(wgpu::Buffer::size)
                 .sum::<u64>()

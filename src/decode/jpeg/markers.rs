@@ -341,13 +341,42 @@ pub(crate) fn ends_with_eoi(bytes: &[u8]) -> bool {
 /// Bytes after a scan's entropy-coded data are not found here: only the decoder knows
 /// where a scan's data ends.
 pub fn segment_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
+    walk_gaps(
+        bytes,
+        |bytes, i| memchr::memchr(0xFF, &bytes[i..]).map_or(bytes.len(), |k| i + k),
+        |bytes, mut i| {
+            // The next FF that is not stuffed (`FF 00`), a fill byte or a restart marker.
+            while i + 1 < bytes.len() {
+                let Some(k) = memchr::memchr(0xFF, &bytes[i..bytes.len() - 1]) else {
+                    return bytes.len() - 1;
+                };
+                i += k;
+                if !matches!(bytes[i + 1], 0x00 | 0xFF | 0xD0..=0xD7) {
+                    break;
+                }
+                i += 1;
+            }
+            i
+        },
+    )
+}
+
+/// [`segment_gaps`]' walk over the marker segments, with its two searches given:
+/// `next_ff(bytes, i)`, the first `FF` at or after `i` (or the end), and
+/// `scan_end(bytes, i)`, where the entropy-coded data that starts at `i` ends (the next
+/// marker that is not a restart).
+fn walk_gaps(
+    bytes: &[u8],
+    next_ff: impl Fn(&[u8], usize) -> usize,
+    scan_end: impl Fn(&[u8], usize) -> usize,
+) -> Vec<(usize, u8)> {
     let mut gaps = Vec::new();
     let mut i = 2;
     let mut carried = 0;
     while i + 1 < bytes.len() && gaps.len() < 64 {
         // `i` is the end of a segment: count the bytes before the next marker.
         let start = i;
-        i = memchr::memchr(0xFF, &bytes[i..]).map_or(bytes.len(), |k| i + k);
+        i = next_ff(bytes, i);
         let skipped = i - start;
         while i + 1 < bytes.len() && bytes[i + 1] == 0xFF {
             i += 1; // fill bytes before a marker are not counted
@@ -379,18 +408,7 @@ pub fn segment_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
         };
         i += len.max(2);
         if marker == 0xDA {
-            // Skip the entropy-coded data up to the next marker that is not a restart.
-            while i + 1 < bytes.len() {
-                let Some(k) = memchr::memchr(0xFF, &bytes[i..bytes.len() - 1]) else {
-                    i = bytes.len() - 1;
-                    break;
-                };
-                i += k;
-                if !matches!(bytes[i + 1], 0x00 | 0xFF | 0xD0..=0xD7) {
-                    break;
-                }
-                i += 1;
-            }
+            i = scan_end(bytes, i);
         }
     }
     gaps
@@ -442,52 +460,27 @@ mod tests {
         assert_eq!(first_scan_components(&f[..12]), None);
     }
 
-    /// The scan written one byte at a time, as libjpeg reads: what [`segment_gaps`] must
-    /// find with its faster search.
+    /// The searches done one byte at a time, as libjpeg reads: what [`segment_gaps`] must
+    /// find with its faster ones.
     fn plain_gaps(bytes: &[u8]) -> Vec<(usize, u8)> {
-        let mut gaps = Vec::new();
-        let (mut i, mut carried) = (2, 0);
-        while i + 1 < bytes.len() && gaps.len() < 64 {
-            let start = i;
-            while i < bytes.len() && bytes[i] != 0xFF {
-                i += 1;
-            }
-            let skipped = i - start;
-            while i + 1 < bytes.len() && bytes[i + 1] == 0xFF {
-                i += 1;
-            }
-            let Some(&marker) = bytes.get(i + 1) else {
-                break;
-            };
-            if marker == 0x00 {
-                carried += skipped + 2;
-                i += 2;
-                continue;
-            }
-            if carried + skipped > 0 {
-                gaps.push((carried + skipped, marker));
-            }
-            carried = 0;
-            i += 2;
-            match marker {
-                0xD9 => break,
-                0xD8 | 0x01 | 0xD0..=0xD7 => continue,
-                _ => {}
-            }
-            let Some(b) = bytes.get(i..i + 2) else {
-                break;
-            };
-            i += usize::from(u16::from_be_bytes([b[0], b[1]])).max(2);
-            if marker == 0xDA {
+        walk_gaps(
+            bytes,
+            |bytes, mut i| {
+                while i < bytes.len() && bytes[i] != 0xFF {
+                    i += 1;
+                }
+                i
+            },
+            |bytes, mut i| {
                 while i + 1 < bytes.len() {
                     if bytes[i] == 0xFF && !matches!(bytes[i + 1], 0x00 | 0xFF | 0xD0..=0xD7) {
                         break;
                     }
                     i += 1;
                 }
-            }
-        }
-        gaps
+                i
+            },
+        )
     }
 
     /// Every test JPEG, cut short at random points and with random bytes (many of them

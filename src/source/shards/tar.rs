@@ -987,6 +987,13 @@ mod tests {
         tar.append_data(&mut h, name, data).expect("member");
     }
 
+    /// A GNU member: a name too long for its header gets a GNU long-name entry before it.
+    fn gnu_member(tar: &mut ::tar::Builder<Vec<u8>>, name: &str, data: &[u8]) {
+        let mut h = ::tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        tar.append_data(&mut h, name, data).expect("long name");
+    }
+
     /// Samples `s0`, `s1`, `s2`: an image of 700 bytes (`i` repeated) and a label each.
     fn three() -> Vec<u8> {
         let mut tar = ::tar::Builder::new(Vec::new());
@@ -1076,15 +1083,9 @@ mod tests {
         member(&mut tar, "s0.jpg", b"zero");
         // A path too long for a ustar header: the crate writes a GNU long name before it.
         let deep = format!("{}/s1", "d".repeat(120));
-        let mut h = ::tar::Header::new_gnu();
-        h.set_size(3);
-        tar.append_data(&mut h, format!("{deep}.jpg"), &b"one"[..])
-            .expect("long name");
+        gnu_member(&mut tar, &format!("{deep}.jpg"), b"one");
         // Its label, under the same long key (a long name of its own).
-        let mut h = ::tar::Header::new_gnu();
-        h.set_size(1);
-        tar.append_data(&mut h, format!("{deep}.cls"), &b"1"[..])
-            .expect("long name");
+        gnu_member(&mut tar, &format!("{deep}.cls"), b"1");
         // A PAX path record naming the member that follows.
         pax_member(&mut tar, &pax("path", "p/s2.jpeg"));
         member(&mut tar, "placeholder.bin", b"two");
@@ -1168,10 +1169,7 @@ mod tests {
         member(&mut tar, "s0.txt", b"not recorded");
         // A long name (GNU) before the second sample's image: its blocks are checked too.
         let deep = format!("{}/s1", "d".repeat(120));
-        let mut h = ::tar::Header::new_gnu();
-        h.set_size(3);
-        tar.append_data(&mut h, format!("{deep}.jpg"), &b"one"[..])
-            .expect("long name");
+        gnu_member(&mut tar, &format!("{deep}.jpg"), b"one");
         let bytes = tar.into_inner().expect("tar");
         let header = |name: &str| {
             let at = header_of(&bytes, name);

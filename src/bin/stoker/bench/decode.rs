@@ -12,7 +12,7 @@ use stoker::decode::{DecodeOptions, Image8};
 use stoker::{BackendKind, HardwareDecode};
 
 use super::plot::{self, Bar};
-use super::{positive, results_table, with_notes, BenchResult, Unavailable};
+use super::{plotted, positive, results_table, with_notes, BenchReport, BenchResult, Unavailable};
 use crate::common::{self, cores, progress, secs, Ctx, Failure, Report, Res, SAMPLES_DIR};
 
 #[derive(Debug, Args)]
@@ -293,10 +293,7 @@ fn decode_pass(
 
 pub fn run(ctx: Ctx, a: &DecodeBenchArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
-    if let Some(path) = &a.plot {
-        plot::save(path, |p| r.plot(p))?;
-    }
-    Report::new(&r, r.text())
+    plotted(&r, a.plot.as_deref())
 }
 
 /// Runs the benchmark on every backend of `a`.
@@ -710,10 +707,10 @@ const DECODE_PATHS: [&str; 3] = [
     "host side of the device decode",
 ];
 
-impl DecodeReport {
+impl BenchReport for DecodeReport {
     /// The `--plot` bars: per backend that ran, its images/s, and on a device backend
     /// also its host side's; a backend that did not run keeps its place, unfilled.
-    pub fn plot(&self, path: &std::path::Path) -> Res<()> {
+    fn plot(&self, path: &std::path::Path) -> Res<()> {
         let mut bars = Vec::new();
         for r in &self.results {
             match r {
@@ -751,7 +748,7 @@ impl DecodeReport {
     }
 
     /// The table of `bench decode`, with a note per unavailable backend and failure.
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let header = [
             "backend",
             "device",

@@ -8,6 +8,8 @@ pub mod overlap;
 pub mod pipeline;
 pub mod plot;
 
+use std::path::Path;
+
 use serde::Serialize;
 use stoker::BackendKind;
 
@@ -77,6 +79,23 @@ fn results_table<R, U: Unavailable>(
 fn with_notes(t: &Table, notes: &str) -> String {
     let gap = if notes.is_empty() { "" } else { "\n" };
     format!("{}{gap}{notes}", t.render())
+}
+
+/// A benchmark's typed report: its JSON object (serde), its table and its chart.
+trait BenchReport: Serialize {
+    /// Draws the `--plot` chart to `path`.
+    fn plot(&self, path: &Path) -> Res<()>;
+    /// The table (with its notes).
+    fn text(&self) -> String;
+}
+
+/// The [`Report`] of `r`: its JSON object and its table, the chart first written to
+/// `plot` when one was asked for.
+fn plotted(r: &impl BenchReport, plot: Option<&Path>) -> Res<Report> {
+    if let Some(path) = plot {
+        plot::save(path, |p| r.plot(p))?;
+    }
+    Report::new(r, r.text())
 }
 
 /// The JSON object of `bench` with no sub-command.

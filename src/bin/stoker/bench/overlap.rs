@@ -11,7 +11,7 @@ use stoker::source::Sample;
 use stoker::{Augment, BackendKind, Dataset, Pipeline};
 
 use super::plot::{self, Lane};
-use super::positive;
+use super::{plotted, positive, BenchReport};
 use crate::common::{kv, progress, secs, Ctx, Report, Res};
 
 #[derive(Debug, Args)]
@@ -125,10 +125,7 @@ fn synthetic_dataset(n: usize) -> Res<Dataset> {
 
 pub fn run(ctx: Ctx, a: &OverlapArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
-    if let Some(path) = &a.plot {
-        plot::save(path, |p| r.plot(p))?;
-    }
-    Report::new(&r, r.text())
+    plotted(&r, a.plot.as_deref())
 }
 
 /// Runs the experiment naively once and pipelined `a.repeat` times.
@@ -225,10 +222,10 @@ pub fn measure(ctx: Ctx, a: &OverlapArgs) -> Res<OverlapReport> {
     })
 }
 
-impl OverlapReport {
+impl BenchReport for OverlapReport {
     /// The `--plot` chart: four lanes, the naive run's loading and steps above the median
     /// pipelined run's waits and steps, on one time axis.
-    pub fn plot(&self, path: &std::path::Path) -> Res<()> {
+    fn plot(&self, path: &std::path::Path) -> Res<()> {
         let t = &self.timeline;
         let lane = |name: &str, spans: &[(f64, f64)]| Lane {
             name: name.into(),
@@ -255,7 +252,7 @@ impl OverlapReport {
     }
 
     /// The settings, then the timings as key/value lines.
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         format!(
             "overlap: {} samples, batch {}, load {} ms/sample, step {} ms/batch, {} readers, prefetch {}\n\n{}",
             self.n,

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use stoker::{Augment, BackendKind, DType, HardwareDecode, Pipeline};
 
 use super::plot::{self, Line};
-use super::{positive, results_table, with_notes, BenchResult, Unavailable};
+use super::{plotted, positive, results_table, with_notes, BenchReport, BenchResult, Unavailable};
 use crate::args::ArgError;
 use crate::common::{self, fail, progress, Cause, Ctx, Failure, Report, Res, SAMPLES_DIR};
 
@@ -293,10 +293,7 @@ impl Unavailable for PipelineUnavailable {
 
 pub fn run(ctx: Ctx, a: &PipelineBenchArgs) -> Res<Report> {
     let r = measure(ctx, a)?;
-    if let Some(path) = &a.plot {
-        plot::save(path, |p| r.plot(p))?;
-    }
-    let report = Report::new(&r, r.text())?;
+    let report = plotted(&r, a.plot.as_deref())?;
     // Samples reported instead of delivered: partly done (all of them: nothing could be
     // read). A run where no backend ran says so itself (`backend_unavailable`).
     Ok(match r.ran_counts() {
@@ -527,10 +524,12 @@ impl PipelineReport {
             })
             .reduce(|a, b| (a.0 + b.0, a.1 + b.1))
     }
+}
 
+impl BenchReport for PipelineReport {
     /// The `--plot` chart: each batch's input wait against its arrival, a line per
     /// backend that ran.
-    pub fn plot(&self, path: &std::path::Path) -> Res<()> {
+    fn plot(&self, path: &std::path::Path) -> Res<()> {
         let lines: Vec<Line> = self
             .results
             .iter()
@@ -564,7 +563,7 @@ impl PipelineReport {
 
     /// The table of `bench pipeline`, with a note per unavailable backend and the listed
     /// failures.
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let header = [
             "backend",
             "samples",
