@@ -13,18 +13,21 @@
 //! # }
 //! ```
 
-pub mod coco;
+mod coco;
+#[doc(hidden)]
 pub mod files;
+#[doc(hidden)]
 pub mod fsio;
-pub mod listing;
+mod listing;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod remote;
 pub mod sampler;
 pub mod shards;
 pub mod split;
+#[doc(hidden)]
 pub mod target;
-pub mod walk;
+mod walk;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -124,6 +127,7 @@ impl Location {
 
 /// The shard (or Parquet file) whose bytes a location is part of; `None` for a location
 /// that is a file of its own, memory, or nothing.
+#[doc(hidden)]
 pub fn shard_of(location: &Location) -> Option<&Path> {
     match location {
         Location::Range { path, .. } => Some(path),
@@ -137,6 +141,7 @@ pub fn shard_of(location: &Location) -> Option<&Path> {
 /// Reads a Parquet cell into `buf`; `max_bytes` bounds it. Without the `parquet` feature,
 /// an error saying so. (Here rather than in [`shards`], which only re-exports it, so that
 /// `shards` and `parquet` need not import each other.)
+#[doc(hidden)]
 pub fn read_parquet(
     cell: &shards::ParquetCell,
     max_bytes: u64,
@@ -508,7 +513,8 @@ impl Dataset {
     }
 
     /// A COCO-style annotation file over the images in `images`: boxes (made
-    /// `[x0, y0, x1, y1]`) with their category ids, and keypoints. See [`coco::coco`].
+    /// `[x0, y0, x1, y1]`) with their category ids, and keypoints. What it refuses
+    /// and what it reports per sample: `docs/sources.md`.
     pub fn coco(annotations: impl AsRef<Path>, images: impl AsRef<Path>) -> Result<Self> {
         coco::coco(
             annotations.as_ref(),
@@ -585,7 +591,7 @@ impl Dataset {
     /// What listing a folder left out, sorted by path, each with its reason: files whose
     /// extension is not a format stoker decodes ([`files::IMAGE_EXTENSIONS`]), hidden
     /// files and folders, files outside the class folders of an image-folder tree, and
-    /// the folders the walk does not enter ([`walk`]: a link back to a folder listed
+    /// the folders the walk does not enter ([`WalkOptions`]: a link back to a folder listed
     /// already, a link to a folder outside the dataset folder, a folder nested too deep).
     /// Empty for file lists, shards, Parquet files and [`Dataset::from_samples`], which
     /// list every entry they are given (a damaged shard or Parquet file is listed as a

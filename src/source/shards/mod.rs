@@ -67,16 +67,21 @@ use super::{sample_id, Dataset, Location, Sample};
 use crate::error::{Error, Result};
 use index::Kind;
 
+#[doc(hidden)]
 pub use self::tar::read_range;
-pub use index::{index_path, restamp_index, seal_index};
+pub use index::index_path;
+#[doc(hidden)]
+pub use index::{restamp_index, seal_index};
+#[doc(hidden)]
 pub use member::{read_member, TarMember};
+#[doc(hidden)]
 pub use tfrecord::{
     crc32c, encode_example, frame_record, masked_crc, read_field, RecordError, WireError,
 };
 pub use write::{Converted, ShardFormat, ShardWriter};
 // Kept at its old path; it lives beside `Location::read`, so that this module and
 // `source::parquet` need not import each other.
-#[doc(no_inline)]
+#[doc(hidden)]
 pub use super::read_parquet;
 
 /// One indexed sample of a shard.
@@ -992,7 +997,7 @@ pub(crate) fn from_files(files: &[PathBuf], samples: Vec<Sample>) -> Result<Data
 /// `*.record` files and folders of them) is a sample, read through `keys`: its path the
 /// `keys.path` feature where the record has one, its class names from the class list
 /// beside the shards or the `keys.class_text` features (see the module docs).
-pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
+pub(crate) fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tfrecord", ".tfrecords", ".record"])?;
     let (image, mask): (Arc<str>, Arc<str>) =
         (keys.image.as_str().into(), keys.mask.as_str().into());
@@ -1014,7 +1019,7 @@ pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
 /// of them) is a sample: its image member, its `cls` label, its mask member, its path
 /// from its `path.txt` member where it has one, its class name from the class list beside
 /// the shards or its `cls.txt` member (see the module docs).
-pub fn tar(paths: &[PathBuf]) -> Result<Dataset> {
+pub(crate) fn tar(paths: &[PathBuf]) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tar"])?;
     dataset(shards, Kind::Tar, |shard, _, e| {
         let member = |offset, len, check: Option<&check::Check>| match check {
