@@ -40,7 +40,7 @@ pub use listing::ListingOptions;
 pub use sampler::Sampler;
 pub use split::{CheckReport, Manifest, Split};
 pub use target::{BoundingBox, Keypoint, Targets};
-pub use walk::WalkOptions;
+pub use walk::{WalkOptions, IMAGE_EXTENSIONS};
 
 /// Where a sample's bytes live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub enum Location {
         len: u64,
     },
     /// A tar member, read with what its shard's index recorded checked (see
-    /// [`shards::TarMember`]).
+    /// `shards::TarMember`).
     Member(shards::TarMember),
     /// Nowhere: listing found this sample but it cannot be delivered (a label above
     /// [`MAX_LABEL`], a damaged region of a shard that no sample key can be read from).
@@ -196,7 +196,7 @@ pub struct Sample {
     /// Group key for group-aware splits, if a pattern assigned one.
     pub group: Option<String>,
     /// Targets beyond the class id (several class ids, a vector, boxes, keypoints), if
-    /// the source has them ([`target`]); shared, since a sample is cloned per epoch.
+    /// the source has them ([`Targets`]); shared, since a sample is cloned per epoch.
     pub targets: Option<Arc<Targets>>,
 }
 
@@ -217,7 +217,7 @@ impl Sample {
     }
 
     /// The same sample with `targets` (several class ids, a vector, boxes, keypoints, in
-    /// the image's pixels: see [`target`]).
+    /// the image's pixels: see [`Targets`]).
     pub fn with_targets(mut self, targets: Targets) -> Sample {
         self.targets = Some(Arc::new(targets));
         self
@@ -297,14 +297,14 @@ pub struct Skipped {
 #[non_exhaustive]
 pub enum SkipReason {
     /// Its extension (lower-cased; empty when it has none) is not one of
-    /// [`files::IMAGE_EXTENSIONS`].
+    /// [`IMAGE_EXTENSIONS`].
     Extension(String),
     /// A hidden file or folder (its name starts with `.`); a hidden folder is not entered.
     Hidden,
     /// A file directly in the root of an image-folder tree, outside every class folder.
     OutsideClasses,
     /// Not a regular file or folder: a FIFO, a socket, a device (what it is, in words, from
-    /// [`fsio::kind_of`]). Only regular files (and symlinks to them) are samples, so no read
+    /// `fsio::kind_of`). Only regular files (and symlinks to them) are samples, so no read
     /// can block on a FIFO or run on forever from `/dev/zero`.
     NotAFile(String),
     /// A folder that could not be read, or an entry whose type could not be found (a broken
@@ -430,7 +430,6 @@ impl Dataset {
     }
 
     /// An image-folder tree: one sub-folder per class (class ids from sorted folder names).
-    /// See [`files::image_folder`].
     pub fn image_folder(root: impl AsRef<Path>) -> Result<Self> {
         files::image_folder(root.as_ref())
     }
@@ -476,8 +475,8 @@ impl Dataset {
         files::file_list(list.as_ref(), options)
     }
 
-    /// Every image file under `root` (recursively), without labels. See [`files::flat`];
-    /// the folder walk's rules and bounds are [`WalkOptions`]' defaults.
+    /// Every image file under `root` (recursively), without labels; the
+    /// folder walk's rules and bounds are [`WalkOptions`]' defaults.
     pub fn flat(root: impl AsRef<Path>) -> Result<Self> {
         files::flat(root.as_ref())
     }
@@ -489,7 +488,7 @@ impl Dataset {
 
     /// A manifest: a CSV or JSON Lines file with one sample per record, its `path`
     /// (relative to the manifest's folder) and any of `label`, `labels`, `values`,
-    /// `boxes`, `box_classes`, `keypoints`, `mask` and `group`. See [`target::manifest`].
+    /// `boxes`, `box_classes`, `keypoints`, `mask` and `group`.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -567,7 +566,6 @@ impl Dataset {
     }
 
     /// Pairs each image with the label mask of the same file stem in `mask_dir`.
-    /// See [`files::with_masks`].
     pub fn with_masks(self, mask_dir: impl AsRef<Path>) -> Result<Self> {
         files::with_masks(self, mask_dir.as_ref())
     }
@@ -589,7 +587,7 @@ impl Dataset {
     }
 
     /// What listing a folder left out, sorted by path, each with its reason: files whose
-    /// extension is not a format stoker decodes ([`files::IMAGE_EXTENSIONS`]), hidden
+    /// extension is not a format stoker decodes ([`IMAGE_EXTENSIONS`]), hidden
     /// files and folders, files outside the class folders of an image-folder tree, and
     /// the folders the walk does not enter ([`WalkOptions`]: a link back to a folder listed
     /// already, a link to a folder outside the dataset folder, a folder nested too deep).

@@ -1,5 +1,5 @@
 //! The CPU backend: the pipeline's worker threads decode with [`crate::decode::cpu`] and
-//! execute plans with [`crate::augment::reference`] straight into host batch memory; it
+//! execute plans with `crate::augment::reference` straight into host batch memory; it
 //! hands out no device batcher.
 
 use super::{Backend, BackendKind};

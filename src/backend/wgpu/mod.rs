@@ -380,7 +380,7 @@ impl WgpuContext {
     }
 }
 
-/// The wgpu backend: the pipeline batches samples through [`batch::WgpuBatcher`]; samples
+/// The wgpu backend: the pipeline batches samples through `batch::WgpuBatcher`; samples
 /// the GPU path does not take (other formats, JPEG features the shaders do not cover)
 /// are decoded by the CPU decoder and uploaded.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@
 //! fingerprint (its first and last 64 KiB) and rebuilt when any changed (or when the
 //! sidecar is damaged: its entries carry a digest and are checked against the shard), so
 //! that any sample is read by offset and the sampler's full permutation works across
-//! shards. A tar sample is read as a [`TarMember`]: the read checks that its member's
+//! shards. A tar sample is read as a `TarMember`: the read checks that its member's
 //! header and the members its entry holds (label, class name, path, targets) are those
 //! indexed, so that a shard rewritten with its size and modification time kept never
 //! delivers another member's bytes or a stale label: the sample is reported
@@ -344,7 +344,7 @@ pub enum ReadError {
         error: std::io::Error,
     },
     /// A tar member's index no longer matches its shard: the bytes a read checks
-    /// ([`TarMember::pieces`]) are not those indexed. The sample is not delivered; the
+    /// (`TarMember::pieces`) are not those indexed. The sample is not delivered; the
     /// stale sidecar is removed (a local one), so that the next listing indexes the
     /// shard again.
     #[error("{} at {offset}: the shard's index {} is stale (the shard changed since it was indexed): {what}", shard.display(), side.display())]
