@@ -149,6 +149,10 @@ fi
 # their whole graph once more: 10 minutes.)
 step "cargo doc --features parquet,object-store (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet --features parquet,object-store
+# What those docs show is the public API: the same list as scripts/public-api.txt, and no
+# link into a hidden module (reads the HTML just written: about a second).
+step "the public API the docs show (scripts/check_api.py)"
+python3 scripts/check_api.py
 
 # One build for every test: every backend, Parquet, and the burn and candle hand-offs.
 # burn and candle turn on features of crates the rest of the graph shares (serde, rand,

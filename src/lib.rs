@@ -41,8 +41,30 @@
 //! - All randomness is Philox4x32-10 keyed by `(seed, epoch, sample id)`
 //!   ([`rng`]): the same on every backend and thread count.
 //! - Label masks are resampled nearest-neighbour only, with the image's geometry, and
-//!   never colour-jittered ([`augment::reference`]).
+//!   never colour-jittered (the CPU reference every backend is checked against).
 //! - Every sample is delivered once or reported with its path and reason ([`pipeline`]).
+//!
+//! ## The API
+//!
+//! What a program uses is named at the top of the crate (`stoker::Pipeline`,
+//! `stoker::Dataset`, `stoker::Augment`, `stoker::Batch`, the errors, ...), and the
+//! modules below add what a user reaches for beyond that: [`source`] (sources' options,
+//! [`source::split`] and its manifest, [`source::sampler`] and the launcher's rank,
+//! [`source::shards`] and the [`ShardWriter`](source::shards::ShardWriter) `stoker convert`
+//! uses, [`source::remote`] for object storage), [`decode`] (decode options and limits,
+//! [`decode::cpu`], [`decode::jpeg`]'s lossless restart-marker transcoding), [`rng`] (the
+//! generator a user transform draws from), [`backend`] (choosing a backend, the device
+//! handles [`backend::cuda::CudaDevice`] and [`backend::wgpu::WgpuContext`], and
+//! [`backend::device`], the interface a backend of one's own implements),
+//! [`pipeline::transform`] (user transforms) and [`frameworks`]. That is the API: the
+//! modules and items these docs show.
+//!
+//! The crate also has modules and items these docs do not show (`#[doc(hidden)]`): the
+//! kernels' host layouts, the scalar oracles, the reference execution of every pixel,
+//! the formats' readers. They are internal and unstable, public only for the crate's own
+//! tests, benchmarks, fuzz targets, command-line tool and Python bindings; a program
+//! that names one may break with any release. `scripts/check_api.py` keeps the shown
+//! API to the list in `scripts/public-api.txt`.
 //!
 //! ## Backends
 //!
@@ -109,10 +131,14 @@
 //! | [`pipeline`] | threads, rings, backpressure and shutdown; the [`Batch`] handle |
 //! | [`frameworks`] | batches as burn and candle tensors on the framework's own device (features `burn`, `candle`, `candle-cuda`) |
 //!
-//! The command-line tool (`src/bin/stoker`) stands on top and uses the public API only.
+//! The command-line tool (`src/bin/stoker`) stands on top: the API, and the hidden
+//! modules for what only it does (benchmarks, inspection, conversion).
 
 #![warn(missing_docs)]
 
+// Hidden modules and items (`#[doc(hidden)]`) are internal and unstable: public only for
+// the crate's own tests, benchmarks, fuzz targets, command-line tool and Python bindings.
+// What the docs show is the API (scripts/check_api.py, scripts/public-api.txt).
 pub mod augment;
 pub mod backend;
 pub mod decode;

@@ -51,12 +51,12 @@ impl Augment {
 
     /// The whole image resized to fit `width x height` with its aspect ratio kept,
     /// centred, the rest [`Augment::fill`] (label planes [`Augment::mask_fill`]): the
-    /// detection letterbox ([`Crop::Letterbox`]).
+    /// detection letterbox (`Crop::Letterbox`).
     pub fn letterbox(self, width: u32, height: u32) -> Self {
         self.crop_to(Crop::Letterbox, width, height)
     }
 
-    /// torchvision's `RandomCrop(size, padding)` ([`Crop::RandomPadded`]): pad by
+    /// torchvision's `RandomCrop(size, padding)` (`Crop::RandomPadded`): pad by
     /// `padding` pixels of fill, then a random `width x height` crop, no resampling.
     pub fn random_crop_padded(self, width: u32, height: u32, padding: u32) -> Self {
         self.crop_to(Crop::RandomPadded { padding }, width, height)
@@ -185,7 +185,7 @@ impl Augment {
     /// (`RandomApply([GaussianBlur(..)], p)`; 1 always): a sigma drawn uniformly from
     /// `sigma` per sample, the same along both axes, kernel sizes `(kx, ky)` (odd, at
     /// most 255), reflecting at the edges, on the resized image. Computed separably in
-    /// fixed point on every backend (see [`reference::gaussian_blur`]); it matches
+    /// fixed point on every backend (see the reference execution); it matches
     /// torchvision's f32 convolution but for values the weights' rounding moves across a
     /// half (one level). The whole-image ops run after grayscale, in this order: blur,
     /// sharpness, posterize, solarize, auto-contrast, equalize; then an augmentation

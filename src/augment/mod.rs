@@ -3,13 +3,19 @@
 //! [`Augment`] is the configuration. [`Augment::plan`] turns `(seed, epoch, sample id,
 //! source size)` into a [`SamplePlan`] using Philox streams keyed by exactly those inputs
 //! (see [`crate::rng`]), so the plan for a sample is the same on every backend, for every thread
-//! count and batch size, and differs across samples and epochs. [`reference`](mod@reference) defines the
-//! pixels a plan produces; GPU backends are tested against it.
+//! count and batch size, and differs across samples and epochs. The CPU reference
+//! execution (internal) defines the pixels a plan produces; GPU backends are tested
+//! against it.
 
+#[doc(hidden)]
 pub mod geometry;
+#[doc(hidden)]
 pub mod mix;
+#[doc(hidden)]
 pub mod plan;
+#[doc(hidden)]
 pub mod policy;
+#[doc(hidden)]
 pub mod reference;
 
 mod builder;
@@ -18,6 +24,7 @@ mod validate;
 
 pub use geometry::BoxRule;
 pub use plan::{DType, Element, Layout, SamplePlan};
+#[doc(hidden)]
 pub use planner::{decode_scale, padded_crop};
 pub use policy::{Policy, PolicyKind, PolicyOp};
 
@@ -27,6 +34,7 @@ use plan::{AFFINE, AFFINE_FRAC_BITS, ANTIALIAS, ERASE, FLIP_H, FLIP_V, JITTER, N
 
 /// How the crop box is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[doc(hidden)]
 pub enum Crop {
     /// The whole image, resized to the output size (aspect ratio not kept).
     Full,
@@ -62,6 +70,7 @@ pub enum Crop {
 
 /// Colour jitter strengths, as torchvision's `ColorJitter(b, c, s, h)`.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[doc(hidden)]
 pub struct Jitter {
     /// Brightness factor drawn from `[max(0, 1 - b), 1 + b]`.
     pub brightness: f64,
@@ -95,6 +104,7 @@ impl Default for Affine {
 
 /// The drawn parameters of one sample's affine warp, in torchvision's terms.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[doc(hidden)]
 pub struct AffineParams {
     /// Rotation in degrees, clockwise as torchvision's `affine` takes it.
     pub angle: f64,
@@ -153,6 +163,7 @@ impl Affine {
     /// One sample's parameters for an output of `width x height`, drawn as torchvision's
     /// `RandomAffine` draws them (angle, translation, scale, shear x, shear y; a draw is
     /// taken for each even when its range is a point).
+    #[doc(hidden)]
     pub fn draw(&self, rng: &mut Rng, width: u32, height: u32) -> AffineParams {
         let angle = rng.uniform(self.degrees.0, self.degrees.1);
         let (mx, my) = (
@@ -208,12 +219,14 @@ impl Affine {
 /// torchvision's `_get_inverse_affine_matrix` about the centre: the map from a point of
 /// the output (centred coordinates, y down) to the point of the input it shows, as
 /// `[a, b, c, d, e, f]` with `x_in = a x + b y + c`, `y_in = d x + e y + f`.
+#[doc(hidden)]
 pub fn inverse_affine_matrix(p: &AffineParams) -> [f64; 6] {
     inverse_affine_matrix_about(p, (0.0, 0.0))
 }
 
 /// [`inverse_affine_matrix`] about `centre` (pixels from the image's centre, as
 /// torchvision's `center_f`; the top-left corner is `(-w / 2, -h / 2)`).
+#[doc(hidden)]
 pub fn inverse_affine_matrix_about(p: &AffineParams, (cx, cy): (f64, f64)) -> [f64; 6] {
     let rot = p.angle.to_radians();
     let (sx, sy) = (p.shear.0.to_radians(), p.shear.1.to_radians());
@@ -237,6 +250,7 @@ pub fn inverse_affine_matrix_about(p: &AffineParams, (cx, cy): (f64, f64)) -> [f
 
 /// The inverse map of warping by `second` after `first` (if there is a first), given
 /// their inverse maps.
+#[doc(hidden)]
 pub fn then_warp(first: Option<[f64; 6]>, second: &[f64; 6]) -> [f64; 6] {
     match first {
         Some(first) => compose_inverse(&first, second),
@@ -246,6 +260,7 @@ pub fn then_warp(first: Option<[f64; 6]>, second: &[f64; 6]) -> [f64; 6] {
 
 /// The inverse map of warping by `second` after `first`, given their inverse maps: an
 /// output point goes through `second`'s inverse, then `first`'s.
+#[doc(hidden)]
 pub fn compose_inverse(first: &[f64; 6], second: &[f64; 6]) -> [f64; 6] {
     let [a, b, c, d, e, f] = *first;
     let [p, q, r, s, t, u] = *second;
@@ -264,6 +279,7 @@ pub fn compose_inverse(first: &[f64; 6], second: &[f64; 6]) -> [f64; 6] {
 /// [`SamplePlan`]. The constant terms absorb the rounding of the slopes at the image
 /// centre, so the rounding error is smallest there and at most `2^-17` times the distance
 /// from it at the edges.
+#[doc(hidden)]
 pub fn affine_fixed(m: &[f64; 6], width: u32, height: u32) -> ([i32; 6], [u32; 2]) {
     let one = f64::from(1u32 << AFFINE_FRAC_BITS);
     let (cw, ch) = (f64::from(width) / 2.0, f64::from(height) / 2.0);

@@ -182,7 +182,7 @@ impl DType {
 /// at half-integers. The same box and flips
 /// apply to every plane of the sample; jitter and normalisation to image planes only.
 ///
-/// With [`AFFINE`], the resized (and jittered) image is then warped in the output frame:
+/// With `AFFINE`, the resized (and jittered) image is then warped in the output frame:
 /// output pixel `(x, y)` (before flips) reads the resized image at the position
 /// [`SamplePlan::affine_source`] gives, in fixed point so every backend reads exactly the
 /// same place.
@@ -212,7 +212,7 @@ pub struct SamplePlan {
     /// `FLIP_H | FLIP_V | JITTER | NORMALIZE | ANTIALIAS | AFFINE | ERASE`.
     pub flags: u32,
     /// The colour ops, in order: op codes one per byte, low byte first, the list going on
-    /// in [`SamplePlan::jitter_order_hi`]; 0 ends it. Run with [`JITTER`].
+    /// in [`SamplePlan::jitter_order_hi`]; 0 ends it. Run with `JITTER`.
     pub jitter_order: u32,
     /// Brightness factor (1 = unchanged).
     pub brightness: f32,
@@ -234,13 +234,13 @@ pub struct SamplePlan {
     /// decoded at `1/decode_scale` of its size (libjpeg-turbo's scaled IDCT) and the crop
     /// box divided by it. Other formats are decoded at full size.
     pub decode_scale: u32,
-    /// The inverse affine map (with [`AFFINE`]) from an output pixel `(x, y)` to the
+    /// The inverse affine map (with `AFFINE`) from an output pixel `(x, y)` to the
     /// position it reads in the resized image, in pixel-index coordinates (pixel `i`'s
     /// centre at `i`): `u = a x + b y + c`, `v = d x + e y + f`. Stored as
-    /// `[a, b, c_int, d, e, f_int]`: `a, b, d, e` with [`AFFINE_FRAC_BITS`] fractional
+    /// `[a, b, c_int, d, e, f_int]`: `a, b, d, e` with `AFFINE_FRAC_BITS` fractional
     /// bits, `c_int` and `f_int` the integer parts (floors) of `c` and `f`.
     pub affine: [i32; 6],
-    /// The fractional parts of `c` and `f` ([`AFFINE_FRAC_BITS`] bits).
+    /// The fractional parts of `c` and `f` (`AFFINE_FRAC_BITS` bits).
     pub affine_frac: [u32; 2],
     /// Image value where the affine map reads outside the image: RGB, R in the low byte.
     pub fill: u32,
@@ -248,7 +248,7 @@ pub struct SamplePlan {
     pub mask_fill: u32,
     /// The part of the resized frame that holds the image, `[x0, x1)` and `[y0, y1)` as
     /// `x0 | x1 << 16` and `y0 | y1 << 16`: the crop box is resized onto it. The whole
-    /// frame unless the image is letterboxed or padded, which sets [`AFFINE`] (the
+    /// frame unless the image is letterboxed or padded, which sets `AFFINE` (the
     /// identity map if no warp was asked for) so that the rest reads the fill.
     pub valid: [u32; 2],
     /// Colour ops 4 to 7 of the list [`SamplePlan::jitter_order`] starts.
@@ -256,7 +256,7 @@ pub struct SamplePlan {
     /// The colour ops' parameters: the solarize threshold (0 to 255) in the low byte,
     /// the posterize bits kept (0 to 8) in the next.
     pub color_params: u32,
-    /// The erased rectangle (with [`ERASE`]) in the output as the batch holds it (after
+    /// The erased rectangle (with `ERASE`) in the output as the batch holds it (after
     /// flips), `[x0, x1)` and `[y0, y1)` as `x0 | x1 << 16` and `y0 | y1 << 16`.
     pub erase: [u32; 2],
     /// The erased elements' value per channel, in the batch's units: after
@@ -269,11 +269,11 @@ pub struct SamplePlan {
     /// plan's shared one. Sharpness: its factor (f32 bits); blur: its sigma (f32 bits);
     /// brightness, contrast, saturation: a factor (f32 bits) in place of
     /// [`SamplePlan::brightness`] and the others (a policy may apply one op twice with
-    /// two factors); posterize and solarize: [`PARAM_INT`] `|` the bits kept or the
+    /// two factors); posterize and solarize: `PARAM_INT` `|` the bits kept or the
     /// threshold, in place of [`SamplePlan::color_params`].
     pub op_params: [u32; MAX_OPS],
     /// The Gaussian blur's kernel sizes: `kx | ky << 16`, each odd, at most
-    /// [`MAX_BLUR_KERNEL`].
+    /// `MAX_BLUR_KERNEL`.
     pub blur_size: u32,
     /// Padding to 256 bytes.
     pub _pad: u32,
@@ -315,7 +315,7 @@ impl SamplePlan {
     }
 
     /// The erased rectangle, `([x0, x1), [y0, y1))`, clamped to the frame; empty
-    /// without [`ERASE`].
+    /// without `ERASE`.
     pub fn erase_rect(&self) -> ((u32, u32), (u32, u32)) {
         if !self.has(ERASE) {
             return ((0, 0), (0, 0));
@@ -328,7 +328,7 @@ impl SamplePlan {
         self.flags & flag != 0
     }
 
-    /// The colour ops in order (at most [`MAX_OPS`]: [`SamplePlan::jitter_order`],
+    /// The colour ops in order (at most `MAX_OPS`: [`SamplePlan::jitter_order`],
     /// [`SamplePlan::jitter_order_hi`], then [`SamplePlan::order_ext`]), up to the first 0.
     pub fn jitter_ops(&self) -> impl Iterator<Item = u32> + '_ {
         (0..MAX_OPS)
@@ -361,7 +361,7 @@ impl SamplePlan {
     }
 
     /// Appends colour ops to the plan's list, after those it holds; false (and the list
-    /// unchanged) if they do not fit in its [`MAX_OPS`] places.
+    /// unchanged) if they do not fit in its `MAX_OPS` places.
     pub fn push_ops(&mut self, ops: &[u32]) -> bool {
         self.push_ops_with(&ops.iter().map(|&op| (op, 0)).collect::<Vec<_>>())
     }
@@ -409,7 +409,7 @@ impl SamplePlan {
     }
 
     /// The Gaussian blur's kernel sizes `(kx, ky)`, each made odd and at most
-    /// [`MAX_BLUR_KERNEL`] (1: no blur along the axis).
+    /// `MAX_BLUR_KERNEL` (1: no blur along the axis).
     pub fn blur_kernel(&self) -> (u32, u32) {
         let odd = |k: u32| (k.clamp(1, MAX_BLUR_KERNEL)) | 1;
         (odd(self.blur_size & 0xFFFF), odd(self.blur_size >> 16))

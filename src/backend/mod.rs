@@ -63,7 +63,7 @@ crate::error::from_str_by_name! {
 /// What a backend does for the pipeline: it names itself and, for a device backend,
 /// hands out the [`DeviceBatcher`] that runs its batches. Every backend gives the same
 /// samples: the CPU backend is the CPU decoder ([`crate::decode::cpu`]) and the reference
-/// augmentation ([`crate::augment::reference`]); a device backend runs the same plans in
+/// augmentation (`crate::augment::reference`); a device backend runs the same plans in
 /// its kernels and decodes what its device path does not take with the CPU decoder.
 pub trait Backend: Send + Sync + fmt::Debug {
     /// Which backend this is.
@@ -74,7 +74,7 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// The batcher that makes this backend's batches on its device, set up as `cfg`
     /// says; `None` for a host backend, whose batches the pipeline's workers make with
-    /// the CPU decoder and [`crate::augment::reference`].
+    /// the CPU decoder and `crate::augment::reference`.
     fn batcher(&self, cfg: &BatcherConfig) -> Result<Option<Box<dyn DeviceBatcher>>> {
         let _ = cfg;
         Ok(None)

@@ -34,7 +34,7 @@
 //! consumer (one ready ahead). So batch `b + 1` is packed, uploaded and on the device while
 //! the caller trains on batch `b`; the caller's own work on the same queue (or, on CUDA,
 //! its stream, which waits for each batch's event) runs after each batch's
-//! ([`crate::backend::wgpu::batch`], [`crate::backend::cuda::batch`]).
+//! (`crate::backend::wgpu::batch`, `crate::backend::cuda::batch`).
 //!
 //! # Memory
 //!

@@ -1,6 +1,6 @@
 //! File sources: image-folder trees, file lists, flat folders, and masks paired by stem.
 //!
-//! Folders are walked by the rules of [`super::walk`]: each real folder entered once, links
+//! Folders are walked by the rules of `walk`: each real folder entered once, links
 //! to folders outside the dataset folder not followed unless asked ([`WalkOptions`]),
 //! folders nested too deep reported, the walk bounded in entries and time.
 

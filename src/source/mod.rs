@@ -13,18 +13,21 @@
 //! # }
 //! ```
 
-pub mod coco;
+mod coco;
+#[doc(hidden)]
 pub mod files;
+#[doc(hidden)]
 pub mod fsio;
-pub mod listing;
+mod listing;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod remote;
 pub mod sampler;
 pub mod shards;
 pub mod split;
+#[doc(hidden)]
 pub mod target;
-pub mod walk;
+mod walk;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,7 +40,7 @@ pub use listing::ListingOptions;
 pub use sampler::Sampler;
 pub use split::{CheckReport, Manifest, Split};
 pub use target::{BoundingBox, Keypoint, Targets};
-pub use walk::WalkOptions;
+pub use walk::{WalkOptions, IMAGE_EXTENSIONS};
 
 /// Where a sample's bytes live.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +64,7 @@ pub enum Location {
         len: u64,
     },
     /// A tar member, read with what its shard's index recorded checked (see
-    /// [`shards::TarMember`]).
+    /// `shards::TarMember`).
     Member(shards::TarMember),
     /// Nowhere: listing found this sample but it cannot be delivered (a label above
     /// [`MAX_LABEL`], a damaged region of a shard that no sample key can be read from).
@@ -124,6 +127,7 @@ impl Location {
 
 /// The shard (or Parquet file) whose bytes a location is part of; `None` for a location
 /// that is a file of its own, memory, or nothing.
+#[doc(hidden)]
 pub fn shard_of(location: &Location) -> Option<&Path> {
     match location {
         Location::Range { path, .. } => Some(path),
@@ -137,6 +141,7 @@ pub fn shard_of(location: &Location) -> Option<&Path> {
 /// Reads a Parquet cell into `buf`; `max_bytes` bounds it. Without the `parquet` feature,
 /// an error saying so. (Here rather than in [`shards`], which only re-exports it, so that
 /// `shards` and `parquet` need not import each other.)
+#[doc(hidden)]
 pub fn read_parquet(
     cell: &shards::ParquetCell,
     max_bytes: u64,
@@ -191,7 +196,7 @@ pub struct Sample {
     /// Group key for group-aware splits, if a pattern assigned one.
     pub group: Option<String>,
     /// Targets beyond the class id (several class ids, a vector, boxes, keypoints), if
-    /// the source has them ([`target`]); shared, since a sample is cloned per epoch.
+    /// the source has them ([`Targets`]); shared, since a sample is cloned per epoch.
     pub targets: Option<Arc<Targets>>,
 }
 
@@ -212,7 +217,7 @@ impl Sample {
     }
 
     /// The same sample with `targets` (several class ids, a vector, boxes, keypoints, in
-    /// the image's pixels: see [`target`]).
+    /// the image's pixels: see [`Targets`]).
     pub fn with_targets(mut self, targets: Targets) -> Sample {
         self.targets = Some(Arc::new(targets));
         self
@@ -292,14 +297,14 @@ pub struct Skipped {
 #[non_exhaustive]
 pub enum SkipReason {
     /// Its extension (lower-cased; empty when it has none) is not one of
-    /// [`files::IMAGE_EXTENSIONS`].
+    /// [`IMAGE_EXTENSIONS`].
     Extension(String),
     /// A hidden file or folder (its name starts with `.`); a hidden folder is not entered.
     Hidden,
     /// A file directly in the root of an image-folder tree, outside every class folder.
     OutsideClasses,
     /// Not a regular file or folder: a FIFO, a socket, a device (what it is, in words, from
-    /// [`fsio::kind_of`]). Only regular files (and symlinks to them) are samples, so no read
+    /// `fsio::kind_of`). Only regular files (and symlinks to them) are samples, so no read
     /// can block on a FIFO or run on forever from `/dev/zero`.
     NotAFile(String),
     /// A folder that could not be read, or an entry whose type could not be found (a broken
@@ -425,7 +430,6 @@ impl Dataset {
     }
 
     /// An image-folder tree: one sub-folder per class (class ids from sorted folder names).
-    /// See [`files::image_folder`].
     pub fn image_folder(root: impl AsRef<Path>) -> Result<Self> {
         files::image_folder(root.as_ref())
     }
@@ -471,8 +475,8 @@ impl Dataset {
         files::file_list(list.as_ref(), options)
     }
 
-    /// Every image file under `root` (recursively), without labels. See [`files::flat`];
-    /// the folder walk's rules and bounds are [`WalkOptions`]' defaults.
+    /// Every image file under `root` (recursively), without labels; the
+    /// folder walk's rules and bounds are [`WalkOptions`]' defaults.
     pub fn flat(root: impl AsRef<Path>) -> Result<Self> {
         files::flat(root.as_ref())
     }
@@ -484,7 +488,7 @@ impl Dataset {
 
     /// A manifest: a CSV or JSON Lines file with one sample per record, its `path`
     /// (relative to the manifest's folder) and any of `label`, `labels`, `values`,
-    /// `boxes`, `box_classes`, `keypoints`, `mask` and `group`. See [`target::manifest`].
+    /// `boxes`, `box_classes`, `keypoints`, `mask` and `group`.
     ///
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
@@ -508,7 +512,8 @@ impl Dataset {
     }
 
     /// A COCO-style annotation file over the images in `images`: boxes (made
-    /// `[x0, y0, x1, y1]`) with their category ids, and keypoints. See [`coco::coco`].
+    /// `[x0, y0, x1, y1]`) with their category ids, and keypoints. What it refuses
+    /// and what it reports per sample: `docs/sources.md`.
     pub fn coco(annotations: impl AsRef<Path>, images: impl AsRef<Path>) -> Result<Self> {
         coco::coco(
             annotations.as_ref(),
@@ -561,7 +566,6 @@ impl Dataset {
     }
 
     /// Pairs each image with the label mask of the same file stem in `mask_dir`.
-    /// See [`files::with_masks`].
     pub fn with_masks(self, mask_dir: impl AsRef<Path>) -> Result<Self> {
         files::with_masks(self, mask_dir.as_ref())
     }
@@ -583,9 +587,9 @@ impl Dataset {
     }
 
     /// What listing a folder left out, sorted by path, each with its reason: files whose
-    /// extension is not a format stoker decodes ([`files::IMAGE_EXTENSIONS`]), hidden
+    /// extension is not a format stoker decodes ([`IMAGE_EXTENSIONS`]), hidden
     /// files and folders, files outside the class folders of an image-folder tree, and
-    /// the folders the walk does not enter ([`walk`]: a link back to a folder listed
+    /// the folders the walk does not enter ([`WalkOptions`]: a link back to a folder listed
     /// already, a link to a folder outside the dataset folder, a folder nested too deep).
     /// Empty for file lists, shards, Parquet files and [`Dataset::from_samples`], which
     /// list every entry they are given (a damaged shard or Parquet file is listed as a

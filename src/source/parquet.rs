@@ -281,6 +281,7 @@ fn bytes_of(col: &dyn Array) -> std::result::Result<Option<Vec<u8>>, CellFault> 
 }
 
 /// Reads `cell` into `buf`; `max_bytes` bounds it.
+#[doc(hidden)]
 pub fn read_cell(
     cell: &ParquetCell,
     max_bytes: u64,
@@ -518,6 +519,7 @@ fn targets(
 /// `<file name>/@0`, that every epoch reports with the file and why
 /// ([`SampleErrorKind::Corrupt`]), as a damaged shard is, and the other files are listed.
 /// When no file can be listed, that is the error.
+#[doc(hidden)]
 pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
     let listed = shard_paths(paths, &[".parquet"])?;
     let all = listed.all();

@@ -1,6 +1,6 @@
 //! Per-sample targets beyond one class id ([`Targets`]: several class ids, a vector,
 //! boxes with class ids, keypoints), and the files that carry them: manifests (CSV and
-//! JSON Lines, [`manifest`]) and COCO-style JSON ([`super::coco`]).
+//! JSON Lines, [`manifest`]) and COCO-style JSON (`coco`).
 //!
 //! Coordinates are pixels of the image as stoker decodes it (after its EXIF orientation
 //! when orientation is on), corner-based: the image spans `[0, width] x [0, height]`, so

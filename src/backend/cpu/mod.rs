@@ -1,6 +1,6 @@
 //! The CPU backend: the pipeline's worker threads decode with [`crate::decode::cpu`] and
-//! execute plans with [`crate::augment::reference`] straight into host batch memory
-//! ([`CpuWork`]); it hands out no device batcher.
+//! execute plans with `crate::augment::reference` straight into host batch memory
+//! (`CpuWork`); it hands out no device batcher.
 
 use std::time::Instant;
 
@@ -39,7 +39,7 @@ impl Backend for CpuBackend {
 /// The CPU's host work: decode with [`crate::decode::cpu`], execute the plan with
 /// [`crate::augment::reference`] into the slot.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct CpuWork;
+pub(crate) struct CpuWork;
 
 impl SampleWork for CpuWork {
     fn make(

@@ -165,7 +165,7 @@ impl AugmentInput {
         (self.n as u64 * self.image_bytes()).div_ceil(4) * 4
     }
 
-    /// The batch's images as the mixing pass sees them ([`super::mix`]); `None` before
+    /// The batch's images as the mixing pass sees them (`super::mix`); `None` before
     /// the first sample.
     pub fn mix_shape(&self) -> Option<MixShape> {
         let shape = self.shape?;

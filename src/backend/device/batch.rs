@@ -57,7 +57,7 @@ pub struct PlanCounts {
     pub entropy_checks: u64,
     /// Of the upload bytes, those copied once, straight from the buffers the workers
     /// packed (coefficient blocks, entropy-coded bytes), into the staging buffer
-    /// ([`BatchPlan::write_upload`], by up to [`UPLOAD_THREADS`] threads at once); the
+    /// ([`BatchPlan::write_upload`], by up to `UPLOAD_THREADS` threads at once); the
     /// rest are the records, tables, host pixels and the augment input.
     pub payload_bytes: u64,
 }
@@ -330,7 +330,7 @@ impl BatchPlan {
     }
 
     /// [`BatchPlan::plan`], then the batch's images mixed as `mix` says (MixUp or CutMix:
-    /// [`super::mix`]) where it is given.
+    /// `super::mix`) where it is given.
     pub fn plan_mixed(
         &mut self,
         jobs: &[DeviceJob],
@@ -411,7 +411,7 @@ impl BatchPlan {
     /// sample `k` of the plan, as planned. The payloads the workers packed are copied once,
     /// straight from the samples into `dst` ([`PlanCounts::payload_bytes`]); the blob around
     /// them holds the records and tables. Where the batch holds enough bytes, `dst` is cut
-    /// into up to [`UPLOAD_THREADS`] ranges written at once, one thread each.
+    /// into up to `UPLOAD_THREADS` ranges written at once, one thread each.
     pub fn write_upload<'a, T: UploadTarget>(
         &self,
         dst: &mut T,

@@ -107,7 +107,7 @@ impl<T: Any> AsAny for T {
 /// One batch's output buffers on a device, made by [`DeviceBatcher::buffers`] and
 /// written by [`DeviceBatcher::run`]. They remember what the consumer must be ordered
 /// after (the batch's completion) and what the next write must wait for (the consumer's
-/// hand-back). As [`AsAny`] they are downcast to the type of the backend that made them,
+/// hand-back). As `AsAny` they are downcast to the type of the backend that made them,
 /// for its typed accessors (`WgpuBatch::wgpu_images`, `CudaBatch::cuda_images`, through
 /// [`OnDevice`]) and for the batcher that writes them.
 pub trait DeviceBuffers: AsAny + Send + Sync + fmt::Debug {
@@ -161,7 +161,7 @@ pub trait DeviceBatcher: Send + fmt::Debug {
     /// batch again.
     ///
     /// With `mix`, the batch's images are then mixed as it says (MixUp or CutMix, after
-    /// the per-sample pass: [`super::mix`]), in the same submission.
+    /// the per-sample pass: `super::mix`), in the same submission.
     fn run(
         &mut self,
         jobs: &[DeviceJob],

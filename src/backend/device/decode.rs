@@ -547,7 +547,7 @@ impl DecodeInput {
     }
 
     /// Adds the window `[x0, y0, x1, y1)` of `coeffs` decoded at IDCT scale `1/scale`
-    /// (see [`pack`]; the window is clamped to the scaled image). Errors: what [`pack`]
+    /// (see `pack`; the window is clamped to the scaled image). Errors: what `pack`
     /// refuses, and a window too large for one binding.
     pub fn push_jpeg(
         &mut self,
@@ -598,7 +598,7 @@ impl DecodeInput {
         r
     }
 
-    /// Adds an image a worker packed ([`crate::decode::jpeg::coeffs::pack`]), as
+    /// Adds an image a worker packed (`crate::decode::jpeg::coeffs::pack`), as
     /// [`Self::push_jpeg`] does after packing. Its data is left out of the blob where
     /// [`Self::deferring`].
     pub fn push_packed(&mut self, p: &PackedJpeg) -> std::result::Result<DeviceImage, DecodeError> {
@@ -684,7 +684,7 @@ impl DecodeInput {
     }
 
     /// Adds an image whose blocks the device decodes from its restart intervals
-    /// ([`crate::decode::jpeg::huffman::pack_entropy`]'s output): placed in an entropy chunk, its records rebased, its
+    /// (`crate::decode::jpeg::huffman::pack_entropy`'s output): placed in an entropy chunk, its records rebased, its
     /// intervals' status words noted ([`Self::entropy_images`]). Errors: a window too large
     /// for one binding.
     pub fn push_entropy(

@@ -46,10 +46,10 @@ pub enum DeviceSample {
     /// samples): uploaded as [`DeviceSample::Rgb`] is, without a copy per use.
     Shared(SharedImage),
     /// A JPEG with restart markers whose entropy-coded data the device decodes (the
-    /// `huffman` pass), packed by the host ([`crate::decode::jpeg::huffman::pack_entropy`]: headers, decode tables and
+    /// `huffman` pass), packed by the host (`crate::decode::jpeg::huffman::pack_entropy`: headers, decode tables and
     /// the bytes of the intervals under the window). Should the device flag an interval
     /// (damaged data, or anything libjpeg might read otherwise), the sample is prepared
-    /// again on the host path from `bytes` with `opts` ([`prepare_host`]).
+    /// again on the host path from `bytes` with `opts` (`prepare_host`).
     Entropy {
         /// The records and data of the window.
         packed: Box<PackedEntropy>,
@@ -224,7 +224,7 @@ pub fn binding_refusal(
 
 impl Prepared {
     /// This sample, or, when the device cannot decode it with storage bindings of
-    /// `max_binding` bytes ([`binding_refusal`]: at a reduced IDCT scale a
+    /// `max_binding` bytes (`binding_refusal`: at a reduced IDCT scale a
     /// small window of a large image still reads every coefficient block under it), the
     /// CPU decode of `bytes` with `opts` (the same window and scale), its reason in
     /// [`Self::cpu_reason`] so that it is counted as a CPU fallback. The coefficients go
@@ -302,7 +302,7 @@ impl DeviceSample {
     /// its scale, packed here (on the worker that prepared it) rather than by the thread
     /// that plans the batch; the coefficients go back to `pool`, the packed buffer comes
     /// from it. Every other sample is returned as it is. Errors: what
-    /// [`crate::decode::jpeg::coeffs::pack`] refuses.
+    /// `crate::decode::jpeg::coeffs::pack` refuses.
     pub fn packed(self, pool: &CoeffPool) -> Result<DeviceSample, DecodeError> {
         let DeviceSample::Jpeg {
             coeffs,

@@ -209,7 +209,7 @@ pub enum Step {
         /// The status words.
         status: Binding,
     },
-    /// The batch's [`super::batch::EncodedJob`]s decoded whole by the hardware decoder
+    /// The batch's `super::batch::EncodedJob`s decoded whole by the hardware decoder
     /// into [`Buffer::Rgbi`] (CUDA with nvJPEG only); `pack_planar` launches follow.
     Hardware,
 }

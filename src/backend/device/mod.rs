@@ -1,23 +1,33 @@
 //! What every GPU backend shares: the host side of a device batch.
 //!
-//! Worker threads [`job::prepare`] each sample (entropy decoding to DCT coefficients, or a
+//! Worker threads prepare each sample (entropy decoding to DCT coefficients, or a
 //! CPU decode for what the device path does not take); the batch's collector packs the
-//! samples into one upload and plans the kernel launches ([`batch::BatchPlan`]); the
+//! samples into one upload and plans the kernel launches ([`BatchPlan`]); the
 //! backend (wgpu or CUDA) only allocates buffers, uploads and runs the planned
-//! [`launch::Step`]s. The same plan runs on every backend, and each backend runs it behind
-//! one interface, [`DeviceBatcher`] ([`batcher`]).
+//! [`Step`]s. The same plan runs on every backend, and each backend runs it behind
+//! one interface, [`DeviceBatcher`].
 
+#[doc(hidden)]
 pub mod augment;
+#[doc(hidden)]
 pub mod batch;
+#[doc(hidden)]
 pub mod batcher;
 pub(crate) mod cache;
+#[doc(hidden)]
 pub mod constants;
+#[doc(hidden)]
 pub mod decode;
+#[doc(hidden)]
 pub mod error;
 mod fit;
+#[doc(hidden)]
 pub mod job;
+#[doc(hidden)]
 pub mod launch;
+#[doc(hidden)]
 pub mod mix;
+#[doc(hidden)]
 pub mod orient;
 mod pool;
 pub(crate) mod sample_work;
@@ -25,16 +35,15 @@ mod upload;
 pub(crate) mod work;
 
 pub use augment::AugmentInput;
-pub use batch::{
-    BatchPlan, DeviceLimits, PlanCounts, Sizes, UploadPart, UploadTarget, UPLOAD_THREADS,
-};
+#[doc(hidden)]
+pub use batch::UPLOAD_THREADS;
+pub use batch::{BatchPlan, DeviceLimits, PlanCounts, Sizes, UploadPart, UploadTarget};
 pub use batcher::{BatcherConfig, DecodePaths, DeviceBatcher, DeviceBuffers, OnDevice, Plane};
 pub use decode::{DecodeInput, DeviceImage};
 pub use error::{DeviceError, Rejected};
-pub use job::{
-    prepare, prepare_from, prepare_reusing, CacheSlot, CoeffPool, DeviceJob, DeviceSample,
-    Prepared, SharedImage,
-};
+#[doc(hidden)]
+pub use job::{prepare, prepare_from, prepare_reusing};
+pub use job::{CacheSlot, CoeffPool, DeviceJob, DeviceSample, Prepared, SharedImage};
 pub use launch::{Binding, Buffer, Kernel, Launch, Step};
 pub use mix::MixShape;
 pub use orient::OrientJob;

@@ -7,10 +7,13 @@
 //! `wgpu::Buffer` on that device, usable in their own passes without a copy.
 
 mod access;
+#[doc(hidden)]
 pub mod batch;
 pub mod error;
 mod instance;
+#[doc(hidden)]
 pub mod kernels;
+#[doc(hidden)]
 pub mod shaders;
 
 use std::fmt;
@@ -377,7 +380,7 @@ impl WgpuContext {
     }
 }
 
-/// The wgpu backend: the pipeline batches samples through [`batch::WgpuBatcher`]; samples
+/// The wgpu backend: the pipeline batches samples through `batch::WgpuBatcher`; samples
 /// the GPU path does not take (other formats, JPEG features the shaders do not cover)
 /// are decoded by the CPU decoder and uploaded.
 #[derive(Debug, Clone)]

@@ -1,14 +1,14 @@
-//! JPEG: a typed header scan of our own ([`markers`]) and libjpeg-turbo's decoder behind a
+//! JPEG: a typed header scan of our own (`markers`) and libjpeg-turbo's decoder behind a
 //! safe wrapper (`turbo`, private) with scaled, cropped and row-skipping decode; for the GPU
-//! paths, host entropy decoding to DCT coefficients and their upload layout ([`coeffs`]),
-//! with scalar oracles of the device stages ([`idct`], [`color`]); lossless transcoding
-//! to baseline with restart markers ([`transcode`]: what `stoker convert` writes).
+//! paths, host entropy decoding to DCT coefficients and their upload layout (`coeffs`),
+//! with scalar oracles of the device stages (`idct`, `color`); lossless transcoding
+//! to baseline with restart markers ([`add_restarts`]: what `stoker convert` writes).
 //!
 //! # Damaged files: what is refused, what is delivered with a warning
 //!
 //! libjpeg does not stop at most faults: it warns and goes on (filling what it cannot
 //! decode with zero coefficients, which shows as grey). Every decode path (the CPU
-//! decoder, and [`read_coefficients`] for the device paths) collects libjpeg's warnings
+//! decoder, and `read_coefficients` for the device paths) collects libjpeg's warnings
 //! and, once the file is read, gives one verdict, a [`DecodeWarning`](crate::decode::DecodeWarning)
 //! whose [`WarningKind`](crate::decode::WarningKind) says whether the pixels are affected:
 //!
@@ -48,15 +48,22 @@
 //! is invisible to every decoder. A crop that ends above the damage of a file that does
 //! end with its end marker does not read, so does not see, it.
 
+#[doc(hidden)]
 pub mod coeffs;
+#[doc(hidden)]
 pub mod color;
+#[doc(hidden)]
 pub mod huffman;
+#[doc(hidden)]
 pub mod idct;
+#[doc(hidden)]
 pub mod markers;
+#[doc(hidden)]
 pub mod transcode;
 pub(crate) mod turbo;
 
 pub use transcode::{
     add_restarts, KeptReason, Restart, TranscodeCounts, TranscodeOptions, Transcoded,
 };
+#[doc(hidden)]
 pub use turbo::read_coefficients;

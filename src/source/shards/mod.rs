@@ -5,7 +5,7 @@
 //! fingerprint (its first and last 64 KiB) and rebuilt when any changed (or when the
 //! sidecar is damaged: its entries carry a digest and are checked against the shard), so
 //! that any sample is read by offset and the sampler's full permutation works across
-//! shards. A tar sample is read as a [`TarMember`]: the read checks that its member's
+//! shards. A tar sample is read as a `TarMember`: the read checks that its member's
 //! header and the members its entry holds (label, class name, path, targets) are those
 //! indexed, so that a shard rewritten with its size and modification time kept never
 //! delivers another member's bytes or a stale label: the sample is reported
@@ -67,16 +67,21 @@ use super::{sample_id, Dataset, Location, Sample};
 use crate::error::{Error, Result};
 use index::Kind;
 
+#[doc(hidden)]
 pub use self::tar::read_range;
-pub use index::{index_path, restamp_index, seal_index};
+pub use index::index_path;
+#[doc(hidden)]
+pub use index::{restamp_index, seal_index};
+#[doc(hidden)]
 pub use member::{read_member, TarMember};
+#[doc(hidden)]
 pub use tfrecord::{
     crc32c, encode_example, frame_record, masked_crc, read_field, RecordError, WireError,
 };
 pub use write::{Converted, ShardFormat, ShardWriter};
 // Kept at its old path; it lives beside `Location::read`, so that this module and
 // `source::parquet` need not import each other.
-#[doc(no_inline)]
+#[doc(hidden)]
 pub use super::read_parquet;
 
 /// One indexed sample of a shard.
@@ -339,7 +344,7 @@ pub enum ReadError {
         error: std::io::Error,
     },
     /// A tar member's index no longer matches its shard: the bytes a read checks
-    /// ([`TarMember::pieces`]) are not those indexed. The sample is not delivered; the
+    /// (`TarMember::pieces`) are not those indexed. The sample is not delivered; the
     /// stale sidecar is removed (a local one), so that the next listing indexes the
     /// shard again.
     #[error("{} at {offset}: the shard's index {} is stale (the shard changed since it was indexed): {what}", shard.display(), side.display())]
@@ -992,7 +997,7 @@ pub(crate) fn from_files(files: &[PathBuf], samples: Vec<Sample>) -> Result<Data
 /// `*.record` files and folders of them) is a sample, read through `keys`: its path the
 /// `keys.path` feature where the record has one, its class names from the class list
 /// beside the shards or the `keys.class_text` features (see the module docs).
-pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
+pub(crate) fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tfrecord", ".tfrecords", ".record"])?;
     let (image, mask): (Arc<str>, Arc<str>) =
         (keys.image.as_str().into(), keys.mask.as_str().into());
@@ -1014,7 +1019,7 @@ pub fn tfrecord(paths: &[PathBuf], keys: &ExampleKeys) -> Result<Dataset> {
 /// of them) is a sample: its image member, its `cls` label, its mask member, its path
 /// from its `path.txt` member where it has one, its class name from the class list beside
 /// the shards or its `cls.txt` member (see the module docs).
-pub fn tar(paths: &[PathBuf]) -> Result<Dataset> {
+pub(crate) fn tar(paths: &[PathBuf]) -> Result<Dataset> {
     let shards = shard_paths(paths, &[".tar"])?;
     dataset(shards, Kind::Tar, |shard, _, e| {
         let member = |offset, len, check: Option<&check::Check>| match check {

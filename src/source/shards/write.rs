@@ -62,7 +62,7 @@
 //! "Byte for byte" above holds without transcoding. With
 //! [`ShardWriter::with_transcode`] (`stoker convert`'s default), each JPEG that can be is
 //! rewritten losslessly as one baseline scan with restart markers
-//! ([`crate::decode::jpeg::transcode`]: the same coefficients, so the same pixels); the
+//! ([`add_restarts`]: the same coefficients, so the same pixels); the
 //! others are written as they are.
 
 use std::collections::HashSet;
