@@ -633,6 +633,17 @@ fn decode_into(
     r.map(|()| plan)
 }
 
+impl Shared {
+    fn counter(&self, what: Count) -> &std::sync::atomic::AtomicU64 {
+        match what {
+            Count::CpuFallback => &self.stats.cpu_fallbacks,
+            Count::GpuDecoded => &self.stats.gpu_decoded,
+            Count::GpuEntropy => &self.stats.gpu_entropy,
+            Count::Hardware => &self.stats.hardware,
+        }
+    }
+}
+
 /// What the pipeline offers the backend's host work: the decode every backend shares,
 /// the host cache and the verdicts, and the epoch's counters.
 impl SampleHost for Shared {
@@ -684,14 +695,16 @@ impl SampleHost for Shared {
         self.cfg.verdicts.known_clean(id, image)
     }
 
+    fn record_clean(&self, id: u64, image: &[u8]) {
+        self.cfg.verdicts.record_clean(id, image);
+    }
+
     fn count(&self, what: Count) {
-        let counter = match what {
-            Count::CpuFallback => &self.stats.cpu_fallbacks,
-            Count::GpuDecoded => &self.stats.gpu_decoded,
-            Count::GpuEntropy => &self.stats.gpu_entropy,
-            Count::Hardware => &self.stats.hardware,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.counter(what).fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn uncount(&self, what: Count) {
+        self.counter(what).fetch_sub(1, Ordering::Relaxed);
     }
 
     fn decode_time(&self, d: std::time::Duration) {

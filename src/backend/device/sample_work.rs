@@ -108,8 +108,14 @@ pub trait SampleHost {
     /// Whether the whole file is known clean from an earlier verdict.
     fn known_clean(&self, id: u64, image: &[u8]) -> bool;
 
+    /// Records the whole file as clean (the device decoded all of it, nothing flagged).
+    fn record_clean(&self, id: u64, image: &[u8]);
+
     /// Counts one sample as `what`.
     fn count(&self, what: Count);
+
+    /// Takes back one count of `what` (a sample counted there went another way).
+    fn uncount(&self, what: Count);
 
     /// Adds to the time spent decoding.
     fn decode_time(&self, d: Duration);
@@ -207,6 +213,26 @@ pub trait SampleWork: Send + Sync + std::fmt::Debug {
     /// Bytes of device memory the kept images hold.
     fn kept_bytes(&self) -> u64 {
         0
+    }
+
+    /// After the device ran a batch of `jobs` (samples `ids`) and flagged nothing: the
+    /// files it decoded whole are recorded clean.
+    fn ran(&self, host: &dyn SampleHost, jobs: &[DeviceJob], ids: &[u64]) {
+        let _ = (host, jobs, ids);
+    }
+
+    /// A sample the device's entropy pass flagged (`job`, of `s`), prepared again on the
+    /// host path, where libjpeg reads and judges it as the CPU backend does: `job`'s input
+    /// is replaced, and the result is the file's warning or why the host path refuses
+    /// it. `None` when `job` is not on the device entropy path.
+    fn redo_flagged(
+        &self,
+        host: &dyn SampleHost,
+        s: &Sample,
+        job: &mut DeviceJob,
+    ) -> Option<Result<Option<DecodeWarning>, DecodeError>> {
+        let _ = (host, s, job);
+        None
     }
 
     /// Whether decoded images are kept on the device (a device cache is on).

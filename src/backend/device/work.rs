@@ -13,7 +13,7 @@ use crate::augment::SamplePlan;
 use crate::backend::device::sample_work::{
     Count, DeviceWorkConfig, HostImage, Kept, Made, SampleHost, SampleWork, Slot, WorkScratch,
 };
-use crate::decode::{DecodeOptions, ImageInfo, LabelPlane};
+use crate::decode::{DecodeError, DecodeOptions, DecodeWarning, ImageInfo, LabelPlane};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::source::Sample;
 
@@ -250,6 +250,57 @@ impl SampleWork for DeviceWork {
 
     fn kept_bytes(&self) -> u64 {
         self.cfg.cache.as_ref().map_or(0, |c| c.used())
+    }
+
+    fn ran(&self, host: &dyn SampleHost, jobs: &[DeviceJob], ids: &[u64]) {
+        for (job, &id) in jobs.iter().zip(ids) {
+            if let DeviceSample::Entropy { packed, bytes, .. } = &job.image {
+                if packed.whole {
+                    host.record_clean(id, bytes);
+                }
+            }
+        }
+    }
+
+    fn redo_flagged(
+        &self,
+        host: &dyn SampleHost,
+        s: &Sample,
+        job: &mut DeviceJob,
+    ) -> Option<Result<Option<DecodeWarning>, DecodeError>> {
+        let DeviceSample::Entropy {
+            bytes, info, opts, ..
+        } = &job.image
+        else {
+            return None;
+        };
+        let pool = &self.cfg.coeff_pool;
+        let partial = opts.window.is_some() || opts.scale != 1;
+        let redone = job::prepare_host(bytes, *info, opts, pool)
+            .and_then(|p| p.fit_bindings(bytes, opts, pool, self.cfg.max_binding))
+            .and_then(|p| p.packed(pool))
+            .and_then(|mut p| {
+                // As a worker does: a partial CPU decode takes the whole file's verdict.
+                if partial && p.cpu_reason.is_some() {
+                    p.warning = host.verdict(s.id, bytes)?;
+                }
+                Ok(p)
+            });
+        host.uncount(Count::GpuEntropy);
+        Some(match redone {
+            Ok(p) => {
+                if p.cpu_reason.is_some() {
+                    host.uncount(Count::GpuDecoded);
+                    host.count(Count::CpuFallback);
+                }
+                job.image = p.image;
+                Ok(p.warning)
+            }
+            Err(e) => {
+                host.uncount(Count::GpuDecoded);
+                Err(e)
+            }
+        })
     }
 
     fn keeps_decoded(&self) -> bool {
