@@ -240,12 +240,6 @@ pub trait SampleWork: Send + Sync + std::fmt::Debug {
         false
     }
 
-    /// The largest decoded window one sample may have (a device's largest storage
-    /// binding; unbounded on the host).
-    fn max_binding(&self) -> u64 {
-        u64::MAX
-    }
-
     /// Whether workers write the samples into host batch memory (on a device backend the
     /// batcher writes device memory instead, and host slots are empty).
     fn writes_host_slots(&self) -> bool;

@@ -307,10 +307,6 @@ impl SampleWork for DeviceWork {
         self.cfg.cache.is_some()
     }
 
-    fn max_binding(&self) -> u64 {
-        self.cfg.max_binding
-    }
-
     fn writes_host_slots(&self) -> bool {
         false
     }
