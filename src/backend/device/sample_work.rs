@@ -168,34 +168,33 @@ pub enum HostImage<'a> {
     Shared(&'a Arc<Decoded>),
 }
 
-/// A sample made: its plan, and its device job where a device makes the batches.
-pub type Made = (SamplePlan, Option<DeviceJob>);
+/// A sample made: its plan, and its device job where a device makes the batches; or the
+/// report on it.
+pub type Made = Result<(SamplePlan, Option<DeviceJob>), SampleError>;
+
+/// One sample's work: what the pipeline offers, the sample, its slot of host batch
+/// memory, the worker's scratch.
+pub struct Cx<'a> {
+    /// What the pipeline offers.
+    pub host: &'a dyn SampleHost,
+    /// The sample.
+    pub sample: &'a Sample,
+    /// Its slot.
+    pub slot: Slot<'a>,
+    /// The worker's scratch.
+    pub ws: &'a mut WorkScratch,
+}
 
 /// A decoded image kept on the device from an earlier epoch.
 pub type Kept = Arc<DeviceEntry>;
 
 /// A backend's host work for one sample. See the module docs.
 pub trait SampleWork: Send + Sync + std::fmt::Debug {
-    /// A sample from its bytes.
-    fn make(
-        &self,
-        host: &dyn SampleHost,
-        s: &Sample,
-        bytes: (&[u8], &[u8]),
-        slot: Slot<'_>,
-        ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError>;
+    /// A sample from its bytes (image, mask).
+    fn make(&self, cx: Cx<'_>, bytes: (&[u8], &[u8])) -> Made;
 
     /// A sample decoded on the host whole and upright, with its plan.
-    fn make_decoded(
-        &self,
-        host: &dyn SampleHost,
-        s: &Sample,
-        plan: SamplePlan,
-        image: HostImage<'_>,
-        slot: Slot<'_>,
-        ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError>;
+    fn make_decoded(&self, cx: Cx<'_>, plan: SamplePlan, image: HostImage<'_>) -> Made;
 
     /// The sample's image kept on the device, if this backend keeps it there.
     fn kept(&self, id: u64) -> Option<Kept> {
@@ -207,7 +206,7 @@ pub trait SampleWork: Send + Sync + std::fmt::Debug {
     /// `(seed, epoch)`.
     fn make_kept(&self, plan: SamplePlan, kept: &Kept) -> Made {
         let _ = kept;
-        (plan, None)
+        Ok((plan, None))
     }
 
     /// Bytes of device memory the kept images hold.

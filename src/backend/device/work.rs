@@ -11,7 +11,7 @@ use super::cache::Reservation;
 use super::job::{self, DeviceJob, DeviceSample, HardwareDecode, Prepared, SharedImage};
 use crate::augment::SamplePlan;
 use crate::backend::device::sample_work::{
-    Count, DeviceWorkConfig, HostImage, Kept, Made, SampleHost, SampleWork, Slot, WorkScratch,
+    Count, Cx, DeviceWorkConfig, HostImage, Kept, Made, SampleHost, SampleWork, WorkScratch,
 };
 use crate::decode::{DecodeError, DecodeOptions, DecodeWarning, ImageInfo, LabelPlane};
 use crate::error::{SampleError, SampleErrorKind};
@@ -49,7 +49,7 @@ impl DeviceWork {
         image: &[u8],
         mask: &[u8],
         ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError> {
+    ) -> Made {
         ws.reservation = None;
         let t = Instant::now();
         let (info, plan) = host.plan_from_headers(s, image)?;
@@ -197,28 +197,13 @@ impl DeviceWork {
 }
 
 impl SampleWork for DeviceWork {
-    fn make(
-        &self,
-        host: &dyn SampleHost,
-        s: &Sample,
-        (image, mask): (&[u8], &[u8]),
-        _slot: Slot<'_>,
-        ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError> {
-        self.prepare(host, s, image, mask, ws)
+    fn make(&self, cx: Cx<'_>, (image, mask): (&[u8], &[u8])) -> Made {
+        self.prepare(cx.host, cx.sample, image, mask, cx.ws)
     }
 
-    fn make_decoded(
-        &self,
-        host: &dyn SampleHost,
-        _s: &Sample,
-        plan: SamplePlan,
-        image: HostImage<'_>,
-        _slot: Slot<'_>,
-        ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError> {
+    fn make_decoded(&self, cx: Cx<'_>, plan: SamplePlan, image: HostImage<'_>) -> Made {
         let job = match image {
-            HostImage::Worker => decoded_job(host, plan, &mut ws.decoded),
+            HostImage::Worker => decoded_job(cx.host, plan, &mut cx.ws.decoded),
             // Shared with the host cache (no copy), with a copy of its mask.
             HostImage::Shared(d) => DeviceJob {
                 plan,
@@ -245,7 +230,7 @@ impl SampleWork for DeviceWork {
             mask: e.mask.clone(),
             cache_to: None,
         };
-        (plan, Some(job))
+        Ok((plan, Some(job)))
     }
 
     fn kept_bytes(&self) -> u64 {
