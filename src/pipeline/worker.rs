@@ -20,7 +20,7 @@ use crate::augment::SamplePlan;
 use crate::backend::device::cache::Reservation;
 use crate::backend::device::job::DeviceJob;
 use crate::backend::device::sample_work::{
-    Count, Decoded, HostImage, Kept, Made, SampleHost, Slot, WorkScratch,
+    Count, Cx, Decoded, HostImage, Kept, Made, SampleHost, Slot, WorkScratch,
 };
 use crate::backend::device::DeviceBuffers;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions, DecodeWarning};
@@ -294,22 +294,22 @@ fn process(
                 .cfg
                 .augment
                 .plan(sh.cfg.seed, sh.epoch, sample.id, e.width, e.height);
-            Ok(work.make_kept(plan, e))
+            work.make_kept(plan, e)
         }
         Payload::Cached(d) if sh.cfg.transform.is_some() => {
             ws.host.warning = d.warning.clone();
             // The cache keeps samples as decoded: the transform changes a copy.
             ws.host.decoded.clone_from(&**d);
             transformed(sh, sample, ws).and_then(|plan| {
-                let slot = slot_of(w, mask_writer.as_mut());
-                work.make_decoded(sh, sample, plan, HostImage::Worker, slot, &mut ws.host)
+                let cx = cx(sh, sample, slot_of(w, mask_writer.as_mut()), ws);
+                work.make_decoded(cx, plan, HostImage::Worker)
             })
         }
         Payload::Cached(d) => {
             ws.host.warning = d.warning.clone();
             let plan = cached_plan(sh, sample, d);
-            let slot = slot_of(w, mask_writer.as_mut());
-            work.make_decoded(sh, sample, plan, HostImage::Shared(d), slot, &mut ws.host)
+            let cx = cx(sh, sample, slot_of(w, mask_writer.as_mut()), ws);
+            work.make_decoded(cx, plan, HostImage::Shared(d))
         }
         Payload::Staged(st) => {
             let slot = slot_of(w, mask_writer.as_mut());
@@ -318,23 +318,9 @@ fn process(
         Payload::Failed(e, _) => Err(e.clone()),
     };
     let error = match first {
-        Ok((plan, gpu)) => {
+        Ok(made) => {
             return Outcome {
-                delivered: Some(Delivered {
-                    id: sample.id,
-                    sample: job.sample,
-                    label: sample.label,
-                    replaced: None,
-                    plan,
-                    gpu,
-                    warning: ws
-                        .host
-                        .warning
-                        .take()
-                        .map(|w| Box::new(SampleWarning::new(sample, w))),
-                    reservation: ws.host.reservation.take(),
-                    targets: ws.targets.take(),
-                }),
+                delivered: Some(delivered(ws, sample, job.sample, made, None)),
                 error: None,
                 exhausted: false,
             };
@@ -371,7 +357,7 @@ fn replacement(
     ws: &mut WorkerState,
     failed: usize,
     from: usize,
-    mut make: impl FnMut(&Sample, &Staged, &mut WorkerState) -> Result<Made, SampleError>,
+    mut make: impl FnMut(&Sample, &Staged, &mut WorkerState) -> Made,
 ) -> Option<Delivered> {
     let samples = sh.subset.samples();
     let failed_id = samples.get(failed)?.id;
@@ -394,26 +380,13 @@ fn replacement(
             .and_then(|()| make(cand, &st, ws));
         ws.replace = st;
         match r {
-            Ok((plan, gpu)) => {
-                return Some(Delivered {
-                    id: cand.id,
-                    sample: index,
-                    label: cand.label,
-                    replaced: Some(Box::new(StandsIn {
-                        failed,
-                        failed_id,
-                        position,
-                    })),
-                    plan,
-                    gpu,
-                    warning: ws
-                        .host
-                        .warning
-                        .take()
-                        .map(|w| Box::new(SampleWarning::new(cand, w))),
-                    reservation: ws.host.reservation.take(),
-                    targets: ws.targets.take(),
-                });
+            Ok(made) => {
+                let stands_in = StandsIn {
+                    failed,
+                    failed_id,
+                    position,
+                };
+                return Some(delivered(ws, cand, index, made, Some(stands_in)));
             }
             Err(e) => log::debug!("replacement candidate failed too: {e}"),
         }
@@ -469,14 +442,50 @@ fn attempt(
     mask: &[u8],
     slot: Slot<'_>,
     ws: &mut WorkerState,
-) -> Result<Made, SampleError> {
+) -> Made {
     let work = &sh.cfg.work;
     if sh.cfg.transform.is_some() {
         ws.host.reservation = None;
         let plan = decode_and_transform(sh, s, image, mask, ws)?;
-        return work.make_decoded(sh, s, plan, HostImage::Worker, slot, &mut ws.host);
+        return work.make_decoded(cx(sh, s, slot, ws), plan, HostImage::Worker);
     }
-    work.make(sh, s, (image, mask), slot, &mut ws.host)
+    work.make(cx(sh, s, slot, ws), (image, mask))
+}
+
+/// The context of one sample's host work.
+fn cx<'a>(sh: &'a Shared, s: &'a Sample, slot: Slot<'a>, ws: &'a mut WorkerState) -> Cx<'a> {
+    Cx {
+        host: sh,
+        sample: s,
+        slot,
+        ws: &mut ws.host,
+    }
+}
+
+/// A sample made (`sample`, at index `index` of the subset), as the collector takes it:
+/// with what the worker's state holds of it.
+fn delivered(
+    ws: &mut WorkerState,
+    sample: &Sample,
+    index: usize,
+    (plan, gpu): (SamplePlan, Option<DeviceJob>),
+    replaced: Option<StandsIn>,
+) -> Delivered {
+    Delivered {
+        id: sample.id,
+        sample: index,
+        label: sample.label,
+        replaced: replaced.map(Box::new),
+        plan,
+        gpu,
+        warning: ws
+            .host
+            .warning
+            .take()
+            .map(|w| Box::new(SampleWarning::new(sample, w))),
+        reservation: ws.host.reservation.take(),
+        targets: ws.targets.take(),
+    }
 }
 
 /// Decodes a sample whole into the worker's buffers (see `decode_into`) and runs the user
@@ -633,6 +642,17 @@ fn decode_into(
     r.map(|()| plan)
 }
 
+impl Shared {
+    fn counter(&self, what: Count) -> &std::sync::atomic::AtomicU64 {
+        match what {
+            Count::CpuFallback => &self.stats.cpu_fallbacks,
+            Count::GpuDecoded => &self.stats.gpu_decoded,
+            Count::GpuEntropy => &self.stats.gpu_entropy,
+            Count::Hardware => &self.stats.hardware,
+        }
+    }
+}
+
 /// What the pipeline offers the backend's host work: the decode every backend shares,
 /// the host cache and the verdicts, and the epoch's counters.
 impl SampleHost for Shared {
@@ -684,14 +704,16 @@ impl SampleHost for Shared {
         self.cfg.verdicts.known_clean(id, image)
     }
 
+    fn record_clean(&self, id: u64, image: &[u8]) {
+        self.cfg.verdicts.record_clean(id, image);
+    }
+
     fn count(&self, what: Count) {
-        let counter = match what {
-            Count::CpuFallback => &self.stats.cpu_fallbacks,
-            Count::GpuDecoded => &self.stats.gpu_decoded,
-            Count::GpuEntropy => &self.stats.gpu_entropy,
-            Count::Hardware => &self.stats.hardware,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.counter(what).fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn uncount(&self, what: Count) {
+        self.counter(what).fetch_sub(1, Ordering::Relaxed);
     }
 
     fn decode_time(&self, d: std::time::Duration) {

@@ -4,9 +4,7 @@
 
 use std::time::Instant;
 
-use super::device::sample_work::{
-    Decoded, HostImage, Made, SampleHost, SampleWork, Slot, WorkScratch,
-};
+use super::device::sample_work::{Cx, Decoded, HostImage, Made, SampleHost, SampleWork, Slot};
 use super::{Backend, BackendKind};
 use crate::augment::reference::Scratch;
 use crate::augment::SamplePlan;
@@ -42,33 +40,27 @@ impl Backend for CpuBackend {
 pub(crate) struct CpuWork;
 
 impl SampleWork for CpuWork {
-    fn make(
-        &self,
-        host: &dyn SampleHost,
-        s: &Sample,
-        (image, mask): (&[u8], &[u8]),
-        slot: Slot<'_>,
-        ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError> {
-        let plan = host.decode_into(s, image, mask, &mut ws.decoded)?;
+    fn make(&self, cx: Cx<'_>, (image, mask): (&[u8], &[u8])) -> Made {
+        let ws = cx.ws;
+        let plan = cx
+            .host
+            .decode_into(cx.sample, image, mask, &mut ws.decoded)?;
         ws.warning = ws.decoded.warning.clone();
-        execute(host, s, &ws.decoded, plan, slot, &mut ws.scratch)
+        execute(
+            cx.host,
+            cx.sample,
+            (&ws.decoded, plan),
+            cx.slot,
+            &mut ws.scratch,
+        )
     }
 
-    fn make_decoded(
-        &self,
-        host: &dyn SampleHost,
-        s: &Sample,
-        plan: SamplePlan,
-        image: HostImage<'_>,
-        slot: Slot<'_>,
-        ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError> {
+    fn make_decoded(&self, cx: Cx<'_>, plan: SamplePlan, image: HostImage<'_>) -> Made {
         let d: &Decoded = match image {
-            HostImage::Worker => &ws.decoded,
+            HostImage::Worker => &cx.ws.decoded,
             HostImage::Shared(d) => d,
         };
-        execute(host, s, d, plan, slot, &mut ws.scratch)
+        execute(cx.host, cx.sample, (d, plan), cx.slot, &mut cx.ws.scratch)
     }
 
     fn writes_host_slots(&self) -> bool {
@@ -80,11 +72,10 @@ impl SampleWork for CpuWork {
 fn execute(
     host: &dyn SampleHost,
     s: &Sample,
-    d: &Decoded,
-    plan: SamplePlan,
+    (d, plan): (&Decoded, SamplePlan),
     slot: Slot<'_>,
     scratch: &mut Scratch,
-) -> Result<Made, SampleError> {
+) -> Made {
     let t = Instant::now();
     crate::augment::reference::execute_image(&plan, &d.image, slot.image, scratch);
     match (slot.mask, &d.mask) {

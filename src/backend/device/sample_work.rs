@@ -108,8 +108,14 @@ pub trait SampleHost {
     /// Whether the whole file is known clean from an earlier verdict.
     fn known_clean(&self, id: u64, image: &[u8]) -> bool;
 
+    /// Records the whole file as clean (the device decoded all of it, nothing flagged).
+    fn record_clean(&self, id: u64, image: &[u8]);
+
     /// Counts one sample as `what`.
     fn count(&self, what: Count);
+
+    /// Takes back one count of `what` (a sample counted there went another way).
+    fn uncount(&self, what: Count);
 
     /// Adds to the time spent decoding.
     fn decode_time(&self, d: Duration);
@@ -162,34 +168,33 @@ pub enum HostImage<'a> {
     Shared(&'a Arc<Decoded>),
 }
 
-/// A sample made: its plan, and its device job where a device makes the batches.
-pub type Made = (SamplePlan, Option<DeviceJob>);
+/// A sample made: its plan, and its device job where a device makes the batches; or the
+/// report on it.
+pub type Made = Result<(SamplePlan, Option<DeviceJob>), SampleError>;
+
+/// One sample's work: what the pipeline offers, the sample, its slot of host batch
+/// memory, the worker's scratch.
+pub struct Cx<'a> {
+    /// What the pipeline offers.
+    pub host: &'a dyn SampleHost,
+    /// The sample.
+    pub sample: &'a Sample,
+    /// Its slot.
+    pub slot: Slot<'a>,
+    /// The worker's scratch.
+    pub ws: &'a mut WorkScratch,
+}
 
 /// A decoded image kept on the device from an earlier epoch.
 pub type Kept = Arc<DeviceEntry>;
 
 /// A backend's host work for one sample. See the module docs.
 pub trait SampleWork: Send + Sync + std::fmt::Debug {
-    /// A sample from its bytes.
-    fn make(
-        &self,
-        host: &dyn SampleHost,
-        s: &Sample,
-        bytes: (&[u8], &[u8]),
-        slot: Slot<'_>,
-        ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError>;
+    /// A sample from its bytes (image, mask).
+    fn make(&self, cx: Cx<'_>, bytes: (&[u8], &[u8])) -> Made;
 
     /// A sample decoded on the host whole and upright, with its plan.
-    fn make_decoded(
-        &self,
-        host: &dyn SampleHost,
-        s: &Sample,
-        plan: SamplePlan,
-        image: HostImage<'_>,
-        slot: Slot<'_>,
-        ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError>;
+    fn make_decoded(&self, cx: Cx<'_>, plan: SamplePlan, image: HostImage<'_>) -> Made;
 
     /// The sample's image kept on the device, if this backend keeps it there.
     fn kept(&self, id: u64) -> Option<Kept> {
@@ -201,7 +206,7 @@ pub trait SampleWork: Send + Sync + std::fmt::Debug {
     /// `(seed, epoch)`.
     fn make_kept(&self, plan: SamplePlan, kept: &Kept) -> Made {
         let _ = kept;
-        (plan, None)
+        Ok((plan, None))
     }
 
     /// Bytes of device memory the kept images hold.
@@ -209,15 +214,29 @@ pub trait SampleWork: Send + Sync + std::fmt::Debug {
         0
     }
 
+    /// After the device ran a batch of `jobs` (samples `ids`) and flagged nothing: the
+    /// files it decoded whole are recorded clean.
+    fn ran(&self, host: &dyn SampleHost, jobs: &[DeviceJob], ids: &[u64]) {
+        let _ = (host, jobs, ids);
+    }
+
+    /// A sample the device's entropy pass flagged (`job`, of `s`), prepared again on the
+    /// host path, where libjpeg reads and judges it as the CPU backend does: `job`'s input
+    /// is replaced, and the result is the file's warning or why the host path refuses
+    /// it. `None` when `job` is not on the device entropy path.
+    fn redo_flagged(
+        &self,
+        host: &dyn SampleHost,
+        s: &Sample,
+        job: &mut DeviceJob,
+    ) -> Option<Result<Option<DecodeWarning>, DecodeError>> {
+        let _ = (host, s, job);
+        None
+    }
+
     /// Whether decoded images are kept on the device (a device cache is on).
     fn keeps_decoded(&self) -> bool {
         false
-    }
-
-    /// The largest decoded window one sample may have (a device's largest storage
-    /// binding; unbounded on the host).
-    fn max_binding(&self) -> u64 {
-        u64::MAX
     }
 
     /// Whether workers write the samples into host batch memory (on a device backend the

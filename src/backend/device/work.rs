@@ -11,9 +11,9 @@ use super::cache::Reservation;
 use super::job::{self, DeviceJob, DeviceSample, HardwareDecode, Prepared, SharedImage};
 use crate::augment::SamplePlan;
 use crate::backend::device::sample_work::{
-    Count, DeviceWorkConfig, HostImage, Kept, Made, SampleHost, SampleWork, Slot, WorkScratch,
+    Count, Cx, DeviceWorkConfig, HostImage, Kept, Made, SampleHost, SampleWork, WorkScratch,
 };
-use crate::decode::{DecodeOptions, ImageInfo, LabelPlane};
+use crate::decode::{DecodeError, DecodeOptions, DecodeWarning, ImageInfo, LabelPlane};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::source::Sample;
 
@@ -49,7 +49,7 @@ impl DeviceWork {
         image: &[u8],
         mask: &[u8],
         ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError> {
+    ) -> Made {
         ws.reservation = None;
         let t = Instant::now();
         let (info, plan) = host.plan_from_headers(s, image)?;
@@ -197,28 +197,13 @@ impl DeviceWork {
 }
 
 impl SampleWork for DeviceWork {
-    fn make(
-        &self,
-        host: &dyn SampleHost,
-        s: &Sample,
-        (image, mask): (&[u8], &[u8]),
-        _slot: Slot<'_>,
-        ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError> {
-        self.prepare(host, s, image, mask, ws)
+    fn make(&self, cx: Cx<'_>, (image, mask): (&[u8], &[u8])) -> Made {
+        self.prepare(cx.host, cx.sample, image, mask, cx.ws)
     }
 
-    fn make_decoded(
-        &self,
-        host: &dyn SampleHost,
-        _s: &Sample,
-        plan: SamplePlan,
-        image: HostImage<'_>,
-        _slot: Slot<'_>,
-        ws: &mut WorkScratch,
-    ) -> Result<Made, SampleError> {
+    fn make_decoded(&self, cx: Cx<'_>, plan: SamplePlan, image: HostImage<'_>) -> Made {
         let job = match image {
-            HostImage::Worker => decoded_job(host, plan, &mut ws.decoded),
+            HostImage::Worker => decoded_job(cx.host, plan, &mut cx.ws.decoded),
             // Shared with the host cache (no copy), with a copy of its mask.
             HostImage::Shared(d) => DeviceJob {
                 plan,
@@ -245,19 +230,66 @@ impl SampleWork for DeviceWork {
             mask: e.mask.clone(),
             cache_to: None,
         };
-        (plan, Some(job))
+        Ok((plan, Some(job)))
     }
 
     fn kept_bytes(&self) -> u64 {
         self.cfg.cache.as_ref().map_or(0, |c| c.used())
     }
 
-    fn keeps_decoded(&self) -> bool {
-        self.cfg.cache.is_some()
+    fn ran(&self, host: &dyn SampleHost, jobs: &[DeviceJob], ids: &[u64]) {
+        for (job, &id) in jobs.iter().zip(ids) {
+            if let DeviceSample::Entropy { packed, bytes, .. } = &job.image {
+                if packed.whole {
+                    host.record_clean(id, bytes);
+                }
+            }
+        }
     }
 
-    fn max_binding(&self) -> u64 {
-        self.cfg.max_binding
+    fn redo_flagged(
+        &self,
+        host: &dyn SampleHost,
+        s: &Sample,
+        job: &mut DeviceJob,
+    ) -> Option<Result<Option<DecodeWarning>, DecodeError>> {
+        let DeviceSample::Entropy {
+            bytes, info, opts, ..
+        } = &job.image
+        else {
+            return None;
+        };
+        let pool = &self.cfg.coeff_pool;
+        let partial = opts.window.is_some() || opts.scale != 1;
+        let redone = job::prepare_host(bytes, *info, opts, pool)
+            .and_then(|p| p.fit_bindings(bytes, opts, pool, self.cfg.max_binding))
+            .and_then(|p| p.packed(pool))
+            .and_then(|mut p| {
+                // As a worker does: a partial CPU decode takes the whole file's verdict.
+                if partial && p.cpu_reason.is_some() {
+                    p.warning = host.verdict(s.id, bytes)?;
+                }
+                Ok(p)
+            });
+        host.uncount(Count::GpuEntropy);
+        Some(match redone {
+            Ok(p) => {
+                if p.cpu_reason.is_some() {
+                    host.uncount(Count::GpuDecoded);
+                    host.count(Count::CpuFallback);
+                }
+                job.image = p.image;
+                Ok(p.warning)
+            }
+            Err(e) => {
+                host.uncount(Count::GpuDecoded);
+                Err(e)
+            }
+        })
+    }
+
+    fn keeps_decoded(&self) -> bool {
+        self.cfg.cache.is_some()
     }
 
     fn writes_host_slots(&self) -> bool {

@@ -339,17 +339,7 @@ impl Collector {
                 .run(jobs, mix.as_ref(), out);
             let err = match r {
                 Ok(()) => {
-                    // Files the device entropy pass decoded whole, none flagged: clean.
-                    for (job, &id) in jobs.iter().zip(&slots.ids) {
-                        if let crate::backend::device::DeviceSample::Entropy {
-                            packed, bytes, ..
-                        } = &job.image
-                        {
-                            if packed.whole {
-                                self.cfg.verdicts.record_clean(id, bytes);
-                            }
-                        }
-                    }
+                    self.cfg.work.ran(&*self.shared, jobs, &slots.ids);
                     return Ok(());
                 }
                 Err(e) => e,
@@ -414,7 +404,6 @@ impl Collector {
         jobs: &mut [DeviceJob],
         slots: &mut Slots,
     ) -> Result<Vec<(usize, String)>> {
-        use crate::backend::device::job::{prepare_host, DeviceSample};
         let mut failed = Vec::new();
         for &(k, status) in list {
             let (Some(job), Some(&index)) = (jobs.get_mut(k), slots.samples.get(k)) else {
@@ -426,56 +415,27 @@ impl Collector {
             let sample = self.shared.subset.samples().get(index).ok_or_else(|| {
                 Error::internal(format!("a flagged sample ({index}) outside the subset"))
             })?;
-            let DeviceSample::Entropy {
-                bytes, info, opts, ..
-            } = &job.image
-            else {
-                return Err(Error::internal(format!(
-                    "the device flagged slot {k}, which is not on the device entropy path"
-                )));
-            };
             log::debug!(
                 "{}: the device entropy decode flagged it (status {status:#x}); decoding on the host path",
                 sample.path
             );
-            let cfg = &self.cfg;
-            let partial = opts.window.is_some() || opts.scale != 1;
-            let whole = crate::decode::DecodeOptions {
-                limits: cfg.limits,
-                strict: cfg.strict_decode,
-                ..crate::decode::DecodeOptions::default()
-            };
-            let redone = prepare_host(bytes, *info, opts, &cfg.coeff_pool)
-                .and_then(|p| p.fit_bindings(bytes, opts, &cfg.coeff_pool, cfg.work.max_binding()))
-                .and_then(|p| p.packed(&cfg.coeff_pool))
-                .and_then(|mut p| {
-                    // As a worker does: a partial CPU decode takes the whole file's verdict.
-                    if partial && p.cpu_reason.is_some() {
-                        p.warning = cfg.verdicts.check(sample.id, bytes, &whole)?;
-                    }
-                    Ok(p)
-                });
-            self.stats.gpu_entropy.fetch_sub(1, Ordering::Relaxed);
-            match redone {
-                Ok(p) => {
-                    if p.cpu_reason.is_some() {
-                        self.stats.gpu_decoded.fetch_sub(1, Ordering::Relaxed);
-                        self.stats.cpu_fallbacks.fetch_add(1, Ordering::Relaxed);
-                    }
+            match self.cfg.work.redo_flagged(&*self.shared, sample, job) {
+                None => {
+                    return Err(Error::internal(format!(
+                        "the device flagged slot {k}, which is not on the device entropy path"
+                    )))
+                }
+                Some(Ok(warning)) => {
                     if let Some(Some(r)) = slots.reservations.get_mut(k) {
-                        r.warning = p.warning.clone();
+                        r.warning = warning.clone();
                     }
                     if let Some(w) = slots.warnings.get_mut(k) {
-                        *w = p.warning.map(|w| {
+                        *w = warning.map(|w| {
                             Box::new(crate::pipeline::batch::SampleWarning::new(sample, w))
                         });
                     }
-                    job.image = p.image;
                 }
-                Err(e) => {
-                    self.stats.gpu_decoded.fetch_sub(1, Ordering::Relaxed);
-                    failed.push((k, e.to_string()));
-                }
+                Some(Err(e)) => failed.push((k, e.to_string())),
             }
         }
         Ok(failed)
