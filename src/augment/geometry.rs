@@ -9,6 +9,7 @@
 //! does. A
 //! keypoint outside the crop or moved outside the output keeps its coordinates and gets
 //! visibility 0.
+#![doc(hidden)]
 
 use super::plan::{SamplePlan, AFFINE, AFFINE_FRAC_BITS, FLIP_H, FLIP_V};
 use crate::source::target::{BoundingBox, Keypoint, Targets};

@@ -20,6 +20,7 @@
 //!
 //! [`apply`] is the definition on a host buffer; the device backends run the same per
 //! element and are tested against it. [`soft_labels`] is torchvision's `_mixup_label`.
+#![doc(hidden)]
 
 use half::f16;
 

@@ -7,15 +7,10 @@
 //! execution (internal) defines the pixels a plan produces; GPU backends are tested
 //! against it.
 
-#[doc(hidden)]
 pub mod geometry;
-#[doc(hidden)]
 pub mod mix;
-#[doc(hidden)]
 pub mod plan;
-#[doc(hidden)]
 pub mod policy;
-#[doc(hidden)]
 pub mod reference;
 
 mod builder;

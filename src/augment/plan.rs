@@ -3,6 +3,7 @@
 //! The layout is shared byte for byte with the GPU code (`shaders/*.wgsl`,
 //! `kernels/*.cu`): 64 four-byte words, 256 bytes, a multiple of 16 so arrays of plans can
 //! be uploaded as storage buffers. Change it only together with every consumer.
+#![doc(hidden)]
 
 /// Flag: mirror left-right.
 pub const FLIP_H: u32 = 1;

@@ -21,6 +21,7 @@
 //! resampled once rather than twice, and flips apply last (torchvision's recipes flip
 //! before the policy; the policy's draws are symmetric, so only the shears about the
 //! top-left corner differ in distribution).
+#![doc(hidden)]
 
 use super::plan::{
     factor_word, OP_AUTOCONTRAST, OP_BRIGHTNESS, OP_CONTRAST, OP_EQUALIZE, OP_POSTERIZE,

@@ -3,6 +3,7 @@
 //! Folders are walked by the rules of `walk`: each real folder entered once, links
 //! to folders outside the dataset folder not followed unless asked ([`WalkOptions`]),
 //! folders nested too deep reported, the walk bounded in entries and time.
+#![doc(hidden)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@
 //! it), their type checked on the open descriptor (so a file swapped for a FIFO or a
 //! device after listing is refused too), and every read stops at a byte limit. A URL
 //! (`s3://...`, see [`super::remote`]) is read from its store, with the same limit.
+#![doc(hidden)]
 
 use std::fs::{File, FileType, OpenOptions};
 use std::io::{self, Read};

@@ -14,9 +14,7 @@
 //! ```
 
 mod coco;
-#[doc(hidden)]
 pub mod files;
-#[doc(hidden)]
 pub mod fsio;
 mod listing;
 #[cfg(feature = "parquet")]
@@ -25,7 +23,6 @@ pub mod remote;
 pub mod sampler;
 pub mod shards;
 pub mod split;
-#[doc(hidden)]
 pub mod target;
 mod walk;
 

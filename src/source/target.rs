@@ -8,6 +8,7 @@
 //! `[x0, y0, x1, y1]` (torchvision's XYXY); COCO's `[x, y, w, h]` is converted on reading.
 //! The pipeline moves boxes and keypoints with each sample's plan
 //! ([`crate::augment::geometry`]).
+#![doc(hidden)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

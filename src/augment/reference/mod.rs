@@ -28,6 +28,7 @@
 //! `photometric` (the colour jitter and the whole-image colour ops),
 //! `slot` (flips, normalisation, layout, dtype, erasing, and
 //! [`execute_image`], which runs the stages in order).
+#![doc(hidden)]
 
 mod photometric;
 mod resize;

@@ -20,6 +20,7 @@
 //!
 //! Every buffer is grow-only: after the largest batch has been seen, the memory in
 //! flight is fixed ([`CudaBatcher::memory_in_flight`]); it never grows with the dataset.
+#![doc(hidden)]
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -12,6 +12,7 @@
 //! an entry that cannot be written is only logged: the cache never makes compiling fail.
 //! Entries are written to a temporary file beside their place and renamed there, so a
 //! process never reads a half-written one.
+#![doc(hidden)]
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};

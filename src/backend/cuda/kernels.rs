@@ -14,6 +14,7 @@
 //! that must round as the CPU reference does, which a fused multiply-add would not.
 //!
 //! How NVRTC itself is found: see [`super::nvrtc`].
+#![doc(hidden)]
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

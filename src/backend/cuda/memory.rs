@@ -2,6 +2,7 @@
 //! backend lives here (with the nvJPEG FFI in [`super::nvjpeg`]), each block with the
 //! reason it is sound. Launches and raw copies take device addresses, so they are
 //! `unsafe fn`s: their callers state why the addresses are valid.
+#![doc(hidden)]
 
 use std::sync::Arc;
 

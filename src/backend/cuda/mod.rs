@@ -16,20 +16,14 @@
 pub use cudarc;
 
 mod access;
-#[doc(hidden)]
 pub mod batch;
 pub mod error;
 mod guard;
 mod hardware;
-#[doc(hidden)]
 pub mod kernel_cache;
-#[doc(hidden)]
 pub mod kernels;
-#[doc(hidden)]
 pub mod memory;
-#[doc(hidden)]
 pub mod nvjpeg;
-#[doc(hidden)]
 pub mod nvrtc;
 
 pub use access::CudaBatch;

@@ -11,6 +11,7 @@
 //!
 //! cudarc's own compile helper unwraps on some NVRTC failures; the calls here go to
 //! NVRTC directly and return every failure as an error.
+#![doc(hidden)]
 
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::path::{Path, PathBuf};

@@ -51,6 +51,7 @@
 //! No binding is larger than the device's `max_storage_buffer_binding_size`: samples are
 //! processed in groups whose windows, tables and intermediates fit, and the outputs in
 //! chunks of words, each with its own bind group and parameter record.
+#![doc(hidden)]
 
 use super::error::DeviceError;
 use super::launch::{Binding, Buffer, Kernel, Launch, PARAM_WORDS};

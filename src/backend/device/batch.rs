@@ -2,6 +2,7 @@
 //! upload, the windows they decode to, and the ordered [`Step`]s that decode, turn
 //! upright and augment them. Each GPU backend allocates the buffers [`Sizes`] asks for,
 //! copies [`BatchPlan::write_upload`] in, and runs the steps.
+#![doc(hidden)]
 
 use super::augment::AugmentInput;
 use super::decode::{DecodeInput, DeviceImage, Hole, Segment};

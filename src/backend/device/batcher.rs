@@ -6,6 +6,7 @@
 //! hand out none. The batcher owns what is reused from batch to batch (staging ring,
 //! scratch, compiled kernels); each batch's output lives in [`DeviceBuffers`] from
 //! [`DeviceBatcher::buffers`], owned by the pipeline's batch ring.
+#![doc(hidden)]
 
 use std::any::Any;
 use std::fmt;

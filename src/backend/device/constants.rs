@@ -11,6 +11,7 @@
 //! to the headers `decode_common.cuh` and `idct_common.cuh`), the wgpu backend joins it to
 //! each shader (and to `decode_common.wgsl` and `idct_common.wgsl`), and the tests'
 //! kernel emulator includes the same text.
+#![doc(hidden)]
 
 use std::fmt::Write as _;
 use std::mem::{offset_of, size_of};

@@ -31,6 +31,7 @@
 //! After the chunks, once the batch is finished, [`DecodeInput::append_table`] places
 //! tables another pass reads (the orientation pass's job table), each on a 256-byte
 //! boundary, so that the decode-only batches upload them too.
+#![doc(hidden)]
 
 use super::error::DeviceError;
 use super::launch::{grid, Binding, Buffer, Kernel, Launch};

@@ -7,6 +7,7 @@
 //! does: this type for what every device backend shares, or the backend's own
 //! (`backend::cuda::CudaError`, `backend::wgpu::WgpuError`, typed down to the driver's
 //! error). [`DeviceError::of`] finds this one again.
+#![doc(hidden)]
 
 use super::launch::{Binding, Buffer};
 use crate::decode::DecodeError;

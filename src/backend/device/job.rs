@@ -1,5 +1,6 @@
 //! The host half of a device sample: what a worker thread prepares for the GPU (DCT
 //! coefficients, or pixels the CPU decoded), shared by every GPU backend.
+#![doc(hidden)]
 
 use crate::augment::SamplePlan;
 use crate::decode::jpeg::coeffs::{pack, CoeffStatus, Coefficients, PackedJpeg};

@@ -17,6 +17,7 @@
 //! - A workgroup (CUDA block) has [`Kernel::workgroup`] invocations along x; the grid is
 //!   `grid[0] x grid[1]` workgroups; an invocation's global id is
 //!   `workgroup id * workgroup size + local id` per dimension, as in WGSL.
+#![doc(hidden)]
 
 /// The kernels (WGSL entry points and CUDA functions of the same name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

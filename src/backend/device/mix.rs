@@ -13,6 +13,7 @@
 //! CutMix), 5 layout (0 NCHW, 1 NHWC), 6 width, 7 height, 8-11 CutMix's box `x0, y0, x1,
 //! y1` (`x1`, `y1` exclusive), 12 and 13 the f32 bits of the weights `(own, partner)`
 //! ([`BatchMix::weights`]), 14-15 unused.
+#![doc(hidden)]
 
 use super::error::DeviceError;
 use super::launch::{grid, Binding, Buffer, Kernel, Launch, Step, PARAM_WORDS};

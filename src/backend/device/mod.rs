@@ -7,27 +7,17 @@
 //! [`Step`]s. The same plan runs on every backend, and each backend runs it behind
 //! one interface, [`DeviceBatcher`].
 
-#[doc(hidden)]
 pub mod augment;
-#[doc(hidden)]
 pub mod batch;
-#[doc(hidden)]
 pub mod batcher;
 pub(crate) mod cache;
-#[doc(hidden)]
 pub mod constants;
-#[doc(hidden)]
 pub mod decode;
-#[doc(hidden)]
 pub mod error;
 mod fit;
-#[doc(hidden)]
 pub mod job;
-#[doc(hidden)]
 pub mod launch;
-#[doc(hidden)]
 pub mod mix;
-#[doc(hidden)]
 pub mod orient;
 mod pool;
 pub(crate) mod sample_work;

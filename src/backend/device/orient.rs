@@ -33,6 +33,7 @@
 //!
 //! Parameter words of an `orient` launch: the group's jobs, its invocations (upright
 //! pixels) and the invocations per grid row (`grid[0] * 64`).
+#![doc(hidden)]
 
 use super::decode::DeviceImage;
 use super::error::DeviceError;

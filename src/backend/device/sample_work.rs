@@ -185,6 +185,10 @@ pub struct Cx<'a> {
     pub ws: &'a mut WorkScratch,
 }
 
+/// A flagged sample prepared again on the host path: the file's warning, or why the host
+/// path refuses it; `None` for a sample that was not on the device entropy path.
+pub type Redone = Option<Result<Option<DecodeWarning>, DecodeError>>;
+
 /// A decoded image kept on the device from an earlier epoch.
 pub type Kept = Arc<DeviceEntry>;
 
@@ -224,12 +228,7 @@ pub trait SampleWork: Send + Sync + std::fmt::Debug {
     /// host path, where libjpeg reads and judges it as the CPU backend does: `job`'s input
     /// is replaced, and the result is the file's warning or why the host path refuses
     /// it. `None` when `job` is not on the device entropy path.
-    fn redo_flagged(
-        &self,
-        host: &dyn SampleHost,
-        s: &Sample,
-        job: &mut DeviceJob,
-    ) -> Option<Result<Option<DecodeWarning>, DecodeError>> {
+    fn redo_flagged(&self, host: &dyn SampleHost, s: &Sample, job: &mut DeviceJob) -> Redone {
         let _ = (host, s, job);
         None
     }

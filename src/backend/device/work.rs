@@ -11,9 +11,9 @@ use super::cache::Reservation;
 use super::job::{self, DeviceJob, DeviceSample, HardwareDecode, Prepared, SharedImage};
 use crate::augment::SamplePlan;
 use crate::backend::device::sample_work::{
-    Count, Cx, DeviceWorkConfig, HostImage, Kept, Made, SampleHost, SampleWork, WorkScratch,
+    Count, Cx, DeviceWorkConfig, HostImage, Kept, Made, Redone, SampleHost, SampleWork, WorkScratch,
 };
-use crate::decode::{DecodeError, DecodeOptions, DecodeWarning, ImageInfo, LabelPlane};
+use crate::decode::{DecodeOptions, ImageInfo, LabelPlane};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::source::Sample;
 
@@ -247,12 +247,7 @@ impl SampleWork for DeviceWork {
         }
     }
 
-    fn redo_flagged(
-        &self,
-        host: &dyn SampleHost,
-        s: &Sample,
-        job: &mut DeviceJob,
-    ) -> Option<Result<Option<DecodeWarning>, DecodeError>> {
+    fn redo_flagged(&self, host: &dyn SampleHost, s: &Sample, job: &mut DeviceJob) -> Redone {
         let DeviceSample::Entropy {
             bytes, info, opts, ..
         } = &job.image

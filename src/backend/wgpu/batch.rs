@@ -21,6 +21,7 @@
 //!   one queue run in order, so a later batch's copy out follows the copy in.
 //!
 //! Pipelines and bind group layouts are created once, in [`WgpuBatcher::new`].
+#![doc(hidden)]
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;

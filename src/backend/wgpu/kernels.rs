@@ -1,6 +1,7 @@
 //! Runs planned [`Step`]s on a wgpu device: one compute pipeline per [`Kernel`], a bind
 //! group per launch (reused while a later batch binds the same ranges of the same
 //! buffers), parameter records in one buffer, copies between passes.
+#![doc(hidden)]
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;

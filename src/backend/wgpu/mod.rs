@@ -7,13 +7,10 @@
 //! `wgpu::Buffer` on that device, usable in their own passes without a copy.
 
 mod access;
-#[doc(hidden)]
 pub mod batch;
 pub mod error;
 mod instance;
-#[doc(hidden)]
 pub mod kernels;
-#[doc(hidden)]
 pub mod shaders;
 
 use std::fmt;

@@ -1,6 +1,7 @@
 //! The WGSL sources, compiled into the binary and joined at first use (WGSL has no
 //! includes) with the constants they read ([`constants::wgsl`]), then turned into
 //! pipelines at run time.
+#![doc(hidden)]
 
 use std::sync::LazyLock;
 

@@ -52,6 +52,7 @@
 //! [`PackedJpeg::data`]; once uploaded (`backend::device::decode`) they are rebased to word
 //! offsets from the start of the chunk the record is in. Plane offsets are word offsets into
 //! the plane scratch buffer (from 0 for one image; rebased per chunk when uploaded).
+#![doc(hidden)]
 
 use bytemuck::{Pod, Zeroable};
 

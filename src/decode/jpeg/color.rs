@@ -10,6 +10,7 @@
 //! clamped to the component's real samples (`downsampled_width/height`). Colour conversion
 //! follows `jdcolor.c` (YCbCr to RGB with 16-bit fixed-point tables, YCCK to CMYK, gray and
 //! RGB copies), then CMYK to RGB as `decode::cpu` does.
+#![doc(hidden)]
 
 use super::coeffs::{
     pack, Coefficients, ComponentDesc, PackedJpeg, Upsample, KIND_CMYK, KIND_GRAY, KIND_RGB,

@@ -50,6 +50,7 @@
 //! [`super::coeffs`] (the whole block), whatever the component's DCT output size, which
 //! an entropy chunk's header word 11 (1) tells the IDCT. Blocks outside the region are
 //! decoded (the bits must be read) and dropped.
+#![doc(hidden)]
 
 mod bits;
 mod interval;

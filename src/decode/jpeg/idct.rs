@@ -10,6 +10,7 @@
 //! [`agrees_with_simd`] finds them, and the coefficient reader leaves their files to the
 //! CPU decoder. Quantisation entries are used as
 //! the SIMD build's `short` multiplier table holds them: sign-extended from 16 bits.
+#![doc(hidden)]
 
 use super::coeffs::{block_words, coef_at, quant_at, PackedJpeg};
 

@@ -7,6 +7,7 @@
 //! bytes and fails with typed errors on anything malformed. The decoders that read
 //! headers (zune-jpeg, jpeg-decoder, libjpeg) parse them as part of setting up a decode
 //! and give neither the EXIF orientation nor the Adobe transform without decoding.
+#![doc(hidden)]
 
 use crate::decode::{DecodeError, Format, ImageInfo, JpegProcess};
 

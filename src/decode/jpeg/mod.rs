@@ -48,17 +48,11 @@
 //! is invisible to every decoder. A crop that ends above the damage of a file that does
 //! end with its end marker does not read, so does not see, it.
 
-#[doc(hidden)]
 pub mod coeffs;
-#[doc(hidden)]
 pub mod color;
-#[doc(hidden)]
 pub mod huffman;
-#[doc(hidden)]
 pub mod idct;
-#[doc(hidden)]
 pub mod markers;
-#[doc(hidden)]
 pub mod transcode;
 pub(crate) mod turbo;
 

@@ -21,6 +21,7 @@
 //! whose coefficients (read back by [`super::read_coefficients`]) differ from the input's.
 //!
 //! Sizes and times on a set of 500 photos, by interval: see [`Restart`].
+#![doc(hidden)]
 
 use super::coeffs::Coefficients;
 use super::markers;

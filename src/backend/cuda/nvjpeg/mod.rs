@@ -36,6 +36,7 @@
 //! context of the current device when none is): bind the context that owns the stream and
 //! the output memory (`CudaContext::bind_to_thread`) before creating a [`Decoder`] and
 //! before every call on it.
+#![doc(hidden)]
 
 mod ffi;
 
