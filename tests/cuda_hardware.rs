@@ -24,6 +24,7 @@ use stoker::backend::cuda::batch::CudaBatcher;
 use stoker::backend::cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 use stoker::backend::cuda::cudarc::nvrtc::compile_ptx;
 use stoker::backend::cuda::nvjpeg;
+use stoker::backend::cuda::CudaDevice;
 use stoker::backend::device::job::{prepare_with, HardwareDecode};
 use stoker::backend::device::{CoeffPool, DeviceSample};
 use stoker::decode::jpeg::markers::sampling_factors;
@@ -51,6 +52,40 @@ fn write_figures(name: &str, value: &serde_json::Value) {
         std::fs::create_dir_all(&dir).expect("figures folder");
         let text = serde_json::to_string_pretty(value).expect("json");
         std::fs::write(dir.join(format!("{name}.json")), text).expect("write figures");
+    }
+}
+
+/// A batcher that asks for the decode engines in batches of `engine_batch`, and whether
+/// they opened.
+fn engine_batcher(device: &CudaDevice, engine_batch: usize) -> (CudaBatcher, bool) {
+    let batcher = CudaBatcher::new(device, 2)
+        .expect("batcher")
+        .with_hardware_decode(HardwareDecode::Exact, engine_batch);
+    let engines = batcher.hardware_decode() != HardwareDecode::Off;
+    (batcher, engines)
+}
+
+/// Writes `figures`, with the device, whether the engines opened, the decode paths taken
+/// and the failures added, as `name`; then fails on any failure, or when the engines
+/// opened and took nothing.
+fn report(
+    name: &str,
+    device: &CudaDevice,
+    batcher: &CudaBatcher,
+    mut figures: serde_json::Value,
+    failures: &[String],
+) {
+    let engines = batcher.hardware_decode() != HardwareDecode::Off;
+    let paths = batcher.decode_paths();
+    let fields = figures.as_object_mut().expect("figures are an object");
+    fields.insert("device".into(), device.name().into());
+    fields.insert("engines".into(), engines.into());
+    fields.insert("paths".into(), serde_json::json!(paths));
+    fields.insert("failures".into(), serde_json::json!(failures));
+    write_figures(name, &figures);
+    assert!(failures.is_empty(), "{failures:#?}");
+    if engines {
+        assert!(paths.hardware > 0, "nothing took the engines: {paths:?}");
     }
 }
 
@@ -110,10 +145,7 @@ fn each_decode_path_against_the_cpu_decoder() {
     let Some(device) = common::cuda_device() else {
         return;
     };
-    let mut batcher = CudaBatcher::new(&device, 2)
-        .expect("batcher")
-        .with_hardware_decode(HardwareDecode::Exact, 16);
-    let engines = batcher.hardware_decode() != HardwareDecode::Off;
+    let (mut batcher, engines) = engine_batcher(&device, 16);
     let pool = CoeffPool::default();
     let opts = DecodeOptions::default();
     let mut diffs: BTreeMap<(String, &str), Diff> = BTreeMap::new();
@@ -179,19 +211,9 @@ fn each_decode_path_against_the_cpu_decoder() {
         table.insert(format!("{path}/{class}"), d.json());
     }
     println!("decode paths: {paths:?}");
-    write_figures(
-        "decode_paths",
-        &serde_json::json!({
-            "device": device.name(),
-            "engines": engines,
-            "paths": paths,
-            "differences": table,
-            "failures": failures,
-        }),
-    );
-    assert!(failures.is_empty(), "{failures:#?}");
+    let figures = serde_json::json!({ "differences": table });
+    report("decode_paths", &device, &batcher, figures, &failures);
     if engines {
-        assert!(paths.hardware > 0, "nothing took the engines: {paths:?}");
         assert!(
             diffs.keys().any(|(p, c)| p == "hardware" && *c == "420"),
             "no 4:2:0 file took the engines"
@@ -210,10 +232,7 @@ fn many_sizes_in_one_engine_batch() {
     let Some(device) = common::cuda_device() else {
         return;
     };
-    let mut batcher = CudaBatcher::new(&device, 2)
-        .expect("batcher")
-        .with_hardware_decode(HardwareDecode::Exact, ENGINE_BATCH);
-    let engines = batcher.hardware_decode() != HardwareDecode::Off;
+    let (mut batcher, engines) = engine_batcher(&device, ENGINE_BATCH);
     let pool = CoeffPool::default();
     let opts = DecodeOptions::default();
     // Every file the engines would take, with its CPU decode.
@@ -270,22 +289,14 @@ fn many_sizes_in_one_engine_batch() {
     }
     let paths = batcher.decode_paths();
     println!("{images} images in {batches} batches (up to {most_sizes} sizes in one); {paths:?}");
-    write_figures(
-        "engine_batches",
-        &serde_json::json!({
-            "device": device.name(),
-            "engines": engines,
-            "images": images,
-            "batches": batches,
-            "most_sizes_in_a_batch": most_sizes,
-            "max_difference": worst,
-            "paths": paths,
-            "failures": failures,
-        }),
-    );
-    assert!(failures.is_empty(), "{failures:#?}");
+    let figures = serde_json::json!({
+        "images": images,
+        "batches": batches,
+        "most_sizes_in_a_batch": most_sizes,
+        "max_difference": worst,
+    });
+    report("engine_batches", &device, &batcher, figures, &failures);
     if engines {
-        assert!(paths.hardware > 0, "nothing took the engines: {paths:?}");
         assert!(most_sizes > 1, "no batch held images of different sizes");
     }
 }

@@ -157,7 +157,13 @@ impl Augment {
             Crop::Full => (0.0, 0.0, w, h),
             Crop::RandomResized { scale, ratio } => {
                 let mut rng = key.rng(Stream::Augment);
-                random_resized_box(&mut rng, src_width, src_height, scale, ratio)
+                let draw = AreaDraw {
+                    width: src_width,
+                    height: src_height,
+                    scale,
+                    ratio,
+                };
+                draw.resized_crop_box(&mut rng)
             }
             Crop::ResizeCenterCrop { resize } => {
                 // torchvision Resize(resize): shorter side to `resize`, longer truncated.
@@ -417,7 +423,13 @@ impl Augment {
         if !rng.bernoulli(e.p) {
             return None;
         }
-        let [x, y, w, h] = erase_box(&mut rng, self.out_width, self.out_height, e.scale, e.ratio)?;
+        let draw = AreaDraw {
+            width: self.out_width,
+            height: self.out_height,
+            scale: e.scale,
+            ratio: e.ratio,
+        };
+        let [x, y, w, h] = draw.erase_box(&mut rng)?;
         Some([x | (x + w) << 16, y | (y + h) << 16])
     }
 }
@@ -457,22 +469,42 @@ pub fn decode_scale(crop_w: f64, crop_h: f64, out_w: u32, out_h: u32) -> u32 {
         .unwrap_or(1)
 }
 
-/// torchvision's `RandomErasing.get_params` on a `width x height` output, on our
-/// generator: `[x, y, w, h]`, or `None` when 10 tries find no rectangle inside it.
-fn erase_box(
-    rng: &mut Rng,
+/// A box drawn as torchvision's `RandomResizedCrop` and `RandomErasing` draw theirs, in a
+/// `width x height` image: its area a fraction in `scale` of the image's, its aspect
+/// ratio log-uniform in `ratio`.
+struct AreaDraw {
     width: u32,
     height: u32,
     scale: (f64, f64),
     ratio: (f64, f64),
-) -> Option<[u32; 4]> {
-    ten_tries(
-        rng,
-        width,
-        height,
-        scale,
-        ratio,
-        |rng, erase_area, aspect| {
+}
+
+impl AreaDraw {
+    /// The draws both share: up to 10 tries, each drawing an area and an aspect ratio,
+    /// which `fit` makes a box of (drawing its place) or refuses; the first box, or `None`
+    /// when every try is refused.
+    fn ten_tries<T>(
+        &self,
+        rng: &mut Rng,
+        mut fit: impl FnMut(&mut Rng, f64, f64) -> Option<T>,
+    ) -> Option<T> {
+        let area = f64::from(self.width) * f64::from(self.height);
+        let (log_lo, log_hi) = (self.ratio.0.ln(), self.ratio.1.ln());
+        for _ in 0..10 {
+            let target = area * rng.uniform(self.scale.0, self.scale.1);
+            let aspect = rng.uniform(log_lo, log_hi).exp();
+            if let Some(found) = fit(rng, target, aspect) {
+                return Some(found);
+            }
+        }
+        None
+    }
+
+    /// torchvision's `RandomErasing.get_params` (the image is the output), on our
+    /// generator: `[x, y, w, h]`, or `None` when 10 tries find no rectangle inside it.
+    fn erase_box(&self, rng: &mut Rng) -> Option<[u32; 4]> {
+        let (width, height) = (self.width, self.height);
+        self.ten_tries(rng, |rng, erase_area, aspect| {
             // Python's round(): half to even.
             let h = (erase_area * aspect).sqrt().round_ties_even();
             let w = (erase_area / aspect).sqrt().round_ties_even();
@@ -483,67 +515,39 @@ fn erase_box(
             let y = rng.below(u64::from(height - h) + 1) as u32;
             let x = rng.below(u64::from(width - w) + 1) as u32;
             Some([x, y, w, h])
-        },
-    )
-}
-
-/// The draws torchvision's `RandomResizedCrop` and `RandomErasing` share: up to 10
-/// tries, each drawing an area (a fraction in `scale` of the `width x height` area) and
-/// a log-uniform aspect ratio in `ratio`, which `fit` makes a box of (drawing its place)
-/// or refuses; the first box, or `None` when every try is refused.
-fn ten_tries<T>(
-    rng: &mut Rng,
-    width: u32,
-    height: u32,
-    scale: (f64, f64),
-    ratio: (f64, f64),
-    mut fit: impl FnMut(&mut Rng, f64, f64) -> Option<T>,
-) -> Option<T> {
-    let area = f64::from(width) * f64::from(height);
-    let (log_lo, log_hi) = (ratio.0.ln(), ratio.1.ln());
-    for _ in 0..10 {
-        let target = area * rng.uniform(scale.0, scale.1);
-        let aspect = rng.uniform(log_lo, log_hi).exp();
-        if let Some(found) = fit(rng, target, aspect) {
-            return Some(found);
-        }
+        })
     }
-    None
-}
 
-/// torchvision's `RandomResizedCrop.get_params`, on our generator: returns (x, y, w, h).
-fn random_resized_box(
-    rng: &mut Rng,
-    width: u32,
-    height: u32,
-    scale: (f64, f64),
-    ratio: (f64, f64),
-) -> (f64, f64, f64, f64) {
-    let found = ten_tries(rng, width, height, scale, ratio, |rng, target, aspect| {
-        let w = (target * aspect).sqrt().round();
-        let h = (target / aspect).sqrt().round();
-        if !(w > 0.0 && h > 0.0 && w <= f64::from(width) && h <= f64::from(height)) {
-            return None;
+    /// torchvision's `RandomResizedCrop.get_params`, on our generator: returns
+    /// (x, y, w, h).
+    fn resized_crop_box(&self, rng: &mut Rng) -> (f64, f64, f64, f64) {
+        let (width, height, ratio) = (self.width, self.height, self.ratio);
+        let found = self.ten_tries(rng, |rng, target, aspect| {
+            let w = (target * aspect).sqrt().round();
+            let h = (target / aspect).sqrt().round();
+            if !(w > 0.0 && h > 0.0 && w <= f64::from(width) && h <= f64::from(height)) {
+                return None;
+            }
+            let (w, h) = (w as u64, h as u64);
+            let y = rng.below(u64::from(height) - h + 1);
+            let x = rng.below(u64::from(width) - w + 1);
+            Some((x as f64, y as f64, w as f64, h as f64))
+        });
+        if let Some(b) = found {
+            return b;
         }
-        let (w, h) = (w as u64, h as u64);
-        let y = rng.below(u64::from(height) - h + 1);
-        let x = rng.below(u64::from(width) - w + 1);
-        Some((x as f64, y as f64, w as f64, h as f64))
-    });
-    if let Some(b) = found {
-        return b;
+        // Fallback: centre crop clamped to the ratio range.
+        let (wf, hf) = (f64::from(width), f64::from(height));
+        let in_ratio = wf / hf;
+        let (w, h) = if in_ratio < ratio.0 {
+            (wf, (wf / ratio.0).round())
+        } else if in_ratio > ratio.1 {
+            ((hf * ratio.1).round(), hf)
+        } else {
+            (wf, hf)
+        };
+        let w = w.clamp(1.0, wf);
+        let h = h.clamp(1.0, hf);
+        (((wf - w) / 2.0).floor(), ((hf - h) / 2.0).floor(), w, h)
     }
-    // Fallback: centre crop clamped to the ratio range.
-    let (wf, hf) = (f64::from(width), f64::from(height));
-    let in_ratio = wf / hf;
-    let (w, h) = if in_ratio < ratio.0 {
-        (wf, (wf / ratio.0).round())
-    } else if in_ratio > ratio.1 {
-        ((hf * ratio.1).round(), hf)
-    } else {
-        (wf, hf)
-    };
-    let w = w.clamp(1.0, wf);
-    let h = h.clamp(1.0, hf);
-    (((wf - w) / 2.0).floor(), ((hf - h) / 2.0).floor(), w, h)
 }

@@ -117,25 +117,18 @@ impl Augment {
             solarize,
         } = self.color;
         probability("random_grayscale", grayscale)?;
-        if let Some((bits, p)) = posterize {
-            probability("random_posterize", p)?;
-            if bits > 8 {
-                return bad(
-                    "random_posterize",
-                    format!("bits {bits} must be within 0..=8"),
-                );
-            }
-        }
-        if let Some((threshold, p)) = solarize {
-            probability("random_solarize", p)?;
-            if !(0.0..=255.0).contains(&threshold) {
-                return bad(
-                    "random_solarize",
-                    format!("threshold {threshold} must be within [0, 255]"),
-                );
-            }
-        }
-        Ok(())
+        drawn_op(
+            "random_posterize",
+            posterize,
+            ("bits", "must be within 0..=8"),
+            |bits| bits <= 8,
+        )?;
+        drawn_op(
+            "random_solarize",
+            solarize,
+            ("threshold", "must be within [0, 255]"),
+            |threshold| (0.0..=255.0).contains(&threshold),
+        )
     }
 
     /// Auto-contrast, equalize, Gaussian blur and sharpness.
@@ -174,16 +167,12 @@ impl Augment {
                 );
             }
         }
-        if let Some((factor, p)) = sharpness {
-            probability("random_adjust_sharpness", p)?;
-            if !(factor >= 0.0 && factor.is_finite()) {
-                return bad(
-                    "random_adjust_sharpness",
-                    format!("factor {factor} must be finite and >= 0"),
-                );
-            }
-        }
-        Ok(())
+        drawn_op(
+            "random_adjust_sharpness",
+            sharpness,
+            ("factor", "must be finite and >= 0"),
+            |factor| factor >= 0.0 && factor.is_finite(),
+        )
     }
 
     /// The augmentation policy: its bins, magnitude and room for its ops in a plan.
@@ -306,6 +295,26 @@ impl Augment {
 /// A refused setting.
 fn bad(setting: &str, m: String) -> Result<()> {
     Err(Error::config(setting, m))
+}
+
+/// An op drawn with probability `p` (`op` is `(value, p)`, `None` when off): a probability
+/// outside `[0, 1]` refused, then a value that is not `ok`, naming it and the rule it
+/// breaks (`what`: its name and the rule).
+fn drawn_op<T: Copy + std::fmt::Display>(
+    name: &str,
+    op: Option<(T, f64)>,
+    what: (&str, &str),
+    ok: impl FnOnce(T) -> bool,
+) -> Result<()> {
+    let Some((value, p)) = op else {
+        return Ok(());
+    };
+    probability(name, p)?;
+    if ok(value) {
+        Ok(())
+    } else {
+        bad(name, format!("{} {value} {}", what.0, what.1))
+    }
 }
 
 /// A probability outside `[0, 1]` refused.

@@ -250,12 +250,20 @@ fn assert_returnable(out: &Path) {
     names.sort();
     assert!(names.len() <= MAX_FILES, "{names:?}");
     assert!(total <= MAX_TOTAL_BYTES, "{total} bytes");
-    for want in [
-        "results.json",
-        "steps.jsonl",
-        "device-check.log",
-        "results.tar.gz",
-    ] {
+    assert_has_all(
+        &names,
+        &[
+            "results.json",
+            "steps.jsonl",
+            "device-check.log",
+            "results.tar.gz",
+        ],
+    );
+}
+
+/// Fails naming the first of `wanted` that `names` lacks.
+fn assert_has_all(names: &[String], wanted: &[&str]) {
+    for want in wanted {
         assert!(names.iter().any(|n| n == want), "no {want} in {names:?}");
     }
 }
@@ -311,14 +319,14 @@ fn a_dry_run_completes_and_says_why_each_gpu_step_did_not_run() {
     assert_eq!(c.results["gpu"], false);
     assert!(c.results["environment"]["python"]["python"].is_string());
     // Every step's log is in the archive, beside the probes' findings.
-    let tar = archived(&out);
-    for want in [
-        "results/logs/probe_python.log",
-        "results/env/python.json",
-        "results/steps.jsonl",
-    ] {
-        assert!(tar.iter().any(|n| n == want), "no {want} in {tar:?}");
-    }
+    assert_has_all(
+        &archived(&out),
+        &[
+            "results/logs/probe_python.log",
+            "results/env/python.json",
+            "results/steps.jsonl",
+        ],
+    );
     assert_eq!(c.results["failed_steps"], serde_json::json!([]));
     // The benchmarks would fall back to the bundled images.
     assert!(c.results["bench_images"]["path"]
@@ -520,15 +528,15 @@ esac
     assert_eq!(decode["log"], "info", "{decode}");
     assert_eq!(c.results["summary"]["cuda_decode_images_per_s"], 1000);
     assert_eq!(c.results["versions"]["driver"], "580.1");
-    let tar = archived(&out);
-    for want in [
-        "results/nvidia-smi-q.txt",
-        "results/dmon.txt",
-        "results/logs/cuda_backend.log",
-        "results/figures/nvjpeg_load.json",
-    ] {
-        assert!(tar.iter().any(|n| n == want), "no {want} in {tar:?}");
-    }
+    assert_has_all(
+        &archived(&out),
+        &[
+            "results/nvidia-smi-q.txt",
+            "results/dmon.txt",
+            "results/logs/cuda_backend.log",
+            "results/figures/nvjpeg_load.json",
+        ],
+    );
     assert_eq!(c.step("dmon")["rc"], 0);
     // The wheel is installed for the machine's own python3 (its tags checked first); the
     // pytest suite then needs torch there, and fails, not skips, without it.

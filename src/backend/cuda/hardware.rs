@@ -117,11 +117,13 @@ pub(crate) fn decode_chain<E: Display + From<NoResult>>(
                 log_refusals("the JPEG engines", &for_gpu, claimed.len(), &why);
             }
             Err(e) => {
-                log::info!(
-                    "cuda: a call on the JPEG engines failed ({e}); its {} images go to nvJPEG's GPU decoder",
-                    claimed.len()
+                let then = format!("its {} images go to nvJPEG's GPU decoder", claimed.len());
+                call_failed(
+                    "the JPEG engines",
+                    &e,
+                    &then,
+                    &mut paths.engine_batches_failed,
                 );
-                paths.engine_batches_failed += 1;
                 for &k in &claimed {
                     why[k].push(format!("hardware decoder: the batch failed: {e}"));
                     for_gpu.push(k);
@@ -154,11 +156,13 @@ pub(crate) fn decode_chain<E: Display + From<NoResult>>(
                     take(for_gpu[0], Err(e), &mut for_cpu);
                 }
                 Err(e) => {
-                    log::info!(
-                        "cuda: a call on nvJPEG's GPU decoder failed ({e}); retrying its {} images one by one",
-                        for_gpu.len()
+                    let then = format!("retrying its {} images one by one", for_gpu.len());
+                    call_failed(
+                        "nvJPEG's GPU decoder",
+                        &e,
+                        &then,
+                        &mut paths.gpu_batches_failed,
                     );
-                    paths.gpu_batches_failed += 1;
                     for &k in &for_gpu {
                         let r = match decode(&[k]) {
                             Ok(mut results) => {
@@ -204,6 +208,13 @@ pub(crate) fn decode_chain<E: Display + From<NoResult>>(
         }
     }
     out
+}
+
+/// Logs that a whole call on `decoder` failed with `e`, and `then`, what becomes of its
+/// images; counts it into `failed`.
+fn call_failed(decoder: &str, e: &dyn Display, then: &str, failed: &mut u64) {
+    log::info!("cuda: a call on {decoder} failed ({e}); {then}");
+    *failed += 1;
 }
 
 /// Logs, once per call, how many of `asked` images `decoder` refused one by one (`refused`,

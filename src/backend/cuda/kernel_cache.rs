@@ -240,11 +240,33 @@ mod tests {
         }
     }
 
-    fn scratch(name: &str) -> PathBuf {
+    /// [`compile_cached`] with a compiler that writes `tag` into its output.
+    fn fake_compile(dir: Option<&Path>, k: &Key<'_>, tag: &str) -> Result<(Output, bool)> {
+        compile_cached(dir, k, || Ok(fake_output(k.arch, tag)))
+    }
+
+    /// A test's own empty folder, removed when the test ends, passing or failing.
+    struct Scratch(PathBuf);
+
+    impl std::ops::Deref for Scratch {
+        type Target = Path;
+
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
         let dir =
             std::env::temp_dir().join(format!("stoker-kernel-cache-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        dir
+        Scratch(dir)
     }
 
     #[test]
@@ -285,7 +307,6 @@ mod tests {
             assert!(run(&changed, "again").1);
         }
         assert!(run(&base, "third").1, "the first entry is still there");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -293,7 +314,7 @@ mod tests {
         let dir = scratch("damaged");
         let opts = options();
         let k = key("kernel", "sm_90", &opts, (13, 0));
-        compile_cached(Some(&dir), &k, || Ok(fake_output("sm_90", "good"))).expect("first");
+        fake_compile(Some(&dir), &k, "good").expect("first");
         let path = dir.join(k.file_name());
         let good = std::fs::read(&path).expect("entry written");
         // Truncated, a flipped key, not an ELF CUBIN, trailing bytes, garbage.
@@ -312,8 +333,7 @@ mod tests {
             b"garbage".to_vec(),
         ] {
             std::fs::write(&path, &bad).expect("damage");
-            let (out, hit) = compile_cached(Some(&dir), &k, || Ok(fake_output("sm_90", "new")))
-                .expect("compiles again");
+            let (out, hit) = fake_compile(Some(&dir), &k, "new").expect("compiles again");
             assert!(!hit);
             assert!(out.ptx.contains("new"));
             // The entry was rewritten whole.
@@ -322,7 +342,6 @@ mod tests {
                 Some(out.ptx)
             );
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -330,7 +349,7 @@ mod tests {
         let dir = scratch("fails");
         let opts = options();
         let k = key("kernel", "sm_90", &opts, (13, 0));
-        let (_, hit) = compile_cached(None, &k, || Ok(fake_output("sm_90", "x"))).expect("ok");
+        let (_, hit) = fake_compile(None, &k, "x").expect("ok");
         assert!(!hit);
         let err = compile_cached(Some(&dir), &k, || Err(Error::internal("rejected")));
         assert!(err.is_err());
@@ -340,8 +359,7 @@ mod tests {
         let blocked = std::env::temp_dir()
             .join("stoker-kernel-cache-file")
             .join("sub");
-        let (out, hit) =
-            compile_cached(Some(&blocked), &k, || Ok(fake_output("sm_90", "y"))).expect("ok");
+        let (out, hit) = fake_compile(Some(&blocked), &k, "y").expect("ok");
         assert!(!hit && out.ptx.contains('y'));
     }
 
@@ -392,6 +410,5 @@ mod tests {
             .cubin
             .as_deref()
             .is_some_and(|c| c.starts_with(b"\x7fELF")));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -385,18 +385,6 @@ pub fn prepare_from(
     prepare_for(bytes, info, opts, pool, HardwareDecode::Off)
 }
 
-/// [`prepare_from`], handing the JPEGs `hardware` takes to a hardware decoder as they are
-/// ([`DeviceSample::Encoded`]).
-pub fn prepare_for(
-    bytes: &[u8],
-    info: ImageInfo,
-    opts: &DecodeOptions,
-    pool: &CoeffPool,
-    hardware: HardwareDecode,
-) -> Result<Prepared, DecodeError> {
-    prepare_device(bytes, info, opts, pool, hardware, false, u64::MAX)
-}
-
 /// How many words of one binding a sample on the device entropy path may take.
 fn binding_words(max_binding: u64) -> u64 {
     max_binding.max(64 << 10) / 4
@@ -446,7 +434,7 @@ pub fn prepare_device_verified(
             return Ok(p);
         }
     }
-    prepare_with_hardware(bytes, info, opts, pool, hardware)
+    prepare_for(bytes, info, opts, pool, hardware)
 }
 
 /// The device entropy path for `bytes`, or `None` when it does not take the file (no
@@ -502,10 +490,12 @@ pub fn prepare_host(
     opts: &DecodeOptions,
     pool: &CoeffPool,
 ) -> Result<Prepared, DecodeError> {
-    prepare_with_hardware(bytes, info, opts, pool, HardwareDecode::Off)
+    prepare_for(bytes, info, opts, pool, HardwareDecode::Off)
 }
 
-fn prepare_with_hardware(
+/// [`prepare_from`], handing the JPEGs `hardware` takes to a hardware decoder as they are
+/// ([`DeviceSample::Encoded`]).
+pub fn prepare_for(
     bytes: &[u8],
     info: ImageInfo,
     opts: &DecodeOptions,

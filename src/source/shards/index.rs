@@ -390,10 +390,11 @@ mod tests {
     use super::super::{ShardFormat, ShardWriter};
     use super::*;
 
-    /// A tar shard of `n` samples (each a few blocks, labelled) in `dir`, listed once so
-    /// that its sidecar is written.
-    fn shard(dir: &Path, n: u32) -> PathBuf {
-        let mut w = ShardWriter::new(ShardFormat::Tar, dir, "t", u64::MAX).expect("writer");
+    /// A tar shard of `n` samples (each a few blocks, labelled) in a new temporary folder
+    /// (removed when dropped), listed once so that its sidecar is written.
+    fn shard(n: u32) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut w = ShardWriter::new(ShardFormat::Tar, dir.path(), "t", u64::MAX).expect("writer");
         for i in 0..n {
             let mut image = vec![0xFF, 0xD8, 0xFF, 0xE0];
             image.resize(600 + 100 * i as usize, i as u8);
@@ -402,7 +403,7 @@ mod tests {
         }
         let path = w.finish().expect("finish").remove(0);
         super::super::tar(std::slice::from_ref(&path)).expect("listed");
-        path
+        (dir, path)
     }
 
     /// The samples of `path` as listed: (path, location, label).
@@ -425,8 +426,7 @@ mod tests {
 
     #[test]
     fn a_sidecar_whose_entries_were_edited_is_rebuilt() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = shard(dir.path(), 4);
+        let (_dir, p) = shard(4);
         let fresh = listed(&p);
         assert_eq!(fresh.len(), 4);
         type Edit = fn(&mut serde_json::Value);
@@ -451,8 +451,7 @@ mod tests {
 
     #[test]
     fn entries_outside_the_shard_or_overlapping_are_not_trusted() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = shard(dir.path(), 3);
+        let (_dir, p) = shard(3);
         let fresh = listed(&p);
         let size = std::fs::metadata(&p).expect("shard").len();
         type Edit = Box<dyn Fn(&mut serde_json::Value)>;
@@ -489,8 +488,7 @@ mod tests {
 
     #[test]
     fn a_sidecar_larger_than_its_bound_is_not_read() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = shard(dir.path(), 2);
+        let (_dir, p) = shard(2);
         let side = index_path(&p);
         let valid = std::fs::read(&side).expect("sidecar");
         let size = std::fs::metadata(&p).expect("shard").len();
@@ -511,8 +509,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_fifo_where_the_sidecar_goes_does_not_hang_listing() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = shard(dir.path(), 2);
+        let (_dir, p) = shard(2);
         let fresh = listed(&p);
         let side = index_path(&p);
         std::fs::remove_file(&side).expect("remove");
