@@ -20,7 +20,7 @@ use crate::augment::SamplePlan;
 use crate::backend::device::cache::Reservation;
 use crate::backend::device::job::DeviceJob;
 use crate::backend::device::sample_work::{
-    Count, Cx, Decoded, HostImage, Kept, Made, SampleHost, Slot, WorkScratch,
+    Count, Cx, Decoded, HostImage, Kept, Made, Masked, Planned, SampleHost, Slot, WorkScratch,
 };
 use crate::backend::device::DeviceBuffers;
 use crate::decode::{check_limits, peek_info, DecodeError, DecodeOptions, DecodeWarning};
@@ -668,24 +668,13 @@ impl SampleHost for Shared {
         plan_from_headers(self, s, image)
     }
 
-    fn decode_into(
-        &self,
-        s: &Sample,
-        image: &[u8],
-        mask: &[u8],
-        out: &mut Decoded,
-    ) -> Result<SamplePlan, SampleError> {
+    fn decode_into(&self, s: &Sample, (image, mask): (&[u8], &[u8]), out: &mut Decoded) -> Planned {
         decode_into(self, s, image, mask, out)
     }
 
-    fn decode_mask_into(
-        &self,
-        s: &Sample,
-        bytes: &[u8],
-        out: &mut LabelPlane,
-        size: (u32, u32),
-    ) -> Result<(), SampleError> {
-        decode_mask_into(self, s, bytes, out, size)
+    fn decode_mask(&self, s: &Sample, bytes: &[u8], size: (u32, u32)) -> Masked {
+        let mut m = LabelPlane::default();
+        decode_mask_into(self, s, bytes, &mut m, size).map(|()| m)
     }
 
     fn has_host_cache(&self) -> bool {

@@ -37,8 +37,8 @@ mod warp;
 
 pub use photometric::{
     autocontrast_value, blur_round, blur_weights, channel_extremes, channel_histograms,
-    equalize_luts, gaussian_blur, jitter_rgb, needs_whole_image, posterize_mask, reflect, sharpen,
-    sharpen_value,
+    equalize_luts, gaussian_blur, hsv_sector, jitter_rgb, needs_whole_image, posterize_mask,
+    reflect, sharpen, sharpen_value,
 };
 pub use resize::{needed_window, resize_coeffs, resize_only, Coeffs};
 pub use slot::{erase_slot, execute_image, write_slot};

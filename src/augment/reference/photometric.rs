@@ -383,19 +383,25 @@ fn hue_shift(p: &mut [u8], shift: f32) {
     let q = ((1.0 - s * f) * v).clamp(0.0, 1.0);
     let t = ((s * f + (1.0 - s)) * v).clamp(0.0, 1.0);
     let pp = ((1.0 - s) * v).clamp(0.0, 1.0);
-    let (r, g, b) = match i {
-        0 => (v, t, pp),
-        1 => (q, v, pp),
-        2 => (pp, v, t),
-        3 => (pp, q, v),
-        4 => (t, pp, v),
-        _ => (v, pp, q),
-    };
+    let (r, g, b) = hsv_sector(i as u32, v, pp, q, t);
     let to8 = |x: f32| (x * (255.0 + 1.0 - 1e-3)).clamp(0.0, 255.0) as u8;
     p[0] = to8(r);
     p[1] = to8(g);
     p[2] = to8(b);
 }
+/// The (r, g, b) of HSV sector `i` (0 to 5; 5 past it) from the value `v` and the
+/// sector's three intermediates, as `colorsys` and torchvision pick them.
+pub fn hsv_sector<T: Copy>(i: u32, v: T, p: T, q: T, t: T) -> (T, T, T) {
+    match i {
+        0 => (v, t, p),
+        1 => (q, v, p),
+        2 => (p, v, t),
+        3 => (p, q, v),
+        4 => (t, p, v),
+        _ => (v, p, q),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

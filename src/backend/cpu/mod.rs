@@ -44,7 +44,7 @@ impl SampleWork for CpuWork {
         let ws = cx.ws;
         let plan = cx
             .host
-            .decode_into(cx.sample, image, mask, &mut ws.decoded)?;
+            .decode_into(cx.sample, (image, mask), &mut ws.decoded)?;
         ws.warning = ws.decoded.warning.clone();
         execute(
             cx.host,

@@ -62,6 +62,12 @@ pub enum Count {
     Hardware,
 }
 
+/// A sample's plan, or the report on it.
+pub type Planned = Result<SamplePlan, SampleError>;
+
+/// A sample's label mask, or the report on it.
+pub type Masked = Result<LabelPlane, SampleError>;
+
 /// What the pipeline offers a backend's host work: the decode every backend shares and
 /// its counters.
 pub trait SampleHost {
@@ -79,22 +85,10 @@ pub trait SampleHost {
     /// Decodes what the sample's plan needs into `out` (the whole image where the host
     /// cache or a user transform wants it), offers it to the host cache, and returns the
     /// plan.
-    fn decode_into(
-        &self,
-        s: &Sample,
-        image: &[u8],
-        mask: &[u8],
-        out: &mut Decoded,
-    ) -> Result<SamplePlan, SampleError>;
+    fn decode_into(&self, s: &Sample, bytes: (&[u8], &[u8]), out: &mut Decoded) -> Planned;
 
-    /// Decodes the sample's label mask into `out` and checks it has `size`.
-    fn decode_mask_into(
-        &self,
-        s: &Sample,
-        bytes: &[u8],
-        out: &mut LabelPlane,
-        size: (u32, u32),
-    ) -> Result<(), SampleError>;
+    /// The sample's label mask, checked to have `size`.
+    fn decode_mask(&self, s: &Sample, bytes: &[u8], size: (u32, u32)) -> Masked;
 
     /// Whether decoded samples go to a host cache.
     fn has_host_cache(&self) -> bool;

@@ -13,7 +13,7 @@ use crate::augment::SamplePlan;
 use crate::backend::device::sample_work::{
     Count, Cx, DeviceWorkConfig, HostImage, Kept, Made, Redone, SampleHost, SampleWork, WorkScratch,
 };
-use crate::decode::{DecodeOptions, ImageInfo, LabelPlane};
+use crate::decode::{DecodeOptions, ImageInfo};
 use crate::error::{SampleError, SampleErrorKind};
 use crate::source::Sample;
 
@@ -58,7 +58,7 @@ impl DeviceWork {
         let reservation = self.cache_place(s, &info);
         if reservation.is_none() && host.has_host_cache() {
             // The cache keeps whole CPU-decoded images so any later crop can be served.
-            let plan = host.decode_into(s, image, mask, &mut ws.decoded)?;
+            let plan = host.decode_into(s, (image, mask), &mut ws.decoded)?;
             ws.warning = ws.decoded.warning.clone();
             // The worker's decode buffers go with the job (the cache has made its copy):
             // no second copy of the image.
@@ -96,11 +96,7 @@ impl DeviceWork {
         }
         ws.warning = prepared.warning.clone();
         let mask = match s.mask {
-            Some(_) => {
-                let mut m = LabelPlane::default();
-                host.decode_mask_into(s, mask, &mut m, info.oriented_size())?;
-                Some(m)
-            }
+            Some(_) => Some(host.decode_mask(s, mask, info.oriented_size())?),
             None => None,
         };
         let cache_to = reservation.map(|mut r| {

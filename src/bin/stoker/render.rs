@@ -201,14 +201,7 @@ fn class_colour(id: u32) -> [u8; 3] {
     let i = h.floor();
     let f = h - i;
     let (p, q, t) = (v * (1.0 - s), v * (1.0 - s * f), v * (1.0 - s * (1.0 - f)));
-    let (r, g, b) = match i as u32 % 6 {
-        0 => (v, t, p),
-        1 => (q, v, p),
-        2 => (p, v, t),
-        3 => (p, q, v),
-        4 => (t, p, v),
-        _ => (v, p, q),
-    };
+    let (r, g, b) = stoker::augment::reference::hsv_sector(i as u32 % 6, v, p, q, t);
     let c = |x: f64| (x * 255.0).round().clamp(0.0, 255.0) as u8;
     [c(r), c(g), c(b)]
 }
