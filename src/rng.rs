@@ -76,6 +76,9 @@ pub enum Stream {
     /// Block order: the shards' order (id = 0) and each window's shuffle (id = 1 + the
     /// window's index).
     Blocks = 15,
+    /// Which of a GPU's decoders takes a JPEG both can decode (the hardware engines or the
+    /// device Huffman path, see `PipelineBuilder::hardware_share`; epoch = 0).
+    Engines = 16,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.

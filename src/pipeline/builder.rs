@@ -7,6 +7,7 @@ use super::{cache::Cache, stats::Counters, Config, OnError, Pipeline};
 use crate::augment::Augment;
 use crate::backend::device::job::{CoeffPool, HardwareDecode};
 use crate::backend::device::sample_work::WorkOptions;
+use crate::backend::device::share::EngineShare;
 use crate::backend::device::BatcherConfig;
 use crate::backend::{self, Backend, BackendKind, Selected};
 use crate::decode::Limits;
@@ -39,6 +40,7 @@ pub struct PipelineBuilder {
     drop_last: bool,
     hardware_decode: HardwareDecode,
     device_entropy: bool,
+    hardware_share: f32,
     memory_limit: Option<u64>,
     tune_allocator: bool,
     /// Weighted sampling: a weight per sample of the subset, draws an epoch (the subset's
@@ -87,6 +89,7 @@ impl PipelineBuilder {
             drop_last: false,
             hardware_decode: HardwareDecode::default(),
             device_entropy: true,
+            hardware_share: EngineShare::DEFAULT,
             #[cfg(feature = "cuda")]
             cuda_user: None,
         }
@@ -139,6 +142,19 @@ impl PipelineBuilder {
     /// markers are entropy-decoded on the host (or by the hardware decoder) either way.
     pub fn device_entropy(mut self, on: bool) -> Self {
         self.device_entropy = on;
+        self
+    }
+
+    /// On a GPU with both a hardware JPEG decoder and the device Huffman path (CUDA with
+    /// nvJPEG's engines), the fraction of the JPEGs both take (restart-marked baseline
+    /// files the [`Self::hardware_decode`] policy hands the engines) that go to the
+    /// engines, 0 to 1; the rest are Huffman-decoded on the SMs, so both decoders work on
+    /// every batch. Which samples go where is keyed by the seed and the sample id alone:
+    /// the same whatever the workers, the batch size or the epoch. Default 1 (every such
+    /// file to the engines); the share that keeps both busy depends on the card and is to
+    /// be measured on it. Outside `0..=1` (or NaN) it is an [`Error::Config`] at `build`.
+    pub fn hardware_share(mut self, share: f32) -> Self {
+        self.hardware_share = share;
         self
     }
 
@@ -471,6 +487,9 @@ impl PipelineBuilder {
         if self.batch_size == 0 {
             return Err(Error::config("batch_size", "must be at least 1"));
         }
+        if !(0.0..=1.0).contains(&self.hardware_share) {
+            return Err(Error::config("hardware_share", "must be between 0 and 1"));
+        }
         let staging_slots = self
             .staging_slots
             .unwrap_or((2 * self.batch_size).max(2 * workers));
@@ -517,6 +536,7 @@ impl PipelineBuilder {
             batcher.as_deref_mut(),
             WorkOptions {
                 device_entropy: self.device_entropy,
+                share: EngineShare::new(self.hardware_share, self.seed),
                 device_cache_bytes: self.device_cache_bytes,
                 coeff_pool: Arc::clone(&coeff_pool),
             },

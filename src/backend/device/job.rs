@@ -412,12 +412,16 @@ pub fn prepare_device(
         entropy,
         max_binding,
         true,
+        true,
     )
 }
 
 /// [`prepare_device`]; unless `verified` (the file's verdict is known clean), a file on
 /// the device entropy path uploads every restart interval, so that the device judges the
-/// whole file whatever the window ([`PackedEntropy::whole`]).
+/// whole file whatever the window ([`PackedEntropy::whole`]). A file both the hardware
+/// decoder and the device entropy path take goes to the hardware decoder when
+/// `engines_first`, else to the device entropy path (the hardware decoder then takes it
+/// only if the device entropy path does not).
 #[allow(clippy::too_many_arguments)]
 pub fn prepare_device_verified(
     bytes: &[u8],
@@ -428,8 +432,9 @@ pub fn prepare_device_verified(
     entropy: bool,
     max_binding: u64,
     verified: bool,
+    engines_first: bool,
 ) -> Result<Prepared, DecodeError> {
-    if entropy && !hardware.takes(bytes, &info, opts) {
+    if entropy && (!engines_first || !hardware.takes(bytes, &info, opts)) {
         if let Some(p) = prepare_entropy(bytes, &info, opts, max_binding, verified) {
             return Ok(p);
         }

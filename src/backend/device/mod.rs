@@ -21,6 +21,7 @@ pub mod mix;
 pub mod orient;
 mod pool;
 pub(crate) mod sample_work;
+pub mod share;
 mod upload;
 pub(crate) mod work;
 

@@ -23,6 +23,7 @@ use crate::source::Sample;
 
 use super::cache::{DeviceCache, DeviceEntry, Reservation};
 use super::job::{CoeffPool, DeviceJob, HardwareDecode};
+use super::share::EngineShare;
 
 /// A decoded sample: image and optional mask, and what the decoder tolerated (kept with
 /// the pixels, so a cached sample is marked in every epoch it is delivered).
@@ -246,6 +247,9 @@ pub(crate) struct DeviceWorkConfig {
     pub hardware_decode: HardwareDecode,
     /// Whether JPEGs with restart markers go to the device entropy path.
     pub device_entropy: bool,
+    /// Which of the JPEGs both the hardware decoder and the device entropy path take go
+    /// to the hardware decoder.
+    pub share: EngineShare,
     /// Coefficient buffers recycled from packed batches.
     pub coeff_pool: Arc<CoeffPool>,
     /// The device cache of decoded samples, when it is on.
@@ -257,6 +261,9 @@ pub(crate) struct DeviceWorkConfig {
 pub struct WorkOptions {
     /// Whether JPEGs with restart markers may go to a device entropy path.
     pub device_entropy: bool,
+    /// Which of the JPEGs both a hardware decoder and the device entropy path take go to
+    /// the hardware decoder.
+    pub share: EngineShare,
     /// Bytes of device memory asked for the device cache of decoded samples (0: off).
     pub device_cache_bytes: u64,
     /// Coefficient buffers recycled from packed batches to the workers.

@@ -129,6 +129,8 @@ impl DeviceWork {
         // it) takes the whole file's verdict, as on the CPU backend.
         let partial = info.format == crate::decode::Format::Jpeg
             && (opts.window.is_some() || opts.scale != 1);
+        // A JPEG both the engines and the device entropy path take: the pipeline's share.
+        let engines_first = cfg.share.to_engines(s.id);
         // What one device binding cannot hold is decoded by the CPU for this sample.
         let prepare = |hardware| {
             job::prepare_device_verified(
@@ -141,6 +143,7 @@ impl DeviceWork {
                 cfg.max_binding,
                 // A file's first crop on the device entropy path decodes it whole.
                 !partial || host.known_clean(s.id, image),
+                engines_first,
             )
             .and_then(|p| p.fit_bindings(image, opts, &cfg.coeff_pool, cfg.max_binding))
             // Packed here, so that the batch's planner only copies (once, into staging).
