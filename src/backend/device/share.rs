@@ -5,6 +5,7 @@
 //!
 //! Which sample goes where is keyed by `(seed, sample id)` alone (a Philox draw,
 //! [`Stream::Engines`]): the same whatever the threads, the batch size or the epoch.
+#![doc(hidden)]
 
 use crate::rng::{Rng, Stream};
 
