@@ -10,7 +10,7 @@ use super::memory::HostBuffer;
 use super::Config;
 use crate::augment::mix::{self, BatchMix};
 use crate::augment::{DType, Element, Layout, SamplePlan};
-use crate::backend::device::{DeviceBuffers, DeviceError, OnDevice, Plane};
+use crate::backend::device::{BatchShape, DeviceBuffers, DeviceError, OnDevice, Plane};
 use crate::decode::{DecodeWarning, WarningKind};
 use crate::error::{Error, Result, SampleError};
 use crate::source::Targets;
@@ -39,7 +39,11 @@ impl BatchBuffers {
                 Some(g) => Some(
                     g.lock()
                         .map_err(|_| Error::poisoned("device batcher"))?
-                        .buffers(cfg.batch_size, cfg.image_bytes(), cfg.mask_bytes())?,
+                        .buffers(BatchShape {
+                            slots: cfg.batch_size,
+                            image_bytes: cfg.image_bytes(),
+                            mask_bytes: cfg.mask_bytes(),
+                        })?,
                 ),
                 None => None,
             },

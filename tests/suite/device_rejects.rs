@@ -24,8 +24,8 @@ use crate::common::TestRng;
 use stoker::augment::reference::{execute_image, execute_mask, Scratch};
 use stoker::backend::device::batcher::downcast_buffers;
 use stoker::backend::device::{
-    BatcherConfig, DeviceBatcher, DeviceBuffers, DeviceError, DeviceJob, DeviceSample, Plane,
-    Rejected,
+    BatchShape, BatcherConfig, DeviceBatcher, DeviceBuffers, DeviceError, DeviceJob, DeviceSample,
+    Plane, Rejected,
 };
 use stoker::backend::Backend;
 use stoker::decode::{cpu, DecodeError, DecodeOptions, Image8};
@@ -179,15 +179,15 @@ fn host_decode(image: &DeviceSample) -> Result<(Image8, Took), DecodeError> {
 }
 
 impl DeviceBatcher for HostBatcher {
-    fn buffers(
-        &self,
-        batch_size: usize,
-        image_bytes: usize,
-        mask_bytes: usize,
-    ) -> stoker::Result<Box<dyn DeviceBuffers>> {
+    fn buffers(&self, shape: BatchShape) -> stoker::Result<Box<dyn DeviceBuffers>> {
+        let BatchShape {
+            slots,
+            image_bytes,
+            mask_bytes,
+        } = shape;
         Ok(Box::new(HostBuffers {
-            images: vec![0; batch_size * image_bytes],
-            masks: (mask_bytes > 0).then(|| vec![0; batch_size * mask_bytes]),
+            images: vec![0; slots * image_bytes],
+            masks: (mask_bytes > 0).then(|| vec![0; slots * mask_bytes]),
             image_bytes,
             mask_bytes,
         }))

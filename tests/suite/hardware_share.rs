@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::common::TestRng;
 use stoker::backend::device::{
-    BatcherConfig, DeviceBatcher, DeviceBuffers, DeviceJob, DeviceSample, Plane,
+    BatchShape, BatcherConfig, DeviceBatcher, DeviceBuffers, DeviceJob, DeviceSample, Plane,
 };
 use stoker::backend::Backend;
 use stoker::decode::jpeg::transcode::{add_restarts, TranscodeOptions, Transcoded};
@@ -75,12 +75,7 @@ struct HostBatcher {
 }
 
 impl DeviceBatcher for HostBatcher {
-    fn buffers(
-        &self,
-        _batch_size: usize,
-        _image_bytes: usize,
-        _mask_bytes: usize,
-    ) -> stoker::Result<Box<dyn DeviceBuffers>> {
+    fn buffers(&self, _shape: BatchShape) -> stoker::Result<Box<dyn DeviceBuffers>> {
         Ok(Box::new(NoBuffers))
     }
 

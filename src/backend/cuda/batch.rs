@@ -33,7 +33,9 @@ use super::nvjpeg;
 use super::{device_err, guard, kernels, CudaDevice, CudaError};
 use crate::augment::mix::BatchMix;
 use crate::backend::device::batch::{BatchPlan, DeviceLimits, EncodedJob, HARDWARE_HEADER_WORDS};
-use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
+use crate::backend::device::batcher::{
+    downcast_buffers, BatchShape, DeviceBatcher, DeviceBuffers, Plane,
+};
 use crate::backend::device::job::{DeviceJob, DeviceSample, HardwareDecode};
 use crate::backend::device::launch::{Buffer, Kernel, Step, MAX_BINDINGS};
 use crate::backend::device::{DecodePaths, DeviceError, Rejected};
@@ -79,30 +81,24 @@ impl CudaBatchBuffers {
         &self.device
     }
 
-    /// Output buffers for `batch_size` samples of `image_bytes` (and `mask_bytes` when not
-    /// 0), zeroed.
-    pub fn new(
-        device: &CudaDevice,
-        batch_size: usize,
-        image_bytes: usize,
-        mask_bytes: usize,
-    ) -> Result<Self> {
+    /// Output buffers for a batch of `shape`, zeroed.
+    pub fn new(device: &CudaDevice, shape: BatchShape) -> Result<Self> {
         let stream = device.stream();
         let make = |bytes: usize| -> Result<CudaSlice<u8>> {
-            let size = batch_size
-                .checked_mul(bytes)
-                .ok_or_else(|| DeviceError::Overflow {
+            let size = usize::try_from(shape.bytes("a CUDA batch", bytes)?).map_err(|_| {
+                DeviceError::Overflow {
                     what: "a CUDA batch".into(),
-                    count: batch_size as u64,
+                    count: shape.slots as u64,
                     each: bytes as u64,
-                })?;
+                }
+            })?;
             stream
                 .alloc_zeros::<u8>(size.div_ceil(4).max(1) * 4)
                 .map_err(device_err)
         };
         Ok(CudaBatchBuffers {
-            images: make(image_bytes)?,
-            masks: match mask_bytes {
+            images: make(shape.image_bytes)?,
+            masks: match shape.mask_bytes {
                 0 => None,
                 m => Some(make(m)?),
             },

@@ -139,18 +139,39 @@ pub trait OnDevice {
     }
 }
 
+/// The output buffers of one batch: `slots` samples of `image_bytes` each, and as many
+/// masks of `mask_bytes` when that is not 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchShape {
+    /// Samples in the batch.
+    pub slots: usize,
+    /// Bytes of one sample's image.
+    pub image_bytes: usize,
+    /// Bytes of one sample's mask; 0 for a batch without masks.
+    pub mask_bytes: usize,
+}
+
+impl BatchShape {
+    /// Bytes of `slots` planes of `each` bytes ([`BatchShape::image_bytes`] or
+    /// [`BatchShape::mask_bytes`]); a product past `u64` is [`DeviceError::Overflow`],
+    /// named `what`.
+    pub fn bytes(&self, what: &str, each: usize) -> std::result::Result<u64, DeviceError> {
+        (self.slots as u64)
+            .checked_mul(each as u64)
+            .ok_or_else(|| DeviceError::Overflow {
+                what: what.into(),
+                count: self.slots as u64,
+                each: each as u64,
+            })
+    }
+}
+
 /// Runs planned batches on one device. Used by one thread at a time; everything it
 /// allocates is reused from batch to batch, so memory in flight stops growing once the
 /// largest batch has been seen.
 pub trait DeviceBatcher: Send + fmt::Debug {
-    /// Output buffers for one batch: `batch_size` slots of `image_bytes`, and of
-    /// `mask_bytes` when that is not 0, zeroed.
-    fn buffers(
-        &self,
-        batch_size: usize,
-        image_bytes: usize,
-        mask_bytes: usize,
-    ) -> Result<Box<dyn DeviceBuffers>>;
+    /// Output buffers for one batch of `shape`, zeroed.
+    fn buffers(&self, shape: BatchShape) -> Result<Box<dyn DeviceBuffers>>;
 
     /// Decodes and augments `jobs` into `out` (slot `i` for job `i`) and submits the work
     /// without waiting. Work the consumer orders after the batch ([`crate::Batch`]'s

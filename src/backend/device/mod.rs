@@ -29,7 +29,9 @@ pub use augment::AugmentInput;
 #[doc(hidden)]
 pub use batch::UPLOAD_THREADS;
 pub use batch::{BatchPlan, DeviceLimits, PlanCounts, Sizes, UploadPart, UploadTarget};
-pub use batcher::{BatcherConfig, DecodePaths, DeviceBatcher, DeviceBuffers, OnDevice, Plane};
+pub use batcher::{
+    BatchShape, BatcherConfig, DecodePaths, DeviceBatcher, DeviceBuffers, OnDevice, Plane,
+};
 pub use decode::{DecodeInput, DeviceImage};
 pub use error::{DeviceError, Rejected};
 #[doc(hidden)]

@@ -31,7 +31,9 @@ use super::WgpuContext;
 use super::WgpuError;
 use crate::augment::mix::BatchMix;
 use crate::backend::device::batch::{BatchPlan, DeviceLimits, UploadPart, UploadTarget};
-use crate::backend::device::batcher::{downcast_buffers, DeviceBatcher, DeviceBuffers, Plane};
+use crate::backend::device::batcher::{
+    downcast_buffers, BatchShape, DeviceBatcher, DeviceBuffers, Plane,
+};
 use crate::backend::device::job::HardwareDecode;
 use crate::backend::device::launch::{Buffer, Kernel, Step};
 use crate::backend::device::DeviceError;
@@ -63,22 +65,11 @@ impl WgpuBatchBuffers {
         &self.ctx
     }
 
-    /// Output buffers for `batch_size` samples of `image_bytes` (and `mask_bytes` when not
-    /// 0). Larger than the device allows, or out of memory: [`crate::Error::Device`].
-    pub fn new(
-        ctx: &WgpuContext,
-        batch_size: usize,
-        image_bytes: usize,
-        mask_bytes: usize,
-    ) -> Result<Self> {
+    /// Output buffers for a batch of `shape`. Larger than the device allows, or out of
+    /// memory: [`crate::Error::Device`].
+    pub fn new(ctx: &WgpuContext, shape: BatchShape) -> Result<Self> {
         let make = |label: &str, bytes: usize| {
-            let size = (batch_size as u64)
-                .checked_mul(bytes as u64)
-                .ok_or_else(|| DeviceError::Overflow {
-                    what: label.into(),
-                    count: batch_size as u64,
-                    each: bytes as u64,
-                })?;
+            let size = shape.bytes(label, bytes)?;
             ctx.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
                 size: round4(size),
@@ -89,8 +80,8 @@ impl WgpuBatchBuffers {
             })
         };
         Ok(WgpuBatchBuffers {
-            images: make("stoker batch images", image_bytes)?,
-            masks: match mask_bytes {
+            images: make("stoker batch images", shape.image_bytes)?,
+            masks: match shape.mask_bytes {
                 0 => None,
                 m => Some(make("stoker batch masks", m)?),
             },
@@ -587,18 +578,8 @@ impl DeviceBuffers for WgpuBatchBuffers {
 }
 
 impl DeviceBatcher for WgpuBatcher {
-    fn buffers(
-        &self,
-        batch_size: usize,
-        image_bytes: usize,
-        mask_bytes: usize,
-    ) -> Result<Box<dyn DeviceBuffers>> {
-        Ok(Box::new(WgpuBatchBuffers::new(
-            &self.ctx,
-            batch_size,
-            image_bytes,
-            mask_bytes,
-        )?))
+    fn buffers(&self, shape: BatchShape) -> Result<Box<dyn DeviceBuffers>> {
+        Ok(Box::new(WgpuBatchBuffers::new(&self.ctx, shape)?))
     }
 
     fn run(

@@ -43,18 +43,8 @@ impl DeviceBuffers for CudaBatchBuffers {
 }
 
 impl DeviceBatcher for CudaBatcher {
-    fn buffers(
-        &self,
-        batch_size: usize,
-        image_bytes: usize,
-        mask_bytes: usize,
-    ) -> Result<Box<dyn DeviceBuffers>> {
-        Ok(Box::new(CudaBatchBuffers::new(
-            &self.device,
-            batch_size,
-            image_bytes,
-            mask_bytes,
-        )?))
+    fn buffers(&self, shape: BatchShape) -> Result<Box<dyn DeviceBuffers>> {
+        Ok(Box::new(CudaBatchBuffers::new(&self.device, shape)?))
     }
 
     fn run(
