@@ -28,6 +28,7 @@ pub(crate) struct Counters {
     pub batches: AtomicU64,
     pub gpu_decoded: AtomicU64,
     pub gpu_entropy: AtomicU64,
+    pub entropy_flagged: AtomicU64,
     pub hardware: AtomicU64,
     pub cpu_fallbacks: AtomicU64,
     pub device_ns: AtomicU64,
@@ -67,6 +68,7 @@ impl Counters {
             (&self.batches, &total.batches),
             (&self.gpu_decoded, &total.gpu_decoded),
             (&self.gpu_entropy, &total.gpu_entropy),
+            (&self.entropy_flagged, &total.entropy_flagged),
             (&self.hardware, &total.hardware),
             (&self.cpu_fallbacks, &total.cpu_fallbacks),
             (&self.device_ns, &total.device_ns),
@@ -113,6 +115,7 @@ impl Counters {
             batches: self.batches.load(Ordering::Relaxed),
             gpu_decoded: self.gpu_decoded.load(Ordering::Relaxed),
             gpu_entropy: self.gpu_entropy.load(Ordering::Relaxed),
+            entropy_flagged: self.entropy_flagged.load(Ordering::Relaxed),
             hardware: self.hardware.load(Ordering::Relaxed),
             host_entropy: self
                 .gpu_decoded
@@ -168,6 +171,10 @@ pub struct Stats {
     /// GPU backends: JPEGs with restart markers Huffman-decoded on the device too (the
     /// host read their headers only).
     pub gpu_entropy: u64,
+    /// GPU backends: samples the device Huffman pass flagged (damaged data, or blocks only
+    /// the CPU decoder reproduces) and the host path then decoded, or refused as the CPU
+    /// backend does; each cost its batch a second run on the device.
+    pub entropy_flagged: u64,
     /// GPU backends: JPEGs entropy-decoded on the host, the rest on the device.
     pub host_entropy: u64,
     /// CUDA: JPEGs handed to the hardware decoder (nvJPEG; what it refuses is counted by

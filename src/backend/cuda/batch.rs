@@ -210,6 +210,8 @@ pub struct CudaBatcher {
     /// bytes (0: none).
     decoded_cache: KeptBuffer,
     decoded_cache_budget: u64,
+    /// Where the device entropy pass's status words are copied back to (page-locked).
+    status: Pinned,
 }
 
 impl std::fmt::Debug for CudaBatcher {
@@ -255,6 +257,7 @@ impl CudaBatcher {
             strict: true,
             decoded_cache: KeptBuffer::default(),
             decoded_cache_budget: 0,
+            status: Pinned::readable(),
         })
     }
 

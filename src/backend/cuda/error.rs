@@ -113,6 +113,16 @@ pub enum CudaError {
         /// The device destination's size.
         device: usize,
     },
+    /// A device-to-host copy larger than its source or its destination.
+    #[error("download of {bytes} bytes from {device} device into {pinned} pinned bytes")]
+    Download {
+        /// The bytes to copy.
+        bytes: usize,
+        /// The device source's size.
+        device: usize,
+        /// The pinned destination's size.
+        pinned: usize,
+    },
     /// nvJPEG wrote past the end of an image's plane, into the guard bytes that follow
     /// it (and maybe into the next plane or image): the batch is not delivered.
     #[error(

@@ -359,6 +359,49 @@ impl Pinned {
         self.slice.as_ref().map_or(0, |s| s.len() as u64)
     }
 
+    /// Enqueues on `stream` the copy of the first `bytes` of `src` into this buffer (grown
+    /// to hold them first, after any copy into it still in flight). Read them with
+    /// [`Pinned::downloaded`]. More bytes than `src` holds is [`CudaError::Download`].
+    pub fn download(
+        &mut self,
+        device: &CudaDevice,
+        stream: &Arc<CudaStream>,
+        src: &CudaSlice<u8>,
+        bytes: usize,
+    ) -> Result<()> {
+        self.ensure(device, bytes as u64)?;
+        let too_long = || CudaError::Download {
+            bytes,
+            device: src.len(),
+            pinned: self.bytes() as usize,
+        };
+        let view = src.try_slice(..bytes).ok_or_else(too_long)?;
+        let dst = self
+            .slice
+            .as_mut()
+            .ok_or(CudaError::Missing("pinned buffer"))?;
+        // `ensure` made it at least `bytes` long: cudarc's length check holds.
+        stream.memcpy_dtoh(&view, dst).map_err(device_err)
+    }
+
+    /// The first `bytes`, once the copy [`Pinned::download`] enqueued has run: a wait for
+    /// that copy (and the work queued on its stream before it) alone.
+    pub fn downloaded(&self, bytes: usize) -> Result<&[u8]> {
+        let s = self
+            .slice
+            .as_ref()
+            .ok_or(CudaError::Missing("pinned buffer"))?;
+        let host = s.as_slice().map_err(device_err)?;
+        host.get(..bytes).ok_or_else(|| {
+            CudaError::Download {
+                bytes,
+                device: bytes,
+                pinned: host.len(),
+            }
+            .into()
+        })
+    }
+
     /// Enqueues the copy of the first `bytes` into `dst` on `stream`. More bytes than
     /// either holds is [`CudaError::Upload`].
     ///

@@ -180,7 +180,10 @@ pub trait DeviceBatcher: Send + fmt::Debug {
     /// Samples that nothing decodes (a file the hardware decoder, nvJPEG's GPU decoder and
     /// the CPU decoder all refuse) are [`DeviceError::Rejected`], returned before anything
     /// is written into `out`: the caller leaves them out or replaces them and runs the
-    /// batch again.
+    /// batch again. Samples the device entropy pass flags are
+    /// [`DeviceError::EntropyFlagged`], returned after the whole batch is queued (`out`
+    /// may hold what it wrote): the caller prepares them on the host path and runs the
+    /// batch again into the same `out`.
     ///
     /// With `mix`, the batch's images are then mixed as it says (MixUp or CutMix, after
     /// the per-sample pass: `super::mix`), in the same submission.

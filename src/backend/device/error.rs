@@ -249,9 +249,11 @@ pub enum DeviceError {
     Rejected(Vec<Rejected>),
     /// The device entropy pass flagged these samples (batch index, OR of their
     /// intervals' status words, `decode::jpeg::huffman::STATUS_*`): damaged data, or
-    /// blocks only the CPU decoder reproduces. Returned before anything is written into
-    /// the batch's outputs: the caller prepares them again on the host path
-    /// (`job::prepare_host`), where libjpeg judges them, and runs the batch again.
+    /// blocks only the CPU decoder reproduces. Returned once the whole batch is queued
+    /// (the status is read while its later passes run, so they may have written the
+    /// batch's outputs): the caller prepares them again on the host path
+    /// (`job::prepare_host`), where libjpeg judges them, and runs the batch again into the
+    /// same outputs before delivering it.
     #[error("the device entropy decode flagged {} sample(s) of the batch (first: {:?})", .0.len(), .0.first())]
     EntropyFlagged(Vec<(usize, u32)>),
     /// A batch (or a decode) read back with fewer bytes (or images) than asked for.

@@ -202,10 +202,11 @@ pub enum Step {
         /// Where to.
         dst: Binding,
     },
-    /// Every `huffman` launch before it has run: read `status` ([`Buffer::EntropyStatus`])
-    /// back and stop with [`super::DeviceError::EntropyFlagged`] (before anything is
-    /// written into the batch's outputs) where [`super::BatchPlan::flagged`] names
-    /// samples.
+    /// Every `huffman` launch before it has run: `status` ([`Buffer::EntropyStatus`]) is
+    /// copied back to the host here, in queue order. The executor queues the steps after
+    /// it too and then reads the copy (a wait for it alone): where
+    /// [`super::BatchPlan::flagged`] names samples, the batch ends with
+    /// [`super::DeviceError::EntropyFlagged`], and is run again before it is delivered.
     EntropyCheck {
         /// The status words.
         status: Binding,

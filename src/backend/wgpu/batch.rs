@@ -439,23 +439,29 @@ impl WgpuBatcher {
 
     /// Submits `enc` and maps staging buffer `si` again: the mapping completes once the
     /// copy out of it has run, and only then is it written again.
-    fn submit(&mut self, enc: wgpu::CommandEncoder, si: usize) -> Result<()> {
-        // A command the device rejects is an error here, not a panic in wgpu's handler.
+    fn submit(&mut self, enc: wgpu::CommandEncoder, si: usize) -> Result<wgpu::SubmissionIndex> {
+        let submitted = self.submit_commands(enc);
+        if let Ok(index) = &submitted {
+            self.staging[si].submission = Some(index.clone());
+        }
+        self.remap(si);
+        submitted
+    }
+
+    /// Submits `enc`; a command the device rejects is an error here, not a panic in
+    /// wgpu's handler.
+    fn submit_commands(&self, enc: wgpu::CommandEncoder) -> Result<wgpu::SubmissionIndex> {
         let device = self.ctx.device();
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let commands = enc.finish();
         if let Some(e) = pollster::block_on(scope.pop()) {
-            self.remap(si);
             return Err(WgpuError::Rejected {
                 what: "batch commands",
                 source: e,
             }
             .into());
         }
-        let index = self.ctx.queue().submit([commands]);
-        self.staging[si].submission = Some(index);
-        self.remap(si);
-        Ok(())
+        Ok(self.ctx.queue().submit([commands]))
     }
 
     /// Maps staging buffer `si` again (also after a failed batch, so it is not lost).
@@ -487,9 +493,12 @@ impl WgpuBatcher {
     }
 
     /// Records and submits the planned steps. Where the plan checks the device entropy
-    /// pass ([`Step::EntropyCheck`]), the steps before it are submitted first and the
-    /// status read back (a wait); samples it flags stop the batch
-    /// ([`DeviceError::EntropyFlagged`]) before anything is written into `out`.
+    /// pass ([`Step::EntropyCheck`]), the steps up to it go in a first submission that
+    /// also copies the status words back, and the rest in a second, submitted before the
+    /// host waits for the first: the device runs the batch's later passes while the host
+    /// reads the status. Samples it flags fail the batch ([`DeviceError::EntropyFlagged`]);
+    /// what the later passes wrote into `out` is then written again when the batch runs
+    /// again, before anything delivers it.
     fn execute<'a>(
         &mut self,
         out: Option<&WgpuBatchBuffers>,
@@ -503,13 +512,27 @@ impl WgpuBatcher {
             .position(|s| matches!(s, Step::EntropyCheck { .. }));
         let Some(c) = check else {
             let (enc, si) = self.record(out, 0..n, sample)?;
-            return self.submit(enc, si);
+            return self.submit(enc, si).map(|_| ());
         };
-        let (enc, si) = self.record(out, 0..c, sample)?;
-        self.submit(enc, si)?;
+        let (mut enc, si) = self.record(out, 0..c, sample)?;
         let bytes = self.plan.sizes().entropy_status;
-        let status = match scratch_buffer(&self.scratch.buffers, Buffer::EntropyStatus) {
-            Some(b) => self.ctx.read_buffer(b, 0, bytes)?,
+        let readback = match scratch_buffer(&self.scratch.buffers, Buffer::EntropyStatus) {
+            Some(b) if bytes > 0 => Some(self.ctx.record_readback(&mut enc, b, 0, bytes)),
+            _ => None,
+        };
+        let readback = match readback.transpose() {
+            Ok(r) => r,
+            Err(e) => {
+                // Not submitted: map the staging buffer again so it is not lost.
+                self.remap(si);
+                return Err(e);
+            }
+        };
+        let first = self.submit(enc, si)?;
+        let enc = self.record_steps(None, out, c + 1..n)?;
+        self.submit_commands(enc)?;
+        let status = match readback {
+            Some(r) => r.wait(&self.ctx, first)?,
             None => Vec::new(),
         };
         let words: Vec<u32> = status
@@ -520,18 +543,6 @@ impl WgpuBatcher {
         if !flagged.is_empty() {
             return Err(DeviceError::EntropyFlagged(flagged).into());
         }
-        let enc = self.record_steps(None, out, c + 1..n)?;
-        let device = self.ctx.device();
-        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let commands = enc.finish();
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(WgpuError::Rejected {
-                what: "batch commands",
-                source: e,
-            }
-            .into());
-        }
-        self.ctx.queue().submit([commands]);
         Ok(())
     }
 

@@ -11,6 +11,7 @@ pub mod batch;
 pub mod error;
 mod instance;
 pub mod kernels;
+mod readback;
 pub mod shaders;
 
 use std::fmt;
@@ -329,51 +330,12 @@ impl WgpuContext {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let padded = len.div_ceil(wgpu::COPY_BUFFER_ALIGNMENT) * wgpu::COPY_BUFFER_ALIGNMENT;
-        let end = offset.checked_add(padded);
-        if !offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
-            || end.is_none_or(|e| e > buffer.size())
-        {
-            return Err(WgpuError::ReadRange {
-                offset,
-                len,
-                size: buffer.size(),
-            }
-            .into());
-        }
-        let device = self.device();
-        let staging = self.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("stoker readback"),
-            size: padded,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        })?;
-        let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, padded);
-        self.queue().submit([enc.finish()]);
-        let (tx, rx) = std::sync::mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        self.wait()?;
-        rx.recv()
-            .map_err(|_| WgpuError::MapLost("readback"))?
-            .map_err(|source| WgpuError::Map {
-                what: "readback",
-                source,
-            })?;
-        let data = {
-            let view = staging
-                .slice(..)
-                .get_mapped_range()
-                .map_err(|source| WgpuError::View {
-                    what: "readback",
-                    source,
-                })?;
-            view[..len as usize].to_vec()
-        };
-        staging.unmap();
-        Ok(data)
+        let mut enc = self
+            .device()
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
+        let readback = self.record_readback(&mut enc, buffer, offset, len)?;
+        let index = self.queue().submit([enc.finish()]);
+        readback.wait(self, index)
     }
 }
 

@@ -405,6 +405,9 @@ impl Collector {
         slots: &mut Slots,
     ) -> Result<Vec<(usize, String)>> {
         let mut failed = Vec::new();
+        self.stats
+            .entropy_flagged
+            .fetch_add(list.len() as u64, Ordering::Relaxed);
         for &(k, status) in list {
             let (Some(job), Some(&index)) = (jobs.get_mut(k), slots.samples.get(k)) else {
                 return Err(Error::internal(format!(

@@ -27,8 +27,17 @@ impl CudaBatcher {
         let bases = self.bases(sizes, input, rgbi.as_ref(), out)?;
         // Check every step before enqueueing any.
         self.check_steps(&bases, rgbi.as_ref())?;
-        self.enqueue(out, &bases, rgbi.as_ref(), &mut record)?;
+        let mut status = std::mem::take(&mut self.status);
+        let enqueued = self.enqueue(out, &bases, rgbi.as_ref(), &mut record, &mut status);
         drop(record);
+        // Everything is queued: the host now waits for the status copy alone (the
+        // device runs the batch's later passes meanwhile), and only where there is one.
+        let checked = enqueued.and_then(|copied| match copied {
+            Some(bytes) => self.entropy_verdict(status.downloaded(bytes)?),
+            None => Ok(()),
+        });
+        self.status = status;
+        checked?;
         self.compute.record_event(None).map_err(device_err)
     }
 
@@ -197,8 +206,10 @@ impl CudaBatcher {
         bases: &Bases,
         rgbi: Option<&HardwareOut>,
         record: &mut RecordOnDrop,
-    ) -> Result<()> {
+        status: &mut Pinned,
+    ) -> Result<Option<usize>> {
         let c = &self.compute;
+        let mut copied = None;
         // Before the first launch that writes the batch's outputs, the compute stream waits
         // for the consumer's release of them (on their first use, for everything on the
         // consumer's stream, where they were made and zeroed). The decode before it, and
@@ -245,10 +256,9 @@ impl CudaBatcher {
                 }
                 // Done first (`hardware_step`); the compute stream waits for it.
                 Step::Hardware => {}
-                // The huffman launches before it have been queued: read their status back
-                // (a wait on this stream) and stop before anything writes the outputs
-                // where a sample is flagged.
-                Step::EntropyCheck { .. } => self.entropy_check()?,
+                // The huffman launches before it have been queued: their status words are
+                // copied back here, in stream order, and read once the rest is queued.
+                Step::EntropyCheck { .. } => copied = self.status_copy(status)?,
             }
             if Some(index) == last_hardware_read {
                 if let Some((_, _, released)) = rgbi {
@@ -258,7 +268,7 @@ impl CudaBatcher {
             }
         }
         gate(&mut gated)?;
-        Ok(())
+        Ok(copied)
     }
 
     /// Enqueues launch `l` on the compute stream, its bindings resolved in `bases`.
@@ -297,19 +307,27 @@ impl CudaBatcher {
         Ok(())
     }
 
-    /// Reads back the status of the huffman launches queued so far (a wait on the compute
-    /// stream): an error naming the samples flagged, if any.
-    fn entropy_check(&self) -> Result<()> {
-        let c = &self.compute;
-        let words: Vec<u32> = match self.scratch.entropy_status.get() {
-            Some(b) => c
-                .clone_dtoh(b)
-                .map_err(device_err)?
-                .chunks_exact(4)
-                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-                .collect(),
-            None => Vec::new(),
-        };
+    /// Enqueues on the compute stream the copy of the huffman launches' status words into
+    /// `status`; the bytes copied, or `None` where the batch has no entropy status.
+    fn status_copy(&self, status: &mut Pinned) -> Result<Option<usize>> {
+        let bytes = self.plan.sizes().entropy_status as usize;
+        match self.scratch.entropy_status.get() {
+            Some(b) if bytes > 0 => {
+                status.download(&self.device, &self.compute, b, bytes)?;
+                Ok(Some(bytes))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The status words read back: an error naming the samples flagged, if any. The
+    /// batch's later passes were queued already, and wrote the outputs; the batch runs
+    /// again (over them) before anything delivers it.
+    fn entropy_verdict(&self, status: &[u8]) -> Result<()> {
+        let words: Vec<u32> = status
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
         let flagged = self.plan.flagged(&words);
         if !flagged.is_empty() {
             return Err(DeviceError::EntropyFlagged(flagged).into());
