@@ -118,13 +118,12 @@ pub type DecodeBatched = unsafe extern "C" fn(
 pub type JpegStreamCreate =
     unsafe extern "C" fn(nvjpegHandle_t, *mut nvjpegJpegStream_t) -> nvjpegStatus_t;
 pub type JpegStreamDestroy = unsafe extern "C" fn(nvjpegJpegStream_t) -> nvjpegStatus_t;
-/// `nvjpegJpegStreamParse(handle, data, length, save_metadata, save_stream, jpeg_stream)`.
-pub type JpegStreamParse = unsafe extern "C" fn(
+/// `nvjpegJpegStreamParseHeader(handle, data, length, jpeg_stream)`: the markers up to
+/// the first scan's header, not the entropy-coded data.
+pub type JpegStreamParseHeader = unsafe extern "C" fn(
     nvjpegHandle_t,
     *const c_uchar,
     usize,
-    c_int,
-    c_int,
     nvjpegJpegStream_t,
 ) -> nvjpegStatus_t;
 /// `nvjpegDecodeBatchedSupported(handle, jpeg_stream, is_supported)`: 0 means supported.
@@ -147,7 +146,7 @@ pub struct Api {
     pub decode_batched: DecodeBatched,
     pub jpeg_stream_create: JpegStreamCreate,
     pub jpeg_stream_destroy: JpegStreamDestroy,
-    pub jpeg_stream_parse: JpegStreamParse,
+    pub jpeg_stream_parse_header: JpegStreamParseHeader,
     pub decode_batched_supported: DecodeBatchedSupported,
     /// What was opened (a file name or path).
     pub path: String,
@@ -205,7 +204,7 @@ impl Api {
                 decode_batched: symbol(&lib, "nvjpegDecodeBatched", &path)?,
                 jpeg_stream_create: symbol(&lib, "nvjpegJpegStreamCreate", &path)?,
                 jpeg_stream_destroy: symbol(&lib, "nvjpegJpegStreamDestroy", &path)?,
-                jpeg_stream_parse: symbol(&lib, "nvjpegJpegStreamParse", &path)?,
+                jpeg_stream_parse_header: symbol(&lib, "nvjpegJpegStreamParseHeader", &path)?,
                 decode_batched_supported: symbol(&lib, "nvjpegDecodeBatchedSupported", &path)?,
                 path,
                 _lib: lib,

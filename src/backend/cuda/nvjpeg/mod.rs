@@ -646,9 +646,11 @@ impl Decoder {
         })
     }
 
-    /// Whether the hardware engines can decode this JPEG (`nvjpegJpegStreamParse`, then
-    /// `nvjpegDecodeBatchedSupported`). Always `false` on the default backend, and for data
-    /// nvJPEG cannot parse.
+    /// Whether the hardware engines can decode this JPEG (`nvjpegJpegStreamParseHeader`,
+    /// then `nvjpegDecodeBatchedSupported`, as torchvision and DALI ask: the verdict needs
+    /// the frame header alone, and the header parse does not read the entropy-coded data,
+    /// which the full parse walks to its end). Always `false` on the default backend, and
+    /// for data nvJPEG cannot parse.
     ///
     /// With the hardware backend, send only images for which this is `true` to
     /// [`Decoder::decode_batch`] and decode the rest another way: one unsupported image
@@ -659,20 +661,18 @@ impl Decoder {
         }
         // SAFETY: handle and jpeg stream are live and owned by `self`, which is not `Sync`,
         // so no other thread uses the stream object. `bytes` is readable for its length.
-        // With save_stream = 0 the stream object may keep a pointer into `bytes`, but it is
-        // only read by the query below and replaced by the next parse.
+        // The stream object may keep a pointer into `bytes`, but it is only read by the
+        // query below and replaced by the next parse.
         let st = unsafe {
-            (self.api.jpeg_stream_parse)(
+            (self.api.jpeg_stream_parse_header)(
                 self.handle,
                 bytes.as_ptr(),
                 bytes.len(),
-                0,
-                0,
                 self.jpeg_stream,
             )
         };
         if st != ffi::NVJPEG_STATUS_SUCCESS {
-            log::debug!("nvJPEG: {}", failed("nvjpegJpegStreamParse", st));
+            log::debug!("nvJPEG: {}", failed("nvjpegJpegStreamParseHeader", st));
             return false;
         }
         let mut is_supported: c_int = -1;
