@@ -51,7 +51,7 @@ impl Pipeline {
         prefetch=None, readers=None, workers=None, on_error="skip", rank=None,
         world_size=None, drop_last=false, block_order=None, cache_bytes=None,
         memory_limit=None, strict_decode=None, max_pixels=None, max_bytes=None,
-        allow_software_gpu=false, hardware_decode=None,
+        allow_software_gpu=false, hardware_decode=None, hardware_share=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -77,6 +77,7 @@ impl Pipeline {
         max_bytes: Option<u64>,
         allow_software_gpu: bool,
         hardware_decode: Option<&str>,
+        hardware_share: Option<f32>,
     ) -> PyResult<Self> {
         let subset = if let Ok(s) = data.cast::<Subset>() {
             s.get().inner.clone()
@@ -136,6 +137,7 @@ impl Pipeline {
         if let Some(h) = hardware_decode {
             b = b.hardware_decode(parse(h)?);
         }
+        b = opt(b, hardware_share, stoker::PipelineBuilder::hardware_share);
         if let Some(ordinal) = device {
             b = with_device(b, kind, ordinal)?;
         }

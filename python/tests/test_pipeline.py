@@ -268,6 +268,10 @@ def test_configuration_and_source_errors(photos, tmp_path):
     assert info.value.setting == "batch_size" and isinstance(info.value, ValueError)
     with pytest.raises(stoker.ConfigError):
         cpu_pipe(data, on_error="ignore")
+    with pytest.raises(stoker.ConfigError) as info:
+        cpu_pipe(data, hardware_share=1.5)
+    assert info.value.setting == "hardware_share"
+    assert len(cpu_pipe(data, hardware_share=0.25)) > 0
     with pytest.raises(stoker.ConfigError):
         stoker.Augment().dtype("f64")
     with pytest.raises(stoker.SourceError) as info:

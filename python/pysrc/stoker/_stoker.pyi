@@ -353,6 +353,7 @@ class Pipeline:
         max_bytes: int | None = None,
         allow_software_gpu: bool = False,
         hardware_decode: Literal["off", "exact", "all"] | None = None,
+        hardware_share: float | None = None,
     ) -> None: ...
     def epoch(self, epoch: int) -> Epoch:
         """The batches of `epoch`."""
