@@ -58,6 +58,8 @@ pub const NVJPEG_BACKEND_HARDWARE: c_int = 3;
 /// `nvjpegOutputFormat_t::NVJPEG_OUTPUT_UNCHANGED`: each component as a plane at its
 /// stored resolution, `channel[c]`.
 pub const NVJPEG_OUTPUT_UNCHANGED: c_int = 0;
+/// `NVJPEG_CSS_444`: the chroma subsampling whose buffers are the largest.
+pub const NVJPEG_CSS_444: c_int = 0;
 /// `nvjpegOutputFormat_t::NVJPEG_OUTPUT_RGBI`: interleaved RGB in `channel[0]`.
 pub const NVJPEG_OUTPUT_RGBI: c_int = 5;
 pub const NVJPEG_FLAGS_DEFAULT: c_uint = 0;
@@ -106,6 +108,17 @@ pub type GetImageInfo = unsafe extern "C" fn(
 /// `nvjpegDecodeBatchedInitialize(handle, state, batch_size, max_cpu_threads, format)`.
 pub type DecodeBatchedInitialize =
     unsafe extern "C" fn(nvjpegHandle_t, nvjpegJpegState_t, c_int, c_int, c_int) -> nvjpegStatus_t;
+/// `nvjpegDecodeBatchedPreAllocate(handle, state, batch_size, width, height,
+/// chroma_subsampling, output_format)`.
+pub type DecodeBatchedPreAllocate = unsafe extern "C" fn(
+    nvjpegHandle_t,
+    nvjpegJpegState_t,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+    c_int,
+) -> nvjpegStatus_t;
 /// `nvjpegDecodeBatched(handle, state, data, lengths, destinations, stream)`.
 pub type DecodeBatched = unsafe extern "C" fn(
     nvjpegHandle_t,
@@ -144,6 +157,7 @@ pub struct Api {
     pub get_image_info: GetImageInfo,
     pub decode_batched_initialize: DecodeBatchedInitialize,
     pub decode_batched: DecodeBatched,
+    pub decode_batched_pre_allocate: DecodeBatchedPreAllocate,
     pub jpeg_stream_create: JpegStreamCreate,
     pub jpeg_stream_destroy: JpegStreamDestroy,
     pub jpeg_stream_parse_header: JpegStreamParseHeader,
@@ -202,6 +216,7 @@ impl Api {
                 get_image_info: symbol(&lib, "nvjpegGetImageInfo", &path)?,
                 decode_batched_initialize: symbol(&lib, "nvjpegDecodeBatchedInitialize", &path)?,
                 decode_batched: symbol(&lib, "nvjpegDecodeBatched", &path)?,
+                decode_batched_pre_allocate: symbol(&lib, "nvjpegDecodeBatchedPreAllocate", &path)?,
                 jpeg_stream_create: symbol(&lib, "nvjpegJpegStreamCreate", &path)?,
                 jpeg_stream_destroy: symbol(&lib, "nvjpegJpegStreamDestroy", &path)?,
                 jpeg_stream_parse_header: symbol(&lib, "nvjpegJpegStreamParseHeader", &path)?,

@@ -328,7 +328,9 @@ fn descriptor(channels: &[(CUdeviceptr, usize)]) -> Result<ffi::nvjpegImage_t, R
 }
 
 /// Checks image `k` of a batch (its bytes given) and gives its output descriptor.
-type Destination<'a> = dyn Fn(&Decoder, usize, &[u8]) -> Result<ffi::nvjpegImage_t, Refusal> + 'a;
+/// An image's output descriptor and its size (width, height), or why it is refused.
+type Destination<'a> =
+    dyn Fn(&Decoder, usize, &[u8]) -> Result<(ffi::nvjpegImage_t, (u32, u32)), Refusal> + 'a;
 
 /// Why [`Decoder::decode_batch`] left an image out of the batch (checked on the host,
 /// before nvJPEG is asked to decode).
@@ -399,6 +401,9 @@ pub struct Decoder {
     engines: (u32, u32),
     /// The batch size the state is initialised for; `None` after a failed batch.
     initialized: Option<usize>,
+    /// The hardware backend's buffers asked for so far (`nvjpegDecodeBatchedPreAllocate`):
+    /// images, width, height, and the output format.
+    preallocated: (usize, u32, u32, c_int),
     /// `NVJPEG_OUTPUT_RGBI` ([`Decoder::decode_batch`]) or `NVJPEG_OUTPUT_UNCHANGED`
     /// ([`Decoder::decode_batch_planes`]): the state is initialised for one.
     format: c_int,
@@ -517,6 +522,7 @@ impl Decoder {
             hardware,
             engines,
             initialized: None,
+            preallocated: (0, 0, 0, -1),
             format: ffi::NVJPEG_OUTPUT_RGBI,
             data: Vec::with_capacity(batch_size),
             lengths: Vec::with_capacity(batch_size),
@@ -572,6 +578,44 @@ impl Decoder {
         }
         self.initialized = usize::try_from(batch).ok();
         Ok(())
+    }
+
+    /// On the hardware backend, asks nvJPEG (`nvjpegDecodeBatchedPreAllocate`, as DALI
+    /// does with its size hints) for the buffers of `batch` images of up to `largest`
+    /// (width, height) in `format`, whenever a batch needs more than was asked for before:
+    /// the buffers then grow a few times in a run, not inside the decode calls. A failure
+    /// is logged and leaves the decode to allocate as it goes.
+    fn preallocate(&mut self, batch: usize, largest: (u32, u32), format: c_int) {
+        let (n, w, h, f) = self.preallocated;
+        if !self.hardware || (batch <= n && largest.0 <= w && largest.1 <= h && format == f) {
+            return;
+        }
+        let grown = (batch.max(n), largest.0.max(w), largest.1.max(h), format);
+        self.preallocated = grown;
+        let (Ok(b), Ok(gw), Ok(gh)) = (
+            c_int::try_from(grown.0),
+            c_int::try_from(grown.1),
+            c_int::try_from(grown.2),
+        ) else {
+            return;
+        };
+        // SAFETY: handle and state are live and owned by `self`, and no other call on
+        // this state is running on the host (we hold `&mut self`): the conditions nvJPEG
+        // states for a call on a decode state; it takes no pointers of ours.
+        let st = unsafe {
+            (self.api.decode_batched_pre_allocate)(
+                self.handle,
+                self.state,
+                b,
+                gw,
+                gh,
+                ffi::NVJPEG_CSS_444,
+                format,
+            )
+        };
+        if st != ffi::NVJPEG_STATUS_SUCCESS {
+            log::debug!("nvJPEG: {}", failed("nvjpegDecodeBatchedPreAllocate", st));
+        }
     }
 
     /// The header of a JPEG, by `nvjpegGetImageInfo`: size the output from `width` and
@@ -705,7 +749,7 @@ impl Decoder {
     }
 
     /// Why `bytes` cannot go to nvJPEG into `out` as planes, checked on the host.
-    fn check_planes(&self, bytes: &[u8], out: &DevicePlanes) -> Result<(), Refusal> {
+    fn check_planes(&self, bytes: &[u8], out: &DevicePlanes) -> Result<(u32, u32), Refusal> {
         let info = self.check_header(bytes)?;
         let n = info.components as usize;
         let fits = out.components == info.components
@@ -717,7 +761,7 @@ impl Decoder {
                     && out.pitch[c] >= w as usize
             });
         if fits {
-            return Ok(());
+            return Ok((info.width, info.height));
         }
         let list = |v: &mut dyn Iterator<Item = (u32, u32)>| {
             v.map(|(w, h)| format!("{w}x{h}"))
@@ -733,7 +777,7 @@ impl Decoder {
     }
 
     /// Why `bytes` cannot go to nvJPEG into `out`, checked on the host before the batch.
-    fn check_output(&self, bytes: &[u8], out: &DeviceImage) -> Result<(), Refusal> {
+    fn check_output(&self, bytes: &[u8], out: &DeviceImage) -> Result<(u32, u32), Refusal> {
         if out.ptr == 0 {
             return Err(Refusal::NullOutput);
         }
@@ -752,7 +796,7 @@ impl Decoder {
                 row: info.rgb_row_bytes(),
             });
         }
-        Ok(())
+        Ok((info.width, info.height))
     }
 
     /// Decodes `images[i]` into `outputs[i]` as interleaved RGB, in one
@@ -787,10 +831,10 @@ impl Decoder {
         images: &[&[u8]],
         outputs: &[DeviceImage],
     ) -> Result<Vec<Result<(), Refusal>>> {
-        let dest = |d: &Decoder, k: usize, bytes: &[u8]| -> Result<ffi::nvjpegImage_t, Refusal> {
+        let dest = |d: &Decoder, k: usize, bytes: &[u8]| {
             let out = &outputs[k];
-            d.check_output(bytes, out)?;
-            descriptor(&[(out.ptr, out.pitch)])
+            let size = d.check_output(bytes, out)?;
+            Ok((descriptor(&[(out.ptr, out.pitch)])?, size))
         };
         // SAFETY: the caller upholds this function's contract, which is `run_batch`'s.
         unsafe {
@@ -820,13 +864,13 @@ impl Decoder {
         images: &[&[u8]],
         outputs: &[DevicePlanes],
     ) -> Result<Vec<Result<(), Refusal>>> {
-        let dest = |d: &Decoder, k: usize, bytes: &[u8]| -> Result<ffi::nvjpegImage_t, Refusal> {
+        let dest = |d: &Decoder, k: usize, bytes: &[u8]| {
             let out = &outputs[k];
-            d.check_planes(bytes, out)?;
+            let size = d.check_planes(bytes, out)?;
             let n = out.components.min(3) as usize;
             let channels: Vec<(CUdeviceptr, usize)> =
                 (0..n).map(|c| (out.ptr[c], out.pitch[c])).collect();
-            descriptor(&channels)
+            Ok((descriptor(&channels)?, size))
         };
         // SAFETY: the caller upholds this function's contract, which is `run_batch`'s.
         unsafe {
@@ -864,9 +908,11 @@ impl Decoder {
         self.destinations.clear();
         let mut results = Vec::with_capacity(images.len());
         let mut accepted = Vec::with_capacity(images.len());
+        let mut largest = (0, 0);
         for (k, bytes) in images.iter().enumerate() {
             match dest(self, k, bytes) {
-                Ok(d) => {
+                Ok((d, (w, h))) => {
+                    largest = (largest.0.max(w), largest.1.max(h));
                     accepted.push((bytes.as_ptr(), bytes.len(), d));
                     results.push(Ok(()));
                 }
@@ -882,6 +928,7 @@ impl Decoder {
         if n == 0 {
             return Ok(results);
         }
+        self.preallocate(n, largest, format);
         if self.initialized != Some(n) || self.format != format {
             self.format = format;
             if let Err(e) = self.initialize(batch_int(n)?) {
