@@ -93,6 +93,7 @@ declare -A CAP=(
     [bench_set]=90 [bench_decode]=60 [torchvision]=60 [restart_set]=45
     [bench_decode_rst_engines]=40 [bench_decode_rst_device_huffman]=40
     [bench_pipeline]=75 [shards_set]=30 [bench_pipeline_shards]=45
+    [bench_share_half]=30 [bench_share_none]=30
     [python_install]=30 [python_package]=90 [bench_python]=60 [sanitizer]=60
 )
 # The sanity steps: a test executable and a libtest filter each.
@@ -477,7 +478,7 @@ run() {
     phase key 70
     local images=tests/data/samples fallback="" sets=0
     wanted_any bench_set bench_decode torchvision restart_set bench_decode_rst_engines \
-        bench_decode_rst_device_huffman bench_pipeline shards_set bench_pipeline_shards bench_python && sets=1
+        bench_decode_rst_device_huffman bench_pipeline shards_set bench_pipeline_shards bench_share_half bench_share_none bench_python && sets=1
     if [ -n "${STOKER_DEVICE_CHECK_IMAGES:-}" ]; then
         images=$STOKER_DEVICE_CHECK_IMAGES
         note bench_set "skipped: STOKER_DEVICE_CHECK_IMAGES=$images"
@@ -547,6 +548,15 @@ run() {
     step bench_pipeline_shards "${CAP[bench_pipeline_shards]}" bench --gpu --needs "$s" "${noshards[@]}" \
         --stdout "$RUN/bench/bench_pipeline_shards.json" -- \
         "${senv[@]}" "$s" bench pipeline --backend cuda --images "$shards" "${b[@]}"
+    # The default of `hardware_share` (1: every restart-marked file to the engines, above)
+    # against half of them and none (all to device Huffman decoding), one epoch each.
+    local share
+    for share in half:0.5 none:0; do
+        step "bench_share_${share%%:*}" "${CAP[bench_share_${share%%:*}]}" bench --gpu --needs "$s" "${noshards[@]}" \
+            --stdout "$RUN/bench/bench_share_${share%%:*}.json" -- \
+            "${senv[@]}" "$s" bench pipeline --backend cuda --images "$shards" --batch 256 --size 224 \
+            --dtype f16 --epochs 1 --json --hardware-share "${share#*:}"
+    done
     if [ -n "$DMON" ]; then
         kill "$DMON" 2>/dev/null
         wait "$DMON" 2>/dev/null

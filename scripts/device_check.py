@@ -552,6 +552,8 @@ def summarise(out, final=False, tar=False):
         "cuda_pipeline_images_per_s": rate(bench.get("bench_pipeline"), "cuda"),
         "cpu_pipeline_images_per_s": rate(bench.get("bench_pipeline"), "cpu"),
         "cuda_pipeline_shards_images_per_s": rate(bench.get("bench_pipeline_shards"), "cuda"),
+        "cuda_pipeline_shards_share_half_images_per_s": rate(bench.get("bench_share_half"), "cuda"),
+        "cuda_pipeline_shards_share_none_images_per_s": rate(bench.get("bench_share_none"), "cuda"),
     }
     if dec and summary["torchvision_decode_images_per_s"]:
         summary["decode_ratio_vs_torchvision"] = dec / summary["torchvision_decode_images_per_s"]

@@ -698,6 +698,16 @@ fn usage_errors_exit_2_and_help_lists_the_codes() {
     let e = batch_too_large("cpu");
     let m = e["error"]["message"].as_str().unwrap_or_default();
     assert!(m.contains("memory") && m.contains("bytes)"), "{e}");
+    // A share outside 0..=1 names the flag that set it.
+    let args = pipeline_args("1", &["--backend", "cpu", "--hardware-share", "1.5"]);
+    let e = failing(&args, &[], 2, "usage");
+    let m = e["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("--hardware-share"), "{e}");
+    let r = stoker(&pipeline_args(
+        "1",
+        &["--backend", "cpu", "--hardware-share", "0.25"],
+    ));
+    assert_eq!(r["results"][0]["hardware_share"], 0.25, "{r}");
     let out = Command::new(env!("CARGO_BIN_EXE_stoker"))
         .arg("--help")
         .output()

@@ -42,7 +42,7 @@ const RESULT_KEYS: [&str; 12] = [
 ];
 
 /// Steps that need the GPU: without one, each is recorded as not run, with a reason.
-const GPU_STEPS: [&str; 23] = [
+const GPU_STEPS: [&str; 25] = [
     "sanity_kernels",
     "sanity_nvjpeg",
     "sanity_engine_batch",
@@ -54,6 +54,8 @@ const GPU_STEPS: [&str; 23] = [
     "bench_decode_rst_device_huffman",
     "bench_pipeline",
     "bench_pipeline_shards",
+    "bench_share_half",
+    "bench_share_none",
     "python_package",
     "nvjpeg_load",
     "cuda_backend",

@@ -90,6 +90,11 @@ pub struct PipelineBenchArgs {
     /// decodes as the CPU does), all, or off.
     #[arg(long, default_value = "exact", value_parser = clap::value_parser!(HardwareDecode))]
     hardware: HardwareDecode,
+    /// The share of the JPEGs both the engines and device Huffman decoding take
+    /// (restart-marked baseline files) that go to the engines, 0 to 1; the rest are
+    /// Huffman-decoded on the SMs (CUDA with nvJPEG engines; elsewhere it changes nothing).
+    #[arg(long, default_value = "1")]
+    hardware_share: f32,
     /// This process's rank in data-parallel training (with --world-size); without both,
     /// from the launcher's environment (torchrun's RANK and WORLD_SIZE, else SLURM's
     /// SLURM_PROCID and SLURM_NTASKS), else 0 of 1.
@@ -152,6 +157,7 @@ fn as_usage(e: stoker::Error) -> Box<dyn std::error::Error> {
             "readers" => "--readers",
             "prefetch" => "--prefetch",
             "block_order" => "--block-order",
+            "hardware_share" => "--hardware-share",
             "shard" => "--rank, --world-size",
             "mixup" | "cutmix" => "--mixup, --cutmix, --dtype",
             _ => return e.into(),
@@ -224,6 +230,8 @@ struct PipelineMeasured {
     prefetch: usize,
     /// `--block-order`: shards a window holds (`null`: a full permutation).
     block_order: Option<usize>,
+    /// `--hardware-share`: the engines' share of the files both decoders take.
+    hardware_share: f32,
     /// The pipeline's `Stats` without its error list (`failed` lists the first ones): a
     /// map, so a field added to `Stats` shows here unchanged.
     stats: Map<String, Value>,
@@ -389,6 +397,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             .seed(a.seed)
             .shard(rank, world_size)
             .hardware_decode(a.hardware)
+            .hardware_share(a.hardware_share)
             .cache_bytes(a.cache_mb.saturating_mul(1 << 20))
             .device_cache_bytes(a.device_cache_mb.saturating_mul(1 << 20));
         if let Some(w) = a.workers {
@@ -487,6 +496,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             readers: pipe.readers(),
             prefetch: a.prefetch,
             block_order: a.block_order,
+            hardware_share: a.hardware_share,
             stats,
             failed,
             batch_waits,
