@@ -174,6 +174,7 @@ impl Pipeline {
             live: Arc::clone(&self.live),
             len,
             stats: Mutex::new(None),
+            ended: AtomicBool::new(false),
         })
     }
 
@@ -396,14 +397,22 @@ fn close_state(py: Python<'_>, shared: &Shared) {
 /// The batches of one epoch, in order: iterate it (`for batch in pipe.epoch(e)`). The
 /// wait for each batch releases the GIL and answers Ctrl-C within 50 ms. Use it as a
 /// context manager (or call `close()`) to stop the epoch's threads early; an epoch
-/// dropped mid-way stops them too.
+/// dropped mid-way stops them too. One pass: iterated again after its end it raises
+/// `RuntimeError` (call `pipeline.epoch(e)` for each pass); closed, it just ends.
 #[pyclass(module = "stoker", frozen)]
 pub struct Epoch {
     shared: Arc<Shared>,
     live: Arc<AtomicUsize>,
     len: usize,
     stats: Mutex<Option<stoker::Stats>>,
+    /// The last batch was handed out and the end said once (`StopIteration`): iterating
+    /// again is a mistake, said as one, not an empty loop.
+    ended: AtomicBool,
 }
+
+/// What iterating a finished epoch again says.
+const ENDED: &str = "this epoch was iterated to its end and yields nothing more: call \
+    pipeline.epoch(e) for each pass over the data (a new epoch number for a new shuffle)";
 
 #[pymethods]
 impl Epoch {
@@ -421,6 +430,9 @@ impl Epoch {
             ));
         };
         let Some(run) = guard.as_mut() else {
+            if self.ended.load(Ordering::Acquire) {
+                return Err(PyRuntimeError::new_err(ENDED));
+            }
             return Ok(None);
         };
         if !run.asked {
@@ -448,6 +460,7 @@ impl Epoch {
                             if let Some(r) = guard.take() {
                                 py.detach(move || r.stop());
                             }
+                            self.ended.store(true, Ordering::Release);
                             Ok(None)
                         }
                     };

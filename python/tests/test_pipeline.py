@@ -185,6 +185,23 @@ def test_each_epoch_is_a_full_permutation_and_resumes(photos):
     assert all((x == y).all() for x, y in zip(full[2:], tail))
 
 
+def test_a_finished_epoch_iterated_again_says_so(photos):
+    """A training loop that keeps one Epoch and iterates it each epoch would train on
+    nothing from the second pass on: it is told so instead."""
+    pipe = cpu_pipe(stoker.Dataset.image_folder(photos), batch_size=7)
+    ep = pipe.epoch(0)
+    first = sum(len(b) for b in ep)
+    assert first == len(stoker.Dataset.image_folder(photos))
+    with pytest.raises(RuntimeError, match="pipeline.epoch"):
+        for _ in ep:
+            pass
+    # A closed epoch just ends; a fresh one runs in full.
+    closed = pipe.epoch(1)
+    closed.close()
+    assert list(closed) == [] and list(closed) == []
+    assert sum(len(b) for b in pipe.epoch(1)) == first
+
+
 def test_ranks_get_equal_batches_covering_the_epoch(photos):
     data = stoker.Dataset.image_folder(photos)
     world = 4  # 30 samples: not a multiple

@@ -314,7 +314,11 @@ class Batch:
     def __len__(self) -> int: ...
 
 class Epoch:
-    """The batches of one epoch, in order; a context manager that stops its threads."""
+    """The batches of one epoch, in order; a context manager that stops its threads.
+
+    One pass: iterated again after its end it raises RuntimeError (call
+    `pipeline.epoch(e)` for each pass); closed, it just ends.
+    """
 
     def __iter__(self) -> Iterator[Batch]: ...
     def __next__(self) -> Batch: ...
