@@ -364,11 +364,53 @@ def test_close_from_another_thread_while_it_waits(photos):
     assert 0 < sum(got) < 30
 
 
+def _gpu_device_nodes():
+    """GPU device nodes this machine has (none: the case the test below is about)."""
+    dri = [n for n in (os.listdir("/dev/dri") if os.path.isdir("/dev/dri") else [])
+           if n.startswith("renderD")]
+    nv = [n for n in os.listdir("/dev") if n.startswith("nvidia") and n[6:].isdigit()]
+    return dri + nv + (["dxg"] if os.path.exists("/dev/dxg") else [])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_auto_loads_no_graphics_driver_without_a_gpu(photos):
+    """On a machine without a GPU, `auto` chooses the CPU without loading Mesa's software
+    Vulkan or GL drivers (and their libLLVM, which crashed triton's own LLVM under
+    torch.compile later in the same process)."""
+    nodes = _gpu_device_nodes()
+    if nodes:
+        pytest.skip(f"this machine has GPU device nodes ({nodes}): auto lists adapters there")
+    script = textwrap.dedent(
+        """
+        import sys
+        import stoker
+        pipe = stoker.Pipeline(stoker.Dataset.image_folder(sys.argv[1]), batch_size=4,
+                               augment=stoker.Augment().resize(16, 16))
+        assert pipe.backend == "cpu", pipe.backend
+        print(pipe.backend_reason)
+        sum(len(b) for b in pipe.epoch(0))
+        print(open("/proc/self/maps").read())
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "STOKER_WGPU_ALLOW_SOFTWARE"}
+    r = subprocess.run([sys.executable, "-c", script, str(photos)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    loaded = {line.split()[-1] for line in r.stdout.splitlines()[1:] if "/" in line}
+    drivers = [p for p in loaded
+               if any(k in os.path.basename(p) for k in ("libvulkan", "libLLVM", "libEGL", "libGL"))]
+    assert not drivers, f"auto loaded graphics drivers: {drivers}"
+    assert "GPU device node" in r.stdout.splitlines()[0], r.stdout.splitlines()[0]
+
+
 def test_ctrl_c_mid_epoch_returns_promptly(photos):
     script = textwrap.dedent(
         """
-        import sys, time
+        import signal, sys, time
         import stoker
+        # A shell's background job starts with SIGINT ignored, and Python then leaves it
+        # so: answer it as an interactive run does, however the tests were started.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         data = stoker.Dataset.image_folder(sys.argv[1]).with_read_latency(0.5)
         pipe = stoker.Pipeline(data, augment=stoker.Augment().resize(16, 16),
                                batch_size=4, readers=1, backend="cpu")

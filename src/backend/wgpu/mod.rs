@@ -9,6 +9,7 @@
 mod access;
 pub mod batch;
 pub mod error;
+mod hardware;
 mod instance;
 pub mod kernels;
 mod readback;
@@ -173,6 +174,12 @@ impl WgpuContext {
     pub fn new(allow_software: bool) -> Result<Self> {
         if let (false, Some(why)) = (allow_software, NO_HARDWARE.get()) {
             return Err(unavailable(why.clone()));
+        }
+        // No GPU device node: listing adapters would load the software drivers alone,
+        // which are not taken unless asked for (`hardware`).
+        if let (false, Some(why)) = (allow_software, hardware::no_gpu_device()) {
+            let _ = NO_HARDWARE.set(why.clone());
+            return Err(unavailable(why));
         }
         let adapters = probed_adapters();
         let found: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
