@@ -26,6 +26,89 @@ pub fn pack_sync(
             "subsequence size not a positive multiple of 32 bits",
         ));
     }
+    let [bpm, cycle, scan_at, comp_at, map_at, coef_words] = pack_records(scan, chunk)?;
+    // The data, un-stuffed, and the segments' bit ranges.
+    let mut data: Vec<u8> = Vec::new();
+    let mut ranges = Vec::with_capacity(scan.intervals.len());
+    for r in &scan.intervals {
+        let src = bytes
+            .get(r.clone())
+            .ok_or_else(|| DecodeError::BadHeader("interval outside the file".into()))?;
+        if data.len() + src.len() > MAX_DATA_BYTES {
+            return Err(unsupported(
+                "entropy-coded data too large for 32-bit bit offsets",
+            ));
+        }
+        let from = data.len();
+        unstuff(src, &mut data);
+        ranges.push((8 * from as u32, 8 * data.len() as u32));
+    }
+    // The segment and subsequence tables.
+    let segments = ranges.len();
+    let subs: usize = ranges
+        .iter()
+        .map(|&(a, b)| ((b - a).div_ceil(subsequence_bits) as usize).max(1))
+        .sum();
+    let seg_at = chunk.len();
+    chunk.resize(seg_at + SEGMENT_WORDS * segments, 0);
+    let sub_at = chunk.len();
+    chunk.resize(sub_at + SUBSEQUENCE_WORDS * subs, 0);
+    let mut sub = 0usize;
+    for (k, &(a, b)) in ranges.iter().enumerate() {
+        let (first_mcu, mcus) = scan.interval_mcus(k);
+        let n = ((b - a).div_ceil(subsequence_bits) as usize).max(1);
+        let first_block = u32::try_from(first_mcu * u64::from(bpm))
+            .map_err(|_| unsupported("too many blocks for 32-bit offsets"))?;
+        let blocks = mcus
+            .checked_mul(bpm)
+            .ok_or_else(|| unsupported("too many blocks for 32-bit offsets"))?;
+        let rec = [a, b, first_block, blocks, sub as u32, n as u32];
+        chunk[seg_at + SEGMENT_WORDS * k..seg_at + SEGMENT_WORDS * k + 6].copy_from_slice(&rec);
+        for i in 0..n {
+            let start = a + i as u32 * subsequence_bits;
+            let end = (start + subsequence_bits).min(b);
+            let at = sub_at + SUBSEQUENCE_WORDS * sub;
+            chunk[at..at + 4].copy_from_slice(&[k as u32, start, end, u32::from(i == 0)]);
+            sub += 1;
+        }
+    }
+    let data_at = chunk.len();
+    chunk.extend(data.chunks(4).map(|b| {
+        let mut w = [0u8; 4];
+        w[..b.len()].copy_from_slice(b);
+        u32::from_be_bytes(w)
+    }));
+    chunk.push(0);
+    let total_blocks = u32::try_from(scan.total_mcus() * u64::from(bpm))
+        .map_err(|_| unsupported("too many blocks for 32-bit offsets"))?;
+    let header = [
+        segments as u32,
+        subs as u32,
+        subsequence_bits,
+        bpm,
+        scan_at,
+        comp_at,
+        map_at,
+        seg_at as u32,
+        sub_at as u32,
+        data_at as u32,
+        coef_words,
+        total_blocks,
+        max_rounds,
+        cycle,
+    ];
+    chunk[..header.len()].copy_from_slice(&header);
+    if chunk.len() > u32::MAX as usize {
+        return Err(unsupported("chunk too large for 32-bit offsets"));
+    }
+    Ok(())
+}
+
+/// The chunk's records before the segments: the header (left zero), the scan record,
+/// the component table, the MCU block map, the quantisation and decode tables. Returns
+/// the blocks per MCU, the cursor's cycle, the offsets of the scan record, the
+/// component table and the block map, and the coefficient buffer's words.
+fn pack_records(scan: &RestartScan, chunk: &mut Vec<u32>) -> Result<[u32; 6], DecodeError> {
     chunk.clear();
     chunk.resize(SYNC_HEADER, 0);
     let hdr = &scan.header;
@@ -110,81 +193,14 @@ pub fn pack_sync(
     let uniform = desc.dc_table[..n].iter().all(|&t| t == desc.dc_table[0])
         && desc.ac_table[..n].iter().all(|&t| t == desc.ac_table[0]);
     let cycle = if uniform { 1 } else { bpm };
-    // The data, un-stuffed, and the segments' bit ranges.
-    let mut data: Vec<u8> = Vec::new();
-    let mut ranges = Vec::with_capacity(scan.intervals.len());
-    for r in &scan.intervals {
-        let src = bytes
-            .get(r.clone())
-            .ok_or_else(|| DecodeError::BadHeader("interval outside the file".into()))?;
-        if data.len() + src.len() > MAX_DATA_BYTES {
-            return Err(unsupported(
-                "entropy-coded data too large for 32-bit bit offsets",
-            ));
-        }
-        let from = data.len();
-        unstuff(src, &mut data);
-        ranges.push((8 * from as u32, 8 * data.len() as u32));
-    }
-    // The segment and subsequence tables.
-    let segments = ranges.len();
-    let subs: usize = ranges
-        .iter()
-        .map(|&(a, b)| ((b - a).div_ceil(subsequence_bits) as usize).max(1))
-        .sum();
-    let seg_at = chunk.len();
-    chunk.resize(seg_at + SEGMENT_WORDS * segments, 0);
-    let sub_at = chunk.len();
-    chunk.resize(sub_at + SUBSEQUENCE_WORDS * subs, 0);
-    let mut sub = 0usize;
-    for (k, &(a, b)) in ranges.iter().enumerate() {
-        let (first_mcu, mcus) = scan.interval_mcus(k);
-        let n = ((b - a).div_ceil(subsequence_bits) as usize).max(1);
-        let first_block = u32::try_from(first_mcu * u64::from(bpm))
-            .map_err(|_| unsupported("too many blocks for 32-bit offsets"))?;
-        let blocks = mcus
-            .checked_mul(bpm)
-            .ok_or_else(|| unsupported("too many blocks for 32-bit offsets"))?;
-        let rec = [a, b, first_block, blocks, sub as u32, n as u32];
-        chunk[seg_at + SEGMENT_WORDS * k..seg_at + SEGMENT_WORDS * k + 6].copy_from_slice(&rec);
-        for i in 0..n {
-            let start = a + i as u32 * subsequence_bits;
-            let end = (start + subsequence_bits).min(b);
-            let at = sub_at + SUBSEQUENCE_WORDS * sub;
-            chunk[at..at + 4].copy_from_slice(&[k as u32, start, end, u32::from(i == 0)]);
-            sub += 1;
-        }
-    }
-    let data_at = chunk.len();
-    chunk.extend(data.chunks(4).map(|b| {
-        let mut w = [0u8; 4];
-        w[..b.len()].copy_from_slice(b);
-        u32::from_be_bytes(w)
-    }));
-    chunk.push(0);
-    let total_blocks = u32::try_from(scan.total_mcus() * u64::from(bpm))
-        .map_err(|_| unsupported("too many blocks for 32-bit offsets"))?;
-    let header = [
-        segments as u32,
-        subs as u32,
-        subsequence_bits,
+    Ok([
         bpm,
+        cycle,
         scan_at as u32,
         comp_at as u32,
         map_at as u32,
-        seg_at as u32,
-        sub_at as u32,
-        data_at as u32,
         coef_words as u32,
-        total_blocks,
-        max_rounds,
-        cycle,
-    ];
-    chunk[..header.len()].copy_from_slice(&header);
-    if chunk.len() > u32::MAX as usize {
-        return Err(unsupported("chunk too large for 32-bit offsets"));
-    }
-    Ok(())
+    ])
 }
 
 /// Appends the entropy-coded bytes `src` to `out` with the stuffed zero after each `FF`
