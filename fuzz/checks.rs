@@ -165,6 +165,120 @@ pub fn device_oracle_at(data: &[u8], scale: u32, window: Option<[u32; 4]>) {
     );
 }
 
+/// Where two coefficient sets differ (`None`: the frame, the components, the
+/// quantisation tables and every block agree).
+pub fn coefficient_difference(a: &Coefficients, b: &Coefficients) -> Option<String> {
+    let frame = |c: &Coefficients| {
+        (
+            c.width,
+            c.height,
+            c.color,
+            c.max_h,
+            c.max_v,
+            c.adobe_inverted,
+        )
+    };
+    if frame(a) != frame(b) {
+        return Some(format!("frame {:?} vs {:?}", frame(a), frame(b)));
+    }
+    if a.components.len() != b.components.len() {
+        return Some("component count".into());
+    }
+    for (ci, (x, y)) in a.components.iter().zip(&b.components).enumerate() {
+        let layout = |c: &decode::jpeg::coeffs::Component| {
+            (
+                c.h_samp,
+                c.v_samp,
+                c.width_in_blocks,
+                c.height_in_blocks,
+                c.quant,
+            )
+        };
+        if layout(x) != layout(y) {
+            return Some(format!("component {ci}: layout or quantisation"));
+        }
+        if x.blocks.len() != y.blocks.len() {
+            return Some(format!(
+                "component {ci}: {} vs {} blocks",
+                x.blocks.len(),
+                y.blocks.len()
+            ));
+        }
+        if let Some(at) = x.blocks.iter().zip(&y.blocks).position(|(p, q)| p != q) {
+            return Some(format!(
+                "component {ci} block {at}:\n{:?}\n{:?}",
+                x.blocks[at], y.blocks[at]
+            ));
+        }
+    }
+    None
+}
+
+/// The synchronising Huffman decode's oracle (`decode::jpeg::huffman::sync`), with a
+/// subsequence size from the input's last byte (32 to 1024 bits, so that small inputs
+/// run many subsequences and sync rounds too): no panic; a status clean but for
+/// `STATUS_SIMD_RANGE` means libjpeg reads the file in strict mode without a warning to
+/// the same coefficients; and on a file with restart markers it judges clean exactly
+/// what the interval oracle judges clean (unless its rounds ran out: `STATUS_NO_SYNC`).
+pub fn sync_huffman(data: &[u8]) {
+    let bits = 32 * (1 + u32::from(data.last().copied().unwrap_or(0) % 32));
+    sync_huffman_at(data, bits);
+}
+
+/// [`sync_huffman`] with subsequences of `bits` bits. Returns the decode's status, or
+/// `None` for a file it does not take.
+pub fn sync_huffman_at(data: &[u8], bits: u32) -> Option<u32> {
+    use decode::jpeg::huffman::{self as hf, RestartScan};
+    let info = decode::peek_info(data).ok()?;
+    let small = Limits {
+        max_pixels: 1 << 18,
+        ..limits()
+    };
+    if info.format != decode::Format::Jpeg || decode::check_limits(&info, &small).is_err() {
+        return None;
+    }
+    let scan = RestartScan::parse_sync(data).ok()?;
+    let mut ours = Coefficients::default();
+    let status = hf::decode_sync_with(&scan, data, bits, hf::sync::MAX_SYNC_ROUNDS, &mut ours)
+        .unwrap_or_else(|e| panic!("the sync decode failed on a file it parsed: {e}"));
+    let clean = status & !hf::STATUS_SIMD_RANGE == 0;
+    // Rounds that did not converge judge nothing: the host path decodes the file.
+    let judged = status & hf::STATUS_NO_SYNC == 0;
+    if let (true, Ok(rs)) = (judged, RestartScan::parse(data)) {
+        let mut by_interval = Coefficients::default();
+        let interval = hf::decode_coefficients(&rs, data, &mut by_interval)
+            .unwrap_or_else(|e| panic!("the interval oracle failed on a file it parsed: {e}"));
+        assert_eq!(
+            clean,
+            interval & !hf::STATUS_SIMD_RANGE == 0,
+            "{bits}-bit subsequences: status {status:#x}, the interval oracle's {interval:#x}"
+        );
+    }
+    if !clean {
+        return Some(status);
+    }
+    let mut theirs = Coefficients::default();
+    let r = decode::jpeg::read_coefficients(data, true, &mut theirs);
+    // Read whole: ready, or for the CPU decoder only, where the decode flagged a block
+    // the SIMD IDCT may treat differently (not for damage: libjpeg filled that in).
+    let read = match &r {
+        Ok(decode::jpeg::coeffs::CoeffStatus::Ready) => true,
+        Ok(decode::jpeg::coeffs::CoeffStatus::CpuOnly(why)) => {
+            status & hf::STATUS_SIMD_RANGE != 0 && !why.starts_with("corrupt")
+        }
+        _ => false,
+    };
+    assert!(
+        read && theirs.warning.is_none(),
+        "{bits}-bit subsequences: clean ({status:#x}), but libjpeg: {r:?}, {:?}",
+        theirs.warning
+    );
+    if let Some(d) = coefficient_difference(&ours, &theirs) {
+        panic!("{bits}-bit subsequences: clean, but not libjpeg's coefficients: {d}");
+    }
+    Some(status)
+}
+
 /// JPEG headers and markers, and the CPU decode in strict and lenient mode, whole, scaled
 /// and crop-aware (the scale and window come from the input's last bytes, so the fuzzer
 /// explores them too). Whatever the bytes, no panic; an image delivered is consistent;

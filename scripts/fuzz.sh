@@ -14,7 +14,7 @@ seconds=${1:-15}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(jpeg_decode coefficients device_oracle image_formats png_mask shards shard_index file_list manifests)
+    targets=(jpeg_decode coefficients device_oracle sync_huffman image_formats png_mask shards shard_index file_list manifests)
 fi
 
 # Seeds: the bundled test files by kind, and the shared corpus's JPEGs.
@@ -23,7 +23,7 @@ seed() {
     mkdir -p "$dir"
     local from=()
     case $target in
-        jpeg_decode | coefficients | device_oracle) from=(tests/data/jpeg tests/data/lenient) ;;
+        jpeg_decode | coefficients | device_oracle | sync_huffman) from=(tests/data/jpeg tests/data/lenient) ;;
         image_formats) from=(tests/data/formats) ;; # lossy, lossless, extended WebP; BMP incl. RLE
         png_mask) from=(tests/data/masks) ;;
         shards) from=(tests/data/shards) ;;

@@ -44,6 +44,7 @@ mod settings;
 mod shaders_validate;
 mod shards;
 mod split;
+mod sync_huffman;
 mod targets;
 mod transcode;
 mod transform;

@@ -19,6 +19,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("file_list", checks::file_list),
     ("manifests", checks::manifests),
     ("device_oracle", checks::device_oracle),
+    ("sync_huffman", checks::sync_huffman),
 ];
 
 #[test]

@@ -1,4 +1,5 @@
-//! Huffman decoding of JPEGs with restart markers, one restart interval at a time: the
+//! Huffman decoding of JPEGs with restart markers, one restart interval at a time (and,
+//! in [`sync`], of any baseline JPEG by self-synchronising subsequences): the
 //! host half (the header parse, the interval scan, the decode tables in the lookup form
 //! the device reads, the upload layout) and the scalar oracle of the device pass that
 //! `shaders/huffman.wgsl` and `kernels/huffman.cu` port line by line.
@@ -57,6 +58,7 @@ mod interval;
 mod pack;
 mod scan;
 mod splice;
+pub mod sync;
 mod table;
 
 use bits::Bits;
@@ -66,6 +68,7 @@ pub use pack::{
 };
 pub use scan::{RestartScan, ScanComponent};
 pub use splice::splice_rows;
+pub use sync::{decode_coefficients_sync, decode_sync_with};
 pub use table::table_words;
 use table::HuffSpec;
 
@@ -92,6 +95,10 @@ pub const STATUS_OVERFLOW: u32 = 8;
 /// the device ports may differ ([`super::idct::agrees_with_simd`]): only the CPU decoder
 /// reproduces it.
 pub const STATUS_SIMD_RANGE: u32 = 16;
+
+/// Status bit: the synchronising decode ([`sync`]) did not synchronise within its
+/// rounds (or ran out of its loop bound), so its decode cannot be trusted.
+pub const STATUS_NO_SYNC: u32 = 32;
 
 /// Why a JPEG does not take the device entropy path (it takes the host's).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

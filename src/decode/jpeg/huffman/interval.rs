@@ -55,7 +55,7 @@ pub fn decode_coefficients(
 
 /// [`crate::decode::jpeg::idct::agrees_with_simd`] for the block words `blk` and the quantisation
 /// table at word `quant` of `chunk`: the device pass checks every block it writes so.
-fn simd_agrees(chunk: &[u32], quant: usize, blk: &[u32; 32]) -> bool {
+pub(super) fn simd_agrees(chunk: &[u32], quant: usize, blk: &[u32; 32]) -> bool {
     let mut block = [0i16; 64];
     let mut q = [0u16; 64];
     for z in 0..64 {
@@ -66,7 +66,7 @@ fn simd_agrees(chunk: &[u32], quant: usize, blk: &[u32; 32]) -> bool {
 }
 
 /// JPEG's sign extension of an `s`-bit magnitude `r`.
-fn extend(r: u32, s: u32) -> i32 {
+pub(super) fn extend(r: u32, s: u32) -> i32 {
     if s == 0 {
         0
     } else if r < 1 << (s - 1) {

@@ -29,7 +29,8 @@ pub struct RestartScan {
     pub dc_tables: [Option<Box<[u32; TABLE_WORDS]>>; 4],
     /// AC decode tables by slot.
     pub ac_tables: [Option<Box<[u32; TABLE_WORDS]>>; 4],
-    /// MCUs per restart interval.
+    /// MCUs per restart interval (every MCU of the scan for a file without restart
+    /// markers, which only [`RestartScan::parse_sync`] takes: one interval).
     pub restart_interval: u32,
     /// MCUs per MCU row.
     pub mcus_per_row: u32,
@@ -60,7 +61,25 @@ impl RestartScan {
     /// [`Self::parse`], reusing `intervals`' allocation.
     pub fn parse_into(
         bytes: &[u8],
+        intervals: Vec<Range<usize>>,
+    ) -> Result<RestartScan, Ineligible> {
+        Self::parse_mode(bytes, intervals, false)
+    }
+
+    /// [`Self::parse`] for the synchronising decode ([`super::decode_coefficients_sync`]),
+    /// which needs no restart markers: a file without them is one interval of every MCU
+    /// ([`RestartScan::restart_interval`] is then the scan's MCU count). Everything else
+    /// [`Self::parse`] refuses, this refuses too.
+    pub fn parse_sync(bytes: &[u8]) -> Result<RestartScan, Ineligible> {
+        Self::parse_mode(bytes, Vec::new(), true)
+    }
+
+    /// The parse; `sync`: a file without restart markers is taken, as one interval (the
+    /// interval-per-invocation decode has nothing to run in parallel in such a file).
+    fn parse_mode(
+        bytes: &[u8],
         mut intervals: Vec<Range<usize>>,
+        sync: bool,
     ) -> Result<RestartScan, Ineligible> {
         if !bytes.starts_with(&[0xFF, 0xD8]) {
             return Err(no("not a JPEG"));
@@ -131,7 +150,7 @@ impl RestartScan {
                 0xDA => {
                     let (width, height, comps) =
                         frame.ok_or_else(|| no("scan before any frame"))?;
-                    if restart_interval == 0 {
+                    if restart_interval == 0 && !sync {
                         return Err(no("no restart markers"));
                     }
                     if jfif > 1 || adobe_count > 1 {
@@ -418,7 +437,12 @@ fn finish(
         }
     }
     let total = u64::from(mcus_per_row) * u64::from(mcu_rows);
-    let expected = total.div_ceil(u64::from(p.restart_interval));
+    // No restart markers (parse_sync only): one interval of every MCU.
+    let restart_interval = match p.restart_interval {
+        0 => u32::try_from(total).map_err(|_| no("too many MCUs"))?,
+        r => r,
+    };
+    let expected = total.div_ceil(u64::from(restart_interval));
     // The scan: each FF is stuffing (FF 00), fill before a marker (FF FF), a restart
     // marker in sequence, or the end of image; anything else leaves this path.
     intervals.clear();
@@ -463,7 +487,7 @@ fn finish(
         scan: p.scan,
         dc_tables,
         ac_tables,
-        restart_interval: p.restart_interval,
+        restart_interval,
         mcus_per_row,
         mcu_rows,
         intervals,

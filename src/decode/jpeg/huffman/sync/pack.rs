@@ -1,0 +1,218 @@
+//! The chunk of the synchronising decode: the headers' records, the segments and
+//! subsequences, the un-stuffed data ([`pack_sync`]).
+
+use super::*;
+
+/// The most entropy-coded bytes a chunk takes: bit positions, and a block's run past
+/// the end, stay below 2^31.
+const MAX_DATA_BYTES: usize = 1 << 27;
+
+fn unsupported(why: &str) -> DecodeError {
+    DecodeError::Unsupported(why.into())
+}
+
+/// Packs `scan` (its intervals' bytes in `bytes`) into `chunk` in the layout of the
+/// module docs, for subsequences of `subsequence_bits` bits (a positive multiple of 32)
+/// and at most `max_rounds` sync rounds.
+pub fn pack_sync(
+    scan: &RestartScan,
+    bytes: &[u8],
+    subsequence_bits: u32,
+    max_rounds: u32,
+    chunk: &mut Vec<u32>,
+) -> Result<(), DecodeError> {
+    if subsequence_bits == 0 || !subsequence_bits.is_multiple_of(32) {
+        return Err(unsupported(
+            "subsequence size not a positive multiple of 32 bits",
+        ));
+    }
+    let [bpm, cycle, scan_at, comp_at, map_at, coef_words] = pack_records(scan, chunk)?;
+    // The data, un-stuffed, and the segments' bit ranges.
+    let mut data: Vec<u8> = Vec::new();
+    let mut ranges = Vec::with_capacity(scan.intervals.len());
+    for r in &scan.intervals {
+        let src = bytes
+            .get(r.clone())
+            .ok_or_else(|| DecodeError::BadHeader("interval outside the file".into()))?;
+        if data.len() + src.len() > MAX_DATA_BYTES {
+            return Err(unsupported(
+                "entropy-coded data too large for 32-bit bit offsets",
+            ));
+        }
+        let from = data.len();
+        unstuff(src, &mut data);
+        ranges.push((8 * from as u32, 8 * data.len() as u32));
+    }
+    // The segment and subsequence tables.
+    let segments = ranges.len();
+    let subs: usize = ranges
+        .iter()
+        .map(|&(a, b)| ((b - a).div_ceil(subsequence_bits) as usize).max(1))
+        .sum();
+    let seg_at = chunk.len();
+    chunk.resize(seg_at + SEGMENT_WORDS * segments, 0);
+    let sub_at = chunk.len();
+    chunk.resize(sub_at + SUBSEQUENCE_WORDS * subs, 0);
+    let mut sub = 0usize;
+    for (k, &(a, b)) in ranges.iter().enumerate() {
+        let (first_mcu, mcus) = scan.interval_mcus(k);
+        let n = ((b - a).div_ceil(subsequence_bits) as usize).max(1);
+        let first_block = u32::try_from(first_mcu * u64::from(bpm))
+            .map_err(|_| unsupported("too many blocks for 32-bit offsets"))?;
+        let blocks = mcus
+            .checked_mul(bpm)
+            .ok_or_else(|| unsupported("too many blocks for 32-bit offsets"))?;
+        let rec = [a, b, first_block, blocks, sub as u32, n as u32];
+        chunk[seg_at + SEGMENT_WORDS * k..seg_at + SEGMENT_WORDS * k + 6].copy_from_slice(&rec);
+        for i in 0..n {
+            let start = a + i as u32 * subsequence_bits;
+            let end = (start + subsequence_bits).min(b);
+            let at = sub_at + SUBSEQUENCE_WORDS * sub;
+            chunk[at..at + 4].copy_from_slice(&[k as u32, start, end, u32::from(i == 0)]);
+            sub += 1;
+        }
+    }
+    let data_at = chunk.len();
+    chunk.extend(data.chunks(4).map(|b| {
+        let mut w = [0u8; 4];
+        w[..b.len()].copy_from_slice(b);
+        u32::from_be_bytes(w)
+    }));
+    chunk.push(0);
+    let total_blocks = u32::try_from(scan.total_mcus() * u64::from(bpm))
+        .map_err(|_| unsupported("too many blocks for 32-bit offsets"))?;
+    let header = [
+        segments as u32,
+        subs as u32,
+        subsequence_bits,
+        bpm,
+        scan_at,
+        comp_at,
+        map_at,
+        seg_at as u32,
+        sub_at as u32,
+        data_at as u32,
+        coef_words,
+        total_blocks,
+        max_rounds,
+        cycle,
+    ];
+    chunk[..header.len()].copy_from_slice(&header);
+    if chunk.len() > u32::MAX as usize {
+        return Err(unsupported("chunk too large for 32-bit offsets"));
+    }
+    Ok(())
+}
+
+/// The chunk's records before the segments: the header (left zero), the scan record,
+/// the component table, the MCU block map, the quantisation and decode tables. Returns
+/// the blocks per MCU, the cursor's cycle, the offsets of the scan record, the
+/// component table and the block map, and the coefficient buffer's words.
+fn pack_records(scan: &RestartScan, chunk: &mut Vec<u32>) -> Result<[u32; 6], DecodeError> {
+    chunk.clear();
+    chunk.resize(SYNC_HEADER, 0);
+    let hdr = &scan.header;
+    // The MCU block map.
+    let mut map = Vec::with_capacity(MAX_MCU_BLOCKS);
+    for (j, c) in scan.scan.iter().enumerate() {
+        let comp = &hdr.components[c.frame_index];
+        let (h, v) = if scan.single() {
+            (1, 1)
+        } else {
+            (comp.h_samp, comp.v_samp)
+        };
+        for y in 0..v {
+            for x in 0..h {
+                map.push(j as u32 | x << 8 | y << 16);
+            }
+        }
+    }
+    if map.is_empty() || map.len() > MAX_MCU_BLOCKS || scan.scan.len() > 4 {
+        return Err(unsupported("MCU layout the decode does not take"));
+    }
+    let bpm = map.len() as u32;
+    // The scan record, its table offsets filled below.
+    let scan_at = chunk.len();
+    chunk.resize(scan_at + 16, 0);
+    // The component table and the quantisation tables.
+    let comp_at = chunk.len();
+    chunk.resize(comp_at + 4 * hdr.components.len(), 0);
+    let mut coef_words = 0u64;
+    for (ci, c) in hdr.components.iter().enumerate() {
+        let quant = chunk.len() as u32;
+        chunk.extend(
+            c.quant
+                .chunks_exact(2)
+                .map(|q| u32::from(q[0]) | u32::from(q[1]) << 16),
+        );
+        let rec = [
+            coef_words as u32,
+            c.width_in_blocks,
+            c.height_in_blocks,
+            quant,
+        ];
+        chunk[comp_at + 4 * ci..comp_at + 4 * ci + 4].copy_from_slice(&rec);
+        coef_words += 32 * u64::from(c.width_in_blocks) * u64::from(c.height_in_blocks);
+        if coef_words > u64::from(u32::MAX) {
+            return Err(unsupported("too many blocks for 32-bit offsets"));
+        }
+    }
+    let map_at = chunk.len();
+    chunk.extend_from_slice(&map);
+    chunk.resize(map_at + MAX_MCU_BLOCKS, 0);
+    // The decode tables the scan uses, once each.
+    let mut desc = ScanDesc {
+        components: scan.scan.len() as u32,
+        mcus_per_row: scan.mcus_per_row,
+        flags: u32::from(scan.single()),
+        ..ScanDesc::default()
+    };
+    let (mut dc_at, mut ac_at) = ([u32::MAX; 4], [u32::MAX; 4]);
+    for (j, c) in scan.scan.iter().enumerate() {
+        for (slot, at, tables) in [
+            (c.dc, &mut dc_at, &scan.dc_tables),
+            (c.ac, &mut ac_at, &scan.ac_tables),
+        ] {
+            if at[slot] == u32::MAX {
+                let t = tables[slot]
+                    .as_ref()
+                    .ok_or_else(|| DecodeError::BadHeader("decode table missing".into()))?;
+                at[slot] = chunk.len() as u32;
+                chunk.extend_from_slice(&t[..]);
+            }
+        }
+        let comp = &hdr.components[c.frame_index];
+        desc.comp[j] = c.frame_index as u32 | comp.h_samp << 8 | comp.v_samp << 16;
+        desc.dc_table[j] = dc_at[c.dc];
+        desc.ac_table[j] = ac_at[c.ac];
+    }
+    chunk[scan_at..scan_at + 16].copy_from_slice(bytemuck::cast_slice(std::slice::from_ref(&desc)));
+    // Every block of an MCU decoded with the same tables: the decode does not depend on
+    // the block within the MCU, which the cursor then holds as 0 (it cycles over 1).
+    let n = scan.scan.len();
+    let uniform = desc.dc_table[..n].iter().all(|&t| t == desc.dc_table[0])
+        && desc.ac_table[..n].iter().all(|&t| t == desc.ac_table[0]);
+    let cycle = if uniform { 1 } else { bpm };
+    Ok([
+        bpm,
+        cycle,
+        scan_at as u32,
+        comp_at as u32,
+        map_at as u32,
+        coef_words as u32,
+    ])
+}
+
+/// Appends the entropy-coded bytes `src` to `out` with the stuffed zero after each `FF`
+/// left out (the scan found every `FF` of an interval followed by one).
+fn unstuff(src: &[u8], out: &mut Vec<u8>) {
+    let mut i = 0;
+    while let Some(k) = memchr::memchr(0xFF, &src[i..]) {
+        out.extend_from_slice(&src[i..=i + k]);
+        i += k + 1;
+        if src.get(i) == Some(&0) {
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&src[i..]);
+}
