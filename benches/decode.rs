@@ -3,8 +3,9 @@
 //! same run: `cargo bench --bench decode`. Prints a table and the ratios to libjpeg-turbo.
 //! All decoders produce 8-bit RGB into a reused buffer; the last row is the host side of
 //! the GPU decode path: entropy decoding to DCT coefficients only, and, for files with
-//! restart markers, the device entropy path's headers, marker scan and packing; the most
-//! the host threads can feed a device.
+//! restart markers, the device entropy path's headers, marker scan and packing, and, for
+//! any baseline file, the self-synchronising path's headers, un-stuffing and packing; the
+//! most the host threads can feed a device.
 
 mod common;
 
@@ -116,12 +117,22 @@ fn main() {
                 }
             },
         );
+        // The host side of the self-synchronising device path (any baseline file, restart
+        // markers or not): headers, un-stuffing and packing, no Huffman decoding.
+        let sync = common::throughput(n, threads, min, Vec::<u32>::new, |chunk, i| {
+            use stoker::decode::jpeg::huffman::sync::{MAX_SYNC_ROUNDS, SUBSEQUENCE_BITS};
+            use stoker::decode::jpeg::huffman::{sync::pack_sync, RestartScan};
+            if let Ok(scan) = RestartScan::parse_sync(&files[i]) {
+                let _ = pack_sync(&scan, &files[i], SUBSEQUENCE_BITS, MAX_SYNC_ROUNDS, chunk);
+            }
+        });
         for (name, v) in [
             ("libjpeg-turbo 3 (TurboJPEG API, turbojpeg crate)", turbo),
             ("stoker cpu (libjpeg-turbo via mozjpeg-sys)", ours),
             ("zune-jpeg", zune),
             ("stoker gpu path, host side (coefficients only)", coeffs),
             ("stoker gpu path, host side (restart intervals)", entropy),
+            ("stoker gpu path, host side (self-synchronising)", sync),
         ] {
             println!("{name:<48} {threads:>7} {v:>10.1} {:>16.3}", v / turbo);
         }

@@ -73,11 +73,14 @@ pub fn pack_sync(
         }
     }
     let data_at = chunk.len();
-    chunk.extend(data.chunks(4).map(|b| {
+    let words = data.chunks_exact(4);
+    let tail = words.remainder();
+    chunk.extend(words.map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])));
+    if !tail.is_empty() {
         let mut w = [0u8; 4];
-        w[..b.len()].copy_from_slice(b);
-        u32::from_be_bytes(w)
-    }));
+        w[..tail.len()].copy_from_slice(tail);
+        chunk.push(u32::from_be_bytes(w));
+    }
     chunk.push(0);
     let total_blocks = u32::try_from(scan.total_mcus() * u64::from(bpm))
         .map_err(|_| unsupported("too many blocks for 32-bit offsets"))?;
