@@ -165,10 +165,20 @@ impl Batch {
             .collect()
     }
 
-    /// Stable sample ids, one per slot.
+    /// Stable sample ids, one per slot (Python ints: they use all 64 bits, so about half
+    /// do not fit an int64; `ids_tensor` holds them as uint64).
     #[getter]
     fn ids(&self) -> Vec<u64> {
         self.b().ids().to_vec()
+    }
+
+    /// The sample ids, `[N]` uint64, a host tensor (`numpy.from_dlpack`, or
+    /// `torch.from_dlpack` with a torch that has `torch.uint64`).
+    #[getter]
+    fn ids_tensor(&self) -> Tensor {
+        let ids = self.b().ids().to_vec();
+        let n = dims(&[ids.len()]);
+        Tensor::from_vec(ids, n, Elem::U64)
     }
 
     /// Per-slot flags: True where the slot repeats a sample to pad a rank's shard (leave

@@ -28,6 +28,7 @@ pub(crate) enum Elem {
     U8,
     U16,
     I64,
+    U64,
     F16,
     F32,
 }
@@ -38,6 +39,7 @@ impl Elem {
             Elem::U8 => (DLDataTypeCode::UINT, 8),
             Elem::U16 => (DLDataTypeCode::UINT, 16),
             Elem::I64 => (DLDataTypeCode::INT, 64),
+            Elem::U64 => (DLDataTypeCode::UINT, 64),
             Elem::F16 => (DLDataTypeCode::FLOAT, 16),
             Elem::F32 => (DLDataTypeCode::FLOAT, 32),
         };
@@ -50,6 +52,7 @@ impl Elem {
             Elem::U8 => "uint8",
             Elem::U16 => "uint16",
             Elem::I64 => "int64",
+            Elem::U64 => "uint64",
             Elem::F16 => "float16",
             Elem::F32 => "float32",
         }

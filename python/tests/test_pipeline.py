@@ -47,10 +47,14 @@ def test_shapes_dtypes_and_labels(photos):
         assert y.dtype == np.int64 and y.shape == (len(batch),)
         assert batch.masks is None and batch.errors == []
         assert [label_of[i] for i in batch.ids] == y.tolist()
+        ids = np.from_dlpack(batch.ids_tensor)
+        assert ids.dtype == np.uint64 and ids.tolist() == batch.ids
         # Normalised: not in 0..255 any more.
         assert x.min() < 0
         seen += batch.ids
     assert sorted(seen) == sorted(data.ids)
+    # The ids use all 64 bits (about half are past int64's range): uint64 holds them.
+    assert any(i >= 2**63 for i in seen)
 
     u8 = cpu_pipe(data, augment=stoker.Augment().resize(20, 10).layout("nhwc"))
     b = next(iter(u8.epoch(0)))

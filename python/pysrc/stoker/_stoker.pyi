@@ -283,7 +283,10 @@ class Batch:
         """Each slot's targets beyond one class id, moved by its plan."""
     @property
     def ids(self) -> list[int]:
-        """Stable sample ids."""
+        """Stable sample ids (all 64 bits: about half do not fit an int64)."""
+    @property
+    def ids_tensor(self) -> Tensor:
+        """The sample ids, `[N]` uint64 (a host tensor)."""
     @property
     def repeated(self) -> list[bool]:
         """Slots repeating a sample to pad a rank's shard."""
