@@ -37,6 +37,16 @@ pub static HUFFMAN: LazyLock<String> = LazyLock::new(|| {
     [IDCT_COMMON.as_str(), &file, &DECODE_COMMON].concat()
 });
 
+/// The passes of the self-synchronising Huffman decode (with the IDCT arithmetic of
+/// [`IDCT_COMMON`] in front, for its range check).
+pub static SYNC_HUFFMAN: LazyLock<String> = LazyLock::new(|| {
+    let file = with_constants(
+        "sync_huffman",
+        include_str!("../../../shaders/sync_huffman.wgsl"),
+    );
+    [IDCT_COMMON.as_str(), &file].concat()
+});
+
 /// Dequantisation and IDCT of JPEG blocks (8x8, 4x4, 2x2 or 1x1 outputs), with the IDCT
 /// arithmetic of [`IDCT_COMMON`] in front and [`DECODE_COMMON`] after.
 pub static IDCT: LazyLock<String> = LazyLock::new(|| {
@@ -79,9 +89,10 @@ pub static ORIENT: LazyLock<String> =
     LazyLock::new(|| with_constants("orient", include_str!("../../../shaders/orient.wgsl")));
 
 /// Every shader, by file name.
-pub static ALL: LazyLock<[(&str, &str); 6]> = LazyLock::new(|| {
+pub static ALL: LazyLock<[(&str, &str); 7]> = LazyLock::new(|| {
     [
         ("huffman.wgsl", HUFFMAN.as_str()),
+        ("sync_huffman.wgsl", SYNC_HUFFMAN.as_str()),
         ("idct.wgsl", IDCT.as_str()),
         ("color.wgsl", COLOR.as_str()),
         ("augment.wgsl", AUGMENT.as_str()),
