@@ -55,9 +55,9 @@ fn joined_file_globals(name: &str, source: &str) -> Vec<(Option<String>, Option<
         .collect()
 }
 
-/// `idct_common.wgsl` is joined in front of two shaders with different bindings: it
+/// `idct_common.wgsl` is joined in front of three shaders with different bindings: it
 /// validates alone, declares no binding (its one module-scope variable is the private
-/// pass-1 workspace `ws`), and both shaders start with it.
+/// pass-1 workspace `ws`), and each of those shaders starts with it.
 #[test]
 fn the_shared_idct_arithmetic_has_no_binding_and_is_in_front_of_both_idct_users() {
     let globals = joined_file_globals("idct_common.wgsl", shaders::IDCT_COMMON.as_str());
@@ -65,6 +65,7 @@ fn the_shared_idct_arithmetic_has_no_binding_and_is_in_front_of_both_idct_users(
     for (name, source) in [
         ("huffman.wgsl", shaders::HUFFMAN.as_str()),
         ("idct.wgsl", shaders::IDCT.as_str()),
+        ("sync_huffman.wgsl", shaders::SYNC_HUFFMAN.as_str()),
     ] {
         assert!(source.starts_with(shaders::IDCT_COMMON.as_str()), "{name}");
     }

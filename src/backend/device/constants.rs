@@ -21,6 +21,7 @@ use super::decode::H_FULL_BLOCKS;
 use super::launch::Kernel;
 use crate::augment::plan::{self, SamplePlan};
 use crate::decode::jpeg::coeffs::{self, ComponentDesc, ImageDesc, Upsample};
+use crate::decode::jpeg::huffman::sync;
 use crate::decode::jpeg::huffman::{self, IntervalDesc, ScanDesc};
 use crate::decode::jpeg::idct;
 
@@ -121,6 +122,7 @@ fn shared(stem: &str) -> Vec<Constant> {
         "huffman" => huffman(),
         "color" => color(),
         "augment" => augment(),
+        "sync_huffman" => sync_huffman(),
         _ => Vec::new(),
     }
 }
@@ -190,6 +192,16 @@ fn huffman() -> Vec<Constant> {
         V_SCAN = scan, V_FIRST_MCU = first_mcu, V_MCUS = mcus, V_START = start, V_END = end,
         V_STATUS = status,
     });
+    let other = constants![
+        // What decode() returns for 16 bits that match no code (the oracle's None).
+        BAD_CODE = u32::MAX,
+    ];
+    [interval, entropy_common(), other].concat()
+}
+
+/// What both Huffman passes read: the `ScanDesc` words, the status bits, the decode
+/// table words and the SIMD-agreement bound.
+fn entropy_common() -> Vec<Constant> {
     let scan = words!(ScanDesc {
         S_COMPONENTS = components, S_MCUS_PER_ROW = mcus_per_row,
         S_FIRST_COMPONENT = first_component, S_FLAGS = flags, S_COMP = comp,
@@ -203,12 +215,70 @@ fn huffman() -> Vec<Constant> {
         T_MAXCODE = huffman::MAXCODE,
         T_VALOFFSET = huffman::VALOFFSET,
         T_HUFFVAL = huffman::HUFFVAL,
-        // What decode() returns for 16 bits that match no code (the oracle's None).
-        BAD_CODE = u32::MAX,
         // agrees_with_simd's bound.
         QUICK_BOUND = idct::QUICK_BOUND,
     ];
-    [interval, scan, status, other].concat()
+    [scan, status, other].concat()
+}
+
+/// Word of the sync decode's status buffer that holds the OR of the scan's and the write
+/// pass's status words (`shaders/sync_huffman.wgsl`).
+pub const SYNC_STATUS_WORD: usize = 0;
+/// Word of that buffer that round 0 of the sync decode ORs 1 into when it changed an
+/// exit; round `r` uses the word `r` after it.
+pub const SYNC_CHANGED_WORD: usize = 1;
+
+/// The chunk of the synchronising decode (`src/decode/jpeg/huffman/sync.rs`, whose module
+/// docs give the layout `pack_sync` writes), its records and status words, as the passes
+/// of `shaders/sync_huffman.wgsl` read them.
+fn sync_huffman() -> Vec<Constant> {
+    // The chunk header, in the order `pack_sync` writes it.
+    let header = sequence![
+        SH_SEGMENTS,
+        SH_SUBSEQUENCES,
+        SH_BITS,
+        SH_BLOCKS_PER_MCU,
+        SH_SCAN,
+        SH_COMPONENT_TABLE,
+        SH_BLOCK_MAP,
+        SH_SEGMENT_TABLE,
+        SH_SUBSEQUENCE_TABLE,
+        SH_DATA,
+        SH_COEF_WORDS,
+        SH_BLOCKS,
+        SH_MAX_ROUNDS,
+        SH_CYCLE,
+    ];
+    let segment = sequence![
+        SG_START,
+        SG_END,
+        SG_FIRST_BLOCK,
+        SG_BLOCKS,
+        SG_FIRST_SUBSEQUENCE,
+        SG_SUBSEQUENCES,
+    ];
+    let subsequence = sequence![SB_SEGMENT, SB_START, SB_END, SB_FLAGS];
+    let component = sequence![SC_COEF, SC_WIDTH, SC_HEIGHT, SC_QUANT];
+    let sizes = constants![
+        SYNC_COMPONENT_WORDS = 4u32,
+        SYNC_SEGMENT_WORDS = sync::SEGMENT_WORDS,
+        SYNC_SUBSEQUENCE_WORDS = sync::SUBSEQUENCE_WORDS,
+        SYNC_RECORD_WORDS = sync::RECORD_WORDS,
+        SYNC_MAX_MCU_BLOCKS = sync::MAX_MCU_BLOCKS,
+        SYNC_STATUS = SYNC_STATUS_WORD,
+        SYNC_CHANGED = SYNC_CHANGED_WORD,
+    ];
+    let no_sync = same!(huffman: STATUS_NO_SYNC);
+    [
+        header,
+        segment,
+        subsequence,
+        component,
+        sizes,
+        no_sync,
+        entropy_common(),
+    ]
+    .concat()
 }
 
 /// The `ImageDesc` words, colour kinds and upsampling methods the colour pass reads.
@@ -328,8 +398,9 @@ pub fn wgsl(stem: &str) -> String {
 mod tests {
     use super::*;
 
-    const STEMS: [&str; 8] = [
+    const STEMS: [&str; 9] = [
         "decode_common",
+        "sync_huffman",
         "idct_common",
         "huffman",
         "idct",
@@ -347,6 +418,7 @@ mod tests {
             &["decode_common", "idct_common", "huffman"][..],
             &["decode_common", "idct_common", "idct"],
             &["decode_common", "color"],
+            &["idct_common", "sync_huffman"],
             &["augment"],
             &["mix"],
         ] {

@@ -48,10 +48,21 @@ pub enum Kernel {
     /// their stored resolution, or interleaved RGB from the CPU where nvJPEG refused the
     /// image), upsampled and converted as `color` does, into RGBA windows.
     PackPlanar,
+    /// `sync_start` (WGSL only, in [`Kernel::SYNC`]): pass 1 of the self-synchronising
+    /// Huffman decode (`decode::jpeg::huffman::sync`), one invocation per subsequence.
+    SyncStart,
+    /// `sync_round` (WGSL only): a sync round, one invocation per subsequence.
+    SyncRound,
+    /// `sync_scan` (WGSL only): the prefix sums, one invocation per segment.
+    SyncScan,
+    /// `sync_write` (WGSL only): the decode into the coefficient buffer, one invocation
+    /// per subsequence.
+    SyncWrite,
 }
 
 impl Kernel {
-    /// Every kernel.
+    /// Every kernel of the batch pipeline (each has a CUDA function, all but the last a
+    /// WGSL entry point), which the backends compile.
     pub const ALL: [Kernel; 10] = [
         Kernel::Huffman,
         Kernel::Idct,
@@ -65,10 +76,22 @@ impl Kernel {
         Kernel::PackPlanar,
     ];
 
-    /// The kernels that have a WGSL entry point (all but the hardware decoder's, last).
+    /// The kernels of the batch pipeline that have a WGSL entry point (all but the
+    /// hardware decoder's, last).
     pub fn wgsl() -> &'static [Kernel] {
         &Kernel::ALL[..9]
     }
+
+    /// The passes of the self-synchronising Huffman decode (`shaders/sync_huffman.wgsl`),
+    /// in the order they run. WGSL only for now, and not part of the batch pipeline:
+    /// outside [`Kernel::ALL`], so that the CUDA backend (which loads a function per
+    /// kernel of it) asks no `kernels/*.cu` for them.
+    pub const SYNC: [Kernel; 4] = [
+        Kernel::SyncStart,
+        Kernel::SyncRound,
+        Kernel::SyncScan,
+        Kernel::SyncWrite,
+    ];
 
     /// The entry point's name.
     pub fn name(self) -> &'static str {
@@ -83,14 +106,22 @@ impl Kernel {
             Kernel::WriteMask => "write_mask",
             Kernel::Mix => "mix_batch",
             Kernel::PackPlanar => "pack_planar",
+            Kernel::SyncStart => "sync_start",
+            Kernel::SyncRound => "sync_round",
+            Kernel::SyncScan => "sync_scan",
+            Kernel::SyncWrite => "sync_write",
         }
     }
 
     /// Invocations per workgroup (CUDA threads per block), as the WGSL declares.
     pub fn workgroup(self) -> u32 {
         match self {
-            // One warp: each invocation decodes a whole restart interval.
-            Kernel::Huffman => 32,
+            // One warp: each invocation decodes a whole restart interval (or subsequence).
+            Kernel::Huffman
+            | Kernel::SyncStart
+            | Kernel::SyncRound
+            | Kernel::SyncScan
+            | Kernel::SyncWrite => 32,
             Kernel::Idct | Kernel::Color | Kernel::Orient | Kernel::PackPlanar => 64,
             Kernel::Horizontal
             | Kernel::VerticalJitter
@@ -108,6 +139,9 @@ impl Kernel {
             Kernel::Color | Kernel::PackPlanar => "color",
             Kernel::Orient => "orient",
             Kernel::Mix => "mix",
+            Kernel::SyncStart | Kernel::SyncRound | Kernel::SyncScan | Kernel::SyncWrite => {
+                "sync_huffman"
+            }
             _ => "augment",
         }
     }
@@ -146,6 +180,9 @@ pub enum Buffer {
     /// samples), RGBA words as in [`Buffer::Windows`]; owned by the batcher, never
     /// bound to a kernel: only [`Step::Copy`] reads or writes it.
     DecodedCache,
+    /// The two copies of the self-synchronising decode's records ([`Kernel::SYNC`]);
+    /// no batch plans it yet (0 bytes).
+    SyncRecords,
     /// A copy of the batch's images that the mixing pass ([`Kernel::Mix`]) reads while it
     /// writes the images (batcher scratch, sized by that pass, not by the batch plan).
     MixScratch,

@@ -71,6 +71,11 @@ fn spec(kernel: Kernel) -> (&'static str, &'static [bool], Params) {
             (shaders::AUGMENT.as_str(), AUGMENT, Params::Uniform)
         }
         Kernel::Mix => (shaders::MIX.as_str(), &[true, false], Params::Uniform),
+        Kernel::SyncStart | Kernel::SyncRound | Kernel::SyncScan | Kernel::SyncWrite => (
+            shaders::SYNC_HUFFMAN.as_str(),
+            &[true, false, false, false],
+            Params::Uniform,
+        ),
         // CUDA only: never asked of wgpu (its batcher compiles Kernel::wgsl()).
         Kernel::PackPlanar => ("", &[true, true, false], Params::Storage),
     }

@@ -30,11 +30,26 @@ pub static DECODE_COMMON: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// The range check of a decoded block against libjpeg's SIMD IDCT, joined after the two
+/// Huffman decoders ([`HUFFMAN`], [`SYNC_HUFFMAN`]), which declare the block it reads.
+pub static SIMD_RANGE: &str = include_str!("../../../shaders/simd_range.wgsl");
+
 /// Huffman decoding of restart intervals into coefficient blocks (with the IDCT arithmetic
-/// of [`IDCT_COMMON`] in front, for its range check, and [`DECODE_COMMON`] after).
+/// of [`IDCT_COMMON`] in front and [`SIMD_RANGE`] after, for its range check, and
+/// [`DECODE_COMMON`] last).
 pub static HUFFMAN: LazyLock<String> = LazyLock::new(|| {
     let file = with_constants("huffman", include_str!("../../../shaders/huffman.wgsl"));
-    [IDCT_COMMON.as_str(), &file, &DECODE_COMMON].concat()
+    [IDCT_COMMON.as_str(), &file, SIMD_RANGE, &DECODE_COMMON].concat()
+});
+
+/// The passes of the self-synchronising Huffman decode (with the IDCT arithmetic of
+/// [`IDCT_COMMON`] in front and [`SIMD_RANGE`] after, for its range check).
+pub static SYNC_HUFFMAN: LazyLock<String> = LazyLock::new(|| {
+    let file = with_constants(
+        "sync_huffman",
+        include_str!("../../../shaders/sync_huffman.wgsl"),
+    );
+    [IDCT_COMMON.as_str(), &file, SIMD_RANGE].concat()
 });
 
 /// Dequantisation and IDCT of JPEG blocks (8x8, 4x4, 2x2 or 1x1 outputs), with the IDCT
@@ -79,9 +94,10 @@ pub static ORIENT: LazyLock<String> =
     LazyLock::new(|| with_constants("orient", include_str!("../../../shaders/orient.wgsl")));
 
 /// Every shader, by file name.
-pub static ALL: LazyLock<[(&str, &str); 6]> = LazyLock::new(|| {
+pub static ALL: LazyLock<[(&str, &str); 7]> = LazyLock::new(|| {
     [
         ("huffman.wgsl", HUFFMAN.as_str()),
+        ("sync_huffman.wgsl", SYNC_HUFFMAN.as_str()),
         ("idct.wgsl", IDCT.as_str()),
         ("color.wgsl", COLOR.as_str()),
         ("augment.wgsl", AUGMENT.as_str()),

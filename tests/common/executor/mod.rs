@@ -9,7 +9,8 @@
 //!
 //! The cases ([`orient`], [`huffman`], [`decode`], [`augment`], [`cache`], [`mix`]) are
 //! written once against the trait and compare with the CPU oracles; [`executor_tests!`]
-//! makes one `#[test]` per case for an executor. A test binary opts in with
+//! makes one `#[test]` per case for an executor. ([`sync_huffman`]'s cases, whose kernels
+//! only the WGSL shaders have so far, are run by `tests/wgpu_kernels.rs` alone.) A test binary opts in with
 //!
 //! ```ignore
 //! mod common;
@@ -34,6 +35,7 @@ pub mod huffman;
 pub mod mix;
 pub mod orient;
 pub mod random;
+pub mod sync_huffman;
 #[cfg(feature = "wgpu")]
 pub mod wgpu_device;
 

@@ -14,7 +14,8 @@ use wgpu::util::DeviceExt;
 
 use super::{Buffers, Executor};
 
-/// A wgpu device with every WGSL pipeline built.
+/// A wgpu device with every WGSL pipeline built (the batch pipeline's and the sync
+/// decode's, [`Kernel::SYNC`]).
 pub struct WgpuExecutor {
     ctx: WgpuContext,
     pipelines: Pipelines,
@@ -26,10 +27,13 @@ pub struct WgpuExecutor {
 pub fn get() -> Option<&'static WgpuExecutor> {
     static EXEC: OnceLock<WgpuExecutor> = OnceLock::new();
     let ctx = crate::common::wgpu_context()?;
-    Some(EXEC.get_or_init(|| WgpuExecutor {
-        pipelines: Pipelines::new(&ctx, Kernel::wgsl()).expect("the WGSL pipelines"),
-        batcher: Mutex::new(WgpuBatcher::new(&ctx, 2).expect("the batcher")),
-        ctx,
+    Some(EXEC.get_or_init(|| {
+        WgpuExecutor {
+            pipelines: Pipelines::new(&ctx, &[Kernel::wgsl(), &Kernel::SYNC].concat())
+                .expect("the WGSL pipelines"),
+            batcher: Mutex::new(WgpuBatcher::new(&ctx, 2).expect("the batcher")),
+            ctx,
+        }
     }))
 }
 
@@ -47,7 +51,7 @@ impl Executor for WgpuExecutor {
     }
 
     fn runs(&self, kernel: Kernel) -> bool {
-        Kernel::wgsl().contains(&kernel)
+        Kernel::wgsl().contains(&kernel) || Kernel::SYNC.contains(&kernel)
     }
 
     /// One storage buffer per entry (copied in, and out when done); the steps recorded

@@ -11,6 +11,9 @@
 //! integers, no recursion, loop bounds from the chunk header), and the driver
 //! ([`decode_sync_with`]) runs the threads of each pass, and the rounds, exactly in the
 //! order the device's dispatches would, sequential loops standing for the threads.
+//! The WGSL port is `shaders/sync_huffman.wgsl` (an entry point per pass, the kernels
+//! `backend::device::Kernel::SYNC`, not yet part of the batch pipeline); the CUDA one is
+//! still to come.
 //!
 //! # Segments and subsequences
 //! A *segment* is a restart interval (the whole scan for a file without restart markers:

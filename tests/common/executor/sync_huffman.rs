@@ -1,0 +1,327 @@
+//! The self-synchronising Huffman decode's passes ([`Kernel::SYNC`]: `sync_start`,
+//! `sync_round`, `sync_scan`, `sync_write`) against their scalar oracles
+//! (`decode::jpeg::huffman::sync`), word for word after every pass: both copies of the
+//! records (over garbage), each round's changed word, the coefficient buffer (with
+//! garbage past it) and the status word; the host runs the rounds as the oracle's driver
+//! does (until one changed no exit, or the chunk's most rounds), and the result is the
+//! driver's (`decode_sync_with`), and libjpeg's coefficients for a clean file. For random
+//! JPEGs with and without restart markers, and the bundled files, with subsequences of the
+//! default size and of 64 bits (many rounds), and with one round fewer than a decode
+//! needed (flagged as not synchronised).
+
+use stoker::backend::device::constants::{SYNC_CHANGED_WORD, SYNC_STATUS_WORD};
+use stoker::backend::device::launch::{grid, PARAM_WORDS};
+use stoker::backend::device::{Binding, Buffer, Kernel, Launch, Step};
+use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
+use stoker::decode::jpeg::huffman::sync::{
+    pack_sync, sync_round, sync_scan, sync_start, sync_write, RECORD_WORDS, SUBSEQUENCE_BITS,
+};
+use stoker::decode::jpeg::huffman::{
+    decode_sync_with, RestartScan, STATUS_NO_SYNC, STATUS_SIMD_RANGE,
+};
+use stoker::decode::jpeg::read_coefficients;
+
+use super::{bytes_to_words, garbage, words_to_bytes, Buffers, Executor};
+use crate::common::{self, restart_jpeg, TestRng, RESTART_SAMPLINGS};
+
+/// Garbage words after the coefficient area, which nothing may write.
+const SLACK: usize = 67;
+
+/// Rounds enough for every case here (the default size needs a few, 64 bits a few
+/// dozen at most); a decode that needs more is flagged by both and fails the clean check.
+const ROUNDS: u32 = 256;
+
+/// One launch of `kernel` over `threads` invocations with parameter word 0 `param`.
+fn launch(e: &dyn Executor, kernel: Kernel, threads: u32, param: u32, sizes: [u64; 4]) -> Step {
+    let bind = |buffer, size| Binding {
+        buffer,
+        offset: 0,
+        size,
+    };
+    let mut params = [0u32; PARAM_WORDS];
+    params[0] = param;
+    Step::Launch(Launch {
+        kernel,
+        grid: grid(u64::from(threads), kernel.workgroup(), e.limits().per_dim).expect("grid"),
+        bindings: vec![
+            bind(Buffer::DecodeInput, sizes[0]),
+            bind(Buffer::SyncRecords, sizes[1]),
+            bind(Buffer::Coefficients, sizes[2]),
+            bind(Buffer::EntropyStatus, sizes[3]),
+        ],
+        params,
+    })
+}
+
+/// What a run ends with: the status (with [`STATUS_NO_SYNC`] where the rounds did not
+/// converge), the rounds that changed an exit, the chunk, the coefficient words.
+struct Outcome {
+    status: u32,
+    changing: u32,
+    chunk: Vec<u32>,
+    coefs: Vec<u32>,
+}
+
+/// Packs `jpeg` with `bits`-bit subsequences and at most `rounds` rounds, runs the passes
+/// on `e` and the oracles side by side, and asserts every buffer equal after each pass.
+fn check(
+    e: &dyn Executor,
+    scan: &RestartScan,
+    jpeg: &[u8],
+    bits: u32,
+    rounds: u32,
+    what: &str,
+) -> Outcome {
+    let mut chunk = Vec::new();
+    pack_sync(scan, jpeg, bits, rounds, &mut chunk).expect("pack");
+    let (segments, subs) = (chunk[0], chunk[1]);
+    let rec_words = 2 * subs as usize * RECORD_WORDS;
+    let coef_words = chunk[10] as usize + SLACK;
+    let status_words = SYNC_CHANGED_WORD + rounds as usize + 1;
+    let sizes = [
+        4 * chunk.len() as u64,
+        4 * rec_words as u64,
+        4 * coef_words as u64,
+        4 * status_words as u64,
+    ];
+    let mut buffers = Buffers::default()
+        .with(Buffer::DecodeInput, words_to_bytes(&chunk))
+        .with(Buffer::SyncRecords, garbage(sizes[1]))
+        .with(Buffer::Coefficients, garbage(sizes[2]))
+        .with(Buffer::EntropyStatus, vec![0; sizes[3] as usize]);
+    let mut rec = bytes_to_words(&garbage(sizes[1]));
+    let mut coefs = bytes_to_words(&garbage(sizes[2]));
+    let mut status = vec![0u32; status_words];
+    let half = subs as usize * RECORD_WORDS;
+    let compare = |buffers: &Buffers, rec: &[u32], status: &[u32], pass: &str| {
+        let got = bytes_to_words(buffers.get(Buffer::SyncRecords));
+        if let Some(at) = got.iter().zip(rec).position(|(a, b)| a != b) {
+            panic!(
+                "{what}: {}: after {pass}: record word {} of subsequence {} (copy {}) is {:#x}, the oracle's {:#x}",
+                e.name(),
+                at % RECORD_WORDS,
+                (at % half) / RECORD_WORDS,
+                at / half,
+                got[at],
+                rec[at]
+            );
+        }
+        let got = bytes_to_words(buffers.get(Buffer::EntropyStatus));
+        assert_eq!(
+            got,
+            status,
+            "{what}: {}: after {pass}: status words",
+            e.name()
+        );
+    };
+    // Pass 1.
+    e.run(
+        &[launch(e, Kernel::SyncStart, subs, 0, sizes)],
+        &mut buffers,
+    );
+    for s in 0..subs {
+        sync_start(&chunk, &mut rec[..half], s);
+    }
+    compare(&buffers, &rec, &status, "the start");
+    // The rounds.
+    let (mut copy, mut changing, mut converged) = (0u32, 0u32, false);
+    for round in 0..chunk[12] {
+        e.run(
+            &[launch(e, Kernel::SyncRound, subs, round, sizes)],
+            &mut buffers,
+        );
+        let (a, b) = rec.split_at_mut(half);
+        let (prev, next) = if round % 2 == 0 { (&*a, b) } else { (&*b, a) };
+        let mut changed = 0;
+        for s in 0..subs {
+            changed |= sync_round(&chunk, prev, next, s);
+        }
+        status[SYNC_CHANGED_WORD + round as usize] = changed;
+        compare(&buffers, &rec, &status, &format!("round {round}"));
+        copy = (round + 1) % 2;
+        if changed == 0 {
+            converged = true;
+            break;
+        }
+        changing += 1;
+    }
+    // The scan and the write, on the copy the last round wrote.
+    let at = copy as usize * half;
+    e.run(
+        &[launch(e, Kernel::SyncScan, segments, copy, sizes)],
+        &mut buffers,
+    );
+    let mut st = 0;
+    for g in 0..segments {
+        st |= sync_scan(&chunk, &mut rec[at..at + half], g);
+    }
+    status[SYNC_STATUS_WORD] = st;
+    compare(&buffers, &rec, &status, "the scan");
+    e.run(
+        &[launch(e, Kernel::SyncWrite, subs, copy, sizes)],
+        &mut buffers,
+    );
+    for s in 0..subs {
+        status[SYNC_STATUS_WORD] |= sync_write(&chunk, &rec[at..at + half], &mut coefs, s);
+    }
+    compare(&buffers, &rec, &status, "the write");
+    let got = bytes_to_words(buffers.get(Buffer::Coefficients));
+    if let Some(w) = got.iter().zip(&coefs).position(|(a, b)| a != b) {
+        panic!(
+            "{what}: {}: coefficient word {w} of {} is {:#010x}, the oracle's {:#010x}",
+            e.name(),
+            chunk[10],
+            got[w],
+            coefs[w]
+        );
+    }
+    let status = status[SYNC_STATUS_WORD] | if converged { 0 } else { STATUS_NO_SYNC };
+    // The oracle's own driver runs the passes as here.
+    let mut out = Coefficients::default();
+    let driver = decode_sync_with(scan, jpeg, bits, rounds, &mut out).expect("driver");
+    assert_eq!(status, driver, "{what}: {}: the driver's status", e.name());
+    Outcome {
+        status,
+        changing,
+        chunk,
+        coefs: got,
+    }
+}
+
+/// Whether libjpeg reads `jpeg` cleanly (into `theirs`).
+fn libjpeg_clean(jpeg: &[u8], theirs: &mut Coefficients) -> bool {
+    let read = match read_coefficients(jpeg, true, theirs) {
+        Ok(CoeffStatus::Ready) => true,
+        Ok(CoeffStatus::CpuOnly(why)) => !why.starts_with("corrupt"),
+        _ => false,
+    };
+    read && theirs.warning.is_none()
+}
+
+/// The device's coefficient words equal libjpeg's blocks, component by component.
+fn assert_libjpeg(o: &Outcome, theirs: &Coefficients, what: &str) {
+    assert_eq!(
+        o.status & !STATUS_SIMD_RANGE,
+        0,
+        "{what}: status {:#x}",
+        o.status
+    );
+    let comp_table = o.chunk[5] as usize;
+    for (ci, c) in theirs.components.iter().enumerate() {
+        let at = o.chunk[comp_table + 4 * ci] as usize;
+        for (i, block) in c.blocks.iter().enumerate() {
+            let words = &o.coefs[at + 32 * i..at + 32 * i + 32];
+            for (z, &v) in block.iter().enumerate() {
+                let got = (words[z / 2] >> (16 * (z % 2))) as u16 as i16;
+                assert_eq!(got, v, "{what}: component {ci} block {i} coefficient {z}");
+            }
+        }
+    }
+}
+
+/// Files whose data has more subsequences than this at the default size take only the
+/// default size (64-bit subsequences and their rounds on lavapipe would take seconds).
+const SMALL: u32 = 128;
+
+/// The default subsequence size and (for a file of at most [`SMALL`] subsequences at
+/// it) 64 bits on one file, and (where the rounds changed an exit) one round fewer than
+/// it took: flagged. Returns the rounds that changed an exit at the smallest size run,
+/// and whether both sizes ran.
+fn check_file(
+    e: &dyn Executor,
+    jpeg: &[u8],
+    theirs: Option<&Coefficients>,
+    what: &str,
+) -> (u32, bool) {
+    let scan = RestartScan::parse_sync(jpeg).expect("parse_sync");
+    let mut rounds = 0;
+    for bits in [SUBSEQUENCE_BITS, 64] {
+        let what = format!("{what}, {bits}-bit subsequences");
+        let o = check(e, &scan, jpeg, bits, ROUNDS, &what);
+        eprintln!(
+            "{what}: {} subsequences, {} rounds changing",
+            o.chunk[1], o.changing
+        );
+        if let Some(theirs) = theirs {
+            assert_libjpeg(&o, theirs, &what);
+        }
+        if o.changing > 0 {
+            let short = check(e, &scan, jpeg, bits, o.changing, &what);
+            assert_ne!(
+                short.status & STATUS_NO_SYNC,
+                0,
+                "{what}: {} rounds",
+                o.changing
+            );
+        }
+        rounds = o.changing;
+        if bits == SUBSEQUENCE_BITS && o.chunk[1] > SMALL {
+            return (rounds, false);
+        }
+    }
+    (rounds, true)
+}
+
+/// Random JPEGs (every sampling; no restart markers, or every few MCUs, or every few
+/// rows), each a clean file libjpeg reads.
+pub fn sync_huffman_matches_the_oracle_on_random_jpegs(e: &dyn Executor) {
+    if !e.runs(Kernel::SyncStart) {
+        eprintln!("{}: no sync_huffman kernels", e.name());
+        return;
+    }
+    let mut rng = TestRng(0x5EED_0036);
+    let mut most_rounds = 0;
+    for case in 0..9 {
+        let (samp, gray) = RESTART_SAMPLINGS[case % RESTART_SAMPLINGS.len()];
+        let (w, h) = (16 + rng.below(160) as u32, 16 + rng.below(120) as u32);
+        let (mcus, rows) = match case % 3 {
+            0 => (0, 0),
+            1 => (1 + rng.below(20) as u32, 0),
+            _ => (0, 1 + rng.below(2) as i32),
+        };
+        let jpeg = restart_jpeg(&mut rng, w, h, samp, gray, mcus, rows);
+        let what =
+            format!("case {case}: {w}x{h} {samp:?} gray {gray}, restart {mcus} MCUs / {rows} rows");
+        let mut theirs = Coefficients::default();
+        assert!(libjpeg_clean(&jpeg, &mut theirs), "{what}: libjpeg");
+        let (rounds, both) = check_file(e, &jpeg, Some(&theirs), &what);
+        assert!(both, "{what}: small enough for 64-bit subsequences");
+        most_rounds = most_rounds.max(rounds);
+    }
+    assert!(most_rounds >= 1, "no case needed a round");
+}
+
+/// The bundled JPEGs whose scan the sync decode takes (baseline, sequential), of at
+/// most a megapixel: clean ones equal libjpeg's coefficients, the others the oracle's
+/// flags.
+pub fn sync_huffman_matches_the_oracle_on_the_bundled_jpegs(e: &dyn Executor) {
+    if !e.runs(Kernel::SyncStart) {
+        eprintln!("{}: no sync_huffman kernels", e.name());
+        return;
+    }
+    let mut files = Vec::new();
+    common::files_below(&common::data_dir(), &mut files);
+    let limits = stoker::decode::Limits {
+        max_pixels: 1 << 20,
+        ..Default::default()
+    };
+    let (mut checked, mut small) = (0, 0);
+    for f in &files {
+        let bytes = std::fs::read(f).expect("read");
+        let fits = stoker::decode::peek_info(&bytes)
+            .is_ok_and(|info| stoker::decode::check_limits(&info, &limits).is_ok());
+        if !bytes.starts_with(&[0xFF, 0xD8]) || !fits || RestartScan::parse_sync(&bytes).is_err() {
+            continue;
+        }
+        let mut theirs = Coefficients::default();
+        let clean = libjpeg_clean(&bytes, &mut theirs);
+        let what = f.display().to_string();
+        let (_, both) = check_file(e, &bytes, clean.then_some(&theirs), &what);
+        checked += 1;
+        small += usize::from(both);
+    }
+    assert!(
+        checked >= 10 && small >= 5,
+        "{checked} bundled files checked, {small} at both sizes"
+    );
+}
