@@ -89,6 +89,19 @@ pub fn json_report(out: &std::process::Output, what: &str) -> serde_json::Value 
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
 
+/// A fresh seed each run (`STOKER_TEST_SEED` repeats one), said on stderr with `what` so
+/// that a failure can be replayed.
+pub fn fresh_seed(what: &str) -> u64 {
+    let seed = match std::env::var("STOKER_TEST_SEED") {
+        Ok(s) => s.parse().unwrap_or(1),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+    };
+    eprintln!("{what}: seed {seed} (STOKER_TEST_SEED={seed} repeats it)");
+    seed
+}
+
 /// A small deterministic generator for test inputs (SplitMix64).
 pub struct TestRng(pub u64);
 

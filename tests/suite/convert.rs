@@ -7,20 +7,10 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::common::TestRng;
 use stoker::source::shards::{classes_path, Converted, ShardFormat, ShardWriter};
 use stoker::{Augment, BackendKind, DType, Dataset, Pipeline, Split, SplitSpec, Subset};
-
-/// A fresh seed each run, said on stderr so that a failure can be replayed.
-fn fresh_seed(what: &str) -> u64 {
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    eprintln!("{what}: seed {seed}");
-    seed
-}
 
 /// An image folder: classes `bird`, `cat` (with a nested folder and two real JPEGs),
 /// `dog fish` (a space in the class name, dots in a file name) and `zebra` (no images: a
@@ -122,7 +112,7 @@ fn batches(subset: Subset, seed: u64) -> Batches {
 
 #[test]
 fn a_split_made_on_a_folder_loads_on_its_shards_with_the_same_classes_and_batches() {
-    let seed = fresh_seed("folder and pipeline");
+    let seed = common::fresh_seed("folder and pipeline");
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("folder");
     let n = folder(&src, seed);
@@ -195,7 +185,7 @@ fn folder_of(dir: &Path, paths: &[&str], rng: &mut TestRng) {
 
 #[test]
 fn a_path_recorded_twice_in_the_shards_is_an_error_naming_it() {
-    let mut rng = TestRng(fresh_seed("duplicates"));
+    let mut rng = TestRng(common::fresh_seed("duplicates"));
     let dir = tempfile::tempdir().expect("tempdir");
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
     folder_of(&a, &["x/1.png", "x/2.png"], &mut rng);
@@ -226,7 +216,7 @@ fn a_path_recorded_twice_in_the_shards_is_an_error_naming_it() {
 
 #[test]
 fn the_class_list_is_checked_against_the_names_the_samples_record() {
-    let mut rng = TestRng(fresh_seed("class list"));
+    let mut rng = TestRng(common::fresh_seed("class list"));
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("folder");
     folder_of(&src, &["a/0.png", "b/1.png", "a/2.png"], &mut rng);
@@ -265,7 +255,7 @@ fn the_class_list_is_checked_against_the_names_the_samples_record() {
 /// folder loads on what it wrote.
 #[test]
 fn stoker_convert_keeps_paths_and_classes() {
-    let mut rng = TestRng(fresh_seed("stoker convert"));
+    let mut rng = TestRng(common::fresh_seed("stoker convert"));
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("folder");
     let files = ["ant/0.png", "bee/1.png", "bee/sub/2.png", "ant/3.png"];
@@ -321,7 +311,7 @@ fn every_decodable_format_survives_conversion_to_both_shard_formats() {
 /// input's count, in both formats, through the library and the command line.
 #[test]
 fn convert_reports_what_it_cannot_convert_and_its_counts_match() {
-    let mut rng = TestRng(fresh_seed("convert counts"));
+    let mut rng = TestRng(common::fresh_seed("convert counts"));
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("folder");
     folder_of(
@@ -594,7 +584,7 @@ fn stoker_convert_transcodes_jpegs_to_restart_intervals_with_the_same_pixels() {
 /// paired as they were; the library writer refuses a path that leaves the folder.
 #[test]
 fn a_folder_output_keeps_masks_apart_and_paths_inside() {
-    let mut rng = TestRng(fresh_seed("folder masks"));
+    let mut rng = TestRng(common::fresh_seed("folder masks"));
     let dir = tempfile::tempdir().expect("tempdir");
     let (src, masks) = (dir.path().join("img"), dir.path().join("masks"));
     for (i, p) in ["x/0.png", "x/1.png", "y/deep/2.png"].iter().enumerate() {
@@ -743,7 +733,7 @@ fn convert_command(src: &Path, to: &str, size: &str, out: &Path) -> Command {
 #[cfg(target_os = "linux")]
 #[test]
 fn a_shard_larger_than_memory_allows_is_streamed_to_the_disk() {
-    let seed = fresh_seed("streamed shard");
+    let seed = common::fresh_seed("streamed shard");
     let dir = tempfile::tempdir().expect("tempdir");
     let (large, small) = (dir.path().join("large"), dir.path().join("small"));
     let n = 100;
@@ -799,7 +789,7 @@ fn a_shard_larger_than_memory_allows_is_streamed_to_the_disk() {
 /// shard's final name (nor an index): only the `.partial` file, which readers do not list.
 #[test]
 fn a_convert_killed_mid_shard_leaves_no_shard_under_its_final_name() {
-    let seed = fresh_seed("killed mid-shard");
+    let seed = common::fresh_seed("killed mid-shard");
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("src");
     let n = 60;
@@ -846,7 +836,7 @@ fn a_convert_killed_mid_shard_leaves_no_shard_under_its_final_name() {
 /// file is written; the library refuses a size of 0 rather than making it 1. 1TiB works.
 #[test]
 fn an_absurd_shard_size_is_refused_with_a_clear_error() {
-    let mut rng = TestRng(fresh_seed("shard size"));
+    let mut rng = TestRng(common::fresh_seed("shard size"));
     let dir = tempfile::tempdir().expect("tempdir");
     let src = dir.path().join("folder");
     folder_of(&src, &["a/0.png", "b/1.png"], &mut rng);
@@ -888,7 +878,7 @@ fn an_absurd_shard_size_is_refused_with_a_clear_error() {
 /// both formats, labels, class names and masks).
 #[test]
 fn each_streamed_shard_is_written_with_the_index_its_reader_builds() {
-    let mut rng = TestRng(fresh_seed("streamed indexes"));
+    let mut rng = TestRng(common::fresh_seed("streamed indexes"));
     let dir = tempfile::tempdir().expect("tempdir");
     let (src, masks) = (dir.path().join("img"), dir.path().join("masks"));
     let paths = ["x/0.png", "x/1.png", "y/2.png", "y/deep/3.png", "z/4.png"];

@@ -806,13 +806,7 @@ const DAMAGED: &[&str] = &[
 
 #[test]
 fn damaged_files_for_the_hardware_decoder_are_delivered_or_refused_as_on_the_cpu_backend() {
-    let seed = match std::env::var("STOKER_TEST_SEED") {
-        Ok(s) => s.parse().expect("STOKER_TEST_SEED: a number"),
-        Err(_) => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64),
-    };
-    println!("mutants of seed {seed} (STOKER_TEST_SEED={seed} repeats them)");
+    let seed = common::fresh_seed("mutants");
     let mut rng = TestRng(seed);
     let mut files = Vec::new();
     for (s, src) in BASELINE.iter().enumerate() {

@@ -199,10 +199,7 @@ fn bombs_are_refused_from_their_headers() {
 /// Cut-off and damaged files are errors, never panics (fresh random cuts and flips).
 #[test]
 fn damaged_files_are_errors_not_panics() {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    println!("seed {seed}");
+    let seed = common::fresh_seed("cuts and flips");
     let mut rng = common::TestRng(seed);
     for name in every_file() {
         let bytes = read(name);

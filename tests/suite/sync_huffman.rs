@@ -6,7 +6,6 @@
 //! decoded silently; the sync rounds stop at their bound with `STATUS_NO_SYNC`.
 
 use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::checks::{coefficient_difference, sync_huffman_at};
 use crate::common::{self, restart_jpeg, TestRng, RESTART_SAMPLINGS};
@@ -18,15 +17,6 @@ use stoker::decode::jpeg::huffman::{
     decode_coefficients_sync, decode_sync_with, RestartScan, STATUS_NO_SYNC, STATUS_SIMD_RANGE,
 };
 use stoker::decode::jpeg::read_coefficients;
-
-/// A fresh seed each run, said on stderr so that a failure can be replayed.
-fn fresh_seed(what: &str) -> u64 {
-    let seed = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    eprintln!("{what}: seed {seed}");
-    seed
-}
 
 /// Subsequence sizes the random cases draw from.
 const SIZES: [u32; 7] = [32, 64, 96, 256, 1024, 4096, SUBSEQUENCE_BITS];
@@ -79,7 +69,7 @@ fn random_case(rng: &mut TestRng, case: usize) -> (Vec<u8>, String) {
 
 #[test]
 fn random_jpegs_decode_as_libjpeg_reads_them() {
-    let seed = fresh_seed("random sync decodes");
+    let seed = common::fresh_seed("random sync decodes");
     let mut rng = TestRng(seed);
     let mut ours = Coefficients::default();
     for case in 0..90 {
@@ -163,7 +153,7 @@ fn run_passes(
 
 #[test]
 fn small_subsequences_sync_over_many_rounds_or_say_they_did_not() {
-    let seed = fresh_seed("small subsequences");
+    let seed = common::fresh_seed("small subsequences");
     let mut rng = TestRng(seed);
     let mut ours = Coefficients::default();
     let (mut most_subs, mut most_rounds) = (0, 0);
@@ -217,7 +207,7 @@ fn damaged_files_are_flagged_or_decode_as_libjpeg_does() {
     // Whatever the damage, a clean status means libjpeg reads the same coefficients
     // without a warning, and the interval oracle judges a restart file the same
     // (`checks::sync_huffman_at` asserts both).
-    let seed = fresh_seed("damaged sync decodes");
+    let seed = common::fresh_seed("damaged sync decodes");
     let mut rng = TestRng(seed);
     let (mut flagged, mut clean, mut refused) = (0, 0, 0);
     for case in 0..240 {

@@ -22,12 +22,39 @@ pub fn decode_coefficients(
     for i in 0..p.intervals.len() as u32 {
         status |= huffman_interval(&chunk, &mut coefs, i);
     }
+    let mut first = Vec::with_capacity(scan.header.components.len());
+    for (c, d) in scan.header.components.iter().zip(&p.packed.components) {
+        // The whole image's region is every block (pack_header clamps to the grid).
+        if (d.bx0, d.by0, d.bw, d.bh) != (0, 0, c.width_in_blocks, c.height_in_blocks) {
+            return Err(DecodeError::BadHeader(
+                "whole-image region is not the block grid".into(),
+            ));
+        }
+        first.push(d.coef_offset as usize);
+    }
+    unpack_blocks(scan, &coefs, &first, out)?;
+    Ok(status)
+}
+
+/// `out` refilled with `scan`'s frame and every block of each frame component `ci`'s
+/// grid, row-major, from the words of `coefs` at `first[ci]` on (32 words a block, two
+/// coefficients a word, low half first): what both oracles decoded, as
+/// `jpeg_read_coefficients` gives it.
+pub(super) fn unpack_blocks(
+    scan: &RestartScan,
+    coefs: &[u32],
+    first: &[usize],
+    out: &mut Coefficients,
+) -> Result<(), DecodeError> {
     out.clear();
     let hdr = &scan.header;
     (out.width, out.height, out.color) = (hdr.width, hdr.height, hdr.color);
     (out.adobe_inverted, out.max_h, out.max_v) = (hdr.adobe_inverted, hdr.max_h, hdr.max_v);
-    for (ci, c) in hdr.components.iter().enumerate() {
-        let d = &p.packed.components[ci];
+    for (c, &at) in hdr.components.iter().zip(first) {
+        let n = c.width_in_blocks as usize * c.height_in_blocks as usize;
+        let words = coefs
+            .get(at..at + 32 * n)
+            .ok_or_else(|| DecodeError::BadHeader("blocks outside the coefficients".into()))?;
         let dst = out.push_component(
             c.h_samp,
             c.v_samp,
@@ -35,22 +62,15 @@ pub fn decode_coefficients(
             c.height_in_blocks,
             c.quant,
         );
-        // The whole image's region is every block (pack_header clamps to the grid).
-        if (d.bx0, d.by0, d.bw, d.bh) != (0, 0, c.width_in_blocks, c.height_in_blocks) {
-            return Err(DecodeError::BadHeader(
-                "whole-image region is not the block grid".into(),
-            ));
-        }
-        for b in 0..(d.bw * d.bh) as usize {
-            let at = d.coef_offset as usize + 32 * b;
+        for words in words.chunks_exact(32) {
             let mut block = [0i16; 64];
             for (z, v) in block.iter_mut().enumerate() {
-                *v = (coefs[at + z / 2] >> (16 * (z % 2))) as u16 as i16;
+                *v = (words[z / 2] >> (16 * (z % 2))) as u16 as i16;
             }
             dst.blocks.push(block);
         }
     }
-    Ok(status)
+    Ok(())
 }
 
 /// [`crate::decode::jpeg::idct::agrees_with_simd`] for the block words `blk` and the quantisation

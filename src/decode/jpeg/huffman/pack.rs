@@ -72,6 +72,38 @@ pub struct PackedEntropy {
     pub whole: bool,
 }
 
+/// The scan record of `scan`, its decode tables appended to `out` once each (the record
+/// holds their word offsets in `out`).
+pub(super) fn scan_desc(scan: &RestartScan, out: &mut Vec<u32>) -> Result<ScanDesc, DecodeError> {
+    let mut dc_at = [u32::MAX; 4];
+    let mut ac_at = [u32::MAX; 4];
+    let mut desc = ScanDesc {
+        components: scan.scan.len() as u32,
+        mcus_per_row: scan.mcus_per_row,
+        flags: u32::from(scan.single()),
+        ..ScanDesc::default()
+    };
+    for (j, c) in scan.scan.iter().enumerate() {
+        for (slot, at, tables) in [
+            (c.dc, &mut dc_at, &scan.dc_tables),
+            (c.ac, &mut ac_at, &scan.ac_tables),
+        ] {
+            if at[slot] == u32::MAX {
+                let t = tables[slot]
+                    .as_ref()
+                    .ok_or_else(|| DecodeError::BadHeader("decode table missing".into()))?;
+                at[slot] = out.len() as u32;
+                out.extend_from_slice(&t[..]);
+            }
+        }
+        let comp = &scan.header.components[c.frame_index];
+        desc.comp[j] = c.frame_index as u32 | comp.h_samp << 8 | comp.v_samp << 16;
+        desc.dc_table[j] = dc_at[c.dc];
+        desc.ac_table[j] = ac_at[c.ac];
+    }
+    Ok(desc)
+}
+
 /// Packs window `window` of the image scaled by `1/scale` for the device entropy path:
 /// the records, and the bytes of only those intervals holding MCUs of the window's
 /// region (the blocks the IDCT reads).
@@ -100,33 +132,7 @@ pub fn pack_intervals(
     out.intervals.clear();
     out.entropy_bytes = 0;
     let data = &mut out.packed.data;
-    // The decode tables the scan uses, once each.
-    let mut dc_at = [u32::MAX; 4];
-    let mut ac_at = [u32::MAX; 4];
-    let mut desc = ScanDesc {
-        components: scan.scan.len() as u32,
-        mcus_per_row: scan.mcus_per_row,
-        flags: u32::from(scan.single()),
-        ..ScanDesc::default()
-    };
-    for (j, c) in scan.scan.iter().enumerate() {
-        for (slot, at, tables) in [
-            (c.dc, &mut dc_at, &scan.dc_tables),
-            (c.ac, &mut ac_at, &scan.ac_tables),
-        ] {
-            if at[slot] == u32::MAX {
-                let t = tables[slot]
-                    .as_ref()
-                    .ok_or_else(|| DecodeError::BadHeader("decode table missing".into()))?;
-                at[slot] = data.len() as u32;
-                data.extend_from_slice(&t[..]);
-            }
-        }
-        let comp = &scan.header.components[c.frame_index];
-        desc.comp[j] = c.frame_index as u32 | comp.h_samp << 8 | comp.v_samp << 16;
-        desc.dc_table[j] = dc_at[c.dc];
-        desc.ac_table[j] = ac_at[c.ac];
-    }
+    let desc = scan_desc(scan, data)?;
     // The MCU rectangle of the regions: an MCU is needed when any block of it is in its
     // component's region.
     let (mut mx0, mut my0, mut mx1, mut my1) = (u32::MAX, u32::MAX, 0u32, 0u32);

@@ -197,28 +197,10 @@ pub fn decode_sync_with(
     for s in 0..subs as u32 {
         status |= sync_write(&chunk, rec, &mut coefs, s);
     }
-    out.clear();
-    let hdr = &scan.header;
-    (out.width, out.height, out.color) = (hdr.width, hdr.height, hdr.color);
-    (out.adobe_inverted, out.max_h, out.max_v) = (hdr.adobe_inverted, hdr.max_h, hdr.max_v);
     let comp_table = chunk[5] as usize;
-    for (ci, c) in hdr.components.iter().enumerate() {
-        let at = chunk[comp_table + 4 * ci] as usize;
-        let dst = out.push_component(
-            c.h_samp,
-            c.v_samp,
-            c.width_in_blocks,
-            c.height_in_blocks,
-            c.quant,
-        );
-        let n = c.width_in_blocks as usize * c.height_in_blocks as usize;
-        for words in coefs[at..at + 32 * n].chunks_exact(32) {
-            let mut block = [0i16; 64];
-            for (z, v) in block.iter_mut().enumerate() {
-                *v = (words[z / 2] >> (16 * (z % 2))) as u16 as i16;
-            }
-            dst.blocks.push(block);
-        }
-    }
+    let first: Vec<usize> = (0..scan.header.components.len())
+        .map(|ci| chunk[comp_table + 4 * ci] as usize)
+        .collect();
+    super::interval::unpack_blocks(scan, &coefs, &first, out)?;
     Ok(status)
 }

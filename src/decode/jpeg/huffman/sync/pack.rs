@@ -164,31 +164,7 @@ fn pack_records(scan: &RestartScan, chunk: &mut Vec<u32>) -> Result<[u32; 6], De
     chunk.extend_from_slice(&map);
     chunk.resize(map_at + MAX_MCU_BLOCKS, 0);
     // The decode tables the scan uses, once each.
-    let mut desc = ScanDesc {
-        components: scan.scan.len() as u32,
-        mcus_per_row: scan.mcus_per_row,
-        flags: u32::from(scan.single()),
-        ..ScanDesc::default()
-    };
-    let (mut dc_at, mut ac_at) = ([u32::MAX; 4], [u32::MAX; 4]);
-    for (j, c) in scan.scan.iter().enumerate() {
-        for (slot, at, tables) in [
-            (c.dc, &mut dc_at, &scan.dc_tables),
-            (c.ac, &mut ac_at, &scan.ac_tables),
-        ] {
-            if at[slot] == u32::MAX {
-                let t = tables[slot]
-                    .as_ref()
-                    .ok_or_else(|| DecodeError::BadHeader("decode table missing".into()))?;
-                at[slot] = chunk.len() as u32;
-                chunk.extend_from_slice(&t[..]);
-            }
-        }
-        let comp = &hdr.components[c.frame_index];
-        desc.comp[j] = c.frame_index as u32 | comp.h_samp << 8 | comp.v_samp << 16;
-        desc.dc_table[j] = dc_at[c.dc];
-        desc.ac_table[j] = ac_at[c.ac];
-    }
+    let desc = super::super::pack::scan_desc(scan, chunk)?;
     chunk[scan_at..scan_at + 16].copy_from_slice(bytemuck::cast_slice(std::slice::from_ref(&desc)));
     // Every block of an MCU decoded with the same tables: the decode does not depend on
     // the block within the MCU, which the cursor then holds as 0 (it cycles over 1).
