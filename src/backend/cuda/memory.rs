@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig,
-    PinnedHostSlice, PushKernelArg,
+    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 
 use super::error::CudaError;
@@ -299,11 +299,23 @@ impl Drop for PlainBuffer {
 /// Page-locked host memory the host writes and the copy engine (or nvJPEG) reads,
 /// grow-only: write-combined by default (nothing reads it back on the host), or plain
 /// ([`Pinned::readable`]) where the host reads it too (nvJPEG parses its input on the
-/// host).
+/// host), or where the device writes it back ([`Pinned::download`]).
 #[derive(Default)]
 pub struct Pinned {
     slice: Option<PinnedHostSlice<u8>>,
     readable: bool,
+    /// Recorded after the last [`Pinned::download`] not yet waited for: the copy may
+    /// still be writing the memory.
+    pending: Option<CudaEvent>,
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // The memory is freed with `slice`: not while a download may still write it.
+        if let Err(e) = self.wait_download() {
+            log::warn!("cuda: waiting for a download before freeing pinned memory: {e}");
+        }
+    }
 }
 
 impl std::fmt::Debug for Pinned {
@@ -321,6 +333,7 @@ impl Pinned {
         Pinned {
             slice: None,
             readable: true,
+            pending: None,
         }
     }
 
@@ -360,33 +373,62 @@ impl Pinned {
     }
 
     /// Enqueues on `stream` the copy of the first `bytes` of `src` into this buffer (grown
-    /// to hold them first, after any copy into it still in flight). Read them with
+    /// to hold them first, once any earlier download has finished). Read them with
     /// [`Pinned::downloaded`]. More bytes than `src` holds is [`CudaError::Download`].
     pub fn download(
         &mut self,
         device: &CudaDevice,
-        stream: &Arc<CudaStream>,
+        stream: &CudaStream,
         src: &CudaSlice<u8>,
         bytes: usize,
     ) -> Result<()> {
-        self.ensure(device, bytes as u64)?;
-        let too_long = || CudaError::Download {
-            bytes,
-            device: src.len(),
-            pinned: self.bytes() as usize,
-        };
-        let view = src.try_slice(..bytes).ok_or_else(too_long)?;
-        let dst = self
-            .slice
-            .as_mut()
-            .ok_or(CudaError::Missing("pinned buffer"))?;
-        // `ensure` made it at least `bytes` long: cudarc's length check holds.
-        stream.memcpy_dtoh(&view, dst).map_err(device_err)
+        self.wait_download()?;
+        if bytes > src.len() {
+            return Err(CudaError::Download {
+                bytes,
+                device: src.len(),
+                pinned: self.bytes() as usize,
+            }
+            .into());
+        }
+        let host = self.ensure(device, bytes as u64)?;
+        let host = host
+            .get_mut(..bytes)
+            .ok_or(CudaError::Missing("pinned bytes"))?;
+        let (ptr, _guard) = src.device_ptr(stream);
+        // SAFETY: `host` is `bytes` of page-locked memory of this context, which stays
+        // allocated and is neither read nor written until the event recorded below has
+        // completed (`wait_download` before any later use, and on drop); `ptr` addresses
+        // `src`, at least `bytes` of live device memory (checked above), and `_guard`
+        // orders the read after the work queued on `src` so far. cudarc's own
+        // `memcpy_dtoh` would copy the whole pinned buffer, past `src`'s end.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(host, ptr, stream.cu_stream()) }
+            .map_err(device_err)?;
+        match stream.record_event(None) {
+            Ok(e) => {
+                self.pending = Some(e);
+                Ok(())
+            }
+            Err(e) => {
+                // Without the event nothing could wait for the copy: wait for it now.
+                let _ = stream.synchronize();
+                Err(device_err(e))
+            }
+        }
+    }
+
+    /// Waits for the last [`Pinned::download`], if it was not waited for yet.
+    fn wait_download(&mut self) -> Result<()> {
+        match self.pending.take() {
+            Some(e) => e.synchronize().map_err(device_err),
+            None => Ok(()),
+        }
     }
 
     /// The first `bytes`, once the copy [`Pinned::download`] enqueued has run: a wait for
     /// that copy (and the work queued on its stream before it) alone.
-    pub fn downloaded(&self, bytes: usize) -> Result<&[u8]> {
+    pub fn downloaded(&mut self, bytes: usize) -> Result<&[u8]> {
+        self.wait_download()?;
         let s = self
             .slice
             .as_ref()
