@@ -58,10 +58,7 @@ struct Params {
     // the next).
     phase: u32,
     contrast: u32,
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-    _pad3: u32,
+    _pad: vec4<u32>,
 }
 
 @group(0) @binding(0) var<uniform> P: Params;

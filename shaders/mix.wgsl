@@ -34,8 +34,7 @@ struct Params {
     y1: u32,
     l: u32,
     m: u32,
-    unused0: u32,
-    unused1: u32,
+    _pad: vec2<u32>,
 }
 
 @group(0) @binding(0) var<uniform> P: Params;

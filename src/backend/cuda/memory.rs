@@ -147,9 +147,16 @@ impl DeviceBuffer {
 /// cache of decoded samples), allocated on one stream: a larger buffer is allocated and
 /// what the old one holds is copied into it, both on that stream, and the old one is freed
 /// on it after the copy.
+/// Its [`DeviceBuffer::get`] and [`DeviceBuffer::bytes`] are the inner buffer's (`Deref`).
 #[derive(Debug, Default)]
-pub struct KeptBuffer {
-    slice: Option<CudaSlice<u8>>,
+pub struct KeptBuffer(DeviceBuffer);
+
+impl std::ops::Deref for KeptBuffer {
+    type Target = DeviceBuffer;
+
+    fn deref(&self) -> &DeviceBuffer {
+        &self.0
+    }
 }
 
 impl KeptBuffer {
@@ -179,7 +186,7 @@ impl KeptBuffer {
                 bytes: len,
                 source,
             })?;
-            if let Some(old) = &self.slice {
+            if let Some(old) = &self.0.slice {
                 // SAFETY: two distinct live allocations of this context, `old.len()` bytes
                 // each at least; `old` is freed on `stream` (it was allocated there) when
                 // dropped just below, which is ordered after the copy.
@@ -192,26 +199,17 @@ impl KeptBuffer {
                     )?
                 };
             }
-            self.slice = Some(grown);
+            self.0.slice = Some(grown);
         }
-        self.slice
+        self.0
+            .slice
             .as_ref()
             .ok_or_else(|| CudaError::Missing("device cache buffer").into())
     }
 
-    /// The buffer, if allocated.
-    pub fn get(&self) -> Option<&CudaSlice<u8>> {
-        self.slice.as_ref()
-    }
-
-    /// Bytes allocated.
-    pub fn bytes(&self) -> u64 {
-        self.slice.as_ref().map_or(0, |s| s.len() as u64)
-    }
-
     /// Frees the buffer (on its stream).
     pub fn clear(&mut self) {
-        self.slice = None;
+        self.0.slice = None;
     }
 }
 
