@@ -110,14 +110,14 @@ fn cmyk_to_rgb(c: u32, m: u32, y: u32, k: u32, inverted: bool) -> vec3<u32> {
 
 @compute @workgroup_size(64)
 fn color(inv: Invocation) {
-    let gid = flat_id(inv, 64u);
-    if (gid < blob[H_PIXELS]) {
-        color_pixel(gid);
-    }
+    color_pixel(flat_id(inv, 64u));
 }
 
 // Pixel `gid` of the batch's windows: its image's components sampled and converted.
 fn color_pixel(gid: u32) {
+    if (gid >= blob[H_PIXELS]) {
+        return;
+    }
     let img = record_of(H_IMAGE_TABLE, blob[H_IMAGES], I_PIXEL_START, gid);
     let local = gid - image_word(img, I_PIXEL_START);
     let out = image_word(img, I_OUT) + local;

@@ -19,6 +19,10 @@
 
 const WG: u32 = 256u;
 
+@group(0) @binding(0) var<uniform> P: Params;
+@group(0) @binding(1) var<storage, read> src: array<u32>;
+@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
+
 struct Params {
     words: u32,
     per: u32,
@@ -36,10 +40,6 @@ struct Params {
     m: u32,
     _pad: vec2<u32>,
 }
-
-@group(0) @binding(0) var<uniform> P: Params;
-@group(0) @binding(1) var<storage, read> src: array<u32>;
-@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 
 // Whether position p of an image is mixed.
 fn inside(p: u32) -> bool {

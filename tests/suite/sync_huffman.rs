@@ -91,8 +91,7 @@ fn random_jpegs_decode_as_libjpeg_reads_them() {
 fn files_without_restart_markers_are_one_interval() {
     let mut rng = TestRng(11);
     let jpeg = restart_jpeg(&mut rng, 70, 50, (2, 2), false, 0, 0);
-    let err = RestartScan::parse(&jpeg).expect_err("no restarts");
-    assert!(err.0.contains("restart"), "{err}");
+    // `RestartScan::parse` refuses it (tests/suite/huffman.rs); the sync decode takes it.
     let scan = RestartScan::parse_sync(&jpeg).expect("parse_sync");
     assert_eq!(scan.intervals.len(), 1);
     // 70x50 at 2x2: 5 x 4 MCUs of 16x16 pixels.
