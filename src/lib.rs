@@ -199,6 +199,11 @@ pub struct GuideGpuDoctests;
 #[cfg(doctest)]
 pub struct GuideFrameworksDoctests;
 
+/// The examples of `docs/profiling.md`, compiled as doc tests.
+#[doc = include_str!("../docs/profiling.md")]
+#[cfg(doctest)]
+pub struct GuideProfilingDoctests;
+
 /// The examples of `docs/many-gpus.md`, compiled as doc tests.
 #[doc = include_str!("../docs/many-gpus.md")]
 #[cfg(doctest)]

@@ -296,7 +296,7 @@ impl Epoch {
     /// Statistics of this epoch so far.
     pub fn stats(&self) -> super::Stats {
         let running = (!self.finished).then(|| self.started.elapsed().as_secs_f64());
-        let mut s = self.stats.snapshot_at(running);
+        let mut s = self.cfg.describe(self.stats.snapshot_at(running));
         s.device_cache_bytes = self.work.kept_bytes();
         s
     }

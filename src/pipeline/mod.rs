@@ -73,6 +73,7 @@ mod epoch;
 mod heap;
 mod memory;
 mod readers;
+mod report;
 mod staging;
 mod stats;
 pub mod transform;
@@ -84,6 +85,7 @@ use std::sync::{Arc, Mutex};
 pub use batch::{Batch, PaddedBoxes, Replacement, SampleWarning};
 pub use builder::PipelineBuilder;
 pub use epoch::Epoch;
+pub use report::{InputBound, Report, Stage, StageLoad, INPUT_BOUND_HIGH, INPUT_BOUND_MODERATE};
 pub use stats::{Stats, MAX_KEPT_ERRORS};
 pub use transform::{TransformResult, UserSample};
 
@@ -105,6 +107,17 @@ pub enum OnError {
     Skip,
     /// Report it and deliver another sample (chosen deterministically) in its slot.
     Replace,
+}
+
+impl Config {
+    /// `s` with the pipeline's threads, prefetch and kind of batches filled in.
+    pub(crate) fn describe(&self, mut s: Stats) -> Stats {
+        s.readers = self.readers;
+        s.workers = self.workers;
+        s.prefetch = self.prefetch;
+        s.on_device = !self.work.writes_host_slots();
+        s
+    }
 }
 
 crate::error::from_str_by_name! {
@@ -375,7 +388,7 @@ impl Pipeline {
 
     /// Statistics over every finished epoch.
     pub fn stats(&self) -> Stats {
-        let mut s = self.total.snapshot();
+        let mut s = self.cfg.describe(self.total.snapshot());
         s.device_cache_bytes = self.device_cache_bytes_used();
         s
     }

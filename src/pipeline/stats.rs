@@ -126,6 +126,10 @@ impl Counters {
             device_submit_seconds: s(&self.device_ns),
             samples_with_warnings: self.samples_with_warnings.load(Ordering::Relaxed),
             errors: self.errors.lock().map(|v| v.clone()).unwrap_or_default(),
+            readers: 0,
+            workers: 0,
+            prefetch: 0,
+            on_device: false,
         }
     }
 }
@@ -193,4 +197,12 @@ pub struct Stats {
     pub samples_with_warnings: u64,
     /// Reported sample errors (the first [`MAX_KEPT_ERRORS`]).
     pub errors: Vec<SampleError>,
+    /// The pipeline's reader threads.
+    pub readers: usize,
+    /// The pipeline's worker threads.
+    pub workers: usize,
+    /// Batches prepared ahead of the consumer.
+    pub prefetch: usize,
+    /// Whether a GPU backend made the batches (the workers then prepare device jobs).
+    pub on_device: bool,
 }

@@ -161,9 +161,12 @@ pub(super) fn reader(
                     recv(cancel) -> _ => return,
                 };
                 if let Some(lat) = sh.subset.inner.read_latency {
+                    let t = Instant::now();
                     if let Err(RecvTimeoutError::Disconnected) = cancel.recv_timeout(lat) {
                         return;
                     }
+                    // The simulated store's latency is reading time, as a real one's is.
+                    Counters::add(&sh.stats.read_ns, t.elapsed());
                 }
                 match read_sample(sample, &limits, &mut st.image, &mut st.mask, &sh.stats) {
                     Ok(()) => Payload::Staged(st),

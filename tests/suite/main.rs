@@ -39,6 +39,7 @@ mod probe;
 mod reexports;
 mod reference_cases;
 mod regress;
+mod report;
 mod sampling;
 mod settings;
 mod shaders_validate;

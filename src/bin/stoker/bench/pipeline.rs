@@ -222,6 +222,9 @@ struct PipelineMeasured {
     /// thread start-up and cache filling.
     input_wait_fraction: f64,
     input_wait_fraction_per_epoch: Vec<f64>,
+    /// The last epoch's verdict (`Stats::report`): input-bound or not, each stage's
+    /// utilisation, the bottleneck and what to try.
+    report: Option<stoker::pipeline::Report>,
     batch: usize,
     size: u32,
     dtype: DType,
@@ -426,6 +429,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         let (mut delivered, mut reported) = (0u64, 0u64);
         let mut epoch_seconds = Vec::new();
         let mut wait_fractions = Vec::new();
+        let mut last_report = None;
         let mut failed = Vec::new();
         let mut batch_waits = Vec::new();
         let mut rss_bytes_per_epoch = Vec::new();
@@ -458,7 +462,9 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             pipe.wait_device()?;
             epoch_seconds.push(t.elapsed().as_secs_f64());
             // Taken after the iteration: the epoch's wall clock stops at its last batch.
-            wait_fractions.push(epoch.stats().input_wait_fraction);
+            let es = epoch.stats();
+            wait_fractions.push(es.input_wait_fraction);
+            last_report = Some(es.report());
             drop(epoch);
             rss_bytes_per_epoch.extend(proc_status_bytes("VmRSS"));
         }
@@ -489,6 +495,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             },
             input_wait_fraction: wait_fractions.last().copied().unwrap_or(0.0),
             input_wait_fraction_per_epoch: wait_fractions,
+            report: last_report,
             batch: a.batch,
             size: a.size,
             dtype: a.dtype,
@@ -599,6 +606,9 @@ impl BenchReport for PipelineReport {
                 format!("{} s", times.join(" ")),
                 format!("{:.1}%", 100.0 * r.input_wait_fraction),
             ]);
+            if let Some(rep) = &r.report {
+                notes.push_str(&format!("{} (last epoch): {rep}", r.backend));
+            }
             if !r.failed.is_empty() {
                 notes.push_str(&format!(
                     "{}: {} sample(s) reported (skipped); the first {}:\n",
