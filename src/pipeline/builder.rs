@@ -50,6 +50,8 @@ pub struct PipelineBuilder {
     block_window: Option<usize>,
     /// The caller's transform of each decoded sample.
     transform: Option<UserTransform>,
+    /// Where the Chrome trace of the stages goes (`trace`).
+    trace: Option<std::path::PathBuf>,
     /// A setting refused when it was made (`setting`, `reason`), reported by `build`.
     refused: Option<(String, String)>,
     #[cfg(feature = "cuda")]
@@ -83,6 +85,7 @@ impl PipelineBuilder {
             weighting: None,
             block_window: None,
             transform: None,
+            trace: None,
             refused: None,
             shard: None,
             shard_from_env: false,
@@ -239,6 +242,17 @@ impl PipelineBuilder {
     /// Staging buffers for compressed bytes (default `max(2 * batch_size, 2 * workers)`).
     pub fn staging_slots(mut self, n: usize) -> Self {
         self.staging_slots = Some(n);
+        self
+    }
+
+    /// Writes a Chrome trace of the stages to `path` (Perfetto and `chrome://tracing` open
+    /// it): one span per sample read, decoded and augmented, and per batch waited for or
+    /// submitted to the device, on the thread that did it; the file is rewritten at the
+    /// end of every epoch with every span so far (at most
+    /// [`MAX_TRACE_EVENTS`](super::MAX_TRACE_EVENTS)). Off by default, and then free. A
+    /// trace that cannot be written is logged, never an error.
+    pub fn trace(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.trace = Some(path.into());
         self
     }
 
@@ -579,6 +593,7 @@ impl PipelineBuilder {
             coeff_pool,
             verdicts: Default::default(),
             transform: self.transform,
+            trace: self.trace.map(|p| Arc::new(super::trace::Trace::new(&p))),
         };
         Ok(Pipeline {
             cache: (self.cache_bytes > 0).then(|| Arc::new(Cache::new(self.cache_bytes))),

@@ -141,7 +141,7 @@ impl Epoch {
     pub(crate) fn start(p: EpochParts) -> Result<Epoch> {
         let cfg = p.cfg;
         let to_make = p.batches.len();
-        let stats = Arc::new(Counters::default());
+        let stats = Arc::new(Counters::traced(cfg.trace.clone(), p.epoch));
         let (free_tx, free_rx) = unbounded::<BatchBuffers>();
         let ring = cfg.prefetch.max(1);
         {
@@ -330,7 +330,12 @@ impl Iterator for Epoch {
             Source::Thread { rx, .. } => {
                 let t = Instant::now();
                 let r = rx.recv().ok();
-                Counters::add(&self.stats.wait_ns, t.elapsed());
+                let batch = match &r {
+                    Some(Ok(b)) => b.index() as u64,
+                    _ => self.num_batches as u64,
+                };
+                self.stats
+                    .spent(&self.stats.wait_ns, "wait for batch", t.elapsed(), batch);
                 match &r {
                     Some(Ok(b)) if b.index() + 1 < self.num_batches => {}
                     // The last batch, an error, or the collector gone: the epoch is over.
@@ -398,6 +403,11 @@ impl Drop for Epoch {
             }
         }
         self.stats.merge_into(&self.total);
+        if let Some(t) = &self.cfg.trace {
+            if let Err(e) = t.write() {
+                log::warn!("{e}");
+            }
+        }
         // What the epoch's threads freed goes back to the system (where stoker tunes the
         // allocator): memory stays flat over epochs on images of mixed sizes.
         super::heap::release();

@@ -76,6 +76,7 @@ mod readers;
 mod report;
 mod staging;
 mod stats;
+mod trace;
 pub mod transform;
 mod verdict;
 mod worker;
@@ -87,6 +88,7 @@ pub use builder::PipelineBuilder;
 pub use epoch::Epoch;
 pub use report::{InputBound, Report, Stage, StageLoad, INPUT_BOUND_HIGH, INPUT_BOUND_MODERATE};
 pub use stats::{Stats, MAX_KEPT_ERRORS};
+pub use trace::MAX_TRACE_EVENTS;
 pub use transform::{TransformResult, UserSample};
 
 use crate::augment::Augment;
@@ -143,6 +145,8 @@ pub(crate) struct Config {
     pub replace_attempts: usize,
     /// The device path, when the backend runs batches on a device.
     pub batcher: Option<Arc<Mutex<Box<dyn DeviceBatcher>>>>,
+    /// Where the stages' spans go, when traced ([`PipelineBuilder::trace`]).
+    pub trace: Option<Arc<trace::Trace>>,
     /// A sample's host work, as the backend does it (decided once, when the pipeline is
     /// built).
     pub work: Arc<dyn crate::backend::device::sample_work::SampleWork>,

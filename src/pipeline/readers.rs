@@ -150,7 +150,7 @@ pub(crate) fn read_sample(
                 }
             }
         });
-    Counters::add(&stats.read_ns, t.elapsed());
+    stats.spent(&stats.read_ns, "read", t.elapsed(), s.id);
     stats.bytes_read.fetch_add(
         (image.len() + mask.len()) as u64,
         std::sync::atomic::Ordering::Relaxed,

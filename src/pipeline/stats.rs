@@ -1,11 +1,12 @@
 //! Per-stage timings, counters and reported errors.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
 
+use super::trace::Trace;
 use crate::error::SampleError;
 
 /// At most this many sample errors are kept in a stats snapshot (the count is exact).
@@ -36,11 +37,33 @@ pub(crate) struct Counters {
     /// The largest file read (a sizing hint for staging buffers, not a statistic).
     pub largest_file: std::sync::atomic::AtomicUsize,
     pub errors: Mutex<Vec<SampleError>>,
+    /// Where each stage's spans go too, when the pipeline is traced.
+    pub trace: Option<Arc<Trace>>,
+    /// The epoch these counters count (for the trace).
+    pub epoch: u64,
 }
 
 impl Counters {
     pub(crate) fn add(counter: &AtomicU64, d: Duration) {
         counter.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Counters for `epoch`, whose spans also go to `trace`.
+    pub(crate) fn traced(trace: Option<Arc<Trace>>, epoch: u64) -> Self {
+        Counters {
+            trace,
+            epoch,
+            ..Counters::default()
+        }
+    }
+
+    /// Adds `d`, spent in stage `name` (of sample or batch `id`) and ending now, to
+    /// `counter`, and to the trace when there is one.
+    pub(crate) fn spent(&self, counter: &AtomicU64, name: &'static str, d: Duration, id: u64) {
+        Self::add(counter, d);
+        if let Some(t) = &self.trace {
+            t.span(name, d, self.epoch, Some(id));
+        }
     }
 
     pub(crate) fn report(&self, e: &SampleError) {

@@ -166,7 +166,8 @@ pub(super) fn reader(
                         return;
                     }
                     // The simulated store's latency is reading time, as a real one's is.
-                    Counters::add(&sh.stats.read_ns, t.elapsed());
+                    sh.stats
+                        .spent(&sh.stats.read_ns, "read latency", t.elapsed(), sample.id);
                 }
                 match read_sample(sample, &limits, &mut st.image, &mut st.mask, &sh.stats) {
                     Ok(()) => Payload::Staged(st),
@@ -529,7 +530,8 @@ fn transformed(sh: &Shared, s: &Sample, ws: &mut WorkerState) -> Result<SamplePl
         &mut d.image,
         d.mask.as_mut(),
     );
-    Counters::add(&sh.stats.augment_ns, time.elapsed());
+    sh.stats
+        .spent(&sh.stats.augment_ns, "transform", time.elapsed(), s.id);
     ws.targets = r?;
     let (w, h) = (d.image.width, d.image.height);
     Ok(cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h))
@@ -636,7 +638,8 @@ fn decode_into(
         let m = out.mask.get_or_insert_with(Default::default);
         decode_mask_into(sh, s, mask, m, info.oriented_size())
     });
-    Counters::add(&sh.stats.decode_ns, t.elapsed());
+    sh.stats
+        .spent(&sh.stats.decode_ns, "decode", t.elapsed(), s.id);
     if r.is_ok() {
         if let Some(c) = &sh.cache {
             c.offer(s.id, out);
@@ -708,12 +711,12 @@ impl SampleHost for Shared {
         self.counter(what).fetch_sub(1, Ordering::Relaxed);
     }
 
-    fn decode_time(&self, d: std::time::Duration) {
-        Counters::add(&self.stats.decode_ns, d);
+    fn decode_time(&self, d: std::time::Duration, id: u64) {
+        self.stats.spent(&self.stats.decode_ns, "decode", d, id);
     }
 
-    fn augment_time(&self, d: std::time::Duration) {
-        Counters::add(&self.stats.augment_ns, d);
+    fn augment_time(&self, d: std::time::Duration, id: u64) {
+        self.stats.spent(&self.stats.augment_ns, "augment", d, id);
     }
 
     fn decode_error(&self, s: &Sample, what: &str, e: &DecodeError) -> SampleError {

@@ -92,3 +92,63 @@ fn a_slow_training_step_is_not_input_bound() {
     assert!(r.advice[0].contains("training step"), "{r}");
     assert!(r.to_string().starts_with("not input-bound"), "{r}");
 }
+
+#[test]
+fn the_trace_holds_a_span_per_stage_per_sample_and_per_batch() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("trace.json");
+    let png = common::png_rgb(8, 8, &[60; 192]);
+    let data = in_memory(png, 24, "png");
+    let pipe = Pipeline::builder(data.clone().all())
+        .backend(BackendKind::Cpu)
+        .augment(Augment::new().resize(16, 16))
+        .batch_size(8)
+        .readers(2)
+        .workers(2)
+        .trace(&path)
+        .build()
+        .expect("pipeline");
+    let mut ids = std::collections::BTreeSet::new();
+    for epoch in 0..2 {
+        for b in pipe.epoch(epoch).expect("epoch") {
+            ids.extend(b.expect("batch").ids().iter().copied());
+        }
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("trace written")).expect("JSON");
+    let events = json["traceEvents"].as_array().expect("traceEvents");
+    let spans: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    // Every thread that left a span is named.
+    for s in &spans {
+        assert!(
+            events
+                .iter()
+                .any(|m| m["ph"] == "M" && m["tid"] == s["tid"] && m["args"]["name"].is_string()),
+            "unnamed thread in {s}"
+        );
+        assert!(s["dur"].as_f64().expect("dur") >= 0.0 && s["ts"].as_f64().is_some());
+    }
+    let count = |name: &str, epoch: u64, key: &str, id: u64| {
+        spans
+            .iter()
+            .filter(|s| s["name"] == name && s["args"]["epoch"] == epoch && s["args"][key] == id)
+            .count()
+    };
+    assert_eq!(ids.len(), 24);
+    for epoch in 0..2 {
+        for &id in &ids {
+            for stage in ["read", "decode", "augment"] {
+                assert_eq!(
+                    count(stage, epoch, "sample", id),
+                    1,
+                    "{stage} of {id}, epoch {epoch}"
+                );
+            }
+        }
+        for k in 0..3 {
+            assert_eq!(count("wait for batch", epoch, "batch", k), 1, "batch {k}");
+        }
+    }
+    assert_eq!(spans.len(), 2 * (3 * 24 + 3), "nothing else: {spans:?}");
+    assert_eq!(json["otherData"]["dropped_events"], 0);
+}

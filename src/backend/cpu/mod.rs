@@ -94,6 +94,6 @@ fn execute(
             ))
         }
     }
-    host.augment_time(t.elapsed());
+    host.augment_time(t.elapsed(), s.id);
     Ok((plan, None))
 }

@@ -112,11 +112,11 @@ pub trait SampleHost {
     /// Takes back one count of `what` (a sample counted there went another way).
     fn uncount(&self, what: Count);
 
-    /// Adds to the time spent decoding.
-    fn decode_time(&self, d: Duration);
+    /// Adds to the time spent decoding (sample `id`'s, ending now).
+    fn decode_time(&self, d: Duration, id: u64);
 
-    /// Adds to the time spent executing plans.
-    fn augment_time(&self, d: Duration);
+    /// Adds to the time spent executing plans (sample `id`'s, ending now).
+    fn augment_time(&self, d: Duration, id: u64);
 
     /// `e` as a report on `s` (`what`: `"image"` or `"mask"`).
     fn decode_error(&self, s: &Sample, what: &str, e: &DecodeError) -> SampleError;

@@ -77,7 +77,7 @@ impl DeviceWork {
             ));
         }
         let prepared = self.prepared(host, s, image, &info, &opts);
-        host.decode_time(t.elapsed());
+        host.decode_time(t.elapsed(), s.id);
         let prepared = prepared?;
         self.check_binding(s, &prepared)?;
         match &prepared.cpu_reason {

@@ -218,7 +218,9 @@ impl Collector {
                     &mut exhausted,
                     bufs.as_mut(),
                 );
-                Counters::add(&self.stats.device_ns, t.elapsed());
+                let batch = (self.first + index) as u64;
+                self.stats
+                    .spent(&self.stats.device_ns, "device batch", t.elapsed(), batch);
                 if !exhausted.is_empty() {
                     return Err(exhausted_error(exhausted));
                 }
@@ -552,8 +554,21 @@ impl Collector {
         }
     }
 
-    /// The next batch, waiting for its samples; `None` once none is left.
+    /// The next batch, waiting for its samples; `None` once none is left. The time spent
+    /// waiting is the consumer's, when it runs this (one span a batch in the trace).
     pub(super) fn next_batch(&mut self) -> Option<Result<Batch>> {
+        let batch = (self.first + self.next) as u64;
+        let mut waited = Duration::ZERO;
+        let r = self.wait_for_batch(&mut waited);
+        if self.counts_wait && r.is_some() {
+            self.stats
+                .spent(&self.stats.wait_ns, "wait for batch", waited, batch);
+        }
+        r
+    }
+
+    /// [`Collector::next_batch`], adding the time spent waiting for samples to `waited`.
+    fn wait_for_batch(&mut self, waited: &mut Duration) -> Option<Result<Batch>> {
         loop {
             if self.done {
                 return None;
@@ -595,9 +610,7 @@ impl Collector {
             }
             let t = Instant::now();
             let msg = self.done_rx.recv_timeout(Duration::from_millis(100));
-            if self.counts_wait {
-                Counters::add(&self.stats.wait_ns, t.elapsed());
-            }
+            *waited += t.elapsed();
             match msg {
                 Ok(m) => {
                     if let Some(r) = self.handle(m) {

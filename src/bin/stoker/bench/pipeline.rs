@@ -106,6 +106,26 @@ pub struct PipelineBenchArgs {
     /// Draw each batch's input wait against time, a line per backend, to this SVG file.
     #[arg(long, value_parser = plot::plot_file)]
     plot: Option<PathBuf>,
+    /// Write a Chrome trace of the stages (a span per sample read, decoded and augmented,
+    /// per batch waited for or submitted) to this JSON file, for Perfetto; with several
+    /// backends, one file each, the backend's name before the extension.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+}
+
+/// Where `--trace` writes `kind`'s trace: `path`, or with several backends `path` with the
+/// backend's name before its extension.
+fn trace_path(path: &std::path::Path, kind: BackendKind, backends: usize) -> PathBuf {
+    if backends < 2 {
+        return path.to_path_buf();
+    }
+    let stem = path
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy());
+    let ext = path
+        .extension()
+        .map_or("json".into(), |e| e.to_string_lossy());
+    path.with_file_name(format!("{stem}.{kind}.{ext}"))
 }
 
 impl PipelineBenchArgs {
@@ -411,6 +431,9 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         }
         if let Some(window) = a.block_order {
             b = b.block_order(window);
+        }
+        if let Some(path) = &a.trace {
+            b = b.trace(trace_path(path, kind, a.backend.len()));
         }
         let pipe = match b.build() {
             Ok(p) => p,
