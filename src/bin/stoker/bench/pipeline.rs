@@ -397,6 +397,40 @@ fn unavailable(
     })
 }
 
+/// The pipeline `a` asks for on backend `kind`, as rank `shard.0` of `shard.1`.
+fn builder(
+    a: &PipelineBenchArgs,
+    data: &stoker::Dataset,
+    aug: &Augment,
+    kind: BackendKind,
+    (rank, world_size): (usize, usize),
+) -> stoker::PipelineBuilder {
+    let mut b = Pipeline::builder(data.clone().all())
+        .backend(kind)
+        .augment(aug.clone())
+        .batch_size(a.batch)
+        .prefetch(a.prefetch)
+        .seed(a.seed)
+        .shard(rank, world_size)
+        .hardware_decode(a.hardware)
+        .hardware_share(a.hardware_share)
+        .cache_bytes(a.cache_mb.saturating_mul(1 << 20))
+        .device_cache_bytes(a.device_cache_mb.saturating_mul(1 << 20));
+    if let Some(w) = a.workers {
+        b = b.workers(w);
+    }
+    if let Some(r) = a.readers {
+        b = b.readers(r);
+    }
+    if let Some(window) = a.block_order {
+        b = b.block_order(window);
+    }
+    if let Some(path) = &a.trace {
+        b = b.trace(trace_path(path, kind, a.backend.len()));
+    }
+    b
+}
+
 /// Runs the benchmark on every backend of `a`.
 pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
     let dir = common::resolve_dir(a.images.as_deref(), SAMPLES_DIR, "--images")?;
@@ -412,29 +446,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
     let (rank, world_size) = a.shard()?;
     let mut results = Vec::new();
     for &kind in &a.backend {
-        let mut b = Pipeline::builder(data.clone().all())
-            .backend(kind)
-            .augment(aug.clone())
-            .batch_size(a.batch)
-            .prefetch(a.prefetch)
-            .seed(a.seed)
-            .shard(rank, world_size)
-            .hardware_decode(a.hardware)
-            .hardware_share(a.hardware_share)
-            .cache_bytes(a.cache_mb.saturating_mul(1 << 20))
-            .device_cache_bytes(a.device_cache_mb.saturating_mul(1 << 20));
-        if let Some(w) = a.workers {
-            b = b.workers(w);
-        }
-        if let Some(r) = a.readers {
-            b = b.readers(r);
-        }
-        if let Some(window) = a.block_order {
-            b = b.block_order(window);
-        }
-        if let Some(path) = &a.trace {
-            b = b.trace(trace_path(path, kind, a.backend.len()));
-        }
+        let b = builder(a, &data, &aug, kind, (rank, world_size));
         let pipe = match b.build() {
             Ok(p) => p,
             Err(e @ stoker::Error::BackendUnavailable { .. }) => {
