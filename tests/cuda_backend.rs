@@ -1,5 +1,6 @@
 //! The CUDA backend on a GPU: every case of `common/executor/` (orientation, Huffman
-//! decoding, decode, augment, against the CPU oracles; see `common/executor/cuda_device.rs`), the caller's
+//! decoding, the self-synchronising Huffman decode's passes, decode, augment, against the
+//! CPU oracles; see `common/executor/cuda_device.rs`), the caller's
 //! own context and stream, `Auto` choosing CUDA, and device memory that does not grow
 //! over a thousand batches. Pipeline parity (augment within ±1, masks exact, every sample
 //! once) runs for CUDA in `device_pipeline.rs`, `pipeline.rs` and `shutdown.rs` through

@@ -160,12 +160,12 @@ fn parse_ptxas(log: &str) -> Vec<Resources> {
 
 fn table(rows: &[Resources]) -> String {
     let mut s = format!(
-        "{:<16} {:<11} {:>5} {:>6} {:>7} {:>7} {:>6} {:>5} {:>6}\n",
+        "{:<16} {:<15} {:>5} {:>6} {:>7} {:>7} {:>6} {:>5} {:>6}\n",
         "kernel", "file", "regs", "local", "spill-s", "spill-l", "smem", "bars", "cmem0"
     );
     for r in rows {
         s += &format!(
-            "{:<16} {:<11} {:>5} {:>6} {:>7} {:>7} {:>6} {:>5} {:>6}{}\n",
+            "{:<16} {:<15} {:>5} {:>6} {:>7} {:>7} {:>6} {:>5} {:>6}{}\n",
             r.name,
             r.file,
             r.registers,
@@ -243,7 +243,7 @@ fn every_kernel_compiles_for_sm_90_without_spills_within_the_local_memory_bound(
             Err(e) => panic!("{e}"),
         };
         // Every entry point of the contract that lives in this file is in the PTX.
-        for k in Kernel::ALL.iter().filter(|k| kernels::file_of(**k) == file) {
+        for k in Kernel::cuda().filter(|k| kernels::file_of(*k) == file) {
             assert!(
                 ptx.contains(&format!(".entry {}(", k.name())),
                 "{file}: no entry point {}",
@@ -267,7 +267,7 @@ fn every_kernel_compiles_for_sm_90_without_spills_within_the_local_memory_bound(
             + &String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "ptxas failed on {file}:\n{log}");
         let found = parse_ptxas(&log);
-        for k in Kernel::ALL.iter().filter(|k| kernels::file_of(**k) == file) {
+        for k in Kernel::cuda().filter(|k| kernels::file_of(*k) == file) {
             assert!(
                 found.iter().any(|r| r.entry && r.name == k.name()),
                 "ptxas printed no report for {} in {file}:\n{log}",
@@ -330,7 +330,7 @@ fn every_kernel_compiles_to_an_sm_90_cubin() {
             "{file}: not a CUDA ELF"
         );
         assert!(c.ptx.contains(".target sm_90"), "{file}: PTX for sm_90");
-        for k in Kernel::ALL.iter().filter(|k| kernels::file_of(**k) == file) {
+        for k in Kernel::cuda().filter(|k| kernels::file_of(*k) == file) {
             let name = format!("{}\0", k.name());
             assert!(
                 cubin.windows(name.len()).any(|w| w == name.as_bytes()),
@@ -365,7 +365,7 @@ fn the_kernels_load_on_the_device_as_cubins_within_bounds() {
     if let Some(path) = check_out("kernels.json") {
         std::fs::write(&path, &json).expect("write kernels.json");
     }
-    for k in Kernel::ALL {
+    for k in Kernel::cuda() {
         assert!(loaded.functions.contains_key(&k), "{} not loaded", k.name());
     }
     let fallbacks: Vec<_> = report

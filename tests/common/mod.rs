@@ -344,6 +344,26 @@ pub fn mutant(src: &[u8], rng: &mut TestRng) -> Vec<u8> {
     b
 }
 
+/// `jpeg` damaged one way or another between its first scan and its last two bytes (its
+/// end-of-image marker kept): bits flipped ([`mutant`]), the data cut short by an
+/// end-of-image marker, a byte taken out or a byte put in; with what was done, in words.
+#[allow(dead_code)]
+pub fn damaged(jpeg: &[u8], rng: &mut TestRng) -> (Vec<u8>, &'static str) {
+    let start = scan_start(jpeg).expect("a scan");
+    let end = jpeg.len() - 2;
+    let at = start + rng.below((end - start) as u64) as usize;
+    match rng.below(4) {
+        0 => (mutant(jpeg, rng), "bits flipped"),
+        1 => ([&jpeg[..at], &[0xFF, 0xD9][..]].concat(), "cut short"),
+        2 => ([&jpeg[..at], &jpeg[at + 1..]].concat(), "a byte taken out"),
+        _ => {
+            let mut b = jpeg.to_vec();
+            b.insert(at, rng.below(256) as u8);
+            (b, "a byte put in")
+        }
+    }
+}
+
 /// Whether a CUDA device can be opened (driver, GPU and NVRTC). With
 /// `STOKER_REQUIRE_CUDA=1` (set on GPU machines) its absence fails the test instead.
 #[allow(dead_code)]

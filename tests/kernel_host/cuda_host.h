@@ -12,7 +12,9 @@
 //   runs every live fiber of the block to its next barrier, or its end, before any goes
 //   on). A kernel the emulator runs without fibers (its threads one after the other) has
 //   no business calling it: that is an error.
-// - atomicAdd is a plain add: the threads of a block switch only at barriers.
+// - atomicAdd is a plain add: the threads of a block switch only at barriers. atomicOr
+//   is a real atomic: the sync Huffman passes OR into a status word from every block,
+//   and blocks run in parallel on several OS threads.
 // - The math is <cmath>'s IEEE float functions; build with -ffp-contract=off (no FMA
 //   contraction, like NVRTC's --fmad=false) and without -ffast-math.
 #pragma once
@@ -71,4 +73,9 @@ inline unsigned atomicAdd(unsigned* address, unsigned value) {
     const unsigned old = *address;
     *address = old + value;
     return old;
+}
+
+// Every block's threads may OR into the same word, from several OS threads at once.
+inline unsigned atomicOr(unsigned* address, unsigned value) {
+    return __atomic_fetch_or(address, value, __ATOMIC_RELAXED);
 }

@@ -31,17 +31,30 @@
 
 #include "../../kernels/common.cuh"
 
-// decode_common.cuh and idct_common.cuh go before the sources the host prepends them to
-// (kernels.rs), and each header and source after the constants it reads: the files
-// STEM.constants.h, which the test harness writes from src/backend/device/constants.rs
-// (the text the host prepends) into a directory on the include path.
+// decode_common.cuh, idct_common.cuh and huffman_common.cuh go before the sources the
+// host prepends them to (kernels.rs), and each header and source after the constants it
+// reads: the files STEM.constants.h, which the test harness writes from
+// src/backend/device/constants.rs (the text the host prepends) into a directory on the
+// include path.
 namespace k_huffman {
 #include "decode_common.constants.h"
 #include "../../kernels/decode_common.cuh"
 #include "idct_common.constants.h"
 #include "../../kernels/idct_common.cuh"
+#include "huffman_common.constants.h"
+#include "../../kernels/huffman_common.cuh"
 #include "huffman.constants.h"
 #include "../../kernels/huffman.cu"
+}
+namespace k_sync {
+#include "decode_common.constants.h"
+#include "../../kernels/decode_common.cuh"
+#include "idct_common.constants.h"
+#include "../../kernels/idct_common.cuh"
+#include "huffman_common.constants.h"
+#include "../../kernels/huffman_common.cuh"
+#include "sync_huffman.constants.h"
+#include "../../kernels/sync_huffman.cu"
 }
 namespace k_idct {
 #include "decode_common.constants.h"
@@ -96,6 +109,8 @@ struct KernelInfo {
 };
 
 constexpr unsigned AUGMENT_WRITABLE = (1u << 3) | (1u << 4) | (1u << 5);
+// The sync Huffman passes: the records, the coefficients and the status words.
+constexpr unsigned SYNC_WRITABLE = (1u << 1) | (1u << 2) | (1u << 3);
 
 const KernelInfo KERNELS[] = {
     {"huffman", k_huffman::huffman, 32, 3, (1u << 1) | (1u << 2), false},
@@ -108,6 +123,10 @@ const KernelInfo KERNELS[] = {
     {"write_mask", k_augment::write_mask, 256, 6, AUGMENT_WRITABLE, false},
     {"mix_batch", k_mix::mix_batch, 256, 2, 1u << 1, false},
     {"pack_planar", k_color::pack_planar, 64, 3, 1u << 2, false},
+    {"sync_start", k_sync::sync_start, 32, 4, SYNC_WRITABLE, false},
+    {"sync_round", k_sync::sync_round, 32, 4, SYNC_WRITABLE, false},
+    {"sync_scan", k_sync::sync_scan, 32, 4, SYNC_WRITABLE, false},
+    {"sync_write", k_sync::sync_write, 32, 4, SYNC_WRITABLE, false},
 };
 
 static_assert(sizeof(KernelArgs) == 160, "KernelArgs is 64 + 32 + 64 bytes");

@@ -1,8 +1,9 @@
 //! The CUDA kernels (`kernels/*.cu`) on the CPU, through the C++ emulation of
 //! `tests/kernel_host/` (see `common/executor/emulator.rs`): every case of
-//! `common/executor/` (orientation, Huffman decoding, decode, augment) against the CPU
-//! oracles, and the emulator's own checks. Without a C++ compiler the tests say so and
-//! pass, unless `STOKER_REQUIRE_KERNEL_HOST=1`.
+//! `common/executor/` (orientation, Huffman decoding, the self-synchronising Huffman
+//! decode's passes, decode, augment) against the CPU oracles, and the emulator's own
+//! checks. Without a C++ compiler the tests say so and pass, unless
+//! `STOKER_REQUIRE_KERNEL_HOST=1`.
 
 use crate::executor;
 use crate::executor::{garbage, Buffers, Executor};

@@ -184,23 +184,6 @@ fn small_subsequences_sync_over_many_rounds_or_say_they_did_not() {
     assert!(most_rounds >= 2, "{most_rounds} rounds");
 }
 
-/// `jpeg` damaged one way or another, its end-of-image marker kept.
-fn damaged(jpeg: &[u8], rng: &mut TestRng) -> Vec<u8> {
-    let start = common::scan_start(jpeg).expect("a scan");
-    let end = jpeg.len() - 2;
-    let at = start + rng.below((end - start) as u64) as usize;
-    match rng.below(4) {
-        0 => common::mutant(jpeg, rng),
-        1 => [&jpeg[..at], &[0xFF, 0xD9][..]].concat(),
-        2 => [&jpeg[..at], &jpeg[at + 1..]].concat(),
-        _ => {
-            let mut b = jpeg.to_vec();
-            b.insert(at, rng.below(256) as u8);
-            b
-        }
-    }
-}
-
 #[test]
 fn damaged_files_are_flagged_or_decode_as_libjpeg_does() {
     // Whatever the damage, a clean status means libjpeg reads the same coefficients
@@ -214,7 +197,7 @@ fn damaged_files_are_flagged_or_decode_as_libjpeg_does() {
         if src.len() < 700 {
             continue;
         }
-        let bad = damaged(&src, &mut rng);
+        let (bad, _) = common::damaged(&src, &mut rng);
         let bits = SIZES[rng.below(SIZES.len() as u64) as usize];
         eprintln!("seed {seed} case {case}: {what}, {bits}-bit subsequences");
         match sync_huffman_at(&bad, bits) {

@@ -1,7 +1,8 @@
 //! The CUDA kernels: `kernels/*.cu` with `kernels/common.cuh` prepended (and after it, to
-//! the three decode kernels, `kernels/decode_common.cuh`, and to the two that run the
-//! IDCT, `kernels/idct_common.cuh`), compiled at first use by NVRTC for the device's architecture and cached for the process, then
-//! loaded on a context by [`load`].
+//! the three decode kernels and the sync Huffman decode, `kernels/decode_common.cuh`; to
+//! those of them that run the IDCT, `kernels/idct_common.cuh`; to the two Huffman
+//! kernels, `kernels/huffman_common.cuh`), compiled at first use by NVRTC for the device's
+//! architecture and cached for the process, then loaded on a context by [`load`].
 //!
 //! Each source is compiled for the device's real architecture (`sm_90`) and loaded as
 //! that CUBIN, which the driver runs as it is: PTX would be compiled by the driver, which
@@ -35,31 +36,47 @@ pub use super::nvrtc::library_dirs;
 /// The header prepended to every kernel source.
 pub const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
-/// What the decode kernels (`huffman`, `idct`, `color`) share, prepended to their sources
-/// after [`COMMON`]: the invocation index and the lookups into the chunk's tables.
+/// What the decode kernels (`huffman`, `idct`, `color`, and the sync decode's passes)
+/// share, prepended to their sources after [`COMMON`]: the invocation index and the
+/// lookups into the chunk's tables.
 pub const DECODE_COMMON: &str = include_str!("../../../kernels/decode_common.cuh");
 
-/// The IDCT arithmetic the `huffman` and `idct` kernels share, prepended to their sources
-/// after [`DECODE_COMMON`].
+/// The IDCT arithmetic the `huffman` and `idct` kernels (and the sync decode's SIMD
+/// check) share, prepended to their sources after [`DECODE_COMMON`].
 pub const IDCT_COMMON: &str = include_str!("../../../kernels/idct_common.cuh");
+
+/// What the two Huffman kernels (`huffman.cu`, `sync_huffman.cu`) share: the zigzag
+/// order, the decode table lookup, extend and the SIMD check of a block, prepended to
+/// their sources after [`IDCT_COMMON`].
+pub const HUFFMAN_COMMON: &str = include_str!("../../../kernels/huffman_common.cuh");
 
 /// The kernel sources, by file name (without `common.cuh` and the headers of
 /// [`headers_of`]).
-pub const SOURCES: [(&str, &str); 6] = [
+pub const SOURCES: [(&str, &str); 7] = [
     ("huffman.cu", include_str!("../../../kernels/huffman.cu")),
     ("idct.cu", include_str!("../../../kernels/idct.cu")),
     ("color.cu", include_str!("../../../kernels/color.cu")),
     ("orient.cu", include_str!("../../../kernels/orient.cu")),
     ("augment.cu", include_str!("../../../kernels/augment.cu")),
     ("mix.cu", include_str!("../../../kernels/mix.cu")),
+    (
+        "sync_huffman.cu",
+        include_str!("../../../kernels/sync_huffman.cu"),
+    ),
 ];
 
 /// The headers (name, text) prepended to the kernel source `file` after `common.cuh`:
-/// `decode_common.cuh` for the three decode kernels, then `idct_common.cuh` for the two
-/// that run the IDCT.
+/// `decode_common.cuh` for the three decode kernels and the sync decode, then
+/// `idct_common.cuh` for those that run the IDCT, then `huffman_common.cuh` for the two
+/// Huffman kernels.
 pub fn headers_of(file: &str) -> &'static [(&'static str, &'static str)] {
     match file {
-        "huffman.cu" | "idct.cu" => &[
+        "huffman.cu" | "sync_huffman.cu" => &[
+            ("decode_common.cuh", DECODE_COMMON),
+            ("idct_common.cuh", IDCT_COMMON),
+            ("huffman_common.cuh", HUFFMAN_COMMON),
+        ],
+        "idct.cu" => &[
             ("decode_common.cuh", DECODE_COMMON),
             ("idct_common.cuh", IDCT_COMMON),
         ],
@@ -95,6 +112,7 @@ pub fn file_of(kernel: Kernel) -> &'static str {
         "color" => "color.cu",
         "orient" => "orient.cu",
         "mix" => "mix.cu",
+        "sync_huffman" => "sync_huffman.cu",
         _ => "augment.cu",
     }
 }
@@ -285,7 +303,7 @@ pub struct LoadReport {
     pub load_seconds: f64,
     /// Per source file, in the order of [`SOURCES`].
     pub files: Vec<FileReport>,
-    /// Per kernel, in the order of [`Kernel::ALL`].
+    /// Per kernel, in the order of [`Kernel::cuda`].
     pub kernels: Vec<KernelReport>,
 }
 
@@ -333,7 +351,7 @@ impl LoadReport {
 /// The kernels loaded on a context, and how.
 #[derive(Debug)]
 pub struct Loaded {
-    /// Every kernel of [`Kernel::ALL`].
+    /// Every kernel of [`Kernel::cuda`].
     pub functions: HashMap<Kernel, CudaFunction>,
     /// What was compiled and loaded.
     pub report: LoadReport,
@@ -350,14 +368,14 @@ pub fn load(ctx: &Arc<CudaContext>, major: i32, minor: i32) -> Result<Loaded> {
     let (nv_major, nv_minor) = nvrtc_version()?;
     let mut images = Images::new(sm_for(major, minor), arch_for(major, minor));
     let mut files = Vec::with_capacity(SOURCES.len());
-    let mut kernels = Vec::with_capacity(Kernel::ALL.len());
+    let mut kernels = Vec::with_capacity(Kernel::cuda().count());
     let mut functions = HashMap::new();
     let mut isa = None;
     let t = Instant::now();
     for (file, _) in SOURCES {
         let (module, report, ptx_isa) = images.load(ctx, file)?;
         isa = isa.or(ptx_isa);
-        for k in Kernel::ALL.iter().filter(|k| file_of(**k) == file) {
+        for k in Kernel::cuda().filter(|k| file_of(*k) == file) {
             let f = module
                 .load_function(k.name())
                 .map_err(|source| CudaError::Function {
@@ -365,13 +383,13 @@ pub fn load(ctx: &Arc<CudaContext>, major: i32, minor: i32) -> Result<Loaded> {
                     kernel: k.name(),
                     source,
                 })?;
-            kernels.push(resources(*k, file, &f));
-            functions.insert(*k, f);
+            kernels.push(resources(k, file, &f));
+            functions.insert(k, f);
         }
         files.push(report);
     }
     let load_seconds = t.elapsed().as_secs_f64();
-    kernels.sort_by_key(|k| Kernel::ALL.iter().position(|a| a.name() == k.name));
+    kernels.sort_by_key(|k| Kernel::cuda().position(|a| a.name() == k.name));
     let report = LoadReport {
         nvrtc: format!("{nv_major}.{nv_minor}"),
         cached: images.cached(),
@@ -655,18 +673,31 @@ mod tests {
             .filter(|(f, _)| headers_of(f).iter().any(|(h, _)| *h == "idct_common.cuh"))
             .map(|(f, _)| *f)
             .collect();
-        assert_eq!(with_idct, ["huffman.cu", "idct.cu"]);
+        assert_eq!(with_idct, ["huffman.cu", "idct.cu", "sync_huffman.cu"]);
         let with_decode: Vec<_> = SOURCES
             .iter()
             .filter(|(f, _)| headers_of(f).iter().any(|(h, _)| *h == "decode_common.cuh"))
             .map(|(f, _)| *f)
             .collect();
-        assert_eq!(with_decode, ["huffman.cu", "idct.cu", "color.cu"]);
+        assert_eq!(
+            with_decode,
+            ["huffman.cu", "idct.cu", "color.cu", "sync_huffman.cu"]
+        );
+        let with_huffman: Vec<_> = SOURCES
+            .iter()
+            .filter(|(f, _)| {
+                headers_of(f)
+                    .iter()
+                    .any(|(h, _)| *h == "huffman_common.cuh")
+            })
+            .map(|(f, _)| *f)
+            .collect();
+        assert_eq!(with_huffman, ["huffman.cu", "sync_huffman.cu"]);
     }
 
     #[test]
     fn every_kernel_lives_in_a_source() {
-        for k in Kernel::ALL {
+        for k in Kernel::cuda() {
             assert!(full_source(file_of(k)).is_some(), "{}", k.name());
         }
     }

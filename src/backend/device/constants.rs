@@ -8,7 +8,7 @@
 //! [`cuda`] writes the constants of a source as one `enum : u32 { ... };` (enumerators, not
 //! variables: NVRTC would emit every namespace-scope constant as a global), [`wgsl`] as
 //! `const NAME: T = V;` lines. The CUDA host prepends the text to each kernel source (and
-//! to the headers `decode_common.cuh` and `idct_common.cuh`), the wgpu backend joins it to
+//! to the headers `decode_common.cuh`, `idct_common.cuh` and `huffman_common.cuh`), the wgpu backend joins it to
 //! each shader (and to `decode_common.wgsl` and `idct_common.wgsl`), and the tests'
 //! kernel emulator includes the same text.
 #![doc(hidden)]
@@ -128,9 +128,12 @@ fn shared(stem: &str) -> Vec<Constant> {
 }
 
 /// The constants only the CUDA version of a source reads: the launch parameters, which
-/// the WGSL versions read as the members of a uniform struct.
+/// the WGSL versions read as the members of a uniform struct; and those of the header
+/// `huffman_common.cuh`, which the WGSL shaders have no twin of (each declares them
+/// itself).
 fn cuda_only(stem: &str) -> Vec<Constant> {
     match stem {
+        "huffman_common" => entropy_common(),
         "augment" => words!(Params {
             S0 = s0, S1 = s1, ITEM0 = item0, ITEMS = items, WIN_BASE = win_base,
             DATA_BASE = data_base, R_BASE = r_base, H_BASE = h_base, BYTE0 = byte0,
@@ -222,7 +225,7 @@ fn entropy_common() -> Vec<Constant> {
 }
 
 /// Word of the sync decode's status buffer that holds the OR of the scan's and the write
-/// pass's status words (`shaders/sync_huffman.wgsl`).
+/// pass's status words (`shaders/sync_huffman.wgsl`, `kernels/sync_huffman.cu`).
 pub const SYNC_STATUS_WORD: usize = 0;
 /// Word of that buffer that round 0 of the sync decode ORs 1 into when it changed an
 /// exit; round `r` uses the word `r` after it.
@@ -230,7 +233,7 @@ pub const SYNC_CHANGED_WORD: usize = 1;
 
 /// The chunk of the synchronising decode (`src/decode/jpeg/huffman/sync.rs`, whose module
 /// docs give the layout `pack_sync` writes), its records and status words, as the passes
-/// of `shaders/sync_huffman.wgsl` read them.
+/// of `shaders/sync_huffman.wgsl` and `kernels/sync_huffman.cu` read them.
 fn sync_huffman() -> Vec<Constant> {
     // The chunk header, in the order `pack_sync` writes it.
     let header = sequence![
@@ -370,7 +373,7 @@ fn augment() -> Vec<Constant> {
 /// `huffman`, `decode_common`, ...) reads, as one `enum : u32 { ... };`; empty when it
 /// reads none.
 pub fn cuda(stem: &str) -> String {
-    let all: Vec<Constant> = shared(stem).into_iter().chain(cuda_only(stem)).collect();
+    let all = cuda_constants(stem);
     if all.is_empty() {
         return String::new();
     }
@@ -379,6 +382,21 @@ pub fn cuda(stem: &str) -> String {
         let _ = writeln!(out, "    {} = {}u,", c.name, c.value);
     }
     out + "};\n"
+}
+
+/// The constants of the CUDA version of `stem`: its own, less those of the headers joined
+/// in front of it (`huffman_common.cuh`'s, for the two Huffman kernels), which a C++ enum
+/// may not define twice.
+fn cuda_constants(stem: &str) -> Vec<Constant> {
+    let joined = match stem {
+        "huffman" | "sync_huffman" => cuda_only("huffman_common"),
+        _ => Vec::new(),
+    };
+    shared(stem)
+        .into_iter()
+        .chain(cuda_only(stem))
+        .filter(|c| !joined.contains(c))
+        .collect()
 }
 
 /// The constants the WGSL version of `stem` (a file of `shaders/` without its extension)
@@ -411,26 +429,56 @@ mod tests {
     ];
 
     /// No source sees a name twice: each file's constants, and those of the headers
-    /// joined to it, are distinct.
+    /// joined to it, are distinct, in CUDA (`kernels.rs` joins the headers) and in WGSL.
     #[test]
     fn no_source_defines_a_name_twice() {
-        for group in [
-            &["decode_common", "idct_common", "huffman"][..],
+        let cuda = [
+            &["decode_common", "idct_common", "huffman_common", "huffman"][..],
+            &[
+                "decode_common",
+                "idct_common",
+                "huffman_common",
+                "sync_huffman",
+            ],
             &["decode_common", "idct_common", "idct"],
             &["decode_common", "color"],
-            &["idct_common", "sync_huffman"],
             &["augment"],
             &["mix"],
-        ] {
+        ];
+        let wgsl = [
+            &["decode_common", "idct_common", "huffman"][..],
+            &["idct_common", "sync_huffman"],
+        ];
+        let groups = cuda.iter().map(|g| (*g, true));
+        for (group, is_cuda) in groups.chain(wgsl.iter().map(|g| (*g, false))) {
             let mut names: Vec<&str> = group
                 .iter()
-                .flat_map(|s| shared(s).into_iter().chain(cuda_only(s)))
+                .flat_map(|s| {
+                    if is_cuda {
+                        cuda_constants(s)
+                    } else {
+                        shared(s)
+                    }
+                })
                 .map(|c| c.name)
                 .collect();
             let n = names.len();
             names.sort_unstable();
             names.dedup();
-            assert_eq!(names.len(), n, "{group:?}");
+            assert_eq!(names.len(), n, "{group:?} (CUDA: {is_cuda})");
+        }
+    }
+
+    /// The CUDA Huffman kernels read the constants their WGSL twins declare, the shared
+    /// ones from `huffman_common.cuh`'s.
+    #[test]
+    fn the_cuda_huffman_kernels_see_every_constant_of_their_wgsl_twins() {
+        for stem in ["huffman", "sync_huffman"] {
+            let mut cuda = cuda_constants("huffman_common");
+            cuda.extend(cuda_constants(stem));
+            for c in shared(stem) {
+                assert!(cuda.contains(&c), "{stem}: {}", c.name);
+            }
         }
     }
 

@@ -48,15 +48,15 @@ pub enum Kernel {
     /// their stored resolution, or interleaved RGB from the CPU where nvJPEG refused the
     /// image), upsampled and converted as `color` does, into RGBA windows.
     PackPlanar,
-    /// `sync_start` (WGSL only, in [`Kernel::SYNC`]): pass 1 of the self-synchronising
-    /// Huffman decode (`decode::jpeg::huffman::sync`), one invocation per subsequence.
+    /// `sync_start` (in [`Kernel::SYNC`]): pass 1 of the self-synchronising Huffman
+    /// decode (`decode::jpeg::huffman::sync`), one invocation per subsequence.
     SyncStart,
-    /// `sync_round` (WGSL only): a sync round, one invocation per subsequence.
+    /// `sync_round`: a sync round, one invocation per subsequence.
     SyncRound,
-    /// `sync_scan` (WGSL only): the prefix sums, one invocation per segment.
+    /// `sync_scan`: the prefix sums, one invocation per segment.
     SyncScan,
-    /// `sync_write` (WGSL only): the decode into the coefficient buffer, one invocation
-    /// per subsequence.
+    /// `sync_write`: the decode into the coefficient buffer, one invocation per
+    /// subsequence.
     SyncWrite,
 }
 
@@ -82,16 +82,22 @@ impl Kernel {
         &Kernel::ALL[..9]
     }
 
-    /// The passes of the self-synchronising Huffman decode (`shaders/sync_huffman.wgsl`),
-    /// in the order they run. WGSL only for now, and not part of the batch pipeline:
-    /// outside [`Kernel::ALL`], so that the CUDA backend (which loads a function per
-    /// kernel of it) asks no `kernels/*.cu` for them.
+    /// The passes of the self-synchronising Huffman decode (`shaders/sync_huffman.wgsl`,
+    /// `kernels/sync_huffman.cu`), in the order they run. Not part of the batch pipeline
+    /// yet: outside [`Kernel::ALL`] (the kernels a batch plan uses, which the wgpu
+    /// backend compiles); the CUDA backend loads them too ([`Kernel::cuda`]).
     pub const SYNC: [Kernel; 4] = [
         Kernel::SyncStart,
         Kernel::SyncRound,
         Kernel::SyncScan,
         Kernel::SyncWrite,
     ];
+
+    /// Every kernel that has a CUDA function, which the CUDA backend compiles and loads:
+    /// [`Kernel::ALL`], then [`Kernel::SYNC`].
+    pub fn cuda() -> impl Iterator<Item = Kernel> {
+        Kernel::ALL.into_iter().chain(Kernel::SYNC)
+    }
 
     /// The entry point's name.
     pub fn name(self) -> &'static str {

@@ -36,10 +36,12 @@ pub fn get() -> Option<&'static Emulator> {
 }
 
 /// The kernel files (stems) that read constants, as `emulator.cpp` includes them.
-const CONSTANT_STEMS: [&str; 6] = [
+const CONSTANT_STEMS: [&str; 8] = [
     "decode_common",
     "idct_common",
+    "huffman_common",
     "huffman",
+    "sync_huffman",
     "color",
     "augment",
     "mix",

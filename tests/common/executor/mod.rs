@@ -7,10 +7,10 @@
 //! - [`wgpu_device`]: the WGSL shaders on this machine's wgpu adapter (lavapipe in CI);
 //! - [`cuda_device`]: the CUDA kernels on a GPU.
 //!
-//! The cases ([`orient`], [`huffman`], [`decode`], [`augment`], [`cache`], [`mix`]) are
-//! written once against the trait and compare with the CPU oracles; [`executor_tests!`]
-//! makes one `#[test]` per case for an executor. ([`sync_huffman`]'s cases, whose kernels
-//! only the WGSL shaders have so far, are run by `tests/wgpu_kernels.rs` alone.) A test binary opts in with
+//! The cases ([`orient`], [`huffman`], [`sync_huffman`], [`decode`], [`augment`],
+//! [`cache`], [`mix`]) are written once against the trait and compare with the CPU
+//! oracles; [`executor_tests!`] makes one `#[test]` per case for an executor. A test
+//! binary opts in with
 //!
 //! ```ignore
 //! mod common;
@@ -183,6 +183,9 @@ macro_rules! executor_tests {
             huffman::huffman_flags_blocks_past_the_simd_range_as_the_oracle_does,
             huffman::huffman_checks_blocks_at_the_edges_of_the_simd_range_as_the_oracle_does,
             huffman::transcoded_files_match_the_oracle_and_the_host_coefficients,
+            sync_huffman::sync_huffman_matches_the_oracle_on_random_jpegs,
+            sync_huffman::sync_huffman_matches_the_oracle_on_the_bundled_jpegs,
+            sync_huffman::sync_huffman_matches_the_oracle_on_damaged_jpegs,
             decode::decode_matches_the_oracle_and_the_cpu,
             decode::small_bindings_split_a_decode_into_chunks,
             decode::rotated_jpegs_through_a_batch_plan_match_the_oracle_upright,

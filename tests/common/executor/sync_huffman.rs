@@ -5,9 +5,9 @@
 //! garbage past it) and the status word; the host runs the rounds as the oracle's driver
 //! does (until one changed no exit, or the chunk's most rounds), and the result is the
 //! driver's (`decode_sync_with`), and libjpeg's coefficients for a clean file. For random
-//! JPEGs with and without restart markers, and the bundled files, with subsequences of the
-//! default size and of 64 bits (many rounds), and with one round fewer than a decode
-//! needed (flagged as not synchronised).
+//! JPEGs with and without restart markers, damaged ones, and the bundled files, with
+//! subsequences of the default size and of 64 bits (many rounds), and with one round
+//! fewer than a decode needed (flagged as not synchronised).
 
 use stoker::backend::device::constants::{SYNC_CHANGED_WORD, SYNC_STATUS_WORD};
 use stoker::backend::device::launch::{grid, PARAM_WORDS};
@@ -262,8 +262,24 @@ fn check_file(
     (rounds, true)
 }
 
-/// Random JPEGs (every sampling; no restart markers, or every few MCUs, or every few
-/// rows), each a clean file libjpeg reads.
+/// A random JPEG of 16 to 175 by 16 to 135 pixels: every sampling (by `case`); no
+/// restart markers, or every few MCUs, or every few rows (by `case`); with its
+/// description.
+fn random_jpeg(rng: &mut TestRng, case: usize) -> (Vec<u8>, String) {
+    let (samp, gray) = RESTART_SAMPLINGS[case % RESTART_SAMPLINGS.len()];
+    let (w, h) = (16 + rng.below(160) as u32, 16 + rng.below(120) as u32);
+    let (mcus, rows) = match case % 3 {
+        0 => (0, 0),
+        1 => (1 + rng.below(20) as u32, 0),
+        _ => (0, 1 + rng.below(2) as i32),
+    };
+    let jpeg = restart_jpeg(rng, w, h, samp, gray, mcus, rows);
+    let what =
+        format!("case {case}: {w}x{h} {samp:?} gray {gray}, restart {mcus} MCUs / {rows} rows");
+    (jpeg, what)
+}
+
+/// Random JPEGs ([`random_jpeg`]), each a clean file libjpeg reads.
 pub fn sync_huffman_matches_the_oracle_on_random_jpegs(e: &dyn Executor) {
     if !e.runs(Kernel::SyncStart) {
         eprintln!("{}: no sync_huffman kernels", e.name());
@@ -272,16 +288,7 @@ pub fn sync_huffman_matches_the_oracle_on_random_jpegs(e: &dyn Executor) {
     let mut rng = TestRng(0x5EED_0036);
     let mut most_rounds = 0;
     for case in 0..9 {
-        let (samp, gray) = RESTART_SAMPLINGS[case % RESTART_SAMPLINGS.len()];
-        let (w, h) = (16 + rng.below(160) as u32, 16 + rng.below(120) as u32);
-        let (mcus, rows) = match case % 3 {
-            0 => (0, 0),
-            1 => (1 + rng.below(20) as u32, 0),
-            _ => (0, 1 + rng.below(2) as i32),
-        };
-        let jpeg = restart_jpeg(&mut rng, w, h, samp, gray, mcus, rows);
-        let what =
-            format!("case {case}: {w}x{h} {samp:?} gray {gray}, restart {mcus} MCUs / {rows} rows");
+        let (jpeg, what) = random_jpeg(&mut rng, case);
         let mut theirs = Coefficients::default();
         assert!(libjpeg_clean(&jpeg, &mut theirs), "{what}: libjpeg");
         let (rounds, both) = check_file(e, &jpeg, Some(&theirs), &what);
@@ -289,6 +296,43 @@ pub fn sync_huffman_matches_the_oracle_on_random_jpegs(e: &dyn Executor) {
         most_rounds = most_rounds.max(rounds);
     }
     assert!(most_rounds >= 1, "no case needed a round");
+}
+
+/// Random JPEGs damaged one way or another (bits flipped, the data cut short by an
+/// end-of-image marker, a byte taken out or put in; the end-of-image marker kept): every
+/// pass equals its oracle, flags and all, at the default subsequence size and at 64 bits;
+/// and at least some are flagged.
+pub fn sync_huffman_matches_the_oracle_on_damaged_jpegs(e: &dyn Executor) {
+    if !e.runs(Kernel::SyncStart) {
+        eprintln!("{}: no sync_huffman kernels", e.name());
+        return;
+    }
+    let mut rng = TestRng(0xDA3A_0036);
+    let (mut flagged, mut refused) = (0, 0);
+    for case in 0..16 {
+        let (jpeg, what) = random_jpeg(&mut rng, case);
+        let (bad, how) = common::damaged(&jpeg, &mut rng);
+        let Ok(scan) = RestartScan::parse_sync(&bad) else {
+            refused += 1;
+            continue;
+        };
+        let what = format!("damaged {what}: {how}");
+        for bits in [SUBSEQUENCE_BITS, 64] {
+            let o = check(
+                e,
+                &scan,
+                &bad,
+                bits,
+                ROUNDS,
+                &format!("{what}, {bits} bits"),
+            );
+            flagged += usize::from(o.status & !STATUS_SIMD_RANGE != 0);
+        }
+    }
+    assert!(
+        flagged >= 8 && refused <= 8,
+        "{flagged} decodes flagged, {refused} files refused by the parse"
+    );
 }
 
 /// The bundled JPEGs whose scan the sync decode takes (baseline, sequential), of at

@@ -11,9 +11,14 @@
 //! integers, no recursion, loop bounds from the chunk header), and the driver
 //! ([`decode_sync_with`]) runs the threads of each pass, and the rounds, exactly in the
 //! order the device's dispatches would, sequential loops standing for the threads.
-//! The WGSL port is `shaders/sync_huffman.wgsl` (an entry point per pass, the kernels
-//! `backend::device::Kernel::SYNC`, not yet part of the batch pipeline); the CUDA one is
-//! still to come.
+//! The ports are `shaders/sync_huffman.wgsl` and `kernels/sync_huffman.cu` (an entry
+//! point per pass, the kernels `backend::device::Kernel::SYNC`, not yet part of the batch
+//! pipeline); the CUDA one shares the table lookup, `extend` and the SIMD-range check with
+//! the restart-interval kernel (`kernels/huffman_common.cuh`), and keeps each pass a
+//! function of one thread's index over the chunk's buffers, as here, apart from the
+//! entry point that maps a CUDA thread to it. The tests hold both to these passes word
+//! for word, after every pass (`tests/common/executor/sync_huffman.rs`: on lavapipe, on
+//! the CPU through the CUDA emulation, and on a CUDA device where there is one).
 //!
 //! # Segments and subsequences
 //! A *segment* is a restart interval (the whole scan for a file without restart markers:
