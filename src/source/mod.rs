@@ -684,6 +684,21 @@ impl Subset {
         self.inner.role
     }
 
+    /// The same samples read in the order `role` gives: [`Role::Validation`] in the
+    /// subset's sorted order every epoch, [`Role::Train`] shuffled each epoch.
+    pub fn with_role(&self, role: Role) -> Subset {
+        let s = &self.inner;
+        Subset {
+            inner: Arc::new(SubsetInner {
+                samples: s.samples.clone(),
+                classes: s.classes.clone(),
+                role,
+                root: s.root.clone(),
+                read_latency: s.read_latency,
+            }),
+        }
+    }
+
     /// Number of samples.
     pub fn len(&self) -> usize {
         self.inner.samples.len()
