@@ -2,10 +2,10 @@
 //! `Augment`.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyType};
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 use crate::errors::{config_err, IntoPy};
-use crate::recipe::{kwargs, replay, Recipe};
+use crate::recipe::{kwargs, reduce, replay, Recipe};
 
 /// What each sample goes through: geometry (crop, resize, flip, affine), colour,
 /// filters, policies, erasing, mixing, normalisation, output type and layout. Every
@@ -231,11 +231,8 @@ augment_pymethods! {
         }
 
         /// Pickling: the calls that made it.
-        fn __reduce__<'py>(
-            slf: &Bound<'py, Self>,
-        ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyList>,))> {
-            let restore = slf.get_type().getattr("_restore")?;
-            Ok((restore, (slf.get().recipe.steps(slf.py())?,)))
+        fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+            reduce(slf.as_any(), (slf.get().recipe.steps(slf.py())?,))
         }
 
         /// Unpickling (`pickle.loads` calls it): the augmentation made again by `steps`.

@@ -4,10 +4,10 @@ use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyType};
+use pyo3::types::{PyDict, PyTuple, PyType};
 
 use crate::errors::{config_err, to_py, IntoPy};
-use crate::recipe::{kwargs, replay, Recipe};
+use crate::recipe::{kwargs, reduce, replay, Recipe};
 
 /// A dataset: every sample found, sorted by path, each with a stable id, before any split
 /// or shuffle. Make one with a constructor (`Dataset.image_folder(...)`, ...).
@@ -308,12 +308,10 @@ listing_pymethods!(
         }
 
         /// Pickling: how the dataset was made and a fingerprint of its listing.
-        fn __reduce__<'py>(
-            slf: &Bound<'py, Self>,
-        ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyList>, u64))> {
+        fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
             let d = slf.get();
-            let restore = slf.get_type().getattr("_restore")?;
-            Ok((restore, (d.recipe.steps(slf.py())?, fingerprint(&d.inner))))
+            let steps = d.recipe.steps(slf.py())?;
+            reduce(slf.as_any(), (steps, fingerprint(&d.inner)))
         }
 
         /// Unpickling (`pickle.loads` calls it): the dataset made again by `steps`, refused if
@@ -417,15 +415,12 @@ impl Split {
     }
 
     /// Pickling: the dataset, the manifest (JSON) and `added`.
-    #[allow(clippy::type_complexity)]
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, (Py<Dataset>, String, (usize, usize)))> {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let s = slf.get();
         let manifest = serde_json::to_string(s.inner.manifest())
             .map_err(|e| config_err("pickle", format!("the split's manifest: {e}")))?;
-        let restore = slf.get_type().getattr("_restore")?;
-        Ok((restore, (s.dataset.clone_ref(slf.py()), manifest, s.added)))
+        let dataset = s.dataset.clone_ref(slf.py());
+        reduce(slf.as_any(), (dataset, manifest, s.added))
     }
 
     /// Unpickling (`pickle.loads` calls it): the split `manifest` records over `dataset`,

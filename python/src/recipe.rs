@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyType};
+use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
 use crate::errors::config_err;
 
@@ -86,4 +86,15 @@ pub(crate) fn replay<'py>(
         obj = target.call((), Some(&kwargs))?;
     }
     Ok(obj)
+}
+
+/// What `obj.__reduce__()` returns: its class's `_restore`, and the arguments `args` that
+/// make `obj` again.
+pub(crate) fn reduce<'py, A>(obj: &Bound<'py, PyAny>, args: A) -> PyResult<Bound<'py, PyTuple>>
+where
+    A: IntoPyObject<'py>,
+    PyErr: From<A::Error>,
+{
+    let restore = obj.get_type().getattr("_restore")?;
+    (restore, args).into_pyobject(obj.py())
 }
