@@ -738,4 +738,26 @@ mod tests {
         // FNV-1a of the empty string is its offset basis.
         assert_eq!(sample_id(""), mix64(0xCBF2_9CE4_8422_2325));
     }
+
+    #[test]
+    fn with_role_keeps_the_samples_and_sets_the_role() {
+        let samples = (0..5u32)
+            .map(|i| {
+                Sample::new(
+                    format!("{i}.png"),
+                    Location::Memory(Arc::from(vec![])),
+                    Some(i % 2),
+                )
+            })
+            .collect();
+        let classes = vec!["a".to_string(), "b".to_string()];
+        let data = Dataset::from_samples(Some("/r".into()), samples, classes).unwrap();
+        let train = data.clone().all();
+        let val = train.with_role(Role::Validation);
+        assert_eq!((train.role(), val.role()), (Role::Train, Role::Validation));
+        assert_eq!(val.samples(), data.samples());
+        assert_eq!(val.classes(), data.classes());
+        assert_eq!(val.root(), data.root());
+        assert_eq!(val.with_role(Role::Train).role(), Role::Train);
+    }
 }
