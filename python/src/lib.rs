@@ -11,6 +11,7 @@ mod data;
 mod errors;
 mod owner;
 mod pipeline;
+mod recipe;
 mod tensor;
 
 #[pymodule]

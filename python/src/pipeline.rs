@@ -1,5 +1,6 @@
 //! `Pipeline`, `Epoch` and `Stats`.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -14,6 +15,7 @@ use crate::batch::Batch;
 use crate::data::{Dataset, Subset};
 use crate::errors::{config_err, sample_error_object, IntoPy};
 use crate::owner::BatchOwner;
+use stoker::source::Role;
 
 /// How often a wait for a batch looks for a signal (Ctrl-C) to deliver.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
@@ -21,6 +23,37 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// A configured pipeline over one subset: reads, decodes and augments batches in
 /// background threads (never forked processes) while the caller trains. Call
 /// `epoch(e)` once per epoch and iterate it.
+///
+/// `Pipeline(data, *, ...)` builds one over `data` (a `Subset` from a split, or a
+/// `Dataset`, taken whole), with the GIL released while it builds (a GPU backend
+/// compiles its kernels). The keyword arguments:
+///
+/// - `augment`: an `Augment` (none: the decoded image as it is).
+/// - `batch_size` (32), `seed` (0): the shuffle, the weighted draws and every random
+///   choice of the augmentation are keyed by `seed`, the epoch and the sample's id.
+/// - `backend`: `"auto"` (CUDA, else wgpu, else CPU, logged), `"cpu"`, `"cuda"`,
+///   `"wgpu"`; `device`: the CUDA device ordinal (default 0).
+/// - `prefetch`, `readers`, `workers`: batches in flight, reader and worker threads.
+/// - `on_error`: what a sample that cannot be delivered does: `"skip"` (default: its slot
+///   is left out of the batch and reported in `batch.errors`), `"replace"` (reported, and
+///   another sample delivered in its slot), `"fail"` (raises `SampleError`).
+/// - `rank`, `world_size`: this process's shard for data-parallel training (every rank
+///   the same number of batches); `None` reads `RANK`/`WORLD_SIZE` (torchrun) or SLURM's
+///   variables when set. `drop_last`: drop the last partial batch of each epoch.
+/// - `shuffle`: `None` (default) shuffles a training subset (and a `Dataset`) each epoch
+///   and reads a validation subset in its fixed order; `False` reads any data in its
+///   fixed order, `data.ids`, every epoch the same; `True` shuffles any data each epoch.
+/// - `weights`: weighted sampling, one weight per sample of `data`, in the order of
+///   `data.ids` (finite, >= 0, not all 0): each epoch is `num_samples` draws (default
+///   `len(data)`), sample `i` drawn with probability `weights[i] / sum(weights)`, with or
+///   without `replacement` (default with), as PyTorch's `WeightedRandomSampler`; a weight
+///   of 0 is never drawn. `class_balanced=True`: the same with each sample weighted by
+///   one over its class's count, so each class is drawn equally often (a sample without
+///   a label never). Both draw training epochs: not with `shuffle=False` or a validation
+///   subset (give `shuffle=True` to draw from one).
+/// - `block_order`, `cache_bytes`, `memory_limit`, `strict_decode`, `max_pixels`,
+///   `max_bytes`, `allow_software_gpu`, `hardware_decode`, `hardware_share`: as the
+///   Rust `PipelineBuilder`'s settings of those names.
 #[pyclass(module = "stoker", frozen)]
 pub struct Pipeline {
     inner: Arc<stoker::Pipeline>,
@@ -34,17 +67,29 @@ fn parse<T: std::str::FromStr<Err = stoker::Error>>(s: &str) -> PyResult<T> {
     s.parse::<T>().py_err()
 }
 
-#[pymethods]
-impl Pipeline {
-    /// Builds a pipeline over `data` (a `Subset` from a split, or a `Dataset`, taken
-    /// whole). The GIL is released while it builds (a GPU backend compiles its kernels).
-    ///
-    /// `backend`: `"auto"` (CUDA, else wgpu, else CPU, logged), `"cpu"`, `"cuda"`,
-    /// `"wgpu"`. `device`: the CUDA device ordinal (default 0). `on_error`: `"skip"`
-    /// (default: report and go on), `"replace"` (report, deliver another sample in the
-    /// slot), `"fail"` (raise `SampleError`). `rank`/`world_size`: this process's shard
-    /// for data-parallel training (every rank the same number of batches); `None` reads
-    /// `RANK`/`WORLD_SIZE` (torchrun) or SLURM's variables when set.
+/// The `#[pymethods]` of a class that is its own context manager, whose exit calls its
+/// `close`: `__enter__` and `__exit__`, then the class's own methods.
+macro_rules! closing_pymethods {
+    ($ty:ident { $($own:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            fn __enter__(slf: Py<Self>) -> Py<Self> {
+                slf
+            }
+
+            #[pyo3(signature = (*_args))]
+            fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+                self.close(py);
+                false
+            }
+
+            $($own)*
+        }
+    };
+}
+
+closing_pymethods!(Pipeline {
+    /// Builds a pipeline over `data` (see the class's documentation).
     #[new]
     #[pyo3(signature = (
         data, *, augment=None, batch_size=32, seed=0, backend="auto", device=None,
@@ -52,6 +97,8 @@ impl Pipeline {
         world_size=None, drop_last=false, block_order=None, cache_bytes=None,
         memory_limit=None, strict_decode=None, max_pixels=None, max_bytes=None,
         allow_software_gpu=false, hardware_decode=None, hardware_share=None,
+        shuffle=None, weights=None, class_balanced=false, num_samples=None,
+        replacement=true,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -78,6 +125,11 @@ impl Pipeline {
         allow_software_gpu: bool,
         hardware_decode: Option<&str>,
         hardware_share: Option<f32>,
+        shuffle: Option<bool>,
+        weights: Option<Vec<f64>>,
+        class_balanced: bool,
+        num_samples: Option<usize>,
+        replacement: bool,
     ) -> PyResult<Self> {
         let subset = if let Ok(s) = data.cast::<Subset>() {
             s.get().inner.clone()
@@ -89,8 +141,19 @@ impl Pipeline {
                 data.get_type().name()?
             )));
         };
+        let subset = match shuffle {
+            Some(true) => subset.with_role(Role::Train),
+            Some(false) => subset.with_role(Role::Validation),
+            None => subset,
+        };
+        let draws = Draws {
+            weights,
+            class_balanced,
+            num_samples,
+            replacement,
+        };
         let kind: stoker::BackendKind = parse(backend)?;
-        let mut b = stoker::Pipeline::builder(subset)
+        let mut b = draws.apply(stoker::Pipeline::builder(subset.clone()), &subset)?
             .batch_size(batch_size)
             .seed(seed)
             .on_error(parse(on_error)?)
@@ -241,22 +304,72 @@ impl Pipeline {
         }
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.close(py);
-        false
-    }
-
     fn __repr__(&self) -> String {
         format!(
             "stoker.Pipeline({} batches, backend={})",
             self.inner.num_batches(),
             self.backend()
         )
+    }
+});
+
+/// Weighted sampling as `Pipeline(...)` was given it.
+struct Draws {
+    weights: Option<Vec<f64>>,
+    class_balanced: bool,
+    num_samples: Option<usize>,
+    replacement: bool,
+}
+
+impl Draws {
+    /// The builder set to draw each epoch as asked, `subset` being the data it reads.
+    fn apply(
+        self,
+        b: stoker::PipelineBuilder,
+        subset: &stoker::Subset,
+    ) -> PyResult<stoker::PipelineBuilder> {
+        let weighted = self.weights.is_some() || self.class_balanced;
+        if !weighted {
+            if self.num_samples.is_some() || !self.replacement {
+                return Err(config_err(
+                    "num_samples",
+                    "num_samples and replacement are settings of weighted sampling: give \
+                     weights or class_balanced=True",
+                ));
+            }
+            return Ok(b);
+        }
+        if subset.role() != Role::Train {
+            return Err(config_err(
+                "weights",
+                "weighted sampling draws a shuffled training epoch: not with shuffle=False \
+                 or a validation subset (give shuffle=True to draw from one)",
+            ));
+        }
+        match self.weights {
+            Some(_) if self.class_balanced => Err(config_err(
+                "weights",
+                "give weights or class_balanced=True, not both",
+            )),
+            Some(w) if w.len() != subset.len() => Err(config_err(
+                "weights",
+                format!(
+                    "{} weights for {} samples: give one per sample, in the order of data.ids",
+                    w.len(),
+                    subset.len()
+                ),
+            )),
+            Some(w) => {
+                let by_id: HashMap<u64, f64> =
+                    subset.samples().iter().map(|s| s.id).zip(w).collect();
+                Ok(b.weighted_by(
+                    move |s| by_id.get(&s.id).copied().unwrap_or(0.0),
+                    self.num_samples,
+                    self.replacement,
+                ))
+            }
+            None => Ok(b.class_balanced(self.num_samples, self.replacement)),
+        }
     }
 }
 
@@ -414,8 +527,7 @@ pub struct Epoch {
 const ENDED: &str = "this epoch was iterated to its end and yields nothing more: call \
     pipeline.epoch(e) for each pass over the data (a new epoch number for a new shuffle)";
 
-#[pymethods]
-impl Epoch {
+closing_pymethods!(Epoch {
     fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -496,17 +608,7 @@ impl Epoch {
     fn close(&self, py: Python<'_>) {
         close_state(py, &self.shared);
     }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.close(py);
-        false
-    }
-}
+});
 
 /// Pipeline statistics. Stage times are summed over threads (CPU-seconds); `wait` and
 /// `wall` are the caller's.

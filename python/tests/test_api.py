@@ -14,18 +14,23 @@ STUB = Path(stoker.__file__).with_name("_stoker.pyi")
 
 
 def stub_names():
+    """The stubs' public classes, each with its members (those of the stubs' private
+    base classes included), and functions (None)."""
     tree = ast.parse(STUB.read_text())
     out = {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
-            out[node.name] = {
+            own = {
                 n.name if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else n.target.id
                 for n in node.body
                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.AnnAssign))
             }
+            for base in node.bases:
+                own |= out.get(base.id, set()) if isinstance(base, ast.Name) else set()
+            out[node.name] = own
         elif isinstance(node, ast.FunctionDef):
             out[node.name] = None
-    return out
+    return {k: v for k, v in out.items() if not k.startswith("_")}
 
 
 def public_members(cls):

@@ -684,6 +684,21 @@ impl Subset {
         self.inner.role
     }
 
+    /// The same samples read in the order `role` gives: [`Role::Validation`] in the
+    /// subset's sorted order every epoch, [`Role::Train`] shuffled each epoch.
+    pub fn with_role(&self, role: Role) -> Subset {
+        let s = &self.inner;
+        Subset {
+            inner: Arc::new(SubsetInner {
+                samples: s.samples.clone(),
+                classes: s.classes.clone(),
+                role,
+                root: s.root.clone(),
+                read_latency: s.read_latency,
+            }),
+        }
+    }
+
     /// Number of samples.
     pub fn len(&self) -> usize {
         self.inner.samples.len()
@@ -722,5 +737,27 @@ mod tests {
         assert_ne!(sample_id("cat/1.jpg"), sample_id("cat/2.jpg"));
         // FNV-1a of the empty string is its offset basis.
         assert_eq!(sample_id(""), mix64(0xCBF2_9CE4_8422_2325));
+    }
+
+    #[test]
+    fn with_role_keeps_the_samples_and_sets_the_role() {
+        let samples = (0..5u32)
+            .map(|i| {
+                Sample::new(
+                    format!("{i}.png"),
+                    Location::Memory(Arc::from(vec![])),
+                    Some(i % 2),
+                )
+            })
+            .collect();
+        let classes = vec!["a".to_string(), "b".to_string()];
+        let data = Dataset::from_samples(Some("/r".into()), samples, classes).unwrap();
+        let train = data.clone().all();
+        let val = train.with_role(Role::Validation);
+        assert_eq!((train.role(), val.role()), (Role::Train, Role::Validation));
+        assert_eq!(val.samples(), data.samples());
+        assert_eq!(val.classes(), data.classes());
+        assert_eq!(val.root(), data.root());
+        assert_eq!(val.with_role(Role::Train).role(), Role::Train);
     }
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from ._errors import SampleError
 
@@ -46,8 +46,45 @@ class Tensor:
         """The address of the first element."""
     def __len__(self) -> int: ...
 
-class Dataset:
-    """Every sample found, sorted by path, each with a stable id, before any split."""
+class _Samples:
+    """What `Dataset` and `Subset` both have: their samples, sorted by path (a base class
+    of these stubs only)."""
+
+    @property
+    def classes(self) -> list[str]:
+        """Class names, indexed by class id."""
+    @property
+    def paths(self) -> list[str]:
+        """Sample paths, sorted."""
+    @property
+    def ids(self) -> list[int]:
+        """Sample ids, in the order of `paths`."""
+    @property
+    def labels(self) -> list[int | None]:
+        """Labels (class ids, or None), in the order of `paths`."""
+    def __len__(self) -> int: ...
+
+class _NamedFieldShards(Protocol):
+    """The signature of `Dataset.tfrecord` and `Dataset.parquet`: shards (files, or
+    folders of them), with the names of the image, label and mask fields (TFRecord keys,
+    Parquet columns) where they are not the defaults."""
+
+    def __call__(
+        self,
+        paths_or_path: _Path | Sequence[_Path],
+        *,
+        image: str | None = None,
+        label: str | None = None,
+        mask: str | None = None,
+    ) -> Dataset: ...
+
+class Dataset(_Samples):
+    """Every sample found, sorted by path, each with a stable id, before any split.
+
+    It pickles (for `spawn`ed workers): the pickle carries how it was made, not its
+    samples; `pickle.loads` lists the source again and raises `SourceError` if the
+    listing differs from the pickled one.
+    """
 
     @staticmethod
     def image_folder(root: _Path) -> Dataset:
@@ -64,27 +101,13 @@ class Dataset:
     @staticmethod
     def coco(annotations: _Path, images: _Path) -> Dataset:
         """A COCO annotation file over the images in `images`."""
-    @staticmethod
-    def tfrecord(
-        paths_or_path: _Path | Sequence[_Path],
-        *,
-        image: str | None = None,
-        label: str | None = None,
-        mask: str | None = None,
-    ) -> Dataset:
-        """TFRecord shards of tf.train.Example records."""
+    tfrecord: ClassVar[_NamedFieldShards]
+    """TFRecord shards of tf.train.Example records (a static method)."""
     @staticmethod
     def tar(paths_or_path: _Path | Sequence[_Path]) -> Dataset:
         """WebDataset tar shards."""
-    @staticmethod
-    def parquet(
-        paths_or_path: _Path | Sequence[_Path],
-        *,
-        image: str | None = None,
-        label: str | None = None,
-        mask: str | None = None,
-    ) -> Dataset:
-        """Parquet files, a row per sample."""
+    parquet: ClassVar[_NamedFieldShards]
+    """Parquet files, a row per sample (a static method)."""
     def with_masks(self, mask_dir: _Path) -> Dataset:
         """Each image paired with the label mask of the same stem in `mask_dir`."""
     def with_read_latency(self, seconds: float) -> Dataset:
@@ -94,24 +117,14 @@ class Dataset:
     def all(self) -> Subset:
         """Every sample, as one training subset (no split)."""
     @property
-    def classes(self) -> list[str]:
-        """Class names, indexed by class id."""
-    @property
-    def paths(self) -> list[str]:
-        """Sample paths, sorted."""
-    @property
-    def ids(self) -> list[int]:
-        """Sample ids, in the order of `paths`."""
-    @property
-    def labels(self) -> list[int | None]:
-        """Labels, in the order of `paths`."""
-    @property
     def skipped(self) -> list[tuple[str, str]]:
         """What listing left out: `(path, reason)`."""
-    def __len__(self) -> int: ...
 
 class Split:
-    """A fixed split: training and validation subsets and their manifest."""
+    """A fixed split: training and validation subsets and their manifest.
+
+    It pickles: the pickle carries its dataset (see `Dataset`) and its manifest.
+    """
 
     @staticmethod
     def load(path: _Path, dataset: Dataset) -> Split:
@@ -131,25 +144,18 @@ class Split:
     def added(self) -> tuple[int, int]:
         """Samples `extend` placed anew: `(train, val)`."""
 
-class Subset:
+class Subset(_Samples):
     """One side of a split (or every sample): what a pipeline reads."""
 
     @property
     def role(self) -> Literal["train", "val"]:
         """`train` (shuffled each epoch) or `val` (fixed order)."""
-    @property
-    def classes(self) -> list[str]:
-        """Class names, indexed by class id."""
-    @property
-    def paths(self) -> list[str]:
-        """Sample paths, sorted."""
-    @property
-    def ids(self) -> list[int]:
-        """Sample ids, in the order of `paths`."""
-    def __len__(self) -> int: ...
 
 class Augment:
-    """What each sample goes through; methods return a new Augment, so they chain."""
+    """What each sample goes through; methods return a new Augment, so they chain.
+
+    It pickles (for `spawn`ed workers): the pickle carries the chain of calls that made it.
+    """
 
     def __init__(self) -> None: ...
     @staticmethod
@@ -334,7 +340,9 @@ class Epoch:
     def __exit__(self, *args: object) -> bool: ...
 
 class Pipeline:
-    """A configured pipeline over one subset (or a whole dataset)."""
+    """A configured pipeline over one subset (or a whole dataset): reads, decodes and
+    augments batches in background threads while the caller trains. Call `epoch(e)` once
+    per epoch and iterate it."""
 
     def __init__(
         self,
@@ -361,7 +369,39 @@ class Pipeline:
         allow_software_gpu: bool = False,
         hardware_decode: Literal["off", "exact", "all"] | None = None,
         hardware_share: float | None = None,
-    ) -> None: ...
+        shuffle: bool | None = None,
+        weights: Sequence[float] | None = None,
+        class_balanced: bool = False,
+        num_samples: int | None = None,
+        replacement: bool = True,
+    ) -> None:
+        """A pipeline over `data` (a `Subset`, or a `Dataset` taken whole); the GIL is
+        released while it builds.
+
+        - `augment`: what each sample goes through (none: the decoded image as it is).
+        - `batch_size`, `seed`: the shuffle, the weighted draws and every random choice
+          of the augmentation are keyed by `seed`, the epoch and the sample's id.
+        - `backend`: `"auto"` (CUDA, else wgpu, else CPU), `"cpu"`, `"cuda"`, `"wgpu"`;
+          `device`: the CUDA device ordinal.
+        - `prefetch`, `readers`, `workers`: batches in flight, reader and worker threads.
+        - `on_error`: what a sample that cannot be delivered does: `"skip"` (its slot is
+          left out and reported in `batch.errors`), `"replace"` (reported, another sample
+          delivered in its slot), `"fail"` (raises `SampleError`).
+        - `rank`, `world_size`: this process's shard for data-parallel training; `None`
+          reads torchrun's or SLURM's variables when set. `drop_last`: drop the last
+          partial batch of each epoch.
+        - `shuffle`: `None` shuffles a training subset (and a `Dataset`) each epoch and
+          reads a validation subset in its fixed order; `False` reads any data in its
+          fixed order (`data.ids`), every epoch the same; `True` shuffles any data.
+        - `weights`: one per sample of `data`, in the order of `data.ids` (finite, >= 0,
+          not all 0): each epoch is `num_samples` draws (default `len(data)`), sample `i`
+          with probability `weights[i] / sum(weights)`, with or without `replacement`, as
+          PyTorch's `WeightedRandomSampler`; a weight of 0 is never drawn.
+          `class_balanced=True`: each sample weighted by one over its class's count (a
+          sample without a label never drawn). Both draw training epochs: not with
+          `shuffle=False` or a validation subset (give `shuffle=True` for one).
+        - the others: the Rust `PipelineBuilder`'s settings of those names.
+        """
     def epoch(self, epoch: int) -> Epoch:
         """The batches of `epoch`."""
     def epoch_from(self, epoch: int, first_batch: int) -> Epoch:
