@@ -119,6 +119,9 @@ pub enum Error {
     /// A pipeline thread stopped in a way the pipeline cannot recover from.
     #[error("pipeline error: {0}")]
     Pipeline(#[from] PipelineError),
+    /// A saved state cannot resume this pipeline (`Pipeline::resume`).
+    #[error("cannot resume: {0}")]
+    Resume(#[from] ResumeError),
     /// JSON (manifest, report) could not be read or written.
     #[error("json error in {what}: {source}")]
     Json {
@@ -146,6 +149,59 @@ impl std::fmt::Display for ListingBound {
             ListingBound::Time(t) => write!(f, "longer than {} s (max_time)", t.as_secs_f64()),
         }
     }
+}
+
+/// Why a saved [`ResumeState`](crate::pipeline::ResumeState) cannot resume a pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResumeError {
+    /// The state is of another format version than this stoker reads.
+    #[error(
+        "the state is of format version {found}; this version of stoker reads version {expected}"
+    )]
+    Version {
+        /// The state's version.
+        found: u32,
+        /// The version this stoker writes and reads.
+        expected: u32,
+    },
+    /// The state was taken with another seed.
+    #[error("the state was taken with seed {state}; this pipeline's seed is {pipeline}")]
+    Seed {
+        /// The state's seed.
+        state: u64,
+        /// The pipeline's.
+        pipeline: u64,
+    },
+    /// The state was taken on another dataset or another order: other samples, other
+    /// weights or blocks, another `drop_last`, or under per-rank sharding another world
+    /// size or sharding.
+    #[error("the state was taken on another dataset or order (order fingerprint {state:016x}; this pipeline's is {pipeline:016x})")]
+    Order {
+        /// The state's fingerprint of the dataset and order.
+        state: u64,
+        /// The pipeline's.
+        pipeline: u64,
+    },
+    /// The global batch size (batch size per rank times world size) changed: the global
+    /// batches of the rest of the epoch would be others.
+    #[error("the state was taken with global batches of {state} samples; this pipeline's are {pipeline} (batch size per rank x world size): resume with batch_size = {state} / world_size, or start the next epoch afresh")]
+    GlobalBatchSize {
+        /// The state's global batch size.
+        state: u64,
+        /// The pipeline's.
+        pipeline: u64,
+    },
+    /// The samples consumed are not at the end of a global batch, or past the epoch.
+    #[error("{consumed} samples consumed is not the end of a global batch of {global_batch_size} in an epoch of {total}")]
+    Position {
+        /// The state's samples consumed.
+        consumed: u64,
+        /// The global batch size.
+        global_batch_size: u64,
+        /// Samples in the epoch (padding left out).
+        total: u64,
+    },
 }
 
 /// How a pipeline failed as a whole (not one sample: see [`SampleError`]).

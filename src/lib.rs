@@ -162,11 +162,12 @@ pub use backend::cuda::CudaBatch;
 pub use backend::wgpu::WgpuBatch;
 pub use backend::BackendKind;
 pub use decode::{DecodeError, Limits, WarningKind};
-pub use error::{Error, PipelineError, Result, SampleError, SampleErrorKind};
+pub use error::{Error, PipelineError, Result, ResumeError, SampleError, SampleErrorKind};
 pub use pipeline::{
-    Batch, Epoch, OnError, PaddedBoxes, Pipeline, PipelineBuilder, Replacement, SampleWarning,
-    Stats, TransformResult, UserSample,
+    Batch, Epoch, OnError, PaddedBoxes, Pipeline, PipelineBuilder, Replacement, ResumeState,
+    SampleWarning, Stats, TransformResult, UserSample,
 };
+pub use source::sampler::Sharding;
 pub use source::split::{Added, SplitSpec};
 pub use source::ListingOptions;
 pub use source::{

@@ -138,6 +138,8 @@ pub struct Batch {
     /// Host copies of a device batch, read back on first use of a host accessor.
     pub(super) host_images: std::sync::OnceLock<HostBuffer>,
     pub(super) host_masks: std::sync::OnceLock<HostBuffer>,
+    /// The job's state right after this batch.
+    pub(super) state: super::ResumeState,
 }
 
 /// The batch's device buffers, for the backends' typed accessors (`stoker::WgpuBatch`,
@@ -157,6 +159,14 @@ impl Batch {
     /// The epoch it belongs to.
     pub fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    /// The state right after this batch (its global batch consumed by all ranks): save it
+    /// with the checkpoint of the model trained on it, and continue with
+    /// [`Pipeline::resume`](super::Pipeline::resume), on this world size or another with
+    /// the same global batch size.
+    pub fn state(&self) -> super::ResumeState {
+        self.state
     }
 
     /// Samples in the batch.

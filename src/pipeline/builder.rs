@@ -12,7 +12,7 @@ use crate::backend::device::BatcherConfig;
 use crate::backend::{self, Backend, BackendKind, Selected};
 use crate::decode::Limits;
 use crate::error::{Error, Result};
-use crate::source::sampler::{shard_from_env, Weighting};
+use crate::source::sampler::{shard_from_env, Sharding, Weighting};
 use crate::source::{Role, Sampler, Subset};
 
 /// Builder for [`Pipeline`]; every value is checked in [`PipelineBuilder::build`].
@@ -25,6 +25,11 @@ pub struct PipelineBuilder {
     backend_opts: backend::BackendOptions,
     augment: Augment,
     batch_size: usize,
+    /// Whether the caller set the batch size (else it may follow the global one).
+    batch_size_set: bool,
+    /// The global batch size the caller gave, if any.
+    global_batch_size: Option<usize>,
+    sharding: Sharding,
     prefetch: usize,
     readers: Option<usize>,
     workers: Option<usize>,
@@ -70,6 +75,9 @@ impl PipelineBuilder {
             backend_opts: backend::BackendOptions::default(),
             augment: Augment::new(),
             batch_size: 32,
+            batch_size_set: false,
+            global_batch_size: None,
+            sharding: Sharding::Global,
             prefetch: 2,
             readers: None,
             workers: None,
@@ -214,9 +222,33 @@ impl PipelineBuilder {
         self
     }
 
-    /// Samples per batch (default 32).
+    /// Samples per batch on each rank (default 32; with [`Self::global_batch_size`], that
+    /// over the world size).
     pub fn batch_size(mut self, n: usize) -> Self {
         self.batch_size = n;
+        self.batch_size_set = true;
+        self
+    }
+
+    /// Samples per global batch, all ranks together: each rank's batch size is then
+    /// `n / world_size` (an [`Error::Config`] of setting `global_batch_size` at
+    /// [`Self::build`] if the world size does not divide `n`, or if a
+    /// [`Self::batch_size`] also given disagrees). Without it the global batch size is
+    /// `batch_size * world_size`. With the default [`Sharding::Global`] the epoch's
+    /// batches are fixed by `(seed, epoch, global batch size)`: a job keeps its batches,
+    /// and resumes ([`Pipeline::resume`]), on any world size.
+    pub fn global_batch_size(mut self, n: usize) -> Self {
+        self.global_batch_size = Some(n);
+        self
+    }
+
+    /// How the ranks split each epoch (see [`crate::source::sampler`]):
+    /// [`Sharding::Global`] (the default: global batches of `batch_size * world_size`,
+    /// each rank its contiguous slice, the same batches whatever the world size) or
+    /// [`Sharding::PerRank`] (each rank its own strided shard of the whole epoch, stoker's
+    /// order before global batches). With one rank both give the same batches.
+    pub fn sharding(mut self, sharding: Sharding) -> Self {
+        self.sharding = sharding;
         self
     }
 
@@ -340,6 +372,11 @@ impl PipelineBuilder {
 
     /// Read shard `rank` of `world_size` (data-parallel training).
     ///
+    /// By default ([`Sharding::Global`], see [`Self::sharding`]) the epoch is a sequence
+    /// of global batches of `batch_size * world_size` samples, fixed by the seed, the
+    /// epoch and the global batch size, and rank `rank` takes the `rank`-th contiguous
+    /// slice of each: the batches do not depend on the world size.
+    ///
     /// Every rank gets the same number of samples and batches per epoch, so no rank
     /// leaves an all-reduce early: by default the epoch's permutation is padded by
     /// repeating its first samples (at most one per rank unless the world is larger than
@@ -348,7 +385,9 @@ impl PipelineBuilder {
     /// whole batches only and the tail of the permutation is left out instead. The shards
     /// are disjoint apart from the padding, together cover every sample, and depend only
     /// on `(seed, epoch)`. [`OnError::Replace`](crate::OnError::Replace) draws replacements
-    /// from this rank's own shard. See [`crate::source::sampler`] for the arithmetic.
+    /// from the whole epoch's samples under global batches (the same on any world size),
+    /// from this rank's own shard under [`Sharding::PerRank`]. See
+    /// [`crate::source::sampler`] for the arithmetic.
     pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
         self.shard = Some((rank, world_size));
         self
@@ -477,10 +516,12 @@ impl PipelineBuilder {
     }
 
     /// Validates the configuration, selects the backend and returns the pipeline.
-    pub fn build(self) -> Result<Pipeline> {
+    pub fn build(mut self) -> Result<Pipeline> {
         if let Some((setting, reason)) = &self.refused {
             return Err(Error::config(setting, reason));
         }
+        let (rank, world) = self.rank_and_world()?;
+        self.batch_size = self.per_rank_batch(world)?;
         self.augment.validate()?;
         if self.tune_allocator {
             super::heap::tune();
@@ -512,22 +553,12 @@ impl PipelineBuilder {
         }
         let samples = self.subset.samples();
         let has_masks = self.check_masks(samples)?;
-        let (rank, world) = match (self.shard, self.shard_from_env) {
-            (Some(s), false) => s,
-            (None, true) => shard_from_env()?,
-            (None, false) => (0, 1),
-            (Some(_), true) => {
-                return Err(Error::config(
-                    "shard",
-                    "give the shard explicitly or from the environment, not both",
-                ))
-            }
-        };
         let shuffle = self.subset.role() == Role::Train;
         if !shuffle && self.augment.is_random() {
             log::warn!("validation subset with random augmentation; use Augment::validation for a fixed transform");
         }
         let mut sampler = Sampler::new(samples.len(), self.seed, shuffle)
+            .sharding(self.sharding)
             .shard(rank, world)?
             .batches_of(self.batch_size, self.drop_last)?;
         if let Some((weights, num_samples, replacement)) = &self.weighting {
@@ -594,6 +625,7 @@ impl PipelineBuilder {
             verdicts: Default::default(),
             transform: self.transform,
             trace: self.trace.map(|p| Arc::new(super::trace::Trace::new(&p))),
+            progress: super::state::Progress::new(self.seed, &self.subset, &sampler),
         };
         Ok(Pipeline {
             cache: (self.cache_bytes > 0).then(|| Arc::new(Cache::new(self.cache_bytes))),
@@ -605,6 +637,41 @@ impl PipelineBuilder {
             staging: Arc::new(Mutex::new(Vec::new())),
             workers: Arc::new(Mutex::new(Vec::new())),
         })
+    }
+
+    /// The shard: given, from the environment, or the only one.
+    fn rank_and_world(&self) -> Result<(usize, usize)> {
+        match (self.shard, self.shard_from_env) {
+            (Some(s), false) => Ok(s),
+            (None, true) => shard_from_env(),
+            (None, false) => Ok((0, 1)),
+            (Some(_), true) => Err(Error::config(
+                "shard",
+                "give the shard explicitly or from the environment, not both",
+            )),
+        }
+    }
+
+    /// Each rank's batch size: the one set, or the global batch size over the world size.
+    fn per_rank_batch(&self, world: usize) -> Result<usize> {
+        let Some(global) = self.global_batch_size else {
+            return Ok(self.batch_size);
+        };
+        let bad = |m: String| Err(Error::config("global_batch_size", m));
+        if global == 0 || world == 0 || !global.is_multiple_of(world) {
+            return bad(format!(
+                "{global} is not a positive multiple of the world size {world}"
+            ));
+        }
+        let per_rank = global / world;
+        if self.batch_size_set && self.batch_size != per_rank {
+            return bad(format!(
+                "batch_size {} on {world} rank(s) is a global batch of {}, not {global}",
+                self.batch_size,
+                self.batch_size.saturating_mul(world)
+            ));
+        }
+        Ok(per_rank)
     }
 
     /// Whether the samples have masks (all or none may), refusing mixing for a dataset

@@ -345,10 +345,14 @@ impl Iterator for Epoch {
             }
             Source::Gone => None,
         };
-        if r.is_none() {
-            self.finish();
-        } else {
-            self.yielded += 1;
+        match &r {
+            None => self.finish(),
+            Some(b) => {
+                self.yielded += 1;
+                if let Ok(b) = b {
+                    self.cfg.progress.set(b.state());
+                }
+            }
         }
         r
     }

@@ -75,6 +75,7 @@ mod memory;
 mod readers;
 mod report;
 mod staging;
+mod state;
 mod stats;
 mod trace;
 pub mod transform;
@@ -87,6 +88,7 @@ pub use batch::{Batch, PaddedBoxes, Replacement, SampleWarning};
 pub use builder::PipelineBuilder;
 pub use epoch::Epoch;
 pub use report::{InputBound, Report, Stage, StageLoad, INPUT_BOUND_HIGH, INPUT_BOUND_MODERATE};
+pub use state::ResumeState;
 pub use stats::{Stats, MAX_KEPT_ERRORS};
 pub use trace::MAX_TRACE_EVENTS;
 pub use transform::{TransformResult, UserSample};
@@ -156,6 +158,8 @@ pub(crate) struct Config {
     pub verdicts: verdict::Verdicts,
     /// The caller's transform of each decoded sample.
     pub transform: Option<transform::UserTransform>,
+    /// What the batches' [`ResumeState`]s share, and the last one handed out.
+    pub progress: state::Progress,
 }
 
 impl Config {
@@ -217,8 +221,10 @@ impl Pipeline {
     /// epoch gives from there (the same samples, augmentation and replacements, since all
     /// of them are keyed by `(seed, epoch, sample id)`), without reading or decoding the
     /// batches before it. A checkpoint needs only `(seed, epoch, batch index)`: resume
-    /// with `epoch_from(epoch, index + 1)` after batch `index` was trained on.
-    /// `first_batch == num_batches()` gives an empty epoch; beyond it is an error.
+    /// with `epoch_from(epoch, index + 1)` after batch `index` was trained on (or, on any
+    /// world size with the same global batch size, with [`Pipeline::resume`] and the
+    /// batch's [`Batch::state`]). `first_batch == num_batches()` gives an empty epoch;
+    /// beyond it is an error.
     pub fn epoch_from(&self, epoch: u64, first_batch: usize) -> Result<Epoch> {
         let order = self.sampler.epoch_order(epoch);
         let batches: Vec<Vec<usize>> = order
@@ -236,6 +242,15 @@ impl Pipeline {
         }
         let real = order.len() - self.sampler.padding();
         let holds = self.holds(epoch, &order);
+        // Replacements are drawn from the rank's own samples, or with global batches from
+        // the whole epoch's (so that they do not depend on the world size).
+        let replace_pool: Arc<[usize]> = match self.sampler.sharding_mode() {
+            crate::source::sampler::Sharding::Global => self.sampler.global_order(epoch).into(),
+            _ => order[..real].into(),
+        };
+        self.cfg
+            .progress
+            .set(self.cfg.progress.at(epoch, first_batch));
         Epoch::start(epoch::EpochParts {
             cfg: Arc::clone(&self.cfg),
             subset: self.subset.clone(),
@@ -247,7 +262,7 @@ impl Pipeline {
             first_batch,
             num_batches: batches.len(),
             repeat_from: real,
-            replace_pool: order[..real].into(),
+            replace_pool,
             batches: batches.into_iter().skip(first_batch).collect(),
             // From the hold in force at `first_batch` (made at or before it) on.
             holds: {
@@ -306,6 +321,33 @@ impl Pipeline {
             }
         }
         out
+    }
+
+    /// Where the job stands: the state after the last batch any of this pipeline's
+    /// epochs handed out, or at the start of the epoch last started before it hands out
+    /// one (epoch 0, nothing consumed, before any). With batches prepared ahead, the last
+    /// batch handed out may not be trained on yet: for a checkpoint take the
+    /// [`Batch::state`] of the last batch trained on.
+    pub fn state(&self) -> ResumeState {
+        self.cfg.progress.last()
+    }
+
+    /// The rest of the epoch `state` was taken in ([`Batch::state`], [`Pipeline::state`],
+    /// saved with a checkpoint and read back): the global batches after its
+    /// `samples_consumed`, with every rank taking its slice of each, so a job continues
+    /// on any world size whose `batch_size * world_size` is the state's global batch size.
+    /// A state at the end of its epoch gives an empty epoch: go on with
+    /// `epoch(state.epoch + 1)`.
+    ///
+    /// Refused, with [`Error::Resume`](crate::Error::Resume): a state of another format
+    /// version, seed, dataset or order ([`ResumeError`](crate::error::ResumeError) says
+    /// which), or of another global batch size (a change of global batch size is refused,
+    /// not handled at the epoch's boundary: start the next epoch with [`Pipeline::epoch`]
+    /// instead). Under [`Sharding::PerRank`](crate::source::sampler::Sharding::PerRank) a
+    /// state resumes on the same world size only.
+    pub fn resume(&self, state: &ResumeState) -> Result<Epoch> {
+        let first = self.cfg.progress.check(state)?;
+        self.epoch_from(state.epoch, first)
     }
 
     /// Reader threads (set, or the default for where the subset lives).

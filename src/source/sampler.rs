@@ -1,25 +1,43 @@
-//! The order of one epoch: a full permutation from `(seed, epoch)`, sharded for
-//! data-parallel training, cut into batches.
+//! The order of one epoch: a full permutation from `(seed, epoch)`, split into global
+//! batches (or sharded) for data-parallel training, cut into batches.
 //!
 //! Training order is a Fisher-Yates shuffle of the whole subset driven by Philox keyed by
 //! `(seed, epoch)`: every epoch is a permutation of every sample, not a mix of a buffer.
 //! Validation order is the subset's sorted order, every epoch.
 //!
-//! # Shards: every rank runs the same number of steps
+//! # Global batches: the same batches on any number of GPUs
+//!
+//! By default ([`Sharding::Global`]) the epoch's order is cut into **global batches** of
+//! `G = b * w` samples (batch size `b` per rank, world size `w`), fixed by
+//! `(seed, epoch, G)` alone; rank `r` takes the `r`-th contiguous slice of `b` samples of
+//! each. Contiguous rather than strided so that the ranks' batches, concatenated in rank
+//! order (an all-gather), are the global batch in the order's order: a run on 8 GPUs of
+//! 32 and a run on 4 GPUs of 64 train on the same global batches, and a job's
+//! [`ResumeState`](crate::pipeline::ResumeState) resumes on either. The last global batch
+//! of an epoch (`n mod G` samples, when `G` does not divide `n`) is split into slices as
+//! even as they go, `ceil(rem / w)` long, the short ones padded with one repeat each.
+//!
+//! [`Sharding::PerRank`] is the split stoker made before (and PyTorch's
+//! `DistributedSampler` makes): rank `r` takes positions `r, r + w, r + 2w, ...` of the
+//! whole epoch (with block order, a contiguous run), then cuts them into batches; its
+//! batches depend on the world size.
+//!
+//! # Every rank runs the same number of steps
 //!
 //! In data-parallel training every rank must run the same number of steps, or the rank
 //! with fewer batches leaves the all-reduce early and the others hang at the last step.
 //! So every rank of `world_size` gets the same number of samples per epoch, as PyTorch's
-//! `DistributedSampler` gives them (for `n` samples, world size `w`, batch size `b`):
+//! `DistributedSampler` gives them (for `n` samples, world size `w`, batch size `b`),
+//! under either [`Sharding`]:
 //!
-//! - **Padding** (the default, `drop_last` false): the permutation is extended to
-//!   `w * ceil(n / w)` positions by repeating its first samples (cyclically, if `w > n`);
-//!   rank `r` takes positions `r, r + w, r + 2w, ...`: `ceil(n / w)` samples and
-//!   `ceil(ceil(n / w) / b)` batches on every rank, the last one partial on all of them
-//!   alike. The shards are disjoint apart from the padding and together cover every
-//!   sample. The padded positions are the last [`Sampler::padding`] of a rank's order;
-//!   the pipeline marks them in [`Batch::repeated`](crate::Batch::repeated) so metrics can
-//!   exclude them.
+//! - **Padding** (the default, `drop_last` false): the order is extended to
+//!   `w * ceil(n / w)` positions by repeating its first samples (cyclically, if `w > n`):
+//!   `ceil(n / w)` samples and `ceil(ceil(n / w) / b)` batches on every rank, the last
+//!   one partial on all of them alike. The ranks' samples are disjoint apart from the
+//!   padding and together cover every sample. The padded positions are the last
+//!   [`Sampler::padding`] of a rank's order (at most one, unless the world is larger than
+//!   the dataset); the pipeline marks them in [`Batch::repeated`](crate::Batch::repeated)
+//!   so metrics can exclude them.
 //! - **Dropping the tail** (`drop_last` true): every rank takes `b * floor(n / (w * b))`
 //!   samples, whole batches only; the rest of the permutation (a different tail every
 //!   epoch) is not read that epoch. No sample repeats.
@@ -48,15 +66,21 @@
 //! the samples of each window are permuted among themselves; a window's shards are held
 //! in memory while it is read. A sample can only move within its window, so the order
 //! mixes less than a permutation does (two samples of one shard are never more than a
-//! window apart). It is deterministic for `(seed, epoch)`, and the ranks split it into
-//! contiguous runs of the same length (`ceil(n / w)`, or with `drop_last`
-//! `b * floor(n / (w * b))`, as above), so each rank reads its own windows' shards and
-//! every rank runs the same number of steps; padding repeats the order's first samples.
+//! window apart). It is deterministic for `(seed, epoch)`. With global batches the ranks
+//! take their slices of each global batch as above (all of them read from the same
+//! windows); with [`Sharding::PerRank`] they split it into contiguous runs of the same
+//! length (`ceil(n / w)`, or with `drop_last` `b * floor(n / (w * b))`), so each rank
+//! reads its own windows' shards. Either way every rank runs the same number of steps;
+//! padding repeats the order's first samples.
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::rng::{Rng, Stream};
+
+mod sharding;
+
+pub use sharding::Sharding;
 
 /// Weighted sampling of a subset's epochs (see the [module docs](self)).
 #[derive(Debug, Clone, PartialEq)]
@@ -167,6 +191,7 @@ pub struct Sampler {
     world_size: usize,
     batch_size: usize,
     drop_last: bool,
+    sharding: Sharding,
     weighting: Option<Weighting>,
     blocks: Option<Blocks>,
 }
@@ -189,9 +214,73 @@ impl Sampler {
             world_size: 1,
             batch_size: 1,
             drop_last: false,
+            sharding: Sharding::Global,
             weighting: None,
             blocks: None,
         }
+    }
+
+    /// How the ranks split the epoch (default [`Sharding::Global`]; see the
+    /// [module docs](self)). With one rank both give the same order.
+    pub fn sharding(mut self, sharding: Sharding) -> Self {
+        self.sharding = sharding;
+        self
+    }
+
+    /// The [`Sharding`] in use.
+    pub fn sharding_mode(&self) -> Sharding {
+        self.sharding
+    }
+
+    /// The global batch: `batch_size * world_size` samples, the epoch's step across all
+    /// ranks.
+    pub fn global_batch_size(&self) -> usize {
+        self.batch_size.saturating_mul(self.world_size)
+    }
+
+    /// Positions of the epoch's global order that some rank delivers, padding left out:
+    /// the order's length, or with `drop_last` its whole global batches. Together the
+    /// ranks deliver each of these positions once per epoch.
+    pub fn epoch_total(&self) -> usize {
+        let len = self.epoch_len();
+        match self.drop_last {
+            true => len / self.global_batch_size().max(1) * self.global_batch_size(),
+            false => len,
+        }
+    }
+
+    /// The positions of the epoch's global order every rank delivers, padding left out
+    /// (the first [`Sampler::epoch_total`] of [`Sampler::permutation`]), as indices into
+    /// the subset: where [`Sharding::Global`] draws replacements from, so that they do not
+    /// depend on the world size.
+    pub fn global_order(&self, epoch: u64) -> Vec<usize> {
+        let mut perm = self.permutation(epoch);
+        perm.truncate(self.epoch_total());
+        perm
+    }
+
+    /// Bytes that identify the epochs' orders apart from the seed: the subset's length,
+    /// the order's kind (training or validation, weights, blocks), `drop_last`, and under
+    /// [`Sharding::PerRank`] the world size (whose shards depend on it). Not the rank, the
+    /// batch size, or (under global batches) the world size.
+    pub(crate) fn order_key(&self) -> Vec<u64> {
+        let mut key = vec![
+            self.len as u64,
+            u64::from(self.shuffle),
+            u64::from(self.drop_last),
+        ];
+        if self.sharding == Sharding::PerRank {
+            key.extend([1, self.world_size as u64]);
+        }
+        if let Some(w) = &self.weighting {
+            key.extend([2, w.num_samples as u64, u64::from(w.replacement)]);
+            key.extend(w.weights.iter().map(|x| x.to_bits()));
+        }
+        if let Some(b) = &self.blocks {
+            key.extend([3, b.window as u64]);
+            key.extend(b.group.iter().map(|&g| u64::from(g)));
+        }
+        key
     }
 
     /// Block order (see the [module docs](self)): `group[i]` is the block (shard) of
@@ -260,6 +349,7 @@ impl Sampler {
         let (_, windows) = self.block_permutation(b, epoch);
         Some(
             self.rank_positions()
+                .into_iter()
                 .map(|p| windows[p % windows.len().max(1)])
                 .collect(),
         )
@@ -270,19 +360,30 @@ impl Sampler {
         self.blocks.is_some()
     }
 
-    /// The positions of the epoch's order this rank takes, in its order: every
-    /// `world_size`-th from `rank`, or with block order a contiguous run; wrapping around
-    /// for padding.
-    fn rank_positions(&self) -> impl Iterator<Item = usize> + '_ {
+    /// The positions of the epoch's order this rank takes, in its order: its slice of
+    /// each global batch, or (per-rank sharding) every `world_size`-th from `rank`, or
+    /// with block order a contiguous run; wrapping around for padding.
+    fn rank_positions(&self) -> Vec<usize> {
+        if self.sharding == Sharding::Global {
+            return sharding::global_positions(
+                self.epoch_len(),
+                self.rank,
+                self.world_size,
+                self.batch_size,
+                self.drop_last,
+            );
+        }
         let per_rank = self.samples_per_epoch();
         let contiguous = self.blocks.is_some();
-        (0..per_rank).map(move |k| {
-            if contiguous {
-                self.rank * per_rank + k
-            } else {
-                self.rank + k * self.world_size
-            }
-        })
+        (0..per_rank)
+            .map(move |k| {
+                if contiguous {
+                    self.rank * per_rank + k
+                } else {
+                    self.rank + k * self.world_size
+                }
+            })
+            .collect()
     }
 
     /// Epochs of weighted draws instead of permutations (training order only; a
@@ -375,8 +476,12 @@ impl Sampler {
     /// one, unless the world is larger than the dataset; none with `drop_last`.
     pub fn padding(&self) -> usize {
         let per_rank = self.samples_per_epoch();
-        // Positions rank + k * world_size < len are the real ones.
         let len = self.epoch_len();
+        if self.sharding == Sharding::Global {
+            let (r, w, b) = (self.rank, self.world_size, self.batch_size);
+            return sharding::global_padding(len, r, w, b, self.drop_last);
+        }
+        // Positions rank + k * world_size < len are the real ones.
         let real = if self.blocks.is_some() {
             len.saturating_sub(self.rank * per_rank).min(per_rank)
         } else if len > self.rank {
@@ -395,6 +500,7 @@ impl Sampler {
             return Vec::new();
         }
         self.rank_positions()
+            .into_iter()
             .map(|p| perm[p % perm.len()])
             .collect()
     }

@@ -7,11 +7,13 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use stoker::{Augment, BackendKind, Dataset, Error, OnError, Pipeline, PipelineError, Subset};
+use stoker::{
+    Augment, BackendKind, Dataset, Error, OnError, Pipeline, PipelineError, Sharding, Subset,
+};
 
 /// A flat folder of `n` small random PNGs; `bad` of them (every `n / bad`-th) are not
 /// images at all.
-fn folder(dir: &Path, n: usize, bad: usize) -> Dataset {
+pub(crate) fn folder(dir: &Path, n: usize, bad: usize) -> Dataset {
     let mut rng = common::TestRng(n as u64 * 31 + bad as u64);
     for i in 0..n {
         let name = format!("{i:03}.png");
@@ -38,7 +40,27 @@ fn pipe(
     on_error: OnError,
     backend: BackendKind,
 ) -> Pipeline {
+    pipe_with(
+        subset,
+        (rank, world, batch),
+        drop_last,
+        on_error,
+        backend,
+        Sharding::Global,
+    )
+}
+
+/// [`pipe`] of shard `(rank, world, batch)` with the ranks split by `sharding`.
+pub(crate) fn pipe_with(
+    subset: Subset,
+    (rank, world, batch): (usize, usize, usize),
+    drop_last: bool,
+    on_error: OnError,
+    backend: BackendKind,
+    sharding: Sharding,
+) -> Pipeline {
     Pipeline::builder(subset)
+        .sharding(sharding)
         .backend(backend)
         .augment(
             Augment::new()
@@ -136,6 +158,9 @@ fn drop_last_gives_every_rank_the_same_whole_batches() {
     assert!(ranks.iter().all(|r| r.1 == r.2), "nothing marked repeated");
 }
 
+/// Per-rank sharding draws replacements from the rank's own shard. (Global batches draw
+/// them from the whole epoch, so that they do not depend on the world size: see
+/// `replacements_under_global_batches_do_not_depend_on_the_world_size`.)
 #[test]
 fn replacements_come_from_the_rank_own_shard() {
     for backend in common::backends() {
@@ -145,14 +170,13 @@ fn replacements_come_from_the_rank_own_shard() {
         let mut shards = Vec::new();
         let mut replacements = Vec::new();
         for rank in 0..world {
-            let p = pipe(
+            let p = pipe_with(
                 data.clone().all(),
-                rank,
-                world,
-                4,
+                (rank, world, 4),
                 false,
                 OnError::Replace,
                 backend,
+                Sharding::PerRank,
             );
             let order: BTreeSet<u64> = p
                 .sampler()

@@ -27,6 +27,7 @@ mod device_cache;
 mod device_check_dry;
 mod device_rejects;
 mod formats;
+mod global_batches;
 mod hardware_share;
 mod huffman;
 mod kernels_host;

@@ -257,7 +257,9 @@ fn block_order_splits_across_ranks_in_runs_of_equal_length() {
     for (world, batch, drop_last) in [(1, 8, false), (2, 8, false), (4, 5, false), (3, 7, true)] {
         let samplers: Vec<Sampler> = (0..world)
             .map(|r| {
+                // Per-rank sharding (runs of the whole order); global batches are below.
                 Sampler::new(groups.len(), 5, true)
+                    .sharding(stoker::Sharding::PerRank)
                     .shard(r, world)
                     .and_then(|s| s.batches_of(batch, drop_last))
                     .and_then(|s| s.blocks(groups.clone(), 2))
@@ -284,6 +286,43 @@ fn block_order_splits_across_ranks_in_runs_of_equal_length() {
         if !drop_last {
             assert_eq!(all, (0..groups.len()).collect::<Vec<_>>(), "every sample");
         }
+    }
+}
+
+#[test]
+fn block_order_splits_global_batches_across_ranks() {
+    let groups: Vec<u32> = (0..103u32).map(|i| i / 10).collect();
+    for (world, batch, drop_last) in [(1, 8, false), (2, 8, false), (4, 5, false), (3, 7, true)] {
+        let samplers: Vec<Sampler> = (0..world)
+            .map(|r| {
+                Sampler::new(groups.len(), 5, true)
+                    .shard(r, world)
+                    .and_then(|s| s.batches_of(batch, drop_last))
+                    .and_then(|s| s.blocks(groups.clone(), 2))
+                    .expect("sampler")
+            })
+            .collect();
+        let full = samplers[0].permutation(3);
+        let batches: Vec<Vec<Vec<usize>>> = samplers.iter().map(|s| s.batches(3)).collect();
+        let steps = batches[0].len();
+        assert!(batches.iter().all(|b| b.len() == steps));
+        // Step by step, the ranks' batches in rank order (padding left out) are the
+        // block order's global batches of `batch * world`, one after another.
+        let mut joined = Vec::new();
+        for step in 0..steps {
+            for (r, b) in batches.iter().enumerate() {
+                let batch = &b[step];
+                let pad = if step + 1 == steps {
+                    samplers[r].padding()
+                } else {
+                    0
+                };
+                joined.extend_from_slice(&batch[..batch.len() - pad]);
+            }
+        }
+        let whole = groups.len() / (batch * world) * batch * world;
+        let want = if drop_last { &full[..whole] } else { &full[..] };
+        assert_eq!(joined, want, "world {world}");
     }
 }
 

@@ -292,6 +292,7 @@ impl Collector {
             warnings,
             return_tx: self.free_tx.clone(),
             held: Arc::clone(&self.held),
+            state: cfg.progress.at(self.epoch, self.first + index + 1),
         })
     }
 
