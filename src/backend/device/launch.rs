@@ -49,7 +49,8 @@ pub enum Kernel {
     /// image), upsampled and converted as `color` does, into RGBA windows.
     PackPlanar,
     /// `sync_start` (WGSL only, in [`Kernel::SYNC`]): pass 1 of the self-synchronising
-    /// Huffman decode (`decode::jpeg::huffman::sync`), one invocation per subsequence.
+    /// Huffman decode (`decode::jpeg::huffman::sync`), one invocation per subsequence of
+    /// a decode chunk's samples without restart markers.
     SyncStart,
     /// `sync_round` (WGSL only): a sync round, one invocation per subsequence.
     SyncRound,
@@ -83,9 +84,10 @@ impl Kernel {
     }
 
     /// The passes of the self-synchronising Huffman decode (`shaders/sync_huffman.wgsl`),
-    /// in the order they run. WGSL only for now, and not part of the batch pipeline:
-    /// outside [`Kernel::ALL`], so that the CUDA backend (which loads a function per
-    /// kernel of it) asks no `kernels/*.cu` for them.
+    /// in the order they run. WGSL only for now (the wgpu batcher compiles them with
+    /// [`Kernel::wgsl`]'s and says so: `DeviceBatcher::sync_entropy`): outside
+    /// [`Kernel::ALL`], so that the CUDA backend (which loads a function per kernel of it)
+    /// asks no `kernels/*.cu` for them, and plans none.
     pub const SYNC: [Kernel; 4] = [
         Kernel::SyncStart,
         Kernel::SyncRound,
@@ -180,8 +182,8 @@ pub enum Buffer {
     /// samples), RGBA words as in [`Buffer::Windows`]; owned by the batcher, never
     /// bound to a kernel: only [`Step::Copy`] reads or writes it.
     DecodedCache,
-    /// The two copies of the self-synchronising decode's records ([`Kernel::SYNC`]);
-    /// no batch plans it yet (0 bytes).
+    /// The two copies of the self-synchronising decode's records ([`Kernel::SYNC`]), per
+    /// sample on that decode (decode scratch; 0 bytes without such samples).
     SyncRecords,
     /// A copy of the batch's images that the mixing pass ([`Kernel::Mix`]) reads while it
     /// writes the images (batcher scratch, sized by that pass, not by the batch plan).
