@@ -646,7 +646,8 @@ fn sync_clean(jpeg: &[u8], what: &str) -> u64 {
     use stoker::decode::jpeg::huffman::{decode_sync_with, RestartScan};
     let scan = RestartScan::parse_sync(jpeg).expect("parse_sync");
     let mut out = stoker::decode::jpeg::coeffs::Coefficients::default();
-    let status = decode_sync_with(&scan, jpeg, SUBSEQUENCE_BITS, 8, &mut out).expect("decode");
+    let rounds = stoker::backend::device::sync_decode::SYNC_ROUNDS;
+    let status = decode_sync_with(&scan, jpeg, SUBSEQUENCE_BITS, rounds, &mut out).expect("decode");
     println!("{what}: the oracle's status {status:#x}");
     u64::from(status == 0)
 }

@@ -22,7 +22,7 @@ pub mod orient;
 mod pool;
 pub(crate) mod sample_work;
 pub mod share;
-mod sync_decode;
+pub mod sync_decode;
 mod upload;
 pub(crate) mod work;
 

@@ -1,13 +1,15 @@
 //! The self-synchronising Huffman decode's passes ([`Kernel::SYNC`]: `sync_start`,
-//! `sync_round`, `sync_scan`, `sync_write`) against their scalar oracles
-//! (`decode::jpeg::huffman::sync`), word for word after every pass: both copies of the
-//! records (over garbage), each round's changed word, the coefficient buffer (with
-//! garbage past it) and the status word; the host runs the rounds as the oracle's driver
-//! does (until one changed no exit, or the chunk's most rounds), and the result is the
-//! driver's (`decode_sync_with`), and libjpeg's coefficients for a clean file. For random
-//! JPEGs with and without restart markers, and the bundled files, with subsequences of the
-//! default size and of 64 bits (many rounds), and with one round fewer than a decode
-//! needed (flagged as not synchronised).
+//! `sync_round`, `sync_scan`, `sync_write`, over a batch table) against their batched
+//! scalar oracles (`decode::jpeg::huffman::sync::batch_start` and the others), word for
+//! word: the records of every sample (over garbage) after the start, after all the
+//! rounds (queued together, nothing read back between them, as the batch path runs them),
+//! after the scan and the write, every status and changed word (over garbage: the start
+//! zeroes them), and the coefficient buffer (with garbage past it); each sample's status
+//! is the per-chunk driver's (`decode_sync_with`), and its coefficients libjpeg's for a
+//! clean file. For random JPEGs with and without restart markers, alone and all in one
+//! batch, and the bundled files, with subsequences of the default size and of 64 bits
+//! (many rounds), and with one round fewer than a decode needed (flagged as not
+//! synchronised). The rounds each file needs are printed.
 
 use stoker::backend::device::launch::{grid, PARAM_WORDS};
 use stoker::backend::device::{Binding, Buffer, Kernel, Launch, Step};
