@@ -12,15 +12,14 @@
 // points of its own.
 //
 // The entry points, 32 threads per block, one thread per subsequence (per segment for
-// the scan). The host runs them as the oracle's driver `decode_sync_with` does: the start
-// pass, sync rounds until one changed no exit (it reads the round's changed word back) or
-// the chunk's most rounds, the scan, the write.
-// Bindings: 0 the chunk (`pack_sync`; read); 1 the records, two copies of `subsequences
-// * SYNC_RECORD_WORDS` words (written); 2 the coefficient buffer, 32 words a block
-// (written); 3 the status words (written): word SYNC_STATUS the OR of the scan's and the
-// write's status words, word SYNC_CHANGED + r whether round r changed an exit.
-// params[0]: for `sync_round` the round (it reads record copy `round % 2` and writes the
-// other); for `sync_scan` and `sync_write` the copy the last round wrote.
+// the scan) of every sample of a batch: see "The entry points" below for the batch table
+// and the parameters. The host queues the start pass, every sync round (a sample's round
+// after one that changed none of its exits only copies), the scan and the write, reading
+// nothing back in between. Bindings: 0 the batch table and the chunks (`pack_sync`,
+// `pack_batch`; read); 1 the records, two copies of `subsequences * SYNC_RECORD_WORDS`
+// words a sample (written); 2 the coefficient buffer, 32 words a block (written); 3 the
+// status words (written): a sample's word SYNC_STATUS the OR of its scan's and write's
+// status words, word SYNC_CHANGED + r whether round r changed one of its exits.
 //
 // All integer arithmetic is 32-bit and wraps, as in the oracle (its i32 values carried in
 // u32). The zigzag order, the decode table lookup, extend and the SIMD check are
@@ -40,6 +39,7 @@ struct Layout {
     u32 segs;
     u32 subs;
     u32 data;
+    u32 regions;
 };
 
 static __device__ __forceinline__ Layout layout_of(const u32* chunk) {
@@ -53,6 +53,7 @@ static __device__ __forceinline__ Layout layout_of(const u32* chunk) {
     l.segs = chunk[SH_SEGMENT_TABLE];
     l.subs = chunk[SH_SUBSEQUENCE_TABLE];
     l.data = chunk[SH_DATA];
+    l.regions = chunk[SH_REGIONS];
     return l;
 }
 
@@ -260,8 +261,8 @@ static __device__ __forceinline__ u32 scan_pass(const u32* chunk, u32* rec, u32 
 }
 
 // Writes block `g` of the scan (MCU order; `bj` its block map word) from `bk` to `coefs`,
-// when it lies in its component's block grid (the oracle's `put`). Returns
-// STATUS_SIMD_RANGE or 0.
+// when it lies in its component's block grid and region, at its place in the region (the
+// oracle's `put`). Returns STATUS_SIMD_RANGE or 0.
 static __device__ __forceinline__ u32 put(const u32* chunk, const Layout& l, u32* coefs, u32 g, u32 bj, Block& bk) {
     const u32 j = bj & 0xFFu;
     const u32 cw = chunk[l.scan + S_COMP + j];
@@ -280,10 +281,15 @@ static __device__ __forceinline__ u32 put(const u32* chunk, const Layout& l, u32
     const u32 wib = chunk[cd + SC_WIDTH];
     const u32 hib = chunk[cd + SC_HEIGHT];
     const u32 quant = chunk[cd + SC_QUANT];
-    if (bx >= wib || by >= hib) {
+    const u32 rg = l.regions + SYNC_REGION_WORDS * (cw & 0xFFu);
+    const u32 bx0 = chunk[rg];
+    const u32 by0 = chunk[rg + 1u];
+    const u32 bw = chunk[rg + 2u];
+    const u32 bh = chunk[rg + 3u];
+    if (bx >= wib || by >= hib || bx < bx0 || by < by0 || bx - bx0 >= bw || by - by0 >= bh) {
         return 0u;
     }
-    const u32 at = coef_offset + 32u * (by * wib + bx);
+    const u32 at = coef_offset + 32u * ((by - by0) * bw + (bx - bx0));
 #pragma unroll
     for (u32 w = 0u; w < 32u; w++) {
         coefs[at + w] = bk.blk[w];
@@ -371,59 +377,136 @@ static __device__ __forceinline__ u32 write_pass(const u32* chunk, const u32* re
 }
 
 // ---------------------------------------------------------------------------------------
-// The entry points: one chunk, bound whole; the thread's subsequence (or segment) is its
-// index over the launch.
+// The entry points, over a batch (the oracle's `batch_start` and the others): the batch
+// table at word params[1] of binding 0 holds, per sample (params[2] of them),
+// SYNC_BATCH_WORDS words: its chunk's first word in binding 0, its first subsequence and
+// first segment in the batch's numbering, the first word of its two record copies in
+// binding 1, the word of binding 2 its coefficient offsets count from, its status word in
+// binding 3 (then a changed word per round), its subsequences and segments. params[0] is
+// the round (`sync_round`) or the record copy the last round wrote (`sync_scan`,
+// `sync_write`); params[3] the batch's rounds, params[4] and params[5] its subsequences
+// and segments.
 
-// Record copy `copy` of a chunk's records (each `subsequences * SYNC_RECORD_WORDS` words).
-static __device__ __forceinline__ u32* record_copy(const u32* chunk, u32* rec, u32 copy) {
-    return rec + (copy % 2u) * chunk[SH_SUBSEQUENCES] * SYNC_RECORD_WORDS;
+// A thread's sample: its batch table record and its subsequence (or segment) in it.
+struct Located {
+    const u32* chunk;
+    u32 records;
+    u32 coefficients;
+    u32 status;
+    u32 subs;
+    u32 local;
+};
+
+// The sample whose range of table word `word` (BT_FIRST_SUBSEQUENCE or BT_FIRST_SEGMENT)
+// holds `id`; false for a thread past the last (the oracle's `locate`).
+static __device__ __forceinline__ bool locate(const KernelArgs& a, u32 word, u32 id, Located& out) {
+    const u32* blob = (const u32*)a.ptr[0];
+    const u32 table = a.params[1];
+    const u32 n = a.params[2];
+    if (n == 0u) {
+        return false;
+    }
+    u32 lo = 0u;
+    u32 hi = n;
+    while (hi - lo > 1u) {
+        const u32 mid = (lo + hi) / 2u;
+        if (blob[table + SYNC_BATCH_WORDS * mid + word] <= id) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    const u32* t = blob + table + SYNC_BATCH_WORDS * lo;
+    if (id < t[word]) {
+        return false;
+    }
+    out.local = id - t[word];
+    const u32 count = word == BT_FIRST_SUBSEQUENCE ? t[BT_SUBSEQUENCES] : t[BT_SEGMENTS];
+    out.chunk = blob + t[BT_CHUNK];
+    out.records = t[BT_RECORDS];
+    out.coefficients = t[BT_COEFFICIENTS];
+    out.status = t[BT_STATUS];
+    out.subs = t[BT_SUBSEQUENCES];
+    return out.local < count;
 }
 
+// The sample's record copy `copy % 2`.
+static __device__ __forceinline__ u32* record_copy(const KernelArgs& a, const Located& x, u32 copy) {
+    return (u32*)a.ptr[1] + x.records + (copy % 2u) * x.subs * SYNC_RECORD_WORDS;
+}
+
+// The rounds the sample runs: the batch's, at most its chunk's.
+static __device__ __forceinline__ u32 rounds_of(const KernelArgs& a, const Located& x) {
+    return umin(a.params[3], x.chunk[SH_MAX_ROUNDS]);
+}
+
+// Pass 1; the thread of a sample's first subsequence zeroes its status words (an earlier
+// batch's are there: every later pass ORs into them).
 extern "C" __global__ void sync_start(const KernelArgs a) {
-    const u32* chunk = (const u32*)a.ptr[0];
-    const u32 s = flat_id(32u);
-    if (s < chunk[SH_SUBSEQUENCES]) {
-        start_pass(chunk, (u32*)a.ptr[1], s);
+    Located x;
+    if (!locate(a, BT_FIRST_SUBSEQUENCE, flat_id(32u), x)) {
+        return;
     }
+    if (x.local == 0u) {
+        u32* status = (u32*)a.ptr[3] + x.status;
+        for (u32 w = 0u; w <= a.params[3]; w++) {
+            status[w] = 0u;
+        }
+    }
+    start_pass(x.chunk, record_copy(a, x, 0u), x.local);
 }
 
+// A sync round: a round after one that changed no exit of the sample, or past its chunk's
+// most rounds, only copies the record (the copies stay equal from then on).
 extern "C" __global__ void sync_round(const KernelArgs a) {
-    const u32* chunk = (const u32*)a.ptr[0];
-    u32* rec = (u32*)a.ptr[1];
-    u32* status = (u32*)a.ptr[3];
+    Located x;
+    if (!locate(a, BT_FIRST_SUBSEQUENCE, flat_id(32u), x)) {
+        return;
+    }
     const u32 round_no = a.params[0];
-    const u32 s = flat_id(32u);
-    if (s < chunk[SH_SUBSEQUENCES]) {
-        const u32* prev = record_copy(chunk, rec, round_no);
-        u32* next = record_copy(chunk, rec, round_no + 1u);
-        if (round_pass(chunk, prev, next, s) != 0u) {
-            atomicOr(&status[SYNC_CHANGED + round_no], 1u);
+    u32* status = (u32*)a.ptr[3] + x.status;
+    const u32* prev = record_copy(a, x, round_no);
+    u32* next = record_copy(a, x, round_no + 1u);
+    const bool settled = round_no > 0u && status[SYNC_CHANGED + round_no - 1u] == 0u;
+    if (round_no >= rounds_of(a, x) || settled) {
+        const u32 w = SYNC_RECORD_WORDS * x.local;
+        for (u32 i = 0u; i < SYNC_RECORD_WORDS; i++) {
+            next[w + i] = prev[w + i];
         }
+        return;
+    }
+    if (round_pass(x.chunk, prev, next, x.local) != 0u) {
+        atomicOr(&status[SYNC_CHANGED + round_no], 1u);
     }
 }
 
+// The scan; the thread of a sample's first segment also flags STATUS_NO_SYNC where its
+// last round still changed an exit.
 extern "C" __global__ void sync_scan(const KernelArgs a) {
-    const u32* chunk = (const u32*)a.ptr[0];
-    u32* status = (u32*)a.ptr[3];
-    const u32 g = flat_id(32u);
-    if (g < chunk[SH_SEGMENTS]) {
-        const u32 st = scan_pass(chunk, record_copy(chunk, (u32*)a.ptr[1], a.params[0]), g);
-        if (st != 0u) {
-            atomicOr(&status[SYNC_STATUS], st);
-        }
+    Located x;
+    if (!locate(a, BT_FIRST_SEGMENT, flat_id(32u), x)) {
+        return;
+    }
+    u32* status = (u32*)a.ptr[3] + x.status;
+    u32 st = 0u;
+    const u32 n = rounds_of(a, x);
+    if (x.local == 0u && (n == 0u || status[SYNC_CHANGED + n - 1u] != 0u)) {
+        st |= STATUS_NO_SYNC;
+    }
+    st |= scan_pass(x.chunk, record_copy(a, x, a.params[0]), x.local);
+    if (st != 0u) {
+        atomicOr(&status[SYNC_STATUS], st);
     }
 }
 
 extern "C" __global__ void sync_write(const KernelArgs a) {
-    const u32* chunk = (const u32*)a.ptr[0];
-    u32* coefs = (u32*)a.ptr[2];
-    u32* status = (u32*)a.ptr[3];
-    const u32 s = flat_id(32u);
-    if (s < chunk[SH_SUBSEQUENCES]) {
-        const u32* rec = record_copy(chunk, (u32*)a.ptr[1], a.params[0]);
-        const u32 st = write_pass(chunk, rec, coefs, s);
-        if (st != 0u) {
-            atomicOr(&status[SYNC_STATUS], st);
-        }
+    Located x;
+    if (!locate(a, BT_FIRST_SUBSEQUENCE, flat_id(32u), x)) {
+        return;
+    }
+    u32* coefs = (u32*)a.ptr[2] + x.coefficients;
+    const u32 st = write_pass(x.chunk, record_copy(a, x, a.params[0]), coefs, x.local);
+    if (st != 0u) {
+        atomicOr((u32*)a.ptr[3] + x.status + SYNC_STATUS, st);
     }
 }

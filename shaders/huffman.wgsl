@@ -19,13 +19,7 @@
 @group(0) @binding(1) var<storage, read_write> coefs: array<u32>;
 @group(0) @binding(2) var<storage, read_write> status: array<u32>;
 
-// jpeg_natural_order: zigzag index to natural (row-major) index.
-const NATURAL = array<u32, 64>(
-    0u, 1u, 8u, 16u, 9u, 2u, 3u, 10u, 17u, 24u, 32u, 25u, 18u, 11u, 4u, 5u,
-    12u, 19u, 26u, 33u, 40u, 48u, 41u, 34u, 27u, 20u, 13u, 6u, 7u, 14u, 21u, 28u,
-    35u, 42u, 49u, 56u, 57u, 50u, 43u, 36u, 29u, 22u, 15u, 23u, 30u, 37u, 44u, 51u,
-    58u, 59u, 52u, 45u, 38u, 31u, 39u, 46u, 53u, 60u, 61u, 54u, 47u, 55u, 62u, 63u,
-);
+// NATURAL, long_code and extend are shaders/huffman_common.wgsl's, joined after this file.
 
 // The bit reader (the oracle's Bits): the next byte, the interval's end, `nbits` bits
 // left-aligned in `acc`, and the zero bits fed past the end.
@@ -89,13 +83,7 @@ fn get_bits(k: u32) -> u32 {
 }
 
 // HUFF_DECODE with the table at word `t`: the 8-bit lookahead, then jpeg_huff_decode's
-// codes of 9-16 bits; BAD_CODE (16 bits consumed) when none matches.
-// Whether the code of length `l` at the top of `p16` is one of table `t`'s (at most
-// maxcode[l]).
-fn long_code_fits(t: u32, p16: u32, l: u32) -> bool {
-    return i32(p16 >> (16u - l)) <= i32(blob[t + T_MAXCODE + l]);
-}
-
+// codes of 9-16 bits (`long_code`); BAD_CODE (16 bits consumed) when none matches.
 fn decode(t: u32) -> u32 {
     fill();
     let peek = acc >> 24u;
@@ -103,23 +91,9 @@ fn decode(t: u32) -> u32 {
     var len = e >> 8u;
     var sym = e & 0xFFu;
     if (e == 0u) {
-        // Longer codes: the shortest length l (9-16) whose code fits maxcode[l], tried
-        // longest first and unrolled (no loop: the loop budget, see `fill`).
-        len = 17u;
-        let p16 = acc >> 16u;
-        len = select(len, 16u, long_code_fits(t, p16, 16u));
-        len = select(len, 15u, long_code_fits(t, p16, 15u));
-        len = select(len, 14u, long_code_fits(t, p16, 14u));
-        len = select(len, 13u, long_code_fits(t, p16, 13u));
-        len = select(len, 12u, long_code_fits(t, p16, 12u));
-        len = select(len, 11u, long_code_fits(t, p16, 11u));
-        len = select(len, 10u, long_code_fits(t, p16, 10u));
-        len = select(len, 9u, long_code_fits(t, p16, 9u));
-        if (len <= 16u) {
-            let code = i32(p16 >> (16u - len));
-            let idx = u32(code + i32(blob[t + T_VALOFFSET + len])) & 0xFFu;
-            sym = (blob[t + T_HUFFVAL + idx / 4u] >> (8u * (idx % 4u))) & 0xFFu;
-        }
+        let lc = long_code(t, acc >> 16u);
+        len = lc.x;
+        sym = lc.y;
     }
     if (len > 16u) {
         skip(16u);
@@ -127,17 +101,6 @@ fn decode(t: u32) -> u32 {
     }
     skip(len);
     return sym;
-}
-
-// HUFF_EXTEND: the sign extension of an `s`-bit magnitude `r`.
-fn extend(r: u32, s: u32) -> i32 {
-    if (s == 0u) {
-        return 0;
-    }
-    if (r < (1u << (s - 1u))) {
-        return i32(r) - (1i << s) + 1;
-    }
-    return i32(r);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -268,17 +231,7 @@ fn decode_interval(i: u32) {
                 st |= STATUS_SIMD_RANGE;
             }
             let at = coef_offset + 32u * ((by - by0) * bw + (bx - bx0));
-            // Eight words an iteration (the loop budget, see `fill`).
-            for (var w = 0u; w < 32u; w += 8u) {
-                coefs[at + w] = blk[w];
-                coefs[at + w + 1u] = blk[w + 1u];
-                coefs[at + w + 2u] = blk[w + 2u];
-                coefs[at + w + 3u] = blk[w + 3u];
-                coefs[at + w + 4u] = blk[w + 4u];
-                coefs[at + w + 5u] = blk[w + 5u];
-                coefs[at + w + 6u] = blk[w + 6u];
-                coefs[at + w + 7u] = blk[w + 7u];
-            }
+            store_block(at);
         }
 
     }

@@ -1,39 +1,38 @@
 // Self-synchronising parallel Huffman decoding: a line-by-line port of the scalar oracle's
-// passes in src/decode/jpeg/huffman/sync/pass.rs (`sync_start`, `sync_round`, `sync_scan`,
-// `sync_write`), over the chunk of `pack_sync` and the record layout documented in
-// src/decode/jpeg/huffman/sync.rs, and of the check `agrees_with_simd` (as
-// shaders/huffman.wgsl ports it).
+// batched passes in src/decode/jpeg/huffman/sync/batch.rs (`batch_start`, `batch_round`,
+// `batch_scan`, `batch_write`), each running a per-chunk pass of
+// src/decode/jpeg/huffman/sync/pass.rs (`sync_start`, `sync_round`, `sync_scan`,
+// `sync_write`) on one sample of the batch, over the chunks of `pack_sync` and the batch
+// table and record layout documented in src/decode/jpeg/huffman/sync.rs, and of the check
+// `agrees_with_simd` (as shaders/huffman.wgsl ports it).
 //
 // Four entry points, one per pass, each an invocation per thread of the oracle's pass
-// (a subsequence; a segment for the scan). The host runs them as the oracle's driver
-// `decode_sync_with` does: the start pass, sync rounds until one changed no exit (it
-// reads the round's changed word back) or the chunk's most rounds, the scan, the write.
-// All integer arithmetic is 32-bit and wraps, as in the oracle. The constants (chunk
-// header words, record sizes, scan record and decode table words, status bits) are those
-// of src/backend/device/constants.rs, joined in front of this file; the IDCT arithmetic of
-// shaders/idct_common.wgsl is joined in front of them, for the SIMD-agreement check.
+// (a subsequence of the batch; a segment for the scan). Each finds its sample in the
+// batch table (a binary search over the samples' first subsequences, or segments) and
+// reads that sample's chunk relative to its first word. The host enqueues the start
+// pass, a fixed number of rounds (nothing read back in between: a round after one that
+// changed none of a sample's exits only copies its records), the scan, the write, as the
+// oracle's `decode_batch` runs them. All integer arithmetic is 32-bit and wraps, as in
+// the oracle. The constants (chunk header words, record sizes, scan record and decode
+// table words, status bits) are those of src/backend/device/constants.rs, joined in
+// front of this file; the IDCT arithmetic of shaders/idct_common.wgsl is joined in front
+// of them, shaders/huffman_common.wgsl (the zigzag order, the long codes, HUFF_EXTEND)
+// and shaders/simd_range.wgsl after it.
 
-// P[0].x: the round (`sync_round`: it reads record copy `round % 2` and writes the
-// other, and ORs whether an exit changed into `status[SYNC_CHANGED + round_no]`); the copy
-// of the records the scan and the write read (`sync_scan`, `sync_write`).
+// P[0]: x the round (`sync_round`: it reads record copy `round % 2` and writes the other)
+// or the copy the scan and the write read; y the batch table's first word in `blob`;
+// z the samples; w the rounds enqueued. P[1]: x the batch's subsequences, y its
+// segments, z the most subsequences of one sample (the oracle's BatchParams).
 @group(0) @binding(0) var<uniform> P: array<vec4<u32>, 4>;
-// The chunk (`pack_sync`).
+// The batch's words: the table and the chunks (`pack_sync`).
 @group(0) @binding(1) var<storage, read> blob: array<u32>;
-// Two copies of the records, `subsequences * SYNC_RECORD_WORDS` words each.
+// Two copies of each sample's records, `subsequences * SYNC_RECORD_WORDS` words each.
 @group(0) @binding(2) var<storage, read_write> rec: array<u32>;
 // The coefficient buffer (32 words a block).
 @group(0) @binding(3) var<storage, read_write> coefs: array<u32>;
-// Word SYNC_STATUS: the OR of the scan's and the write's status words; word
-// SYNC_CHANGED + r: whether round r changed an exit.
+// Per sample, from its table word 5: the OR of its scan's and write's status words (with
+// STATUS_NO_SYNC), then round r's changed word at 1 + r.
 @group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
-
-// jpeg_natural_order: zigzag index to natural (row-major) index.
-const NATURAL = array<u32, 64>(
-    0u, 1u, 8u, 16u, 9u, 2u, 3u, 10u, 17u, 24u, 32u, 25u, 18u, 11u, 4u, 5u,
-    12u, 19u, 26u, 33u, 40u, 48u, 41u, 34u, 27u, 20u, 13u, 6u, 7u, 14u, 21u, 28u,
-    35u, 42u, 49u, 56u, 57u, 50u, 43u, 36u, 29u, 22u, 15u, 23u, 30u, 37u, 44u, 51u,
-    58u, 59u, 52u, 45u, 38u, 31u, 39u, 46u, 53u, 60u, 61u, 54u, 47u, 55u, 62u, 63u,
-);
 
 // The builtins of the entry points.
 struct Invocation {
@@ -48,7 +47,16 @@ fn flat_id(inv: Invocation) -> u32 {
 }
 
 // ---------------------------------------------------------------------------------------
-// The chunk header's offsets (the oracle's Layout), read once per invocation.
+// The sample's place in the batch (its batch table record) and its chunk header's
+// offsets (the oracle's Layout), made absolute (words of `blob`), read once per
+// invocation.
+
+var<private> b_chunk: u32;
+var<private> b_records: u32;
+var<private> b_coefs: u32;
+var<private> b_status: u32;
+var<private> b_subs: u32;
+var<private> b_segs: u32;
 
 var<private> l_bits: u32;
 var<private> l_bpm: u32;
@@ -59,17 +67,59 @@ var<private> l_map: u32;
 var<private> l_segs: u32;
 var<private> l_subs: u32;
 var<private> l_data: u32;
+var<private> l_regions: u32;
 
-fn read_layout() {
-    l_bits = blob[SH_BITS];
-    l_bpm = max(blob[SH_BLOCKS_PER_MCU], 1u);
-    l_cycle = max(blob[SH_CYCLE], 1u);
-    l_scan = blob[SH_SCAN];
-    l_comps = blob[SH_COMPONENT_TABLE];
-    l_map = blob[SH_BLOCK_MAP];
-    l_segs = blob[SH_SEGMENT_TABLE];
-    l_subs = blob[SH_SUBSEQUENCE_TABLE];
-    l_data = blob[SH_DATA];
+// Word w of the sample's chunk.
+fn cw(w: u32) -> u32 {
+    return blob[b_chunk + w];
+}
+
+// The batch table's record `i`, word `w`.
+fn table_word(i: u32, w: u32) -> u32 {
+    return blob[P[0].y + SYNC_BATCH_WORDS * i + w];
+}
+
+// The sample whose range of table word `word` (BT_FIRST_SUBSEQUENCE or
+// BT_FIRST_SEGMENT) holds `id`, its record read into the b_ and l_ variables; returns `id`
+// within the sample, or 0xFFFFFFFF past the last (the oracle's `locate`).
+fn locate(word: u32, id: u32) -> u32 {
+    var lo = 0u;
+    var hi = P[0].z;
+    while (hi - lo > 1u) {
+        let mid = (lo + hi) / 2u;
+        if (table_word(mid, word) <= id) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    b_chunk = table_word(lo, BT_CHUNK);
+    b_records = table_word(lo, BT_RECORDS);
+    b_coefs = table_word(lo, BT_COEFFICIENTS);
+    b_status = table_word(lo, BT_STATUS);
+    b_subs = table_word(lo, BT_SUBSEQUENCES);
+    b_segs = table_word(lo, BT_SEGMENTS);
+    let local = id - table_word(lo, word);
+    let count = select(b_segs, b_subs, word == BT_FIRST_SUBSEQUENCE);
+    if (id < table_word(lo, word) || local >= count) {
+        return 0xFFFFFFFFu;
+    }
+    l_bits = cw(SH_BITS);
+    l_bpm = max(cw(SH_BLOCKS_PER_MCU), 1u);
+    l_cycle = max(cw(SH_CYCLE), 1u);
+    l_scan = b_chunk + cw(SH_SCAN);
+    l_comps = b_chunk + cw(SH_COMPONENT_TABLE);
+    l_map = b_chunk + cw(SH_BLOCK_MAP);
+    l_segs = b_chunk + cw(SH_SEGMENT_TABLE);
+    l_subs = b_chunk + cw(SH_SUBSEQUENCE_TABLE);
+    l_data = b_chunk + cw(SH_DATA);
+    l_regions = b_chunk + cw(SH_REGIONS);
+    return local;
+}
+
+// The rounds the sample runs: those enqueued, at most its chunk's.
+fn sample_rounds() -> u32 {
+    return min(P[0].w, cw(SH_MAX_ROUNDS));
 }
 
 // Word w of subsequence s's record in the subsequence table.
@@ -125,50 +175,20 @@ fn peek(pos: u32, end: u32) -> u32 {
     return v;
 }
 
-// Whether the code of length `l` at the top of `p16` is one of table `t`'s (at most
-// maxcode[l]).
-fn long_code_fits(t: u32, p16: u32, l: u32) -> bool {
-    return i32(p16 >> (16u - l)) <= i32(blob[t + T_MAXCODE + l]);
-}
-
 // The code at the top of `v` in the decode table at `t`: its length in `.x`, its symbol in
 // `.y`, its status in `.z`; 16 bits that match no code are consumed as symbol 0
-// (STATUS_BAD_CODE). The codes of 9-16 bits: the shortest length that fits, tried
-// longest first and unrolled (no loop: llvmpipe's loop budget, see shaders/huffman.wgsl).
+// (STATUS_BAD_CODE).
 fn lookup(t: u32, v: u32) -> vec3<u32> {
     let peek8 = v >> 24u;
     let e = (blob[t + peek8 / 2u] >> (16u * (peek8 % 2u))) & 0xFFFFu;
     if (e != 0u) {
         return vec3<u32>(e >> 8u, e & 0xFFu, 0u);
     }
-    let p16 = v >> 16u;
-    var len = 17u;
-    len = select(len, 16u, long_code_fits(t, p16, 16u));
-    len = select(len, 15u, long_code_fits(t, p16, 15u));
-    len = select(len, 14u, long_code_fits(t, p16, 14u));
-    len = select(len, 13u, long_code_fits(t, p16, 13u));
-    len = select(len, 12u, long_code_fits(t, p16, 12u));
-    len = select(len, 11u, long_code_fits(t, p16, 11u));
-    len = select(len, 10u, long_code_fits(t, p16, 10u));
-    len = select(len, 9u, long_code_fits(t, p16, 9u));
-    if (len > 16u) {
+    let lc = long_code(t, v >> 16u);
+    if (lc.x > 16u) {
         return vec3<u32>(16u, 0u, STATUS_BAD_CODE);
     }
-    let code = i32(p16 >> (16u - len));
-    let idx = u32(code + i32(blob[t + T_VALOFFSET + len])) & 0xFFu;
-    let sym = (blob[t + T_HUFFVAL + idx / 4u] >> (8u * (idx % 4u))) & 0xFFu;
-    return vec3<u32>(len, sym, 0u);
-}
-
-// HUFF_EXTEND: the sign extension of an `s`-bit magnitude `r`.
-fn extend(r: u32, s: u32) -> i32 {
-    if (s == 0u) {
-        return 0;
-    }
-    if (r < (1u << (s - 1u))) {
-        return i32(r) - (1i << s) + 1;
-    }
-    return i32(r);
+    return vec3<u32>(lc.x, lc.y, 0u);
 }
 
 // Decodes the symbol at the cursor (the reader's data ending at bit `end`) into the
@@ -177,7 +197,7 @@ fn step_symbol(end: u32) {
     let j = blob[l_map + c_b] & 0xFFu;
     let v = peek(c_pos, end);
     let dc = c_k == 0u;
-    let t = blob[l_scan + select(S_AC_TABLE, S_DC_TABLE, dc) + j];
+    let t = b_chunk + blob[l_scan + select(S_AC_TABLE, S_DC_TABLE, dc) + j];
     let code = lookup(t, v);
     let len = code.x;
     let sym = code.y;
@@ -260,7 +280,7 @@ fn record(s: u32, r: u32) {
 // ---------------------------------------------------------------------------------------
 // agrees_with_simd (idct.rs) on `blk`, as shaders/huffman.wgsl checks it:
 // shaders/simd_range.wgsl, joined after this file, reads the block and the quantisation
-// table's columns declared here.
+// table's columns declared here (the table's absolute word).
 
 var<private> blk: array<u32, 32>;
 
@@ -276,46 +296,59 @@ fn column_words(at: u32, col: u32) -> array<u32, 8> {
 // ---------------------------------------------------------------------------------------
 // The passes.
 
-// Pass 1 (`sync_start`), thread s: subsequence s decoded from its first bit with block 0
-// of an MCU at its DC, into record s of copy 0.
+// Pass 1 (`batch_start`), thread g of the batch's subsequences: subsequence s of its
+// sample decoded from its first bit with block 0 of an MCU at its DC, into record s of
+// the sample's copy 0; the thread of its first subsequence zeroes its status words (the
+// later passes OR into them).
 @compute @workgroup_size(32)
 fn sync_start(inv: Invocation) {
-    let s = flat_id(inv);
-    if (s < blob[SH_SUBSEQUENCES]) {
-        read_layout();
-        c_pos = sub_word(s, SB_START);
-        c_b = 0u;
-        c_k = 0u;
-        record(s, SYNC_RECORD_WORDS * s);
+    let g = flat_id(inv);
+    if (g < P[1].x) {
+        let s = locate(BT_FIRST_SUBSEQUENCE, g);
+        if (s != 0xFFFFFFFFu) {
+            if (s == 0u) {
+                for (var w = 0u; w <= P[0].w; w++) {
+                    atomicStore(&status[b_status + w], 0u);
+                }
+            }
+            c_pos = sub_word(s, SB_START);
+            c_b = 0u;
+            c_k = 0u;
+            record(s, b_records + SYNC_RECORD_WORDS * s);
+        }
     }
 }
 
-// A sync round (`sync_round`), thread s: record s of copy `round % 2` into the other
-// copy, decoded again from the exit of record s - 1 when that is not its start (never
-// for the first subsequence of a segment); ORs 1 into the round's changed word when its
-// exit changed.
+// A sync round (`batch_round`), thread g: record s of its sample's copy `round % 2` into
+// the other copy, decoded again from the exit of record s - 1 when that is not its start
+// (never for the first subsequence of a segment); ORs 1 into the sample's changed word
+// of the round when its exit changed. After a round that changed none of the sample's
+// exits, or past its chunk's most rounds, it only copies the record.
 @compute @workgroup_size(32)
 fn sync_round(inv: Invocation) {
-    let s = flat_id(inv);
-    let subs = blob[SH_SUBSEQUENCES];
-    if (s < subs) {
-        read_layout();
-        let round_no = P[0].x;
-        let prev = (round_no % 2u) * subs * SYNC_RECORD_WORDS;
-        let next = ((round_no + 1u) % 2u) * subs * SYNC_RECORD_WORDS;
-        let r = SYNC_RECORD_WORDS * s;
-        for (var w = 0u; w < SYNC_RECORD_WORDS; w++) {
-            rec[next + r + w] = rec[prev + r + w];
-        }
-        let first = (sub_word(s, SB_FLAGS) & 1u) == 1u;
-        if (!first) {
-            let p = r - SYNC_RECORD_WORDS;
-            let same = rec[prev + p + 2u] == rec[prev + r] && rec[prev + p + 3u] == rec[prev + r + 1u];
-            if (!same) {
-                cursor_read(prev + p + 2u);
-                record(s, next + r);
-                if (rec[next + r + 2u] != rec[prev + r + 2u] || rec[next + r + 3u] != rec[prev + r + 3u]) {
-                    atomicOr(&status[SYNC_CHANGED + round_no], 1u);
+    let g = flat_id(inv);
+    if (g < P[1].x) {
+        let s = locate(BT_FIRST_SUBSEQUENCE, g);
+        if (s != 0xFFFFFFFFu) {
+            let round_no = P[0].x;
+            let half = b_subs * SYNC_RECORD_WORDS;
+            let prev = b_records + (round_no % 2u) * half;
+            let next = b_records + ((round_no + 1u) % 2u) * half;
+            let r = SYNC_RECORD_WORDS * s;
+            for (var w = 0u; w < SYNC_RECORD_WORDS; w++) {
+                rec[next + r + w] = rec[prev + r + w];
+            }
+            let settled = round_no > 0u && atomicLoad(&status[b_status + round_no]) == 0u;
+            let first = (sub_word(s, SB_FLAGS) & 1u) == 1u;
+            if (round_no < sample_rounds() && !settled && !first) {
+                let p = r - SYNC_RECORD_WORDS;
+                let same = rec[prev + p + 2u] == rec[prev + r] && rec[prev + p + 3u] == rec[prev + r + 1u];
+                if (!same) {
+                    cursor_read(prev + p + 2u);
+                    record(s, next + r);
+                    if (rec[next + r + 2u] != rec[prev + r + 2u] || rec[next + r + 3u] != rec[prev + r + 3u]) {
+                        atomicOr(&status[b_status + 1u + round_no], 1u);
+                    }
                 }
             }
         }
@@ -360,175 +393,188 @@ fn scan_one(r: u32) {
     scan_at = select(sum, 0xFFFFFFFFu, sum < scan_at);
 }
 
-// The scan (`sync_scan`), thread g: the exclusive prefix sums over segment g's
-// subsequences of their blocks and, per scan component, of their DC differences into
-// words 15-19 of their records in copy P[0].x; ORs STATUS_OUT_OF_DATA into the status
-// word when the segment's data holds fewer blocks than its MCUs. Sequential within a
-// segment, as the oracle (a parallel scan gives the same integers, where segments hold
-// more subsequences than llvmpipe's loop budget allows: about 500 000 here, eight
-// subsequences an iteration). The loop's bound is the chunk's subsequences, the same for
-// every invocation.
+// The scan (`batch_scan`), thread g of the batch's segments: the exclusive prefix sums
+// over segment g of its sample of its subsequences' blocks and, per scan component, DC
+// differences into words 15-19 of their records in the sample's copy P[0].x; ORs
+// STATUS_OUT_OF_DATA into the sample's status word when the segment's data holds fewer
+// blocks than its MCUs, and (the thread of its first segment) STATUS_NO_SYNC when its
+// last round still changed an exit. Sequential within a segment, as the oracle (a
+// parallel scan gives the same integers, where segments hold more subsequences than
+// llvmpipe's loop budget allows: about 500 000 here, eight subsequences an iteration).
+// The loop's bound is the batch's most subsequences of a sample, the same for every
+// invocation.
 @compute @workgroup_size(32)
 fn sync_scan(inv: Invocation) {
     let g = flat_id(inv);
-    let subs = blob[SH_SUBSEQUENCES];
-    if (g < blob[SH_SEGMENTS]) {
-        read_layout();
-        let base = P[0].x * subs * SYNC_RECORD_WORDS;
-        let blocks = seg_word(g, SG_BLOCKS);
-        let first = seg_word(g, SG_FIRST_SUBSEQUENCE);
-        let n = seg_word(g, SG_SUBSEQUENCES);
-        scan_at = 0u;
-        scan_dc = array<u32, 4>(0u, 0u, 0u, 0u);
-        let r = base + SYNC_RECORD_WORDS * first;
-        for (var i = 0u; i < subs; i += 8u) {
-            if (i < n) {
-                scan_one(r + SYNC_RECORD_WORDS * i);
+    if (g < P[1].y) {
+        let seg = locate(BT_FIRST_SEGMENT, g);
+        if (seg != 0xFFFFFFFFu) {
+            var out = 0u;
+            let n_rounds = sample_rounds();
+            if (seg == 0u && (n_rounds == 0u || atomicLoad(&status[b_status + n_rounds]) != 0u)) {
+                out |= STATUS_NO_SYNC;
             }
-            if (i + 1u < n) {
-                scan_one(r + SYNC_RECORD_WORDS * (i + 1u));
+            let base = b_records + P[0].x * b_subs * SYNC_RECORD_WORDS;
+            let blocks = seg_word(seg, SG_BLOCKS);
+            let first = seg_word(seg, SG_FIRST_SUBSEQUENCE);
+            let n = seg_word(seg, SG_SUBSEQUENCES);
+            scan_at = 0u;
+            scan_dc = array<u32, 4>(0u, 0u, 0u, 0u);
+            let r = base + SYNC_RECORD_WORDS * first;
+            for (var i = 0u; i < P[1].z; i += 8u) {
+                if (i < n) {
+                    scan_one(r + SYNC_RECORD_WORDS * i);
+                }
+                if (i + 1u < n) {
+                    scan_one(r + SYNC_RECORD_WORDS * (i + 1u));
+                }
+                if (i + 2u < n) {
+                    scan_one(r + SYNC_RECORD_WORDS * (i + 2u));
+                }
+                if (i + 3u < n) {
+                    scan_one(r + SYNC_RECORD_WORDS * (i + 3u));
+                }
+                if (i + 4u < n) {
+                    scan_one(r + SYNC_RECORD_WORDS * (i + 4u));
+                }
+                if (i + 5u < n) {
+                    scan_one(r + SYNC_RECORD_WORDS * (i + 5u));
+                }
+                if (i + 6u < n) {
+                    scan_one(r + SYNC_RECORD_WORDS * (i + 6u));
+                }
+                if (i + 7u < n) {
+                    scan_one(r + SYNC_RECORD_WORDS * (i + 7u));
+                }
             }
-            if (i + 2u < n) {
-                scan_one(r + SYNC_RECORD_WORDS * (i + 2u));
+            if (scan_at < blocks) {
+                out |= STATUS_OUT_OF_DATA;
             }
-            if (i + 3u < n) {
-                scan_one(r + SYNC_RECORD_WORDS * (i + 3u));
+            if (out != 0u) {
+                atomicOr(&status[b_status], out);
             }
-            if (i + 4u < n) {
-                scan_one(r + SYNC_RECORD_WORDS * (i + 4u));
-            }
-            if (i + 5u < n) {
-                scan_one(r + SYNC_RECORD_WORDS * (i + 5u));
-            }
-            if (i + 6u < n) {
-                scan_one(r + SYNC_RECORD_WORDS * (i + 6u));
-            }
-            if (i + 7u < n) {
-                scan_one(r + SYNC_RECORD_WORDS * (i + 7u));
-            }
-        }
-        if (scan_at < blocks) {
-            atomicOr(&status[SYNC_STATUS], STATUS_OUT_OF_DATA);
         }
     }
 }
 
 // Writes block `g` of the scan (MCU order; `bj` its block map word) from `blk` to
-// `coefs`, when it lies in its component's block grid (the oracle's `put`). Returns
-// STATUS_SIMD_RANGE or 0.
+// `coefs`, when it lies in its component's block grid and region (the oracle's `put`).
+// Returns STATUS_SIMD_RANGE or 0.
 fn put(g: u32, bj: u32) -> u32 {
     let j = bj & 0xFFu;
-    let cw = blob[l_scan + S_COMP + j];
+    let cword = blob[l_scan + S_COMP + j];
     var h = 1u;
     var v = 1u;
     if ((blob[l_scan + S_FLAGS] & 1u) != 1u) {
-        h = (cw >> 8u) & 0xFFu;
-        v = (cw >> 16u) & 0xFFu;
+        h = (cword >> 8u) & 0xFFu;
+        v = (cword >> 16u) & 0xFFu;
     }
     let per_row = max(blob[l_scan + S_MCUS_PER_ROW], 1u);
     let mcu = g / l_bpm;
     let bx = (mcu % per_row) * h + ((bj >> 8u) & 0xFFu);
     let by = (mcu / per_row) * v + ((bj >> 16u) & 0xFFu);
-    let cd = l_comps + SYNC_COMPONENT_WORDS * (cw & 0xFFu);
+    let cd = l_comps + SYNC_COMPONENT_WORDS * (cword & 0xFFu);
     let coef_offset = blob[cd + SC_COEF];
     let wib = blob[cd + SC_WIDTH];
     let hib = blob[cd + SC_HEIGHT];
-    let quant = blob[cd + SC_QUANT];
-    if (bx >= wib || by >= hib) {
+    let quant = b_chunk + blob[cd + SC_QUANT];
+    let rg = l_regions + SYNC_REGION_WORDS * (cword & 0xFFu);
+    let bx0 = blob[rg];
+    let by0 = blob[rg + 1u];
+    let bw = blob[rg + 2u];
+    let bh = blob[rg + 3u];
+    if (bx >= wib || by >= hib || bx < bx0 || by < by0 || bx - bx0 >= bw || by - by0 >= bh) {
         return 0u;
     }
-    let at = coef_offset + 32u * (by * wib + bx);
-    for (var w = 0u; w < 32u; w += 8u) {
-        coefs[at + w] = blk[w];
-        coefs[at + w + 1u] = blk[w + 1u];
-        coefs[at + w + 2u] = blk[w + 2u];
-        coefs[at + w + 3u] = blk[w + 3u];
-        coefs[at + w + 4u] = blk[w + 4u];
-        coefs[at + w + 5u] = blk[w + 5u];
-        coefs[at + w + 6u] = blk[w + 6u];
-        coefs[at + w + 7u] = blk[w + 7u];
-    }
+    let at = b_coefs + coef_offset + 32u * ((by - by0) * bw + (bx - bx0));
+    store_block(at);
     if (simd_agrees(quant)) {
         return 0u;
     }
     return STATUS_SIMD_RANGE;
 }
 
-// Pass 4 (`sync_write`), thread s: subsequence s decoded again from its true start
-// (record s of copy P[0].x, after the rounds and the scan), the blocks whose DC starts in
-// it written to `coefs` (those of its segment's first `blocks` only); its status word
-// ORed into the status word. (No `break`, `continue` or `return` in the loop: llvmpipe
-// mis-runs lanes that leave a loop while others go on; a lane that is done skips the
-// rest of the chunk's bound.)
+// Pass 4 (`batch_write`), thread g of the batch's subsequences: subsequence s of its
+// sample decoded again from its true start (record s of the sample's copy P[0].x, after
+// the rounds and the scan), the blocks whose DC starts in it written to `coefs` (those of
+// its segment's first `blocks` only); its status word ORed into the sample's. (No
+// `break`, `continue` or `return` in the loop: llvmpipe mis-runs lanes that leave a loop
+// while others go on; a lane that is done skips the rest of the chunk's bound.)
 @compute @workgroup_size(32)
 fn sync_write(inv: Invocation) {
-    let s = flat_id(inv);
-    let subs = blob[SH_SUBSEQUENCES];
-    if (s < subs) {
-        read_layout();
-        let seg = sub_word(s, SB_SEGMENT);
-        let end = sub_word(s, SB_END);
-        let seg_end = seg_word(seg, SG_END);
-        let first_block = seg_word(seg, SG_FIRST_BLOCK);
-        let blocks = seg_word(seg, SG_BLOCKS);
-        let r = P[0].x * subs * SYNC_RECORD_WORDS + SYNC_RECORD_WORDS * s;
-        cursor_read(r);
-        var next = rec[r + 15u];
-        var pred = array<u32, 4>(rec[r + 16u], rec[r + 17u], rec[r + 18u], rec[r + 19u]);
-        var st = 0u;
-        var mine = false;
-        var at = 0u;
-        var bj = 0u;
-        var done = false;
-        // Every symbol starting before `end` takes a bit, and the last block at most 63
-        // more symbols.
-        for (var i = 0u; i < l_bits + 64u; i++) {
-            if (!done) {
-                if (c_k == 0u) {
-                    if (c_pos >= end) {
-                        done = true;
-                    } else {
-                        // The segment's first block starts an MCU.
-                        mine = true;
-                        at = next;
-                        bj = blob[l_map + next % l_bpm];
-                        next = select(next + 1u, next, next == 0xFFFFFFFFu);
-                        blk = array<u32, 32>();
-                    }
-                } else if (!mine && c_pos >= end) {
+    let g = flat_id(inv);
+    if (g < P[1].x) {
+        let s = locate(BT_FIRST_SUBSEQUENCE, g);
+        if (s != 0xFFFFFFFFu) {
+            write_subsequence(s);
+        }
+    }
+}
+
+// The body of `sync_write` for subsequence s of the located sample (`sync_write`).
+fn write_subsequence(s: u32) {
+    let seg = sub_word(s, SB_SEGMENT);
+    let end = sub_word(s, SB_END);
+    let seg_end = seg_word(seg, SG_END);
+    let first_block = seg_word(seg, SG_FIRST_BLOCK);
+    let blocks = seg_word(seg, SG_BLOCKS);
+    let r = b_records + P[0].x * b_subs * SYNC_RECORD_WORDS + SYNC_RECORD_WORDS * s;
+    cursor_read(r);
+    var next = rec[r + 15u];
+    var pred = array<u32, 4>(rec[r + 16u], rec[r + 17u], rec[r + 18u], rec[r + 19u]);
+    var st = 0u;
+    var mine = false;
+    var at = 0u;
+    var bj = 0u;
+    var done = false;
+    // Every symbol starting before `end` takes a bit, and the last block at most 63
+    // more symbols.
+    for (var i = 0u; i < l_bits + 64u; i++) {
+        if (!done) {
+            if (c_k == 0u) {
+                if (c_pos >= end) {
                     done = true;
+                } else {
+                    // The segment's first block starts an MCU.
+                    mine = true;
+                    at = next;
+                    bj = blob[l_map + next % l_bpm];
+                    next = select(next + 1u, next, next == 0xFFFFFFFFu);
+                    blk = array<u32, 32>();
                 }
+            } else if (!mine && c_pos >= end) {
+                done = true;
             }
-            if (!done) {
-                step_symbol(seg_end);
-                if (mine && at < blocks) {
-                    st |= y_status;
-                    if (y_dc) {
-                        let j = bj & 3u;
-                        pred[j] = pred[j] + u32(y_diff);
-                        blk[0] = pred[j] & 0xFFFFu;
-                    } else if (y_z < 64u) {
-                        blk[y_z / 2u] = blk[y_z / 2u] | (y_val << (16u * (y_z % 2u)));
-                    }
-                    if (c_k == 0u) {
-                        st |= put(first_block + at, bj);
-                        if (at + 1u == blocks) {
-                            if (c_pos > seg_end) {
-                                st |= STATUS_OUT_OF_DATA;
-                            } else if (seg_end - c_pos >= 8u) {
-                                st |= STATUS_LEFTOVER;
-                            }
+        }
+        if (!done) {
+            step_symbol(seg_end);
+            if (mine && at < blocks) {
+                st |= y_status;
+                if (y_dc) {
+                    let j = bj & 3u;
+                    pred[j] = pred[j] + u32(y_diff);
+                    blk[0] = pred[j] & 0xFFFFu;
+                } else if (y_z < 64u) {
+                    blk[y_z / 2u] = blk[y_z / 2u] | (y_val << (16u * (y_z % 2u)));
+                }
+                if (c_k == 0u) {
+                    st |= put(first_block + at, bj);
+                    if (at + 1u == blocks) {
+                        if (c_pos > seg_end) {
+                            st |= STATUS_OUT_OF_DATA;
+                        } else if (seg_end - c_pos >= 8u) {
+                            st |= STATUS_LEFTOVER;
                         }
                     }
                 }
             }
         }
-        if (!done) {
-            // Unreachable by the bound above; never a silent short decode.
-            st |= STATUS_NO_SYNC;
-        }
-        if (st != 0u) {
-            atomicOr(&status[SYNC_STATUS], st);
-        }
+    }
+    if (!done) {
+        // Unreachable by the bound above; never a silent short decode.
+        st |= STATUS_NO_SYNC;
+    }
+    if (st != 0u) {
+        atomicOr(&status[b_status], st);
     }
 }

@@ -628,11 +628,132 @@ fn jpegs_with_restart_markers_are_huffman_decoded_on_the_device() {
         );
         assert_eq!(
             st.gpu_decoded,
-            st.gpu_entropy + st.host_entropy + st.hardware
+            st.gpu_entropy + st.gpu_sync_entropy + st.host_entropy + st.hardware
         );
         // Off: the host entropy path, the same batches.
         let (host, errors, _, st) = epoch_with_reports(&subset, &aug, backend, false);
         assert_eq!(st.gpu_entropy, 0);
+        assert_eq!(errors, cpu_errors);
+        like_the_cpu(&host);
+    }
+}
+
+/// 1 when the synchronising decode's oracle decodes `jpeg` cleanly within the rounds the
+/// device runs, else 0 (a file the device flags too: blocks libjpeg's SIMD IDCT may
+/// treat otherwise, or rounds that did not settle).
+fn sync_clean(jpeg: &[u8], what: &str) -> u64 {
+    use stoker::decode::jpeg::huffman::sync::SUBSEQUENCE_BITS;
+    use stoker::decode::jpeg::huffman::{decode_sync_with, RestartScan};
+    let scan = RestartScan::parse_sync(jpeg).expect("parse_sync");
+    let mut out = stoker::decode::jpeg::coeffs::Coefficients::default();
+    let rounds = stoker::backend::device::sync_decode::SYNC_ROUNDS;
+    let status = decode_sync_with(&scan, jpeg, SUBSEQUENCE_BITS, rounds, &mut out).expect("decode");
+    println!("{what}: the oracle's status {status:#x}");
+    u64::from(status == 0)
+}
+
+#[test]
+fn baseline_jpegs_without_restart_markers_are_huffman_decoded_on_the_device_by_sync() {
+    // Fresh random encodes without restart markers (every sampling, sizes from a few
+    // pixels to a few hundred), the bundled small baseline files, and bit-flipped copies:
+    // on wgpu the self-synchronising decode takes every clean one (one dispatch per pass
+    // for the batch), flags what libjpeg may read otherwise and hands it to the host
+    // path, so batches, reports and pixels are the CPU backend's. CUDA has no sync
+    // kernels: such files take host entropy decoding there.
+    use stoker::decode::jpeg::huffman::RestartScan;
+    let dir = tempfile::tempdir().expect("tmp");
+    let seed = common::fresh_seed("sync device pipeline");
+    let mut rng = common::TestRng(seed);
+    let samplings = common::RESTART_SAMPLINGS;
+    let mut clean = 0u64;
+    for i in 0..16 {
+        let (samp, gray) = samplings[i % samplings.len()];
+        let (w, h) = match i % 4 {
+            0 => (1 + rng.below(12) as u32, 1 + rng.below(12) as u32),
+            _ => (33 + rng.below(260) as u32, 29 + rng.below(200) as u32),
+        };
+        let mut jpeg = common::restart_jpeg(&mut rng, w, h, samp, gray, 0, 0);
+        assert!(
+            RestartScan::parse(&jpeg).is_err(),
+            "case {i}: restart markers"
+        );
+        if i % 4 == 3 {
+            // Flip bits of entropy-coded bytes in the bottom third, never making or
+            // breaking an FF: crops above the damage still see it (the whole file's
+            // verdict), as on the CPU backend.
+            let start = common::scan_start(&jpeg).expect("scan");
+            let start = start + (jpeg.len() - start) * 2 / 3;
+            for _ in 0..1 + rng.below(3) {
+                let at = start + rng.below((jpeg.len() - start - 2) as u64) as usize;
+                let flipped = jpeg[at] ^ (1 << rng.below(8));
+                if jpeg[at] != 0xFF && jpeg[at - 1] != 0xFF && flipped != 0xFF {
+                    jpeg[at] = flipped;
+                }
+            }
+        } else {
+            clean += sync_clean(&jpeg, &format!("case {i}: {w}x{h} {samp:?} gray {gray}"));
+        }
+        common::write(dir.path(), &format!("c{}/{i:02}.jpg", i % 2), &jpeg);
+    }
+    // Bundled baseline files without restart markers.
+    let bundled = [
+        "jpeg/go_video-001_q50_411.jpg",
+        "jpeg/go_video-001_q50_444.jpg",
+        "jpeg/jd_moz_jpg-gray.jpg",
+        "jpeg/jd_moz_jpg-size-33x33.jpg",
+        "jpeg/ljt_testorig.jpg",
+    ];
+    for (k, f) in bundled.iter().enumerate() {
+        let bytes = std::fs::read(common::data_dir().join(f)).expect("bundled");
+        assert!(RestartScan::parse(&bytes).is_err(), "{f}: restart markers");
+        assert!(
+            RestartScan::parse_sync(&bytes).is_ok(),
+            "{f}: not for the sync decode"
+        );
+        common::write(dir.path(), &format!("c{}/b{k}.jpg", k % 2), &bytes);
+        clean += sync_clean(&bytes, f);
+    }
+    let subset = Dataset::image_folder(dir.path()).expect("folder").all();
+    let aug = random_crops(48, 0.1);
+    let (cpu, cpu_errors, cpu_warnings, _) =
+        epoch_with_reports(&subset, &aug, BackendKind::Cpu, true);
+    let like_the_cpu = |got: &Epoch| {
+        let (want, got) = (std::slice::from_ref(&cpu), std::slice::from_ref(got));
+        check(want, got, &aug, [1.0 / 255.0; 3], false);
+    };
+    for backend in devices() {
+        let (dev, errors, warnings, st) = epoch_with_reports(&subset, &aug, backend, true);
+        println!(
+            "seed {seed}: {backend}: {} delivered, {} reported; gpu sync entropy {}, flagged {}, host entropy {}, cpu {}",
+            dev.ids.len(),
+            errors.len(),
+            st.gpu_sync_entropy,
+            st.entropy_flagged,
+            st.host_entropy,
+            st.cpu_fallbacks
+        );
+        assert_eq!(errors, cpu_errors, "seed {seed}: {backend}: reports");
+        assert_eq!(warnings, cpu_warnings, "seed {seed}: {backend}: warnings");
+        like_the_cpu(&dev);
+        assert_eq!(
+            st.gpu_decoded,
+            st.gpu_entropy + st.gpu_sync_entropy + st.host_entropy + st.hardware
+        );
+        assert_eq!(st.gpu_entropy, 0, "{backend}: no file has restart markers");
+        if backend == BackendKind::Wgpu {
+            // The damaged files were flagged on the device and their batches ran again.
+            assert!(st.entropy_flagged >= 1, "seed {seed}: nothing flagged");
+            assert!(
+                st.gpu_sync_entropy >= clean,
+                "seed {seed}: {} of {clean} clean files Huffman-decoded on the device",
+                st.gpu_sync_entropy
+            );
+        } else {
+            assert_eq!(st.gpu_sync_entropy, 0, "{backend}: no sync kernels");
+        }
+        // Off: the host entropy path, the same batches.
+        let (host, errors, _, st) = epoch_with_reports(&subset, &aug, backend, false);
+        assert_eq!(st.gpu_sync_entropy, 0);
         assert_eq!(errors, cpu_errors);
         like_the_cpu(&host);
     }

@@ -217,6 +217,7 @@ pub(crate) fn sample_work(
             max_binding: b.max_binding(),
             hardware_decode: b.hardware_decode(),
             device_entropy: opts.device_entropy,
+            device_sync: opts.device_entropy && b.sync_entropy(),
             share: opts.share,
             coeff_pool: opts.coeff_pool,
             cache,

@@ -29,6 +29,7 @@ pub(crate) struct Counters {
     pub batches: AtomicU64,
     pub gpu_decoded: AtomicU64,
     pub gpu_entropy: AtomicU64,
+    pub gpu_sync_entropy: AtomicU64,
     pub entropy_flagged: AtomicU64,
     pub hardware: AtomicU64,
     pub cpu_fallbacks: AtomicU64,
@@ -91,6 +92,7 @@ impl Counters {
             (&self.batches, &total.batches),
             (&self.gpu_decoded, &total.gpu_decoded),
             (&self.gpu_entropy, &total.gpu_entropy),
+            (&self.gpu_sync_entropy, &total.gpu_sync_entropy),
             (&self.entropy_flagged, &total.entropy_flagged),
             (&self.hardware, &total.hardware),
             (&self.cpu_fallbacks, &total.cpu_fallbacks),
@@ -138,12 +140,14 @@ impl Counters {
             batches: self.batches.load(Ordering::Relaxed),
             gpu_decoded: self.gpu_decoded.load(Ordering::Relaxed),
             gpu_entropy: self.gpu_entropy.load(Ordering::Relaxed),
+            gpu_sync_entropy: self.gpu_sync_entropy.load(Ordering::Relaxed),
             entropy_flagged: self.entropy_flagged.load(Ordering::Relaxed),
             hardware: self.hardware.load(Ordering::Relaxed),
             host_entropy: self
                 .gpu_decoded
                 .load(Ordering::Relaxed)
                 .saturating_sub(self.gpu_entropy.load(Ordering::Relaxed))
+                .saturating_sub(self.gpu_sync_entropy.load(Ordering::Relaxed))
                 .saturating_sub(self.hardware.load(Ordering::Relaxed)),
             cpu_fallbacks: self.cpu_fallbacks.load(Ordering::Relaxed),
             device_submit_seconds: s(&self.device_ns),
@@ -193,11 +197,16 @@ pub struct Stats {
     /// Batches delivered.
     pub batches: u64,
     /// GPU backends: images whose JPEG decode ran on the device: the sum of
-    /// [`Self::gpu_entropy`], [`Self::host_entropy`] and [`Self::hardware`].
+    /// [`Self::gpu_entropy`], [`Self::gpu_sync_entropy`], [`Self::host_entropy`] and
+    /// [`Self::hardware`].
     pub gpu_decoded: u64,
-    /// GPU backends: JPEGs with restart markers Huffman-decoded on the device too (the
-    /// host read their headers only).
+    /// GPU backends: JPEGs with restart markers Huffman-decoded on the device too, an
+    /// interval per invocation (the host read their headers only).
     pub gpu_entropy: u64,
+    /// wgpu: baseline JPEGs without restart markers Huffman-decoded on the device too,
+    /// by the self-synchronising decode (the host read their headers and un-stuffed
+    /// their data only).
+    pub gpu_sync_entropy: u64,
     /// GPU backends: samples the device Huffman pass flagged (damaged data, or blocks only
     /// the CPU decoder reproduces) and the host path then decoded, or refused as the CPU
     /// backend does; each cost its batch a second run on the device.

@@ -654,6 +654,7 @@ impl Shared {
             Count::CpuFallback => &self.stats.cpu_fallbacks,
             Count::GpuDecoded => &self.stats.gpu_decoded,
             Count::GpuEntropy => &self.stats.gpu_entropy,
+            Count::GpuSyncEntropy => &self.stats.gpu_sync_entropy,
             Count::Hardware => &self.stats.hardware,
         }
     }

@@ -11,7 +11,8 @@ use crate::checks::{coefficient_difference, sync_huffman_at};
 use crate::common::{self, restart_jpeg, TestRng, RESTART_SAMPLINGS};
 use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
 use stoker::decode::jpeg::huffman::sync::{
-    pack_sync, sync_round, sync_scan, sync_start, sync_write, RECORD_WORDS, SUBSEQUENCE_BITS,
+    decode_batch, pack_batch, pack_sync, set_sync_regions, sync_round, sync_scan, sync_start,
+    sync_write, BATCH_WORDS, RECORD_WORDS, SUBSEQUENCE_BITS,
 };
 use stoker::decode::jpeg::huffman::{
     decode_coefficients_sync, decode_sync_with, RestartScan, STATUS_NO_SYNC, STATUS_SIMD_RANGE,
@@ -303,5 +304,125 @@ fn corpus_jpegs_decode_as_libjpeg_reads_them() {
     eprintln!("corpus: {seen:?}");
     if dir.is_dir() {
         assert!(seen.checked >= 50, "{} checked", seen.checked);
+    }
+}
+
+/// The per-chunk passes on `chunk` as the driver runs them (rounds until one changed no
+/// exit): the status and the coefficient words.
+fn chunk_passes(chunk: &[u32]) -> (u32, Vec<u32>) {
+    let subs = chunk[1] as usize;
+    let mut a = vec![0u32; subs * RECORD_WORDS];
+    for s in 0..subs as u32 {
+        sync_start(chunk, &mut a, s);
+    }
+    let mut b = a.clone();
+    let mut status = STATUS_NO_SYNC;
+    for _ in 0..chunk[12] {
+        let mut changed = 0;
+        for s in 0..subs as u32 {
+            changed |= sync_round(chunk, &a, &mut b, s);
+        }
+        std::mem::swap(&mut a, &mut b);
+        if changed == 0 {
+            status = 0;
+            break;
+        }
+    }
+    for g in 0..chunk[0] {
+        status |= sync_scan(chunk, &mut a, g);
+    }
+    let mut coefs = vec![0u32; chunk[10] as usize];
+    for s in 0..subs as u32 {
+        status |= sync_write(chunk, &a, &mut coefs, s);
+    }
+    (status, coefs)
+}
+
+/// The batched passes (one thread numbering over every sample, a fixed number of rounds,
+/// nothing read between them) give each sample of a batch the status and coefficient
+/// words the per-chunk passes give it alone; a region narrows the writes to its blocks,
+/// libjpeg's, stored row by row; rounds too few for a sample flag it.
+#[test]
+fn a_batch_decodes_each_sample_as_the_per_chunk_passes_do() {
+    let seed = common::fresh_seed("sync batches");
+    let mut rng = TestRng(seed);
+    for trial in 0..4 {
+        let mut chunks = Vec::new();
+        let mut expected = Vec::new();
+        let rounds = if trial == 3 { 1 } else { 48 };
+        for case in 0..6 {
+            let (jpeg, what) = random_case(&mut rng, case);
+            let what = format!("seed {seed} trial {trial} case {case}: {what}");
+            let theirs = libjpeg(&jpeg, &what);
+            let scan = RestartScan::parse_sync(&jpeg).expect("parse_sync");
+            let bits = [32, 64, 256, SUBSEQUENCE_BITS][rng.below(4) as usize];
+            let mut chunk = Vec::new();
+            pack_sync(&scan, &jpeg, bits, rounds, &mut chunk).expect("pack");
+            // Every other sample writes a random region of each component only.
+            let regions: Vec<[u32; 5]> = if case % 2 == 1 {
+                let mut at = 0;
+                theirs
+                    .components
+                    .iter()
+                    .map(|c| {
+                        let bx0 = rng.below(u64::from(c.width_in_blocks)) as u32;
+                        let by0 = rng.below(u64::from(c.height_in_blocks)) as u32;
+                        let bw = 1 + rng.below(u64::from(c.width_in_blocks - bx0)) as u32;
+                        let bh = 1 + rng.below(u64::from(c.height_in_blocks - by0)) as u32;
+                        let r = [at, bx0, by0, bw, bh];
+                        at += 32 * bw * bh;
+                        r
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            if !regions.is_empty() {
+                set_sync_regions(&mut chunk, &regions).expect("regions");
+            }
+            let (status, coefs) = chunk_passes(&chunk);
+            expected.push((status, coefs, regions, theirs, what));
+            chunks.push(chunk);
+        }
+        let refs: Vec<&[u32]> = chunks.iter().map(|c| c.as_slice()).collect();
+        let (blob, p, [rec_words, coef_words, status_words]) = pack_batch(&refs, rounds + 1);
+        let mut rec = vec![0xDEAD_BEEF; rec_words];
+        let mut coefs = vec![0u32; coef_words];
+        // Status words over garbage: the start pass zeroes each sample's.
+        let mut status = vec![0x5A5A_5A5A; status_words];
+        decode_batch(&blob, &p, &mut rec, &mut coefs, &mut status);
+        for (i, (st, words, regions, theirs, what)) in expected.iter().enumerate() {
+            let t = BATCH_WORDS * i;
+            let (cf, sw) = (blob[t + 4] as usize, blob[t + 5] as usize);
+            assert_eq!(status[sw], *st, "{what}: status");
+            let n = chunks[i][10] as usize;
+            assert_eq!(&coefs[cf..cf + n], &words[..], "{what}: coefficient words");
+            if trial == 3 || st & !STATUS_SIMD_RANGE != 0 {
+                continue;
+            }
+            // The region's blocks are libjpeg's, row by row.
+            for (ci, &[at, bx0, by0, bw, bh]) in regions.iter().enumerate() {
+                let c = &theirs.components[ci];
+                for y in 0..bh {
+                    for x in 0..bw {
+                        let block = &c.blocks[((by0 + y) * c.width_in_blocks + bx0 + x) as usize];
+                        let w = cf + (at + 32 * (y * bw + x)) as usize;
+                        for (z, &v) in block.iter().enumerate() {
+                            let got = (coefs[w + z / 2] >> (16 * (z % 2))) as u16 as i16;
+                            assert_eq!(
+                                got, v,
+                                "{what}: component {ci} block ({x}, {y}) of its region"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        if trial == 3 {
+            assert!(
+                expected.iter().any(|e| e.0 & STATUS_NO_SYNC != 0),
+                "seed {seed}: one round synchronised every sample"
+            );
+        }
     }
 }

@@ -99,6 +99,8 @@ pub struct Sizes {
     pub decoded_cache: u64,
     /// [`Buffer::MixScratch`] (0 when the batch is not mixed).
     pub mix_scratch: u64,
+    /// [`Buffer::SyncRecords`] (0 without samples on the sync decode).
+    pub sync_records: u64,
 }
 
 impl Sizes {
@@ -119,8 +121,7 @@ impl Sizes {
             Buffer::EntropyStatus => self.entropy_status,
             Buffer::DecodedCache => self.decoded_cache,
             Buffer::MixScratch => self.mix_scratch,
-            // Not planned yet: only the sync decode's own tests bind it.
-            Buffer::SyncRecords => 0,
+            Buffer::SyncRecords => self.sync_records,
         }
     }
 }
@@ -809,6 +810,7 @@ impl BatchPlan {
             },
             decoded_cache,
             mix_scratch,
+            sync_records: 4 * self.decode_in.sync_record_words(),
         };
         let c = &mut self.counts;
         c.batches += 1;

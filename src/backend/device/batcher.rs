@@ -228,6 +228,14 @@ pub trait DeviceBatcher: Send + fmt::Debug {
     /// The largest storage binding of the device: a decoded window must fit one.
     fn max_binding(&self) -> u64;
 
+    /// Whether the batcher runs the self-synchronising Huffman decode
+    /// ([`super::Kernel::SYNC`]), so that baseline JPEGs without restart markers may go
+    /// to the device entropy path too. False by default (a backend without those
+    /// kernels: such files take host entropy decoding).
+    fn sync_entropy(&self) -> bool {
+        false
+    }
+
     /// Sets up the device cache of decoded samples ([`super::Buffer::DecodedCache`]): a
     /// buffer the batcher keeps across batches and epochs, grown (keeping its contents)
     /// up to `bytes` as the plans' copies reach further, capped by what the device allows

@@ -224,11 +224,12 @@ fn entropy_common() -> Vec<Constant> {
     [scan, status, other].concat()
 }
 
-/// Word of the sync decode's status buffer that holds the OR of the scan's and the write
-/// pass's status words (`shaders/sync_huffman.wgsl`, `kernels/sync_huffman.cu`).
+/// Word of a sample's status words on the sync decode (from its batch table word 5) that
+/// holds the OR of its scan's and write pass's status words (`shaders/sync_huffman.wgsl`,
+/// `kernels/sync_huffman.cu`).
 pub const SYNC_STATUS_WORD: usize = 0;
-/// Word of that buffer that round 0 of the sync decode ORs 1 into when it changed an
-/// exit; round `r` uses the word `r` after it.
+/// Word of those that round 0 of the sync decode ORs 1 into when it changed an exit of
+/// the sample; round `r` uses the word `r` after it.
 pub const SYNC_CHANGED_WORD: usize = 1;
 
 /// The chunk of the synchronising decode (`src/decode/jpeg/huffman/sync.rs`, whose module
@@ -251,6 +252,7 @@ fn sync_huffman() -> Vec<Constant> {
         SH_BLOCKS,
         SH_MAX_ROUNDS,
         SH_CYCLE,
+        SH_REGIONS,
     ];
     let segment = sequence![
         SG_START,
@@ -262,8 +264,21 @@ fn sync_huffman() -> Vec<Constant> {
     ];
     let subsequence = sequence![SB_SEGMENT, SB_START, SB_END, SB_FLAGS];
     let component = sequence![SC_COEF, SC_WIDTH, SC_HEIGHT, SC_QUANT];
+    // The batch table (`sync::BatchEntry`), in the order of its words.
+    let batch = sequence![
+        BT_CHUNK,
+        BT_FIRST_SUBSEQUENCE,
+        BT_FIRST_SEGMENT,
+        BT_RECORDS,
+        BT_COEFFICIENTS,
+        BT_STATUS,
+        BT_SUBSEQUENCES,
+        BT_SEGMENTS,
+    ];
     let sizes = constants![
         SYNC_COMPONENT_WORDS = 4u32,
+        SYNC_REGION_WORDS = 4u32,
+        SYNC_BATCH_WORDS = sync::BATCH_WORDS,
         SYNC_SEGMENT_WORDS = sync::SEGMENT_WORDS,
         SYNC_SUBSEQUENCE_WORDS = sync::SUBSEQUENCE_WORDS,
         SYNC_RECORD_WORDS = sync::RECORD_WORDS,
@@ -277,6 +292,7 @@ fn sync_huffman() -> Vec<Constant> {
         segment,
         subsequence,
         component,
+        batch,
         sizes,
         no_sync,
         entropy_common(),

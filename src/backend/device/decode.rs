@@ -35,6 +35,7 @@
 
 use super::error::DeviceError;
 use super::launch::{grid, Binding, Buffer, Kernel, Launch};
+use super::sync_decode::{SyncBatch, SYNC_STATUS_WORDS};
 use crate::decode::jpeg::coeffs::{
     pack, packed_size, Coefficients, ComponentDesc, ImageDesc, PackedJpeg, KIND_PASSTHROUGH,
 };
@@ -223,6 +224,11 @@ struct Chunk {
     closed: bool,
     /// The most blocks one of its intervals holds (header word 12).
     max_interval_blocks: u32,
+    /// Words of its status in [`Buffer::EntropyStatus`]: its intervals', then a sync
+    /// sample's (`super::sync_decode::SYNC_STATUS_WORDS`) in push order.
+    status_words: u64,
+    /// Its samples on the sync decode.
+    sync: SyncBatch,
 }
 
 impl Chunk {
@@ -287,6 +293,8 @@ pub struct DecodeInput {
     max_binding_words: u64,
     /// The open entropy chunk's interval records, written at its end when it closes.
     pending: Vec<IntervalDesc>,
+    /// The open entropy chunk's sync batch table, written after its interval records.
+    pending_sync: Vec<u32>,
     /// Per image on the device entropy path: its push index and its status words.
     entropy_images: Vec<EntropyImage>,
     /// Images pushed so far.
@@ -353,6 +361,7 @@ impl DecodeInput {
             packed: PackedJpeg::default(),
             max_binding_words: DEFAULT_BINDING_BYTES / 4,
             pending: Vec::new(),
+            pending_sync: Vec::new(),
             entropy_images: Vec::new(),
             pushed: 0,
             tables: None,
@@ -424,6 +433,7 @@ impl DecodeInput {
         self.blob.clear();
         self.chunks.clear();
         self.pending.clear();
+        self.pending_sync.clear();
         self.entropy_images.clear();
         self.pushed = 0;
         self.tables = None;
@@ -450,7 +460,13 @@ impl DecodeInput {
     /// Words [`Buffer::EntropyStatus`] needs.
     pub fn status_words(&self) -> u64 {
         self.last_entropy_chunk()
-            .map_or(0, |c| c.status_base + c.intervals)
+            .map_or(0, |c| c.status_base + c.status_words)
+    }
+
+    /// Words [`Buffer::SyncRecords`] needs (the sync decode's records).
+    pub fn sync_record_words(&self) -> u64 {
+        self.last_entropy_chunk()
+            .map_or(0, |c| c.sync.record_base + c.sync.record_words)
     }
 
     /// Closes the last chunk: an entropy chunk gets its interval table. Call once every
@@ -481,6 +497,10 @@ impl DecodeInput {
         self.blob
             .extend_from_slice(bytemuck::cast_slice(&self.pending));
         self.pending.clear();
+        // The sync decode's batch table.
+        c.sync.table = (self.blob.len() + self.deferred_words - c.start) as u32;
+        self.blob.extend_from_slice(&self.pending_sync);
+        self.pending_sync.clear();
         let h = &mut self.blob[start..start + 13];
         h[8..11].copy_from_slice(&[n, table, coef_words]);
         h[12] = most;
@@ -700,11 +720,25 @@ impl DecodeInput {
         let idct: u64 = q.components.iter().map(|c| u64::from(c.groups)).sum();
         let intervals = p.intervals.len() as u64;
         let max = self.max_binding_words;
-        // The interval table is written after the data when the chunk closes.
+        // A sample on the sync decode: its chunk's header, its records' and table's words.
+        let sync = p
+            .sync
+            .and_then(|at| q.data.get(at as usize..at as usize + 2));
+        let (records, table) = sync.map_or((0, 0), SyncBatch::need);
+        let status_words = if sync.is_some() {
+            SYNC_STATUS_WORDS
+        } else {
+            intervals
+        };
+        let tables = self.pending_sync.len() as u64 + table;
+        // The interval and sync tables are written after the data when the chunk closes.
         let fits = |c: &Chunk, blob_len: usize, pending: usize| {
             c.images < IMAGES_PER_CHUNK
                 && c.components + comps <= COMPONENTS_PER_CHUNK
-                && (blob_len - c.start) as u64 + data + 8 * (pending as u64 + intervals) <= max
+                && (blob_len - c.start) as u64 + data + 8 * (pending as u64 + intervals) + tables
+                    <= max
+                && c.sync.record_words + records <= max
+                && c.status_words + status_words <= max
                 && c.plane_words + u64::from(q.plane_words) <= max
                 && c.out_words + pixels <= max
                 && c.coef_words + p.coef_words <= max
@@ -712,8 +746,8 @@ impl DecodeInput {
                 && c.idct + idct <= u64::from(u32::MAX)
         };
         let need = Need {
-            data_words: data + 8 * intervals,
-            plane_words: u64::from(q.plane_words).max(p.coef_words),
+            data_words: data + 8 * intervals + table,
+            plane_words: u64::from(q.plane_words).max(p.coef_words).max(records),
             pixels,
             blocks: region_blocks(&q.components),
         };
@@ -742,23 +776,35 @@ impl DecodeInput {
             scan_at + SCAN_WORDS as u32,
             scan_at,
             chunk.components as u32,
-            chunk.intervals as u32,
+            chunk.status_words as u32,
             chunk.coef_words as u32,
         );
-        let first_status = chunk.status_base + chunk.intervals;
+        let first_status = chunk.status_base + chunk.status_words;
+        if let (Some(header), Some(at)) = (sync, p.sync) {
+            let e = chunk.sync.add(
+                header,
+                scan_at + SCAN_WORDS as u32 + at,
+                chunk.coef_words as u32,
+                chunk.status_words as u32,
+            );
+            self.pending_sync.extend_from_slice(&e.words());
+        }
         // `placed` has rebased the components' coefficients and tables already.
         let out = chunk.place(&mut self.blob, q.image, &components, 0, q.plane_words);
         chunk.coef_words += p.coef_words;
         chunk.intervals += intervals;
+        chunk.status_words += status_words;
         chunk.max_interval_blocks = chunk.max_interval_blocks.max(p.max_interval_blocks());
         let chunk = *chunk;
         self.blob.extend_from_slice(bytemuck::cast_slice(&[scan]));
         self.put_data(&q.data, self.defer);
         self.pending.extend_from_slice(&ivs);
         self.write_header(&chunk);
+        // A sync sample's changed words (after its status word) are not its verdict.
+        let verdict = if sync.is_some() { 1 } else { intervals };
         self.entropy_images.push(EntropyImage {
             pushed: self.pushed,
-            status: first_status..first_status + intervals,
+            status: first_status..first_status + verdict,
         });
         self.pushed += 1;
         Ok(out)
@@ -775,6 +821,10 @@ impl DecodeInput {
         let align = |n: u64| n.next_multiple_of(ALIGN_WORDS as u64);
         let coef_base = align(self.coefficient_words());
         let status_base = align(self.status_words());
+        let sync = SyncBatch {
+            record_base: align(self.sync_record_words()),
+            ..SyncBatch::default()
+        };
         self.blob.resize(blob_start + DATA_START, 0);
         let chunk = Chunk {
             start,
@@ -783,6 +833,7 @@ impl DecodeInput {
             entropy,
             coef_base,
             status_base,
+            sync,
             ..Chunk::default()
         };
         self.chunks.push(chunk);
@@ -860,7 +911,7 @@ impl DecodeInput {
             let status = Binding {
                 buffer: Buffer::EntropyStatus,
                 offset: c.status_base * 4,
-                size: (c.intervals * 4).max(4),
+                size: (c.status_words * 4).max(4),
             };
             if let Some(s) = [
                 blob.size,
@@ -899,6 +950,10 @@ impl DecodeInput {
                     c.intervals,
                     vec![blob, coefs, status],
                 )?);
+            }
+            if c.entropy {
+                let sync = super::sync_decode::launches(&c.sync, [blob, coefs, status], per_dim)?;
+                entropy.extend(sync);
             }
             if c.idct > 0 {
                 // Blocks from the chunk itself (host-decoded coefficients) or from what the

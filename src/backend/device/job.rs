@@ -4,6 +4,7 @@
 
 use crate::augment::SamplePlan;
 use crate::decode::jpeg::coeffs::{pack, CoeffStatus, Coefficients, PackedJpeg};
+use crate::decode::jpeg::huffman::sync::{pack_sync_window, RECORD_WORDS};
 use crate::decode::jpeg::huffman::{pack_intervals, PackedEntropy, RestartScan};
 use crate::decode::jpeg::read_coefficients;
 use crate::decode::{
@@ -13,6 +14,7 @@ use crate::decode::{
 
 use super::decode::DeviceImage;
 pub use super::pool::CoeffPool;
+use super::sync_decode::SYNC_ROUNDS;
 
 /// What the host hands the GPU for one sample.
 #[derive(Debug)]
@@ -390,6 +392,16 @@ fn binding_words(max_binding: u64) -> u64 {
     max_binding.max(64 << 10) / 4
 }
 
+/// Which JPEGs the device entropy path takes ([`prepare_device_verified`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EntropyPaths {
+    /// Those with restart markers (the `huffman` pass, an interval per invocation).
+    pub restart: bool,
+    /// Baseline ones without restart markers (the self-synchronising decode, where the
+    /// backend runs it: `DeviceBatcher::sync_entropy`).
+    pub sync: bool,
+}
+
 /// [`prepare_for`], and, with `entropy`, a JPEG with restart markers that decodes
 /// strictly is packed for the device entropy path ([`DeviceSample::Entropy`]: the host
 /// reads its headers and finds its intervals, nothing more) when its window fits
@@ -409,7 +421,10 @@ pub fn prepare_device(
         opts,
         pool,
         hardware,
-        entropy,
+        EntropyPaths {
+            restart: entropy,
+            sync: false,
+        },
         max_binding,
         true,
         true,
@@ -429,45 +444,68 @@ pub fn prepare_device_verified(
     opts: &DecodeOptions,
     pool: &CoeffPool,
     hardware: HardwareDecode,
-    entropy: bool,
+    entropy: EntropyPaths,
     max_binding: u64,
     verified: bool,
     engines_first: bool,
 ) -> Result<Prepared, DecodeError> {
-    if entropy && (!engines_first || !hardware.takes(bytes, &info, opts)) {
-        if let Some(p) = prepare_entropy(bytes, &info, opts, max_binding, verified) {
+    let on = entropy.restart || entropy.sync;
+    if on && (!engines_first || !hardware.takes(bytes, &info, opts)) {
+        if let Some(p) = prepare_entropy(bytes, &info, opts, max_binding, verified, entropy) {
             return Ok(p);
         }
     }
     prepare_for(bytes, info, opts, pool, hardware)
 }
 
-/// The device entropy path for `bytes`, or `None` when it does not take the file (no
-/// restart markers, anything the scan refuses, lenient decoding, a window too large).
+/// The device entropy path for `bytes`, or `None` when it does not take the file
+/// (anything the scan refuses, lenient decoding, a window too large). A file with
+/// restart markers takes the restart-interval decode (with `paths.restart`), a baseline
+/// one without them the self-synchronising decode (with `paths.sync`), which decodes
+/// every segment whatever the window (so the device judges the whole file).
 fn prepare_entropy(
     bytes: &[u8],
     info: &ImageInfo,
     opts: &DecodeOptions,
     max_binding: u64,
     verified: bool,
+    paths: EntropyPaths,
 ) -> Option<Prepared> {
     // Lenient decoding delivers damaged data as libjpeg fills it in: the host path.
     if info.format != Format::Jpeg || !opts.strict {
         return None;
     }
     let scan = match RestartScan::parse(bytes) {
-        Ok(scan) => scan,
+        Ok(scan) if paths.restart => Some(scan),
+        Ok(_) => None,
         Err(why) => {
             log::trace!("host entropy decode: {why}");
-            return None;
+            None
         }
+    };
+    let sync = scan.is_none();
+    let scan = match scan {
+        Some(scan) => scan,
+        None if paths.sync => RestartScan::parse_sync(bytes).ok()?,
+        None => return None,
     };
     let scale = opts.scale.clamp(1, 8);
     let full = [info.width.div_ceil(scale), info.height.div_ceil(scale)];
     let (window, orientation) = stored_request(info, opts, full);
-    let mut packed = Box::<PackedEntropy>::default();
-    pack_intervals(&scan, bytes, scale, window, !verified, &mut packed).ok()?;
     let words = binding_words(max_binding);
+    let mut packed = Box::<PackedEntropy>::default();
+    if sync {
+        // Refused before the chunk is allocated: the data (at most the file's bytes,
+        // un-stuffed), the tables, two copies of the records per 1024 bits.
+        let data = bytes.len() as u64 / 4;
+        let records = 2 * data / 32 * RECORD_WORDS as u64;
+        if data + 1024 > words / 2 || records > words {
+            return None;
+        }
+        pack_sync_window(&scan, bytes, scale, window, SYNC_ROUNDS, &mut packed).ok()?;
+    } else {
+        pack_intervals(&scan, bytes, scale, window, !verified, &mut packed).ok()?;
+    }
     if packed.coef_words > words
         || packed.packed.data.len() as u64 + 8 * packed.intervals.len() as u64 > words / 2
     {

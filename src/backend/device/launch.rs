@@ -48,8 +48,9 @@ pub enum Kernel {
     /// their stored resolution, or interleaved RGB from the CPU where nvJPEG refused the
     /// image), upsampled and converted as `color` does, into RGBA windows.
     PackPlanar,
-    /// `sync_start` (in [`Kernel::SYNC`]): pass 1 of the self-synchronising Huffman
-    /// decode (`decode::jpeg::huffman::sync`), one invocation per subsequence.
+    /// `sync_start` (in [`Kernel::SYNC`]): pass 1 of the self-synchronising
+    /// Huffman decode (`decode::jpeg::huffman::sync`), one invocation per subsequence of
+    /// a decode chunk's samples without restart markers.
     SyncStart,
     /// `sync_round`: a sync round, one invocation per subsequence.
     SyncRound,
@@ -83,9 +84,10 @@ impl Kernel {
     }
 
     /// The passes of the self-synchronising Huffman decode (`shaders/sync_huffman.wgsl`,
-    /// `kernels/sync_huffman.cu`), in the order they run. Not part of the batch pipeline
-    /// yet: outside [`Kernel::ALL`] (the kernels a batch plan uses, which the wgpu
-    /// backend compiles); the CUDA backend loads them too ([`Kernel::cuda`]).
+    /// `kernels/sync_huffman.cu`), in the order they run, over a batch table. Outside
+    /// [`Kernel::ALL`]: the wgpu batcher compiles them with [`Kernel::wgsl`]'s and plans
+    /// them (`DeviceBatcher::sync_entropy`); the CUDA backend loads them too
+    /// ([`Kernel::cuda`]) but plans none yet (its batcher's `sync_entropy` is false).
     pub const SYNC: [Kernel; 4] = [
         Kernel::SyncStart,
         Kernel::SyncRound,
@@ -186,8 +188,8 @@ pub enum Buffer {
     /// samples), RGBA words as in [`Buffer::Windows`]; owned by the batcher, never
     /// bound to a kernel: only [`Step::Copy`] reads or writes it.
     DecodedCache,
-    /// The two copies of the self-synchronising decode's records ([`Kernel::SYNC`]);
-    /// no batch plans it yet (0 bytes).
+    /// The two copies of the self-synchronising decode's records ([`Kernel::SYNC`]), per
+    /// sample on that decode (decode scratch; 0 bytes without such samples).
     SyncRecords,
     /// A copy of the batch's images that the mixing pass ([`Kernel::Mix`]) reads while it
     /// writes the images (batcher scratch, sized by that pass, not by the batch plan).

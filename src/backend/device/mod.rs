@@ -22,6 +22,7 @@ pub mod orient;
 mod pool;
 pub(crate) mod sample_work;
 pub mod share;
+pub mod sync_decode;
 mod upload;
 pub(crate) mod work;
 

@@ -59,6 +59,8 @@ pub enum Count {
     GpuDecoded,
     /// Of those, entropy-decoded on the device too.
     GpuEntropy,
+    /// Of those, by the self-synchronising decode (no restart markers).
+    GpuSyncEntropy,
     /// Of those, decoded by the hardware decoder.
     Hardware,
 }
@@ -247,6 +249,9 @@ pub(crate) struct DeviceWorkConfig {
     pub hardware_decode: HardwareDecode,
     /// Whether JPEGs with restart markers go to the device entropy path.
     pub device_entropy: bool,
+    /// Whether baseline JPEGs without restart markers go to it too (the batcher runs the
+    /// self-synchronising decode: `DeviceBatcher::sync_entropy`).
+    pub device_sync: bool,
     /// Which of the JPEGs both the hardware decoder and the device entropy path take go
     /// to the hardware decoder.
     pub share: EngineShare,

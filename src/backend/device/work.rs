@@ -88,7 +88,7 @@ impl DeviceWork {
             None => {
                 host.count(Count::GpuDecoded);
                 match &prepared.image {
-                    DeviceSample::Entropy { .. } => host.count(Count::GpuEntropy),
+                    DeviceSample::Entropy { packed, .. } => host.count(entropy_count(packed)),
                     DeviceSample::Encoded { .. } => host.count(Count::Hardware),
                     _ => {}
                 }
@@ -139,7 +139,10 @@ impl DeviceWork {
                 opts,
                 &cfg.coeff_pool,
                 hardware,
-                cfg.device_entropy,
+                job::EntropyPaths {
+                    restart: cfg.device_entropy,
+                    sync: cfg.device_sync,
+                },
                 cfg.max_binding,
                 // A file's first crop on the device entropy path decodes it whole.
                 !partial || host.known_clean(s.id, image),
@@ -248,7 +251,11 @@ impl SampleWork for DeviceWork {
 
     fn redo_flagged(&self, host: &dyn SampleHost, s: &Sample, job: &mut DeviceJob) -> Redone {
         let DeviceSample::Entropy {
-            bytes, info, opts, ..
+            packed,
+            bytes,
+            info,
+            opts,
+            ..
         } = &job.image
         else {
             return None;
@@ -265,7 +272,7 @@ impl SampleWork for DeviceWork {
                 }
                 Ok(p)
             });
-        host.uncount(Count::GpuEntropy);
+        host.uncount(entropy_count(packed));
         Some(match redone {
             Ok(p) => {
                 if p.cpu_reason.is_some() {
@@ -330,5 +337,14 @@ fn verify_encoded(
             again.warning = Some(warning);
             Ok(again)
         }
+    }
+}
+
+/// The counter of a sample on the device entropy path: the restart-interval decode's or
+/// the self-synchronising decode's.
+fn entropy_count(packed: &crate::decode::jpeg::huffman::PackedEntropy) -> Count {
+    match packed.sync {
+        Some(_) => Count::GpuSyncEntropy,
+        None => Count::GpuEntropy,
     }
 }

@@ -173,7 +173,7 @@ pub struct WgpuBatcher {
 /// The batches' grow-only device buffers, in the order they are grown, with their labels.
 /// The other buffers are the output's ([`WgpuBatchBuffers`]), the device cache, or another
 /// backend's.
-const SCRATCH: [(Buffer, &str); 10] = [
+const SCRATCH: [(Buffer, &str); 11] = [
     (Buffer::DecodeInput, "stoker decode input"),
     (Buffer::AugmentInput, "stoker augment input"),
     (Buffer::Planes, "stoker decode planes"),
@@ -184,6 +184,7 @@ const SCRATCH: [(Buffer, &str); 10] = [
     (Buffer::Coefficients, "stoker decode coefficients"),
     (Buffer::EntropyStatus, "stoker entropy status"),
     (Buffer::MixScratch, "stoker mix scratch"),
+    (Buffer::SyncRecords, "stoker sync decode records"),
 ];
 
 /// The usages of scratch buffer `buffer`: each is bound to kernels; the uploads, the
@@ -242,7 +243,8 @@ impl WgpuBatcher {
     pub fn new(ctx: &WgpuContext, ring: usize) -> Result<Self> {
         let limits = ctx.device().limits();
         Ok(WgpuBatcher {
-            pipelines: Pipelines::new(ctx, Kernel::wgsl())?,
+            // The batch pipeline's kernels and the sync decode's passes.
+            pipelines: Pipelines::new(ctx, &[Kernel::wgsl(), &Kernel::SYNC[..]].concat())?,
             plan: BatchPlan::new(DeviceLimits {
                 max_binding: limits.max_storage_buffer_binding_size,
                 per_dim: u64::from(limits.max_compute_workgroups_per_dimension.max(1)),
@@ -636,6 +638,10 @@ impl DeviceBatcher for WgpuBatcher {
 
     fn max_binding(&self) -> u64 {
         max_binding(&self.ctx)
+    }
+
+    fn sync_entropy(&self) -> bool {
+        true
     }
 
     fn set_decoded_cache(&mut self, bytes: u64) -> Result<u64> {

@@ -34,22 +34,35 @@ pub static DECODE_COMMON: LazyLock<String> = LazyLock::new(|| {
 /// Huffman decoders ([`HUFFMAN`], [`SYNC_HUFFMAN`]), which declare the block it reads.
 pub static SIMD_RANGE: &str = include_str!("../../../shaders/simd_range.wgsl");
 
+/// What the two Huffman decoders ([`HUFFMAN`], [`SYNC_HUFFMAN`]) share, joined after
+/// each: the zigzag order, the codes of 9-16 bits, HUFF_EXTEND (the constants it reads
+/// come with each decoder's).
+pub static HUFFMAN_COMMON: &str = include_str!("../../../shaders/huffman_common.wgsl");
+
 /// Huffman decoding of restart intervals into coefficient blocks (with the IDCT arithmetic
-/// of [`IDCT_COMMON`] in front and [`SIMD_RANGE`] after, for its range check, and
-/// [`DECODE_COMMON`] last).
+/// of [`IDCT_COMMON`] in front, [`HUFFMAN_COMMON`] and [`SIMD_RANGE`] after, for its
+/// lookups and range check, and [`DECODE_COMMON`] last).
 pub static HUFFMAN: LazyLock<String> = LazyLock::new(|| {
     let file = with_constants("huffman", include_str!("../../../shaders/huffman.wgsl"));
-    [IDCT_COMMON.as_str(), &file, SIMD_RANGE, &DECODE_COMMON].concat()
+    [
+        IDCT_COMMON.as_str(),
+        &file,
+        HUFFMAN_COMMON,
+        SIMD_RANGE,
+        &DECODE_COMMON,
+    ]
+    .concat()
 });
 
 /// The passes of the self-synchronising Huffman decode (with the IDCT arithmetic of
-/// [`IDCT_COMMON`] in front and [`SIMD_RANGE`] after, for its range check).
+/// [`IDCT_COMMON`] in front, [`HUFFMAN_COMMON`] and [`SIMD_RANGE`] after, for its
+/// lookups and range check).
 pub static SYNC_HUFFMAN: LazyLock<String> = LazyLock::new(|| {
     let file = with_constants(
         "sync_huffman",
         include_str!("../../../shaders/sync_huffman.wgsl"),
     );
-    [IDCT_COMMON.as_str(), &file, SIMD_RANGE].concat()
+    [IDCT_COMMON.as_str(), &file, HUFFMAN_COMMON, SIMD_RANGE].concat()
 });
 
 /// Dequantisation and IDCT of JPEG blocks (8x8, 4x4, 2x2 or 1x1 outputs), with the IDCT

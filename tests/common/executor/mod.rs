@@ -96,6 +96,7 @@ impl Buffers {
             Buffer::Coefficients,
             Buffer::EntropyStatus,
             Buffer::DecodedCache,
+            Buffer::SyncRecords,
         ] {
             buffers = buffers.with(b, garbage(sizes.of(b).max(4)));
         }

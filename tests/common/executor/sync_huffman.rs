@@ -1,20 +1,22 @@
 //! The self-synchronising Huffman decode's passes ([`Kernel::SYNC`]: `sync_start`,
-//! `sync_round`, `sync_scan`, `sync_write`) against their scalar oracles
-//! (`decode::jpeg::huffman::sync`), word for word after every pass: both copies of the
-//! records (over garbage), each round's changed word, the coefficient buffer (with
-//! garbage past it) and the status word; the host runs the rounds as the oracle's driver
-//! does (until one changed no exit, or the chunk's most rounds), and the result is the
-//! driver's (`decode_sync_with`), and libjpeg's coefficients for a clean file. For random
-//! JPEGs with and without restart markers, damaged ones, and the bundled files, with
-//! subsequences of the default size and of 64 bits (many rounds), and with one round
-//! fewer than a decode needed (flagged as not synchronised).
+//! `sync_round`, `sync_scan`, `sync_write`, over a batch table) against their batched
+//! scalar oracles (`decode::jpeg::huffman::sync::batch_start` and the others), word for
+//! word: the records of every sample (over garbage) after the start, after all the
+//! rounds (queued together, nothing read back between them, as the batch path runs them),
+//! after the scan and the write, every status and changed word (over garbage: the start
+//! zeroes them), and the coefficient buffer (with garbage past it); each sample's status
+//! is the per-chunk driver's (`decode_sync_with`), and its coefficients libjpeg's for a
+//! clean file. For random JPEGs with and without restart markers, alone and all in one
+//! batch, damaged ones, and the bundled files, with subsequences of the default size and of 64 bits
+//! (many rounds), and with one round fewer than a decode needed (flagged as not
+//! synchronised). The rounds each file needs are printed.
 
-use stoker::backend::device::constants::{SYNC_CHANGED_WORD, SYNC_STATUS_WORD};
 use stoker::backend::device::launch::{grid, PARAM_WORDS};
 use stoker::backend::device::{Binding, Buffer, Kernel, Launch, Step};
 use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
 use stoker::decode::jpeg::huffman::sync::{
-    pack_sync, sync_round, sync_scan, sync_start, sync_write, RECORD_WORDS, SUBSEQUENCE_BITS,
+    batch_round, batch_scan, batch_start, batch_write, pack_batch, pack_sync, BatchParams,
+    BATCH_WORDS, RECORD_WORDS, SUBSEQUENCE_BITS,
 };
 use stoker::decode::jpeg::huffman::{
     decode_sync_with, RestartScan, STATUS_NO_SYNC, STATUS_SIMD_RANGE,
@@ -29,17 +31,25 @@ const SLACK: usize = 67;
 
 /// Rounds enough for every case here (the default size needs a few, 64 bits a few
 /// dozen at most); a decode that needs more is flagged by both and fails the clean check.
-const ROUNDS: u32 = 256;
+const ROUNDS: u32 = 128;
 
-/// One launch of `kernel` over `threads` invocations with parameter word 0 `param`.
-fn launch(e: &dyn Executor, kernel: Kernel, threads: u32, param: u32, sizes: [u64; 4]) -> Step {
+/// One launch of `kernel` over `threads` invocations with parameter words 0 (`param`)
+/// and the batch's (`p`).
+fn launch(
+    e: &dyn Executor,
+    kernel: Kernel,
+    threads: u32,
+    param: u32,
+    p: &BatchParams,
+    sizes: [u64; 4],
+) -> Step {
     let bind = |buffer, size| Binding {
         buffer,
         offset: 0,
         size,
     };
     let mut params = [0u32; PARAM_WORDS];
-    params[0] = param;
+    params[..7].copy_from_slice(&p.words(param));
     Step::Launch(Launch {
         kernel,
         grid: grid(u64::from(threads), kernel.workgroup(), e.limits().per_dim).expect("grid"),
@@ -53,8 +63,8 @@ fn launch(e: &dyn Executor, kernel: Kernel, threads: u32, param: u32, sizes: [u6
     })
 }
 
-/// What a run ends with: the status (with [`STATUS_NO_SYNC`] where the rounds did not
-/// converge), the rounds that changed an exit, the chunk, the coefficient words.
+/// What a sample's run ends with: its status, the rounds that changed an exit, its
+/// chunk, its coefficient words.
 struct Outcome {
     status: u32,
     changing: u32,
@@ -62,46 +72,48 @@ struct Outcome {
     coefs: Vec<u32>,
 }
 
-/// Packs `jpeg` with `bits`-bit subsequences and at most `rounds` rounds, runs the passes
-/// on `e` and the oracles side by side, and asserts every buffer equal after each pass.
-fn check(
+/// Packs each of `files` with `bits`-bit subsequences and at most `rounds` rounds into
+/// one batch, runs the batched passes on `e` and the batched oracle side by side, and
+/// asserts every buffer equal after each pass (the rounds all at once); then each
+/// sample's status equals the per-chunk driver's (`decode_sync_with`).
+fn check_batch(
     e: &dyn Executor,
-    scan: &RestartScan,
-    jpeg: &[u8],
+    files: &[(&RestartScan, &[u8])],
     bits: u32,
     rounds: u32,
     what: &str,
-) -> Outcome {
-    let mut chunk = Vec::new();
-    pack_sync(scan, jpeg, bits, rounds, &mut chunk).expect("pack");
-    let (segments, subs) = (chunk[0], chunk[1]);
-    let rec_words = 2 * subs as usize * RECORD_WORDS;
-    let coef_words = chunk[10] as usize + SLACK;
-    let status_words = SYNC_CHANGED_WORD + rounds as usize + 1;
+) -> Vec<Outcome> {
+    let chunks: Vec<Vec<u32>> = files
+        .iter()
+        .map(|(scan, jpeg)| {
+            let mut chunk = Vec::new();
+            pack_sync(scan, jpeg, bits, rounds, &mut chunk).expect("pack");
+            chunk
+        })
+        .collect();
+    let refs: Vec<&[u32]> = chunks.iter().map(|c| c.as_slice()).collect();
+    let (blob, p, [rec_words, coef_words, status_words]) = pack_batch(&refs, rounds);
     let sizes = [
-        4 * chunk.len() as u64,
+        4 * blob.len() as u64,
         4 * rec_words as u64,
-        4 * coef_words as u64,
+        4 * (coef_words + SLACK) as u64,
         4 * status_words as u64,
     ];
     let mut buffers = Buffers::default()
-        .with(Buffer::DecodeInput, words_to_bytes(&chunk))
+        .with(Buffer::DecodeInput, words_to_bytes(&blob))
         .with(Buffer::SyncRecords, garbage(sizes[1]))
         .with(Buffer::Coefficients, garbage(sizes[2]))
-        .with(Buffer::EntropyStatus, vec![0; sizes[3] as usize]);
+        .with(Buffer::EntropyStatus, garbage(sizes[3]));
     let mut rec = bytes_to_words(&garbage(sizes[1]));
     let mut coefs = bytes_to_words(&garbage(sizes[2]));
-    let mut status = vec![0u32; status_words];
-    let half = subs as usize * RECORD_WORDS;
+    let mut status = bytes_to_words(&garbage(sizes[3]));
     let compare = |buffers: &Buffers, rec: &[u32], status: &[u32], pass: &str| {
         let got = bytes_to_words(buffers.get(Buffer::SyncRecords));
         if let Some(at) = got.iter().zip(rec).position(|(a, b)| a != b) {
             panic!(
-                "{what}: {}: after {pass}: record word {} of subsequence {} (copy {}) is {:#x}, the oracle's {:#x}",
+                "{what}: {}: after {pass}: record word {at} (word {} of its record) is {:#x}, the oracle's {:#x}",
                 e.name(),
                 at % RECORD_WORDS,
-                (at % half) / RECORD_WORDS,
-                at / half,
                 got[at],
                 rec[at]
             );
@@ -114,78 +126,87 @@ fn check(
             e.name()
         );
     };
-    // Pass 1.
+    let subs = p.subsequences;
     e.run(
-        &[launch(e, Kernel::SyncStart, subs, 0, sizes)],
+        &[launch(e, Kernel::SyncStart, subs, 0, &p, sizes)],
         &mut buffers,
     );
-    for s in 0..subs {
-        sync_start(&chunk, &mut rec[..half], s);
+    for g in 0..subs {
+        batch_start(&blob, &p, &mut rec, &mut status, g);
     }
     compare(&buffers, &rec, &status, "the start");
-    // The rounds.
-    let (mut copy, mut changing, mut converged) = (0u32, 0u32, false);
-    for round in 0..chunk[12] {
-        e.run(
-            &[launch(e, Kernel::SyncRound, subs, round, sizes)],
-            &mut buffers,
-        );
-        let (a, b) = rec.split_at_mut(half);
-        let (prev, next) = if round % 2 == 0 { (&*a, b) } else { (&*b, a) };
-        let mut changed = 0;
-        for s in 0..subs {
-            changed |= sync_round(&chunk, prev, next, s);
+    let steps: Vec<Step> = (0..rounds)
+        .map(|r| launch(e, Kernel::SyncRound, subs, r, &p, sizes))
+        .collect();
+    e.run(&steps, &mut buffers);
+    for round in 0..rounds {
+        for g in 0..subs {
+            batch_round(&blob, &p, &mut rec, &mut status, round, g);
         }
-        status[SYNC_CHANGED_WORD + round as usize] = changed;
-        compare(&buffers, &rec, &status, &format!("round {round}"));
-        copy = (round + 1) % 2;
-        if changed == 0 {
-            converged = true;
-            break;
-        }
-        changing += 1;
     }
-    // The scan and the write, on the copy the last round wrote.
-    let at = copy as usize * half;
+    compare(&buffers, &rec, &status, "the rounds");
+    let copy = rounds % 2;
     e.run(
-        &[launch(e, Kernel::SyncScan, segments, copy, sizes)],
+        &[launch(e, Kernel::SyncScan, p.segments, copy, &p, sizes)],
         &mut buffers,
     );
-    let mut st = 0;
-    for g in 0..segments {
-        st |= sync_scan(&chunk, &mut rec[at..at + half], g);
+    for g in 0..p.segments {
+        batch_scan(&blob, &p, &mut rec, &mut status, g);
     }
-    status[SYNC_STATUS_WORD] = st;
     compare(&buffers, &rec, &status, "the scan");
     e.run(
-        &[launch(e, Kernel::SyncWrite, subs, copy, sizes)],
+        &[launch(e, Kernel::SyncWrite, subs, copy, &p, sizes)],
         &mut buffers,
     );
-    for s in 0..subs {
-        status[SYNC_STATUS_WORD] |= sync_write(&chunk, &rec[at..at + half], &mut coefs, s);
+    for g in 0..subs {
+        batch_write(&blob, &p, &rec, &mut coefs, &mut status, g);
     }
     compare(&buffers, &rec, &status, "the write");
     let got = bytes_to_words(buffers.get(Buffer::Coefficients));
     if let Some(w) = got.iter().zip(&coefs).position(|(a, b)| a != b) {
         panic!(
-            "{what}: {}: coefficient word {w} of {} is {:#010x}, the oracle's {:#010x}",
+            "{what}: {}: coefficient word {w} of {coef_words} is {:#010x}, the oracle's {:#010x}",
             e.name(),
-            chunk[10],
             got[w],
             coefs[w]
         );
     }
-    let status = status[SYNC_STATUS_WORD] | if converged { 0 } else { STATUS_NO_SYNC };
-    // The oracle's own driver runs the passes as here.
-    let mut out = Coefficients::default();
-    let driver = decode_sync_with(scan, jpeg, bits, rounds, &mut out).expect("driver");
-    assert_eq!(status, driver, "{what}: {}: the driver's status", e.name());
-    Outcome {
-        status,
-        changing,
-        chunk,
-        coefs: got,
+    let mut out = Vec::new();
+    for (i, ((scan, jpeg), chunk)) in files.iter().zip(chunks).enumerate() {
+        let t = BATCH_WORDS * i;
+        let (cf, st) = (blob[t + 4] as usize, blob[t + 5] as usize);
+        let changing = status[st + 1..st + 1 + rounds as usize]
+            .iter()
+            .filter(|&&c| c != 0)
+            .count() as u32;
+        // The oracle's per-chunk driver gives the same status.
+        let mut driver_out = Coefficients::default();
+        let driver = decode_sync_with(scan, jpeg, bits, rounds, &mut driver_out).expect("driver");
+        assert_eq!(
+            status[st], driver,
+            "{what}: sample {i}: the driver's status"
+        );
+        out.push(Outcome {
+            status: status[st],
+            changing,
+            coefs: got[cf..cf + chunk[10] as usize].to_vec(),
+            chunk,
+        });
     }
+    out
+}
+
+/// [`check_batch`] on one file.
+fn check(
+    e: &dyn Executor,
+    scan: &RestartScan,
+    jpeg: &[u8],
+    bits: u32,
+    rounds: u32,
+    what: &str,
+) -> Outcome {
+    let mut out = check_batch(e, &[(scan, jpeg)], bits, rounds, what);
+    out.pop().expect("one outcome")
 }
 
 /// Whether libjpeg reads `jpeg` cleanly (into `theirs`).
@@ -287,6 +308,7 @@ pub fn sync_huffman_matches_the_oracle_on_random_jpegs(e: &dyn Executor) {
     }
     let mut rng = TestRng(0x5EED_0036);
     let mut most_rounds = 0;
+    let mut cases = Vec::new();
     for case in 0..9 {
         let (jpeg, what) = random_jpeg(&mut rng, case);
         let mut theirs = Coefficients::default();
@@ -294,8 +316,26 @@ pub fn sync_huffman_matches_the_oracle_on_random_jpegs(e: &dyn Executor) {
         let (rounds, both) = check_file(e, &jpeg, Some(&theirs), &what);
         assert!(both, "{what}: small enough for 64-bit subsequences");
         most_rounds = most_rounds.max(rounds);
+        cases.push((jpeg, theirs, what));
     }
     assert!(most_rounds >= 1, "no case needed a round");
+    // Every case in one batch: one dispatch per pass, each sample's coefficients
+    // libjpeg's.
+    let scans: Vec<RestartScan> = cases
+        .iter()
+        .map(|(jpeg, _, _)| RestartScan::parse_sync(jpeg).expect("parse_sync"))
+        .collect();
+    let files: Vec<(&RestartScan, &[u8])> = scans
+        .iter()
+        .zip(&cases)
+        .map(|(s, (jpeg, _, _))| (s, jpeg.as_slice()))
+        .collect();
+    for bits in [SUBSEQUENCE_BITS, 64] {
+        let outs = check_batch(e, &files, bits, ROUNDS, &format!("the batch, {bits} bits"));
+        for (o, (_, theirs, what)) in outs.iter().zip(&cases) {
+            assert_libjpeg(o, theirs, &format!("{what} in the batch"));
+        }
+    }
 }
 
 /// Random JPEGs damaged one way or another (bits flipped, the data cut short by an

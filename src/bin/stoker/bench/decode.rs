@@ -37,9 +37,9 @@ pub struct DecodeBenchArgs {
     /// decodes as the CPU does), all, or off.
     #[arg(long, default_value = "exact", value_parser = clap::value_parser!(HardwareDecode))]
     hardware: HardwareDecode,
-    /// Where JPEGs with restart markers are entropy-decoded on a GPU backend: device (the
-    /// huffman pass; the host reads headers only) or host (libjpeg, as files without
-    /// restart markers are).
+    /// Where JPEGs are entropy-decoded on a GPU backend: device (the huffman pass for
+    /// files with restart markers, and on wgpu the self-synchronising decode for
+    /// baseline files without them; the host reads headers only) or host (libjpeg).
     #[arg(long, default_value = "device", value_parser = ["device", "host"])]
     entropy: String,
     /// Draw images/s per backend and decode path as bars to this SVG file.
@@ -141,6 +141,9 @@ struct HostFeed {
 struct Paths {
     /// Huffman-decoded on the device (JPEGs with restart markers).
     gpu_entropy: u64,
+    /// Huffman-decoded on the device by the self-synchronising decode (wgpu: baseline
+    /// JPEGs without restart markers).
+    gpu_sync_entropy: u64,
     /// Entropy-decoded on the host, the rest on the device.
     host_entropy: u64,
     /// Handed whole to the hardware decoder's chain.
@@ -407,14 +410,24 @@ fn prepare(
     opts: &DecodeOptions,
     pool: &stoker::backend::device::CoeffPool,
     hardware: HardwareDecode,
-    entropy: bool,
+    entropy: stoker::backend::device::job::EntropyPaths,
     max_binding: u64,
 ) -> Result<stoker::backend::device::job::Prepared, stoker::decode::DecodeError> {
-    use stoker::backend::device::job::prepare_device;
+    use stoker::backend::device::job::prepare_device_verified;
     stoker::decode::peek_info(bytes)
         .and_then(|info| {
             stoker::decode::check_limits(&info, &opts.limits)?;
-            prepare_device(bytes, info, opts, pool, hardware, entropy, max_binding)
+            prepare_device_verified(
+                bytes,
+                info,
+                opts,
+                pool,
+                hardware,
+                entropy,
+                max_binding,
+                true,
+                true,
+            )
         })
         .and_then(|p| p.fit_bindings(bytes, opts, pool, max_binding))
         // Packed on this thread, as the pipeline's workers do.
@@ -427,6 +440,9 @@ fn count_path(counts: &std::sync::Mutex<Paths>, p: &stoker::backend::device::job
     if let Ok(mut c) = counts.lock() {
         match (&p.image, &p.cpu_reason) {
             (_, Some(_)) => c.cpu += 1,
+            (DeviceSample::Entropy { packed, .. }, _) if packed.sync.is_some() => {
+                c.gpu_sync_entropy += 1
+            }
             (DeviceSample::Entropy { .. }, _) => c.gpu_entropy += 1,
             (DeviceSample::Encoded { .. }, _) => c.hardware += 1,
             _ => c.host_entropy += 1,
@@ -517,7 +533,11 @@ impl Rehost<'_> {
         let (pool, max_binding) = (self.pool, self.max_binding);
         for &(k, _) in flagged {
             let Some(DeviceSample::Entropy {
-                bytes, info, opts, ..
+                packed,
+                bytes,
+                info,
+                opts,
+                ..
             }) = samples.get(k)
             else {
                 return Err(
@@ -529,7 +549,10 @@ impl Rehost<'_> {
                     .and_then(|p| p.packed(pool))
             })?;
             if let Ok(mut c) = self.counts.lock() {
-                c.gpu_entropy = c.gpu_entropy.saturating_sub(1);
+                match packed.sync {
+                    Some(_) => c.gpu_sync_entropy = c.gpu_sync_entropy.saturating_sub(1),
+                    None => c.gpu_entropy = c.gpu_entropy.saturating_sub(1),
+                }
                 if p.cpu_reason.is_some() {
                     c.cpu += 1;
                     *fallbacks += 1;
@@ -561,7 +584,10 @@ fn decode_device(
     let pool = CoeffPool::default();
     let hardware = dev.hardware_decode();
     let max_binding = dev.max_binding();
-    let entropy = a.entropy == "device";
+    let entropy = stoker::backend::device::job::EntropyPaths {
+        restart: a.entropy == "device",
+        sync: a.entropy == "device" && dev.sync_entropy(),
+    };
     let thread_ns = std::sync::atomic::AtomicU64::new(0);
     let counts = std::sync::Mutex::new(Paths::default());
     // Returns the run, the CPU fallbacks, the failures, and the seconds the host threads
@@ -780,8 +806,8 @@ impl BenchReport for DecodeReport {
                     ));
                 let p = &h.paths;
                 notes.push_str(&format!(
-                    "{}: {:.1} us of host thread time per image; paths: {} GPU entropy, {} host entropy, {} hardware, {} CPU\n",
-                    r.backend, h.host_us_per_image, p.gpu_entropy, p.host_entropy, p.hardware, p.cpu
+                    "{}: {:.1} us of host thread time per image; paths: {} GPU entropy, {} GPU sync entropy, {} host entropy, {} hardware, {} CPU\n",
+                    r.backend, h.host_us_per_image, p.gpu_entropy, p.gpu_sync_entropy, p.host_entropy, p.hardware, p.cpu
                 ));
                 notes.push_str(&format!(
                     "{}: {:.0} bytes uploaded per image, {:.1} launches per batch\n",

@@ -70,6 +70,10 @@ pub struct PackedEntropy {
     pub entropy_bytes: u64,
     /// Every interval of the file is uploaded ([`pack_intervals`] with `all`).
     pub whole: bool,
+    /// For the synchronising decode ([`super::sync::pack_sync_window`]): the word of
+    /// `packed.data` where its chunk starts (no intervals then); `None` for the
+    /// restart-interval decode.
+    pub sync: Option<u32>,
 }
 
 /// The scan record of `scan`, its decode tables appended to `out` once each (the record
@@ -131,6 +135,7 @@ pub fn pack_intervals(
     out.coef_words = pack_header(&scan.header, scale, window, &mut out.packed)?;
     out.intervals.clear();
     out.entropy_bytes = 0;
+    out.sync = None;
     let data = &mut out.packed.data;
     let desc = scan_desc(scan, data)?;
     // The MCU rectangle of the regions: an MCU is needed when any block of it is in its

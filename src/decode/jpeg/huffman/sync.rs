@@ -12,13 +12,15 @@
 //! ([`decode_sync_with`]) runs the threads of each pass, and the rounds, exactly in the
 //! order the device's dispatches would, sequential loops standing for the threads.
 //! The ports are `shaders/sync_huffman.wgsl` and `kernels/sync_huffman.cu` (an entry
-//! point per pass, the kernels `backend::device::Kernel::SYNC`, not yet part of the batch
-//! pipeline); the CUDA one shares the table lookup, `extend` and the SIMD-range check with
+//! point per pass, the kernels `backend::device::Kernel::SYNC`, which run the batched
+//! passes of [`batch_start`] and the others; the wgpu batch path plans them, the CUDA one
+//! not yet). The CUDA port shares the table lookup, `extend` and the SIMD-range check with
 //! the restart-interval kernel (`kernels/huffman_common.cuh`), and keeps each pass a
-//! function of one thread's index over the chunk's buffers, as here, apart from the
-//! entry point that maps a CUDA thread to it. The tests hold both to these passes word
-//! for word, after every pass (`tests/common/executor/sync_huffman.rs`: on lavapipe, on
-//! the CPU through the CUDA emulation, and on a CUDA device where there is one).
+//! function of one thread's index over the chunk's buffers, as here, apart from the entry
+//! point that finds the thread's sample in the batch table. The tests hold both to these
+//! passes word for word, after every pass (`tests/common/executor/sync_huffman.rs`: on
+//! lavapipe, on the CPU through the CUDA emulation, and on a CUDA device where there is
+//! one).
 //!
 //! # Segments and subsequences
 //! A *segment* is a restart interval (the whole scan for a file without restart markers:
@@ -98,7 +100,7 @@
 //!   MCU block map, 7 the segment table, 8 the subsequence table, 9 the data, 10 the
 //!   coefficient buffer's words, 11 the scan's blocks (MCUs times blocks per MCU), 12
 //!   the most sync rounds, 13 the cycle of the cursor's `b` (1 when every block of an
-//!   MCU has the same tables, else the blocks per MCU).
+//!   MCU has the same tables, else the blocks per MCU), 14 the region table.
 //! - **Scan record**: a [`ScanDesc`] (its table offsets into this chunk).
 //! - **Component table**: per frame component, 4 words: its first word in the
 //!   coefficient buffer, its width and height in blocks, its quantisation table.
@@ -110,6 +112,10 @@
 //!   scan (MCU order), blocks, first subsequence, subsequences.
 //! - **Subsequence table** ([`SUBSEQUENCE_WORDS`] each): segment, first bit, end bit,
 //!   bit 0: the first of its segment.
+//! - **Region table** (4 words per frame component): `bx0, by0, bw, bh`, the blocks the
+//!   write pass stores, row by row from the component's first word (the whole block
+//!   grid as packed; [`set_sync_regions`] narrows it to a window's, as the device entropy
+//!   path stores them, [`pack_sync_window`]).
 //! - **Data**: the un-stuffed bytes of every segment in a row, big-endian in the words
 //!   (byte `i` in bits `24 - 8 * (i % 4)` of word `i / 4`, so bit `p` is bit
 //!   `31 - p % 32` of word `p / 32`), then a zero word.
@@ -118,13 +124,34 @@
 //! start cursor (`pos`, `b | k << 8`), 2-3 the exit cursor, 4 the blocks, 5-14 the DC
 //! difference sums by phase; the scan adds 15 the first block within the segment and
 //! 16-19 the DC predictions per scan component at it.
+//!
+//! # Batches
+//! On the device one dispatch per pass serves every sample of a batch ([`batch_start`],
+//! [`batch_round`], [`batch_scan`], [`batch_write`]; [`decode_batch`] runs them as the
+//! device does): the chunks lie anywhere in the batch's words, and a *batch table*
+//! ([`BATCH_WORDS`] words a sample, [`BatchEntry`]) gives each sample's chunk, its first
+//! subsequence and segment in the batch's numbering (a thread finds its sample by a
+//! binary search over them), and where its records, coefficients and status words are.
+//! Every chunk is read relative to its first word, so the per-chunk passes run
+//! unchanged. The host enqueues a fixed number of round dispatches
+//! ([`BatchParams::rounds`]) without reading anything back: each sample keeps a changed
+//! word per round, and a round after one that changed none of its exits only copies its
+//! records; the scan sets [`STATUS_NO_SYNC`] for a sample whose last round still changed
+//! one, in the status word read back with the restart-interval decode's.
 #![doc(hidden)]
 
+mod batch;
 mod pack;
 mod pass;
+mod window;
 
-pub use pack::pack_sync;
+pub use batch::{
+    batch_round, batch_scan, batch_start, batch_write, decode_batch, pack_batch, BatchEntry,
+    BatchParams, BATCH_WORDS,
+};
+pub use pack::{pack_sync, set_sync_regions};
 pub use pass::{sync_round, sync_scan, sync_start, sync_write};
+pub use window::pack_sync_window;
 
 use super::*;
 use crate::decode::jpeg::coeffs::Coefficients;

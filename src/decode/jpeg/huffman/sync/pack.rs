@@ -26,7 +26,7 @@ pub fn pack_sync(
             "subsequence size not a positive multiple of 32 bits",
         ));
     }
-    let [bpm, cycle, scan_at, comp_at, map_at, coef_words] = pack_records(scan, chunk)?;
+    let [bpm, cycle, scan_at, comp_at, map_at, coef_words, regions_at] = pack_records(scan, chunk)?;
     // The data, un-stuffed, and the segments' bit ranges.
     let mut data: Vec<u8> = Vec::new();
     let mut ranges = Vec::with_capacity(scan.intervals.len());
@@ -99,6 +99,7 @@ pub fn pack_sync(
         total_blocks,
         max_rounds,
         cycle,
+        regions_at,
     ];
     chunk[..header.len()].copy_from_slice(&header);
     if chunk.len() > u32::MAX as usize {
@@ -110,8 +111,9 @@ pub fn pack_sync(
 /// The chunk's records before the segments: the header (left zero), the scan record,
 /// the component table, the MCU block map, the quantisation and decode tables. Returns
 /// the blocks per MCU, the cursor's cycle, the offsets of the scan record, the
-/// component table and the block map, and the coefficient buffer's words.
-fn pack_records(scan: &RestartScan, chunk: &mut Vec<u32>) -> Result<[u32; 6], DecodeError> {
+/// component table and the block map, the coefficient buffer's words, and the offset of
+/// the region table (every component's whole block grid).
+fn pack_records(scan: &RestartScan, chunk: &mut Vec<u32>) -> Result<[u32; 7], DecodeError> {
     chunk.clear();
     chunk.resize(SYNC_HEADER, 0);
     let hdr = &scan.header;
@@ -172,6 +174,10 @@ fn pack_records(scan: &RestartScan, chunk: &mut Vec<u32>) -> Result<[u32; 6], De
     let uniform = desc.dc_table[..n].iter().all(|&t| t == desc.dc_table[0])
         && desc.ac_table[..n].iter().all(|&t| t == desc.ac_table[0]);
     let cycle = if uniform { 1 } else { bpm };
+    let regions_at = chunk.len();
+    for c in &hdr.components {
+        chunk.extend_from_slice(&[0, 0, c.width_in_blocks, c.height_in_blocks]);
+    }
     Ok([
         bpm,
         cycle,
@@ -179,7 +185,38 @@ fn pack_records(scan: &RestartScan, chunk: &mut Vec<u32>) -> Result<[u32; 6], De
         comp_at as u32,
         map_at as u32,
         coef_words as u32,
+        regions_at as u32,
     ])
+}
+
+/// Points the coefficient writes of a chunk packed by [`pack_sync`] at regions:
+/// `regions[i]` is component `i`'s (frame order) `[first word, bx0, by0, bw, bh]`, its
+/// blocks `bx0..bx0 + bw` by `by0..by0 + bh` stored row by row (32 words a block) from
+/// that word of the coefficient buffer, the blocks outside it dropped, as the device
+/// entropy path lays out a window's blocks (`coeffs::pack_header`). Errors: a region
+/// per component not given, or one outside the component's block grid.
+pub fn set_sync_regions(chunk: &mut [u32], regions: &[[u32; 5]]) -> Result<(), DecodeError> {
+    let (comps, table) = (chunk[5] as usize, chunk[14] as usize);
+    // The first quantisation table follows the component table.
+    let n = (chunk[comps + 3] as usize).saturating_sub(comps) / 4;
+    if regions.len() != n || chunk.len() < table + 4 * n {
+        return Err(DecodeError::BadHeader(
+            "a region per component expected".into(),
+        ));
+    }
+    for (i, &[at, bx0, by0, bw, bh]) in regions.iter().enumerate() {
+        let (wib, hib) = (chunk[comps + 4 * i + 1], chunk[comps + 4 * i + 2]);
+        if u64::from(bx0) + u64::from(bw) > u64::from(wib)
+            || u64::from(by0) + u64::from(bh) > u64::from(hib)
+        {
+            return Err(DecodeError::BadHeader(
+                "region outside its component".into(),
+            ));
+        }
+        chunk[comps + 4 * i] = at;
+        chunk[table + 4 * i..table + 4 * i + 4].copy_from_slice(&[bx0, by0, bw, bh]);
+    }
+    Ok(())
 }
 
 /// Appends the entropy-coded bytes `src` to `out` with the stuffed zero after each `FF`

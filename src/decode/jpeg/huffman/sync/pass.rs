@@ -16,6 +16,7 @@ struct Layout {
     segs: usize,
     subs: usize,
     data: usize,
+    regions: usize,
 }
 
 impl Layout {
@@ -30,6 +31,7 @@ impl Layout {
             segs: chunk[7] as usize,
             subs: chunk[8] as usize,
             data: chunk[9] as usize,
+            regions: chunk[14] as usize,
         }
     }
 
@@ -271,7 +273,7 @@ pub fn sync_scan(chunk: &[u32], rec: &mut [u32], g: u32) -> u32 {
 }
 
 /// Writes block `g` of the scan (MCU order; `bj` its block map word) to `coefs`, when
-/// it lies in its component's block grid. Returns [`STATUS_SIMD_RANGE`] or 0.
+/// it lies in its component's block grid and region. Returns [`STATUS_SIMD_RANGE`] or 0.
 fn put(chunk: &[u32], l: &Layout, coefs: &mut [u32], g: u32, bj: u32, blk: &[u32; 32]) -> u32 {
     let j = (bj & 0xFF) as usize;
     let cw = chunk[l.scan + 4 + j];
@@ -286,10 +288,12 @@ fn put(chunk: &[u32], l: &Layout, coefs: &mut [u32], g: u32, bj: u32, blk: &[u32
     let by = (mcu / per_row) * v + ((bj >> 16) & 0xFF);
     let cd = l.comps + 4 * (cw & 0xFF) as usize;
     let (coef_offset, wib, hib, quant) = (chunk[cd], chunk[cd + 1], chunk[cd + 2], chunk[cd + 3]);
-    if bx >= wib || by >= hib {
+    let rg = l.regions + 4 * (cw & 0xFF) as usize;
+    let (bx0, by0, bw, bh) = (chunk[rg], chunk[rg + 1], chunk[rg + 2], chunk[rg + 3]);
+    if bx >= wib || by >= hib || bx < bx0 || by < by0 || bx - bx0 >= bw || by - by0 >= bh {
         return 0;
     }
-    let at = coef_offset as usize + 32 * (by * wib + bx) as usize;
+    let at = coef_offset as usize + 32 * ((by - by0) * bw + (bx - bx0)) as usize;
     coefs[at..at + 32].copy_from_slice(blk);
     if simd_agrees(chunk, quant as usize, blk) {
         0
