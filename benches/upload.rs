@@ -23,7 +23,7 @@ mod common;
 
 use std::time::Instant;
 
-use stoker::backend::device::job::{prepare_device, HardwareDecode};
+use stoker::backend::device::job::{prepare_device, EntropyPaths, HardwareDecode};
 use stoker::backend::device::{BatchPlan, CoeffPool, DeviceLimits, DeviceSample};
 use stoker::decode::jpeg::coeffs::{pack, PackedJpeg};
 use stoker::decode::DecodeOptions;
@@ -93,7 +93,16 @@ fn main() {
         .iter()
         .filter_map(|b| {
             let info = stoker::decode::peek_info(b).ok()?;
-            prepare_device(b, info, &opts, &pool, HardwareDecode::Off, true, 1 << 31).ok()
+            prepare_device(
+                b,
+                info,
+                &opts,
+                &pool,
+                HardwareDecode::Off,
+                EntropyPaths::RESTART,
+                1 << 31,
+            )
+            .ok()
         })
         .map(|p| p.image)
         .filter(|s| matches!(s, DeviceSample::Entropy { .. }))

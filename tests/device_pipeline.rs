@@ -525,6 +525,21 @@ mod small_bindings {
     }
 }
 
+/// The folder's samples with random 48-pixel crops, and the CPU backend's epoch of them
+/// with its reports and warnings: what every device backend must deliver.
+fn on_the_cpu(dir: &Path) -> (Subset, Augment, Epoch, Vec<String>, Vec<String>) {
+    let subset = Dataset::image_folder(dir).expect("folder").all();
+    let aug = random_crops(48, 0.1);
+    let (cpu, errors, warnings, _) = epoch_with_reports(&subset, &aug, BackendKind::Cpu, true);
+    (subset, aug, cpu, errors, warnings)
+}
+
+/// `got` equals the CPU backend's epoch `cpu` within a level.
+fn like(cpu: &Epoch, got: &Epoch, aug: &Augment) {
+    let (want, got) = (std::slice::from_ref(cpu), std::slice::from_ref(got));
+    check(want, got, aug, [1.0 / 255.0; 3], false);
+}
+
 /// One epoch of `subset` on `backend`: ids, images, the paths of the samples reported,
 /// warnings, and the stats.
 fn epoch_with_reports(
@@ -595,14 +610,8 @@ fn jpegs_with_restart_markers_are_huffman_decoded_on_the_device() {
         }
         common::write(dir.path(), &format!("c{}/{i:02}.jpg", i % 2), &jpeg);
     }
-    let subset = Dataset::image_folder(dir.path()).expect("folder").all();
-    let aug = random_crops(48, 0.1);
-    let (cpu, cpu_errors, cpu_warnings, _) =
-        epoch_with_reports(&subset, &aug, BackendKind::Cpu, true);
-    let like_the_cpu = |got: &Epoch| {
-        let (want, got) = (std::slice::from_ref(&cpu), std::slice::from_ref(got));
-        check(want, got, &aug, [1.0 / 255.0; 3], false);
-    };
+    let (subset, aug, cpu, cpu_errors, cpu_warnings) = on_the_cpu(dir.path());
+    let like_the_cpu = |got: &Epoch| like(&cpu, got, &aug);
     for backend in devices() {
         let (dev, errors, warnings, st) = epoch_with_reports(&subset, &aug, backend, true);
         println!(
@@ -713,14 +722,8 @@ fn baseline_jpegs_without_restart_markers_are_huffman_decoded_on_the_device_by_s
         common::write(dir.path(), &format!("c{}/b{k}.jpg", k % 2), &bytes);
         clean += sync_clean(&bytes, f);
     }
-    let subset = Dataset::image_folder(dir.path()).expect("folder").all();
-    let aug = random_crops(48, 0.1);
-    let (cpu, cpu_errors, cpu_warnings, _) =
-        epoch_with_reports(&subset, &aug, BackendKind::Cpu, true);
-    let like_the_cpu = |got: &Epoch| {
-        let (want, got) = (std::slice::from_ref(&cpu), std::slice::from_ref(got));
-        check(want, got, &aug, [1.0 / 255.0; 3], false);
-    };
+    let (subset, aug, cpu, cpu_errors, cpu_warnings) = on_the_cpu(dir.path());
+    let like_the_cpu = |got: &Epoch| like(&cpu, got, &aug);
     for backend in devices() {
         let (dev, errors, warnings, st) = epoch_with_reports(&subset, &aug, backend, true);
         println!(

@@ -359,17 +359,19 @@ impl BatchPlan {
     }
 
     /// The samples whose intervals the device flagged, with the OR of their status words,
-    /// from the [`Buffer::EntropyStatus`] words read back at [`Step::EntropyCheck`]
-    /// (`status` holds at least [`Sizes::entropy_status`] bytes' worth). A sample listed
+    /// from the [`Buffer::EntropyStatus`] bytes read back at [`Step::EntropyCheck`]
+    /// (little-endian words; at least [`Sizes::entropy_status`] of them). A sample listed
     /// must take the host path ([`DeviceError::EntropyFlagged`]).
-    pub fn flagged(&self, status: &[u32]) -> Vec<(usize, u32)> {
+    pub fn flagged(&self, status: &[u8]) -> Vec<(usize, u32)> {
+        let bytes = |i: u64| status.get(4 * i as usize..)?.first_chunk().copied();
         self.decode_in
             .entropy_images()
             .iter()
             .filter_map(|e| {
-                let words = status.get(e.status.start as usize..e.status.end as usize);
                 // A status buffer shorter than planned flags everything in it.
-                let s = words.map_or(u32::MAX, |w| w.iter().fold(0, |a, &b| a | b));
+                let s = (e.status.start..e.status.end)
+                    .try_fold(0, |a, i| Some(a | u32::from_le_bytes(bytes(i)?)))
+                    .unwrap_or(u32::MAX);
                 let sample = *self.pushed.get(e.pushed)?;
                 (s != 0).then_some((sample, s))
             })

@@ -402,9 +402,17 @@ pub struct EntropyPaths {
     pub sync: bool,
 }
 
-/// [`prepare_for`], and, with `entropy`, a JPEG with restart markers that decodes
-/// strictly is packed for the device entropy path ([`DeviceSample::Entropy`]: the host
-/// reads its headers and finds its intervals, nothing more) when its window fits
+impl EntropyPaths {
+    /// The restart-interval path alone (a backend without the sync decode).
+    pub const RESTART: EntropyPaths = EntropyPaths {
+        restart: true,
+        sync: false,
+    };
+}
+
+/// [`prepare_for`], and, on the device entropy paths `entropy` names, a JPEG that decodes
+/// strictly is packed for the device ([`DeviceSample::Entropy`]: the host reads its
+/// headers and finds its intervals or cuts its scan, nothing more) when its window fits
 /// bindings of `max_binding` bytes. The hardware decoder comes first.
 pub fn prepare_device(
     bytes: &[u8],
@@ -412,7 +420,7 @@ pub fn prepare_device(
     opts: &DecodeOptions,
     pool: &CoeffPool,
     hardware: HardwareDecode,
-    entropy: bool,
+    entropy: EntropyPaths,
     max_binding: u64,
 ) -> Result<Prepared, DecodeError> {
     prepare_device_verified(
@@ -421,10 +429,7 @@ pub fn prepare_device(
         opts,
         pool,
         hardware,
-        EntropyPaths {
-            restart: entropy,
-            sync: false,
-        },
+        entropy,
         max_binding,
         true,
         true,

@@ -537,11 +537,7 @@ impl WgpuBatcher {
             Some(r) => r.wait(&self.ctx, first)?,
             None => Vec::new(),
         };
-        let words: Vec<u32> = status
-            .chunks_exact(4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        let flagged = self.plan.flagged(&words);
+        let flagged = self.plan.flagged(&status);
         if !flagged.is_empty() {
             return Err(DeviceError::EntropyFlagged(flagged).into());
         }

@@ -324,11 +324,7 @@ impl CudaBatcher {
     /// batch's later passes were queued already, and wrote the outputs; the batch runs
     /// again (over them) before anything delivers it.
     fn entropy_verdict(&self, status: &[u8]) -> Result<()> {
-        let words: Vec<u32> = status
-            .chunks_exact(4)
-            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect();
-        let flagged = self.plan.flagged(&words);
+        let flagged = self.plan.flagged(status);
         if !flagged.is_empty() {
             return Err(DeviceError::EntropyFlagged(flagged).into());
         }

@@ -413,21 +413,11 @@ fn prepare(
     entropy: stoker::backend::device::job::EntropyPaths,
     max_binding: u64,
 ) -> Result<stoker::backend::device::job::Prepared, stoker::decode::DecodeError> {
-    use stoker::backend::device::job::prepare_device_verified;
+    use stoker::backend::device::job::prepare_device;
     stoker::decode::peek_info(bytes)
         .and_then(|info| {
             stoker::decode::check_limits(&info, &opts.limits)?;
-            prepare_device_verified(
-                bytes,
-                info,
-                opts,
-                pool,
-                hardware,
-                entropy,
-                max_binding,
-                true,
-                true,
-            )
+            prepare_device(bytes, info, opts, pool, hardware, entropy, max_binding)
         })
         .and_then(|p| p.fit_bindings(bytes, opts, pool, max_binding))
         // Packed on this thread, as the pipeline's workers do.
