@@ -12,6 +12,7 @@ mod errors;
 mod owner;
 mod pipeline;
 mod recipe;
+mod report;
 mod tensor;
 
 #[pymodule]
@@ -24,6 +25,7 @@ fn _stoker(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pipeline::Pipeline>()?;
     m.add_class::<pipeline::Epoch>()?;
     m.add_class::<pipeline::Stats>()?;
+    m.add_class::<report::Report>()?;
     m.add_class::<batch::Batch>()?;
     m.add_class::<tensor::Tensor>()?;
     m.add_function(wrap_pyfunction!(backends, m)?)?;

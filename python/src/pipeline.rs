@@ -54,6 +54,8 @@ const SIGNAL_POLL: Duration = Duration::from_millis(50);
 /// - `block_order`, `cache_bytes`, `memory_limit`, `strict_decode`, `max_pixels`,
 ///   `max_bytes`, `allow_software_gpu`, `hardware_decode`, `hardware_share`: as the
 ///   Rust `PipelineBuilder`'s settings of those names.
+/// - `trace`: a path for a Chrome trace of the stages (Perfetto opens it), rewritten at
+///   the end of every epoch; off by default.
 #[pyclass(module = "stoker", frozen)]
 pub struct Pipeline {
     inner: Arc<stoker::Pipeline>,
@@ -98,7 +100,7 @@ closing_pymethods!(Pipeline {
         memory_limit=None, strict_decode=None, max_pixels=None, max_bytes=None,
         allow_software_gpu=false, hardware_decode=None, hardware_share=None,
         shuffle=None, weights=None, class_balanced=false, num_samples=None,
-        replacement=true,
+        replacement=true, trace=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -130,6 +132,7 @@ closing_pymethods!(Pipeline {
         class_balanced: bool,
         num_samples: Option<usize>,
         replacement: bool,
+        trace: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         let subset = if let Ok(s) = data.cast::<Subset>() {
             s.get().inner.clone()
@@ -184,6 +187,9 @@ closing_pymethods!(Pipeline {
             }
         }
         b = opt(b, block_order, stoker::PipelineBuilder::block_order);
+        if let Some(path) = trace {
+            b = b.trace(path);
+        }
         b = opt(b, cache_bytes, stoker::PipelineBuilder::cache_bytes);
         b = opt(b, memory_limit, stoker::PipelineBuilder::memory_limit);
         b = opt(b, strict_decode, stoker::PipelineBuilder::strict_decode);
@@ -602,6 +608,13 @@ closing_pymethods!(Epoch {
     fn stats(&self) -> Stats {
         let s = self.stats.lock().ok().and_then(|s| s.clone());
         Stats::from(s.unwrap_or_default())
+    }
+
+    /// The verdict on this epoch so far: whether the training waited for input, each
+    /// stage's load, the bottleneck and what to try next (`print(epoch.report())`).
+    fn report(&self) -> crate::report::Report {
+        let s = self.stats.lock().ok().and_then(|s| s.clone());
+        s.unwrap_or_default().report().into()
     }
 
     /// Stops the epoch's threads (the batch in hand is finished first).

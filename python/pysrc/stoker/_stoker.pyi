@@ -246,6 +246,18 @@ class Augment:
     def is_random(self) -> bool:
         """Whether any choice is random."""
 
+class Report:
+    """The verdict on an epoch (`Epoch.report()`); `str(report)` says it in words."""
+
+    input_wait_fraction: float
+    input_bound: Literal["no", "moderately", "highly"]
+    """Under 5 % of the time waiting for input: "no"; 5 % to 20 %: "moderately"."""
+    stages: list[tuple[str, float, int, float]]
+    """`(stage, busy_seconds, threads, utilisation)`, busiest first; the stage one of
+    "read", "decode", "augment", "device_submit"."""
+    bottleneck: str | None
+    advice: list[str]
+
 class Stats:
     """Pipeline statistics: stage times summed over threads; wait and wall the caller's."""
 
@@ -334,6 +346,9 @@ class Epoch:
     def __len__(self) -> int: ...
     def stats(self) -> Stats:
         """Statistics of this epoch so far."""
+    def report(self) -> Report:
+        """The verdict on this epoch so far: whether the training waited for input,
+        each stage's load, the bottleneck and what to try (`print(epoch.report())`)."""
     def close(self) -> None:
         """Stops the epoch's threads."""
     def __enter__(self) -> Epoch: ...
@@ -374,6 +389,7 @@ class Pipeline:
         class_balanced: bool = False,
         num_samples: int | None = None,
         replacement: bool = True,
+        trace: str | os.PathLike[str] | None = None,
     ) -> None:
         """A pipeline over `data` (a `Subset`, or a `Dataset` taken whole); the GIL is
         released while it builds.
@@ -400,6 +416,9 @@ class Pipeline:
           `class_balanced=True`: each sample weighted by one over its class's count (a
           sample without a label never drawn). Both draw training epochs: not with
           `shuffle=False` or a validation subset (give `shuffle=True` for one).
+        - `trace`: a path for a Chrome trace of the stages (a span per sample read,
+          decoded and augmented, per batch waited for), rewritten at the end of every
+          epoch, for Perfetto; off by default.
         - the others: the Rust `PipelineBuilder`'s settings of those names.
         """
     def epoch(self, epoch: int) -> Epoch:

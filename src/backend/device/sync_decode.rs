@@ -1,8 +1,8 @@
 //! The self-synchronising Huffman decode on the batch path: the samples of a decode
 //! chunk that have no restart markers (`crate::decode::jpeg::huffman::sync`, packed by
 //! `pack_sync_window`) are decoded by one dispatch per pass for the whole chunk
-//! ([`launches`]): the start, [`SYNC_ROUNDS`] rounds enqueued without a read back in
-//! between, the scan, the write, over the chunk's batch table ([`SyncBatch`]). Their
+//! (`launches`): the start, [`SYNC_ROUNDS`] rounds enqueued without a read back in
+//! between, the scan, the write, over the chunk's batch table (`SyncBatch`). Their
 //! blocks land in [`Buffer::Coefficients`] where the IDCT of the chunk reads them, as the
 //! restart-interval decode's do, and each sample's status word (with
 //! `STATUS_NO_SYNC` where its rounds did not settle) is read back at
