@@ -168,6 +168,8 @@ pub struct WgpuBatcher {
     /// The device cache of decoded samples and its budget in bytes (0: none).
     decoded_cache: Option<wgpu::Buffer>,
     decoded_cache_budget: u64,
+    /// The mappable buffer the entropy status is read back through, kept batch to batch.
+    status_readback: Option<wgpu::Buffer>,
 }
 
 /// The batches' grow-only device buffers, in the order they are grown, with their labels.
@@ -256,6 +258,7 @@ impl WgpuBatcher {
             scratch: Scratch::default(),
             decoded_cache: None,
             decoded_cache_budget: 0,
+            status_readback: None,
         })
     }
 
@@ -429,7 +432,7 @@ impl WgpuBatcher {
         }
         let steps = self.plan.steps().get(steps).unwrap_or(&[]);
         self.pipelines
-            .record(ctx, &mut enc, steps, params, |b| match b {
+            .record(ctx, &mut enc, steps, si.is_some(), params, |b| match b {
                 Buffer::Images => out.map(|o| &o.images),
                 Buffer::Masks => out.and_then(|o| o.masks.as_ref()),
                 Buffer::Rgbi => None,
@@ -519,7 +522,12 @@ impl WgpuBatcher {
         let (mut enc, si) = self.record(out, 0..c, sample)?;
         let bytes = self.plan.sizes().entropy_status;
         let readback = match scratch_buffer(&self.scratch.buffers, Buffer::EntropyStatus) {
-            Some(b) if bytes > 0 => Some(self.ctx.record_readback(&mut enc, b, 0, bytes)),
+            Some(b) if bytes > 0 => {
+                Some(
+                    self.ctx
+                        .record_readback(&mut enc, b, 0, bytes, &mut self.status_readback),
+                )
+            }
             _ => None,
         };
         let readback = match readback.transpose() {

@@ -225,12 +225,16 @@ impl Pipelines {
     /// The launches' parameter records go into the buffer kept in `params_slot` (grown
     /// when they need more), written through the queue: the write lands after every
     /// earlier submission and before the next, so the buffer is reused batch after batch.
-    /// Submit `encoder` before `params_slot` is recorded into again.
+    /// Submit `encoder` before `params_slot` is recorded into again. `new_batch`: these
+    /// are a batch's first steps (a batch with an entropy check is recorded in two parts;
+    /// the bind groups are kept for [`KEPT_BATCHES`] batches, not parts).
+    #[allow(clippy::too_many_arguments)]
     pub fn record<'b>(
         &self,
         ctx: &WgpuContext,
         encoder: &mut wgpu::CommandEncoder,
         steps: &[Step],
+        new_batch: bool,
         params_slot: &mut Option<wgpu::Buffer>,
         buffer: impl Fn(Buffer) -> Option<&'b wgpu::Buffer>,
     ) -> Result<()> {
@@ -308,7 +312,7 @@ impl Pipelines {
             .groups
             .lock()
             .map_err(|_| crate::Error::internal("the bind group cache was poisoned"))?;
-        cache.batch += 1;
+        cache.batch += u64::from(new_batch);
         let batch = cache.batch;
         cache
             .groups

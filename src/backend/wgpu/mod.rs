@@ -340,7 +340,7 @@ impl WgpuContext {
         let mut enc = self
             .device()
             .create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
-        let readback = self.record_readback(&mut enc, buffer, offset, len)?;
+        let readback = self.record_readback(&mut enc, buffer, offset, len, &mut None)?;
         let index = self.queue().submit([enc.finish()]);
         readback.wait(self, index)
     }

@@ -16,14 +16,17 @@ pub(crate) struct Readback {
 
 impl WgpuContext {
     /// Records into `enc` the copy of `len` bytes at `offset` of `buffer` (which needs
-    /// `COPY_SRC`) into a new staging buffer. A range outside the buffer, or not 4-byte
-    /// aligned at its start, is [`WgpuError::ReadRange`].
+    /// `COPY_SRC`) into the staging buffer kept in `kept` (grown, or made, when it is too
+    /// small: a batcher reads its status through one buffer batch after batch; it must
+    /// not be recorded into again before this readback is waited for). A range outside
+    /// the buffer, or not 4-byte aligned at its start, is [`WgpuError::ReadRange`].
     pub(crate) fn record_readback(
         &self,
         enc: &mut wgpu::CommandEncoder,
         buffer: &wgpu::Buffer,
         offset: u64,
         len: u64,
+        kept: &mut Option<wgpu::Buffer>,
     ) -> Result<Readback> {
         let padded = len.max(1).div_ceil(wgpu::COPY_BUFFER_ALIGNMENT) * wgpu::COPY_BUFFER_ALIGNMENT;
         let end = offset.checked_add(padded);
@@ -37,12 +40,12 @@ impl WgpuContext {
             }
             .into());
         }
-        let staging = self.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("stoker readback"),
-            size: padded,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        })?;
+        let staging = self.grow_buffer(
+            kept,
+            "stoker readback",
+            padded,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        )?;
         enc.copy_buffer_to_buffer(buffer, offset, &staging, 0, padded);
         Ok(Readback { staging, len })
     }
