@@ -74,11 +74,11 @@ impl Executor for WgpuExecutor {
             .collect();
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor::default());
         let mut params = None;
-        let recorded = self
-            .pipelines
-            .record(&self.ctx, &mut encoder, steps, &mut params, |b| {
-                buffers.index(b).map(|i| &gpu[i])
-            });
+        let recorded =
+            self.pipelines
+                .record(&self.ctx, &mut encoder, steps, true, &mut params, |b| {
+                    buffers.index(b).map(|i| &gpu[i])
+                });
         match recorded {
             Ok(()) => {}
             Err(e @ stoker::Error::Device { .. }) => return Err(e.to_string()),
