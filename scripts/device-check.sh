@@ -89,7 +89,7 @@ TESTS=(kernels_compile nvjpeg_load cuda_backend cuda_hardware device_pipeline pi
 declare -A CAP=(
     [kernels_compile]=60 [nvjpeg_load]=45 [cuda_backend]=90 [cuda_hardware]=60 [device_pipeline]=90
     [pipeline]=60 [shutdown]=45 [wgpu_kernels]=60 [device_memory]=60
-    [sanity_kernels]=30 [sanity_nvjpeg]=30 [sanity_engine_batch]=40 [sanity_device_huffman]=40
+    [sanity_kernels]=30 [sanity_nvjpeg]=30 [sanity_engine_batch]=40 [sanity_device_huffman]=40 [sanity_device_sync]=40
     [bench_set]=90 [bench_decode]=60 [torchvision]=60 [restart_set]=45
     [bench_decode_rst_engines]=40 [bench_decode_rst_device_huffman]=40
     [bench_pipeline]=75 [shards_set]=30 [bench_pipeline_shards]=45
@@ -102,6 +102,7 @@ declare -A SANITY=(
     [sanity_nvjpeg]="nvjpeg_load decodes_like_the_cpu_decoder"
     [sanity_engine_batch]="cuda_hardware many_sizes_in_one_engine_batch"
     [sanity_device_huffman]="device_pipeline jpegs_with_restart_markers_are_huffman_decoded_on_the_device"
+    [sanity_device_sync]="device_pipeline baseline_jpegs_without_restart_markers_are_huffman_decoded_on_the_device_by_sync"
 )
 # The sanitizer runs: a test executable and a libtest filter (a substring of test names).
 MEMCHECK_TEST=cuda_hardware
@@ -468,7 +469,7 @@ run() {
     [ -n "$icd" ] && senv+=("VK_DRIVER_FILES=$icd")
 
     local name spec
-    for name in sanity_kernels sanity_nvjpeg sanity_engine_batch sanity_device_huffman; do
+    for name in sanity_kernels sanity_nvjpeg sanity_engine_batch sanity_device_huffman sanity_device_sync; do
         spec=(${SANITY[$name]})
         step "$name" "${CAP[$name]}" test --gpu --needs "$BIN/${spec[0]}" --filter "${spec[1]:-}" -- \
             "${senv[@]}" "$BIN/${spec[0]}" --test-threads=4 --nocapture ${spec[1]:+"${spec[1]}"}

@@ -426,6 +426,9 @@ fn the_wgpu_backend_runs_from_the_command_line() {
     let r = wgpu_pipeline("1", &[]);
     assert_eq!(r["delivered"], 6);
     assert_eq!(r["stats"]["gpu_decoded"], 6, "{r}");
+    // The hybrid path is host entropy decoding only: the sync-decoded files are not on it.
+    assert!(r["stats"]["gpu_sync_entropy"].as_u64() > Some(0), "{r}");
+    assert_eq!(r["hybrid_samples"], r["stats"]["host_entropy"], "{r}");
     // With the device cache, the epochs after the first are served from device memory.
     let r = wgpu_pipeline("3", &["--device-cache-mb", "64"]);
     assert_eq!(r["delivered"], 18, "{r}");

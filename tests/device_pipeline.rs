@@ -556,6 +556,8 @@ fn epoch_with_reports(
         .readers(2)
         .seed(5)
         .device_entropy(entropy)
+        // The device's own entropy paths, also on a card with JPEG engines.
+        .hardware_decode(stoker::HardwareDecode::Off)
         .build()
         .expect("pipeline");
     let mut out = Epoch::default();
@@ -593,57 +595,61 @@ fn jpegs_with_restart_markers_are_huffman_decoded_on_the_device() {
         };
         let mut jpeg = common::restart_jpeg(&mut rng, w, h, samp, gray, mcus, rows);
         if i % 4 == 3 {
-            // Flip bits of entropy-coded bytes, never making or breaking an FF.
-            // In the bottom third: crops above it must still see it (the whole file's
-            // verdict), as on the CPU backend.
-            let start = common::scan_start(&jpeg).expect("scan");
-            let start = start + (jpeg.len() - start) * 2 / 3;
-            for _ in 0..1 + rng.below(3) {
-                let at = start + rng.below((jpeg.len() - start - 2) as u64) as usize;
-                let flipped = jpeg[at] ^ (1 << rng.below(8));
-                if jpeg[at] != 0xFF && jpeg[at - 1] != 0xFF && flipped != 0xFF {
-                    jpeg[at] = flipped;
-                }
-            }
+            // Damage the bottom third: crops above it still see it, as on the CPU backend.
+            common::flip_in_bottom_third(&mut jpeg, &mut rng);
         } else {
             clean += 1;
         }
         common::write(dir.path(), &format!("c{}/{i:02}.jpg", i % 2), &jpeg);
     }
-    let (subset, aug, cpu, cpu_errors, cpu_warnings) = on_the_cpu(dir.path());
-    let like_the_cpu = |got: &Epoch| like(&cpu, got, &aug);
-    for backend in devices() {
-        let (dev, errors, warnings, st) = epoch_with_reports(&subset, &aug, backend, true);
-        println!(
-            "{backend}: {} delivered, {} reported; gpu entropy {}, flagged {}, host entropy {}, cpu {}",
-            dev.ids.len(),
-            errors.len(),
-            st.gpu_entropy,
-            st.entropy_flagged,
-            st.host_entropy,
-            st.cpu_fallbacks
-        );
+    on_every_device_like_the_cpu(dir.path(), "", |backend, st| {
         // The damaged files were flagged on the device, and their batches, whose later
-        // passes had already written the outputs, ran again: the pixels below are the
-        // second run's.
+        // passes had already written the outputs, ran again: the pixels are the second
+        // run's.
         assert!(st.entropy_flagged >= 1, "{backend}: nothing flagged");
-        assert_eq!(errors, cpu_errors, "{backend}: reports");
-        assert_eq!(warnings, cpu_warnings, "{backend}: warnings");
-        like_the_cpu(&dev);
         assert!(
             st.gpu_entropy >= clean,
             "{backend}: {} of {clean} clean files Huffman-decoded on the device",
             st.gpu_entropy
         );
+    });
+}
+
+/// Runs the JPEGs below `dir` on every device backend, with the device's entropy
+/// decoding on and off, and holds both to the CPU backend's epoch: the same reports,
+/// warnings and pixels, every device-decoded sample counted on one path, and nothing
+/// entropy-decoded on the device when that is off. `check` looks at the stats with it on.
+fn on_every_device_like_the_cpu(
+    dir: &Path,
+    what: &str,
+    check: impl Fn(BackendKind, &stoker::Stats),
+) {
+    let (subset, aug, cpu, cpu_errors, cpu_warnings) = on_the_cpu(dir);
+    for backend in devices() {
+        let (dev, errors, warnings, st) = epoch_with_reports(&subset, &aug, backend, true);
+        println!(
+            "{what}{backend}: {} delivered, {} reported; gpu entropy {}, gpu sync entropy {}, flagged {}, host entropy {}, cpu {}",
+            dev.ids.len(),
+            errors.len(),
+            st.gpu_entropy,
+            st.gpu_sync_entropy,
+            st.entropy_flagged,
+            st.host_entropy,
+            st.cpu_fallbacks
+        );
+        assert_eq!(errors, cpu_errors, "{what}{backend}: reports");
+        assert_eq!(warnings, cpu_warnings, "{what}{backend}: warnings");
+        like(&cpu, &dev, &aug);
         assert_eq!(
             st.gpu_decoded,
             st.gpu_entropy + st.gpu_sync_entropy + st.host_entropy + st.hardware
         );
+        check(backend, &st);
         // Off: the host entropy path, the same batches.
         let (host, errors, _, st) = epoch_with_reports(&subset, &aug, backend, false);
-        assert_eq!(st.gpu_entropy, 0);
+        assert_eq!(st.gpu_entropy + st.gpu_sync_entropy, 0, "{what}{backend}");
         assert_eq!(errors, cpu_errors);
-        like_the_cpu(&host);
+        like(&cpu, &host, &aug);
     }
 }
 
@@ -687,18 +693,8 @@ fn baseline_jpegs_without_restart_markers_are_huffman_decoded_on_the_device_by_s
             "case {i}: restart markers"
         );
         if i % 4 == 3 {
-            // Flip bits of entropy-coded bytes in the bottom third, never making or
-            // breaking an FF: crops above the damage still see it (the whole file's
-            // verdict), as on the CPU backend.
-            let start = common::scan_start(&jpeg).expect("scan");
-            let start = start + (jpeg.len() - start) * 2 / 3;
-            for _ in 0..1 + rng.below(3) {
-                let at = start + rng.below((jpeg.len() - start - 2) as u64) as usize;
-                let flipped = jpeg[at] ^ (1 << rng.below(8));
-                if jpeg[at] != 0xFF && jpeg[at - 1] != 0xFF && flipped != 0xFF {
-                    jpeg[at] = flipped;
-                }
-            }
+            // Damage the bottom third: crops above it still see it, as on the CPU backend.
+            common::flip_in_bottom_third(&mut jpeg, &mut rng);
         } else {
             clean += sync_clean(&jpeg, &format!("case {i}: {w}x{h} {samp:?} gray {gray}"));
         }
@@ -722,44 +718,19 @@ fn baseline_jpegs_without_restart_markers_are_huffman_decoded_on_the_device_by_s
         common::write(dir.path(), &format!("c{}/b{k}.jpg", k % 2), &bytes);
         clean += sync_clean(&bytes, f);
     }
-    let (subset, aug, cpu, cpu_errors, cpu_warnings) = on_the_cpu(dir.path());
-    let like_the_cpu = |got: &Epoch| like(&cpu, got, &aug);
-    for backend in devices() {
-        let (dev, errors, warnings, st) = epoch_with_reports(&subset, &aug, backend, true);
-        println!(
-            "seed {seed}: {backend}: {} delivered, {} reported; gpu sync entropy {}, flagged {}, host entropy {}, cpu {}",
-            dev.ids.len(),
-            errors.len(),
-            st.gpu_sync_entropy,
-            st.entropy_flagged,
-            st.host_entropy,
-            st.cpu_fallbacks
-        );
-        assert_eq!(errors, cpu_errors, "seed {seed}: {backend}: reports");
-        assert_eq!(warnings, cpu_warnings, "seed {seed}: {backend}: warnings");
-        like_the_cpu(&dev);
-        assert_eq!(
-            st.gpu_decoded,
-            st.gpu_entropy + st.gpu_sync_entropy + st.host_entropy + st.hardware
-        );
+    on_every_device_like_the_cpu(dir.path(), &format!("seed {seed}: "), |backend, st| {
         assert_eq!(st.gpu_entropy, 0, "{backend}: no file has restart markers");
-        if backend == BackendKind::Wgpu {
-            // The damaged files were flagged on the device and their batches ran again.
-            assert!(st.entropy_flagged >= 1, "seed {seed}: nothing flagged");
-            assert!(
-                st.gpu_sync_entropy >= clean,
-                "seed {seed}: {} of {clean} clean files Huffman-decoded on the device",
-                st.gpu_sync_entropy
-            );
-        } else {
-            assert_eq!(st.gpu_sync_entropy, 0, "{backend}: no sync kernels");
-        }
-        // Off: the host entropy path, the same batches.
-        let (host, errors, _, st) = epoch_with_reports(&subset, &aug, backend, false);
-        assert_eq!(st.gpu_sync_entropy, 0);
-        assert_eq!(errors, cpu_errors);
-        like_the_cpu(&host);
-    }
+        // The damaged files were flagged on the device and their batches ran again.
+        assert!(
+            st.entropy_flagged >= 1,
+            "seed {seed}: {backend}: nothing flagged"
+        );
+        assert!(
+            st.gpu_sync_entropy >= clean,
+            "seed {seed}: {backend}: {} of {clean} clean files Huffman-decoded on the device",
+            st.gpu_sync_entropy
+        );
+    });
 }
 
 /// A batch whose upload is written into the staging buffer by several threads at once (the

@@ -344,6 +344,22 @@ pub fn mutant(src: &[u8], rng: &mut TestRng) -> Vec<u8> {
     b
 }
 
+/// Flips one to three bits of `jpeg`'s entropy-coded bytes in the bottom third of its
+/// first scan, never making or breaking an FF (so the marker structure stays): crops
+/// above the damage still see it through the whole file's verdict.
+#[allow(dead_code)]
+pub fn flip_in_bottom_third(jpeg: &mut [u8], rng: &mut TestRng) {
+    let start = scan_start(jpeg).expect("scan");
+    let start = start + (jpeg.len() - start) * 2 / 3;
+    for _ in 0..1 + rng.below(3) {
+        let at = start + rng.below((jpeg.len() - start - 2) as u64) as usize;
+        let flipped = jpeg[at] ^ (1 << rng.below(8));
+        if jpeg[at] != 0xFF && jpeg[at - 1] != 0xFF && flipped != 0xFF {
+            jpeg[at] = flipped;
+        }
+    }
+}
+
 /// `jpeg` damaged one way or another between its first scan and its last two bytes (its
 /// end-of-image marker kept): bits flipped ([`mutant`]), the data cut short by an
 /// end-of-image marker, a byte taken out or a byte put in; with what was done, in words.

@@ -42,11 +42,12 @@ const RESULT_KEYS: [&str; 12] = [
 ];
 
 /// Steps that need the GPU: without one, each is recorded as not run, with a reason.
-const GPU_STEPS: [&str; 25] = [
+const GPU_STEPS: [&str; 26] = [
     "sanity_kernels",
     "sanity_nvjpeg",
     "sanity_engine_batch",
     "sanity_device_huffman",
+    "sanity_device_sync",
     "bench_decode",
     "torchvision",
     "restart_set",

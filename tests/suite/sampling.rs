@@ -251,22 +251,59 @@ fn block_order_permutes_shards_and_keeps_each_window_together() {
     assert_ne!(blocks(&groups, 3, 8).permutation(0), orders[0]);
 }
 
+/// The block-order rank tests' 103 samples, in blocks of 10.
+const BLOCKED: usize = 103;
+
+/// One case of the block-order rank tests.
+struct BlockCase {
+    world: usize,
+    batch: usize,
+    drop_last: bool,
+    samplers: Vec<Sampler>,
+    full: Vec<usize>,
+}
+
+/// For each (world size, batch size, drop_last) of the block-order rank tests: those,
+/// each rank's sampler (windows of 2 blocks, seed 5) over [`BLOCKED`] samples in blocks
+/// of 10, and the whole order of epoch 3.
+fn block_ranks(sharding: stoker::Sharding) -> Vec<BlockCase> {
+    let groups: Vec<u32> = (0..BLOCKED as u32).map(|i| i / 10).collect();
+    [(1, 8, false), (2, 8, false), (4, 5, false), (3, 7, true)]
+        .into_iter()
+        .map(|(world, batch, drop_last)| {
+            let samplers: Vec<Sampler> = (0..world)
+                .map(|r| {
+                    Sampler::new(groups.len(), 5, true)
+                        .sharding(sharding)
+                        .shard(r, world)
+                        .and_then(|s| s.batches_of(batch, drop_last))
+                        .and_then(|s| s.blocks(groups.clone(), 2))
+                        .expect("sampler")
+                })
+                .collect();
+            let full = samplers[0].permutation(3);
+            BlockCase {
+                world,
+                batch,
+                drop_last,
+                samplers,
+                full,
+            }
+        })
+        .collect()
+}
+
 #[test]
 fn block_order_splits_across_ranks_in_runs_of_equal_length() {
-    let groups: Vec<u32> = (0..103u32).map(|i| i / 10).collect();
-    for (world, batch, drop_last) in [(1, 8, false), (2, 8, false), (4, 5, false), (3, 7, true)] {
-        let samplers: Vec<Sampler> = (0..world)
-            .map(|r| {
-                // Per-rank sharding (runs of the whole order); global batches are below.
-                Sampler::new(groups.len(), 5, true)
-                    .sharding(stoker::Sharding::PerRank)
-                    .shard(r, world)
-                    .and_then(|s| s.batches_of(batch, drop_last))
-                    .and_then(|s| s.blocks(groups.clone(), 2))
-                    .expect("sampler")
-            })
-            .collect();
-        let full = samplers[0].permutation(3);
+    // Per-rank sharding (runs of the whole order); global batches are below.
+    for BlockCase {
+        world,
+        drop_last,
+        samplers,
+        full,
+        ..
+    } in block_ranks(stoker::Sharding::PerRank)
+    {
         let mut all = Vec::new();
         let steps: Vec<usize> = samplers.iter().map(Sampler::num_batches).collect();
         assert!(steps.iter().all(|s| *s == steps[0]), "{steps:?}");
@@ -284,25 +321,21 @@ fn block_order_splits_across_ranks_in_runs_of_equal_length() {
         all.dedup();
         assert_eq!(all.len(), unique, "no sample twice outside padding");
         if !drop_last {
-            assert_eq!(all, (0..groups.len()).collect::<Vec<_>>(), "every sample");
+            assert_eq!(all, (0..BLOCKED).collect::<Vec<_>>(), "every sample");
         }
     }
 }
 
 #[test]
 fn block_order_splits_global_batches_across_ranks() {
-    let groups: Vec<u32> = (0..103u32).map(|i| i / 10).collect();
-    for (world, batch, drop_last) in [(1, 8, false), (2, 8, false), (4, 5, false), (3, 7, true)] {
-        let samplers: Vec<Sampler> = (0..world)
-            .map(|r| {
-                Sampler::new(groups.len(), 5, true)
-                    .shard(r, world)
-                    .and_then(|s| s.batches_of(batch, drop_last))
-                    .and_then(|s| s.blocks(groups.clone(), 2))
-                    .expect("sampler")
-            })
-            .collect();
-        let full = samplers[0].permutation(3);
+    for BlockCase {
+        world,
+        batch,
+        drop_last,
+        samplers,
+        full,
+    } in block_ranks(stoker::Sharding::Global)
+    {
         let batches: Vec<Vec<Vec<usize>>> = samplers.iter().map(|s| s.batches(3)).collect();
         let steps = batches[0].len();
         assert!(batches.iter().all(|b| b.len() == steps));
@@ -320,7 +353,7 @@ fn block_order_splits_global_batches_across_ranks() {
                 joined.extend_from_slice(&batch[..batch.len() - pad]);
             }
         }
-        let whole = groups.len() / (batch * world) * batch * world;
+        let whole = BLOCKED / (batch * world) * batch * world;
         let want = if drop_last { &full[..whole] } else { &full[..] };
         assert_eq!(joined, want, "world {world}");
     }

@@ -55,35 +55,43 @@ fn joined_file_globals(name: &str, source: &str) -> Vec<(Option<String>, Option<
         .collect()
 }
 
-/// `idct_common.wgsl` is joined in front of three shaders with different bindings: it
-/// validates alone, declares no binding (its one module-scope variable is the private
-/// pass-1 workspace `ws`), and each of those shaders starts with it.
+/// The shared files joined to other shaders, each with its module-scope variables (by
+/// name and binding) and the shaders it is joined to, in front (`true`) or behind:
+/// - `idct_common.wgsl` goes in front of three shaders with different bindings, so it
+///   declares no binding (its one module-scope variable is the private pass-1 workspace
+///   `ws`);
+/// - `decode_common.wgsl` ends the three decode shaders and declares the chunk's binding
+///   and no other module-scope variable.
+///
+/// Each validates alone and has no entry point.
 #[test]
-fn the_shared_idct_arithmetic_has_no_binding_and_is_in_front_of_both_idct_users() {
-    let globals = joined_file_globals("idct_common.wgsl", shaders::IDCT_COMMON.as_str());
-    assert_eq!(globals, [(Some("ws".to_string()), None)]);
-    for (name, source) in [
-        ("huffman.wgsl", shaders::HUFFMAN.as_str()),
-        ("idct.wgsl", shaders::IDCT.as_str()),
-        ("sync_huffman.wgsl", shaders::SYNC_HUFFMAN.as_str()),
-    ] {
-        assert!(source.starts_with(shaders::IDCT_COMMON.as_str()), "{name}");
-    }
-}
-
-/// `decode_common.wgsl` is joined after the three decode shaders: it validates alone,
-/// declares the chunk's binding and no other module-scope variable, has no entry point,
-/// and each of the three ends with it.
-#[test]
-fn the_shared_decode_lookups_end_each_decode_shader() {
-    let globals = joined_file_globals("decode_common.wgsl", shaders::DECODE_COMMON.as_str());
-    assert_eq!(globals, [(Some("blob".to_string()), Some(0))]);
-    for (name, source) in [
-        ("huffman.wgsl", shaders::HUFFMAN.as_str()),
-        ("idct.wgsl", shaders::IDCT.as_str()),
-        ("color.wgsl", shaders::COLOR.as_str()),
-    ] {
-        assert!(source.ends_with(shaders::DECODE_COMMON.as_str()), "{name}");
+fn the_shared_files_are_joined_to_their_users_with_only_their_own_globals() {
+    let cases = [
+        (
+            "idct_common.wgsl",
+            shaders::IDCT_COMMON.as_str(),
+            (Some("ws".to_string()), None),
+            true,
+            [&shaders::HUFFMAN, &shaders::IDCT, &shaders::SYNC_HUFFMAN],
+        ),
+        (
+            "decode_common.wgsl",
+            shaders::DECODE_COMMON.as_str(),
+            (Some("blob".to_string()), Some(0)),
+            false,
+            [&shaders::HUFFMAN, &shaders::IDCT, &shaders::COLOR],
+        ),
+    ];
+    for (name, shared, global, in_front, users) in cases {
+        assert_eq!(joined_file_globals(name, shared), [global], "{name}");
+        for (i, user) in users.into_iter().enumerate() {
+            let joined = if in_front {
+                user.as_str().starts_with(shared)
+            } else {
+                user.as_str().ends_with(shared)
+            };
+            assert!(joined, "{name} is not joined to user {i}");
+        }
     }
 }
 

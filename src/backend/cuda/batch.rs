@@ -152,6 +152,8 @@ struct Scratch {
     entropy_status: DeviceBuffer,
     /// The copy of the images the mixing pass reads.
     mix_scratch: DeviceBuffer,
+    /// The self-synchronising decode's records ([`Buffer::SyncRecords`]).
+    sync_records: DeviceBuffer,
 }
 
 /// One of the hardware decoder's two output buffers ([`Buffer::Rgbi`]).
@@ -351,7 +353,10 @@ impl CudaBatcher {
             + s.oriented.bytes()
             + s.horizontal.bytes()
             + s.resized.bytes()
+            + s.coefficients.bytes()
+            + s.entropy_status.bytes()
             + s.mix_scratch.bytes()
+            + s.sync_records.bytes()
             + self.hardware.as_ref().map_or(0, |h| {
                 h.staging.bytes()
                     + h.outputs

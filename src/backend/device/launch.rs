@@ -85,9 +85,9 @@ impl Kernel {
 
     /// The passes of the self-synchronising Huffman decode (`shaders/sync_huffman.wgsl`,
     /// `kernels/sync_huffman.cu`), in the order they run, over a batch table. Outside
-    /// [`Kernel::ALL`]: the wgpu batcher compiles them with [`Kernel::wgsl`]'s and plans
-    /// them (`DeviceBatcher::sync_entropy`); the CUDA backend loads them too
-    /// ([`Kernel::cuda`]) but plans none yet (its batcher's `sync_entropy` is false).
+    /// [`Kernel::ALL`]: the wgpu batcher compiles them with [`Kernel::wgsl`]'s, the CUDA
+    /// backend loads them with [`Kernel::cuda`]'s, and both plan them
+    /// (`DeviceBatcher::sync_entropy`).
     pub const SYNC: [Kernel; 4] = [
         Kernel::SyncStart,
         Kernel::SyncRound,

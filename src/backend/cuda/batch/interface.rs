@@ -95,6 +95,10 @@ impl DeviceBatcher for CudaBatcher {
         DeviceLimits::UNBOUNDED.max_binding
     }
 
+    fn sync_entropy(&self) -> bool {
+        true
+    }
+
     fn set_decoded_cache(&mut self, bytes: u64) -> Result<u64> {
         // One allocation: at most what the device has free now.
         let (free, _) = self.device.memory()?;

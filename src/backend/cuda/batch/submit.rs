@@ -112,6 +112,7 @@ impl CudaBatcher {
         s.coefficients.ensure(c, sizes.coefficients)?;
         s.entropy_status.ensure(c, sizes.entropy_status)?;
         s.mix_scratch.ensure(c, sizes.mix_scratch)?;
+        s.sync_records.ensure(c, sizes.sync_records)?;
         if sizes.decoded_cache > self.decoded_cache_budget {
             return Err(DeviceError::Bounds {
                 buffer: Buffer::DecodedCache,
@@ -141,6 +142,7 @@ impl CudaBatcher {
             (Buffer::Coefficients, &s.coefficients),
             (Buffer::EntropyStatus, &s.entropy_status),
             (Buffer::MixScratch, &s.mix_scratch),
+            (Buffer::SyncRecords, &s.sync_records),
         ] {
             if let Some(x) = scratch(b) {
                 bases.insert(buffer, x);

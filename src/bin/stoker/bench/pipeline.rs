@@ -272,8 +272,9 @@ struct PipelineMeasured {
     /// batches): all zero without one.
     decode_paths: stoker::backend::device::DecodePaths,
     /// Samples decoded on the hybrid path over every epoch (host entropy decoding, the
-    /// device's IDCT and colour passes): the stats' `gpu_decoded` less those handed to
-    /// the hardware decoder.
+    /// device's IDCT and colour passes): the stats' `host_entropy`. Those whose entropy
+    /// decoding ran on the device too (restart intervals, the sync decode) and those of
+    /// the hardware decoder are the stats' other device paths.
     hybrid_samples: u64,
 }
 
@@ -543,10 +544,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             failed,
             batch_waits,
             decode_paths: paths,
-            hybrid_samples: pipe
-                .stats()
-                .gpu_decoded
-                .saturating_sub(paths.hardware + paths.gpu_decoder + paths.cpu + paths.rejected),
+            hybrid_samples: pipe.stats().host_entropy,
             rss_bytes_per_epoch,
             peak_rss_bytes: proc_status_bytes("VmHWM"),
         }));
