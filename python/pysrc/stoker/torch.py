@@ -129,6 +129,11 @@ class Loader:
         self._position: dict[str, Any] | None = None
         self._at_end = False
 
+    @property
+    def dataset(self) -> Subset | Dataset:
+        """The data read (DataLoader's name for it)."""
+        return self.data
+
     def __len__(self) -> int:
         """Batches per epoch on this rank."""
         return len(self.pipeline)
