@@ -175,7 +175,10 @@ def test_state_dict_with_set_epoch_and_a_fresh_loader(photos):
     b = cpu_loader(data, **RESUME_KW)
     b.load_state_dict(sd)
     b.set_epoch(4)  # the loop's own set_epoch of the same epoch keeps the position
-    same(record(b), want[3:])
+    assert b.state_dict() == sd
+    it = iter(b)
+    assert b.state_dict() == sd  # begun, nothing received yet: still the loaded position
+    same(record(it), want[3:])
     # A fresh loader's state starts at epoch 0.
     fresh = cpu_loader(data, **RESUME_KW).state_dict()
     c = cpu_loader(data, **RESUME_KW)

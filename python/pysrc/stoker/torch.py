@@ -161,8 +161,10 @@ class Loader:
             self._epoch += 1
         self._chosen = False
         self._begun = True
-        resumed, self._resumed, self._resume = self._resumed, None, None
-        self._position, self._at_end = None, False
+        resumed, resume = self._resumed, self._resume
+        self._resumed = self._resume = None
+        # Until a batch is handed out, the position is where the epoch starts.
+        self._position, self._at_end = resume, False
         epoch = resumed if resumed is not None else self.pipeline.epoch(self._epoch)
         return self._batches(epoch)
 
