@@ -325,3 +325,31 @@ def test_torch_compile_after_an_auto_pipeline(photos, tmp_path):
                        env=env, timeout=300)
     assert r.returncode == 0, (r.returncode, r.stderr[-4000:])
     assert r.stdout.startswith("ok")
+
+
+def test_dict_output_boxes(photos, tmp_path):
+    """A detection dataset (COCO, written here over the photos): the dict carries the
+    padded boxes, each sample's count its annotation count."""
+    from PIL import Image
+
+    files = sorted(p.relative_to(photos).as_posix() for p in photos.rglob("*.jpg"))[:6]
+    images, annotations = [], []
+    for k, f in enumerate(files, 1):
+        w, h = Image.open(photos / f).size
+        images.append({"id": k, "file_name": f, "width": w, "height": h})
+        for j in range(k % 3 + 1):  # 1 to 3 boxes
+            annotations.append({"id": len(annotations) + 1, "image_id": k, "category_id": 1 + j % 2,
+                                "bbox": [1 + j, 2, w / 2, h / 3], "area": w * h / 6, "iscrowd": 0})
+    coco = {"images": images, "annotations": annotations,
+            "categories": [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]}
+    (tmp_path / "coco.json").write_text(json.dumps(coco))
+    data = stoker.Dataset.coco(tmp_path / "coco.json", photos)
+    b = next(iter(cpu_loader(data, batch_size=6, shuffle=False, output="dict",
+                             augment=stoker.Augment().resize(32, 32))))
+    want = {Path(img["file_name"]).as_posix(): img["id"] % 3 + 1 for img in images}
+    files_by_id = {i: Path(p).as_posix() for i, p in zip(data.ids, data.paths)}
+    counts = b["box_counts"].tolist()
+    assert [want[files_by_id[i]] for i in b["ids"].tolist()] == counts
+    assert b["boxes"].shape == (6, 3, 4) and b["box_classes"].shape == (6, 3)
+    for n, cls in zip(counts, b["box_classes"].tolist()):
+        assert all(c >= 0 for c in cls[:n]) and all(c == -1 for c in cls[n:])
