@@ -251,6 +251,15 @@ def test_epochs_differ_and_repeat_with_seed_and_epoch(photos):
     next(iter(part))
     assert order(part) == orders[1]
     assert order(cpu_loader(data, **{**kw, "seed": 10})) != orders[0]
+    # Two iterators at once: the position is the latest one's (epoch 1, at its start).
+    two = cpu_loader(data, **kw)
+    old = iter(two)
+    next(old)
+    new = iter(two)
+    next(old)
+    assert two.state_dict()["epoch"] == 1 and two.state_dict()["pipeline"] is None
+    assert next(new)["ids"].tolist() == orders[1][:5]
+    assert two.state_dict()["pipeline"]["epoch"] == 1
 
 
 def test_tuple_output_and_an_epoch_is_never_silently_empty(photos):

@@ -128,6 +128,8 @@ class Loader:
         # batch was the epoch's last.
         self._position: dict[str, Any] | None = None
         self._at_end = False
+        # Iterations begun: only the latest one's batches move the position.
+        self._iteration = 0
 
     @property
     def dataset(self) -> Subset | Dataset:
@@ -165,22 +167,27 @@ class Loader:
         self._resumed = self._resume = None
         # Until a batch is handed out, the position is where the epoch starts.
         self._position, self._at_end = resume, False
+        self._iteration += 1
         epoch = resumed if resumed is not None else self.pipeline.epoch(self._epoch)
-        return self._batches(epoch)
+        return self._batches(epoch, self._iteration)
 
     def _drop_resumed(self) -> None:
         if self._resumed is not None:
             self._resumed.close()
             self._resumed = None
 
-    def _batches(self, epoch: Epoch) -> Iterator[Any]:
+    def _batches(self, epoch: Epoch, iteration: int) -> Iterator[Any]:
         last = len(self.pipeline) - 1
         with epoch:
             for batch in epoch:
                 out = self._convert(batch)
-                self._position = batch.state()
-                self._at_end = batch.index == last
+                # An older iterator still in use does not move the loader's position.
+                if iteration == self._iteration:
+                    self._position = batch.state()
+                    self._at_end = batch.index == last
                 yield out
+            if iteration == self._iteration:
+                self._at_end = True
 
     def _host(self, t: torch.Tensor) -> torch.Tensor:
         if self.pin_memory and t.device.type == "cpu":
@@ -218,7 +225,7 @@ class Loader:
         epoch. Take it after the step that trained on the last batch received."""
         if self._resume is not None:
             epoch, position = self._epoch, self._resume
-        elif self._position is not None and not self._chosen:
+        elif self._begun and not self._chosen:
             if self._at_end:
                 epoch, position = self._epoch + 1, None
             else:
