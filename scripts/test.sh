@@ -187,8 +187,10 @@ cargo test --locked --doc --features "$FEATURES"
 # build above (burn and candle, which the wheel does not need: the Python crate then shares
 # every crate the test build compiled, and builds only PyO3, dlpark, object_store again
 # (the tests' sha2 turns on a feature of a crate below it) and the crate: about a minute
-# here), installed beside the pinned NumPy, Pillow and pytest in a virtual environment, and its
-# tests run. Those that need torch say they were skipped (torch is not installed here).
+# here), installed beside the pinned NumPy, Pillow, pytest, torch, torchvision and JAX (CPU) in
+# a virtual environment, and its tests run: the torch hand-off, `stoker.torch.Loader` against
+# torchvision's ImageFolder and DataLoader, torch.compile (triton) after an `auto` pipeline,
+# and JAX's from_dlpack. Those that need a GPU say they were skipped (there is none here).
 step "the Python package: the wheel (maturin), installed in a virtual environment, pytest"
 PY_BUILD_VENV="$venvs/.venv-py"
 if ! "$PY_BUILD_VENV/bin/pip" freeze 2>/dev/null | grep -qx "maturin==1.16.0"; then
@@ -199,14 +201,27 @@ fi
 py_tmp="$(mktemp -d)"
 "$PY_BUILD_VENV/bin/maturin" build --quiet --locked --profile dev -m python/Cargo.toml \
     --features stoker/default,stoker/burn,stoker/candle -o "$py_tmp/wheels"
-# The test environment holds the pinned NumPy, Pillow and pytest; the wheel is installed
-# into it afresh each run (it is kept, with the other environments, where STOKER_VENVS is).
+# The test environment holds the pinned packages; the wheel is installed into it afresh each
+# run (it is kept, with the other environments, where STOKER_VENVS is). torch's wheel brings
+# its CUDA libraries and triton: a first install takes well over a minute from a warm pip
+# cache (100 s here) and the environment is about 6 GB; a kept one is checked (every pin present) and
+# reused.
 PY_TEST_VENV="$venvs/.venv-pytest"
-if ! "$PY_TEST_VENV/bin/pip" freeze 2>/dev/null | grep -qx "pytest==9.2.0"; then
+PY_TEST_PINS="numpy==2.4.6 pillow==13.0.0 pytest==9.2.0 torch==2.15.0 torchvision==0.29.2 jax==0.10.2 jaxlib==0.10.2"
+py_frozen="$("$PY_TEST_VENV/bin/pip" freeze 2>/dev/null || true)"
+py_missing=""
+for pin in $PY_TEST_PINS; do
+    grep -qx "$pin" <<<"$py_frozen" || py_missing="$py_missing $pin"
+done
+if [ -n "$py_missing" ]; then
     rm -rf "$PY_TEST_VENV"
     python3 -m venv "$PY_TEST_VENV"
-    "$PY_TEST_VENV/bin/pip" install --quiet numpy==2.4.6 pillow==13.0.0 pytest==9.2.0
+    "$PY_TEST_VENV/bin/pip" install --quiet numpy==2.4.6 pillow==13.0.0 pytest==9.2.0 \
+        torch==2.15.0 torchvision==0.29.2 "jax[cpu]==0.10.2"
 fi
+# The tests skip themselves where a framework is missing: here each must be importable, so
+# that none of them is skipped for that.
+"$PY_TEST_VENV/bin/python" -c "import torch, torchvision, triton, jax"
 "$PY_TEST_VENV/bin/pip" uninstall --quiet --yes stoker >/dev/null 2>&1 || true
 "$PY_TEST_VENV/bin/pip" install --quiet --no-deps "$py_tmp"/wheels/stoker-*.whl
 (cd python/tests && "$PY_TEST_VENV/bin/python" -m pytest -q -rs -p no:cacheprovider .)

@@ -230,6 +230,13 @@ augment_pymethods! {
             self.inner.is_random()
         }
 
+        /// Whether batches are mixed (MixUp or CutMix): their `soft_labels` are the
+        /// targets then.
+        #[getter]
+        fn mixes(&self) -> bool {
+            self.inner.get_mixing().any()
+        }
+
         /// Pickling: the calls that made it.
         fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
             reduce(slf.as_any(), (slf.get().recipe.steps(slf.py())?,))

@@ -229,6 +229,14 @@ impl Batch {
             .collect()
     }
 
+    /// The job's state right after this batch (its global batch consumed by every
+    /// rank), a small dict: save it with the checkpoint of the model trained on it, and
+    /// continue with `pipeline.resume(state)` (on this world size, or another with the
+    /// same `batch_size * world_size`). Its keys are the library's; keep it as it is.
+    fn state(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        crate::state::to_dict(py, &self.b().state())
+    }
+
     /// Position of this batch in its epoch.
     #[getter]
     fn index(&self) -> usize {

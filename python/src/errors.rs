@@ -143,8 +143,52 @@ fn convert(py: Python<'_>, e: stoker::Error) -> PyErr {
             };
             make(py, "PipelineError", msg, &[("samples", obj(py, samples))])
         }
+        E::Resume(r) => resume(py, &r, msg),
         _ => make(py, "StokerError", msg, &[]),
     }
+}
+
+/// A `ResumeError` for a saved state this pipeline cannot resume: `reason` names the field
+/// that differs (`version`, `seed`, `order`, `global_batch_size`, `position`), with the
+/// state's and the pipeline's values where there are two.
+fn resume(py: Python<'_>, e: &stoker::ResumeError, msg: String) -> PyErr {
+    use stoker::ResumeError as R;
+    let (reason, state, pipeline): (&str, Option<u64>, Option<u64>) = match *e {
+        R::Version { found, expected } => ("version", Some(found.into()), Some(expected.into())),
+        R::Seed { state, pipeline } => ("seed", Some(state), Some(pipeline)),
+        R::Order { state, pipeline } => ("order", Some(state), Some(pipeline)),
+        R::GlobalBatchSize { state, pipeline } => {
+            ("global_batch_size", Some(state), Some(pipeline))
+        }
+        R::Position { consumed, .. } => ("position", Some(consumed), None),
+        _ => ("other", None, None),
+    };
+    make(
+        py,
+        "ResumeError",
+        msg,
+        &[
+            ("reason", obj(py, reason)),
+            ("state", obj(py, state)),
+            ("pipeline", obj(py, pipeline)),
+        ],
+    )
+}
+
+/// A `ResumeError` (reason `"format"`) for something that is not a saved state.
+pub fn resume_format_err(detail: String) -> PyErr {
+    Python::attach(|py| {
+        make(
+            py,
+            "ResumeError",
+            format!("cannot resume: {detail}"),
+            &[
+                ("reason", obj(py, "format")),
+                ("state", py.None()),
+                ("pipeline", py.None()),
+            ],
+        )
+    })
 }
 
 /// `Result<T, stoker::Error>` into a `PyResult`.

@@ -13,6 +13,7 @@ mod owner;
 mod pipeline;
 mod recipe;
 mod report;
+mod state;
 mod tensor;
 
 #[pymodule]

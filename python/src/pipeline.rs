@@ -228,23 +228,26 @@ closing_pymethods!(Pipeline {
     /// gives from there, without reading the ones before (resume a checkpoint after batch
     /// `i` with `epoch_from(e, i + 1)`).
     fn epoch_from(&self, epoch: u64, first_batch: usize) -> PyResult<Epoch> {
-        let e = self.inner.epoch_from(epoch, first_batch).py_err()?;
-        let len = e.num_batches().saturating_sub(e.first_batch());
-        let shared = Arc::new(Shared {
-            state: Mutex::new(Some(Running::start(e)?)),
-            closing: AtomicBool::new(false),
-        });
-        if let Ok(mut v) = self.epochs.lock() {
-            v.retain(|w| w.strong_count() > 0);
-            v.push(Arc::downgrade(&shared));
-        }
-        Ok(Epoch {
-            shared,
-            live: Arc::clone(&self.live),
-            len,
-            stats: Mutex::new(None),
-            ended: AtomicBool::new(false),
-        })
+        self.wrap(self.inner.epoch_from(epoch, first_batch).py_err()?)
+    }
+
+    /// Where the job stands, a small dict: the state after the last batch any epoch of
+    /// this pipeline handed out (or the start of the epoch last started, before it hands
+    /// one out). Batches are prepared ahead, so for a checkpoint prefer `batch.state()`
+    /// of the last batch trained on.
+    fn state(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        crate::state::to_dict(py, &self.inner.state())
+    }
+
+    /// The rest of the epoch a saved `state` (`batch.state()`, `pipeline.state()`) was
+    /// taken in: the batches after it, every rank taking its share, on any world size
+    /// with the same `batch_size * world_size`. A state taken after an epoch's last
+    /// batch gives an empty epoch (go on with `epoch(e + 1)`). Raises `ResumeError`
+    /// (its `reason` says which) for a state of another seed, dataset, order, global
+    /// batch size or format version, or something that is not a state.
+    fn resume(&self, state: &Bound<'_, PyAny>) -> PyResult<Epoch> {
+        let state = crate::state::from_dict(state)?;
+        self.wrap(self.inner.resume(&state).py_err()?)
     }
 
     /// Batches per epoch (this rank's).
@@ -318,6 +321,28 @@ closing_pymethods!(Pipeline {
         )
     }
 });
+
+impl Pipeline {
+    /// The Python iterator over a started epoch, closed with the pipeline.
+    fn wrap(&self, e: stoker::Epoch) -> PyResult<Epoch> {
+        let len = e.num_batches().saturating_sub(e.first_batch());
+        let shared = Arc::new(Shared {
+            state: Mutex::new(Some(Running::start(e)?)),
+            closing: AtomicBool::new(false),
+        });
+        if let Ok(mut v) = self.epochs.lock() {
+            v.retain(|w| w.strong_count() > 0);
+            v.push(Arc::downgrade(&shared));
+        }
+        Ok(Epoch {
+            shared,
+            live: Arc::clone(&self.live),
+            len,
+            stats: Mutex::new(None),
+            ended: AtomicBool::new(false),
+        })
+    }
+}
 
 /// Weighted sampling as `Pipeline(...)` was given it.
 struct Draws {

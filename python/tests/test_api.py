@@ -67,8 +67,9 @@ def test_stubs_match_the_native_module():
 
 
 def test_exceptions_form_one_hierarchy():
-    for name in ("ConfigError", "SourceError", "SplitError", "SampleError", "DeviceError", "PipelineError"):
+    for name in ("ConfigError", "SourceError", "SplitError", "SampleError", "DeviceError", "PipelineError", "ResumeError"):
         assert issubclass(getattr(stoker, name), stoker.StokerError)
     assert issubclass(stoker.ConfigError, ValueError)
     assert issubclass(stoker.SourceError, OSError)
+    assert issubclass(stoker.ResumeError, ValueError)
     assert issubclass(stoker.BackendUnavailableError, stoker.DeviceError)

@@ -74,6 +74,18 @@ class PipelineError(StokerError):
     samples: list[SampleError]
 
 
+class ResumeError(StokerError, ValueError):
+    """A saved state (``batch.state()``, ``pipeline.state()``) that cannot resume this
+    pipeline: ``reason`` names what differs (``version``, ``seed``, ``order`` (another
+    dataset or sampling), ``global_batch_size``, ``position``), or ``format`` for
+    something that is not a state; ``state`` and ``pipeline`` hold the state's value and
+    the pipeline's where there are two (else None)."""
+
+    reason: str
+    state: int | None
+    pipeline: int | None
+
+
 __all__ = [
     "StokerError",
     "ConfigError",
@@ -83,4 +95,5 @@ __all__ = [
     "DeviceError",
     "BackendUnavailableError",
     "PipelineError",
+    "ResumeError",
 ]

@@ -245,6 +245,9 @@ class Augment:
     @property
     def is_random(self) -> bool:
         """Whether any choice is random."""
+    @property
+    def mixes(self) -> bool:
+        """Whether batches are mixed (MixUp, CutMix): `soft_labels` are their targets."""
 
 class Report:
     """The verdict on an epoch (`Epoch.report()`); `str(report)` says it in words."""
@@ -317,6 +320,9 @@ class Batch:
     @property
     def warnings(self) -> list[tuple[int, int, str, str, str]]:
         """`(slot, id, path, kind, message)` per tolerated fault."""
+    def state(self) -> dict[str, Any]:
+        """The job's state right after this batch: a dict for a checkpoint, given back to
+        `Pipeline.resume` (keep it as it is)."""
     @property
     def index(self) -> int:
         """Position in the epoch."""
@@ -425,6 +431,12 @@ class Pipeline:
         """The batches of `epoch`."""
     def epoch_from(self, epoch: int, first_batch: int) -> Epoch:
         """The batches of `epoch` from `first_batch` on."""
+    def state(self) -> dict[str, Any]:
+        """The state after the last batch handed out (prefer `Batch.state` for a
+        checkpoint: batches are prepared ahead)."""
+    def resume(self, state: dict[str, Any]) -> Epoch:
+        """The rest of the epoch a saved state was taken in; `ResumeError` if this
+        pipeline cannot continue it."""
     def __len__(self) -> int: ...
     @property
     def num_batches(self) -> int:
