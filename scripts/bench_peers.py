@@ -24,6 +24,11 @@ The folder is searched recursively for *.jpg / *.jpeg. Measurements (images/s):
                              3/4-4/3) + bilinear antialiased resize to 224x224, random
                              flip, normalise, batch 32, num_parallel_calls and prefetch
                              AUTOTUNE
+  dali_epoch_2threads        NVIDIA DALI's ResNet-50 training pipeline on the CPU
+                             (device_id=None, num_threads=2): readers.file (shuffled),
+                             decoders.image_random_crop (area 8-100 %, aspect 3/4-4/3),
+                             resize to 224x224 (antialiased), crop_mirror_normalize
+                             (random flip, ImageNet mean/std, CHW float32), batch 32
 
 The decode-only and *_train_1core figures work on the files read into memory
 first; the two epoch figures read from disk (after one warm-up epoch, so from
@@ -70,6 +75,7 @@ BENCHMARKS = [
     "torchvision_train_1core",
     "dataloader_epoch_2workers",
     "tf_data_epoch",
+    "dali_epoch_2threads",
 ]
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
@@ -296,6 +302,48 @@ def bench_tf_data_epoch(files, min_seconds):
     return timed(epoch, min_seconds)
 
 
+def bench_dali_epoch_2threads(files, min_seconds):
+    try:
+        import nvidia.dali.fn as fn
+        import nvidia.dali.types as types
+        from nvidia.dali import pipeline_def
+    except ImportError as e:
+        raise Skip(f"nvidia.dali does not import: {e}")
+    batch = 32
+    paths = [str(p) for p in files]
+    labels = labels_for(files)
+
+    @pipeline_def(batch_size=batch, num_threads=2, device_id=None, seed=0)
+    def rn50_cpu():
+        jpegs, label = fn.readers.file(files=paths, labels=labels, random_shuffle=True,
+                                       pad_last_batch=True, name="reader")
+        images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                               random_area=[0.08, 1.0],
+                                               random_aspect_ratio=[3 / 4, 4 / 3])
+        images = fn.resize(images, resize_x=224, resize_y=224, antialias=True)
+        images = fn.crop_mirror_normalize(
+            images, dtype=types.FLOAT, output_layout="CHW",
+            mean=[255 * m for m in IMAGENET_MEAN], std=[255 * s for s in IMAGENET_STD],
+            mirror=fn.random.coin_flip(probability=0.5))
+        return images, label
+
+    pipe = rn50_cpu()
+    pipe.build()
+    steps = -(-len(paths) // batch)
+    last = len(paths) - (steps - 1) * batch
+
+    def epoch():
+        n = 0
+        for i in range(steps):
+            x, y = pipe.run()
+            assert x.as_array().shape[1:] == (3, 224, 224)
+            n += batch if i + 1 < steps else last  # the last batch is padded
+        return n
+
+    epoch()  # warm-up epoch
+    return timed(epoch, min_seconds)
+
+
 # ---------------------------------------------------------------- driver
 
 def run_child(name, folder, min_seconds):
@@ -430,6 +478,7 @@ def main():
         "torch": package_version("torch"),
         "torchvision": package_version("torchvision"),
         "tensorflow": package_version("tensorflow-cpu", "tensorflow"),
+        "nvidia-dali": package_version("nvidia-dali-cuda120", "nvidia-dali-cuda130"),
     }
     print(f"{len(files)} JPEGs under {a.images}, {mp:.3f} Mpx on average; "
           f"{os.cpu_count()} CPUs", flush=True)

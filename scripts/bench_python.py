@@ -92,27 +92,22 @@ def main():
         Files(paths), batch_size=args.batch, shuffle=True, num_workers=args.workers, persistent_workers=True
     )
 
-    def run_stoker(epoch):
-        count = 0
-        for b in pipe.epoch(epoch):
-            x = torch.from_dlpack(b.images)
-            y = torch.from_dlpack(b.labels)
+    def count(pairs):
+        """Images in an epoch's (images, labels) pairs, each checked for one label per image."""
+        n = 0
+        for x, y in pairs:
             assert y.shape[0] == x.shape[0]
-            count += x.shape[0]
-        return count
+            n += x.shape[0]
+        return n
+
+    def run_stoker(epoch):
+        return count((torch.from_dlpack(b.images), torch.from_dlpack(b.labels)) for b in pipe.epoch(epoch))
 
     def run_wrapped(_epoch):
-        count = 0
-        for x, y in wrapped:
-            assert y.shape[0] == x.shape[0]
-            count += x.shape[0]
-        return count
+        return count(wrapped)
 
     def run_loader(_epoch):
-        count = 0
-        for x, _y in loader:
-            count += x.shape[0]
-        return count
+        return count(loader)
 
     # Warm-up: the page cache, the workers' start, the pipeline's threads.
     assert run_stoker(0) == n and run_wrapped(0) == n and run_loader(0) == n

@@ -193,14 +193,31 @@ cargo test --locked --doc --features "$FEATURES"
 # and JAX's from_dlpack. Those that need a GPU say they were skipped (there is none here).
 step "the Python package: the wheel (maturin), installed in a virtual environment, pytest"
 PY_BUILD_VENV="$venvs/.venv-py"
-if ! "$PY_BUILD_VENV/bin/pip" freeze 2>/dev/null | grep -qx "maturin==1.16.0"; then
+if ! "$PY_BUILD_VENV/bin/pip" freeze 2>/dev/null | grep -qx "auditwheel==6.4.2"; then
     rm -rf "$PY_BUILD_VENV"
     python3 -m venv "$PY_BUILD_VENV"
-    "$PY_BUILD_VENV/bin/pip" install --quiet maturin==1.16.0
+    "$PY_BUILD_VENV/bin/pip" install --quiet maturin==1.16.0 auditwheel==6.4.2 pyelftools==0.33
 fi
 py_tmp="$(mktemp -d)"
 "$PY_BUILD_VENV/bin/maturin" build --quiet --locked --profile dev -m python/Cargo.toml \
     --features stoker/default,stoker/burn,stoker/candle -o "$py_tmp/wheels"
+# The wheel a user installs without Rust: one abi3 wheel (CPython 3.10 and later) that
+# maturin tags with the manylinux policy its symbols allow, and that auditwheel (the PyPA's
+# checker) finds consistent with that tag. The release wheel (`maturin build --release`)
+# links the same libraries; this one is built unoptimised to share the test build.
+py_wheel="$(ls "$py_tmp"/wheels/stoker-*.whl)"
+py_tag="$(basename "$py_wheel" .whl | awk -F- '{ print $NF }')"
+case "$(basename "$py_wheel")" in
+    stoker-*-cp310-abi3-manylinux_*_x86_64.whl) ;;
+    *) echo "error: $(basename "$py_wheel") is not an abi3 manylinux wheel" >&2; exit 1 ;;
+esac
+"$PY_BUILD_VENV/bin/auditwheel" show "$py_wheel" >"$py_tmp/auditwheel.txt"
+if ! tr -s ' \n' ' ' <"$py_tmp/auditwheel.txt" | grep -q "is consistent with the following platform tag: \"$py_tag\""; then
+    cat "$py_tmp/auditwheel.txt" >&2
+    echo "error: auditwheel does not accept $(basename "$py_wheel") as $py_tag" >&2
+    exit 1
+fi
+echo "auditwheel: $(basename "$py_wheel") is consistent with $py_tag"
 # The test environment holds the pinned packages; the wheel is installed into it afresh each
 # run (it is kept, with the other environments, where STOKER_VENVS is). torch's wheel brings
 # its CUDA libraries and triton: a first install takes well over a minute from a warm pip
