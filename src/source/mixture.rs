@@ -9,7 +9,7 @@
 //!
 //! In the combined subset, source `k`'s samples come after those of sources `0..k`, in
 //! their own order; each sample's path is `"{k}/{path}"` (its path in its source behind
-//! the source's index) and its id is that path's [`sample_id`](super::sample_id), so that
+//! the source's index) and its id is that path's [`sample_id`], so that
 //! two sources may hold the same relative paths (two image folders of the same classes).
 //!
 //! # Labels
