@@ -202,6 +202,15 @@ pub enum ResumeError {
         /// Samples in the epoch (padding left out).
         total: u64,
     },
+    /// The state's per-source positions (over a [`Mixture`](crate::Mixture)) are not
+    /// those its `samples_consumed` gives under this pipeline's order.
+    #[error("the state says its mixed sources stand at {state:?}; its samples consumed are {pipeline:?} of them in this pipeline's order")]
+    Sources {
+        /// The state's counts per source.
+        state: Vec<u64>,
+        /// The pipeline's, at the state's position.
+        pipeline: Vec<u64>,
+    },
 }
 
 /// How a pipeline failed as a whole (not one sample: see [`SampleError`]).

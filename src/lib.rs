@@ -167,12 +167,12 @@ pub use pipeline::{
     Batch, Epoch, OnError, PaddedBoxes, Pipeline, PipelineBuilder, Replacement, ResumeState,
     SampleWarning, Stats, TransformResult, UserSample,
 };
-pub use source::sampler::Sharding;
+pub use source::sampler::{Exhausted, Sharding};
 pub use source::split::{Added, SplitSpec};
 pub use source::ListingOptions;
 pub use source::{
-    BoundingBox, CheckReport, Dataset, Keypoint, Location, Manifest, Role, Sample, Sampler,
-    SkipReason, Skipped, Split, Subset, Targets, MAX_LABEL,
+    BoundingBox, CheckReport, Dataset, Keypoint, Location, Manifest, Mixture, Role, Sample,
+    Sampler, SkipReason, Skipped, Split, Subset, Targets, MAX_LABEL,
 };
 
 /// The README's examples, compiled as doc tests.

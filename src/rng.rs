@@ -79,6 +79,9 @@ pub enum Stream {
     /// Which of a GPU's decoders takes a JPEG both can decode (the hardware engines or the
     /// device Huffman path, see `PipelineBuilder::hardware_share`; epoch = 0).
     Engines = 16,
+    /// A mixture of datasets: the shuffle of each round of its sources' schedule (id =
+    /// the round), and each source's own passes and draws (keyed by the source).
+    Mixture = 17,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.

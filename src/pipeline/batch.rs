@@ -140,6 +140,8 @@ pub struct Batch {
     pub(super) host_masks: std::sync::OnceLock<HostBuffer>,
     /// The job's state right after this batch.
     pub(super) state: super::ResumeState,
+    /// Each slot's source in a [`Mixture`](crate::Mixture) (0 for one subset).
+    pub(super) sources: Vec<usize>,
 }
 
 /// The batch's device buffers, for the backends' typed accessors (`stoker::WgpuBatch`,
@@ -166,7 +168,14 @@ impl Batch {
     /// [`Pipeline::resume`](super::Pipeline::resume), on this world size or another with
     /// the same global batch size.
     pub fn state(&self) -> super::ResumeState {
-        self.state
+        self.state.clone()
+    }
+
+    /// Each slot's source: its index in the [`Mixture`](crate::Mixture) the pipeline
+    /// reads (see [`Subset::source_of`](crate::Subset::source_of)), 0 for every slot of
+    /// a pipeline over one subset. A replacement's is its own source's.
+    pub fn sources(&self) -> &[usize] {
+        &self.sources
     }
 
     /// Samples in the batch.

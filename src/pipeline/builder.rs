@@ -568,6 +568,9 @@ impl PipelineBuilder {
         if let Some(window) = self.block_window {
             sampler = sampler.blocks(block_groups(samples), window)?;
         }
+        if let Some(m) = self.subset.mixing() {
+            sampler = sampler.mixed(m.clone())?;
+        }
         let selected = self.select(workers)?;
         let mut batcher = selected.backend.batcher(&BatcherConfig {
             ring: self.prefetch.max(2),

@@ -212,6 +212,13 @@ impl Pipeline {
         PipelineBuilder::new(subset)
     }
 
+    /// Starts configuring a pipeline over a [`Mixture`](crate::Mixture) of subsets:
+    /// `Pipeline::builder(mixture.subset()?)` ([`Mixture::subset`](crate::Mixture::subset)
+    /// says what it refuses).
+    pub fn builder_mixture(mixture: crate::source::Mixture) -> Result<PipelineBuilder> {
+        Ok(PipelineBuilder::new(mixture.subset()?))
+    }
+
     /// The batches of `epoch`, produced in the background while the caller trains.
     pub fn epoch(&self, epoch: u64) -> Result<Epoch> {
         self.epoch_from(epoch, 0)

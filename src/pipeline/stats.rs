@@ -38,6 +38,8 @@ pub(crate) struct Counters {
     /// The largest file read (a sizing hint for staging buffers, not a statistic).
     pub largest_file: std::sync::atomic::AtomicUsize,
     pub errors: Mutex<Vec<SampleError>>,
+    /// Samples delivered from each source of a mixture (one source otherwise).
+    pub per_source: Mutex<Vec<u64>>,
     /// Where each stage's spans go too, when the pipeline is traced.
     pub trace: Option<Arc<Trace>>,
     /// The epoch these counters count (for the trace).
@@ -76,6 +78,20 @@ impl Counters {
         }
     }
 
+    /// Counts the delivered samples of `sources` (each one's source, of `n`).
+    pub(crate) fn count_sources(&self, sources: &[usize], n: usize) {
+        if let Ok(mut v) = self.per_source.lock() {
+            if v.len() < n {
+                v.resize(n, 0);
+            }
+            for &k in sources {
+                if let Some(c) = v.get_mut(k) {
+                    *c += 1;
+                }
+            }
+        }
+    }
+
     pub(crate) fn merge_into(&self, total: &Counters) {
         for (a, b) in [
             (&self.read_ns, &total.read_ns),
@@ -100,6 +116,14 @@ impl Counters {
             (&self.samples_with_warnings, &total.samples_with_warnings),
         ] {
             b.fetch_add(a.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        if let (Ok(src), Ok(mut dst)) = (self.per_source.lock(), total.per_source.lock()) {
+            if dst.len() < src.len() {
+                dst.resize(src.len(), 0);
+            }
+            for (d, s) in dst.iter_mut().zip(src.iter()) {
+                *d += s;
+            }
         }
         if let (Ok(src), Ok(mut dst)) = (self.errors.lock(), total.errors.lock()) {
             for e in src.iter() {
@@ -153,6 +177,11 @@ impl Counters {
             device_submit_seconds: s(&self.device_ns),
             samples_with_warnings: self.samples_with_warnings.load(Ordering::Relaxed),
             errors: self.errors.lock().map(|v| v.clone()).unwrap_or_default(),
+            samples_per_source: self
+                .per_source
+                .lock()
+                .map(|v| v.clone())
+                .unwrap_or_default(),
             readers: 0,
             workers: 0,
             prefetch: 0,
@@ -229,6 +258,11 @@ pub struct Stats {
     pub samples_with_warnings: u64,
     /// Reported sample errors (the first [`MAX_KEPT_ERRORS`]).
     pub errors: Vec<SampleError>,
+    /// Samples delivered from each source of the [`Mixture`](crate::Mixture) read, by
+    /// source index (replacements and padding counted under their own source): one
+    /// entry, [`Self::samples_delivered`], for a pipeline over one subset; empty before
+    /// a batch is delivered.
+    pub samples_per_source: Vec<u64>,
     /// The pipeline's reader threads.
     pub readers: usize,
     /// The pipeline's worker threads.

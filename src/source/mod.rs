@@ -17,6 +17,7 @@ mod coco;
 pub mod files;
 pub mod fsio;
 mod listing;
+pub mod mixture;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod remote;
@@ -34,6 +35,7 @@ use crate::error::{Error, Result, SampleError, SampleErrorKind};
 use crate::rng::{fnv1a64, mix64};
 
 pub use listing::ListingOptions;
+pub use mixture::Mixture;
 pub use sampler::Sampler;
 pub use split::{CheckReport, Manifest, Split};
 pub use target::{BoundingBox, Keypoint, Targets};
@@ -644,6 +646,8 @@ pub(crate) struct SubsetInner {
     pub(crate) role: Role,
     pub(crate) root: Option<PathBuf>,
     pub(crate) read_latency: Option<Duration>,
+    /// The order of a [`Mixture`]'s subset: its sources, weights and policy.
+    pub(crate) mixing: Option<sampler::Mixing>,
 }
 
 impl Subset {
@@ -665,6 +669,7 @@ impl Subset {
                 role,
                 root: data.root,
                 read_latency: data.read_latency,
+                mixing: None,
             }),
         }
     }
@@ -695,6 +700,7 @@ impl Subset {
                 role,
                 root: s.root.clone(),
                 read_latency: s.read_latency,
+                mixing: s.mixing.clone(),
             }),
         }
     }

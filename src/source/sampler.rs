@@ -78,8 +78,11 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::rng::{Rng, Stream};
 
+mod mixing;
 mod sharding;
 
+pub(crate) use mixing::Mixing;
+pub use mixing::{Exhausted, ROUND as MIXTURE_ROUND};
 pub use sharding::Sharding;
 
 /// Weighted sampling of a subset's epochs (see the [module docs](self)).
@@ -194,6 +197,8 @@ pub struct Sampler {
     sharding: Sharding,
     weighting: Option<Weighting>,
     blocks: Option<Blocks>,
+    /// A mixture of datasets' order ([`crate::source::mixture`]).
+    mixing: Option<Mixing>,
 }
 
 /// Block order: the block (shard) of every sample, and the shards a window holds.
@@ -217,6 +222,7 @@ impl Sampler {
             sharding: Sharding::Global,
             weighting: None,
             blocks: None,
+            mixing: None,
         }
     }
 
@@ -279,6 +285,9 @@ impl Sampler {
         if let Some(b) = &self.blocks {
             key.extend([3, b.window as u64]);
             key.extend(b.group.iter().map(|&g| u64::from(g)));
+        }
+        if let Some(m) = &self.mixing {
+            key.extend(m.order_key());
         }
         key
     }
@@ -413,9 +422,30 @@ impl Sampler {
 
     /// Positions of an epoch before sharding: the subset's length, or the weighted draws.
     fn epoch_len(&self) -> usize {
+        if let Some(m) = &self.mixing {
+            return m.epoch_len();
+        }
         self.weighting
             .as_ref()
             .map_or(self.len, Weighting::num_samples)
+    }
+
+    /// A mixture's order (see [`mixing`]): its sources are ranges of the subset, drawn in
+    /// turn by their weights. Not with weighted sampling or block order.
+    pub(crate) fn mixed(mut self, mixing: Mixing) -> Result<Self> {
+        if self.weighting.is_some() || self.blocks.is_some() {
+            return Err(Error::config(
+                "mixture",
+                "a mixture draws its sources by their weights: not with weighted sampling or block order",
+            ));
+        }
+        self.mixing = Some(mixing);
+        Ok(self)
+    }
+
+    /// The mixture's order, if the subset is a mixture.
+    pub(crate) fn mixing(&self) -> Option<&Mixing> {
+        self.mixing.as_ref()
     }
 
     /// This process's shard: `rank` of `world_size`.
@@ -444,6 +474,9 @@ impl Sampler {
     /// The full order of `epoch` before sharding: indices into the subset (a permutation,
     /// or with [`Sampler::weighted`] the weighted draws).
     pub fn permutation(&self, epoch: u64) -> Vec<usize> {
+        if let Some(m) = &self.mixing {
+            return m.draw(self.seed, epoch);
+        }
         if let Some(w) = &self.weighting {
             return w.draw(self.seed, epoch);
         }

@@ -117,7 +117,7 @@ fn a_job_stopped_on_4_ranks_resumes_on_2_and_8_with_the_same_global_batches() {
         assert_eq!(p.state(), states[states.len() - 1], "Pipeline::state");
         before.push(got);
     }
-    let state = states[k - 1];
+    let state = states[k - 1].clone();
     assert!(
         states.chunks(k).all(|c| c[k - 1] == state),
         "every rank's state after step {k} is the same"
@@ -139,6 +139,7 @@ fn a_job_stopped_on_4_ranks_resumes_on_2_and_8_with_the_same_global_batches() {
         "samples_consumed",
         "global_batch_size",
         "order",
+        "sources",
     ];
     assert_eq!(keys, want.into_iter().collect(), "{json}");
     assert_eq!(v["samples_consumed"], (k * g) as u64, "{json}");
@@ -305,22 +306,32 @@ fn a_state_of_another_global_batch_size_version_seed_or_dataset_is_refused() {
     );
     // Another format version.
     let json = serde_json::to_string(&state).expect("json");
-    assert!(json.contains("\"version\":1"), "{json}");
-    let v2: ResumeState =
-        serde_json::from_str(&json.replace("\"version\":1", "\"version\":2")).expect("v2");
-    let e = refusal(rank(&data, 0, 2, 8, Sharding::Global), &v2);
+    assert!(json.contains("\"version\":2"), "{json}");
+    let v3: ResumeState =
+        serde_json::from_str(&json.replace("\"version\":2", "\"version\":3")).expect("v3");
+    let e = refusal(rank(&data, 0, 2, 8, Sharding::Global), &v3);
     assert!(
         matches!(
             e,
             Error::Resume(ResumeError::Version {
-                found: 2,
-                expected: 1
+                found: 3,
+                expected: 2
             })
         ),
         "{e}"
     );
+    // A version 1 state, as stoker wrote it before `sources`, still resumes.
+    let v1 = format!(
+        r#"{{"version":1,"seed":11,"epoch":1,"samples_consumed":8,"global_batch_size":8,"order":{}}}"#,
+        state.order
+    );
+    let v1: ResumeState = serde_json::from_str(&v1).expect("v1");
+    let ep = rank(&data, 1, 2, 8, Sharding::Global)
+        .resume(&v1)
+        .expect("a version 1 state");
+    assert_eq!((ep.first_batch(), ep.len()), (1, 2));
     // Another seed.
-    let mut seeded = state;
+    let mut seeded = state.clone();
     seeded.seed = 12;
     let e = refusal(rank(&data, 0, 2, 8, Sharding::Global), &seeded);
     assert!(
@@ -340,7 +351,7 @@ fn a_state_of_another_global_batch_size_version_seed_or_dataset_is_refused() {
     assert!(matches!(e, Error::Resume(ResumeError::Order { .. })), "{e}");
     // Not at the end of a global batch, or past the epoch.
     for consumed in [5, 21, 24] {
-        let mut s = state;
+        let mut s = state.clone();
         s.samples_consumed = consumed;
         let e = refusal(rank(&data, 0, 2, 8, Sharding::Global), &s);
         assert!(

@@ -35,6 +35,7 @@ mod labels;
 mod lenient;
 mod listing;
 mod listing_rules;
+mod mixing;
 mod plan;
 mod probe;
 mod reexports;

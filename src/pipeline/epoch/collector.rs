@@ -243,6 +243,8 @@ impl Collector {
         };
         let (replacements, warnings) = slots.finish();
         let targets = self.targets(&slots, &cfg);
+        let subset = &self.shared.subset;
+        let sources: Vec<usize> = slots.samples.iter().map(|&i| subset.source_of(i)).collect();
         let Slots {
             ids,
             labels,
@@ -269,6 +271,7 @@ impl Collector {
             }
         }
         self.count_batch(ids.len(), replacements.len(), warnings.len());
+        self.stats.count_sources(&sources, subset.sources());
         self.held.fetch_add(1, Ordering::AcqRel);
         Ok(Batch {
             index: self.first + index,
@@ -293,6 +296,7 @@ impl Collector {
             return_tx: self.free_tx.clone(),
             held: Arc::clone(&self.held),
             state: cfg.progress.at(self.epoch, self.first + index + 1),
+            sources,
         })
     }
 
