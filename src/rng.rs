@@ -79,6 +79,8 @@ pub enum Stream {
     /// Which of a GPU's decoders takes a JPEG both can decode (the hardware engines or the
     /// device Huffman path, see `PipelineBuilder::hardware_share`; epoch = 0).
     Engines = 16,
+    /// The order of an epoch's aspect-ratio bucket batches (id = 0).
+    Buckets = 20,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.
