@@ -27,8 +27,8 @@ pub fn stored_size(sample: &Sample, limits: &Limits) -> Result<(u32, u32), Sampl
     let info = match peek_info(&bytes) {
         Ok(info) => info,
         Err(_) if !whole => {
-            let all = read_whole(&sample.location, limits.max_bytes)
-                .map_err(|(k, r)| fail(k, r))?;
+            let all =
+                read_whole(&sample.location, limits.max_bytes).map_err(|(k, r)| fail(k, r))?;
             peek_info(&all).map_err(|e| fail(e.kind(), format!("header: {e}")))?
         }
         Err(e) => return Err(fail(e.kind(), format!("header: {e}"))),
@@ -54,8 +54,8 @@ fn head(location: &Location, max_bytes: u64) -> Result<(Vec<u8>, bool), ReadFail
             Ok((bytes, n == size))
         }
         Location::File(path) => {
-            let file = std::fs::File::open(path)
-                .map_err(|e| io(format!("{}: {e}", path.display())))?;
+            let file =
+                std::fs::File::open(path).map_err(|e| io(format!("{}: {e}", path.display())))?;
             let mut bytes = Vec::new();
             file.take(HEADER_BYTES + 1)
                 .read_to_end(&mut bytes)

@@ -288,7 +288,10 @@ mod tests {
         assert_eq!(b.get_sizes().first(), Some(&(512, 2048)));
         assert_eq!(b.get_sizes().last(), Some(&(2048, 512)));
         for &(w, h) in b.get_sizes() {
-            assert!(w % 64 == 0 && h % 64 == 0 && w * h <= 1024 * 1024, "{w}x{h}");
+            assert!(
+                w % 64 == 0 && h % 64 == 0 && w * h <= 1024 * 1024,
+                "{w}x{h}"
+            );
             let r = f64::from(w) / f64::from(h);
             assert!((0.25..=4.0).contains(&r), "{w}x{h}");
         }
