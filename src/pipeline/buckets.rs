@@ -33,7 +33,7 @@ impl PipelineBuilder {
     /// onto each bucket's size ([`Augment::for_bucket`](crate::Augment::for_bucket) says
     /// how its crop maps), and the batch size is the bucket's
     /// ([`Buckets::batch_sizes`], [`Buckets::pixels_per_batch`]) or else this builder's.
-    /// Every other setting applies to every bucket. Not with [`PipelineBuilder::weighted`].
+    /// Every other setting applies to every bucket. Not with [`PipelineBuilder::weighted_by`].
     pub fn buckets(self, buckets: Buckets) -> BucketBuilder {
         BucketBuilder {
             base: self,
@@ -180,9 +180,25 @@ fn state(seed: u64, epoch: u64, consumed: u64, g: u64, order: u64) -> ResumeStat
     }
 }
 
-/// A pipeline with aspect-ratio buckets (see the [module docs](self)): every batch holds
-/// samples of one bucket, at that bucket's output size. Built by
-/// [`PipelineBuilder::buckets`].
+/// A pipeline with aspect-ratio buckets: every batch holds samples of one bucket, at
+/// that bucket's output size. Built by [`PipelineBuilder::buckets`].
+///
+/// When it is built, it reads every sample's image size from its headers (one header
+/// read per sample, see [`crate::source::aspect`]; never a decode) and puts the sample in
+/// the bucket of the closest aspect ratio ([`Buckets::bucket_of`]). Each non-empty bucket
+/// is a [`Pipeline`] of its own over its samples ([`BucketPipeline::pipeline`]), with the
+/// augmentation moved onto the bucket's size
+/// ([`Augment::for_bucket`](crate::Augment::for_bucket)) and the bucket's batch size: its
+/// own epoch order, sharding over the ranks (global batches; a short last global batch
+/// padded with repeats marked in [`Batch::repeated`], or not read under `drop_last`),
+/// threads and ring of batches. An epoch takes the buckets' batches in the order
+/// [`BucketPipeline::schedule`] gives for `(seed, epoch)`: the same on every rank, so
+/// every rank runs the same number of steps, with a batch of the same bucket at each.
+///
+/// A sample whose headers cannot be read is listed by [`BucketPipeline::unreadable`]
+/// (path and reason) and goes, with its location refused, to the bucket nearest to 1:1:
+/// every epoch reports it there as a failed sample, under the pipeline's
+/// [`OnError`](super::OnError).
 #[derive(Debug)]
 pub struct BucketPipeline {
     buckets: Buckets,

@@ -468,3 +468,51 @@ fn masks_and_boxes_follow_bucketed_plans() {
     }
     assert!(checked > 50, "only {checked} samples compared");
 }
+
+/// The augmentation's crop onto a bucket's size, as documented: the whole image is
+/// resized to cover the bucket and centre-cropped; `resize_center_crop` shrinks that box
+/// by `resize / size`; `random_resized_crop`'s ratio range follows the bucket's;
+/// `letterbox` keeps the whole image.
+#[test]
+fn the_augments_crop_maps_onto_the_bucket() {
+    // A 100x50 image onto a 40x24 (5:3) bucket: the covering box is the full height, 250/3
+    // wide, centred.
+    let close = |a: f32, b: f64, what: &str| {
+        assert!((f64::from(a) - b).abs() < 0.01, "{what}: {a} is not {b}")
+    };
+    let cover_w = 50.0 * 40.0 / 24.0;
+    let p = Augment::new().for_bucket(40, 24).plan(1, 0, 0, 100, 50);
+    assert_eq!((p.out_width, p.out_height), (40, 24));
+    close(p.crop_w, cover_w, "cover width");
+    close(p.crop_h, 50.0, "cover height");
+    close(p.crop_x, (100.0 - cover_w) / 2.0, "cover left");
+    close(p.crop_y, 0.0, "cover top");
+    let p = Augment::new()
+        .resize_center_crop(36, 32)
+        .for_bucket(40, 24)
+        .plan(1, 0, 0, 100, 50);
+    let (w, h) = (cover_w * 32.0 / 36.0, 50.0 * 32.0 / 36.0);
+    close(p.crop_w, w, "centre crop width");
+    close(p.crop_h, h, "centre crop height");
+    close(p.crop_x, (100.0 - w) / 2.0, "centre crop left");
+    close(p.crop_y, (50.0 - h) / 2.0, "centre crop top");
+    // A ratio range of exactly 1 becomes the bucket's 5:3 (torchvision's fallback centre
+    // crop, rounded to whole pixels).
+    let p = Augment::new()
+        .random_resized_crop(32, (1.0, 1.0), (1.0, 1.0))
+        .for_bucket(40, 24)
+        .plan(1, 0, 0, 100, 50);
+    close(
+        p.crop_w,
+        (50.0f64 * 5.0 / 3.0).round(),
+        "resized crop width",
+    );
+    close(p.crop_h, 50.0, "resized crop height");
+    let p = Augment::new()
+        .letterbox(32, 32)
+        .for_bucket(40, 24)
+        .plan(1, 0, 0, 100, 50);
+    assert_eq!((p.out_width, p.out_height), (40, 24));
+    close(p.crop_w, 100.0, "letterbox width");
+    close(p.crop_h, 50.0, "letterbox height");
+}
