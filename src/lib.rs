@@ -167,6 +167,8 @@ pub use pipeline::{
     Batch, Epoch, OnError, PaddedBoxes, Pipeline, PipelineBuilder, Replacement, ResumeState,
     SampleWarning, Stats, TransformResult, UserSample,
 };
+pub use pipeline::{BucketBuilder, BucketEpoch, BucketPipeline};
+pub use source::buckets::Buckets;
 pub use source::sampler::{Exhausted, Sharding};
 pub use source::split::{Added, SplitSpec};
 pub use source::ListingOptions;

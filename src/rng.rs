@@ -82,6 +82,8 @@ pub enum Stream {
     /// A mixture of datasets: the shuffle of each round of its sources' schedule (id =
     /// the round), and each source's own passes and draws (keyed by the source).
     Mixture = 17,
+    /// The order of an epoch's aspect-ratio bucket batches (id = 0).
+    Buckets = 20,
 }
 
 /// A sequential reader over the Philox stream of one `(seed, epoch, id, stream)`.

@@ -13,6 +13,7 @@ pub mod plan;
 pub mod policy;
 pub mod reference;
 
+mod bucket;
 mod builder;
 mod planner;
 mod validate;
@@ -60,6 +61,13 @@ pub enum Crop {
     RandomPadded {
         /// Fill pixels on each side.
         padding: u32,
+    },
+    /// Aspect-ratio buckets' resize and centre crop: the largest centred box of the
+    /// output's aspect ratio, shrunk by `zoom` (at least 1) on each side, resized to the
+    /// output (resize to cover, then centre crop).
+    CenterCover {
+        /// The box's sides are the covering box's divided by this.
+        zoom: f64,
     },
 }
 

@@ -201,6 +201,12 @@ impl Augment {
                     (x0 * sx, y0 * sy, nx * sx, ny * sy)
                 }
             }
+            Crop::CenterCover { zoom } => {
+                let r = ow / oh;
+                let (cw, ch) = if w / h > r { (h * r, h) } else { (w, w / r) };
+                let (cw, ch) = (cw / zoom, ch / zoom);
+                ((w - cw) / 2.0, (h - ch) / 2.0, cw, ch)
+            }
             Crop::Letterbox => {
                 let r = (ow / w).min(oh / h);
                 let nw = (w * r).round().clamp(1.0, ow);

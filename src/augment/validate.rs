@@ -79,6 +79,11 @@ impl Augment {
                     );
                 }
             }
+            Crop::CenterCover { zoom } => {
+                if !(zoom.is_finite() && zoom >= 1.0) {
+                    return bad("buckets", format!("centre-crop zoom {zoom} must be >= 1"));
+                }
+            }
             Crop::Full | Crop::Letterbox => {}
         }
         Ok(())

@@ -18,13 +18,13 @@ use crate::source::{Role, Sampler, Subset};
 /// Builder for [`Pipeline`]; every value is checked in [`PipelineBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct PipelineBuilder {
-    subset: Subset,
+    pub(super) subset: Subset,
     backend: BackendKind,
     /// A backend the caller made: used as it is, with no selection.
     backend_instance: Option<Arc<dyn Backend>>,
     backend_opts: backend::BackendOptions,
-    augment: Augment,
-    batch_size: usize,
+    pub(super) augment: Augment,
+    pub(super) batch_size: usize,
     /// Whether the caller set the batch size (else it may follow the global one).
     batch_size_set: bool,
     /// The global batch size the caller gave, if any.
@@ -34,9 +34,9 @@ pub struct PipelineBuilder {
     readers: Option<usize>,
     workers: Option<usize>,
     staging_slots: Option<usize>,
-    seed: u64,
+    pub(super) seed: u64,
     on_error: OnError,
-    limits: Limits,
+    pub(super) limits: Limits,
     strict_decode: bool,
     cache_bytes: u64,
     device_cache_bytes: u64,
@@ -50,7 +50,7 @@ pub struct PipelineBuilder {
     tune_allocator: bool,
     /// Weighted sampling: a weight per sample of the subset, draws an epoch (the subset's
     /// length when `None`), with replacement.
-    weighting: Option<(Vec<f64>, Option<usize>, bool)>,
+    pub(super) weighting: Option<(Vec<f64>, Option<usize>, bool)>,
     /// Block order: shards a window holds.
     block_window: Option<usize>,
     /// The caller's transform of each decoded sample.

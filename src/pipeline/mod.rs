@@ -67,6 +67,7 @@
 //! running.
 
 mod batch;
+mod buckets;
 mod builder;
 mod cache;
 mod epoch;
@@ -85,6 +86,7 @@ mod worker;
 use std::sync::{Arc, Mutex};
 
 pub use batch::{Batch, PaddedBoxes, Replacement, SampleWarning};
+pub use buckets::{BucketBuilder, BucketEpoch, BucketPipeline};
 pub use builder::PipelineBuilder;
 pub use epoch::Epoch;
 pub use report::{InputBound, Report, Stage, StageLoad, INPUT_BOUND_HIGH, INPUT_BOUND_MODERATE};

@@ -13,6 +13,8 @@
 //! # }
 //! ```
 
+pub mod aspect;
+pub mod buckets;
 mod coco;
 pub mod files;
 pub mod fsio;
