@@ -54,6 +54,7 @@ pub struct PipelineBenchArgs {
     #[arg(
         long,
         default_value = "off",
+        action = clap::ArgAction::Set,
         value_parser = clap::builder::TypedValueParser::map(
             clap::builder::PossibleValuesParser::new(["on", "off"]),
             |s: String| s == "on"
@@ -716,6 +717,22 @@ mod tests {
             (p.size, p.batch, p.epochs, p.dtype),
             (224, 32, 2, DType::F32)
         );
+    }
+
+    #[test]
+    fn autotune_takes_on_and_off() {
+        use clap::FromArgMatches;
+        let parse = |args: &[&str]| {
+            let cmd = PipelineBenchArgs::augment_args(clap::Command::new("p"));
+            let m = cmd.try_get_matches_from(args.iter().copied())?;
+            PipelineBenchArgs::from_arg_matches(&m)
+        };
+        let at = |args: &[&str]| parse(args).map(|p| p.autotune).unwrap();
+        assert!(!at(&["p"]));
+        assert!(at(&["p", "--autotune", "on"]));
+        assert!(!at(&["p", "--autotune", "off"]));
+        assert!(parse(&["p", "--autotune", "maybe"]).is_err());
+        assert_eq!(parse(&["p"]).unwrap().prefetch, None);
     }
 
     #[test]
