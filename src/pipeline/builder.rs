@@ -31,6 +31,10 @@ pub struct PipelineBuilder {
     global_batch_size: Option<usize>,
     sharding: Sharding,
     prefetch: usize,
+    /// Whether the caller set the prefetch (else autotune may move it).
+    prefetch_set: bool,
+    autotune: bool,
+    memory_budget: Option<u64>,
     readers: Option<usize>,
     workers: Option<usize>,
     staging_slots: Option<usize>,
@@ -79,6 +83,9 @@ impl PipelineBuilder {
             global_batch_size: None,
             sharding: Sharding::Global,
             prefetch: 2,
+            prefetch_set: false,
+            autotune: false,
+            memory_budget: None,
             readers: None,
             workers: None,
             staging_slots: None,
@@ -252,16 +259,56 @@ impl PipelineBuilder {
         self
     }
 
-    /// Batches prepared ahead: the size `K` of the batch ring (default 2).
+    /// Batches prepared ahead: the size `K` of the batch ring (default 2; under
+    /// [`Self::autotune`], chosen and raised at run time unless set here).
     pub fn prefetch(mut self, k: usize) -> Self {
         self.prefetch = k;
+        self.prefetch_set = true;
         self
     }
 
     /// Reader threads (default 8, or 32 for a subset in object storage, where each read
-    /// waits on a request: reading is I/O-bound).
+    /// waits on a request: reading is I/O-bound; under [`Self::autotune`], chosen and
+    /// raised at run time unless set here).
     pub fn readers(mut self, n: usize) -> Self {
         self.readers = Some(n);
+        self
+    }
+
+    /// Chooses the readers, workers and prefetch the caller did not set at run time, from
+    /// the stages' measured rates and waits (default: off). Readers start at 2 for local
+    /// files (never more than the cores while reads are fast: page cache, local disks) or
+    /// 32 for object storage, and rise mid-epoch when the workers wait for bytes, to the
+    /// workers' rate times the measured read latency (up to
+    /// [`MAX_READERS`](super::autotune::MAX_READERS) when reads wait on storage); workers
+    /// are the available cores; prefetch starts at 2 (1 if two batches exceed
+    /// [`Self::memory_budget`]) and grows while the consumer waits, the workers are not
+    /// saturated and the ring stays within the budget. Settings given with
+    /// [`Self::readers`], [`Self::workers`], [`Self::prefetch`] and
+    /// [`Self::staging_slots`] are kept as given. Only the speed changes: the batches
+    /// (samples, order, pixels, errors) are those of fixed settings. [`Stats`] says what
+    /// was chosen ([`Stats::autotuned`], the `initial_*` fields) and so does its report.
+    /// The policy is in [`crate::pipeline::autotune`].
+    ///
+    /// [`Stats`]: super::Stats
+    /// [`Stats::autotuned`]: super::Stats::autotuned
+    pub fn autotune(mut self, on: bool) -> Self {
+        self.autotune = on;
+        self
+    }
+
+    /// The most host memory autotune may let the batch ring (`prefetch` batch buffers)
+    /// and the staging buffers (one file each) hold when it raises prefetch and readers.
+    /// Default: a quarter of the memory available when [`Self::build`] runs, or the
+    /// [`Self::memory_limit`] less the cache where one is set; never more than that limit.
+    /// One batch buffer is always held, however small the budget. Without
+    /// [`Self::autotune`] it changes nothing.
+    ///
+    /// The two differ: [`Self::memory_limit`] refuses, at `build`, a configuration whose
+    /// fixed buffers would need more; the budget is the room autotune grows into at run
+    /// time, a cap on the bytes in flight it adds, never a refusal.
+    pub fn memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = Some(bytes);
         self
     }
 
@@ -528,9 +575,15 @@ impl PipelineBuilder {
         }
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let workers = self.workers.unwrap_or(cores);
-        let readers = self
-            .readers
-            .unwrap_or_else(|| default_readers(&self.subset));
+        let auto = self.auto();
+        let readers = self.readers.unwrap_or_else(|| {
+            let remote = is_remote(&self.subset);
+            match auto.readers {
+                true => super::autotune::initial_readers(remote, cores),
+                false if remote => super::autotune::REMOTE_READERS,
+                false => 8,
+            }
+        });
         if workers == 0 || readers == 0 || self.prefetch == 0 {
             let setting = match (workers, readers) {
                 (0, _) => "workers",
@@ -545,9 +598,12 @@ impl PipelineBuilder {
         if !(0.0..=1.0).contains(&self.hardware_share) {
             return Err(Error::config("hardware_share", "must be between 0 and 1"));
         }
-        let staging_slots = self
-            .staging_slots
-            .unwrap_or((2 * self.batch_size).max(2 * workers));
+        // Under autotune, a staging buffer for each reader besides the workers' own.
+        let staging_slots = self.staging_slots.unwrap_or(
+            (2 * self.batch_size)
+                .max(2 * workers)
+                .max(usize::from(auto.readers) * (readers + 2 * workers)),
+        );
         if staging_slots == 0 {
             return Err(Error::config("staging_slots", "must be at least 1"));
         }
@@ -589,6 +645,11 @@ impl PipelineBuilder {
                 coeff_pool: Arc::clone(&coeff_pool),
             },
         )?;
+        let host_batch = self.host_batch_bytes(has_masks, work.writes_host_slots());
+        let budget = self.budget();
+        if auto.prefetch {
+            self.prefetch = super::autotune::initial_prefetch(budget, host_batch);
+        }
         self.check_memory(has_masks, work.writes_host_slots())?;
         if work.keeps_decoded() && self.transform.is_some() {
             return Err(Error::config(
@@ -612,10 +673,18 @@ impl PipelineBuilder {
             backend_reason: selected.reason,
             augment,
             batch_size: self.batch_size,
-            prefetch: self.prefetch,
-            readers,
-            workers,
-            staging_slots,
+            tune: super::autotune::Tuned::new(super::autotune::Start {
+                readers,
+                workers,
+                prefetch: self.prefetch,
+                staging: staging_slots,
+                staging_fixed: self.staging_slots.is_some(),
+                auto,
+                budget,
+                batch_bytes: host_batch,
+                host_ring: batcher.is_none(),
+                batch_size: self.batch_size,
+            }),
             seed: self.seed,
             on_error: self.on_error,
             limits: self.limits,
@@ -780,6 +849,46 @@ impl PipelineBuilder {
         }
     }
 
+    /// What autotune moves: what the caller left unset, when it is on.
+    fn auto(&self) -> super::autotune::Auto {
+        let on = self.autotune;
+        super::autotune::Auto {
+            on,
+            readers: on && self.readers.is_none(),
+            workers: on && self.workers.is_none(),
+            prefetch: on && !self.prefetch_set,
+        }
+    }
+
+    /// Autotune's memory budget (see [`PipelineBuilder::memory_budget`]).
+    fn budget(&self) -> u64 {
+        let limit = self
+            .memory_limit
+            .map(|l| l.saturating_sub(self.cache_bytes));
+        let budget = match (self.memory_budget, limit) {
+            (Some(b), _) => b,
+            (None, Some(l)) => l,
+            (None, None) => super::memory::available_host_memory().map_or(u64::MAX, |a| a / 4),
+        };
+        limit.map_or(budget, |l| budget.min(l))
+    }
+
+    /// Host bytes of one buffer of the batch ring: images and masks, none when batches
+    /// are made on a device.
+    fn host_batch_bytes(&self, has_masks: bool, host_slots: bool) -> u64 {
+        if !host_slots {
+            return 0;
+        }
+        let (w, h) = self.augment.get_output_size();
+        let mask = match has_masks {
+            true => 2 * u64::from(w) * u64::from(h),
+            false => 0,
+        };
+        (self.augment.bytes_per_image() as u64)
+            .saturating_add(mask)
+            .saturating_mul(self.batch_size as u64)
+    }
+
     /// Bytes of the largest output buffer of one batch: its images, or its masks.
     fn batch_bytes(&self, has_masks: bool) -> u64 {
         let (w, h) = self.augment.get_output_size();
@@ -815,21 +924,12 @@ fn block_groups(samples: &[crate::Sample]) -> Vec<u32> {
         .collect()
 }
 
-/// Reader threads when not set: 8, or [`REMOTE_READERS`] for a subset read from object
-/// storage, where each read waits tens of milliseconds on a request (the threads wait,
-/// they do not compute).
-fn default_readers(subset: &Subset) -> usize {
-    let remote = subset.samples().iter().any(|s| match &s.location {
+/// Whether the subset is read from object storage: reader threads when not set are then
+/// [`REMOTE_READERS`](super::autotune::REMOTE_READERS), for each read waits tens of
+/// milliseconds on a request (the threads wait, they do not compute); else 8.
+fn is_remote(subset: &Subset) -> bool {
+    subset.samples().iter().any(|s| match &s.location {
         crate::source::Location::File(p) => crate::source::remote::is_url(p),
         l => crate::source::shard_of(l).is_some_and(crate::source::remote::is_url),
-    });
-    if remote {
-        REMOTE_READERS
-    } else {
-        8
-    }
+    })
 }
-
-/// Reader threads for object storage: requests in flight enough to hide a latency of
-/// tens of milliseconds (32 requests of 20 ms: 1600 samples/s).
-const REMOTE_READERS: usize = 32;

@@ -59,6 +59,10 @@ pub struct Epoch {
     source: Source,
     /// The backend's host work (what it keeps on the device, for the stats).
     work: Arc<dyn SampleWork>,
+    /// Under autotune: the window measured since the last decision.
+    tuner: Option<super::autotune::Tuner>,
+    /// What the epoch's threads share (the readers autotune added are joined from it).
+    shared: Arc<Shared>,
 }
 
 /// Where the consumer's batches come from.
@@ -143,7 +147,8 @@ impl Epoch {
         let to_make = p.batches.len();
         let stats = Arc::new(Counters::traced(cfg.trace.clone(), p.epoch));
         let (free_tx, free_rx) = unbounded::<BatchBuffers>();
-        let ring = cfg.prefetch.max(1);
+        let ring = cfg.tune.prefetch().max(1);
+        let slots = cfg.tune.staging_slots();
         {
             let mut pool = p.pool.lock().map_err(|_| Error::poisoned("buffer pool"))?;
             for _ in 0..ring {
@@ -155,8 +160,8 @@ impl Epoch {
             }
         }
         let (cancel_tx, cancel_rx) = bounded::<()>(0);
-        let (read_tx, read_rx) = bounded::<Job>(cfg.staging_slots);
-        let (load_tx, load_rx) = bounded::<Loaded>(cfg.staging_slots);
+        let (read_tx, read_rx) = bounded::<Job>(slots);
+        let (load_tx, load_rx) = bounded::<Loaded>(slots);
         let (done_tx, done_rx) = unbounded::<Msg>();
         let shared = Arc::new(Shared {
             cfg: Arc::clone(&cfg),
@@ -171,9 +176,11 @@ impl Epoch {
                     .lock()
                     .map(|mut k| std::mem::take(&mut *k))
                     .unwrap_or_default();
-                StagingRing::new(cfg.staging_slots, &mut kept)
+                StagingRing::new(slots, cfg.tune.staging_cap, &mut kept)
             },
             workers_kept: Arc::clone(&p.workers),
+            readers_started: AtomicUsize::new(cfg.tune.readers()),
+            added: Mutex::new(Vec::new()),
         });
         let mut threads = Vec::new();
         {
@@ -194,7 +201,7 @@ impl Epoch {
         let (sh, cancel) = (&shared, &cancel_rx);
         threads.extend(spawn_stage(
             "reader",
-            cfg.readers,
+            cfg.tune.readers(),
             reader,
             sh,
             &read_rx,
@@ -204,7 +211,7 @@ impl Epoch {
         drop(load_tx);
         threads.extend(spawn_stage(
             "worker",
-            cfg.workers,
+            cfg.tune.workers(),
             worker,
             sh,
             &load_rx,
@@ -260,6 +267,11 @@ impl Epoch {
         } else {
             Source::Inline(Box::new(collector))
         };
+        let tuner = cfg
+            .tune
+            .auto
+            .on
+            .then(|| super::autotune::Tuner::new(&stats));
         Ok(Epoch {
             epoch: p.epoch,
             cfg,
@@ -278,6 +290,8 @@ impl Epoch {
             started: Instant::now(),
             source,
             work: Arc::clone(&shared.cfg.work),
+            tuner,
+            shared,
         })
     }
 
@@ -299,6 +313,25 @@ impl Epoch {
         let mut s = self.cfg.describe(self.stats.snapshot_at(running));
         s.device_cache_bytes = self.work.kept_bytes();
         s
+    }
+
+    /// Under autotune, after a batch: applies the policy to the window since the last
+    /// decision (`autotune`): more readers start on their own (`more_readers`), the
+    /// staging ring and the batch ring grow here.
+    fn autotune(&mut self) {
+        let Some(t) = self.tuner.as_mut() else {
+            return;
+        };
+        if self.finished {
+            return;
+        }
+        let moves = t.step(&self.cfg.tune, &self.stats);
+        self.staging.grow(moves.staging);
+        if moves.prefetch {
+            if let Source::Inline(c) = &mut self.source {
+                c.lend_buffer();
+            }
+        }
     }
 
     fn finish(&mut self) {
@@ -352,6 +385,7 @@ impl Iterator for Epoch {
                 if let Ok(b) = b {
                     self.cfg.progress.set(b.state());
                 }
+                self.autotune();
             }
         }
         r
@@ -394,6 +428,21 @@ impl Drop for Epoch {
                 log::error!("a pipeline thread panicked");
             }
         }
+        // The readers autotune added (a reader may add one until it sees the cancel).
+        loop {
+            let added: Vec<JoinHandle<()>> = match self.shared.added.lock() {
+                Ok(mut v) => v.drain(..).collect(),
+                Err(_) => Vec::new(),
+            };
+            if added.is_empty() {
+                break;
+            }
+            for t in added {
+                if t.join().is_err() {
+                    log::error!("a pipeline thread panicked");
+                }
+            }
+        }
         // Keep the staging buffers (and their capacity) for the next epoch. Those still in
         // flight when an epoch is cut short are freed; the next ring makes new ones.
         if let Ok(mut kept) = self.kept_staging.lock() {
@@ -401,7 +450,7 @@ impl Drop for Epoch {
         }
         if let Ok(mut pool) = self.pool.lock() {
             for b in self.free_rx.try_iter() {
-                if pool.len() < self.cfg.prefetch.max(1) {
+                if pool.len() < self.cfg.tune.prefetch().max(1) {
                     pool.push(b);
                 }
             }
@@ -426,12 +475,15 @@ fn spawn(name: String, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<(
         .map_err(|source| Error::Pipeline(PipelineError::Spawn { name, source }))
 }
 
+/// A stage's thread: its shared state, its input, its output, the cancel channel.
+type StageFn<I, O> = fn(&Arc<Shared>, &Receiver<I>, &Sender<O>, &Receiver<()>);
+
 /// Starts the `n` threads `stoker-{name}-{i}` of a stage between two channels: each runs
 /// `run` on its own handles on `shared`, `rx`, `tx` and `cancel`.
 fn spawn_stage<I: Send + 'static, O: Send + 'static>(
     name: &str,
     n: usize,
-    run: fn(&Shared, &Receiver<I>, &Sender<O>, &Receiver<()>),
+    run: StageFn<I, O>,
     shared: &Arc<Shared>,
     rx: &Receiver<I>,
     tx: &Sender<O>,

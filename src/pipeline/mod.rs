@@ -66,6 +66,7 @@
 //! once (a worker finishes the sample it is on), and the drop joins them. Nothing is left
 //! running.
 
+pub mod autotune;
 mod batch;
 mod buckets;
 mod builder;
@@ -118,9 +119,12 @@ pub enum OnError {
 impl Config {
     /// `s` with the pipeline's threads, prefetch and kind of batches filled in.
     pub(crate) fn describe(&self, mut s: Stats) -> Stats {
-        s.readers = self.readers;
-        s.workers = self.workers;
-        s.prefetch = self.prefetch;
+        let t = &self.tune;
+        s.readers = t.readers();
+        s.workers = t.workers();
+        s.prefetch = t.prefetch();
+        (s.initial_readers, s.initial_workers, s.initial_prefetch) = t.initial;
+        s.autotuned = t.autotuned();
         s.on_device = !self.work.writes_host_slots();
         s
     }
@@ -137,10 +141,8 @@ pub(crate) struct Config {
     pub backend_reason: String,
     pub augment: Augment,
     pub batch_size: usize,
-    pub prefetch: usize,
-    pub readers: usize,
-    pub workers: usize,
-    pub staging_slots: usize,
+    /// Readers, workers, prefetch and staging slots: fixed, or moved by autotune.
+    pub tune: autotune::Tuned,
     pub seed: u64,
     pub on_error: OnError,
     pub limits: Limits,
@@ -359,9 +361,10 @@ impl Pipeline {
         self.epoch_from(state.epoch, first)
     }
 
-    /// Reader threads (set, or the default for where the subset lives).
+    /// Reader threads (set, or the default for where the subset lives; under
+    /// [`PipelineBuilder::autotune`], the number autotune has settled on so far).
     pub fn readers(&self) -> usize {
-        self.cfg.readers
+        self.cfg.tune.readers()
     }
 
     /// The sampler (epoch order, shards, batches).
@@ -416,7 +419,7 @@ impl Pipeline {
             .as_ref()
             .and_then(|g| g.lock().ok().map(|g| g.memory_in_flight()))
             .unwrap_or(0);
-        c.prefetch * c.batch_size * (c.image_bytes() + c.mask_bytes()) + device as usize
+        c.tune.prefetch() * c.batch_size * (c.image_bytes() + c.mask_bytes()) + device as usize
     }
 
     /// Which decoder took the encoded JPEGs so far, on a device backend with a hardware

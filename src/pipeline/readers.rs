@@ -151,6 +151,9 @@ pub(crate) fn read_sample(
             }
         });
     stats.spent(&stats.read_ns, "read", t.elapsed(), s.id);
+    stats
+        .reads
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     stats.bytes_read.fetch_add(
         (image.len() + mask.len()) as u64,
         std::sync::atomic::Ordering::Relaxed,

@@ -88,6 +88,9 @@ pub struct Report {
     pub bottleneck: Option<Stage>,
     /// What to try next, most promising first.
     pub advice: Vec<String>,
+    /// Under autotune ([`Stats::autotuned`]): what it chose, in words (readers, workers
+    /// and prefetch, from their initial values where they changed); `None` without it.
+    pub autotuned: Option<String>,
 }
 
 impl Stats {
@@ -135,7 +138,33 @@ impl Stats {
             stages,
             bottleneck,
             advice,
+            autotuned: self.autotune_words(),
         }
+    }
+
+    /// What autotune chose, in words: each setting with `initial -> final` where it
+    /// moved, and whether autotune or the caller set it.
+    fn autotune_words(&self) -> Option<String> {
+        if self.autotuned.is_empty() {
+            return None;
+        }
+        let one = |name: &str, initial: usize, now: usize| {
+            let value = match initial == now {
+                true => now.to_string(),
+                false => format!("{initial} -> {now}"),
+            };
+            let whose = match self.autotuned.iter().any(|a| a == name) {
+                true => "",
+                false => " (set)",
+            };
+            format!("{name} {value}{whose}")
+        };
+        Some(format!(
+            "autotuned: {}, {}, {}",
+            one("readers", self.initial_readers, self.readers),
+            one("workers", self.initial_workers, self.workers),
+            one("prefetch", self.initial_prefetch, self.prefetch),
+        ))
     }
 
     /// The stage with the least slack: the workers' two stages count together, since
@@ -282,6 +311,9 @@ impl fmt::Display for Report {
         }
         if let Some(b) = self.bottleneck {
             writeln!(f, "bottleneck: {b}")?;
+        }
+        if let Some(a) = &self.autotuned {
+            writeln!(f, "{a}")?;
         }
         for a in &self.advice {
             writeln!(f, "- {a}")?;

@@ -42,10 +42,11 @@ pub(crate) struct StagingRing {
 
 impl StagingRing {
     /// A ring of `slots` buffers, taken from `kept` (buffers of an earlier epoch, which
-    /// keep their capacity) first, then new and empty.
-    pub(crate) fn new(slots: usize, kept: &mut Vec<Staged>) -> Self {
+    /// keep their capacity) first, then new and empty, with room to [`Self::grow`] to
+    /// `cap` buffers.
+    pub(crate) fn new(slots: usize, cap: usize, kept: &mut Vec<Staged>) -> Self {
         let slots = slots.max(1);
-        let (free_tx, free_rx) = bounded(slots);
+        let (free_tx, free_rx) = bounded(cap.max(slots));
         for _ in 0..slots {
             // Cannot fail: the channel has room for exactly `slots` buffers.
             let _ = free_tx.send(kept.pop().unwrap_or_default());
@@ -54,6 +55,16 @@ impl StagingRing {
             free_tx,
             free_rx,
             typical: Arc::default(),
+        }
+    }
+
+    /// Adds `n` new, empty buffers (autotune added readers), as many as the ring has room
+    /// for.
+    pub(crate) fn grow(&self, n: usize) {
+        for _ in 0..n {
+            if self.free_tx.try_send(Staged::default()).is_err() {
+                return;
+            }
         }
     }
 
@@ -96,7 +107,7 @@ mod tests {
     /// typical size keep their capacity.
     #[test]
     fn buffers_larger_than_the_typical_file_are_freed() {
-        let ring = StagingRing::new(2, &mut Vec::new());
+        let ring = StagingRing::new(2, 2, &mut Vec::new());
         let fill = |n: usize| {
             let mut s = ring.free_rx.try_recv().expect("a free slot");
             s.image.resize(n, 1);

@@ -35,6 +35,12 @@ pub(crate) struct Counters {
     pub cpu_fallbacks: AtomicU64,
     pub device_ns: AtomicU64,
     pub samples_with_warnings: AtomicU64,
+    /// Samples read from storage (for autotune: the mean time of a read).
+    pub reads: AtomicU64,
+    /// Samples the workers made (for autotune: the mean time of a sample's work).
+    pub worked: AtomicU64,
+    /// Time the workers spent waiting for bytes from the readers (for autotune).
+    pub starved_ns: AtomicU64,
     /// The largest file read (a sizing hint for staging buffers, not a statistic).
     pub largest_file: std::sync::atomic::AtomicUsize,
     pub errors: Mutex<Vec<SampleError>>,
@@ -114,6 +120,9 @@ impl Counters {
             (&self.cpu_fallbacks, &total.cpu_fallbacks),
             (&self.device_ns, &total.device_ns),
             (&self.samples_with_warnings, &total.samples_with_warnings),
+            (&self.reads, &total.reads),
+            (&self.worked, &total.worked),
+            (&self.starved_ns, &total.starved_ns),
         ] {
             b.fetch_add(a.load(Ordering::Relaxed), Ordering::Relaxed);
         }
@@ -185,6 +194,10 @@ impl Counters {
             readers: 0,
             workers: 0,
             prefetch: 0,
+            initial_readers: 0,
+            initial_workers: 0,
+            initial_prefetch: 0,
+            autotuned: Vec::new(),
             on_device: false,
         }
     }
@@ -263,12 +276,24 @@ pub struct Stats {
     /// entry, [`Self::samples_delivered`], for a pipeline over one subset; empty before
     /// a batch is delivered.
     pub samples_per_source: Vec<u64>,
-    /// The pipeline's reader threads.
+    /// The pipeline's reader threads (under autotune: the number it has settled on).
     pub readers: usize,
     /// The pipeline's worker threads.
     pub workers: usize,
-    /// Batches prepared ahead of the consumer.
+    /// Batches prepared ahead of the consumer (under autotune: the number it has settled
+    /// on).
     pub prefetch: usize,
+    /// The reader threads the pipeline started with (equal to [`Self::readers`] unless
+    /// autotune moved them).
+    pub initial_readers: usize,
+    /// The worker threads the pipeline started with.
+    pub initial_workers: usize,
+    /// The prefetch the pipeline started with.
+    pub initial_prefetch: usize,
+    /// The settings autotune chose (`"readers"`, `"workers"`, `"prefetch"`: those the
+    /// caller left unset), empty without autotune
+    /// ([`PipelineBuilder::autotune`](super::PipelineBuilder::autotune)).
+    pub autotuned: Vec<String>,
     /// Whether a GPU backend made the batches (the workers then prepare device jobs).
     pub on_device: bool,
 }

@@ -126,16 +126,21 @@ pub(super) struct Shared {
     pub(super) replace_pool: Arc<[usize]>,
     pub(super) staging: StagingRing,
     pub(super) workers_kept: Arc<Mutex<Vec<WorkerState>>>,
+    /// Reader threads started so far this epoch.
+    pub(super) readers_started: std::sync::atomic::AtomicUsize,
+    /// The reader threads autotune added mid-epoch (see `more_readers`).
+    pub(super) added: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 pub(super) fn reader(
-    sh: &Shared,
+    sh: &Arc<Shared>,
     read_rx: &Receiver<Job>,
     load_tx: &Sender<Loaded>,
     cancel: &Receiver<()>,
 ) {
     let limits = sh.cfg.limits;
     loop {
+        more_readers(sh, read_rx, load_tx, cancel);
         let job = select! {
             recv(read_rx) -> j => match j { Ok(j) => j, Err(_) => return },
             recv(cancel) -> _ => return,
@@ -194,8 +199,52 @@ pub(crate) struct WorkerState {
     targets: Option<Arc<Targets>>,
 }
 
+/// Starts the reader threads autotune has added since the epoch's were started, on the
+/// same queues: each new one is started by a running reader, with its own handles, so
+/// the queues close as they would without it. Their handles go to `sh.added`, which the
+/// epoch joins.
+fn more_readers(
+    sh: &Arc<Shared>,
+    read_rx: &Receiver<Job>,
+    load_tx: &Sender<Loaded>,
+    cancel: &Receiver<()>,
+) {
+    loop {
+        let n = sh.readers_started.load(Ordering::Acquire);
+        if n >= sh.cfg.tune.readers() {
+            return;
+        }
+        if sh
+            .readers_started
+            .compare_exchange(n, n + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            continue;
+        }
+        let (sh2, rx, tx, c) = (
+            Arc::clone(sh),
+            read_rx.clone(),
+            load_tx.clone(),
+            cancel.clone(),
+        );
+        let started = std::thread::Builder::new()
+            .name(format!("stoker-reader-{n}"))
+            .spawn(move || reader(&sh2, &rx, &tx, &c));
+        match (started, sh.added.lock()) {
+            (Ok(h), Ok(mut added)) => added.push(h),
+            (Ok(h), Err(_)) => drop(h),
+            (Err(e), _) => {
+                log::warn!("autotune: reader thread {n} not started ({e}); {n} readers");
+                sh.cfg.tune.set_readers(n);
+                sh.readers_started.store(n, Ordering::Release);
+                return;
+            }
+        }
+    }
+}
+
 pub(super) fn worker(
-    sh: &Shared,
+    sh: &Arc<Shared>,
     load_rx: &Receiver<Loaded>,
     done_tx: &Sender<Msg>,
     cancel: &Receiver<()>,
@@ -220,10 +269,14 @@ fn work(
     cancel: &Receiver<()>,
 ) {
     loop {
+        let t = Instant::now();
         let Loaded { job, payload } = select! {
             recv(load_rx) -> m => match m { Ok(m) => m, Err(_) => return },
             recv(cancel) -> _ => return,
         };
+        // Waiting for bytes: what tells autotune the readers are behind.
+        Counters::add(&sh.stats.starved_ns, t.elapsed());
+        sh.stats.worked.fetch_add(1, Ordering::Relaxed);
         let (batch, slot) = (job.batch, job.slot);
         let sample = &sh.subset.samples()[job.sample];
         let result = catch_unwind(AssertUnwindSafe(|| process(sh, &job, sample, &payload, ws)));

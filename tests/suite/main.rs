@@ -16,6 +16,7 @@ mod common;
 #[path = "../common/executor/mod.rs"]
 mod executor;
 
+mod autotune;
 mod buckets;
 mod coeff_decode;
 mod convert;

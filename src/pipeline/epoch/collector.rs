@@ -561,6 +561,19 @@ impl Collector {
 
     /// The next batch, waiting for its samples; `None` once none is left. The time spent
     /// waiting is the consumer's, when it runs this (one span a batch in the trace).
+    /// One more batch buffer in the ring (autotune raised prefetch). A buffer that
+    /// cannot be made leaves the ring as it was.
+    pub(super) fn lend_buffer(&mut self) {
+        match BatchBuffers::new(&self.cfg) {
+            Ok(b) => {
+                if self.free_tx.send(b).is_ok() {
+                    self.allocated += 1;
+                }
+            }
+            Err(e) => log::warn!("autotune: no batch buffer added ({e})"),
+        }
+    }
+
     pub(super) fn next_batch(&mut self) -> Option<Result<Batch>> {
         let batch = (self.first + self.next) as u64;
         let mut waited = Duration::ZERO;

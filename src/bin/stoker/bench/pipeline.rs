@@ -46,9 +46,25 @@ pub struct PipelineBenchArgs {
     /// Reader threads (default: 8, or 32 for a dataset in object storage).
     #[arg(long, value_parser = positive)]
     readers: Option<usize>,
-    /// Batches prepared ahead.
-    #[arg(long, default_value = "2", value_parser = positive)]
-    prefetch: usize,
+    /// Batches prepared ahead (default: 2, or chosen by autotune).
+    #[arg(long, value_parser = positive)]
+    prefetch: Option<usize>,
+    /// Autotune the readers, workers and prefetch not given (on or off): chosen and
+    /// adjusted at run time from the stages' measured rates and waits.
+    #[arg(
+        long,
+        default_value = "off",
+        action = clap::ArgAction::Set,
+        value_parser = clap::builder::TypedValueParser::map(
+            clap::builder::PossibleValuesParser::new(["on", "off"]),
+            |s: String| s == "on"
+        )
+    )]
+    autotune: bool,
+    /// Autotune's memory budget for the batch ring and the staging buffers, in MiB
+    /// (default: a quarter of the available memory).
+    #[arg(long, value_parser = cache_mb)]
+    memory_budget_mb: Option<u64>,
     /// Block order with windows of this many shards (shards permuted, samples permuted
     /// within a window; not a full permutation): for shards in object storage, each
     /// window's shards fetched whole and held in memory. Default: a full permutation.
@@ -410,13 +426,19 @@ fn builder(
         .backend(kind)
         .augment(aug.clone())
         .batch_size(a.batch)
-        .prefetch(a.prefetch)
+        .autotune(a.autotune)
         .seed(a.seed)
         .shard(rank, world_size)
         .hardware_decode(a.hardware)
         .hardware_share(a.hardware_share)
         .cache_bytes(a.cache_mb.saturating_mul(1 << 20))
         .device_cache_bytes(a.device_cache_mb.saturating_mul(1 << 20));
+    if let Some(k) = a.prefetch {
+        b = b.prefetch(k);
+    }
+    if let Some(mb) = a.memory_budget_mb {
+        b = b.memory_budget(mb.saturating_mul(1 << 20));
+    }
     if let Some(w) = a.workers {
         b = b.workers(w);
     }
@@ -537,7 +559,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             dtype: a.dtype,
             step_ms: a.step_ms,
             readers: pipe.readers(),
-            prefetch: a.prefetch,
+            prefetch: pipe.stats().prefetch,
             block_order: a.block_order,
             hardware_share: a.hardware_share,
             stats,
@@ -693,6 +715,22 @@ mod tests {
             (p.size, p.batch, p.epochs, p.dtype),
             (224, 32, 2, DType::F32)
         );
+    }
+
+    #[test]
+    fn autotune_takes_on_and_off() {
+        use clap::FromArgMatches;
+        let parse = |args: &[&str]| {
+            let cmd = PipelineBenchArgs::augment_args(clap::Command::new("p"));
+            let m = cmd.try_get_matches_from(args.iter().copied())?;
+            PipelineBenchArgs::from_arg_matches(&m)
+        };
+        let at = |args: &[&str]| parse(args).map(|p| p.autotune).unwrap();
+        assert!(!at(&["p"]));
+        assert!(at(&["p", "--autotune", "on"]));
+        assert!(!at(&["p", "--autotune", "off"]));
+        assert!(parse(&["p", "--autotune", "maybe"]).is_err());
+        assert_eq!(parse(&["p"]).unwrap().prefetch, None);
     }
 
     #[test]
