@@ -8,8 +8,8 @@
 //!
 //! # Policy
 //!
-//! - **Start**: readers [`LOCAL_READERS`] (at most the cores) for files on a local file
-//!   system, [`REMOTE_READERS`] for object storage; workers the available cores; prefetch
+//! - **Start**: readers 2 (at most the cores) for files on a local file
+//!   system, 32 for object storage; workers the available cores; prefetch
 //!   2, or 1 where two batch buffers do not fit the budget.
 //! - **After each batch** (a window of at least [`MIN_WINDOW`] and a batch of samples),
 //!   from the window's measurements: the workers' time waiting for bytes (starved), the
