@@ -55,6 +55,8 @@ pub struct PipelineBuilder {
     /// Weighted sampling: a weight per sample of the subset, draws an epoch (the subset's
     /// length when `None`), with replacement.
     pub(super) weighting: Option<(Vec<f64>, Option<usize>, bool)>,
+    /// Mixture sources' own augmentations, as given.
+    source_augments: Vec<(usize, Augment)>,
     /// Block order: shards a window holds.
     block_window: Option<usize>,
     /// The caller's transform of each decoded sample.
@@ -98,6 +100,7 @@ impl PipelineBuilder {
             memory_limit: None,
             tune_allocator: true,
             weighting: None,
+            source_augments: Vec::new(),
             block_window: None,
             transform: None,
             trace: None,
@@ -226,6 +229,21 @@ impl PipelineBuilder {
     /// [`Augment::resize_center_crop`], [`Augment::output_size`]).
     pub fn augment(mut self, a: Augment) -> Self {
         self.augment = a;
+        self
+    }
+
+    /// Source `source` of the [`Mixture`](crate::Mixture) read (its index in the
+    /// mixture's list) is augmented by `augment` instead of [`Self::augment`]'s: for
+    /// example a stronger colour jitter for one dataset, or none for a clean one. A
+    /// batch holds samples of every source, so `augment` must give what the pipeline's
+    /// augmentation gives: the same output size, dtype, layout, batch mixing and box
+    /// rule; [`Self::build`] refuses it otherwise ([`Error::Config`] naming
+    /// `augment_source`), and for a subset that is not a mixture, a source it does not
+    /// have, or a source named twice. Its randomness is keyed by `(seed, epoch, sample
+    /// id)` as the pipeline's is, so every backend, thread count and resume gives the
+    /// same pixels.
+    pub fn augment_source(mut self, source: usize, augment: Augment) -> Self {
+        self.source_augments.push((source, augment));
         self
     }
 
@@ -658,20 +676,34 @@ impl PipelineBuilder {
                  transform (which runs on the host) cannot reach them: use cache_bytes",
             ));
         }
-        let mut augment = self.augment;
-        if self.transform.is_some() && augment.is_crop_aware() {
-            // The transform may read (and move) any pixel: it gets whole images.
-            augment = augment.crop_aware(false);
-        }
-        if (self.cache_bytes > 0 || work.keeps_decoded()) && augment.is_crop_aware() {
-            // The cache keeps whole images so any later crop can be served from it.
-            log::info!("decoded-sample cache on: crop-aware decode off");
-            augment = augment.crop_aware(false);
-        }
+        let (transform, keeps) = (
+            self.transform.is_some(),
+            self.cache_bytes > 0 || work.keeps_decoded(),
+        );
+        let ready = |mut a: Augment| {
+            if transform && a.is_crop_aware() {
+                // The transform may read (and move) any pixel: it gets whole images.
+                a = a.crop_aware(false);
+            }
+            if keeps && a.is_crop_aware() {
+                // The cache keeps whole images so any later crop can be served from it.
+                log::info!("decoded-sample cache on: crop-aware decode off");
+                a = a.crop_aware(false);
+            }
+            a
+        };
+        let source_augments = super::source_augment::resolve(
+            &self.subset,
+            &self.augment,
+            self.source_augments,
+            ready,
+        )?;
+        let augment = ready(self.augment);
         let cfg = Config {
             backend: selected.backend,
             backend_reason: selected.reason,
             augment,
+            source_augments,
             batch_size: self.batch_size,
             tune: super::autotune::Tuned::new(super::autotune::Start {
                 readers,

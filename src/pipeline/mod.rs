@@ -76,6 +76,7 @@ mod heap;
 mod memory;
 mod readers;
 mod report;
+mod source_augment;
 mod staging;
 mod state;
 mod stats;
@@ -140,6 +141,8 @@ pub(crate) struct Config {
     pub backend: Arc<dyn Backend>,
     pub backend_reason: String,
     pub augment: Augment,
+    /// Each mixture source's own augmentation, where one was given (empty if none).
+    pub source_augments: Vec<Option<Augment>>,
     pub batch_size: usize,
     /// Readers, workers, prefetch and staging slots: fixed, or moved by autotune.
     pub tune: autotune::Tuned,
@@ -164,6 +167,14 @@ pub(crate) struct Config {
     pub transform: Option<transform::UserTransform>,
     /// What the batches' [`ResumeState`]s share, and the last one handed out.
     pub progress: state::Progress,
+}
+
+impl Config {
+    /// The augmentation of sample `s`: its mixture source's own
+    /// ([`PipelineBuilder::augment_source`]), else the pipeline's.
+    pub fn augment_of(&self, s: &crate::source::Sample) -> &Augment {
+        source_augment::of(&self.source_augments, &self.augment, s)
+    }
 }
 
 impl Config {

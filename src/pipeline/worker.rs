@@ -347,10 +347,10 @@ fn process(
     let first = match payload {
         Payload::DeviceCached(e) => {
             ws.host.warning = e.warning.clone();
-            let plan = sh
-                .cfg
-                .augment
-                .plan(sh.cfg.seed, sh.epoch, sample.id, e.width, e.height);
+            let plan =
+                sh.cfg
+                    .augment_of(sample)
+                    .plan(sh.cfg.seed, sh.epoch, sample.id, e.width, e.height);
             work.make_kept(plan, e)
         }
         Payload::Cached(d) if sh.cfg.transform.is_some() => {
@@ -587,7 +587,7 @@ fn transformed(sh: &Shared, s: &Sample, ws: &mut WorkerState) -> Result<SamplePl
         .spent(&sh.stats.augment_ns, "transform", time.elapsed(), s.id);
     ws.targets = r?;
     let (w, h) = (d.image.width, d.image.height);
-    Ok(cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h))
+    Ok(cfg.augment_of(s).plan(cfg.seed, sh.epoch, s.id, w, h))
 }
 
 /// The decode options the pipeline's configuration sets: limits and strictness.
@@ -610,7 +610,7 @@ fn plan_from_headers(
     let info = peek_info(image).map_err(|e| decode_error(s, "image", &e))?;
     check_limits(&info, &cfg.limits).map_err(|e| decode_error(s, "image", &e))?;
     let (w, h) = info.oriented_size();
-    Ok((info, cfg.augment.plan(cfg.seed, sh.epoch, s.id, w, h)))
+    Ok((info, cfg.augment_of(s).plan(cfg.seed, sh.epoch, s.id, w, h)))
 }
 
 /// Decodes a sample's label mask into `out` and checks it matches the image's size.
@@ -644,7 +644,7 @@ fn check_mask(
 /// The plan of a sample served from the cache: cached images are whole, at full scale.
 fn cached_plan(sh: &Shared, s: &Sample, d: &Decoded) -> SamplePlan {
     let (w, h) = d.image.full;
-    sh.cfg.augment.plan(sh.cfg.seed, sh.epoch, s.id, w, h)
+    sh.cfg.augment_of(s).plan(sh.cfg.seed, sh.epoch, s.id, w, h)
 }
 
 /// Reads the headers, makes the sample's plan, and decodes what the plan needs: with the

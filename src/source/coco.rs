@@ -268,6 +268,7 @@ pub fn coco(annotations: &Path, images: &Path, options: &ListingOptions) -> Resu
             mask: None,
             group: None,
             targets: Some(Arc::new(targets)),
+            source: 0,
         });
     }
     let name = annotations

@@ -25,6 +25,7 @@ fn file_sample(root: &Path, path: PathBuf, label: Option<u32>) -> Result<Sample>
         mask: None,
         group: None,
         targets: None,
+        source: 0,
     })
 }
 
@@ -362,6 +363,7 @@ fn listed_sample(root: &Path, path: &str, rel: &Path) -> Result<Sample> {
         mask: None,
         group: None,
         targets: None,
+        source: 0,
     })
 }
 

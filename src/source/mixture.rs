@@ -203,6 +203,7 @@ fn relabelled(k: usize, s: &Sample, map: &Option<Vec<u32>>) -> Sample {
     let mut out = s.clone();
     out.id = sample_id(&path);
     out.path = path;
+    out.source = k;
     if let Some(map) = map {
         let m = |l: u32| map.get(l as usize).copied().unwrap_or(l);
         out.label = s.label.map(m);

@@ -616,6 +616,7 @@ pub fn parquet(paths: &[PathBuf], columns: &ParquetColumns) -> Result<Dataset> {
                 mask: has_mask.then(|| Location::Parquet(cell(&mask_col))),
                 group: None,
                 targets,
+                source: 0,
             });
         }
     }

@@ -349,6 +349,7 @@ fn record_sample(
         mask: None,
         group: None,
         targets: targets.map(Arc::new),
+        source: 0,
     };
     if let Some(m) = record
         .get("mask")

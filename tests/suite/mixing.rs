@@ -417,3 +417,117 @@ fn a_mixture_state_at_every_batch_resumes_exactly_on_other_world_sizes() {
         assert!(matches!(e, Error::Resume(ResumeError::Order { .. })), "{e}");
     }
 }
+
+/// `resize(8, 8)` to 8-bit NHWC: deterministic, so a sample's pixels do not depend on its
+/// id (which a mixture changes), and easy to mirror.
+fn resize8() -> Augment {
+    Augment::new()
+        .resize(8, 8)
+        .dtype(stoker::DType::U8)
+        .layout(stoker::Layout::Nhwc)
+}
+
+/// `px` (an 8x8 RGB NHWC image) mirrored left to right.
+fn mirrored(px: &[u8]) -> Vec<u8> {
+    px.chunks(8 * 3)
+        .flat_map(|row| row.chunks(3).rev().flatten().copied().collect::<Vec<_>>())
+        .collect()
+}
+
+#[test]
+fn each_source_takes_its_own_augmentation_on_every_backend() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sources, m) = three(dir.path());
+    // Source 0 keeps the pipeline's resize; source 1 is mirrored; source 2 upside down.
+    let with = |b: stoker::PipelineBuilder| {
+        b.augment(resize8())
+            .augment_source(1, resize8().flip_horizontal(1.0))
+            .augment_source(2, resize8().flip_vertical(1.0))
+            .batch_size(4)
+            .workers(2)
+    };
+    // Each source alone under the pipeline's augmentation: its samples' pixels by the id
+    // they have in the mixture.
+    let mut plain: BTreeMap<u64, (usize, Vec<u8>)> = BTreeMap::new();
+    for (k, s) in sources.iter().enumerate() {
+        let p = Pipeline::builder(s.clone())
+            .backend(BackendKind::Cpu)
+            .augment(resize8())
+            .batch_size(4)
+            .readers(2)
+            .build()
+            .expect("one source");
+        let path_of: BTreeMap<u64, &str> = s
+            .samples()
+            .iter()
+            .map(|x| (x.id, x.path.as_str()))
+            .collect();
+        for (id, _, _, px) in run(&p, 0).into_iter().flatten() {
+            plain.insert(sample_id(&format!("{k}/{}", path_of[&id])), (k, px));
+        }
+    }
+    let mut cpu = None;
+    for backend in common::backends() {
+        let p = with(builder(m.clone()))
+            .allow_software_gpu(true)
+            .backend(backend)
+            .build()
+            .expect("pipeline");
+        let got: Vec<Slot> = run(&p, 1).into_iter().flatten().collect();
+        assert_eq!(got.len(), 40);
+        let mut seen = [0usize; 3];
+        for (id, _, source, px) in &got {
+            let (k, alone) = &plain[id];
+            assert_eq!(source, k);
+            seen[*k] += 1;
+            match k {
+                0 => assert_eq!(px, alone, "{backend:?}: source 0 has the pipeline's"),
+                1 => assert_eq!(*px, mirrored(alone), "{backend:?}: source 1 mirrored"),
+                _ => {
+                    let rows: Vec<u8> = alone.chunks(8 * 3).rev().flatten().copied().collect();
+                    assert_eq!(*px, rows, "{backend:?}: source 2 upside down");
+                }
+            }
+        }
+        assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+        match &cpu {
+            None => cpu = Some(got),
+            Some(c) => assert_eq!(&got, c, "{backend:?} as the CPU"),
+        }
+    }
+}
+
+#[test]
+fn augmentations_per_source_that_cannot_share_a_batch_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (sources, m) = three(dir.path());
+    let refused = |b: stoker::PipelineBuilder, why: &str| match b.build() {
+        Err(Error::Config { setting, reason }) => {
+            assert_eq!(setting, "augment_source", "{why}: {reason}");
+            assert!(reason.contains(why), "{why}: {reason}");
+        }
+        other => panic!("{why}: {:?}", other.map(|_| ())),
+    };
+    let base = || builder(m.clone()).augment(resize8());
+    refused(
+        base().augment_source(1, Augment::new().resize(9, 8)),
+        "the same output size",
+    );
+    refused(
+        base().augment_source(1, resize8().dtype(stoker::DType::F32)),
+        "the same output size",
+    );
+    refused(base().augment_source(3, resize8()), "has 3 sources");
+    refused(
+        base()
+            .augment_source(1, resize8())
+            .augment_source(1, resize8()),
+        "two augmentations",
+    );
+    refused(
+        Pipeline::builder(sources[0].clone())
+            .augment(resize8())
+            .augment_source(0, resize8()),
+        "needs a Mixture",
+    );
+}

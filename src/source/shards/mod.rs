@@ -953,6 +953,7 @@ fn dataset(
                 mask,
                 group: None,
                 targets: e.targets.clone().map(Arc::new),
+                source: 0,
             });
         }
     }
