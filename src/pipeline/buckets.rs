@@ -22,6 +22,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::state::Fnv;
 use super::{Batch, Epoch, Pipeline, PipelineBuilder, ResumeState};
 use crate::error::{Error, Result, ResumeError, SampleError};
 use crate::source::buckets::{self, Buckets};
@@ -497,24 +498,6 @@ impl Iterator for BucketEpoch {
                     self.next
                 ))))
             }
-        }
-    }
-}
-
-/// FNV-1a, 64 bits, over little-endian words.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    fn write(&mut self, word: u64) {
-        for b in word.to_le_bytes() {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
         }
     }
 }

@@ -249,8 +249,9 @@ impl Progress {
     }
 }
 
-/// FNV-1a, 64 bits, over little-endian words, written as they come.
-struct Fnv(u64);
+/// FNV-1a, 64 bits, over little-endian words, written as they come (the fingerprints
+/// of the orders, here and in `buckets`).
+pub(super) struct Fnv(pub(super) u64);
 
 impl Default for Fnv {
     fn default() -> Self {
@@ -259,7 +260,7 @@ impl Default for Fnv {
 }
 
 impl Fnv {
-    fn write(&mut self, word: u64) {
+    pub(super) fn write(&mut self, word: u64) {
         for b in word.to_le_bytes() {
             self.0 ^= u64::from(b);
             self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);

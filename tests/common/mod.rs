@@ -309,15 +309,20 @@ pub fn device_batchers() -> Vec<(
 /// [`random_rgb`].
 #[allow(dead_code)]
 pub fn random_jpeg(rng: &mut TestRng, w: u32, h: u32, subsamp: turbojpeg::Subsamp) -> Vec<u8> {
-    let rgb = random_rgb(rng, w, h);
+    rgb_jpeg(&random_rgb(rng, w, h), w, h, 85, subsamp)
+}
+
+/// `rgb` (`w` x `h`, RGB) encoded by libjpeg-turbo at `quality` with chroma `subsamp`.
+#[allow(dead_code)]
+pub fn rgb_jpeg(rgb: &[u8], w: u32, h: u32, quality: i32, subsamp: turbojpeg::Subsamp) -> Vec<u8> {
     let image = turbojpeg::Image {
-        pixels: rgb.as_slice(),
+        pixels: rgb,
         width: w as usize,
         pitch: 3 * w as usize,
         height: h as usize,
         format: turbojpeg::PixelFormat::RGB,
     };
-    turbojpeg::compress(image, 85, subsamp)
+    turbojpeg::compress(image, quality, subsamp)
         .expect("encode")
         .to_vec()
 }

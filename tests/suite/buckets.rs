@@ -5,6 +5,7 @@
 //! a damaged header is reported every epoch, never dropped.
 
 use crate::common::{self, TestRng};
+use crate::targets::extent;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -336,26 +337,6 @@ fn a_damaged_header_is_reported_every_epoch() {
     }
 }
 
-/// The bounding rectangle `[x0, y0, x1, y1]` of the pixels where `inside` holds.
-fn extent(w: usize, h: usize, inside: impl Fn(usize, usize) -> bool) -> Option<[f32; 4]> {
-    let mut r: Option<[f32; 4]> = None;
-    for y in 0..h {
-        for x in 0..w {
-            if inside(x, y) {
-                let (fx, fy) = (x as f32, y as f32);
-                let e = r.get_or_insert([fx, fy, fx + 1.0, fy + 1.0]);
-                *e = [
-                    e[0].min(fx),
-                    e[1].min(fy),
-                    e[2].max(fx + 1.0),
-                    e[3].max(fy + 1.0),
-                ];
-            }
-        }
-    }
-    r
-}
-
 /// A white rectangle on black in the image, class 1 in the mask, and its box: under
 /// bucketed plans the three stay together.
 #[test]
@@ -372,14 +353,7 @@ fn masks_and_boxes_follow_bucketed_plans() {
         let rgb: Vec<u8> = (0..h)
             .flat_map(|y| (0..w).flat_map(move |x| [if inside(x, y) { 255 } else { 0 }; 3]))
             .collect();
-        let image = turbojpeg::Image {
-            pixels: rgb.as_slice(),
-            width: w as usize,
-            pitch: 3 * w as usize,
-            height: h as usize,
-            format: turbojpeg::PixelFormat::RGB,
-        };
-        let jpeg = turbojpeg::compress(image, 95, turbojpeg::Subsamp::None).expect("encode");
+        let jpeg = common::rgb_jpeg(&rgb, w, h, 95, turbojpeg::Subsamp::None);
         let ids: Vec<u16> = (0..h)
             .flat_map(|y| (0..w).map(move |x| u16::from(inside(x, y))))
             .collect();

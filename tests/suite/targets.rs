@@ -54,7 +54,11 @@ fn random_geometry(rng: &mut TestRng, out: (u32, u32)) -> Augment {
 }
 
 /// The bounding rectangle `[x0, y0, x1, y1]` of the pixels where `inside` holds.
-fn extent(w: usize, h: usize, inside: impl Fn(usize, usize) -> bool) -> Option<[f32; 4]> {
+pub(crate) fn extent(
+    w: usize,
+    h: usize,
+    inside: impl Fn(usize, usize) -> bool,
+) -> Option<[f32; 4]> {
     let mut r: Option<[f32; 4]> = None;
     for y in 0..h {
         for x in 0..w {
