@@ -676,29 +676,13 @@ impl PipelineBuilder {
                  transform (which runs on the host) cannot reach them: use cache_bytes",
             ));
         }
-        let (transform, keeps) = (
+        let (augment, source_augments) = super::source_augment::prepare(
+            &self.subset,
+            self.augment,
+            self.source_augments,
             self.transform.is_some(),
             self.cache_bytes > 0 || work.keeps_decoded(),
-        );
-        let ready = |mut a: Augment| {
-            if transform && a.is_crop_aware() {
-                // The transform may read (and move) any pixel: it gets whole images.
-                a = a.crop_aware(false);
-            }
-            if keeps && a.is_crop_aware() {
-                // The cache keeps whole images so any later crop can be served from it.
-                log::info!("decoded-sample cache on: crop-aware decode off");
-                a = a.crop_aware(false);
-            }
-            a
-        };
-        let source_augments = super::source_augment::resolve(
-            &self.subset,
-            &self.augment,
-            self.source_augments,
-            ready,
         )?;
-        let augment = ready(self.augment);
         let cfg = Config {
             backend: selected.backend,
             backend_reason: selected.reason,

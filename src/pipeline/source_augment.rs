@@ -5,13 +5,40 @@ use crate::augment::Augment;
 use crate::error::{Error, Result};
 use crate::source::{Sample, Subset};
 
+/// The pipeline's augmentation `main` and each mixture source's own (from `given`; see
+/// [`resolve`]), ready to plan with: crop-aware decoding is turned off where a user
+/// `transform` may read any pixel, or where decoded samples are kept (`keeps`) so that
+/// any later crop can be served from them.
+pub(super) fn prepare(
+    subset: &Subset,
+    main: Augment,
+    given: Vec<(usize, Augment)>,
+    transform: bool,
+    keeps: bool,
+) -> Result<(Augment, Vec<Option<Augment>>)> {
+    let ready = |mut a: Augment| {
+        if transform && a.is_crop_aware() {
+            // The transform may read (and move) any pixel: it gets whole images.
+            a = a.crop_aware(false);
+        }
+        if keeps && a.is_crop_aware() {
+            // The cache keeps whole images so any later crop can be served from it.
+            log::info!("decoded-sample cache on: crop-aware decode off");
+            a = a.crop_aware(false);
+        }
+        a
+    };
+    let per_source = resolve(subset, &main, given, ready)?;
+    Ok((ready(main), per_source))
+}
+
 /// The augmentation of each source of `subset`'s mixture (`None`: the pipeline's
 /// `main`), from the `(source, augmentation)` pairs given, each made ready by `ready` as
 /// the pipeline's own is. Empty when none was given. Refused: a subset that is not a
 /// mixture, a source it does not have or named twice, an augmentation that does not
 /// validate, or one whose batches would differ from `main`'s in shape or kind (output
 /// size, dtype, layout, batch mixing, box rule): a batch holds samples of every source.
-pub(super) fn resolve(
+fn resolve(
     subset: &Subset,
     main: &Augment,
     given: Vec<(usize, Augment)>,
