@@ -199,8 +199,8 @@ pub struct Sample {
     /// Targets beyond the class id (several class ids, a vector, boxes, keypoints), if
     /// the source has them ([`Targets`]); shared, since a sample is cloned per epoch.
     pub targets: Option<Arc<Targets>>,
-    /// The source it came from in a [`Mixture`](crate::Mixture): its index in the
-    /// mixture's list (which [`PipelineBuilder::augment_source`](crate::PipelineBuilder::augment_source)
+    /// The source it came from in a [`Mixture`]: its index in the mixture's list
+    /// (which [`PipelineBuilder::augment_source`](crate::PipelineBuilder::augment_source)
     /// names); 0 for a sample of one dataset.
     pub source: usize,
 }
