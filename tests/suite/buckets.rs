@@ -97,22 +97,24 @@ struct Seen {
     pixels: Vec<u8>,
 }
 
-fn run(pipe: &BucketPipeline, epoch: stoker::BucketEpoch) -> Vec<Seen> {
-    let _ = pipe;
-    epoch
-        .map(|b| {
-            let b = b.expect("batch");
-            let [_, c, h, w] = b.shape();
-            assert_eq!(c, 3);
-            Seen {
-                index: b.index(),
-                size: (w as u32, h as u32),
-                ids: b.ids().to_vec(),
-                repeated: b.repeated().to_vec(),
-                pixels: b.images::<u8>().expect("u8").to_vec(),
-            }
-        })
-        .collect()
+impl Seen {
+    /// What batch `b` delivered (3 channels, u8).
+    fn of(b: &stoker::Batch) -> Seen {
+        let [_, c, h, w] = b.shape();
+        assert_eq!(c, 3);
+        Seen {
+            index: b.index(),
+            size: (w as u32, h as u32),
+            ids: b.ids().to_vec(),
+            repeated: b.repeated().to_vec(),
+            pixels: b.images::<u8>().expect("u8").to_vec(),
+        }
+    }
+}
+
+/// Every batch of `epoch`.
+fn run(epoch: stoker::BucketEpoch) -> Vec<Seen> {
+    epoch.map(|b| Seen::of(&b.expect("batch"))).collect()
 }
 
 #[test]
@@ -130,7 +132,7 @@ fn batches_hold_one_bucket_at_its_size_and_ranks_share_the_steps() {
             .map(|r| {
                 let pipe = bucketed(&subset, r, world, 7);
                 assert!(pipe.unreadable().is_empty(), "{:?}", pipe.unreadable());
-                let seen = run(&pipe, pipe.epoch(2).expect("epoch"));
+                let seen = run(pipe.epoch(2).expect("epoch"));
                 assert_eq!(seen.len(), pipe.num_batches());
                 let schedule = pipe.schedule(2);
                 for s in &seen {
@@ -186,7 +188,7 @@ fn batches_hold_one_bucket_at_its_size_and_ranks_share_the_steps() {
                 .buckets(Buckets::sizes(&SIZES).expect("sizes"))
                 .build()
                 .expect("pipeline");
-            run(&pipe, pipe.epoch(0).expect("epoch"))
+            run(pipe.epoch(0).expect("epoch"))
         })
         .collect();
     assert_eq!(ranks[0].len(), ranks[1].len());
@@ -219,7 +221,7 @@ fn the_bucket_order_follows_seed_and_epoch() {
     assert_eq!(a.schedule(0), b.schedule(0));
     assert_ne!(a.schedule(0), a.schedule(1));
     let first = |p: &BucketPipeline, e| -> Vec<Vec<u64>> {
-        run(p, p.epoch(e).expect("epoch"))
+        run(p.epoch(e).expect("epoch"))
             .into_iter()
             .map(|s| s.ids)
             .collect()
@@ -251,14 +253,7 @@ fn a_mid_epoch_state_resumes_exactly_and_names_its_buckets() {
             .map(|b| {
                 let b = b.expect("batch");
                 states.push(b.state());
-                let [_, _, h, w] = b.shape();
-                Seen {
-                    index: b.index(),
-                    size: (w as u32, h as u32),
-                    ids: b.ids().to_vec(),
-                    repeated: b.repeated().to_vec(),
-                    pixels: b.images::<u8>().expect("u8").to_vec(),
-                }
+                Seen::of(&b)
             })
             .collect();
         (seen, states)
@@ -269,7 +264,7 @@ fn a_mid_epoch_state_resumes_exactly_and_names_its_buckets() {
     let saved = serde_json::to_string(&states[k]).expect("json");
     let state: stoker::ResumeState = serde_json::from_str(&saved).expect("state");
     let fresh = bucketed(&subset, 0, 1, 3);
-    let rest = run(&fresh, fresh.resume(&state).expect("resume"));
+    let rest = run(fresh.resume(&state).expect("resume"));
     assert_eq!(
         rest,
         seen[k + 1..].to_vec(),
