@@ -131,6 +131,19 @@ pub fn png_rgb(width: u32, height: u32, rgb: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A dataset of `n` in-memory samples `s/0000.EXT`, `s/0001.EXT`, ... of class 0, each
+/// holding `bytes`.
+pub fn in_memory_dataset(bytes: Vec<u8>, n: usize, ext: &str) -> stoker::Dataset {
+    let bytes: std::sync::Arc<[u8]> = bytes.into();
+    let samples = (0..n)
+        .map(|i| {
+            let path = format!("s/{i:04}.{ext}");
+            stoker::Sample::in_memory(path, std::sync::Arc::clone(&bytes), Some(0))
+        })
+        .collect();
+    stoker::Dataset::from_samples(None, samples, vec![]).expect("dataset")
+}
+
 /// Encodes a label plane as an 8-bit (ids < 256) or 16-bit gray PNG.
 pub fn png_labels(width: u32, height: u32, ids: &[u16], sixteen: bool) -> Vec<u8> {
     let mut out = Vec::new();
