@@ -5,7 +5,7 @@
 //! a damaged header is reported every epoch, never dropped.
 
 use crate::common::{self, TestRng};
-use crate::targets::extent;
+use crate::targets::{box_gaps, extent};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -418,14 +418,7 @@ fn masks_and_boxes_follow_bucketed_plans() {
                 {
                     let got =
                         got.unwrap_or_else(|| panic!("box {bx:?} but no object in the {what}"));
-                    let outside = (bx[0] - got[0])
-                        .max(bx[1] - got[1])
-                        .max(got[2] - bx[2])
-                        .max(got[3] - bx[3]);
-                    let loose = (got[0] - bx[0])
-                        .max(got[1] - bx[1])
-                        .max(bx[2] - got[2])
-                        .max(bx[3] - got[3]);
+                    let (outside, loose) = box_gaps(bx, got);
                     assert!(
                         outside <= sound && loose <= slack,
                         "the {what} spans {got:?}, the box {bx:?} ({w}x{h})"
