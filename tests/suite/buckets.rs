@@ -64,14 +64,15 @@ fn aspect_folder(dir: &Path, n: usize, seed: u64) -> (Subset, BTreeMap<String, (
     (Dataset::flat(dir).expect("folder").all(), sizes)
 }
 
+/// The random crops of the bucketed pipelines (sized to each sample's bucket).
+fn crops() -> Augment {
+    Augment::new().random_resized_crop(32, (0.5, 1.0), (0.8, 1.25))
+}
+
 fn bucketed(subset: &Subset, rank: usize, world: usize, seed: u64) -> BucketPipeline {
     Pipeline::builder(subset.clone())
         .backend(BackendKind::Cpu)
-        .augment(
-            Augment::new()
-                .random_resized_crop(32, (0.5, 1.0), (0.8, 1.25))
-                .flip_horizontal(0.5),
-        )
+        .augment(crops().flip_horizontal(0.5))
         .batch_size(3)
         .readers(1)
         .workers(1)
@@ -276,7 +277,7 @@ fn a_mid_epoch_state_resumes_exactly_and_names_its_buckets() {
     // Other buckets: another order.
     let other = Pipeline::builder(subset.clone())
         .backend(BackendKind::Cpu)
-        .augment(Augment::new().random_resized_crop(32, (0.5, 1.0), (0.8, 1.25)))
+        .augment(crops())
         .batch_size(3)
         .seed(3)
         .buckets(
