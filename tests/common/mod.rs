@@ -325,6 +325,18 @@ pub fn random_jpeg(rng: &mut TestRng, w: u32, h: u32, subsamp: turbojpeg::Subsam
     rgb_jpeg(&random_rgb(rng, w, h), w, h, 85, subsamp)
 }
 
+/// A random JPEG of `min` to `min + span - 1` pixels a side (the width drawn first),
+/// 4:4:4 when `full_chroma`, else 4:2:0.
+pub fn random_jpeg_between(rng: &mut TestRng, min: u32, span: u64, full_chroma: bool) -> Vec<u8> {
+    let (w, h) = (min + rng.below(span) as u32, min + rng.below(span) as u32);
+    let sub = if full_chroma {
+        turbojpeg::Subsamp::None
+    } else {
+        turbojpeg::Subsamp::Sub2x2
+    };
+    random_jpeg(rng, w, h, sub)
+}
+
 /// `rgb` (`w` x `h`, RGB) encoded by libjpeg-turbo at `quality` with chroma `subsamp`.
 #[allow(dead_code)]
 pub fn rgb_jpeg(rgb: &[u8], w: u32, h: u32, quality: i32, subsamp: turbojpeg::Subsamp) -> Vec<u8> {
