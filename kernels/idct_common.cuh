@@ -68,20 +68,22 @@ static __device__ __forceinline__ void idct8_1d(const u32 x[8], u32 shift, u32 o
     out[7] = descale(tmp10 - t3, shift);
 }
 
+// The odd inputs x[7], x[5], x[3], x[1] weighted by c7, c5, c3 and c1: each odd part of
+// jidctred.c's jpeg_idct_4x4 and jpeg_idct_2x2.
+static __device__ __forceinline__ u32 odd_part(const u32 x[8], u32 c7, u32 c5, u32 c3, u32 c1) {
+    return x[7] * c7 + x[5] * c5 + x[3] * c3 + x[1] * c1;
+}
+
 // One pass of jpeg_idct_4x4 (x[4] unused), descaled by `shift`.
 static __device__ __forceinline__ void idct4_1d(const u32 x[8], u32 shift, u32 out[4]) {
     const u32 tmp0 = x[0] << (CONST_BITS + 1u);
     const u32 tmp2 = x[2] * FIX_1_847759065 + x[6] * (0u - FIX_0_765366865);
     const u32 tmp10 = tmp0 + tmp2;
     const u32 tmp12 = tmp0 - tmp2;
-    const u32 z1 = x[7];
-    const u32 z2 = x[5];
-    const u32 z3 = x[3];
-    const u32 z4 = x[1];
-    const u32 t0 = z1 * (0u - FIX_0_211164243) + z2 * FIX_1_451774981
-        + z3 * (0u - FIX_2_172734803) + z4 * FIX_1_061594337;
-    const u32 t2 = z1 * (0u - FIX_0_509795579) + z2 * (0u - FIX_0_601344887)
-        + z3 * FIX_0_899976223 + z4 * FIX_2_562915447;
+    const u32 t0 = odd_part(
+        x, 0u - FIX_0_211164243, FIX_1_451774981, 0u - FIX_2_172734803, FIX_1_061594337);
+    const u32 t2 = odd_part(
+        x, 0u - FIX_0_509795579, 0u - FIX_0_601344887, FIX_0_899976223, FIX_2_562915447);
     out[0] = descale(tmp10 + t2, shift);
     out[1] = descale(tmp12 + t0, shift);
     out[2] = descale(tmp12 - t0, shift);
@@ -91,8 +93,8 @@ static __device__ __forceinline__ void idct4_1d(const u32 x[8], u32 shift, u32 o
 // One pass of jpeg_idct_2x2 (x[0] and the odd x), descaled by `shift`.
 static __device__ __forceinline__ void idct2_1d(const u32 x[8], u32 shift, u32 out[2]) {
     const u32 tmp10 = x[0] << (CONST_BITS + 2u);
-    const u32 tmp0 = x[7] * (0u - FIX_0_720959822) + x[5] * FIX_0_850430095
-        + x[3] * (0u - FIX_1_272758580) + x[1] * FIX_3_624509785;
+    const u32 tmp0 = odd_part(
+        x, 0u - FIX_0_720959822, FIX_0_850430095, 0u - FIX_1_272758580, FIX_3_624509785);
     out[0] = descale(tmp10 + tmp0, shift);
     out[1] = descale(tmp10 - tmp0, shift);
 }

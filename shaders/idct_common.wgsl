@@ -69,20 +69,20 @@ fn idct8_1d(x: array<i32, 8>, shift: u32) -> array<i32, 8> {
     );
 }
 
+// The odd inputs x[7], x[5], x[3], x[1] weighted by c7, c5, c3 and c1: each odd part of
+// jidctred.c's jpeg_idct_4x4 and jpeg_idct_2x2.
+fn odd_part(x: array<i32, 8>, c7: i32, c5: i32, c3: i32, c1: i32) -> i32 {
+    return x[7] * c7 + x[5] * c5 + x[3] * c3 + x[1] * c1;
+}
+
 // One pass of jpeg_idct_4x4 (x[4] unused), descaled by `shift`.
 fn idct4_1d(x: array<i32, 8>, shift: u32) -> array<i32, 4> {
     let tmp0 = x[0] << (CONST_BITS + 1u);
     let tmp2 = x[2] * FIX_1_847759065 + x[6] * (-FIX_0_765366865);
     let tmp10 = tmp0 + tmp2;
     let tmp12 = tmp0 - tmp2;
-    let z1 = x[7];
-    let z2 = x[5];
-    let z3 = x[3];
-    let z4 = x[1];
-    let t0 = z1 * (-FIX_0_211164243) + z2 * FIX_1_451774981 + z3 * (-FIX_2_172734803)
-        + z4 * FIX_1_061594337;
-    let t2 = z1 * (-FIX_0_509795579) + z2 * (-FIX_0_601344887) + z3 * FIX_0_899976223
-        + z4 * FIX_2_562915447;
+    let t0 = odd_part(x, -FIX_0_211164243, FIX_1_451774981, -FIX_2_172734803, FIX_1_061594337);
+    let t2 = odd_part(x, -FIX_0_509795579, -FIX_0_601344887, FIX_0_899976223, FIX_2_562915447);
     return array<i32, 4>(
         descale(tmp10 + t2, shift),
         descale(tmp12 + t0, shift),
@@ -94,8 +94,7 @@ fn idct4_1d(x: array<i32, 8>, shift: u32) -> array<i32, 4> {
 // One pass of jpeg_idct_2x2 (x[0] and the odd x), descaled by `shift`.
 fn idct2_1d(x: array<i32, 8>, shift: u32) -> array<i32, 2> {
     let tmp10 = x[0] << (CONST_BITS + 2u);
-    let tmp0 = x[7] * (-FIX_0_720959822) + x[5] * FIX_0_850430095 + x[3] * (-FIX_1_272758580)
-        + x[1] * FIX_3_624509785;
+    let tmp0 = odd_part(x, -FIX_0_720959822, FIX_0_850430095, -FIX_1_272758580, FIX_3_624509785);
     return array<i32, 2>(descale(tmp10 + tmp0, shift), descale(tmp10 - tmp0, shift));
 }
 

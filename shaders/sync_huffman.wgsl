@@ -117,6 +117,18 @@ fn locate(word: u32, id: u32) -> u32 {
     return local;
 }
 
+// Thread `inv`'s subsequence (`word` BT_FIRST_SUBSEQUENCE, P[1].x of them in the batch) or
+// segment (BT_FIRST_SEGMENT, P[1].y of them) within its sample, located as `locate` does:
+// 0xFFFFFFFF for a thread past them.
+fn locate_thread(inv: Invocation, word: u32) -> u32 {
+    let g = flat_id(inv);
+    let count = select(P[1].y, P[1].x, word == BT_FIRST_SUBSEQUENCE);
+    if (g >= count) {
+        return 0xFFFFFFFFu;
+    }
+    return locate(word, g);
+}
+
 // The rounds the sample runs: those enqueued, at most its chunk's.
 fn sample_rounds() -> u32 {
     return min(P[0].w, cw(SH_MAX_ROUNDS));
@@ -302,20 +314,17 @@ fn column_words(at: u32, col: u32) -> array<u32, 8> {
 // later passes OR into them).
 @compute @workgroup_size(32)
 fn sync_start(inv: Invocation) {
-    let g = flat_id(inv);
-    if (g < P[1].x) {
-        let s = locate(BT_FIRST_SUBSEQUENCE, g);
-        if (s != 0xFFFFFFFFu) {
-            if (s == 0u) {
-                for (var w = 0u; w <= P[0].w; w++) {
-                    atomicStore(&status[b_status + w], 0u);
-                }
+    let s = locate_thread(inv, BT_FIRST_SUBSEQUENCE);
+    if (s != 0xFFFFFFFFu) {
+        if (s == 0u) {
+            for (var w = 0u; w <= P[0].w; w++) {
+                atomicStore(&status[b_status + w], 0u);
             }
-            c_pos = sub_word(s, SB_START);
-            c_b = 0u;
-            c_k = 0u;
-            record(s, b_records + SYNC_RECORD_WORDS * s);
         }
+        c_pos = sub_word(s, SB_START);
+        c_b = 0u;
+        c_k = 0u;
+        record(s, b_records + SYNC_RECORD_WORDS * s);
     }
 }
 
@@ -326,29 +335,26 @@ fn sync_start(inv: Invocation) {
 // exits, or past its chunk's most rounds, it only copies the record.
 @compute @workgroup_size(32)
 fn sync_round(inv: Invocation) {
-    let g = flat_id(inv);
-    if (g < P[1].x) {
-        let s = locate(BT_FIRST_SUBSEQUENCE, g);
-        if (s != 0xFFFFFFFFu) {
-            let round_no = P[0].x;
-            let half = b_subs * SYNC_RECORD_WORDS;
-            let prev = b_records + (round_no % 2u) * half;
-            let next = b_records + ((round_no + 1u) % 2u) * half;
-            let r = SYNC_RECORD_WORDS * s;
-            for (var w = 0u; w < SYNC_RECORD_WORDS; w++) {
-                rec[next + r + w] = rec[prev + r + w];
-            }
-            let settled = round_no > 0u && atomicLoad(&status[b_status + round_no]) == 0u;
-            let first = (sub_word(s, SB_FLAGS) & 1u) == 1u;
-            if (round_no < sample_rounds() && !settled && !first) {
-                let p = r - SYNC_RECORD_WORDS;
-                let same = rec[prev + p + 2u] == rec[prev + r] && rec[prev + p + 3u] == rec[prev + r + 1u];
-                if (!same) {
-                    cursor_read(prev + p + 2u);
-                    record(s, next + r);
-                    if (rec[next + r + 2u] != rec[prev + r + 2u] || rec[next + r + 3u] != rec[prev + r + 3u]) {
-                        atomicOr(&status[b_status + 1u + round_no], 1u);
-                    }
+    let s = locate_thread(inv, BT_FIRST_SUBSEQUENCE);
+    if (s != 0xFFFFFFFFu) {
+        let round_no = P[0].x;
+        let half = b_subs * SYNC_RECORD_WORDS;
+        let prev = b_records + (round_no % 2u) * half;
+        let next = b_records + ((round_no + 1u) % 2u) * half;
+        let r = SYNC_RECORD_WORDS * s;
+        for (var w = 0u; w < SYNC_RECORD_WORDS; w++) {
+            rec[next + r + w] = rec[prev + r + w];
+        }
+        let settled = round_no > 0u && atomicLoad(&status[b_status + round_no]) == 0u;
+        let first = (sub_word(s, SB_FLAGS) & 1u) == 1u;
+        if (round_no < sample_rounds() && !settled && !first) {
+            let p = r - SYNC_RECORD_WORDS;
+            let same = rec[prev + p + 2u] == rec[prev + r] && rec[prev + p + 3u] == rec[prev + r + 1u];
+            if (!same) {
+                cursor_read(prev + p + 2u);
+                record(s, next + r);
+                if (rec[next + r + 2u] != rec[prev + r + 2u] || rec[next + r + 3u] != rec[prev + r + 3u]) {
+                    atomicOr(&status[b_status + 1u + round_no], 1u);
                 }
             }
         }
@@ -393,6 +399,14 @@ fn scan_one(r: u32) {
     scan_at = select(sum, 0xFFFFFFFFu, sum < scan_at);
 }
 
+// `scan_one` over subsequence `i` of a segment whose first record starts at `r`, when the
+// segment has more than `i` (`n`).
+fn scan_nth(r: u32, i: u32, n: u32) {
+    if (i < n) {
+        scan_one(r + SYNC_RECORD_WORDS * i);
+    }
+}
+
 // The scan (`batch_scan`), thread g of the batch's segments: the exclusive prefix sums
 // over segment g of its sample of its subsequences' blocks and, per scan component, DC
 // differences into words 15-19 of their records in the sample's copy P[0].x; ORs
@@ -405,54 +419,35 @@ fn scan_one(r: u32) {
 // invocation.
 @compute @workgroup_size(32)
 fn sync_scan(inv: Invocation) {
-    let g = flat_id(inv);
-    if (g < P[1].y) {
-        let seg = locate(BT_FIRST_SEGMENT, g);
-        if (seg != 0xFFFFFFFFu) {
-            var out = 0u;
-            let n_rounds = sample_rounds();
-            if (seg == 0u && (n_rounds == 0u || atomicLoad(&status[b_status + n_rounds]) != 0u)) {
-                out |= STATUS_NO_SYNC;
-            }
-            let base = b_records + P[0].x * b_subs * SYNC_RECORD_WORDS;
-            let blocks = seg_word(seg, SG_BLOCKS);
-            let first = seg_word(seg, SG_FIRST_SUBSEQUENCE);
-            let n = seg_word(seg, SG_SUBSEQUENCES);
-            scan_at = 0u;
-            scan_dc = array<u32, 4>(0u, 0u, 0u, 0u);
-            let r = base + SYNC_RECORD_WORDS * first;
-            for (var i = 0u; i < P[1].z; i += 8u) {
-                if (i < n) {
-                    scan_one(r + SYNC_RECORD_WORDS * i);
-                }
-                if (i + 1u < n) {
-                    scan_one(r + SYNC_RECORD_WORDS * (i + 1u));
-                }
-                if (i + 2u < n) {
-                    scan_one(r + SYNC_RECORD_WORDS * (i + 2u));
-                }
-                if (i + 3u < n) {
-                    scan_one(r + SYNC_RECORD_WORDS * (i + 3u));
-                }
-                if (i + 4u < n) {
-                    scan_one(r + SYNC_RECORD_WORDS * (i + 4u));
-                }
-                if (i + 5u < n) {
-                    scan_one(r + SYNC_RECORD_WORDS * (i + 5u));
-                }
-                if (i + 6u < n) {
-                    scan_one(r + SYNC_RECORD_WORDS * (i + 6u));
-                }
-                if (i + 7u < n) {
-                    scan_one(r + SYNC_RECORD_WORDS * (i + 7u));
-                }
-            }
-            if (scan_at < blocks) {
-                out |= STATUS_OUT_OF_DATA;
-            }
-            if (out != 0u) {
-                atomicOr(&status[b_status], out);
-            }
+    let seg = locate_thread(inv, BT_FIRST_SEGMENT);
+    if (seg != 0xFFFFFFFFu) {
+        var out = 0u;
+        let n_rounds = sample_rounds();
+        if (seg == 0u && (n_rounds == 0u || atomicLoad(&status[b_status + n_rounds]) != 0u)) {
+            out |= STATUS_NO_SYNC;
+        }
+        let base = b_records + P[0].x * b_subs * SYNC_RECORD_WORDS;
+        let blocks = seg_word(seg, SG_BLOCKS);
+        let first = seg_word(seg, SG_FIRST_SUBSEQUENCE);
+        let n = seg_word(seg, SG_SUBSEQUENCES);
+        scan_at = 0u;
+        scan_dc = array<u32, 4>(0u, 0u, 0u, 0u);
+        let r = base + SYNC_RECORD_WORDS * first;
+        for (var i = 0u; i < P[1].z; i += 8u) {
+            scan_nth(r, i, n);
+            scan_nth(r, i + 1u, n);
+            scan_nth(r, i + 2u, n);
+            scan_nth(r, i + 3u, n);
+            scan_nth(r, i + 4u, n);
+            scan_nth(r, i + 5u, n);
+            scan_nth(r, i + 6u, n);
+            scan_nth(r, i + 7u, n);
+        }
+        if (scan_at < blocks) {
+            out |= STATUS_OUT_OF_DATA;
+        }
+        if (out != 0u) {
+            atomicOr(&status[b_status], out);
         }
     }
 }
@@ -502,12 +497,9 @@ fn put(g: u32, bj: u32) -> u32 {
 // while others go on; a lane that is done skips the rest of the chunk's bound.)
 @compute @workgroup_size(32)
 fn sync_write(inv: Invocation) {
-    let g = flat_id(inv);
-    if (g < P[1].x) {
-        let s = locate(BT_FIRST_SUBSEQUENCE, g);
-        if (s != 0xFFFFFFFFu) {
-            write_subsequence(s);
-        }
+    let s = locate_thread(inv, BT_FIRST_SUBSEQUENCE);
+    if (s != 0xFFFFFFFFu) {
+        write_subsequence(s);
     }
 }
 

@@ -136,6 +136,27 @@
 
 #![warn(missing_docs)]
 
+/// Builder setters that store their arguments in fields of the builder and return it:
+/// `pub fn name(arg: T) => self.field = value, self.other = value2;` (after its doc
+/// comment and attributes) is
+/// `pub fn name(mut self, arg: T) -> Self { self.field = value; self.other = value2; self }`.
+/// Defined before the modules so that every module below can use it.
+macro_rules! setters {
+    ($(
+        $(#[$attr:meta])*
+        $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) =>
+            $(self.$($field:ident).+ = $value:expr),+;
+    )*) => {
+        $(
+            $(#[$attr])*
+            $vis fn $name(mut self, $($arg: $ty),*) -> Self {
+                $(self.$($field).+ = $value;)+
+                self
+            }
+        )*
+    };
+}
+
 // Hidden modules and items (`#[doc(hidden)]`) are internal and unstable: public only for
 // the crate's own tests, benchmarks, fuzz targets, command-line tool and Python bindings.
 // What the docs show is the API (scripts/check_api.py, scripts/public-api.txt).

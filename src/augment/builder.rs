@@ -67,11 +67,10 @@ impl Augment {
         self.crop_to(Crop::Full, width, height)
     }
 
-    /// Output size (width, height), keeping the crop mode.
-    pub fn output_size(mut self, width: u32, height: u32) -> Self {
-        self.out_width = width;
-        self.out_height = height;
-        self
+    setters! {
+        /// Output size (width, height), keeping the crop mode.
+        pub fn output_size(width: u32, height: u32) =>
+            self.out_width = width, self.out_height = height;
     }
 
     /// The crop mode `crop` with a `width x height` output.
@@ -80,25 +79,18 @@ impl Augment {
         self.output_size(width, height)
     }
 
-    /// Mirror left-right with probability `p`.
-    pub fn flip_horizontal(mut self, p: f64) -> Self {
-        self.flip_h = p;
-        self
-    }
+    setters! {
+        /// Mirror left-right with probability `p`.
+        pub fn flip_horizontal(p: f64) => self.flip_h = p;
 
-    /// Mirror top-bottom with probability `p`.
-    pub fn flip_vertical(mut self, p: f64) -> Self {
-        self.flip_v = p;
-        self
-    }
+        /// Mirror top-bottom with probability `p`.
+        pub fn flip_vertical(p: f64) => self.flip_v = p;
 
-    /// A random affine warp of the resized image ([`Affine`]: rotation, translation, scale
-    /// and shear), after the colour jitter and before the flips. Image planes are sampled
-    /// bilinearly and label planes by nearest neighbour, with the same map; where the map
-    /// reads outside, images get [`Augment::fill`] and label planes [`Augment::mask_fill`].
-    pub fn random_affine(mut self, affine: Affine) -> Self {
-        self.affine = Some(affine);
-        self
+        /// A random affine warp of the resized image ([`Affine`]: rotation, translation, scale
+        /// and shear), after the colour jitter and before the flips. Image planes are sampled
+        /// bilinearly and label planes by nearest neighbour, with the same map; where the map
+        /// reads outside, images get [`Augment::fill`] and label planes [`Augment::mask_fill`].
+        pub fn random_affine(affine: Affine) => self.affine = Some(affine);
     }
 
     /// torchvision's `RandomRotation(degrees)`: a rotation by an angle drawn from
@@ -107,25 +99,18 @@ impl Augment {
         self.random_affine(Affine::new().degrees(-degrees, degrees))
     }
 
-    /// The RGB value of image pixels the affine warp takes from outside the image
-    /// (default black).
-    pub fn fill(mut self, rgb: [u8; 3]) -> Self {
-        self.fill = rgb;
-        self
-    }
+    setters! {
+        /// The RGB value of image pixels the affine warp takes from outside the image
+        /// (default black).
+        pub fn fill(rgb: [u8; 3]) => self.fill = rgb;
 
-    /// The label id of mask pixels the affine warp takes from outside the plane (default
-    /// 0; segmentation recipes often use an ignore id such as 255).
-    pub fn mask_fill(mut self, id: u16) -> Self {
-        self.mask_fill = id;
-        self
-    }
+        /// The label id of mask pixels the affine warp takes from outside the plane (default
+        /// 0; segmentation recipes often use an ignore id such as 255).
+        pub fn mask_fill(id: u16) => self.mask_fill = id;
 
-    /// Which boxes survive each sample's geometry (default: at least 1 output pixel wide
-    /// and high after clipping, as torchvision's `SanitizeBoundingBoxes`).
-    pub fn box_rule(mut self, rule: BoxRule) -> Self {
-        self.box_rule = rule;
-        self
+        /// Which boxes survive each sample's geometry (default: at least 1 output pixel wide
+        /// and high after clipping, as torchvision's `SanitizeBoundingBoxes`).
+        pub fn box_rule(rule: BoxRule) => self.box_rule = rule;
     }
 
     /// The box rule, as set by [`Augment::box_rule`].
@@ -158,63 +143,47 @@ impl Augment {
         self
     }
 
-    /// torchvision's `RandomGrayscale(p)`: with probability `p` a sample's image becomes
-    /// gray in all three channels (`0.2989 R + 0.587 G + 0.114 B`, truncated). The colour
-    /// ops run in a fixed order after the colour jitter: grayscale, posterize, solarize;
-    /// like the jitter, before the affine warp (so [`Augment::fill`] keeps its colour).
-    pub fn random_grayscale(mut self, p: f64) -> Self {
-        self.color.grayscale = p;
-        self
-    }
+    setters! {
+        /// torchvision's `RandomGrayscale(p)`: with probability `p` a sample's image becomes
+        /// gray in all three channels (`0.2989 R + 0.587 G + 0.114 B`, truncated). The colour
+        /// ops run in a fixed order after the colour jitter: grayscale, posterize, solarize;
+        /// like the jitter, before the affine warp (so [`Augment::fill`] keeps its colour).
+        pub fn random_grayscale(p: f64) => self.color.grayscale = p;
 
-    /// torchvision's `RandomPosterize(bits, p)`: with probability `p`, keep the high `bits`
-    /// bits (0 to 8) of every value.
-    pub fn random_posterize(mut self, bits: u32, p: f64) -> Self {
-        self.color.posterize = Some((bits, p));
-        self
-    }
+        /// torchvision's `RandomPosterize(bits, p)`: with probability `p`, keep the high `bits`
+        /// bits (0 to 8) of every value.
+        pub fn random_posterize(bits: u32, p: f64) => self.color.posterize = Some((bits, p));
 
-    /// torchvision's `RandomSolarize(threshold, p)`: with probability `p`, invert
-    /// (`255 - v`) every value at or above `threshold` (0 to 255, on the 0-255 scale).
-    pub fn random_solarize(mut self, threshold: f64, p: f64) -> Self {
-        self.color.solarize = Some((threshold, p));
-        self
-    }
+        /// torchvision's `RandomSolarize(threshold, p)`: with probability `p`, invert
+        /// (`255 - v`) every value at or above `threshold` (0 to 255, on the 0-255 scale).
+        pub fn random_solarize(threshold: f64, p: f64) =>
+            self.color.solarize = Some((threshold, p));
 
-    /// torchvision's `GaussianBlur(kernel_size, sigma)` applied with probability `p`
-    /// (`RandomApply([GaussianBlur(..)], p)`; 1 always): a sigma drawn uniformly from
-    /// `sigma` per sample, the same along both axes, kernel sizes `(kx, ky)` (odd, at
-    /// most 255), reflecting at the edges, on the resized image. Computed separably in
-    /// fixed point on every backend (see the reference execution); it matches
-    /// torchvision's f32 convolution but for values the weights' rounding moves across a
-    /// half (one level). The whole-image ops run after grayscale, in this order: blur,
-    /// sharpness, posterize, solarize, auto-contrast, equalize; then an augmentation
-    /// policy's ops.
-    pub fn gaussian_blur(mut self, kernel: (u32, u32), sigma: (f64, f64), p: f64) -> Self {
-        self.filters.blur = Some(Blur { kernel, sigma, p });
-        self
-    }
+        /// torchvision's `GaussianBlur(kernel_size, sigma)` applied with probability `p`
+        /// (`RandomApply([GaussianBlur(..)], p)`; 1 always): a sigma drawn uniformly from
+        /// `sigma` per sample, the same along both axes, kernel sizes `(kx, ky)` (odd, at
+        /// most 255), reflecting at the edges, on the resized image. Computed separably in
+        /// fixed point on every backend (see the reference execution); it matches
+        /// torchvision's f32 convolution but for values the weights' rounding moves across a
+        /// half (one level). The whole-image ops run after grayscale, in this order: blur,
+        /// sharpness, posterize, solarize, auto-contrast, equalize; then an augmentation
+        /// policy's ops.
+        pub fn gaussian_blur(kernel: (u32, u32), sigma: (f64, f64), p: f64) =>
+            self.filters.blur = Some(Blur { kernel, sigma, p });
 
-    /// torchvision's `RandomAdjustSharpness(factor, p)`: with probability `p`, a blend
-    /// with the image smoothed by `[1 1 1; 1 5 1; 1 1 1] / 13` (factor 0: the smoothed
-    /// image, 1: unchanged, 2: sharpened), the one-pixel border unchanged.
-    pub fn random_adjust_sharpness(mut self, factor: f64, p: f64) -> Self {
-        self.filters.sharpness = Some((factor, p));
-        self
-    }
+        /// torchvision's `RandomAdjustSharpness(factor, p)`: with probability `p`, a blend
+        /// with the image smoothed by `[1 1 1; 1 5 1; 1 1 1] / 13` (factor 0: the smoothed
+        /// image, 1: unchanged, 2: sharpened), the one-pixel border unchanged.
+        pub fn random_adjust_sharpness(factor: f64, p: f64) =>
+            self.filters.sharpness = Some((factor, p));
 
-    /// torchvision's `RandomAutocontrast(p)`: with probability `p`, each channel
-    /// stretched from its minimum and maximum over the image to 0-255.
-    pub fn random_autocontrast(mut self, p: f64) -> Self {
-        self.filters.autocontrast = p;
-        self
-    }
+        /// torchvision's `RandomAutocontrast(p)`: with probability `p`, each channel
+        /// stretched from its minimum and maximum over the image to 0-255.
+        pub fn random_autocontrast(p: f64) => self.filters.autocontrast = p;
 
-    /// torchvision's `RandomEqualize(p)`: with probability `p`, each channel's histogram
-    /// equalized (Pillow's look-up table, as torchvision's `equalize`).
-    pub fn random_equalize(mut self, p: f64) -> Self {
-        self.filters.equalize = p;
-        self
+        /// torchvision's `RandomEqualize(p)`: with probability `p`, each channel's histogram
+        /// equalized (Pillow's look-up table, as torchvision's `equalize`).
+        pub fn random_equalize(p: f64) => self.filters.equalize = p;
     }
 
     /// torchvision's `RandAugment(num_ops, magnitude, num_magnitude_bins)` as a plan
@@ -268,26 +237,22 @@ impl Augment {
         self
     }
 
-    /// torchvision's `MixUp(alpha)`, on whole batches after the per-sample pass: every
-    /// slot blended with the slot before it (the first with the last), with one weight
-    /// per batch from `Beta(alpha, alpha)` ([`mix`](mod@mix) says how it is drawn and
-    /// computed). Float dtypes only (f16, f32), as torchvision's; with
-    /// [`Augment::cutmix`] too, each batch gets one of the two with even odds
-    /// (`RandomChoice([CutMix, MixUp])`). [`crate::Batch::soft_labels`] gives the mixed
-    /// labels. Image planes only: a dataset with masks or targets (boxes, keypoints) is
-    /// refused, as they cannot be mixed. The usual `alpha` is 0.2 to 0.8.
-    pub fn mixup(mut self, alpha: f64) -> Self {
-        self.mixing.mixup = Some(alpha);
-        self
-    }
+    setters! {
+        /// torchvision's `MixUp(alpha)`, on whole batches after the per-sample pass: every
+        /// slot blended with the slot before it (the first with the last), with one weight
+        /// per batch from `Beta(alpha, alpha)` ([`mix`](mod@mix) says how it is drawn and
+        /// computed). Float dtypes only (f16, f32), as torchvision's; with
+        /// [`Augment::cutmix`] too, each batch gets one of the two with even odds
+        /// (`RandomChoice([CutMix, MixUp])`). [`crate::Batch::soft_labels`] gives the mixed
+        /// labels. Image planes only: a dataset with masks or targets (boxes, keypoints) is
+        /// refused, as they cannot be mixed. The usual `alpha` is 0.2 to 0.8.
+        pub fn mixup(alpha: f64) => self.mixing.mixup = Some(alpha);
 
-    /// torchvision's `CutMix(alpha)`: as [`Augment::mixup`], but a box of every slot takes
-    /// the slot before it's pixels, its size drawn from `Beta(alpha, alpha)` and its
-    /// centre uniform over the image (one box per batch); any dtype. The usual `alpha`
-    /// is 1.
-    pub fn cutmix(mut self, alpha: f64) -> Self {
-        self.mixing.cutmix = Some(alpha);
-        self
+        /// torchvision's `CutMix(alpha)`: as [`Augment::mixup`], but a box of every slot takes
+        /// the slot before it's pixels, its size drawn from `Beta(alpha, alpha)` and its
+        /// centre uniform over the image (one box per batch); any dtype. The usual `alpha`
+        /// is 1.
+        pub fn cutmix(alpha: f64) => self.mixing.cutmix = Some(alpha);
     }
 
     /// The batch-level mixing configured ([`Augment::mixup`], [`Augment::cutmix`]).
@@ -304,33 +269,23 @@ impl Augment {
         self
     }
 
-    /// Batch layout.
-    pub fn layout(mut self, layout: Layout) -> Self {
-        self.layout = layout;
-        self
-    }
+    setters! {
+        /// Batch layout.
+        pub fn layout(layout: Layout) => self.layout = layout;
 
-    /// Batch element type.
-    pub fn dtype(mut self, dtype: DType) -> Self {
-        self.dtype = dtype;
-        self
-    }
+        /// Batch element type.
+        pub fn dtype(dtype: DType) => self.dtype = dtype;
 
-    /// Antialias when downscaling (default on, as Pillow does); off gives plain bilinear.
-    pub fn antialias(mut self, on: bool) -> Self {
-        self.antialias = on;
-        self
-    }
+        /// Antialias when downscaling (default on, as Pillow does); off gives plain bilinear.
+        pub fn antialias(on: bool) => self.antialias = on;
 
-    /// Crop-aware JPEG decode (default on): when the crop is downscaled by 2x, 4x or 8x
-    /// or more in both directions, the plan asks for a JPEG decode at 1/2, 1/4 or 1/8 of
-    /// the size (libjpeg-turbo's scaled IDCT) and the resize starts from that. Only the
-    /// rows and iMCU columns the resize reads are decoded either way. The scale is part of
-    /// the plan ([`SamplePlan::decode_scale`]), so every backend makes the same picture.
-    /// Off: every JPEG is decoded at full size.
-    pub fn crop_aware(mut self, on: bool) -> Self {
-        self.crop_aware = on;
-        self
+        /// Crop-aware JPEG decode (default on): when the crop is downscaled by 2x, 4x or 8x
+        /// or more in both directions, the plan asks for a JPEG decode at 1/2, 1/4 or 1/8 of
+        /// the size (libjpeg-turbo's scaled IDCT) and the resize starts from that. Only the
+        /// rows and iMCU columns the resize reads are decoded either way. The scale is part of
+        /// the plan ([`SamplePlan::decode_scale`]), so every backend makes the same picture.
+        /// Off: every JPEG is decoded at full size.
+        pub fn crop_aware(on: bool) => self.crop_aware = on;
     }
 
     /// Whether crop-aware decode is on.

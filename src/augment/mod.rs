@@ -131,36 +131,23 @@ impl Affine {
         }
     }
 
-    /// Rotation angle drawn from `[lo, hi]` degrees, clockwise (torchvision's `affine`
-    /// convention; its `RandomAffine(degrees=d)` is `(-d, d)`).
-    pub fn degrees(mut self, lo: f64, hi: f64) -> Self {
-        self.degrees = (lo, hi);
-        self
-    }
+    setters! {
+        /// Rotation angle drawn from `[lo, hi]` degrees, clockwise (torchvision's `affine`
+        /// convention; its `RandomAffine(degrees=d)` is `(-d, d)`).
+        pub fn degrees(lo: f64, hi: f64) => self.degrees = (lo, hi);
 
-    /// Translation by up to `fx` of the output width and `fy` of its height either way,
-    /// rounded to whole pixels (fractions in `[0, 1]`).
-    pub fn translate(mut self, fx: f64, fy: f64) -> Self {
-        self.translate = (fx, fy);
-        self
-    }
+        /// Translation by up to `fx` of the output width and `fy` of its height either way,
+        /// rounded to whole pixels (fractions in `[0, 1]`).
+        pub fn translate(fx: f64, fy: f64) => self.translate = (fx, fy);
 
-    /// Scale factor drawn from `[lo, hi]` (within `[1/64, 64]`).
-    pub fn scale(mut self, lo: f64, hi: f64) -> Self {
-        self.scale = (lo, hi);
-        self
-    }
+        /// Scale factor drawn from `[lo, hi]` (within `[1/64, 64]`).
+        pub fn scale(lo: f64, hi: f64) => self.scale = (lo, hi);
 
-    /// Shear along x drawn from `[lo, hi]` degrees (within `(-80, 80)`).
-    pub fn shear(mut self, lo: f64, hi: f64) -> Self {
-        self.shear_x = (lo, hi);
-        self
-    }
+        /// Shear along x drawn from `[lo, hi]` degrees (within `(-80, 80)`).
+        pub fn shear(lo: f64, hi: f64) => self.shear_x = (lo, hi);
 
-    /// Shear along y drawn from `[lo, hi]` degrees (within `(-80, 80)`).
-    pub fn shear_y(mut self, lo: f64, hi: f64) -> Self {
-        self.shear_y = (lo, hi);
-        self
+        /// Shear along y drawn from `[lo, hi]` degrees (within `(-80, 80)`).
+        pub fn shear_y(lo: f64, hi: f64) => self.shear_y = (lo, hi);
     }
 
     /// One sample's parameters for an output of `width x height`, drawn as torchvision's

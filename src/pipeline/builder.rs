@@ -116,67 +116,52 @@ impl PipelineBuilder {
         }
     }
 
-    /// Allow a software GPU adapter (Mesa lavapipe, WARP) for the wgpu backend when no
-    /// hardware adapter exists (default: off; `Auto` then prefers the CPU backend).
-    pub fn allow_software_gpu(mut self, yes: bool) -> Self {
-        self.backend_opts.allow_software_gpu = yes;
-        self
-    }
+    setters! {
+        /// Allow a software GPU adapter (Mesa lavapipe, WARP) for the wgpu backend when no
+        /// hardware adapter exists (default: off; `Auto` then prefers the CPU backend).
+        pub fn allow_software_gpu(yes: bool) => self.backend_opts.allow_software_gpu = yes;
 
-    /// Runs the wgpu backend on the caller's own device and queue: every batch is a
-    /// `wgpu::Buffer` on that device
-    /// ([`WgpuBatch::wgpu_images`](crate::backend::wgpu::WgpuBatch::wgpu_images)), ready for the
-    /// caller's passes without a copy. Selects [`BackendKind::Wgpu`].
-    #[cfg(feature = "wgpu")]
-    pub fn wgpu_device(mut self, device: ::wgpu::Device, queue: ::wgpu::Queue) -> Self {
-        self.backend_opts.wgpu = Some(backend::wgpu::WgpuContext::from_device(device, queue));
-        self.backend = BackendKind::Wgpu;
-        self
-    }
+        /// Runs the wgpu backend on the caller's own device and queue: every batch is a
+        /// `wgpu::Buffer` on that device
+        /// ([`WgpuBatch::wgpu_images`](crate::backend::wgpu::WgpuBatch::wgpu_images)), ready
+        /// for the caller's passes without a copy. Selects [`BackendKind::Wgpu`].
+        #[cfg(feature = "wgpu")]
+        pub fn wgpu_device(device: ::wgpu::Device, queue: ::wgpu::Queue) =>
+            self.backend_opts.wgpu = Some(backend::wgpu::WgpuContext::from_device(device, queue)),
+            self.backend = BackendKind::Wgpu;
 
-    /// Runs the wgpu backend on `ctx`, a context stoker keeps for a framework's device
-    /// (its batches then name that very context, see [`WgpuContext::same_as`]).
-    ///
-    /// [`WgpuContext::same_as`]: crate::backend::wgpu::WgpuContext::same_as
-    #[cfg(feature = "wgpu")]
-    #[allow(dead_code)] // Used by the burn hand-off only.
-    pub(crate) fn wgpu_context(mut self, ctx: backend::wgpu::WgpuContext) -> Self {
-        self.backend_opts.wgpu = Some(ctx);
-        self.backend = BackendKind::Wgpu;
-        self
-    }
+        /// Runs the wgpu backend on `ctx`, a context stoker keeps for a framework's device
+        /// (its batches then name that very context, see [`WgpuContext::same_as`]).
+        ///
+        /// [`WgpuContext::same_as`]: crate::backend::wgpu::WgpuContext::same_as
+        #[cfg(feature = "wgpu")]
+        #[allow(dead_code)] // Used by the burn hand-off only.
+        pub(crate) fn wgpu_context(ctx: backend::wgpu::WgpuContext) =>
+            self.backend_opts.wgpu = Some(ctx), self.backend = BackendKind::Wgpu;
 
-    /// Which JPEGs go to the GPU's hardware JPEG decoder (nvJPEG's engines, on the CUDA
-    /// backend, where the card has them): [`HardwareDecode::Exact`] by default, those
-    /// whose pixels it gives as the CPU decoder does but for the engines' IDCT (greyscale,
-    /// 4:4:4, 4:2:2, 4:2:0, 4:4:0); [`HardwareDecode::All`] every sampling the engines
-    /// take; [`HardwareDecode::Off`]. The rest take the hybrid path.
-    pub fn hardware_decode(mut self, which: HardwareDecode) -> Self {
-        self.hardware_decode = which;
-        self
-    }
+        /// Which JPEGs go to the GPU's hardware JPEG decoder (nvJPEG's engines, on the CUDA
+        /// backend, where the card has them): [`HardwareDecode::Exact`] by default, those
+        /// whose pixels it gives as the CPU decoder does but for the engines' IDCT (greyscale,
+        /// 4:4:4, 4:2:2, 4:2:0, 4:4:0); [`HardwareDecode::All`] every sampling the engines
+        /// take; [`HardwareDecode::Off`]. The rest take the hybrid path.
+        pub fn hardware_decode(which: HardwareDecode) => self.hardware_decode = which;
 
-    /// Whether JPEGs with restart markers (written so by `stoker convert`, `jpegtran
-    /// -restart` or a camera) are Huffman-decoded on the GPU, the host reading only their
-    /// headers (on by default; GPU backends only). A file the device flags (damaged data)
-    /// is decoded again on the host path, where libjpeg judges it. Files without restart
-    /// markers are entropy-decoded on the host (or by the hardware decoder) either way.
-    pub fn device_entropy(mut self, on: bool) -> Self {
-        self.device_entropy = on;
-        self
-    }
+        /// Whether JPEGs with restart markers (written so by `stoker convert`, `jpegtran
+        /// -restart` or a camera) are Huffman-decoded on the GPU, the host reading only their
+        /// headers (on by default; GPU backends only). A file the device flags (damaged data)
+        /// is decoded again on the host path, where libjpeg judges it. Files without restart
+        /// markers are entropy-decoded on the host (or by the hardware decoder) either way.
+        pub fn device_entropy(on: bool) => self.device_entropy = on;
 
-    /// On a GPU with both a hardware JPEG decoder and the device Huffman path (CUDA with
-    /// nvJPEG's engines), the fraction of the JPEGs both take (restart-marked baseline
-    /// files the [`Self::hardware_decode`] policy hands the engines) that go to the
-    /// engines, 0 to 1; the rest are Huffman-decoded on the SMs, so both decoders work on
-    /// every batch. Which samples go where is keyed by the seed and the sample id alone:
-    /// the same whatever the workers, the batch size or the epoch. Default 1 (every such
-    /// file to the engines); the share that keeps both busy depends on the card and is to
-    /// be measured on it. Outside `0..=1` (or NaN) it is an [`Error::Config`] at `build`.
-    pub fn hardware_share(mut self, share: f32) -> Self {
-        self.hardware_share = share;
-        self
+        /// On a GPU with both a hardware JPEG decoder and the device Huffman path (CUDA with
+        /// nvJPEG's engines), the fraction of the JPEGs both take (restart-marked baseline
+        /// files the [`Self::hardware_decode`] policy hands the engines) that go to the
+        /// engines, 0 to 1; the rest are Huffman-decoded on the SMs, so both decoders work on
+        /// every batch. Which samples go where is keyed by the seed and the sample id alone:
+        /// the same whatever the workers, the batch size or the epoch. Default 1 (every such
+        /// file to the engines); the share that keeps both busy depends on the card and is to
+        /// be measured on it. Outside `0..=1` (or NaN) it is an [`Error::Config`] at `build`.
+        pub fn hardware_share(share: f32) => self.hardware_share = share;
     }
 
     /// Runs the CUDA backend on the caller's own context and stream: every batch is a
@@ -205,31 +190,24 @@ impl PipelineBuilder {
         self
     }
 
-    /// The backend (default `Auto`).
-    pub fn backend(mut self, kind: BackendKind) -> Self {
-        self.backend = kind;
-        self
-    }
+    setters! {
+        /// The backend (default `Auto`).
+        pub fn backend(kind: BackendKind) => self.backend = kind;
 
-    /// Runs the pipeline on `backend`, a backend made outside stoker's own selection: a
-    /// custom device batcher (a [`Backend`] whose [`Backend::batcher`] hands out the
-    /// caller's own [`DeviceBatcher`](crate::backend::device::DeviceBatcher)), or one
-    /// already opened. It takes the place of [`Self::backend`] and of the caller's own
-    /// device ([`Self::wgpu_device`], `cuda_stream`); its batcher is set up at
-    /// [`Self::build`] as stoker's own backends' are.
-    pub fn backend_instance(mut self, backend: Arc<dyn Backend>) -> Self {
-        self.backend_instance = Some(backend);
-        self
-    }
+        /// Runs the pipeline on `backend`, a backend made outside stoker's own selection: a
+        /// custom device batcher (a [`Backend`] whose [`Backend::batcher`] hands out the
+        /// caller's own [`DeviceBatcher`](crate::backend::device::DeviceBatcher)), or one
+        /// already opened. It takes the place of [`Self::backend`] and of the caller's own
+        /// device ([`Self::wgpu_device`], `cuda_stream`); its batcher is set up at
+        /// [`Self::build`] as stoker's own backends' are.
+        pub fn backend_instance(backend: Arc<dyn Backend>) => self.backend_instance = Some(backend);
 
-    /// The augmentation; required. There is no default transform: without an output size
-    /// (`Augment::new()` alone, or no call to this method) [`Self::build`] fails with
-    /// [`Error::Config`] naming `augment`, saying how to choose one
-    /// ([`Augment::resize`], [`Augment::random_resized_crop`],
-    /// [`Augment::resize_center_crop`], [`Augment::output_size`]).
-    pub fn augment(mut self, a: Augment) -> Self {
-        self.augment = a;
-        self
+        /// The augmentation; required. There is no default transform: without an output size
+        /// (`Augment::new()` alone, or no call to this method) [`Self::build`] fails with
+        /// [`Error::Config`] naming `augment`, saying how to choose one
+        /// ([`Augment::resize`], [`Augment::random_resized_crop`],
+        /// [`Augment::resize_center_crop`], [`Augment::output_size`]).
+        pub fn augment(a: Augment) => self.augment = a;
     }
 
     /// Source `source` of the [`Mixture`](crate::Mixture) read (its index in the
@@ -247,215 +225,159 @@ impl PipelineBuilder {
         self
     }
 
-    /// Samples per batch on each rank (default 32; with [`Self::global_batch_size`], that
-    /// over the world size).
-    pub fn batch_size(mut self, n: usize) -> Self {
-        self.batch_size = n;
-        self.batch_size_set = true;
-        self
-    }
+    setters! {
+        /// Samples per batch on each rank (default 32; with [`Self::global_batch_size`], that
+        /// over the world size).
+        pub fn batch_size(n: usize) => self.batch_size = n, self.batch_size_set = true;
 
-    /// Samples per global batch, all ranks together: each rank's batch size is then
-    /// `n / world_size` (an [`Error::Config`] of setting `global_batch_size` at
-    /// [`Self::build`] if the world size does not divide `n`, or if a
-    /// [`Self::batch_size`] also given disagrees). Without it the global batch size is
-    /// `batch_size * world_size`. With the default [`Sharding::Global`] the epoch's
-    /// batches are fixed by `(seed, epoch, global batch size)`: a job keeps its batches,
-    /// and resumes ([`Pipeline::resume`]), on any world size.
-    pub fn global_batch_size(mut self, n: usize) -> Self {
-        self.global_batch_size = Some(n);
-        self
-    }
+        /// Samples per global batch, all ranks together: each rank's batch size is then
+        /// `n / world_size` (an [`Error::Config`] of setting `global_batch_size` at
+        /// [`Self::build`] if the world size does not divide `n`, or if a
+        /// [`Self::batch_size`] also given disagrees). Without it the global batch size is
+        /// `batch_size * world_size`. With the default [`Sharding::Global`] the epoch's
+        /// batches are fixed by `(seed, epoch, global batch size)`: a job keeps its batches,
+        /// and resumes ([`Pipeline::resume`]), on any world size.
+        pub fn global_batch_size(n: usize) => self.global_batch_size = Some(n);
 
-    /// How the ranks split each epoch (see [`crate::source::sampler`]):
-    /// [`Sharding::Global`] (the default: global batches of `batch_size * world_size`,
-    /// each rank its contiguous slice, the same batches whatever the world size) or
-    /// [`Sharding::PerRank`] (each rank its own strided shard of the whole epoch, stoker's
-    /// order before global batches). With one rank both give the same batches.
-    pub fn sharding(mut self, sharding: Sharding) -> Self {
-        self.sharding = sharding;
-        self
-    }
+        /// How the ranks split each epoch (see [`crate::source::sampler`]):
+        /// [`Sharding::Global`] (the default: global batches of `batch_size * world_size`,
+        /// each rank its contiguous slice, the same batches whatever the world size) or
+        /// [`Sharding::PerRank`] (each rank its own strided shard of the whole epoch, stoker's
+        /// order before global batches). With one rank both give the same batches.
+        pub fn sharding(sharding: Sharding) => self.sharding = sharding;
 
-    /// Batches prepared ahead: the size `K` of the batch ring (default 2; under
-    /// [`Self::autotune`], chosen and raised at run time unless set here).
-    pub fn prefetch(mut self, k: usize) -> Self {
-        self.prefetch = k;
-        self.prefetch_set = true;
-        self
-    }
+        /// Batches prepared ahead: the size `K` of the batch ring (default 2; under
+        /// [`Self::autotune`], chosen and raised at run time unless set here).
+        pub fn prefetch(k: usize) => self.prefetch = k, self.prefetch_set = true;
 
-    /// Reader threads (default 8, or 32 for a subset in object storage, where each read
-    /// waits on a request: reading is I/O-bound; under [`Self::autotune`], chosen and
-    /// raised at run time unless set here).
-    pub fn readers(mut self, n: usize) -> Self {
-        self.readers = Some(n);
-        self
-    }
+        /// Reader threads (default 8, or 32 for a subset in object storage, where each read
+        /// waits on a request: reading is I/O-bound; under [`Self::autotune`], chosen and
+        /// raised at run time unless set here).
+        pub fn readers(n: usize) => self.readers = Some(n);
 
-    /// Chooses the readers, workers and prefetch the caller did not set at run time, from
-    /// the stages' measured rates and waits (default: off). Readers start at 2 for local
-    /// files (never more than the cores while reads are fast: page cache, local disks) or
-    /// 32 for object storage, and rise mid-epoch when the workers wait for bytes, to the
-    /// workers' rate times the measured read latency (up to
-    /// [`MAX_READERS`](super::autotune::MAX_READERS) when reads wait on storage); workers
-    /// are the available cores; prefetch starts at 2 (1 if two batches exceed
-    /// [`Self::memory_budget`]) and grows while the consumer waits, the workers are not
-    /// saturated and the ring stays within the budget. Settings given with
-    /// [`Self::readers`], [`Self::workers`], [`Self::prefetch`] and
-    /// [`Self::staging_slots`] are kept as given. Only the speed changes: the batches
-    /// (samples, order, pixels, errors) are those of fixed settings. [`Stats`] says what
-    /// was chosen ([`Stats::autotuned`], the `initial_*` fields) and so does its report.
-    /// The policy is in [`crate::pipeline::autotune`].
-    ///
-    /// [`Stats`]: super::Stats
-    /// [`Stats::autotuned`]: super::Stats::autotuned
-    pub fn autotune(mut self, on: bool) -> Self {
-        self.autotune = on;
-        self
-    }
+        /// Chooses the readers, workers and prefetch the caller did not set at run time, from
+        /// the stages' measured rates and waits (default: off). Readers start at 2 for local
+        /// files (never more than the cores while reads are fast: page cache, local disks) or
+        /// 32 for object storage, and rise mid-epoch when the workers wait for bytes, to the
+        /// workers' rate times the measured read latency (up to
+        /// [`MAX_READERS`](super::autotune::MAX_READERS) when reads wait on storage); workers
+        /// are the available cores; prefetch starts at 2 (1 if two batches exceed
+        /// [`Self::memory_budget`]) and grows while the consumer waits, the workers are not
+        /// saturated and the ring stays within the budget. Settings given with
+        /// [`Self::readers`], [`Self::workers`], [`Self::prefetch`] and
+        /// [`Self::staging_slots`] are kept as given. Only the speed changes: the batches
+        /// (samples, order, pixels, errors) are those of fixed settings. [`Stats`] says what
+        /// was chosen ([`Stats::autotuned`], the `initial_*` fields) and so does its report.
+        /// The policy is in [`crate::pipeline::autotune`].
+        ///
+        /// [`Stats`]: super::Stats
+        /// [`Stats::autotuned`]: super::Stats::autotuned
+        pub fn autotune(on: bool) => self.autotune = on;
 
-    /// The most host memory autotune may let the batch ring (`prefetch` batch buffers)
-    /// and the staging buffers (one file each) hold when it raises prefetch and readers.
-    /// Default: a quarter of the memory available when [`Self::build`] runs, or the
-    /// [`Self::memory_limit`] less the cache where one is set; never more than that limit.
-    /// One batch buffer is always held, however small the budget. Without
-    /// [`Self::autotune`] it changes nothing.
-    ///
-    /// The two differ: [`Self::memory_limit`] refuses, at `build`, a configuration whose
-    /// fixed buffers would need more; the budget is the room autotune grows into at run
-    /// time, a cap on the bytes in flight it adds, never a refusal.
-    pub fn memory_budget(mut self, bytes: u64) -> Self {
-        self.memory_budget = Some(bytes);
-        self
-    }
+        /// The most host memory autotune may let the batch ring (`prefetch` batch buffers)
+        /// and the staging buffers (one file each) hold when it raises prefetch and readers.
+        /// Default: a quarter of the memory available when [`Self::build`] runs, or the
+        /// [`Self::memory_limit`] less the cache where one is set; never more than that limit.
+        /// One batch buffer is always held, however small the budget. Without
+        /// [`Self::autotune`] it changes nothing.
+        ///
+        /// The two differ: [`Self::memory_limit`] refuses, at `build`, a configuration whose
+        /// fixed buffers would need more; the budget is the room autotune grows into at run
+        /// time, a cap on the bytes in flight it adds, never a refusal.
+        pub fn memory_budget(bytes: u64) => self.memory_budget = Some(bytes);
 
-    /// Decode and augment threads (default: available cores).
-    pub fn workers(mut self, n: usize) -> Self {
-        self.workers = Some(n);
-        self
-    }
+        /// Decode and augment threads (default: available cores).
+        pub fn workers(n: usize) => self.workers = Some(n);
 
-    /// Staging buffers for compressed bytes (default `max(2 * batch_size, 2 * workers)`).
-    pub fn staging_slots(mut self, n: usize) -> Self {
-        self.staging_slots = Some(n);
-        self
-    }
+        /// Staging buffers for compressed bytes (default `max(2 * batch_size, 2 * workers)`).
+        pub fn staging_slots(n: usize) => self.staging_slots = Some(n);
 
-    /// Writes a Chrome trace of the stages to `path` (Perfetto and `chrome://tracing` open
-    /// it): one span per sample read, decoded and augmented, and per batch waited for or
-    /// submitted to the device, on the thread that did it; the file is rewritten at the
-    /// end of every epoch with every span so far (at most
-    /// [`MAX_TRACE_EVENTS`](super::MAX_TRACE_EVENTS)). Off by default, and then free. A
-    /// trace that cannot be written is logged, never an error.
-    pub fn trace(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.trace = Some(path.into());
-        self
-    }
+        /// Writes a Chrome trace of the stages to `path` (Perfetto and `chrome://tracing` open
+        /// it): one span per sample read, decoded and augmented, and per batch waited for or
+        /// submitted to the device, on the thread that did it; the file is rewritten at the
+        /// end of every epoch with every span so far (at most
+        /// [`MAX_TRACE_EVENTS`](super::MAX_TRACE_EVENTS)). Off by default, and then free. A
+        /// trace that cannot be written is logged, never an error.
+        pub fn trace(path: impl Into<std::path::PathBuf>) => self.trace = Some(path.into());
 
-    /// The training seed: with the epoch and the sample id it keys all randomness.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
+        /// The training seed: with the epoch and the sample id it keys all randomness.
+        pub fn seed(seed: u64) => self.seed = seed;
 
-    /// What to do with a sample that fails (default `Skip`).
-    pub fn on_error(mut self, p: OnError) -> Self {
-        self.on_error = p;
-        self
-    }
+        /// What to do with a sample that fails (default `Skip`).
+        pub fn on_error(p: OnError) => self.on_error = p;
 
-    /// Limits checked before allocating (default: 178.9 Mpx, 256 MiB files).
-    pub fn limits(mut self, l: Limits) -> Self {
-        self.limits = l;
-        self
-    }
+        /// Limits checked before allocating (default: 178.9 Mpx, 256 MiB files).
+        pub fn limits(l: Limits) => self.limits = l;
 
-    /// Refuse damaged JPEGs (default) or decode what can be decoded, filling the damage
-    /// with grey. See [`DecodeOptions::strict`](crate::decode::DecodeOptions::strict).
-    pub fn strict_decode(mut self, strict: bool) -> Self {
-        self.strict_decode = strict;
-        self
-    }
+        /// Refuse damaged JPEGs (default) or decode what can be decoded, filling the damage
+        /// with grey. See [`DecodeOptions::strict`](crate::decode::DecodeOptions::strict).
+        pub fn strict_decode(strict: bool) => self.strict_decode = strict;
 
-    /// The most host memory the pipeline's batch buffers and decoded-sample cache may
-    /// hold (default: the memory the system says is available when [`build`] runs: Linux's
-    /// `MemAvailable`, or what the cgroup leaves, whichever is less; unchecked where neither
-    /// can be read). A configuration that needs more (say `--size 16384 --batch 64` in
-    /// `f32`: 206 GB a batch) is an [`Error::Config`] of setting `memory` at `build`,
-    /// naming the figure, rather than an allocation that aborts the process.
-    ///
-    /// [`build`]: PipelineBuilder::build
-    pub fn memory_limit(mut self, bytes: u64) -> Self {
-        self.memory_limit = Some(bytes);
-        self
-    }
+        /// The most host memory the pipeline's batch buffers and decoded-sample cache may
+        /// hold (default: the memory the system says is available when [`build`] runs: Linux's
+        /// `MemAvailable`, or what the cgroup leaves, whichever is less; unchecked where neither
+        /// can be read). A configuration that needs more (say `--size 16384 --batch 64` in
+        /// `f32`: 206 GB a batch) is an [`Error::Config`] of setting `memory` at `build`,
+        /// naming the figure, rather than an allocation that aborts the process.
+        ///
+        /// [`build`]: PipelineBuilder::build
+        pub fn memory_limit(bytes: u64) => self.memory_limit = Some(bytes);
 
-    /// Whether building the pipeline may fix glibc's allocator thresholds for the process
-    /// (default `true`): buffers of 1 MiB and more mapped on their own and arenas trimmed
-    /// beyond 128 KiB, so that resident memory stays flat over epochs of mixed image sizes
-    /// instead of creeping up in each thread's arena. Process-wide, done once, and never
-    /// where the environment tunes the allocator already (`MALLOC_MMAP_THRESHOLD_`,
-    /// `MALLOC_TRIM_THRESHOLD_`, `MALLOC_TOP_PAD_`, `GLIBC_TUNABLES`); nothing on other C
-    /// libraries. `false` leaves the allocator as the program has it.
-    pub fn tune_allocator(mut self, tune: bool) -> Self {
-        self.tune_allocator = tune;
-        self
-    }
+        /// Whether building the pipeline may fix glibc's allocator thresholds for the process
+        /// (default `true`): buffers of 1 MiB and more mapped on their own and arenas trimmed
+        /// beyond 128 KiB, so that resident memory stays flat over epochs of mixed image sizes
+        /// instead of creeping up in each thread's arena. Process-wide, done once, and never
+        /// where the environment tunes the allocator already (`MALLOC_MMAP_THRESHOLD_`,
+        /// `MALLOC_TRIM_THRESHOLD_`, `MALLOC_TOP_PAD_`, `GLIBC_TUNABLES`); nothing on other C
+        /// libraries. `false` leaves the allocator as the program has it.
+        pub fn tune_allocator(tune: bool) => self.tune_allocator = tune;
 
-    /// Keep up to `bytes` of decoded samples (before augmentation) across epochs, in host
-    /// memory: whole images, filled in the first epoch (first come, first kept, nothing
-    /// evicted) and served in later ones without reading the file. Augmentation runs on
-    /// them with each epoch's plan. On a GPU backend a sample kept here is decoded on the
-    /// CPU and its pixels uploaded in every epoch; with [`Self::device_cache_bytes`] it is
-    /// kept in device memory instead, as far as that budget goes.
-    pub fn cache_bytes(mut self, bytes: u64) -> Self {
-        self.cache_bytes = bytes;
-        self
-    }
+        /// Keep up to `bytes` of decoded samples (before augmentation) across epochs, in host
+        /// memory: whole images, filled in the first epoch (first come, first kept, nothing
+        /// evicted) and served in later ones without reading the file. Augmentation runs on
+        /// them with each epoch's plan. On a GPU backend a sample kept here is decoded on the
+        /// CPU and its pixels uploaded in every epoch; with [`Self::device_cache_bytes`] it is
+        /// kept in device memory instead, as far as that budget goes.
+        pub fn cache_bytes(bytes: u64) => self.cache_bytes = bytes;
 
-    /// GPU backends: keep up to `bytes` of decoded samples in device memory across epochs
-    /// (default 0: none). A sample's first epoch decodes its whole image on the device
-    /// (upright after its EXIF orientation, at full scale: the pixels of the CPU decode)
-    /// and a copy on the device keeps it; later epochs neither read nor decode it, the
-    /// image is copied into the batch and augmented with the epoch's plan (each epoch
-    /// still looks different). Label planes stay in host memory (they are uploaded with
-    /// every batch), so do the decoder's warnings, delivered again in every epoch.
-    ///
-    /// The budget is capped by what the device allows for one buffer (wgpu:
-    /// `max_buffer_size`; CUDA: the memory free when the pipeline is built) and filled
-    /// first come, first kept, nothing evicted. A sample with no room left goes to the
-    /// host cache of [`Self::cache_bytes`] when there is one (decoded on the CPU, as
-    /// without this option); otherwise it is decoded on the device in every epoch. Both
-    /// caches turn the crop-aware decode off (they keep whole images). On the CPU
-    /// backend this option does nothing ([`Self::cache_bytes`] applies).
-    /// [`crate::Stats::device_cache_hits`] counts the samples served from it.
-    pub fn device_cache_bytes(mut self, bytes: u64) -> Self {
-        self.device_cache_bytes = bytes;
-        self
-    }
+        /// GPU backends: keep up to `bytes` of decoded samples in device memory across epochs
+        /// (default 0: none). A sample's first epoch decodes its whole image on the device
+        /// (upright after its EXIF orientation, at full scale: the pixels of the CPU decode)
+        /// and a copy on the device keeps it; later epochs neither read nor decode it, the
+        /// image is copied into the batch and augmented with the epoch's plan (each epoch
+        /// still looks different). Label planes stay in host memory (they are uploaded with
+        /// every batch), so do the decoder's warnings, delivered again in every epoch.
+        ///
+        /// The budget is capped by what the device allows for one buffer (wgpu:
+        /// `max_buffer_size`; CUDA: the memory free when the pipeline is built) and filled
+        /// first come, first kept, nothing evicted. A sample with no room left goes to the
+        /// host cache of [`Self::cache_bytes`] when there is one (decoded on the CPU, as
+        /// without this option); otherwise it is decoded on the device in every epoch. Both
+        /// caches turn the crop-aware decode off (they keep whole images). On the CPU
+        /// backend this option does nothing ([`Self::cache_bytes`] applies).
+        /// [`crate::Stats::device_cache_hits`] counts the samples served from it.
+        pub fn device_cache_bytes(bytes: u64) => self.device_cache_bytes = bytes;
 
-    /// Read shard `rank` of `world_size` (data-parallel training).
-    ///
-    /// By default ([`Sharding::Global`], see [`Self::sharding`]) the epoch is a sequence
-    /// of global batches of `batch_size * world_size` samples, fixed by the seed, the
-    /// epoch and the global batch size, and rank `rank` takes the `rank`-th contiguous
-    /// slice of each: the batches do not depend on the world size.
-    ///
-    /// Every rank gets the same number of samples and batches per epoch, so no rank
-    /// leaves an all-reduce early: by default the epoch's permutation is padded by
-    /// repeating its first samples (at most one per rank unless the world is larger than
-    /// the dataset), and the padded slots are marked in [`Batch::repeated`](crate::Batch::repeated)
-    /// so metrics can leave them out; with [`PipelineBuilder::drop_last`] each rank takes
-    /// whole batches only and the tail of the permutation is left out instead. The shards
-    /// are disjoint apart from the padding, together cover every sample, and depend only
-    /// on `(seed, epoch)`. [`OnError::Replace`](crate::OnError::Replace) draws replacements
-    /// from the whole epoch's samples under global batches (the same on any world size),
-    /// from this rank's own shard under [`Sharding::PerRank`]. See
-    /// [`crate::source::sampler`] for the arithmetic.
-    pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
-        self.shard = Some((rank, world_size));
-        self
+        /// Read shard `rank` of `world_size` (data-parallel training).
+        ///
+        /// By default ([`Sharding::Global`], see [`Self::sharding`]) the epoch is a sequence
+        /// of global batches of `batch_size * world_size` samples, fixed by the seed, the
+        /// epoch and the global batch size, and rank `rank` takes the `rank`-th contiguous
+        /// slice of each: the batches do not depend on the world size.
+        ///
+        /// Every rank gets the same number of samples and batches per epoch, so no rank
+        /// leaves an all-reduce early: by default the epoch's permutation is padded by
+        /// repeating its first samples (at most one per rank unless the world is larger
+        /// than the dataset), and the padded slots are marked in
+        /// [`Batch::repeated`](crate::Batch::repeated) so metrics can leave them out; with
+        /// [`PipelineBuilder::drop_last`] each rank takes whole batches only and the tail of
+        /// the permutation is left out instead. The shards are disjoint apart from the
+        /// padding, together cover every sample, and depend only on `(seed, epoch)`.
+        /// [`OnError::Replace`](crate::OnError::Replace) draws replacements from the whole
+        /// epoch's samples under global batches (the same on any world size), from this
+        /// rank's own shard under [`Sharding::PerRank`]. See [`crate::source::sampler`] for
+        /// the arithmetic.
+        pub fn shard(rank: usize, world_size: usize) => self.shard = Some((rank, world_size));
     }
 
     /// Read the shard from the launcher's environment: torchrun's `RANK` and `WORLD_SIZE`,
@@ -466,26 +388,22 @@ impl PipelineBuilder {
         self
     }
 
-    /// Drop the last partial batch of each epoch (default: keep it). With
-    /// [`PipelineBuilder::shard`], every rank then takes the same number of whole batches
-    /// and the permutation's tail is left out that epoch, instead of padding.
-    pub fn drop_last(mut self, yes: bool) -> Self {
-        self.drop_last = yes;
-        self
-    }
+    setters! {
+        /// Drop the last partial batch of each epoch (default: keep it). With
+        /// [`PipelineBuilder::shard`], every rank then takes the same number of whole batches
+        /// and the permutation's tail is left out that epoch, instead of padding.
+        pub fn drop_last(yes: bool) => self.drop_last = yes;
 
-    /// Block order (see [`crate::source::sampler`]): each training epoch permutes the
-    /// shards, and the samples of `window` shards at a time among themselves, rather
-    /// than every sample (a full permutation, the default). **Not a full permutation**:
-    /// for shards in object storage, where a read by sample costs a request each, the
-    /// window's shards are fetched whole and held in memory while it is read (about
-    /// `window` shards' bytes, and the next window's on the way). Deterministic for
-    /// `(seed, epoch)`; the ranks take contiguous runs of it, each the same length. Samples
-    /// that are no shard's (files) are a block each. A validation subset keeps its fixed
-    /// order.
-    pub fn block_order(mut self, window: usize) -> Self {
-        self.block_window = Some(window);
-        self
+        /// Block order (see [`crate::source::sampler`]): each training epoch permutes the
+        /// shards, and the samples of `window` shards at a time among themselves, rather
+        /// than every sample (a full permutation, the default). **Not a full permutation**:
+        /// for shards in object storage, where a read by sample costs a request each, the
+        /// window's shards are fetched whole and held in memory while it is read (about
+        /// `window` shards' bytes, and the next window's on the way). Deterministic for
+        /// `(seed, epoch)`; the ranks take contiguous runs of it, each the same length. Samples
+        /// that are no shard's (files) are a block each. A validation subset keeps its fixed
+        /// order.
+        pub fn block_order(window: usize) => self.block_window = Some(window);
     }
 
     /// Weighted sampling ([`crate::source::sampler::Weighting`]): each training epoch is

@@ -70,20 +70,16 @@ impl Mixture {
         }
     }
 
-    /// Positions an epoch has (at least 1); by default the sum of the sources' lengths
-    /// (those of weight 0 left out), so that sources weighted in proportion to their
-    /// lengths give each of their samples once an epoch. Under [`Exhausted::Stop`] an
-    /// epoch may end sooner.
-    pub fn epoch_size(mut self, n: usize) -> Mixture {
-        self.epoch_size = Some(n);
-        self
-    }
+    setters! {
+        /// Positions an epoch has (at least 1); by default the sum of the sources' lengths
+        /// (those of weight 0 left out), so that sources weighted in proportion to their
+        /// lengths give each of their samples once an epoch. Under [`Exhausted::Stop`] an
+        /// epoch may end sooner.
+        pub fn epoch_size(n: usize) => self.epoch_size = Some(n);
 
-    /// What a source that has given all its samples does ([`Exhausted::Restart`] by
-    /// default).
-    pub fn when_exhausted(mut self, policy: Exhausted) -> Mixture {
-        self.exhausted = policy;
-        self
+        /// What a source that has given all its samples does ([`Exhausted::Restart`] by
+        /// default).
+        pub fn when_exhausted(policy: Exhausted) => self.exhausted = policy;
     }
 
     /// The mixture as one subset for [`Pipeline::builder`](crate::Pipeline::builder):

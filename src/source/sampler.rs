@@ -96,17 +96,22 @@ pub struct Weighting {
     num_samples: usize,
 }
 
+/// The first weight that is not a finite number >= 0, with its index.
+fn first_bad_weight(weights: &[f64]) -> Option<(usize, f64)> {
+    weights
+        .iter()
+        .copied()
+        .enumerate()
+        .find(|&(_, w)| !(w.is_finite() && w >= 0.0))
+}
+
 impl Weighting {
     /// Weights `weights[i]` for sample `i` of the subset (in its order): finite, not
     /// negative, not all zero; `num_samples` draws an epoch, with or without replacement
     /// (without: at most as many as there are samples of positive weight).
     pub fn new(weights: Vec<f64>, num_samples: usize, replacement: bool) -> Result<Self> {
         let bad = |m: String| Err(Error::config("weighted", m));
-        if let Some((i, w)) = weights
-            .iter()
-            .enumerate()
-            .find(|(_, w)| !(w.is_finite() && **w >= 0.0))
-        {
+        if let Some((i, w)) = first_bad_weight(&weights) {
             return bad(format!(
                 "weight {w} of sample {i} is not a finite number >= 0"
             ));

@@ -131,6 +131,19 @@ pub fn png_rgb(width: u32, height: u32, rgb: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A dataset of `n` in-memory samples `s/0000.EXT`, `s/0001.EXT`, ... of class 0, each
+/// holding `bytes`.
+pub fn in_memory_dataset(bytes: Vec<u8>, n: usize, ext: &str) -> stoker::Dataset {
+    let bytes: std::sync::Arc<[u8]> = bytes.into();
+    let samples = (0..n)
+        .map(|i| {
+            let path = format!("s/{i:04}.{ext}");
+            stoker::Sample::in_memory(path, std::sync::Arc::clone(&bytes), Some(0))
+        })
+        .collect();
+    stoker::Dataset::from_samples(None, samples, vec![]).expect("dataset")
+}
+
 /// Encodes a label plane as an 8-bit (ids < 256) or 16-bit gray PNG.
 pub fn png_labels(width: u32, height: u32, ids: &[u16], sixteen: bool) -> Vec<u8> {
     let mut out = Vec::new();
@@ -310,6 +323,18 @@ pub fn device_batchers() -> Vec<(
 #[allow(dead_code)]
 pub fn random_jpeg(rng: &mut TestRng, w: u32, h: u32, subsamp: turbojpeg::Subsamp) -> Vec<u8> {
     rgb_jpeg(&random_rgb(rng, w, h), w, h, 85, subsamp)
+}
+
+/// A random JPEG of `min` to `min + span - 1` pixels a side (the width drawn first),
+/// 4:4:4 when `full_chroma`, else 4:2:0.
+pub fn random_jpeg_between(rng: &mut TestRng, min: u32, span: u64, full_chroma: bool) -> Vec<u8> {
+    let (w, h) = (min + rng.below(span) as u32, min + rng.below(span) as u32);
+    let sub = if full_chroma {
+        turbojpeg::Subsamp::None
+    } else {
+        turbojpeg::Subsamp::Sub2x2
+    };
+    random_jpeg(rng, w, h, sub)
 }
 
 /// `rgb` (`w` x `h`, RGB) encoded by libjpeg-turbo at `quality` with chroma `subsamp`.

@@ -4,10 +4,9 @@
 //! are on the chosen values, with wide margins, never on timings.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use stoker::{Augment, BackendKind, Dataset, Pipeline, PipelineBuilder, Sample, Stats};
+use stoker::{Augment, BackendKind, Dataset, Pipeline, PipelineBuilder, Stats};
 
 use crate::common::{self, TestRng};
 
@@ -66,12 +65,21 @@ fn run(pipe: &Pipeline, epochs: u64) -> (Digest, Stats) {
     (digest, pipe.stats())
 }
 
-fn in_memory(n: usize) -> Dataset {
-    let bytes: Arc<[u8]> = common::png_rgb(8, 8, &[70; 192]).into();
-    let samples = (0..n)
-        .map(|i| Sample::in_memory(format!("s/{i:04}.png"), Arc::clone(&bytes), Some(0)))
-        .collect();
-    Dataset::from_samples(None, samples, vec![]).expect("dataset")
+/// `n` in-memory PNGs behind a store that takes `read_ms` a read.
+fn slow_store(n: usize, read_ms: u64) -> Dataset {
+    common::in_memory_dataset(common::png_rgb(8, 8, &[70; 192]), n, "png")
+        .with_read_latency(Duration::from_millis(read_ms))
+}
+
+/// Runs `epochs` epochs of `b` with autotune on; returns what they delivered and the
+/// pipeline's stats.
+fn run_tuned(b: PipelineBuilder, epochs: u64) -> (Digest, Stats) {
+    run(&b.autotune(true).build().expect("pipeline"), epochs)
+}
+
+/// The samples an epoch digest holds.
+fn samples_delivered(digest: &Digest) -> usize {
+    digest.iter().flatten().map(|b| b.0.len()).sum()
 }
 
 #[test]
@@ -109,15 +117,8 @@ fn autotune_delivers_what_fixed_settings_deliver() {
 
 #[test]
 fn settings_the_caller_gives_are_kept() {
-    let data = in_memory(64).with_read_latency(Duration::from_millis(10));
-    let pipe = builder(&data, 8)
-        .autotune(true)
-        .readers(3)
-        .workers(1)
-        .prefetch(3)
-        .build()
-        .expect("pipeline");
-    let (_, s) = run(&pipe, 2);
+    let data = slow_store(64, 10);
+    let (_, s) = run_tuned(builder(&data, 8).readers(3).workers(1).prefetch(3), 2);
     assert_eq!((s.readers, s.workers, s.prefetch), (3, 1, 3));
     assert_eq!(
         (s.initial_readers, s.initial_workers, s.initial_prefetch),
@@ -125,12 +126,7 @@ fn settings_the_caller_gives_are_kept() {
     );
     assert!(s.autotuned.is_empty(), "{:?}", s.autotuned);
     // Only what is left unset is autotuned.
-    let pipe = builder(&data, 8)
-        .autotune(true)
-        .readers(3)
-        .build()
-        .expect("pipeline");
-    let (_, s) = run(&pipe, 1);
+    let (_, s) = run_tuned(builder(&data, 8).readers(3), 1);
     assert_eq!(s.readers, 3);
     assert_eq!(s.autotuned, ["workers", "prefetch"]);
     let text = s.report().to_string();
@@ -140,13 +136,9 @@ fn settings_the_caller_gives_are_kept() {
 #[test]
 fn a_slow_store_raises_readers_above_the_local_start() {
     // 20 ms a read: two readers give 100 samples/s, the workers take thousands.
-    let data = in_memory(160).with_read_latency(Duration::from_millis(20));
-    let pipe = builder(&data, 32).autotune(true).build().expect("pipeline");
-    let (digest, s) = run(&pipe, 2);
-    assert_eq!(
-        digest.iter().flatten().map(|b| b.0.len()).sum::<usize>(),
-        320
-    );
+    let data = slow_store(160, 20);
+    let (digest, s) = run_tuned(builder(&data, 32), 2);
+    assert_eq!(samples_delivered(&digest), 320);
     assert_eq!(s.initial_readers, 2.min(cores()), "the local start");
     // Little's law asks for the workers' rate times 20 ms: far above the cores of a small
     // machine, and at most the samples in flight.
@@ -165,12 +157,7 @@ fn files_in_the_page_cache_get_no_more_readers_than_cores() {
             std::fs::read(dir.path().join(p)).ok();
         }
     }
-    let pipe = builder(&data, 4)
-        .autotune(true)
-        .workers(1)
-        .build()
-        .expect("pipeline");
-    let (_, s) = run(&pipe, 3);
+    let (_, s) = run_tuned(builder(&data, 4).workers(1), 3);
     assert!(s.initial_readers <= cores(), "{}", s.initial_readers);
     assert!(
         s.readers <= cores(),
@@ -182,25 +169,12 @@ fn files_in_the_page_cache_get_no_more_readers_than_cores() {
 
 #[test]
 fn a_tiny_budget_keeps_prefetch_at_one() {
-    let data = in_memory(96).with_read_latency(Duration::from_millis(10));
-    let pipe = builder(&data, 16)
-        .autotune(true)
-        .memory_budget(1)
-        .build()
-        .expect("pipeline");
-    let (digest, s) = run(&pipe, 2);
-    assert_eq!(
-        digest.iter().flatten().map(|b| b.0.len()).sum::<usize>(),
-        192
-    );
+    let data = slow_store(96, 10);
+    let (digest, s) = run_tuned(builder(&data, 16).memory_budget(1), 2);
+    assert_eq!(samples_delivered(&digest), 192);
     assert_eq!((s.initial_prefetch, s.prefetch), (1, 1));
     // With room, the same waits raise it.
-    let pipe = builder(&data, 16)
-        .autotune(true)
-        .memory_budget(1 << 30)
-        .build()
-        .expect("pipeline");
-    let (_, s) = run(&pipe, 2);
+    let (_, s) = run_tuned(builder(&data, 16).memory_budget(1 << 30), 2);
     assert_eq!(s.initial_prefetch, 2);
     assert!(s.prefetch > 2, "prefetch {}", s.prefetch);
 }

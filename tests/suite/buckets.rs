@@ -5,7 +5,7 @@
 //! a damaged header is reported every epoch, never dropped.
 
 use crate::common::{self, TestRng};
-use crate::targets::extent;
+use crate::targets::{box_gaps, extent};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -64,14 +64,15 @@ fn aspect_folder(dir: &Path, n: usize, seed: u64) -> (Subset, BTreeMap<String, (
     (Dataset::flat(dir).expect("folder").all(), sizes)
 }
 
+/// The random crops of the bucketed pipelines (sized to each sample's bucket).
+fn crops() -> Augment {
+    Augment::new().random_resized_crop(32, (0.5, 1.0), (0.8, 1.25))
+}
+
 fn bucketed(subset: &Subset, rank: usize, world: usize, seed: u64) -> BucketPipeline {
     Pipeline::builder(subset.clone())
         .backend(BackendKind::Cpu)
-        .augment(
-            Augment::new()
-                .random_resized_crop(32, (0.5, 1.0), (0.8, 1.25))
-                .flip_horizontal(0.5),
-        )
+        .augment(crops().flip_horizontal(0.5))
         .batch_size(3)
         .readers(1)
         .workers(1)
@@ -276,7 +277,7 @@ fn a_mid_epoch_state_resumes_exactly_and_names_its_buckets() {
     // Other buckets: another order.
     let other = Pipeline::builder(subset.clone())
         .backend(BackendKind::Cpu)
-        .augment(Augment::new().random_resized_crop(32, (0.5, 1.0), (0.8, 1.25)))
+        .augment(crops())
         .batch_size(3)
         .seed(3)
         .buckets(
@@ -418,14 +419,7 @@ fn masks_and_boxes_follow_bucketed_plans() {
                 {
                     let got =
                         got.unwrap_or_else(|| panic!("box {bx:?} but no object in the {what}"));
-                    let outside = (bx[0] - got[0])
-                        .max(bx[1] - got[1])
-                        .max(got[2] - bx[2])
-                        .max(got[3] - bx[3]);
-                    let loose = (got[0] - bx[0])
-                        .max(got[1] - bx[1])
-                        .max(bx[2] - got[2])
-                        .max(bx[3] - got[3]);
+                    let (outside, loose) = box_gaps(bx, got);
                     assert!(
                         outside <= sound && loose <= slack,
                         "the {what} spans {got:?}, the box {bx:?} ({w}x{h})"

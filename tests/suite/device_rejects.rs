@@ -3,32 +3,21 @@
 //! and slots, the same replacements, the same samples reported (with their paths) and the
 //! same statistics as on the CPU backend, in every epoch, under every error policy.
 //!
-//! The device is a host stand-in (no GPU needed): a [`Backend`] whose [`DeviceBatcher`]
-//! takes every baseline JPEG whole, as the CUDA backend's nvJPEG hardware decoder does
-//! ([`HardwareDecode::All`]: workers hand them over as [`DeviceSample::Encoded`]), decodes
-//! on the host (the CPU decoder for whole files, the scalar oracles of the device decode
-//! for coefficients) and augments with the reference augmentation into host buffers. Like
-//! a hardware decoder it does not say whether a file is damaged: it decodes what it can.
-//! And it rejects ([`DeviceError::Rejected`]) the samples a test names, before writing
-//! anything, as the contract of [`DeviceBatcher::run`] says. The CPU backend reads the
-//! same dataset with those files genuinely broken (cut short), so its workers refuse
-//! them.
+//! The device is the host stand-in of [`crate::host_device`], its hardware decoder taking
+//! every baseline JPEG whole, as the CUDA backend's nvJPEG hardware decoder does
+//! ([`HardwareDecode::All`]: workers hand them over as `DeviceSample::Encoded`), and
+//! rejecting the samples a test names. The CPU backend reads the same dataset with those
+//! files genuinely broken (cut short), so its workers refuse them.
 
 use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::common::TestRng;
-use stoker::augment::reference::{execute_image, execute_mask, Scratch};
-use stoker::backend::device::batcher::downcast_buffers;
-use stoker::backend::device::{
-    BatchShape, BatcherConfig, DeviceBatcher, DeviceBuffers, DeviceError, DeviceJob, DeviceSample,
-    Plane, Rejected,
-};
+use crate::host_device::{device, Call, Took};
 use stoker::backend::Backend;
-use stoker::decode::{cpu, DecodeError, DecodeOptions, Image8};
 use stoker::rng::{Rng, Stream};
 use stoker::{
     Augment, BackendKind, DType, Dataset, Error, HardwareDecode, OnError, Pipeline, PipelineError,
@@ -37,243 +26,6 @@ use stoker::{
 
 /// The decode and augment tolerance of `tests/device_pipeline.rs`, in levels.
 const LEVELS: u8 = 3;
-
-/// How the stand-in device took one sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Took {
-    Encoded,
-    Coefficients,
-    Pixels,
-}
-
-/// One call of [`HostBatcher::run`]: each job's sample id and how it came, and the ids
-/// rejected.
-#[derive(Debug, Clone, Default)]
-struct Call {
-    jobs: Vec<(u64, Took)>,
-    rejected: Vec<u64>,
-}
-
-/// A device with a hardware JPEG decoder, on the host.
-#[derive(Debug)]
-struct HostDevice {
-    /// The samples it rejects, by id.
-    reject: BTreeSet<u64>,
-    calls: Arc<Mutex<Vec<Call>>>,
-}
-
-impl Backend for HostDevice {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
-    }
-
-    fn device(&self) -> String {
-        "a host stand-in for a GPU with a hardware JPEG decoder".into()
-    }
-
-    fn batcher(&self, _cfg: &BatcherConfig) -> stoker::Result<Option<Box<dyn DeviceBatcher>>> {
-        Ok(Some(Box::new(HostBatcher {
-            reject: self.reject.clone(),
-            calls: Arc::clone(&self.calls),
-            scratch: Scratch::default(),
-        })))
-    }
-}
-
-/// The batch buffers of [`HostBatcher`]: host memory.
-#[derive(Debug)]
-struct HostBuffers {
-    images: Vec<u8>,
-    masks: Option<Vec<u8>>,
-    image_bytes: usize,
-    mask_bytes: usize,
-}
-
-impl DeviceBuffers for HostBuffers {
-    fn has_masks(&self) -> bool {
-        self.masks.is_some()
-    }
-
-    fn read(&self, plane: Plane, n: usize) -> stoker::Result<Option<Vec<u8>>> {
-        let buf = match plane {
-            Plane::Images => Some(&self.images),
-            Plane::Masks => self.masks.as_ref(),
-        };
-        let Some(buf) = buf else {
-            return Ok(None);
-        };
-        match buf.get(..n) {
-            Some(b) => Ok(Some(b.to_vec())),
-            None => Err(DeviceError::ShortRead {
-                len: buf.len(),
-                requested: n,
-            }
-            .into()),
-        }
-    }
-
-    fn release(&mut self) {}
-}
-
-#[derive(Debug)]
-struct HostBatcher {
-    reject: BTreeSet<u64>,
-    calls: Arc<Mutex<Vec<Call>>>,
-    scratch: Scratch,
-}
-
-/// The stand-in turns no image upright.
-fn upright_only(orientation: u8) -> Result<(), DecodeError> {
-    match orientation {
-        1 => Ok(()),
-        o => Err(DecodeError::Unsupported(format!(
-            "the stand-in turns no image upright (orientation {o})"
-        ))),
-    }
-}
-
-/// What the stand-in's decoders make of one sample: whole files as a hardware decoder
-/// does (whatever it can decode, damaged or not: it has no strict mode), coefficients
-/// with the scalar oracles of the device decode (upright ones only), pixels as they are.
-fn host_decode(image: &DeviceSample) -> Result<(Image8, Took), DecodeError> {
-    if let DeviceSample::Jpeg { orientation, .. } | DeviceSample::Packed { orientation, .. } = image
-    {
-        upright_only(*orientation)?;
-    }
-    match image {
-        DeviceSample::Encoded { bytes, .. } => {
-            let mut img = Image8::default();
-            let opts = DecodeOptions {
-                strict: false,
-                ..DecodeOptions::default()
-            };
-            cpu::decode_image(bytes, &opts, &mut img)?;
-            Ok((img, Took::Encoded))
-        }
-        DeviceSample::Jpeg {
-            coeffs,
-            scale,
-            window,
-            ..
-        } => {
-            let img = stoker::decode::jpeg::color::decode_coefficients(coeffs, *scale, *window)?;
-            Ok((img, Took::Coefficients))
-        }
-        DeviceSample::Packed { packed, .. } => {
-            let img = stoker::decode::jpeg::color::decode_window(packed);
-            Ok((img, Took::Coefficients))
-        }
-        DeviceSample::Rgb(img) => Ok((img.clone(), Took::Pixels)),
-        DeviceSample::Shared(img) => Ok((img.image().clone(), Took::Pixels)),
-        // Restart-marked files: the window the device entropy path would decode.
-        DeviceSample::Entropy { bytes, opts, .. } => {
-            let mut img = Image8::default();
-            cpu::decode_image(bytes, opts, &mut img)?;
-            Ok((img, Took::Coefficients))
-        }
-        // The stand-in keeps no device cache (it grants none), so plans copy nothing.
-        DeviceSample::Cached { .. } => Err(DecodeError::Unsupported(
-            "the stand-in keeps no device cache".into(),
-        )),
-    }
-}
-
-impl DeviceBatcher for HostBatcher {
-    fn buffers(&self, shape: BatchShape) -> stoker::Result<Box<dyn DeviceBuffers>> {
-        let BatchShape {
-            slots,
-            image_bytes,
-            mask_bytes,
-        } = shape;
-        Ok(Box::new(HostBuffers {
-            images: vec![0; slots * image_bytes],
-            masks: (mask_bytes > 0).then(|| vec![0; slots * mask_bytes]),
-            image_bytes,
-            mask_bytes,
-        }))
-    }
-
-    fn run(
-        &mut self,
-        jobs: &[DeviceJob],
-        mix: Option<&stoker::augment::mix::BatchMix>,
-        out: &mut dyn DeviceBuffers,
-    ) -> stoker::Result<()> {
-        assert!(mix.is_none(), "the stand-in does not mix batches");
-        let out = downcast_buffers::<HostBuffers>(out)?;
-        assert!(
-            jobs.len() * out.image_bytes <= out.images.len(),
-            "more jobs than slots"
-        );
-        // Every sample is decoded (or refused) before anything is written.
-        let mut call = Call::default();
-        let mut decoded = Vec::with_capacity(jobs.len());
-        let mut rejected = Vec::new();
-        for (sample, job) in jobs.iter().enumerate() {
-            let id = job.plan.id();
-            let r = host_decode(&job.image);
-            let took = match &r {
-                Ok((_, t)) => *t,
-                Err(_) => Took::Pixels,
-            };
-            call.jobs.push((id, took));
-            let reason = match r {
-                _ if self.reject.contains(&id) => {
-                    "the hardware decoder, the GPU decoder and the CPU decoder refused it (the test says so)".to_string()
-                }
-                Err(e) => format!("the hardware decoder and the CPU decoder refused it: {e}"),
-                Ok((img, _)) => {
-                    decoded.push(img);
-                    continue;
-                }
-            };
-            call.rejected.push(id);
-            rejected.push(Rejected { sample, reason });
-        }
-        self.calls.lock().expect("calls").push(call);
-        if !rejected.is_empty() {
-            return Err(DeviceError::Rejected(rejected).into());
-        }
-        let (ib, mb) = (out.image_bytes, out.mask_bytes);
-        for (k, (job, img)) in jobs.iter().zip(&decoded).enumerate() {
-            let slot = &mut out.images[k * ib..(k + 1) * ib];
-            execute_image(&job.plan, img, slot, &mut self.scratch);
-            if let (Some(m), Some(masks)) = (&job.mask, out.masks.as_mut()) {
-                let dst: &mut [u16] = bytemuck::cast_slice_mut(&mut masks[k * mb..(k + 1) * mb]);
-                execute_mask(&job.plan, m, dst);
-            }
-        }
-        Ok(())
-    }
-
-    fn decode(&mut self, _images: &[DeviceSample]) -> stoker::Result<()> {
-        Ok(())
-    }
-
-    fn decode_to_host(&mut self, images: &[DeviceSample]) -> stoker::Result<Vec<Image8>> {
-        images
-            .iter()
-            .map(|i| Ok(host_decode(i)?.0))
-            .collect::<Result<_, DecodeError>>()
-            .map_err(Error::from)
-    }
-
-    fn wait(&self) -> stoker::Result<()> {
-        Ok(())
-    }
-
-    fn memory_in_flight(&self) -> u64 {
-        0
-    }
-
-    fn hardware_decode(&self) -> HardwareDecode {
-        HardwareDecode::All
-    }
-
-    fn max_binding(&self) -> u64 {
-        1 << 31
-    }
-}
 
 /// One batch as the consumer sees it, pixels aside.
 #[derive(Debug, Clone, PartialEq)]
@@ -517,15 +269,9 @@ fn rejection_files(garbage: bool) -> Vec<(String, Vec<u8>)> {
     let mut rng = TestRng(17);
     let mut files = Vec::new();
     for i in 0..22 {
-        let (w, h) = (40 + rng.below(40) as u32, 40 + rng.below(40) as u32);
-        let sub = if i % 3 == 0 {
-            turbojpeg::Subsamp::None
-        } else {
-            turbojpeg::Subsamp::Sub2x2
-        };
         files.push((
             format!("c{}/img{i:02}.jpg", i % 3),
-            common::random_jpeg(&mut rng, w, h, sub),
+            common::random_jpeg_between(&mut rng, 40, 40, i % 3 == 0),
         ));
     }
     let (w, h) = (50, 44);
@@ -554,16 +300,6 @@ fn candidates(pipe: &Pipeline, seed: u64, epoch: u64, failed: u64, n: usize) -> 
         .collect()
 }
 
-/// The stand-in device rejecting `reject`, and its record of calls.
-fn device(reject: &BTreeSet<u64>) -> (Arc<dyn Backend>, Arc<Mutex<Vec<Call>>>) {
-    let calls = Arc::new(Mutex::new(Vec::new()));
-    let d = HostDevice {
-        reject: reject.clone(),
-        calls: Arc::clone(&calls),
-    };
-    (Arc::new(d), calls)
-}
-
 /// Runs `setup` on the stand-in device over `data.good` (rejecting `reject`) and on the
 /// CPU backend over `data.broken`, two epochs each, and checks they agree; returns both
 /// runs and the stand-in's calls.
@@ -573,7 +309,7 @@ fn compare(
     setup: Setup,
     what: &str,
 ) -> (Vec<EpochSeen>, Vec<EpochSeen>, Vec<Call>) {
-    let (dev, calls) = device(reject);
+    let (dev, calls) = device(reject, HardwareDecode::All);
     let on_device = run(&pipeline(data.good.path(), Some(dev), setup), 2);
     let on_cpu = run(&pipeline(data.broken.path(), None, setup), 2);
     for (e, (d, c)) in on_device.iter().zip(&on_cpu).enumerate() {
@@ -665,6 +401,7 @@ fn took(calls: &[Call]) -> BTreeMap<&'static str, usize> {
     for (_, t) in calls.iter().flat_map(|c| &c.jobs) {
         let name = match t {
             Took::Encoded => "encoded",
+            Took::Entropy => "entropy",
             Took::Coefficients => "coefficients",
             Took::Pixels => "pixels",
         };
@@ -732,7 +469,7 @@ fn a_rejection_fails_the_epoch_at_the_same_batch_as_on_the_cpu_backend() {
     // One batch in flight: the CPU backend's workers find the failure in the batch that
     // holds it, not in one prepared ahead.
     let s = setup(OnError::Fail, 1);
-    let (dev, calls) = device(&reject);
+    let (dev, calls) = device(&reject, HardwareDecode::All);
     let on_device = run(&pipeline(data.good.path(), Some(dev), s), 2);
     let cpu_pipe = pipeline(data.broken.path(), None, s);
     let on_cpu = run(&cpu_pipe, 2);

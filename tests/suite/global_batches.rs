@@ -39,6 +39,12 @@ fn rank(data: &Dataset, rank: usize, world: usize, global: usize, s: Sharding) -
     )
 }
 
+/// The state `p` gives after the first batch of epoch 1.
+fn state_after_first_batch(p: &Pipeline) -> ResumeState {
+    let mut epoch = p.epoch(1).expect("epoch");
+    epoch.next().expect("a batch").expect("batch").state()
+}
+
 /// A batch's samples, each with its pixels and its padding mark.
 fn unpack(b: stoker::Batch) -> Vec<Slot> {
     let images = b.read_images().expect("images");
@@ -201,13 +207,7 @@ fn per_rank_sharding_depends_on_the_world_size_and_resumes_on_the_same_one() {
 
     // A per-rank state resumes on its own world size only.
     let p = rank(&data, 0, 4, 8, Sharding::PerRank);
-    let state = p
-        .epoch(1)
-        .expect("epoch")
-        .next()
-        .expect("a batch")
-        .expect("batch")
-        .state();
+    let state = state_after_first_batch(&p);
     let other = rank(&data, 0, 2, 8, Sharding::PerRank).resume(&state);
     assert!(
         matches!(other.err(), Some(Error::Resume(ResumeError::Order { .. }))),
@@ -284,42 +284,51 @@ fn a_state_of_another_global_batch_size_version_seed_or_dataset_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = classes(dir.path(), 20);
     let p = rank(&data, 0, 4, 8, Sharding::Global);
-    let state = p
-        .epoch(1)
-        .expect("epoch")
-        .next()
-        .expect("a batch")
-        .expect("batch")
-        .state();
-    let refusal = |p: Pipeline, s: &ResumeState| p.resume(s).expect_err("refused");
-    // Global batches of 4 (2 ranks of 2) after global batches of 8: refused.
-    let e = refusal(rank(&data, 0, 2, 4, Sharding::Global), &state);
-    assert!(
-        matches!(
-            e,
-            Error::Resume(ResumeError::GlobalBatchSize {
-                state: 8,
-                pipeline: 4
-            })
-        ),
-        "{e}"
-    );
+    let state = state_after_first_batch(&p);
+    // Why resuming `s` on `p` is refused.
+    let refusal = |p: Pipeline, s: &ResumeState| match p.resume(s).expect_err("refused") {
+        Error::Resume(e) => e,
+        e => panic!("refused, but not as a resume error: {e}"),
+    };
     // Another format version.
     let json = serde_json::to_string(&state).expect("json");
     assert!(json.contains("\"version\":2"), "{json}");
     let v3: ResumeState =
         serde_json::from_str(&json.replace("\"version\":2", "\"version\":3")).expect("v3");
-    let e = refusal(rank(&data, 0, 2, 8, Sharding::Global), &v3);
-    assert!(
-        matches!(
-            e,
-            Error::Resume(ResumeError::Version {
-                found: 3,
-                expected: 2
-            })
+    // Another seed.
+    let mut seeded = state.clone();
+    seeded.seed = 12;
+    // Each refused, saying why (the first on global batches of 4, 2 ranks of 2, after
+    // global batches of 8).
+    for (global_batch, s, want) in [
+        (
+            4,
+            &state,
+            ResumeError::GlobalBatchSize {
+                state: 8,
+                pipeline: 4,
+            },
         ),
-        "{e}"
-    );
+        (
+            8,
+            &v3,
+            ResumeError::Version {
+                found: 3,
+                expected: 2,
+            },
+        ),
+        (
+            8,
+            &seeded,
+            ResumeError::Seed {
+                state: 12,
+                pipeline: 11,
+            },
+        ),
+    ] {
+        let p = rank(&data, 0, 2, global_batch, Sharding::Global);
+        assert_eq!(refusal(p, s), want);
+    }
     // A version 1 state, as stoker wrote it before `sources`, still resumes.
     let v1 = format!(
         r#"{{"version":1,"seed":11,"epoch":1,"samples_consumed":8,"global_batch_size":8,"order":{}}}"#,
@@ -330,34 +339,17 @@ fn a_state_of_another_global_batch_size_version_seed_or_dataset_is_refused() {
         .resume(&v1)
         .expect("a version 1 state");
     assert_eq!((ep.first_batch(), ep.len()), (1, 2));
-    // Another seed.
-    let mut seeded = state.clone();
-    seeded.seed = 12;
-    let e = refusal(rank(&data, 0, 2, 8, Sharding::Global), &seeded);
-    assert!(
-        matches!(
-            e,
-            Error::Resume(ResumeError::Seed {
-                state: 12,
-                pipeline: 11
-            })
-        ),
-        "{e}"
-    );
     // Another dataset (one sample fewer).
     let other_dir = tempfile::tempdir().expect("tempdir");
     let other = classes(other_dir.path(), 19);
     let e = refusal(rank(&other, 0, 2, 8, Sharding::Global), &state);
-    assert!(matches!(e, Error::Resume(ResumeError::Order { .. })), "{e}");
+    assert!(matches!(e, ResumeError::Order { .. }), "{e}");
     // Not at the end of a global batch, or past the epoch.
     for consumed in [5, 21, 24] {
         let mut s = state.clone();
         s.samples_consumed = consumed;
         let e = refusal(rank(&data, 0, 2, 8, Sharding::Global), &s);
-        assert!(
-            matches!(e, Error::Resume(ResumeError::Position { .. })),
-            "{consumed}: {e}"
-        );
+        assert!(matches!(e, ResumeError::Position { .. }), "{consumed}: {e}");
     }
     // The same state resumes on 2 ranks of 4.
     let ep = rank(&data, 1, 2, 8, Sharding::Global)

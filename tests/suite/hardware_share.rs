@@ -1,126 +1,20 @@
 //! `PipelineBuilder::hardware_share`: how a batch is divided between a GPU's hardware JPEG
-//! decoder and the device Huffman path. The device is a host stand-in (no GPU needed)
-//! whose batcher reports a hardware decoder ([`HardwareDecode::Exact`], as the CUDA
-//! backend does on a card with nvJPEG's engines) and records how the workers handed it
-//! each sample: whole for the engines ([`DeviceSample::Encoded`]) or packed for the device
-//! Huffman path ([`DeviceSample::Entropy`]). It decodes nothing; these tests look only at
-//! the hand-over.
+//! decoder and the device Huffman path. The device is the host stand-in of
+//! [`crate::host_device`], its hardware decoder taking the JPEGs of
+//! [`HardwareDecode::Exact`] (as the CUDA backend's does on a card with nvJPEG's engines);
+//! it records how the workers handed it each sample: whole for the engines
+//! ([`Took::Encoded`]) or packed for the device Huffman path ([`Took::Entropy`]). These
+//! tests look only at the hand-over.
 
 use crate::common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use crate::common::TestRng;
-use stoker::backend::device::{
-    BatchShape, BatcherConfig, DeviceBatcher, DeviceBuffers, DeviceJob, DeviceSample, Plane,
-};
-use stoker::backend::Backend;
+use crate::host_device::{device, Calls, Took};
 use stoker::decode::jpeg::transcode::{add_restarts, TranscodeOptions, Transcoded};
-use stoker::decode::Image8;
-use stoker::{Augment, BackendKind, DType, Dataset, Error, HardwareDecode, Pipeline};
-
-/// How the workers handed the stand-in one sample.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Took {
-    Engines,
-    Huffman,
-    Other,
-}
-
-/// Each sample's id and how it came, in the order the batches ran.
-type Record = Arc<Mutex<Vec<(u64, Took)>>>;
-
-/// A device with a hardware JPEG decoder and the device Huffman path, on the host.
-#[derive(Debug)]
-struct HostDevice {
-    record: Record,
-}
-
-impl Backend for HostDevice {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Cuda
-    }
-
-    fn device(&self) -> String {
-        "a host stand-in for a GPU with JPEG engines".into()
-    }
-
-    fn batcher(&self, _cfg: &BatcherConfig) -> stoker::Result<Option<Box<dyn DeviceBatcher>>> {
-        Ok(Some(Box::new(HostBatcher {
-            record: Arc::clone(&self.record),
-        })))
-    }
-}
-
-#[derive(Debug)]
-struct NoBuffers;
-
-impl DeviceBuffers for NoBuffers {
-    fn has_masks(&self) -> bool {
-        false
-    }
-
-    fn read(&self, _plane: Plane, _n: usize) -> stoker::Result<Option<Vec<u8>>> {
-        Ok(None)
-    }
-
-    fn release(&mut self) {}
-}
-
-#[derive(Debug)]
-struct HostBatcher {
-    record: Record,
-}
-
-impl DeviceBatcher for HostBatcher {
-    fn buffers(&self, _shape: BatchShape) -> stoker::Result<Box<dyn DeviceBuffers>> {
-        Ok(Box::new(NoBuffers))
-    }
-
-    fn run(
-        &mut self,
-        jobs: &[DeviceJob],
-        _mix: Option<&stoker::augment::mix::BatchMix>,
-        _out: &mut dyn DeviceBuffers,
-    ) -> stoker::Result<()> {
-        let mut record = self.record.lock().expect("record");
-        for job in jobs {
-            let took = match job.image {
-                DeviceSample::Encoded { .. } => Took::Engines,
-                DeviceSample::Entropy { .. } => Took::Huffman,
-                _ => Took::Other,
-            };
-            record.push((job.plan.id(), took));
-        }
-        Ok(())
-    }
-
-    fn decode(&mut self, _images: &[DeviceSample]) -> stoker::Result<()> {
-        Ok(())
-    }
-
-    fn decode_to_host(&mut self, images: &[DeviceSample]) -> stoker::Result<Vec<Image8>> {
-        Ok(vec![Image8::default(); images.len()])
-    }
-
-    fn wait(&self) -> stoker::Result<()> {
-        Ok(())
-    }
-
-    fn memory_in_flight(&self) -> u64 {
-        0
-    }
-
-    fn hardware_decode(&self) -> HardwareDecode {
-        HardwareDecode::Exact
-    }
-
-    fn max_binding(&self) -> u64 {
-        1 << 31
-    }
-}
+use stoker::{Augment, DType, Dataset, Error, HardwareDecode, Pipeline};
 
 /// 32 baseline JPEGs with restart markers (4:2:0 and 4:4:4, written by the lossless
 /// transcode `stoker convert` uses) and 4 without, in two class folders; the paths of
@@ -129,13 +23,7 @@ fn dataset(dir: &Path) -> Vec<String> {
     let mut rng = TestRng(23);
     let mut restarted = Vec::new();
     for i in 0..36 {
-        let (w, h) = (32 + rng.below(48) as u32, 32 + rng.below(48) as u32);
-        let sub = if i % 2 == 0 {
-            turbojpeg::Subsamp::None
-        } else {
-            turbojpeg::Subsamp::Sub2x2
-        };
-        let plain = common::random_jpeg(&mut rng, w, h, sub);
+        let plain = common::random_jpeg_between(&mut rng, 32, 48, i % 2 == 0);
         let rel = format!("c{}/img{i:02}.jpg", i % 2);
         let bytes = match i < 32 {
             true => {
@@ -153,12 +41,9 @@ fn dataset(dir: &Path) -> Vec<String> {
 }
 
 /// A pipeline on the stand-in over `dir` with `share` (whole files at full size, so the
-/// engines may take every JPEG), and its record.
-fn pipeline(dir: &Path, share: f32, workers: usize, batch: usize) -> (Pipeline, Record) {
-    let record = Record::default();
-    let device = HostDevice {
-        record: Arc::clone(&record),
-    };
+/// engines may take every JPEG), and the stand-in's record.
+fn pipeline(dir: &Path, share: f32, workers: usize, batch: usize) -> (Pipeline, Calls) {
+    let (device, calls) = device(&BTreeSet::new(), HardwareDecode::Exact);
     let pipe = Pipeline::builder(Dataset::image_folder(dir).expect("folder").all())
         .augment(
             Augment::new()
@@ -171,15 +56,15 @@ fn pipeline(dir: &Path, share: f32, workers: usize, batch: usize) -> (Pipeline, 
         .readers(2)
         .seed(5)
         .hardware_share(share)
-        .backend_instance(Arc::new(device))
+        .backend_instance(device)
         .build()
         .expect("pipeline");
-    (pipe, record)
+    (pipe, calls)
 }
 
 /// How each sample was handed over in `epoch`, by path; checks each was handed over once.
-fn epoch(pipe: &Pipeline, record: &Record, epoch: u64) -> BTreeMap<String, Took> {
-    record.lock().expect("record").clear();
+fn epoch(pipe: &Pipeline, calls: &Calls, epoch: u64) -> BTreeMap<String, Took> {
+    calls.lock().expect("calls").clear();
     let mut delivered = 0;
     for b in &mut pipe.epoch(epoch).expect("epoch") {
         delivered += b.expect("batch").len();
@@ -190,7 +75,12 @@ fn epoch(pipe: &Pipeline, record: &Record, epoch: u64) -> BTreeMap<String, Took>
         .iter()
         .map(|s| (s.id, s.path.clone()))
         .collect();
-    let record = record.lock().expect("record");
+    let record: Vec<(u64, Took)> = calls
+        .lock()
+        .expect("calls")
+        .iter()
+        .flat_map(|c| c.jobs.iter().copied())
+        .collect();
     assert_eq!(delivered, paths.len(), "every sample delivered");
     assert_eq!(record.len(), paths.len(), "every sample handed over once");
     let by_path: BTreeMap<String, Took> = record
@@ -222,7 +112,7 @@ fn split(
 fn share_0_sends_restart_marked_jpegs_to_device_huffman_and_1_to_the_engines() {
     let dir = tempfile::tempdir().expect("tempdir");
     let restarted = dataset(dir.path());
-    for (share, want) in [(0.0, Took::Huffman), (1.0, Took::Engines)] {
+    for (share, want) in [(0.0, Took::Entropy), (1.0, Took::Encoded)] {
         let (pipe, record) = pipeline(dir.path(), share, 2, 8);
         let (r, other) = split(&epoch(&pipe, &record, 0), &restarted);
         assert_eq!(r.len(), restarted.len());
@@ -230,7 +120,7 @@ fn share_0_sends_restart_marked_jpegs_to_device_huffman_and_1_to_the_engines() {
             assert_eq!(*t, want, "share {share}: {path}");
         }
         // Files without restart markers: only the engines take them.
-        assert_eq!(other, vec![Took::Engines; 4], "share {share}");
+        assert_eq!(other, vec![Took::Encoded; 4], "share {share}");
     }
 }
 
@@ -243,9 +133,9 @@ fn a_share_divides_every_run_the_same_way_whatever_the_workers_batches_and_epoch
         let (pipe, record) = pipeline(dir.path(), 0.5, workers, batch);
         for e in 0..2 {
             let (r, other) = split(&epoch(&pipe, &record, e), &restarted);
-            assert_eq!(other, vec![Took::Engines; 4]);
-            let engines = r.values().filter(|&&t| t == Took::Engines).count();
-            let huffman = r.values().filter(|&&t| t == Took::Huffman).count();
+            assert_eq!(other, vec![Took::Encoded; 4]);
+            let engines = r.values().filter(|&&t| t == Took::Encoded).count();
+            let huffman = r.values().filter(|&&t| t == Took::Entropy).count();
             assert_eq!(engines + huffman, restarted.len());
             assert!(
                 engines > 0 && huffman > 0,
@@ -273,7 +163,7 @@ fn a_share_divides_every_run_the_same_way_whatever_the_workers_batches_and_epoch
                 .iter()
                 .filter_map(|&i| r.get(&samples[i].path).copied())
                 .collect();
-            ways.contains(&Took::Engines) && ways.contains(&Took::Huffman)
+            ways.contains(&Took::Encoded) && ways.contains(&Took::Entropy)
         })
         .count();
     assert!(
@@ -292,11 +182,11 @@ fn a_share_outside_0_to_1_is_a_config_error() {
         &common::random_jpeg(&mut TestRng(1), 16, 16, turbojpeg::Subsamp::None),
     );
     for share in [-0.1f32, 1.5, f32::NAN] {
-        let record = Record::default();
+        let (device, _) = device(&BTreeSet::new(), HardwareDecode::Exact);
         let r = Pipeline::builder(Dataset::image_folder(dir.path()).expect("folder").all())
             .augment(Augment::new().resize(16, 16).dtype(DType::U8))
             .hardware_share(share)
-            .backend_instance(Arc::new(HostDevice { record }))
+            .backend_instance(device)
             .build();
         match r {
             Err(Error::Config { setting, .. }) => assert_eq!(setting, "hardware_share"),

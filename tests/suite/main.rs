@@ -31,6 +31,7 @@ mod device_rejects;
 mod formats;
 mod global_batches;
 mod hardware_share;
+mod host_device;
 mod huffman;
 mod kernels_host;
 mod labels;

@@ -294,32 +294,18 @@ fn the_order_and_pixels_do_not_depend_on_threads_batch_size_or_backend() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_, m) = three(dir.path());
     let flat = |b: Vec<Vec<Slot>>| b.into_iter().flatten().collect::<Vec<_>>();
-    let one = flat(run(
-        &builder(m.clone())
-            .batch_size(4)
-            .workers(1)
+    // Three epochs' samples, in order, with `batch` samples a batch on `workers` threads.
+    let samples = |batch: usize, workers: usize| {
+        let p = builder(m.clone())
+            .batch_size(batch)
+            .workers(workers)
             .build()
-            .expect("p"),
-        3,
-    ));
-    let three_workers = flat(run(
-        &builder(m.clone())
-            .batch_size(4)
-            .workers(3)
-            .build()
-            .expect("p"),
-        3,
-    ));
-    assert_eq!(one, three_workers, "workers 1 and 3");
-    let six = flat(run(
-        &builder(m.clone())
-            .batch_size(6)
-            .workers(2)
-            .build()
-            .expect("p"),
-        3,
-    ));
-    assert_eq!(one, six, "batches of 4 and 6");
+            .expect("p");
+        flat(run(&p, 3))
+    };
+    let one = samples(4, 1);
+    assert_eq!(one, samples(4, 3), "workers 1 and 3");
+    assert_eq!(one, samples(6, 2), "batches of 4 and 6");
     // Other backends (when present): the same samples, labels and sources in the same
     // order (pixels are compared between backends elsewhere).
     let meta = |v: &[Slot]| v.iter().map(|s| (s.0, s.1, s.2)).collect::<Vec<_>>();

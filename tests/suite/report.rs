@@ -2,11 +2,10 @@
 //! known by construction: a slow store behind one reader, large JPEGs on one worker, and
 //! a consumer slower than its input.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use stoker::pipeline::{InputBound, Report, Stage};
-use stoker::{Augment, BackendKind, Dataset, Pipeline, Sample};
+use stoker::{Augment, BackendKind, Dataset, Pipeline};
 
 use crate::common::{self, TestRng};
 
@@ -38,19 +37,12 @@ fn report(data: &Dataset, readers: usize, workers: usize, batch: usize, step: Du
     r
 }
 
-fn in_memory(bytes: Vec<u8>, n: usize, ext: &str) -> Dataset {
-    let bytes: Arc<[u8]> = bytes.into();
-    let samples = (0..n)
-        .map(|i| Sample::in_memory(format!("s/{i:04}.{ext}"), Arc::clone(&bytes), Some(0)))
-        .collect();
-    Dataset::from_samples(None, samples, vec![]).expect("dataset")
-}
-
 #[test]
 fn a_slow_store_behind_one_reader_is_the_bottleneck() {
     let png = common::png_rgb(8, 8, &[90; 192]);
     // 40 reads of 25 ms on one reader: about a second of reading, nothing else to do.
-    let data = in_memory(png, 40, "png").with_read_latency(Duration::from_millis(25));
+    let data =
+        common::in_memory_dataset(png, 40, "png").with_read_latency(Duration::from_millis(25));
     let r = report(&data, 1, 2, 8, Duration::ZERO);
     assert_eq!(r.input_bound, InputBound::Highly, "{r}");
     assert_eq!(r.bottleneck, Some(Stage::Read), "{r}");
@@ -65,7 +57,7 @@ fn large_jpegs_on_one_worker_make_decoding_the_bottleneck() {
     // Noise at 4:4:4 is costly to entropy-decode; the resize to 16x16 reads the same
     // pixels whatever they hold.
     let jpeg = common::random_jpeg(&mut rng, 1536, 1536, turbojpeg::Subsamp::None);
-    let data = in_memory(jpeg, 12, "jpg");
+    let data = common::in_memory_dataset(jpeg, 12, "jpg");
     let r = report(&data, 4, 1, 4, Duration::ZERO);
     assert_ne!(r.input_bound, InputBound::No, "{r}");
     let load = |s: Stage| {
@@ -84,7 +76,7 @@ fn large_jpegs_on_one_worker_make_decoding_the_bottleneck() {
 #[test]
 fn a_slow_training_step_is_not_input_bound() {
     let png = common::png_rgb(8, 8, &[30; 192]);
-    let data = in_memory(png, 80, "png");
+    let data = common::in_memory_dataset(png, 80, "png");
     // 10 batches, 100 ms of training each: only the first batch is waited for.
     let r = report(&data, 2, 2, 8, Duration::from_millis(100));
     assert_eq!(r.input_bound, InputBound::No, "{r}");
@@ -98,7 +90,7 @@ fn the_trace_holds_a_span_per_stage_per_sample_and_per_batch() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("trace.json");
     let png = common::png_rgb(8, 8, &[60; 192]);
-    let data = in_memory(png, 24, "png");
+    let data = common::in_memory_dataset(png, 24, "png");
     let pipe = Pipeline::builder(data.clone().all())
         .backend(BackendKind::Cpu)
         .augment(Augment::new().resize(16, 16))

@@ -77,6 +77,21 @@ pub(crate) fn extent(
     r
 }
 
+/// How far an object's extent `got` reaches outside the box `b` (the "sound" gap: the
+/// box holds the object), and how far the box reaches beyond the object (the "loose"
+/// gap: the box is tight), each the worst side, in pixels; boxes as `[x0, y0, x1, y1]`.
+pub(crate) fn box_gaps(b: [f32; 4], got: [f32; 4]) -> (f32, f32) {
+    let outside = (b[0] - got[0])
+        .max(b[1] - got[1])
+        .max(got[2] - b[2])
+        .max(got[3] - b[3]);
+    let loose = (got[0] - b[0])
+        .max(got[1] - b[1])
+        .max(b[2] - got[2])
+        .max(b[3] - got[3]);
+    (outside, loose)
+}
+
 /// A filled rectangle drawn into an image (white on black) and a label plane (class 1 on
 /// 0) lands, under random plans, where its box is moved to: the object's pixels and mask
 /// lie in the moved box and reach its edges (within the slack below), and a dropped box
@@ -142,14 +157,7 @@ fn boxes_stay_on_their_object_in_the_image_and_the_mask() {
                     } else {
                         (1.0, 1.5)
                     };
-                    let outside = (b[0] - got[0])
-                        .max(b[1] - got[1])
-                        .max(got[2] - b[2])
-                        .max(got[3] - b[3]);
-                    let loose = (got[0] - b[0])
-                        .max(got[1] - b[1])
-                        .max(b[2] - got[2])
-                        .max(b[3] - got[3]);
+                    let (outside, loose) = box_gaps(b, got);
                     assert!(
                         outside <= sound && loose <= slack,
                         "case {case}: the {what} spans {got:?}, the moved box {b:?}: {plan:?}"

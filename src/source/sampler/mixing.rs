@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::shuffle;
+use super::{first_bad_weight, shuffle};
 use crate::error::{Error, Result};
 use crate::rng::{mix64, Rng, Stream};
 
@@ -114,11 +114,7 @@ impl Mixing {
         if lens.len() > u32::MAX as usize {
             return bad(format!("{} sources is too many", lens.len()));
         }
-        if let Some((k, w)) = weights
-            .iter()
-            .enumerate()
-            .find(|(_, w)| !(w.is_finite() && **w >= 0.0))
-        {
+        if let Some((k, w)) = first_bad_weight(weights) {
             return bad(format!(
                 "weight {w} of source {k} is not a finite number >= 0"
             ));
