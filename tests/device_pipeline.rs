@@ -792,7 +792,8 @@ fn crops_of_tall_jpegs_by_sync_report_damage_below_them_in_every_epoch() {
     let aug = random_crops(32, 0.02);
     let cpu = epochs_with_reports(&subset, &aug, BackendKind::Cpu, true, 2);
     assert!(
-        cpu.iter().all(|(_, errors, _, _)| !errors.is_empty()),
+        cpu.iter()
+            .all(|(_, errors, warnings, _)| !errors.is_empty() || !warnings.is_empty()),
         "seed {seed}: the CPU backend reports the damaged files in every epoch"
     );
     for backend in devices() {

@@ -152,3 +152,77 @@ fn damage_below_a_crop_is_flagged_by_the_whole_decode_the_first_crop_runs() {
         "seed {seed}: every limited decode judged the damage"
     );
 }
+
+/// A random-resized-crop window of a `w x h` image (8% to all of its area, aspect 3:4
+/// to 4:3, as `Augment::random_resized_crop` draws them; the whole image when none fits).
+fn random_resized_window(rng: &mut TestRng, (w, h): (u32, u32)) -> [u32; 4] {
+    let area = f64::from(w) * f64::from(h);
+    for _ in 0..10 {
+        let a = area * (0.08 + 0.92 * rng.below(1 << 20) as f64 / f64::from(1 << 20));
+        let ratio = (0.75f64.ln()
+            + (4.0f64 / 3.0 / 0.75).ln() * rng.below(1 << 20) as f64 / f64::from(1 << 20))
+        .exp();
+        let (cw, ch) = (
+            (a * ratio).sqrt().round() as u32,
+            (a / ratio).sqrt().round() as u32,
+        );
+        if (1..=w).contains(&cw) && (1..=h).contains(&ch) {
+            let x0 = rng.below(u64::from(w - cw + 1)) as u32;
+            let y0 = rng.below(u64::from(h - ch + 1)) as u32;
+            return [x0, y0, x0 + cw, y0 + ch];
+        }
+    }
+    [0, 0, w, h]
+}
+
+#[test]
+fn crops_of_the_corpus_jpegs_are_the_whole_decode_and_skip_what_lies_below_them() {
+    // The bundled and corpus baseline JPEGs without restart markers, three random
+    // resized crops each: the limited decode's blocks are the whole decode's; the share of
+    // write-pass subsequences skipped is printed (the work a crop saves in that pass).
+    let seed = common::fresh_seed("sync crops of the corpus");
+    let mut rng = TestRng(seed);
+    let mut files = Vec::new();
+    common::files_below(&common::data_dir(), &mut files);
+    if let Some(corpus) = common::corpus_or_skip() {
+        common::files_below(&corpus, &mut files);
+    }
+    let (mut checked, mut written, mut skipped) = (0u32, 0u64, 0u64);
+    for f in &files {
+        let Ok(bytes) = std::fs::read(f) else {
+            continue;
+        };
+        let small = stoker::decode::peek_info(&bytes)
+            .is_ok_and(|i| u64::from(i.width) * u64::from(i.height) <= 1 << 24);
+        if !small || RestartScan::parse(&bytes).is_ok() {
+            continue;
+        }
+        let Ok(scan) = RestartScan::parse_sync(&bytes) else {
+            continue;
+        };
+        let size = scan.header.scaled_size(1);
+        for _ in 0..3 {
+            let window = random_resized_window(&mut rng, size);
+            let what = format!("seed {seed}: {} {window:?}", f.display());
+            let (_, whole) = run(&bytes, 1, window, true);
+            if whole.status & !STATUS_SIMD_RANGE != 0 {
+                break;
+            }
+            let (_, crop) = run(&bytes, 1, window, false);
+            assert_eq!(crop.coefs, whole.coefs, "{what}: the crop's blocks");
+            assert_eq!(crop.status & !STATUS_SIMD_RANGE, 0, "{what}");
+            written += u64::from(crop.written);
+            skipped += u64::from(crop.skipped);
+            checked += 1;
+        }
+    }
+    eprintln!(
+        "seed {seed}: {checked} crops: {skipped} of {} write-pass subsequences skipped ({:.1}%)",
+        written + skipped,
+        100.0 * skipped as f64 / (written + skipped).max(1) as f64
+    );
+    assert!(
+        checked >= 30 && skipped > 0,
+        "{checked} crops, {skipped} skipped"
+    );
+}
