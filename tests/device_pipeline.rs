@@ -684,6 +684,44 @@ fn sync_clean(jpeg: &[u8], what: &str) -> u64 {
     u64::from(status == 0)
 }
 
+/// `n` fresh random encodes without restart markers (every sampling, sized by `size`)
+/// written below `dir`, every fourth damaged in its bottom third (crops above it still
+/// see it, as on the CPU backend) until the damage shows: a flipped bit may leave a scan
+/// that still decodes, which neither the oracle nor libjpeg can tell from a clean one.
+/// Returns the clean files the oracle decodes within the device's rounds.
+fn sync_files(
+    dir: &Path,
+    rng: &mut common::TestRng,
+    n: usize,
+    size: impl Fn(&mut common::TestRng, usize) -> (u32, u32),
+) -> u64 {
+    use stoker::decode::jpeg::huffman::RestartScan;
+    let samplings = common::RESTART_SAMPLINGS;
+    let mut clean = 0u64;
+    for i in 0..n {
+        let (samp, gray) = samplings[i % samplings.len()];
+        let (w, h) = size(rng, i);
+        let mut jpeg = common::restart_jpeg(rng, w, h, samp, gray, 0, 0);
+        assert!(
+            RestartScan::parse(&jpeg).is_err(),
+            "case {i}: restart markers"
+        );
+        if i % 4 == 3 {
+            let original = jpeg.clone();
+            let shows = (0..64).any(|_| {
+                jpeg.clone_from(&original);
+                common::flip_in_bottom_third(&mut jpeg, rng);
+                sync_clean(&jpeg, &format!("case {i}: damaged")) == 0
+            });
+            assert!(shows, "case {i}: no damage the oracle flags in 64 tries");
+        } else {
+            clean += sync_clean(&jpeg, &format!("case {i}: {w}x{h} {samp:?} gray {gray}"));
+        }
+        common::write(dir, &format!("c{}/{i:02}.jpg", i % 2), &jpeg);
+    }
+    clean
+}
+
 #[test]
 fn baseline_jpegs_without_restart_markers_are_huffman_decoded_on_the_device_by_sync() {
     // Fresh random encodes without restart markers (every sampling, sizes from a few
@@ -695,35 +733,10 @@ fn baseline_jpegs_without_restart_markers_are_huffman_decoded_on_the_device_by_s
     let dir = tempfile::tempdir().expect("tmp");
     let seed = common::fresh_seed("sync device pipeline");
     let mut rng = common::TestRng(seed);
-    let samplings = common::RESTART_SAMPLINGS;
-    let mut clean = 0u64;
-    for i in 0..16 {
-        let (samp, gray) = samplings[i % samplings.len()];
-        let (w, h) = match i % 4 {
-            0 => (1 + rng.below(12) as u32, 1 + rng.below(12) as u32),
-            _ => (33 + rng.below(260) as u32, 29 + rng.below(200) as u32),
-        };
-        let mut jpeg = common::restart_jpeg(&mut rng, w, h, samp, gray, 0, 0);
-        assert!(
-            RestartScan::parse(&jpeg).is_err(),
-            "case {i}: restart markers"
-        );
-        if i % 4 == 3 {
-            // Damage the bottom third (crops above it still see it, as on the CPU
-            // backend), until the damage shows: a flipped bit may leave a scan that still
-            // decodes, which neither the oracle nor libjpeg can tell from a clean one.
-            let original = jpeg.clone();
-            let shows = (0..64).any(|_| {
-                jpeg.clone_from(&original);
-                common::flip_in_bottom_third(&mut jpeg, &mut rng);
-                sync_clean(&jpeg, &format!("case {i}: damaged")) == 0
-            });
-            assert!(shows, "case {i}: no damage the oracle flags in 64 tries");
-        } else {
-            clean += sync_clean(&jpeg, &format!("case {i}: {w}x{h} {samp:?} gray {gray}"));
-        }
-        common::write(dir.path(), &format!("c{}/{i:02}.jpg", i % 2), &jpeg);
-    }
+    let mut clean = sync_files(dir.path(), &mut rng, 16, |rng, i| match i % 4 {
+        0 => (1 + rng.below(12) as u32, 1 + rng.below(12) as u32),
+        _ => (33 + rng.below(260) as u32, 29 + rng.below(200) as u32),
+    });
     // Bundled baseline files without restart markers.
     let bundled = [
         "jpeg/go_video-001_q50_411.jpg",
@@ -769,25 +782,9 @@ fn crops_of_tall_jpegs_by_sync_report_damage_below_them_in_every_epoch() {
     let dir = tempfile::tempdir().expect("tmp");
     let seed = common::fresh_seed("sync crops over epochs");
     let mut rng = common::TestRng(seed);
-    let samplings = common::RESTART_SAMPLINGS;
-    let mut clean = 0u64;
-    for i in 0..12 {
-        let (samp, gray) = samplings[i % samplings.len()];
-        let (w, h) = (33 + rng.below(120) as u32, 240 + rng.below(300) as u32);
-        let mut jpeg = common::restart_jpeg(&mut rng, w, h, samp, gray, 0, 0);
-        if i % 4 == 3 {
-            let original = jpeg.clone();
-            let shows = (0..64).any(|_| {
-                jpeg.clone_from(&original);
-                common::flip_in_bottom_third(&mut jpeg, &mut rng);
-                sync_clean(&jpeg, &format!("case {i}: damaged")) == 0
-            });
-            assert!(shows, "case {i}: no damage the oracle flags in 64 tries");
-        } else {
-            clean += sync_clean(&jpeg, &format!("case {i}: {w}x{h} {samp:?} gray {gray}"));
-        }
-        common::write(dir.path(), &format!("c{}/{i:02}.jpg", i % 2), &jpeg);
-    }
+    let clean = sync_files(dir.path(), &mut rng, 12, |rng, _| {
+        (33 + rng.below(120) as u32, 240 + rng.below(300) as u32)
+    });
     let subset = Dataset::image_folder(dir.path()).expect("folder").all();
     let aug = random_crops(32, 0.02);
     let cpu = epochs_with_reports(&subset, &aug, BackendKind::Cpu, true, 2);
