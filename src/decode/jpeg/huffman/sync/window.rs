@@ -40,10 +40,8 @@ pub fn pack_sync_window(
         .collect();
     set_sync_regions(&mut chunk, &regions)?;
     if !all {
-        set_sync_limit(
-            &mut chunk,
-            window_blocks(scan, &out.packed.components, chunk[3]),
-        );
+        let blocks = window_blocks(scan, &out.packed.components, chunk[3]);
+        set_sync_limit(&mut chunk, blocks);
     }
     out.entropy_bytes = scan.intervals.iter().map(|r| r.len() as u64).sum();
     out.whole = chunk[15] == chunk[11];
