@@ -299,8 +299,9 @@ static __device__ __forceinline__ u32 put(const u32* chunk, const Layout& l, u32
 
 // Pass 4 (`sync_write`), thread s: subsequence s decoded again from its true start
 // (record s of `rec`, after the rounds and the scan), the blocks whose DC starts in it
-// written to `coefs` (those of its segment's first `blocks` only). Returns its status
-// word.
+// written to `coefs` (those of its segment's first `blocks` only, and of the scan's
+// first SH_LIMIT: one whose first block lies past them returns at once, the one holding
+// the last stops after it). Returns its status word.
 static __device__ __forceinline__ u32 write_pass(const u32* chunk, const u32* rec, u32* coefs, u32 s) {
     const Layout l = layout_of(chunk);
     const u32 seg = sub_word(chunk, l, s, SB_SEGMENT);
@@ -309,6 +310,13 @@ static __device__ __forceinline__ u32 write_pass(const u32* chunk, const u32* re
     const u32 first_block = seg_word(chunk, l, seg, SG_FIRST_BLOCK);
     const u32 blocks = seg_word(chunk, l, seg, SG_BLOCKS);
     const u32 r = SYNC_RECORD_WORDS * s;
+    // The segment's blocks before the write limit; a subsequence whose first block lies
+    // past them writes nothing (`sync_skips`).
+    const u32 limit = chunk[SH_LIMIT];
+    const u32 room = limit > first_block ? limit - first_block : 0u;
+    if (rec[r + 15u] >= room) {
+        return 0u;
+    }
     Cursor c = cursor_read(rec, r);
     u32 next = rec[r + 15u];
     u32 pred[4] = {rec[r + 16u], rec[r + 17u], rec[r + 18u], rec[r + 19u]};
@@ -329,7 +337,7 @@ static __device__ __forceinline__ u32 write_pass(const u32* chunk, const u32* re
 #pragma unroll 1
     for (u32 i = 0u; i < l.bits + 64u; i++) {
         if (c.k == 0u) {
-            if (c.pos >= end) {
+            if (c.pos >= end || next >= room) {
                 done = true;
                 break;
             }

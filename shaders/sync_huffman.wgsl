@@ -492,15 +492,32 @@ fn put(g: u32, bj: u32) -> u32 {
 // Pass 4 (`batch_write`), thread g of the batch's subsequences: subsequence s of its
 // sample decoded again from its true start (record s of the sample's copy P[0].x, after
 // the rounds and the scan), the blocks whose DC starts in it written to `coefs` (those of
-// its segment's first `blocks` only); its status word ORed into the sample's. (No
+// its segment's first `blocks` only, and of the scan's first SH_LIMIT: one whose first
+// block lies past them returns at once, the one holding the last stops after it); its
+// status word ORed into the sample's. (No
 // `break`, `continue` or `return` in the loop: llvmpipe mis-runs lanes that leave a loop
 // while others go on; a lane that is done skips the rest of the chunk's bound.)
 @compute @workgroup_size(32)
 fn sync_write(inv: Invocation) {
     let s = locate_thread(inv, BT_FIRST_SUBSEQUENCE);
-    if (s != 0xFFFFFFFFu) {
+    if (s != 0xFFFFFFFFu && !write_skips(s)) {
         write_subsequence(s);
     }
+}
+
+// The blocks of a segment whose first block is `first_block` before the located
+// sample's write limit.
+fn write_room(first_block: u32) -> u32 {
+    let limit = cw(SH_LIMIT);
+    return select(0u, limit - first_block, limit > first_block);
+}
+
+// Whether subsequence s of the located sample lies past its write limit, and so writes
+// nothing (`sync_skips`).
+fn write_skips(s: u32) -> bool {
+    let first_block = seg_word(sub_word(s, SB_SEGMENT), SG_FIRST_BLOCK);
+    let r = b_records + P[0].x * b_subs * SYNC_RECORD_WORDS + SYNC_RECORD_WORDS * s;
+    return rec[r + 15u] >= write_room(first_block);
 }
 
 // The body of `sync_write` for subsequence s of the located sample (`sync_write`).
@@ -511,6 +528,7 @@ fn write_subsequence(s: u32) {
     let first_block = seg_word(seg, SG_FIRST_BLOCK);
     let blocks = seg_word(seg, SG_BLOCKS);
     let r = b_records + P[0].x * b_subs * SYNC_RECORD_WORDS + SYNC_RECORD_WORDS * s;
+    let room = write_room(first_block);
     cursor_read(r);
     var next = rec[r + 15u];
     var pred = array<u32, 4>(rec[r + 16u], rec[r + 17u], rec[r + 18u], rec[r + 19u]);
@@ -524,7 +542,7 @@ fn write_subsequence(s: u32) {
     for (var i = 0u; i < l_bits + 64u; i++) {
         if (!done) {
             if (c_k == 0u) {
-                if (c_pos >= end) {
+                if (c_pos >= end || next >= room) {
                     done = true;
                 } else {
                     // The segment's first block starts an MCU.

@@ -548,6 +548,19 @@ fn epoch_with_reports(
     backend: BackendKind,
     entropy: bool,
 ) -> (Epoch, Vec<String>, Vec<String>, stoker::Stats) {
+    let mut all = epochs_with_reports(subset, aug, backend, entropy, 1);
+    all.pop().expect("one epoch")
+}
+
+/// [`epoch_with_reports`] for epochs `0..epochs` of one pipeline (which keeps what it
+/// learnt of each file, its verdict, from one epoch to the next).
+fn epochs_with_reports(
+    subset: &Subset,
+    aug: &Augment,
+    backend: BackendKind,
+    entropy: bool,
+    epochs: u64,
+) -> Vec<(Epoch, Vec<String>, Vec<String>, stoker::Stats)> {
     let pipe = Pipeline::builder(subset.clone())
         .backend(backend)
         .augment(aug.clone())
@@ -560,20 +573,24 @@ fn epoch_with_reports(
         .hardware_decode(stoker::HardwareDecode::Off)
         .build()
         .expect("pipeline");
-    let mut out = Epoch::default();
-    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
-    let mut ep = pipe.epoch(0).expect("epoch");
-    for b in ep.by_ref() {
-        let b = b.expect("batch");
-        errors.extend(b.errors().iter().map(|e| e.path.clone()));
-        warnings.extend(b.warnings().iter().map(|w| w.path.clone()));
-        out.push(&b);
-    }
-    let st = ep.stats();
-    out.count(&st);
-    errors.sort();
-    warnings.sort();
-    (out, errors, warnings, st)
+    (0..epochs)
+        .map(|e| {
+            let mut out = Epoch::default();
+            let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+            let mut ep = pipe.epoch(e).expect("epoch");
+            for b in ep.by_ref() {
+                let b = b.expect("batch");
+                errors.extend(b.errors().iter().map(|e| e.path.clone()));
+                warnings.extend(b.warnings().iter().map(|w| w.path.clone()));
+                out.push(&b);
+            }
+            let st = ep.stats();
+            out.count(&st);
+            errors.sort();
+            warnings.sort();
+            (out, errors, warnings, st)
+        })
+        .collect()
 }
 
 #[test]
@@ -667,6 +684,44 @@ fn sync_clean(jpeg: &[u8], what: &str) -> u64 {
     u64::from(status == 0)
 }
 
+/// `n` fresh random encodes without restart markers (every sampling, sized by `size`)
+/// written below `dir`, every fourth damaged in its bottom third (crops above it still
+/// see it, as on the CPU backend) until the damage shows: a flipped bit may leave a scan
+/// that still decodes, which neither the oracle nor libjpeg can tell from a clean one.
+/// Returns the clean files the oracle decodes within the device's rounds.
+fn sync_files(
+    dir: &Path,
+    rng: &mut common::TestRng,
+    n: usize,
+    size: impl Fn(&mut common::TestRng, usize) -> (u32, u32),
+) -> u64 {
+    use stoker::decode::jpeg::huffman::RestartScan;
+    let samplings = common::RESTART_SAMPLINGS;
+    let mut clean = 0u64;
+    for i in 0..n {
+        let (samp, gray) = samplings[i % samplings.len()];
+        let (w, h) = size(rng, i);
+        let mut jpeg = common::restart_jpeg(rng, w, h, samp, gray, 0, 0);
+        assert!(
+            RestartScan::parse(&jpeg).is_err(),
+            "case {i}: restart markers"
+        );
+        if i % 4 == 3 {
+            let original = jpeg.clone();
+            let shows = (0..64).any(|_| {
+                jpeg.clone_from(&original);
+                common::flip_in_bottom_third(&mut jpeg, rng);
+                sync_clean(&jpeg, &format!("case {i}: damaged")) == 0
+            });
+            assert!(shows, "case {i}: no damage the oracle flags in 64 tries");
+        } else {
+            clean += sync_clean(&jpeg, &format!("case {i}: {w}x{h} {samp:?} gray {gray}"));
+        }
+        common::write(dir, &format!("c{}/{i:02}.jpg", i % 2), &jpeg);
+    }
+    clean
+}
+
 #[test]
 fn baseline_jpegs_without_restart_markers_are_huffman_decoded_on_the_device_by_sync() {
     // Fresh random encodes without restart markers (every sampling, sizes from a few
@@ -678,35 +733,10 @@ fn baseline_jpegs_without_restart_markers_are_huffman_decoded_on_the_device_by_s
     let dir = tempfile::tempdir().expect("tmp");
     let seed = common::fresh_seed("sync device pipeline");
     let mut rng = common::TestRng(seed);
-    let samplings = common::RESTART_SAMPLINGS;
-    let mut clean = 0u64;
-    for i in 0..16 {
-        let (samp, gray) = samplings[i % samplings.len()];
-        let (w, h) = match i % 4 {
-            0 => (1 + rng.below(12) as u32, 1 + rng.below(12) as u32),
-            _ => (33 + rng.below(260) as u32, 29 + rng.below(200) as u32),
-        };
-        let mut jpeg = common::restart_jpeg(&mut rng, w, h, samp, gray, 0, 0);
-        assert!(
-            RestartScan::parse(&jpeg).is_err(),
-            "case {i}: restart markers"
-        );
-        if i % 4 == 3 {
-            // Damage the bottom third (crops above it still see it, as on the CPU
-            // backend), until the damage shows: a flipped bit may leave a scan that still
-            // decodes, which neither the oracle nor libjpeg can tell from a clean one.
-            let original = jpeg.clone();
-            let shows = (0..64).any(|_| {
-                jpeg.clone_from(&original);
-                common::flip_in_bottom_third(&mut jpeg, &mut rng);
-                sync_clean(&jpeg, &format!("case {i}: damaged")) == 0
-            });
-            assert!(shows, "case {i}: no damage the oracle flags in 64 tries");
-        } else {
-            clean += sync_clean(&jpeg, &format!("case {i}: {w}x{h} {samp:?} gray {gray}"));
-        }
-        common::write(dir.path(), &format!("c{}/{i:02}.jpg", i % 2), &jpeg);
-    }
+    let mut clean = sync_files(dir.path(), &mut rng, 16, |rng, i| match i % 4 {
+        0 => (1 + rng.below(12) as u32, 1 + rng.below(12) as u32),
+        _ => (33 + rng.below(260) as u32, 29 + rng.below(200) as u32),
+    });
     // Bundled baseline files without restart markers.
     let bundled = [
         "jpeg/go_video-001_q50_411.jpg",
@@ -738,6 +768,54 @@ fn baseline_jpegs_without_restart_markers_are_huffman_decoded_on_the_device_by_s
             st.gpu_sync_entropy
         );
     });
+}
+
+#[test]
+fn crops_of_tall_jpegs_by_sync_report_damage_below_them_in_every_epoch() {
+    // Tall random encodes without restart markers, a quarter of them damaged in their
+    // bottom third, small random crops over two epochs of one pipeline: a file's first
+    // crop decodes it whole on the device (its verdict), later crops of a clean file
+    // write only up to the crop's last MCU (the subsequences below it skipped), and a
+    // damaged file is decoded whole again, flagged and reported, in every epoch, as the
+    // CPU backend reports it whatever the crop: reports, warnings and pixels are the CPU
+    // backend's in each epoch.
+    let dir = tempfile::tempdir().expect("tmp");
+    let seed = common::fresh_seed("sync crops over epochs");
+    let mut rng = common::TestRng(seed);
+    let clean = sync_files(dir.path(), &mut rng, 12, |rng, _| {
+        (33 + rng.below(120) as u32, 240 + rng.below(300) as u32)
+    });
+    let subset = Dataset::image_folder(dir.path()).expect("folder").all();
+    let aug = random_crops(32, 0.02);
+    let cpu = epochs_with_reports(&subset, &aug, BackendKind::Cpu, true, 2);
+    assert!(
+        cpu.iter()
+            .all(|(_, errors, warnings, _)| !errors.is_empty() || !warnings.is_empty()),
+        "seed {seed}: the CPU backend reports the damaged files in every epoch"
+    );
+    for backend in devices() {
+        let dev = epochs_with_reports(&subset, &aug, backend, true, 2);
+        for (e, (want, got)) in cpu.iter().zip(&dev).enumerate() {
+            let what = format!("seed {seed}: {backend} epoch {e}");
+            let st = &got.3;
+            println!(
+                "{what}: {} delivered, {} reported; gpu sync entropy {}, flagged {}",
+                got.0.ids.len(),
+                got.1.len(),
+                st.gpu_sync_entropy,
+                st.entropy_flagged
+            );
+            assert_eq!(got.1, want.1, "{what}: reports");
+            assert_eq!(got.2, want.2, "{what}: warnings");
+            like(&want.0, &got.0, &aug);
+            assert!(st.entropy_flagged >= 1, "{what}: nothing flagged");
+            assert!(
+                st.gpu_sync_entropy >= clean,
+                "{what}: {} of {clean} clean files on the sync path",
+                st.gpu_sync_entropy
+            );
+        }
+    }
 }
 
 /// A batch whose upload is written into the staging buffer by several threads at once (the

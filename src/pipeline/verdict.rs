@@ -14,7 +14,10 @@
 //! is known, every restart interval of the file is uploaded and decoded (the blocks outside
 //! the window dropped), and a batch that runs with none of them flagged records the file
 //! as clean (a flagged one takes the host path, which judges it); later crops upload only
-//! the intervals under their window.
+//! the intervals under their window. The same holds for a file without restart markers
+//! (the self-synchronising decode): until its verdict is known every block is decoded;
+//! later crops write only the blocks down to their window's last MCU, the subsequences
+//! below it skipped.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -50,6 +50,7 @@ mod settings;
 mod shaders_validate;
 mod shards;
 mod split;
+mod sync_crop;
 mod sync_huffman;
 mod targets;
 mod transcode;

@@ -253,6 +253,7 @@ fn sync_huffman() -> Vec<Constant> {
         SH_MAX_ROUNDS,
         SH_CYCLE,
         SH_REGIONS,
+        SH_LIMIT,
     ];
     let segment = sequence![
         SG_START,

@@ -466,8 +466,10 @@ pub fn prepare_device_verified(
 /// The device entropy path for `bytes`, or `None` when it does not take the file
 /// (anything the scan refuses, lenient decoding, a window too large). A file with
 /// restart markers takes the restart-interval decode (with `paths.restart`), a baseline
-/// one without them the self-synchronising decode (with `paths.sync`), which decodes
-/// every segment whatever the window (so the device judges the whole file).
+/// one without them the self-synchronising decode (with `paths.sync`). Unless `verified`
+/// either decodes the whole file whatever the window (so the device judges it whole);
+/// a verified file's crop decodes only the intervals under the window, or the
+/// subsequences up to the window's last MCU.
 fn prepare_entropy(
     bytes: &[u8],
     info: &ImageInfo,
@@ -507,7 +509,16 @@ fn prepare_entropy(
         if data + 1024 > words / 2 || records > words {
             return None;
         }
-        pack_sync_window(&scan, bytes, scale, window, SYNC_ROUNDS, &mut packed).ok()?;
+        pack_sync_window(
+            &scan,
+            bytes,
+            scale,
+            window,
+            SYNC_ROUNDS,
+            !verified,
+            &mut packed,
+        )
+        .ok()?;
     } else {
         pack_intervals(&scan, bytes, scale, window, !verified, &mut packed).ok()?;
     }

@@ -7,7 +7,7 @@
 //! - [`wgpu_device`]: the WGSL shaders on this machine's wgpu adapter (lavapipe in CI);
 //! - [`cuda_device`]: the CUDA kernels on a GPU.
 //!
-//! The cases ([`orient`], [`huffman`], [`sync_huffman`], [`decode`], [`augment`],
+//! The cases ([`orient`], [`huffman`], [`sync_huffman`], [`sync_crop`], [`decode`], [`augment`],
 //! [`cache`], [`mix`]) are written once against the trait and compare with the CPU
 //! oracles; [`executor_tests!`] makes one `#[test]` per case for an executor. A test
 //! binary opts in with
@@ -35,6 +35,7 @@ pub mod huffman;
 pub mod mix;
 pub mod orient;
 pub mod random;
+pub mod sync_crop;
 pub mod sync_huffman;
 #[cfg(feature = "wgpu")]
 pub mod wgpu_device;
@@ -187,6 +188,7 @@ macro_rules! executor_tests {
             sync_huffman::sync_huffman_matches_the_oracle_on_random_jpegs,
             sync_huffman::sync_huffman_matches_the_oracle_on_the_bundled_jpegs,
             sync_huffman::sync_huffman_matches_the_oracle_on_damaged_jpegs,
+            sync_crop::sync_huffman_matches_the_oracle_on_cropped_jpegs,
             decode::decode_matches_the_oracle_and_the_cpu,
             decode::small_bindings_split_a_decode_into_chunks,
             decode::rotated_jpegs_through_a_batch_plan_match_the_oracle_upright,

@@ -15,8 +15,8 @@ use stoker::backend::device::launch::{grid, PARAM_WORDS};
 use stoker::backend::device::{Binding, Buffer, Kernel, Launch, Step};
 use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
 use stoker::decode::jpeg::huffman::sync::{
-    batch_round, batch_scan, batch_start, batch_write, pack_batch, pack_sync, BatchParams,
-    BATCH_WORDS, RECORD_WORDS, SUBSEQUENCE_BITS,
+    batch_round, batch_scan, batch_start, batch_write, pack_batch, pack_sync, sync_skips,
+    BatchParams, BATCH_WORDS, RECORD_WORDS, SUBSEQUENCE_BITS,
 };
 use stoker::decode::jpeg::huffman::{
     decode_sync_with, RestartScan, STATUS_NO_SYNC, STATUS_SIMD_RANGE,
@@ -31,7 +31,7 @@ const SLACK: usize = 67;
 
 /// Rounds enough for every case here (the default size needs a few, 64 bits a few
 /// dozen at most); a decode that needs more is flagged by both and fails the clean check.
-const ROUNDS: u32 = 128;
+pub(super) const ROUNDS: u32 = 128;
 
 /// One launch of `kernel` over `threads` invocations with parameter words 0 (`param`)
 /// and the batch's (`p`).
@@ -64,12 +64,14 @@ fn launch(
 }
 
 /// What a sample's run ends with: its status, the rounds that changed an exit, its
-/// chunk, its coefficient words.
-struct Outcome {
-    status: u32,
-    changing: u32,
-    chunk: Vec<u32>,
-    coefs: Vec<u32>,
+/// chunk, its coefficient words (of the device).
+pub(super) struct Outcome {
+    pub status: u32,
+    pub changing: u32,
+    /// Subsequences the write pass skipped (past the chunk's write limit).
+    pub skipped: u32,
+    pub chunk: Vec<u32>,
+    pub coefs: Vec<u32>,
 }
 
 /// Packs each of `files` with `bits`-bit subsequences and at most `rounds` rounds into
@@ -91,6 +93,24 @@ fn check_batch(
             chunk
         })
         .collect();
+    let out = check_chunks(e, chunks, rounds, what);
+    for (i, ((scan, jpeg), o)) in files.iter().zip(&out).enumerate() {
+        // The oracle's per-chunk driver gives the same status.
+        let mut driver_out = Coefficients::default();
+        let driver = decode_sync_with(scan, jpeg, bits, rounds, &mut driver_out).expect("driver");
+        assert_eq!(o.status, driver, "{what}: sample {i}: the driver's status");
+    }
+    out
+}
+
+/// [`check_batch`] on chunks already packed (of `pack_sync`, their regions and write
+/// limits as set), all in one batch; without the driver's check.
+pub(super) fn check_chunks(
+    e: &dyn Executor,
+    chunks: Vec<Vec<u32>>,
+    rounds: u32,
+    what: &str,
+) -> Vec<Outcome> {
     let refs: Vec<&[u32]> = chunks.iter().map(|c| c.as_slice()).collect();
     let (blob, p, [rec_words, coef_words, status_words]) = pack_batch(&refs, rounds);
     let sizes = [
@@ -172,23 +192,23 @@ fn check_batch(
         );
     }
     let mut out = Vec::new();
-    for (i, ((scan, jpeg), chunk)) in files.iter().zip(chunks).enumerate() {
+    for (i, chunk) in chunks.into_iter().enumerate() {
         let t = BATCH_WORDS * i;
         let (cf, st) = (blob[t + 4] as usize, blob[t + 5] as usize);
         let changing = status[st + 1..st + 1 + rounds as usize]
             .iter()
             .filter(|&&c| c != 0)
             .count() as u32;
-        // The oracle's per-chunk driver gives the same status.
-        let mut driver_out = Coefficients::default();
-        let driver = decode_sync_with(scan, jpeg, bits, rounds, &mut driver_out).expect("driver");
-        assert_eq!(
-            status[st], driver,
-            "{what}: sample {i}: the driver's status"
-        );
+        // The subsequences the write skipped, from the oracle's records of the last round.
+        let half = RECORD_WORDS * chunk[1] as usize;
+        let r = blob[t + 3] as usize + copy as usize * half;
+        let skipped = (0..chunk[1])
+            .filter(|&s| sync_skips(&chunk, &rec[r..r + half], s))
+            .count() as u32;
         out.push(Outcome {
             status: status[st],
             changing,
+            skipped,
             coefs: got[cf..cf + chunk[10] as usize].to_vec(),
             chunk,
         });

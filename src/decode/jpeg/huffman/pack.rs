@@ -121,6 +121,26 @@ pub fn pack_entropy(
     pack_intervals(scan, bytes, scale, window, false, out)
 }
 
+/// The MCU rectangle `[mx0, my0, mx1, my1]` (ends exclusive, within the scan's MCUs) of
+/// the regions of `comps` (frame order): an MCU is needed when any block of it is in its
+/// component's region.
+pub(super) fn region_mcus(scan: &RestartScan, comps: &[ComponentDesc]) -> [u32; 4] {
+    let (mut mx0, mut my0, mut mx1, mut my1) = (u32::MAX, u32::MAX, 0u32, 0u32);
+    for (ci, d) in comps.iter().enumerate() {
+        let comp = &scan.header.components[ci];
+        let (h, v) = if scan.single() {
+            (1, 1)
+        } else {
+            (comp.h_samp, comp.v_samp)
+        };
+        mx0 = mx0.min(d.bx0 / h);
+        my0 = my0.min(d.by0 / v);
+        mx1 = mx1.max((d.bx0 + d.bw).div_ceil(h));
+        my1 = my1.max((d.by0 + d.bh).div_ceil(v));
+    }
+    [mx0, my0, mx1.min(scan.mcus_per_row), my1.min(scan.mcu_rows)]
+}
+
 /// [`pack_entropy`], uploading every interval of the file when `all` (each decoded, the
 /// blocks outside the window dropped): the device then judges the whole file, as a host
 /// decode of it would.
@@ -138,22 +158,7 @@ pub fn pack_intervals(
     out.sync = None;
     let data = &mut out.packed.data;
     let desc = scan_desc(scan, data)?;
-    // The MCU rectangle of the regions: an MCU is needed when any block of it is in its
-    // component's region.
-    let (mut mx0, mut my0, mut mx1, mut my1) = (u32::MAX, u32::MAX, 0u32, 0u32);
-    for (ci, d) in out.packed.components.iter().enumerate() {
-        let comp = &scan.header.components[ci];
-        let (h, v) = if scan.single() {
-            (1, 1)
-        } else {
-            (comp.h_samp, comp.v_samp)
-        };
-        mx0 = mx0.min(d.bx0 / h);
-        my0 = my0.min(d.by0 / v);
-        mx1 = mx1.max((d.bx0 + d.bw).div_ceil(h));
-        my1 = my1.max((d.by0 + d.bh).div_ceil(v));
-    }
-    let (mx1, my1) = (mx1.min(scan.mcus_per_row), my1.min(scan.mcu_rows));
+    let [mx0, my0, mx1, my1] = region_mcus(scan, &out.packed.components);
     let per_row = u64::from(scan.mcus_per_row);
     let ri = u64::from(scan.restart_interval);
     let mut last = None;

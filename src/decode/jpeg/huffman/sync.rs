@@ -78,6 +78,20 @@
 //!    words a block, as in [`super`]; blocks outside their component's block grid are
 //!    dropped).
 //!
+//! # Crops: the write limit
+//! A crop needs the scan's blocks up to its last MCU (MCU order), no more. Header word
+//! 15 ([`set_sync_limit`]) says how many blocks of the scan the write pass decodes: a
+//! subsequence whose first block (known after the scan) lies at or past it returns at
+//! once ([`sync_skips`]; [`run_sync_chunk`] counts them), and the one holding the last
+//! needed block stops after it. The start, the rounds and the scan still run over every
+//! subsequence: a subsequence's first block is only known once the scan has summed
+//! every block before it, and the rounds must synchronise the subsequences above the
+//! limit, whose decode starts from wherever the one before it ended. What is skipped is
+//! not judged either (no status from it): the device path sets a limit only for a file
+//! whose whole verdict is already known clean (`pack_sync_window` with `all` false),
+//! so damage below a crop is reported exactly as the CPU path reports it (the whole
+//! file's verdict, found by a whole decode before its first crop).
+//!
 //! The decode past the segment's last block (its padding bits, then zeros) makes blocks
 //! that do not exist; they come after every real block, so they change neither the
 //! offsets nor the DC predictions of real ones, and pass 4 writes only the segment's
@@ -100,7 +114,9 @@
 //!   MCU block map, 7 the segment table, 8 the subsequence table, 9 the data, 10 the
 //!   coefficient buffer's words, 11 the scan's blocks (MCUs times blocks per MCU), 12
 //!   the most sync rounds, 13 the cycle of the cursor's `b` (1 when every block of an
-//!   MCU has the same tables, else the blocks per MCU), 14 the region table.
+//!   MCU has the same tables, else the blocks per MCU), 14 the region table, 15 the
+//!   write limit: the scan's first blocks (MCU order) the write pass decodes (word 11 as
+//!   packed; [`set_sync_limit`]).
 //! - **Scan record**: a [`ScanDesc`] (its table offsets into this chunk).
 //! - **Component table**: per frame component, 4 words: its first word in the
 //!   coefficient buffer, its width and height in blocks, its quantisation table.
@@ -149,8 +165,8 @@ pub use batch::{
     batch_round, batch_scan, batch_start, batch_write, decode_batch, pack_batch, BatchEntry,
     BatchParams, BATCH_WORDS,
 };
-pub use pack::{pack_sync, set_sync_regions};
-pub use pass::{sync_round, sync_scan, sync_start, sync_write};
+pub use pack::{pack_sync, set_sync_limit, set_sync_regions};
+pub use pass::{sync_round, sync_scan, sync_skips, sync_start, sync_write};
 pub use window::pack_sync_window;
 
 use super::*;
@@ -197,11 +213,40 @@ pub fn decode_sync_with(
 ) -> Result<u32, DecodeError> {
     let mut chunk = Vec::new();
     pack_sync(scan, bytes, subsequence_bits, max_rounds, &mut chunk)?;
+    let run = run_sync_chunk(&chunk);
+    let comp_table = chunk[5] as usize;
+    let first: Vec<usize> = (0..scan.header.components.len())
+        .map(|ci| chunk[comp_table + 4 * ci] as usize)
+        .collect();
+    super::interval::unpack_blocks(scan, &run.coefs, &first, out)?;
+    Ok(run.status)
+}
+
+/// What [`run_sync_chunk`] gives: the OR of the status words, the coefficient buffer
+/// (header word 10's words), and the subsequences the write pass decoded and skipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyncRun {
+    /// The OR of the status words (0: clean).
+    pub status: u32,
+    /// The coefficient buffer.
+    pub coefs: Vec<u32>,
+    /// Subsequences the write pass decoded.
+    pub written: u32,
+    /// Subsequences it skipped, their first block past the chunk's write limit
+    /// ([`set_sync_limit`], [`sync_skips`]).
+    pub skipped: u32,
+}
+
+/// Runs the passes on a chunk of [`pack_sync`] (its regions and write limit as set) as
+/// the device runs them, a loop over the threads for each: the start, the rounds until
+/// one changes nothing (at most header word 12; else [`STATUS_NO_SYNC`]), the scan, the
+/// write.
+pub fn run_sync_chunk(chunk: &[u32]) -> SyncRun {
     let (segments, subs) = (chunk[0], chunk[1] as usize);
     let mut records = vec![0u32; 2 * subs * RECORD_WORDS];
     let (a, b) = records.split_at_mut(subs * RECORD_WORDS);
     for s in 0..subs as u32 {
-        sync_start(&chunk, a, s);
+        sync_start(chunk, a, s);
     }
     let mut status = STATUS_NO_SYNC;
     let mut last_in_a = true;
@@ -213,7 +258,7 @@ pub fn decode_sync_with(
         };
         let mut changed = 0;
         for s in 0..subs as u32 {
-            changed |= sync_round(&chunk, prev, next, s);
+            changed |= sync_round(chunk, prev, next, s);
         }
         last_in_a = round % 2 == 1;
         if changed == 0 {
@@ -223,16 +268,20 @@ pub fn decode_sync_with(
     }
     let rec = if last_in_a { a } else { b };
     for g in 0..segments {
-        status |= sync_scan(&chunk, rec, g);
+        status |= sync_scan(chunk, rec, g);
     }
-    let mut coefs = vec![0u32; chunk[10] as usize];
+    let mut run = SyncRun {
+        coefs: vec![0u32; chunk[10] as usize],
+        ..SyncRun::default()
+    };
     for s in 0..subs as u32 {
-        status |= sync_write(&chunk, rec, &mut coefs, s);
+        if sync_skips(chunk, rec, s) {
+            run.skipped += 1;
+        } else {
+            run.written += 1;
+        }
+        status |= sync_write(chunk, rec, &mut run.coefs, s);
     }
-    let comp_table = chunk[5] as usize;
-    let first: Vec<usize> = (0..scan.header.components.len())
-        .map(|ci| chunk[comp_table + 4 * ci] as usize)
-        .collect();
-    super::interval::unpack_blocks(scan, &coefs, &first, out)?;
-    Ok(status)
+    run.status = status;
+    run
 }

@@ -100,6 +100,7 @@ pub fn pack_sync(
         max_rounds,
         cycle,
         regions_at,
+        total_blocks,
     ];
     chunk[..header.len()].copy_from_slice(&header);
     if chunk.len() > u32::MAX as usize {
@@ -217,6 +218,15 @@ pub fn set_sync_regions(chunk: &mut [u32], regions: &[[u32; 5]]) -> Result<(), D
         chunk[table + 4 * i..table + 4 * i + 4].copy_from_slice(&[bx0, by0, bw, bh]);
     }
     Ok(())
+}
+
+/// Limits the write pass of a chunk packed by [`pack_sync`] to the scan's first `blocks`
+/// blocks (MCU order; at most the scan's): a subsequence whose first block lies past
+/// them writes nothing and is not decoded again ([`super::sync_skips`]), and the one
+/// holding the last of them stops after it. The blocks past the limit are then neither
+/// written nor judged: for a file whose verdict is known, a window above its last MCU.
+pub fn set_sync_limit(chunk: &mut [u32], blocks: u32) {
+    chunk[15] = blocks.min(chunk[11]);
 }
 
 /// Appends the entropy-coded bytes `src` to `out` with the stuffed zero after each `FF`

@@ -302,15 +302,32 @@ fn put(chunk: &[u32], l: &Layout, coefs: &mut [u32], g: u32, bj: u32, blk: &[u32
     }
 }
 
+/// Whether the write pass skips subsequence `s` (record `s` of `rec`, after the scan):
+/// its first block lies at or past the chunk's write limit (header word 15,
+/// [`super::set_sync_limit`]).
+pub fn sync_skips(chunk: &[u32], rec: &[u32], s: u32) -> bool {
+    let l = Layout::of(chunk);
+    let (seg, _, _, _) = l.sub(chunk, s);
+    let first_block = chunk[l.segs + SEGMENT_WORDS * seg + 2];
+    rec[RECORD_WORDS * s as usize + 15] >= chunk[15].saturating_sub(first_block)
+}
+
 /// Pass 4, thread `s`: decodes subsequence `s` again from its true start (record `s`
 /// of `rec`, after the rounds and the scan) and writes the blocks whose DC starts in it
-/// to `coefs` (those of its segment's first `blocks` only). Returns its status word.
+/// to `coefs` (those of its segment's first `blocks` only, and of the scan's first
+/// header word 15: a subsequence whose first block lies past them returns at once
+/// ([`sync_skips`]), the one holding the last stops after it). Returns its status word.
 pub fn sync_write(chunk: &[u32], rec: &[u32], coefs: &mut [u32], s: u32) -> u32 {
     let l = Layout::of(chunk);
     let (seg, _, end, _) = l.sub(chunk, s);
     let sd = l.segs + SEGMENT_WORDS * seg;
     let (seg_end, first_block, blocks) = (chunk[sd + 1], chunk[sd + 2], chunk[sd + 3]);
     let r = RECORD_WORDS * s as usize;
+    // The segment's blocks before the write limit.
+    let room = chunk[15].saturating_sub(first_block);
+    if rec[r + 15] >= room {
+        return 0;
+    }
     let mut c = Cursor::read(rec, r);
     let mut next = rec[r + 15];
     let mut pred = [rec[r + 16], rec[r + 17], rec[r + 18], rec[r + 19]];
@@ -324,7 +341,7 @@ pub fn sync_write(chunk: &[u32], rec: &[u32], coefs: &mut [u32], s: u32) -> u32 
     // more symbols.
     for _ in 0..l.bits + 64 {
         if c.k == 0 {
-            if c.pos >= end {
+            if c.pos >= end || next >= room {
                 done = true;
                 break;
             }
