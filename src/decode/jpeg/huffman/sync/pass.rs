@@ -302,14 +302,18 @@ fn put(chunk: &[u32], l: &Layout, coefs: &mut [u32], g: u32, bj: u32, blk: &[u32
     }
 }
 
-/// Whether the write pass skips subsequence `s` (record `s` of `rec`, after the scan):
-/// its first block lies at or past the chunk's write limit (header word 15,
-/// [`super::set_sync_limit`]).
+/// Whether the write limit (header word 15, [`super::set_sync_limit`]) saves the write
+/// pass subsequence `s` (record `s` of `rec`, after the scan): its first block is one of
+/// its segment's blocks but lies at or past the limit. (A subsequence whose first block
+/// lies past its segment's last, in the padding, writes nothing with or without a
+/// limit, and is not counted.)
 pub fn sync_skips(chunk: &[u32], rec: &[u32], s: u32) -> bool {
     let l = Layout::of(chunk);
     let (seg, _, _, _) = l.sub(chunk, s);
-    let first_block = chunk[l.segs + SEGMENT_WORDS * seg + 2];
-    rec[RECORD_WORDS * s as usize + 15] >= chunk[15].saturating_sub(first_block)
+    let sd = l.segs + SEGMENT_WORDS * seg;
+    let (first_block, blocks) = (chunk[sd + 2], chunk[sd + 3]);
+    let at = rec[RECORD_WORDS * s as usize + 15];
+    at >= chunk[15].saturating_sub(first_block) && at < blocks
 }
 
 /// Pass 4, thread `s`: decodes subsequence `s` again from its true start (record `s`
