@@ -389,7 +389,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
 
-    fn tuned(readers: usize, workers: usize) -> Tuned {
+    fn tuned(readers: usize, workers: usize, batch_size: usize) -> Tuned {
         Tuned::new(Start {
             readers,
             workers,
@@ -405,7 +405,7 @@ mod tests {
             budget: u64::MAX,
             batch_bytes: 1 << 20,
             host_ring: true,
-            batch_size: 64,
+            batch_size,
         })
     }
 
@@ -428,14 +428,15 @@ mod tests {
 
     #[test]
     fn a_raise_that_brings_nothing_settles() {
-        let (t, c) = (tuned(32, 2), Counters::default());
+        // Batches of 16: a window of 50 ms at 1000 samples/s is long enough to decide.
+        let (t, c) = (tuned(8, 2, 16), Counters::default());
         let mut tuner = Tuner::new(&c);
         // A store that serves 1000 samples/s at most: the latency grows with the readers.
         let first = window(&t, &c, &mut tuner, 1000.0);
         let raised = first
             .readers
             .expect("starved workers and busy readers raise");
-        assert!(raised > 32, "{first:?}");
+        assert!(raised > 8, "{first:?}");
         assert!(first.prefetch, "{first:?}");
         // The same rate after the raise: neither moves again, however long it starves.
         for _ in 0..3 {
@@ -450,7 +451,7 @@ mod tests {
 
     #[test]
     fn a_raise_that_helps_is_followed_by_another() {
-        let (t, c) = (tuned(4, 2), Counters::default());
+        let (t, c) = (tuned(8, 2, 16), Counters::default());
         let mut tuner = Tuner::new(&c);
         // A store whose reads take 20 ms whatever the readers: the rate follows them.
         let mut moves = 0;
