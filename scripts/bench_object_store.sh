@@ -23,26 +23,8 @@ moto="${STOKER_MOTO_SERVER:-.venv-s3/bin/moto_server}"
 
 cargo build --release --locked --quiet --features object-store --bin stoker
 stoker=target/release/stoker
-work="$(mktemp -d)"
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-s3_port="$(free_port)"
-proxy_port="$(free_port)"
-"$moto" -H 127.0.0.1 -p "$s3_port" >/dev/null 2>&1 &
-pids+=($!)
-python3 scripts/latency_proxy.py "$proxy_port" "$s3_port" "$latency_ms" &
-pids+=($!)
-for _ in $(seq 100); do
-    curl -s -o /dev/null "http://127.0.0.1:$s3_port/" && break
-    sleep 0.1
-done
-curl -s -f -X PUT "http://127.0.0.1:$s3_port/bench" >/dev/null
+# shellcheck source=scripts/s3_bench_server.sh
+. scripts/s3_bench_server.sh
 
 export AWS_ALLOW_HTTP=true AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_REGION=us-east-1
 conv=(convert "$images" --to tar --restarts off --shard-size "$shard_size" --quiet --json)

@@ -32,6 +32,12 @@
 //!     buffers is on the device, fixed when the pipeline is built: prefetch stays.
 //!   - *Workers*: the available cores from the start (more would only contend); they do
 //!     not change.
+//!   - *Did it help*: the window after a move measures the workers' rate again; when
+//!     it did not rise by [`MIN_GAIN`], what moved has settled and does not move again
+//!     (for this epoch and the next). Reads that slow down as more of them are in
+//!     flight (a store that is itself the bottleneck: a server short of CPU, a
+//!     throttled bucket) lengthen the measured latency, and Little's law alone would
+//!     then ask for ever more readers; a raise that brings nothing stops them.
 //! - The staging ring grows with the readers (each reader in flight holds a buffer):
 //!   `readers + 2 x workers` slots, within the budget.
 //! - What an epoch settled on is where the next one starts.
@@ -40,7 +46,7 @@
 //! [`workers`](super::PipelineBuilder::workers), [`prefetch`](super::PipelineBuilder::prefetch))
 //! is kept as given.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::stats::Counters;
@@ -64,6 +70,9 @@ pub const READERS_BUSY: f64 = 0.5;
 pub const CONSUMER_WAITS: f64 = 0.05;
 /// The shortest window measured before a decision.
 pub const MIN_WINDOW: Duration = Duration::from_millis(50);
+/// The least rise of the workers' rate a move must bring for the same setting to move
+/// again.
+pub const MIN_GAIN: f64 = 0.05;
 
 /// Which settings autotune moves (those the caller left unset).
 #[derive(Debug, Clone, Copy, Default)]
@@ -82,6 +91,10 @@ pub(crate) struct Tuned {
     workers: usize,
     prefetch: AtomicUsize,
     staging: AtomicUsize,
+    /// Whether a raise of the readers brought no gain (they stay).
+    readers_settled: AtomicBool,
+    /// Whether a raise of the prefetch brought no gain (it stays).
+    prefetch_settled: AtomicBool,
     /// Readers, workers and prefetch when the pipeline was built.
     pub initial: (usize, usize, usize),
     pub auto: Auto,
@@ -124,6 +137,8 @@ impl Tuned {
             workers: s.workers,
             prefetch: AtomicUsize::new(s.prefetch),
             staging: AtomicUsize::new(s.staging),
+            readers_settled: AtomicBool::new(false),
+            prefetch_settled: AtomicBool::new(false),
             initial: (s.readers, s.workers, s.prefetch),
             auto: s.auto,
             budget: s.budget,
@@ -254,7 +269,12 @@ pub(crate) fn decide(t: &Tuned, m: &Measured, largest_file: u64) -> Moves {
     let (readers, workers, prefetch) = (t.readers(), t.workers(), t.prefetch());
     let staging = t.staging_slots();
     let fits = |p: usize, s: usize| t.in_flight(p, s, largest_file) <= t.budget;
-    if t.auto.readers && m.starved > STARVED && m.readers_busy > READERS_BUSY {
+    let settled = |b: &AtomicBool| b.load(Ordering::Acquire);
+    if t.auto.readers
+        && !settled(&t.readers_settled)
+        && m.starved > STARVED
+        && m.readers_busy > READERS_BUSY
+    {
         let cap = match m.latency >= LATENT_READ.as_secs_f64() {
             true => MAX_READERS,
             false => t.cores,
@@ -278,6 +298,7 @@ pub(crate) fn decide(t: &Tuned, m: &Measured, largest_file: u64) -> Moves {
     }
     let slots = staging + out.staging;
     if t.auto.prefetch
+        && !settled(&t.prefetch_settled)
         && t.host_ring
         && m.consumer_wait > CONSUMER_WAITS
         && m.starved > STARVED
@@ -294,6 +315,8 @@ pub(crate) fn decide(t: &Tuned, m: &Measured, largest_file: u64) -> Moves {
 pub(crate) struct Tuner {
     at: Instant,
     mark: Mark,
+    /// The last move and the workers' rate (samples/s) in the window that asked for it.
+    probe: Option<(Moves, f64)>,
 }
 
 impl Tuner {
@@ -301,6 +324,7 @@ impl Tuner {
         Tuner {
             at: Instant::now(),
             mark: Mark::of(c),
+            probe: None,
         }
     }
 
@@ -328,10 +352,24 @@ impl Tuner {
         };
         self.at = Instant::now();
         self.mark = now;
+        // The window after a move: a setting whose move brought no gain settles.
+        let rate = worked as f64 / secs;
+        if let Some((moved, before)) = self.probe.take() {
+            if rate < before * (1.0 + MIN_GAIN) {
+                log::debug!("autotune: {moved:?} took {before:.0} to {rate:.0} samples/s: settled");
+                if moved.readers.is_some() {
+                    t.readers_settled.store(true, Ordering::Release);
+                }
+                if moved.prefetch {
+                    t.prefetch_settled.store(true, Ordering::Release);
+                }
+            }
+        }
         let largest = c.largest_file.load(Ordering::Relaxed) as u64;
         let moves = decide(t, &m, largest);
         if moves != Moves::default() {
             log::debug!("autotune: {m:?} -> {moves:?}");
+            self.probe = Some((moves, rate));
         }
         if let Some(r) = moves.readers {
             t.readers.store(r, Ordering::Release);
@@ -343,5 +381,90 @@ impl Tuner {
             t.prefetch.fetch_add(1, Ordering::AcqRel);
         }
         moves
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    fn tuned(readers: usize, workers: usize, batch_size: usize) -> Tuned {
+        Tuned::new(Start {
+            readers,
+            workers,
+            prefetch: 2,
+            staging: readers + 2 * workers,
+            staging_fixed: false,
+            auto: Auto {
+                on: true,
+                readers: true,
+                workers: true,
+                prefetch: true,
+            },
+            budget: u64::MAX,
+            batch_bytes: 1 << 20,
+            host_ring: true,
+            batch_size,
+        })
+    }
+
+    /// One window of a store that serves `rate` samples/s whatever the readers: each
+    /// read takes `readers / rate` seconds, the workers wait for bytes most of the time,
+    /// the readers are always busy and the consumer waits.
+    fn window(t: &Tuned, c: &Counters, tuner: &mut Tuner, rate: f64) -> Moves {
+        std::thread::sleep(MIN_WINDOW);
+        let secs = tuner.at.elapsed().as_secs_f64();
+        let n = (rate * secs) as u64;
+        let add = |a: &AtomicU64, v: f64| a.fetch_add(v as u64, Ordering::Relaxed);
+        add(&c.reads, n as f64);
+        add(&c.read_ns, 1e9 * secs * t.readers() as f64);
+        c.worked.fetch_add(n, Ordering::Relaxed);
+        add(&c.decode_ns, 1e9 * secs * t.workers() as f64 * 0.1);
+        add(&c.starved_ns, 1e9 * secs * t.workers() as f64 * 0.9);
+        add(&c.wait_ns, 1e9 * secs * 0.5);
+        tuner.step(t, c)
+    }
+
+    #[test]
+    fn a_raise_that_brings_nothing_settles() {
+        // Batches of 16: a window of 50 ms at 1000 samples/s is long enough to decide.
+        let (t, c) = (tuned(8, 2, 16), Counters::default());
+        let mut tuner = Tuner::new(&c);
+        // A store that serves 1000 samples/s at most: the latency grows with the readers.
+        let first = window(&t, &c, &mut tuner, 1000.0);
+        let raised = first
+            .readers
+            .expect("starved workers and busy readers raise");
+        assert!(raised > 8, "{first:?}");
+        assert!(first.prefetch, "{first:?}");
+        // The same rate after the raise: neither moves again, however long it starves.
+        for _ in 0..3 {
+            assert_eq!(window(&t, &c, &mut tuner, 1000.0), Moves::default());
+        }
+        assert_eq!(t.readers(), raised);
+        assert_eq!(t.prefetch(), 3);
+        // A fresh tuner (the next epoch) keeps what settled.
+        let mut next = Tuner::new(&c);
+        assert_eq!(window(&t, &c, &mut next, 1000.0), Moves::default());
+    }
+
+    #[test]
+    fn a_raise_that_helps_is_followed_by_another() {
+        let (t, c) = (tuned(8, 2, 16), Counters::default());
+        let mut tuner = Tuner::new(&c);
+        // A store whose reads take 20 ms whatever the readers: the rate follows them.
+        let mut moves = 0;
+        for _ in 0..4 {
+            let rate = t.readers() as f64 / 0.02;
+            if window(&t, &c, &mut tuner, rate).readers.is_some() {
+                moves += 1;
+            }
+        }
+        assert!(
+            moves >= 2,
+            "readers moved {moves} times, now {}",
+            t.readers()
+        );
     }
 }

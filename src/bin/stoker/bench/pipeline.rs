@@ -127,6 +127,24 @@ pub struct PipelineBenchArgs {
     /// backends, one file each, the backend's name before the extension.
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Print a checksum of each epoch's delivery (CRC-32C over every batch's ids, pixels
+    /// and errors, in order): runs that deliver the same batches print the same digests.
+    #[arg(long)]
+    digest: bool,
+}
+
+/// `--digest`: `crc` extended by one batch's ids, host pixels and errors.
+fn digest_batch(crc: u32, batch: &stoker::Batch) -> Res<u32> {
+    let mut crc = batch
+        .ids()
+        .iter()
+        .fold(crc, |c, id| crc32c::crc32c_append(c, &id.to_le_bytes()));
+    crc = crc32c::crc32c_append(crc, batch.raw_images()?);
+    for e in batch.errors() {
+        let text = format!("{} {} {:?} {}", e.id, e.path, e.kind, e.reason);
+        crc = crc32c::crc32c_append(crc, text.as_bytes());
+    }
+    Ok(crc)
 }
 
 /// Where `--trace` writes `kind`'s trace: `path`, or with several backends `path` with the
@@ -258,6 +276,8 @@ struct PipelineMeasured {
     /// thread start-up and cache filling.
     input_wait_fraction: f64,
     input_wait_fraction_per_epoch: Vec<f64>,
+    /// `--digest`: each epoch's checksum of what it delivered, in hex (empty without).
+    epoch_digests: Vec<String>,
     /// The last epoch's verdict (`Stats::report`): input-bound or not, each stage's
     /// utilisation, the bottleneck and what to try.
     report: Option<stoker::pipeline::Report>,
@@ -491,10 +511,12 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
         let mut failed = Vec::new();
         let mut batch_waits = Vec::new();
         let mut rss_bytes_per_epoch = Vec::new();
+        let mut epoch_digests = Vec::new();
         let start = Instant::now();
         for e in 0..a.epochs as u64 {
             let t = Instant::now();
             let mut epoch = pipe.epoch(e)?;
+            let mut crc = 0u32;
             loop {
                 let w = Instant::now();
                 let Some(batch) = epoch.next() else { break };
@@ -503,6 +525,9 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
                     wait_s: w.elapsed().as_secs_f64(),
                 });
                 let batch = batch?;
+                if a.digest {
+                    crc = digest_batch(crc, &batch)?;
+                }
                 delivered += batch.len() as u64;
                 reported += batch.errors().len() as u64;
                 for err in batch.errors() {
@@ -519,6 +544,9 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             // A device backend may still be working on the last batches.
             pipe.wait_device()?;
             epoch_seconds.push(t.elapsed().as_secs_f64());
+            if a.digest {
+                epoch_digests.push(format!("{crc:08x}"));
+            }
             // Taken after the iteration: the epoch's wall clock stops at its last batch.
             let es = epoch.stats();
             wait_fractions.push(es.input_wait_fraction);
@@ -553,6 +581,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             },
             input_wait_fraction: wait_fractions.last().copied().unwrap_or(0.0),
             input_wait_fraction_per_epoch: wait_fractions,
+            epoch_digests,
             report: last_report,
             batch: a.batch,
             size: a.size,
