@@ -34,7 +34,7 @@
 //!     not change.
 //!   - *Did it help*: the window after a move measures the workers' rate again; when
 //!     it did not rise by [`MIN_GAIN`], what moved has settled and does not move again
-//!     (for this epoch and the next). Reads that slow down as more of them are in
+//!     (for the rest of the pipeline's life: later epochs start from it). Reads that slow down as more of them are in
 //!     flight (a store that is itself the bottleneck: a server short of CPU, a
 //!     throttled bucket) lengthen the measured latency, and Little's law alone would
 //!     then ask for ever more readers; a raise that brings nothing stops them.

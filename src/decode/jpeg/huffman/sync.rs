@@ -230,10 +230,11 @@ pub struct SyncRun {
     pub status: u32,
     /// The coefficient buffer.
     pub coefs: Vec<u32>,
-    /// Subsequences the write pass decoded.
+    /// Subsequences the write limit did not skip (those that start in a segment's
+    /// padding among them: they write nothing, limit or not).
     pub written: u32,
-    /// Subsequences it skipped, their first block past the chunk's write limit
-    /// ([`set_sync_limit`], [`sync_skips`]).
+    /// Subsequences the write limit skipped: their first block is one of their
+    /// segment's but past the limit ([`set_sync_limit`], [`sync_skips`]).
     pub skipped: u32,
 }
 
