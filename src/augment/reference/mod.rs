@@ -32,6 +32,7 @@
 
 mod photometric;
 mod resize;
+mod simd;
 mod slot;
 mod warp;
 
@@ -50,7 +51,6 @@ pub struct Scratch {
     resized: Vec<u8>,
     warped: Vec<u8>,
     horizontal: Vec<u8>,
-    acc: Vec<i32>,
     kx: Coeffs,
     ky: Coeffs,
 }

@@ -1,11 +1,10 @@
 //! The image resize: Pillow's `Image.resize(size, BILINEAR, box)` in its fixed point, over
 //! the decoded window, and the coefficient tables GPU backends upload to do the same.
 
+use super::simd::{clip8, horizontal_rows, split_pairs, vertical_row, PRECISION_BITS};
 use super::Scratch;
 use crate::augment::plan::{SamplePlan, ANTIALIAS};
 use crate::decode::{set_len, DecodeOptions, Format, Image8, ImageInfo};
-
-const PRECISION_BITS: u32 = 32 - 8 - 2;
 
 /// Fixed-point resize coefficients of one axis, as the image resize uses them: filled by
 /// [`resize_coeffs`] for GPU backends, which apply them with the same integer arithmetic
@@ -26,6 +25,8 @@ pub struct Coeffs {
     row4: Vec<[u8; 4]>,
     /// Two source rows, pixel by pixel, each widened to 4 lanes (horizontal pass only).
     row8: Vec<[u8; 8]>,
+    /// The weights as the vectorised horizontal pass takes them (horizontal pass only).
+    pairs: Vec<[i32; 2]>,
 }
 
 impl Coeffs {
@@ -253,11 +254,6 @@ pub fn needed_window(plan: &SamplePlan, full: (u32, u32), scale: u32) -> [u32; 4
     [wx0, wy0, wx1, wy1]
 }
 
-#[inline]
-fn clip8(v: i32) -> u8 {
-    (v >> PRECISION_BITS).clamp(0, 255) as u8
-}
-
 /// Resamples the plan's crop box of `src` to `out_width x out_height` RGB u8 into `out`.
 #[multiversion::multiversion(targets("x86_64+avx2+fma", "x86_64+sse4.1", "aarch64+neon"))]
 pub(super) fn resize_rgb_impl(
@@ -265,7 +261,6 @@ pub(super) fn resize_rgb_impl(
     src: &Image8,
     out: &mut Vec<u8>,
     horizontal: &mut Vec<u8>,
-    acc: &mut Vec<i32>,
     kx: &mut Coeffs,
     ky: &mut Coeffs,
 ) {
@@ -280,10 +275,11 @@ pub(super) fn resize_rgb_impl(
     // Rows the vertical pass reads, in window coordinates.
     let (first, last) = ky.span(oy);
     let rows = last - first;
-    // Both passes work on 4 lanes per pixel (RGB and a zero lane) so that each tap is one
-    // 4-lane multiply-add, which the vectoriser turns into SIMD; the zero lane is dropped
-    // when the result is written.
-    let line = ow * 4;
+    // The horizontal pass works on 4 lanes per pixel (RGB and a zero lane) so that each tap
+    // is one 4-lane multiply-add, which the vectoriser turns into SIMD. It writes packed RGB
+    // rows, each pixel as one 4-byte store whose zero lane the next pixel overwrites (so a
+    // row has one spare byte); the vertical pass ([`vertical_row`]) reads them as bytes.
+    let line = ow * 3 + 1;
     set_len(horizontal, rows * line);
     let (cfirst, clast) = kx.span(ox);
     let mut row4 = std::mem::take(&mut kx.row4);
@@ -294,6 +290,34 @@ pub(super) fn resize_rgb_impl(
     row4[clast - cfirst..].fill([0; 4]);
     let src_row = |sy: usize| &src.data[(sy * sw + cfirst - ox) * 3..(sy * sw + clast - ox) * 3];
     let mut r = 0;
+    // Vectorised where the CPU allows: two rows at a time, any tap count.
+    let mut pairs = std::mem::take(&mut kx.pairs);
+    if split_pairs(&kx.weights, kx.ksize, &mut pairs) {
+        set_len(&mut row8, clast - cfirst + kx.ksize + 1);
+        row8[clast - cfirst..].fill([0; 8]);
+        while r < rows {
+            let two = r + 1 < rows;
+            let (a, b) = (
+                src_row(first + r - oy),
+                src_row(first + r + usize::from(two) - oy),
+            );
+            for ((d, p), q) in row8
+                .iter_mut()
+                .zip(a.chunks_exact(3))
+                .zip(b.chunks_exact(3))
+            {
+                *d = [p[0], p[1], p[2], 0, q[0], q[1], q[2], 0];
+            }
+            let rows_out = &mut horizontal[r * line..(r + 1 + usize::from(two)) * line];
+            let (ha, hb) = rows_out.split_at_mut(line);
+            let hb = two.then_some(hb);
+            if !horizontal_rows(&row8, &kx.bounds, &pairs, cfirst, ha, hb) {
+                break;
+            }
+            r += 1 + usize::from(two);
+        }
+    }
+    kx.pairs = pairs;
     // Two rows at a time where the tap count has an unrolled kernel: both rows share the
     // output pixel's taps and weights, which are then loaded once for both.
     if matches!(kx.ksize, 3 | 5 | 7 | 9) {
@@ -331,7 +355,7 @@ pub(super) fn resize_rgb_impl(
             9 => horizontal_row::<9>(kx, &row4, cfirst, hrow),
             _ => {
                 for (xx, (&(xmin, n), o)) in
-                    kx.bounds.iter().zip(hrow.chunks_exact_mut(4)).enumerate()
+                    kx.bounds.iter().zip(hrow.chunks_exact_mut(3)).enumerate()
                 {
                     let w = &kx.weights[xx * kx.ksize..xx * kx.ksize + n];
                     let taps = &row4[xmin - cfirst..xmin - cfirst + n];
@@ -341,7 +365,7 @@ pub(super) fn resize_rgb_impl(
                             acc[k] += i32::from(p[k]) * wt;
                         }
                     }
-                    for k in 0..4 {
+                    for k in 0..3 {
                         o[k] = clip8(acc[k]);
                     }
                 }
@@ -353,20 +377,8 @@ pub(super) fn resize_rgb_impl(
     set_len(out, ow * oh * 3);
     for (yy, &(ymin, n)) in ky.bounds.iter().enumerate() {
         let w = &ky.weights[yy * ky.ksize..yy * ky.ksize + n];
-        let orow = &mut out[yy * ow * 3..(yy + 1) * ow * 3];
-        acc.clear();
-        acc.resize(line, 1i32 << (PRECISION_BITS - 1));
-        for (t, &wt) in w.iter().enumerate() {
-            let hrow = &horizontal[(ymin - first + t) * line..(ymin - first + t + 1) * line];
-            for (a, &h) in acc.iter_mut().zip(hrow) {
-                *a += i32::from(h) * wt;
-            }
-        }
-        for (o, a) in orow.chunks_exact_mut(3).zip(acc.chunks_exact(4)) {
-            o[0] = clip8(a[0]);
-            o[1] = clip8(a[1]);
-            o[2] = clip8(a[2]);
-        }
+        let taps = &horizontal[(ymin - first) * line..(ymin - first + n) * line];
+        vertical_row(taps, line, w, &mut out[yy * ow * 3..(yy + 1) * ow * 3]);
     }
 }
 
@@ -379,13 +391,11 @@ pub(super) fn resize_rgb_impl(
 /// throughput that way (`perf` on `stoker bench pipeline --backend cpu`).
 #[inline(always)]
 fn horizontal_row<const K: usize>(kx: &Coeffs, row4: &[[u8; 4]], cfirst: usize, hrow: &mut [u8]) {
-    for ((&(xmin, _), w), o) in kx
-        .bounds
-        .iter()
-        .zip(kx.weights.chunks_exact(K))
-        .zip(hrow.chunks_exact_mut(4))
-    {
-        let Some(taps) = row4.get(xmin - cfirst..xmin - cfirst + K) else {
+    for (xx, (&(xmin, _), w)) in kx.bounds.iter().zip(kx.weights.chunks_exact(K)).enumerate() {
+        let (Some(taps), Some(o)) = (
+            row4.get(xmin - cfirst..xmin - cfirst + K),
+            hrow.get_mut(3 * xx..3 * xx + 4),
+        ) else {
             continue;
         };
         let mut acc = [1i32 << (PRECISION_BITS - 1); 4];
@@ -394,9 +404,7 @@ fn horizontal_row<const K: usize>(kx: &Coeffs, row4: &[[u8; 4]], cfirst: usize, 
                 acc[k] += i32::from(taps[t][k]) * w[t];
             }
         }
-        for k in 0..4 {
-            o[k] = clip8(acc[k]);
-        }
+        o.copy_from_slice(&acc.map(clip8));
     }
 }
 
@@ -410,14 +418,12 @@ fn horizontal_pair<const K: usize>(
     ha: &mut [u8],
     hb: &mut [u8],
 ) {
-    for (((&(xmin, _), w), oa), ob) in kx
-        .bounds
-        .iter()
-        .zip(kx.weights.chunks_exact(K))
-        .zip(ha.chunks_exact_mut(4))
-        .zip(hb.chunks_exact_mut(4))
-    {
-        let Some(taps) = row8.get(xmin - cfirst..xmin - cfirst + K) else {
+    for (xx, (&(xmin, _), w)) in kx.bounds.iter().zip(kx.weights.chunks_exact(K)).enumerate() {
+        let (Some(taps), Some(oa), Some(ob)) = (
+            row8.get(xmin - cfirst..xmin - cfirst + K),
+            ha.get_mut(3 * xx..3 * xx + 4),
+            hb.get_mut(3 * xx..3 * xx + 4),
+        ) else {
             continue;
         };
         let mut acc = [1i32 << (PRECISION_BITS - 1); 8];
@@ -426,10 +432,9 @@ fn horizontal_pair<const K: usize>(
                 acc[k] += i32::from(taps[t][k]) * w[t];
             }
         }
-        for k in 0..4 {
-            oa[k] = clip8(acc[k]);
-            ob[k] = clip8(acc[k + 4]);
-        }
+        let v = acc.map(clip8);
+        oa.copy_from_slice(&v[..4]);
+        ob.copy_from_slice(&v[4..]);
     }
 }
 
@@ -442,7 +447,6 @@ pub fn resize_only(plan: &SamplePlan, src: &Image8) -> Vec<u8> {
         src,
         &mut s.resized,
         &mut s.horizontal,
-        &mut s.acc,
         &mut s.kx,
         &mut s.ky,
     );

@@ -4,6 +4,7 @@
 use half::f16;
 
 use super::resize::resize_rgb_impl;
+use super::simd::{planes_f32, Affine3};
 use super::{jitter_rgb, warp_rgb, Scratch};
 use crate::augment::plan::{SamplePlan, AFFINE, ERASE, FLIP_H, FLIP_V, JITTER, NORMALIZE};
 use crate::augment::{DType, Layout};
@@ -39,6 +40,13 @@ pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
             let lut: [[f32; 256]; 3] =
                 std::array::from_fn(|c| std::array::from_fn(|v| value(c, v)));
             match bytemuck::try_cast_slice_mut::<u8, f32>(out) {
+                Ok(o) if cfg!(target_endian = "little") && plan.layout() == Layout::Nchw => {
+                    let norm = Affine3 {
+                        mean: if norm { plan.mean } else { [0.0; 3] },
+                        std: if norm { plan.std } else { [1.0; 3] },
+                    };
+                    write_f32_planes(plan, rgb, o, &lut, &norm)
+                }
                 Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, &lut),
                 _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
             }
@@ -93,6 +101,29 @@ fn write_typed<T: Copy>(plan: &SamplePlan, rgb: &[u8], out: &mut [T], lut: &[[T;
     }
 }
 
+/// `write_slot` for f32 planes (NCHW), a row at a time ([`planes_f32`]: vectorised where
+/// the CPU allows, bit-identical to the table).
+fn write_f32_planes(
+    plan: &SamplePlan,
+    rgb: &[u8],
+    out: &mut [f32],
+    lut: &[[f32; 256]; 3],
+    norm: &Affine3,
+) {
+    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
+    let (fh, fv) = (plan.has(FLIP_H), plan.has(FLIP_V));
+    let (r, rest) = out[..3 * w * h].split_at_mut(w * h);
+    let (g, b) = rest.split_at_mut(w * h);
+    let rows = r
+        .chunks_exact_mut(w)
+        .zip(g.chunks_exact_mut(w))
+        .zip(b.chunks_exact_mut(w));
+    for (y, ((ro, go), bo)) in rows.enumerate() {
+        let srow = &rgb[src_index(fv, h, y) * w * 3..][..w * 3];
+        planes_f32(srow, lut, norm, fh, [ro, go, bo]);
+    }
+}
+
 /// `write_slot` for an unaligned byte output: element by element, little-endian.
 fn write_bytes<T: Copy, const N: usize>(
     plan: &SamplePlan,
@@ -127,7 +158,6 @@ pub fn execute_image(plan: &SamplePlan, src: &Image8, out: &mut [u8], scratch: &
         src,
         &mut scratch.resized,
         &mut scratch.horizontal,
-        &mut scratch.acc,
         &mut scratch.kx,
         &mut scratch.ky,
     );

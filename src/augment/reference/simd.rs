@@ -1,0 +1,467 @@
+//! The image resize's vertical pass and the normalising write, explicitly vectorised for
+//! x86-64 (AVX2, chosen at run time) with the scalar code's exact integer and IEEE
+//! arithmetic, so every pixel and every float is bit-identical to the scalar path (which
+//! stays the definition, and runs where AVX2 is absent). The intrinsics come through
+//! `pulp`'s safe, run-time-checked wrappers (the crate is in the build already, for
+//! `gemm`): no `unsafe` here.
+//!
+//! The vertical pass multiplies 8-bit pixels by Pillow's 22-bit weights. A 22-bit weight
+//! does not fit the 16-bit multiply-add (`vpmaddwd`, two taps per instruction), so each
+//! weight is split as `w = hi * 2^11 + lo` (`0 <= lo < 2^11`, both then fit in 16 bits)
+//! and the sum is `(sum(p * hi) << 11) + sum(p * lo)`: the same integer, two multiply-adds
+//! per two taps instead of two 32-bit multiplies per tap.
+
+#[cfg(target_arch = "x86_64")]
+use core::arch::x86_64::{__m128i, __m256, __m256i};
+#[cfg(target_arch = "x86_64")]
+use pulp::x86::V3;
+
+/// The fixed point of the resize weights (Pillow's `PRECISION_BITS`).
+pub(super) const PRECISION_BITS: u32 = 32 - 8 - 2;
+/// Bits of a weight's low part in the split `w = hi * 2^LO_BITS + lo`.
+const LO_BITS: u32 = 11;
+/// Tap pairs the vectorised vertical pass keeps on the stack; more taps (a downscale by
+/// over 32 after the IDCT scale) take the scalar loop.
+const MAX_PAIRS: usize = 32;
+
+/// `$name(simd, args)`: the kernel `$kernel` and its arguments, which `pulp` calls with
+/// the CPU's features enabled. `call` names the kernel directly so that it is inlined
+/// there: a closure, or a function called through `FnOnce`, is compiled apart, without
+/// the features, and each of its intrinsics becomes a call.
+macro_rules! kernel {
+    ($name:ident, $kernel:ident, $args:ty) => {
+        #[cfg(target_arch = "x86_64")]
+        struct $name<'a>(V3, $args);
+
+        #[cfg(target_arch = "x86_64")]
+        impl<'a> pulp::NullaryFnOnce for $name<'a> {
+            type Output = ();
+
+            #[inline(always)]
+            fn call(self) {
+                $kernel(self.0, self.1)
+            }
+        }
+    };
+}
+
+kernel!(
+    Vertical,
+    vertical_v3,
+    (&'a [u8], usize, &'a [i32], &'a mut [u8])
+);
+kernel!(
+    Planes,
+    planes_v3,
+    (
+        &'a [u8],
+        &'a [[f32; 256]; 3],
+        &'a Affine3,
+        bool,
+        [&'a mut [f32]; 3]
+    )
+);
+kernel!(
+    Horizontal,
+    horizontal_v3,
+    (
+        &'a [[u8; 8]],
+        &'a [(usize, usize)],
+        &'a [[i32; 2]],
+        usize,
+        usize,
+        &'a mut [u8],
+        Option<&'a mut [u8]>,
+    )
+);
+
+/// `clamp((2^21 + sum) >> 22, 0, 255)`: one resized value.
+#[inline]
+pub(super) fn clip8(v: i32) -> u8 {
+    (v >> PRECISION_BITS).clamp(0, 255) as u8
+}
+
+/// One output row of the vertical pass: `out[i] = clip8(2^21 + sum_t taps[t * line + i] *
+/// w[t])` for `i < out.len()` (`<= line`), where `taps` holds `w.len()` rows of `line`
+/// bytes.
+pub(super) fn vertical_row(taps: &[u8], line: usize, w: &[i32], out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if w.len() <= 2 * MAX_PAIRS && w.iter().all(|&v| split(v).is_some()) {
+        if let Some(simd) = V3::try_new() {
+            return simd.vectorize(Vertical(simd, (taps, line, w, out)));
+        }
+    }
+    vertical_scalar(taps, line, w, out, 0);
+}
+
+/// The scalar vertical pass over `out[from..]`.
+fn vertical_scalar(taps: &[u8], line: usize, w: &[i32], out: &mut [u8], from: usize) {
+    for (i, o) in out.iter_mut().enumerate().skip(from) {
+        let mut acc = 1i32 << (PRECISION_BITS - 1);
+        for (t, &wt) in w.iter().enumerate() {
+            acc += i32::from(taps[t * line + i]) * wt;
+        }
+        *o = clip8(acc);
+    }
+}
+
+/// `w` as `(hi, lo)` with `w = hi * 2^LO_BITS + lo`, `0 <= lo < 2^LO_BITS`, when `hi`
+/// fits in 16 bits (every weight of a resize does: at most `2^22`).
+fn split(w: i32) -> Option<(i16, i16)> {
+    let hi = i16::try_from(w >> LO_BITS).ok()?;
+    Some((hi, (w & ((1 << LO_BITS) - 1)) as i16))
+}
+
+/// Two 16-bit weights as the pair a `vpmaddwd` lane multiplies `(a, b)` by.
+#[cfg(target_arch = "x86_64")]
+fn pair(a: i16, b: i16) -> i32 {
+    i32::from(a as u16) | i32::from(b as u16) << 16
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn load32(s: &[u8]) -> __m256i {
+    bytemuck::pod_read_unaligned(&s[..32])
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn vertical_v3(simd: V3, (taps, line, w, out): (&[u8], usize, &[i32], &mut [u8])) {
+    let (a, x) = (simd.avx2, simd.avx);
+    let n = w.len();
+    let pairs = n.div_ceil(2);
+    let mut wh = [x._mm256_setzero_si256(); MAX_PAIRS];
+    let mut wl = wh;
+    for p in 0..pairs {
+        let (h0, l0) = split(w[2 * p]).unwrap_or_default();
+        let (h1, l1) = w.get(2 * p + 1).and_then(|&v| split(v)).unwrap_or_default();
+        wh[p] = x._mm256_set1_epi32(pair(h0, h1));
+        wl[p] = x._mm256_set1_epi32(pair(l0, l1));
+    }
+    let zero = x._mm256_setzero_si256();
+    let round = x._mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+    let len = out.len();
+    let mut i = 0;
+    while i + 32 <= len {
+        let mut hi = [zero; 4];
+        let mut lo = [zero; 4];
+        for p in 0..pairs {
+            let ra = load32(&taps[2 * p * line + i..]);
+            let rb = if 2 * p + 1 < n {
+                load32(&taps[(2 * p + 1) * line + i..])
+            } else {
+                zero
+            };
+            // (a_j, b_j) as 16-bit pairs: elements [0, 4) and [16, 20) in q[0], [4, 8)
+            // and [20, 24) in q[1], and so on; the packs below undo that order.
+            let (ab0, ab1) = (
+                a._mm256_unpacklo_epi8(ra, rb),
+                a._mm256_unpackhi_epi8(ra, rb),
+            );
+            let q = [
+                a._mm256_unpacklo_epi8(ab0, zero),
+                a._mm256_unpackhi_epi8(ab0, zero),
+                a._mm256_unpacklo_epi8(ab1, zero),
+                a._mm256_unpackhi_epi8(ab1, zero),
+            ];
+            for k in 0..4 {
+                hi[k] = a._mm256_add_epi32(hi[k], a._mm256_madd_epi16(q[k], wh[p]));
+                lo[k] = a._mm256_add_epi32(lo[k], a._mm256_madd_epi16(q[k], wl[p]));
+            }
+        }
+        let v: [__m256i; 4] = std::array::from_fn(|k| {
+            let s = a._mm256_add_epi32(a._mm256_slli_epi32::<{ LO_BITS as i32 }>(hi[k]), lo[k]);
+            a._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(a._mm256_add_epi32(s, round))
+        });
+        let bytes = a._mm256_packus_epi16(
+            a._mm256_packs_epi32(v[0], v[1]),
+            a._mm256_packs_epi32(v[2], v[3]),
+        );
+        out[i..i + 32].copy_from_slice(bytemuck::bytes_of(&bytes));
+        i += 32;
+    }
+    vertical_scalar(taps, line, w, out, i);
+}
+
+/// Writes one row of `w` RGB pixels into three f32 plane rows: `r[x] = lut[0][rgb[3x]]`
+/// and so on, the row reversed when `flip`; `lut` holds `norm`'s values, which the
+/// vectorised path computes instead of looking up.
+pub(super) fn planes_f32(
+    rgb: &[u8],
+    lut: &[[f32; 256]; 3],
+    norm: &Affine3,
+    flip: bool,
+    out: [&mut [f32]; 3],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = V3::try_new() {
+        return simd.vectorize(Planes(simd, (rgb, lut, norm, flip, out)));
+    }
+    let _ = norm;
+    planes_scalar(rgb, lut, flip, out, 0);
+}
+
+fn planes_scalar(rgb: &[u8], lut: &[[f32; 256]; 3], flip: bool, out: [&mut [f32]; 3], from: usize) {
+    let w = out[0].len();
+    let [r, g, b] = out;
+    for x in from..w {
+        let px = &rgb[3 * x..3 * x + 3];
+        let o = if flip { w - 1 - x } else { x };
+        r[o] = lut[0][usize::from(px[0])];
+        g[o] = lut[1][usize::from(px[1])];
+        b[o] = lut[2][usize::from(px[2])];
+    }
+}
+
+/// The normalisation `((v / 255) - mean) / std` per channel, as the vectorised write
+/// computes it: the same two IEEE divisions and subtraction as the scalar table, lane
+/// by lane, so each value is bit-identical to the table's.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Affine3 {
+    /// Per-channel mean (0 when not normalising).
+    pub mean: [f32; 3],
+    /// Per-channel standard deviation (1 when not normalising).
+    pub std: [f32; 3],
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn planes_v3(
+    simd: V3,
+    (rgb, lut, f, flip, out): (&[u8], &[[f32; 256]; 3], &Affine3, bool, [&mut [f32]; 3]),
+) {
+    let (a, x, s) = (simd.avx2, simd.avx, simd.ssse3);
+    let w = out[0].len();
+    // Byte c + 3j of 8 pixels (24 bytes, loaded as [0, 16) and [8, 24)) to lane j.
+    let pick = |c: usize, second: bool| -> __m128i {
+        let idx: [i8; 16] = std::array::from_fn(|j| {
+            let k = c + 3 * j;
+            match (j < 8, second) {
+                (true, false) if k < 16 => k as i8,
+                (true, true) if k >= 16 => (k - 8) as i8,
+                _ => -1,
+            }
+        });
+        bytemuck::cast(idx)
+    };
+    let picks = [0, 1, 2].map(|c| (pick(c, false), pick(c, true)));
+    let k255 = x._mm256_set1_ps(255.0);
+    let mean = f.mean.map(|m| x._mm256_set1_ps(m));
+    let std = f.std.map(|v| x._mm256_set1_ps(v));
+    let reverse = x._mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    let [r, g, b] = out;
+    let mut planes = [r, g, b];
+    let mut i = 0;
+    // 8 pixels need 24 bytes; the two 16-byte loads reach 24.
+    while i + 8 <= w && 3 * i + 24 <= rgb.len() {
+        let p0: __m128i = bytemuck::pod_read_unaligned(&rgb[3 * i..3 * i + 16]);
+        let p1: __m128i = bytemuck::pod_read_unaligned(&rgb[3 * i + 8..3 * i + 24]);
+        for (c, plane) in planes.iter_mut().enumerate() {
+            let (m0, m1) = picks[c];
+            let bytes = simd
+                .sse2
+                ._mm_or_si128(s._mm_shuffle_epi8(p0, m0), s._mm_shuffle_epi8(p1, m1));
+            let v: __m256 = x._mm256_cvtepi32_ps(a._mm256_cvtepu8_epi32(bytes));
+            let mut y = x._mm256_div_ps(x._mm256_sub_ps(x._mm256_div_ps(v, k255), mean[c]), std[c]);
+            let at = if flip {
+                y = a._mm256_permutevar8x32_ps(y, reverse);
+                w - 8 - i
+            } else {
+                i
+            };
+            let y: [f32; 8] = bytemuck::cast(y);
+            plane[at..at + 8].copy_from_slice(&y);
+        }
+        i += 8;
+    }
+    planes_scalar(rgb, lut, flip, planes, i);
+}
+
+/// Fills `out` with the horizontal weights of `ksize` taps per output pixel as tap pairs,
+/// `[hi pair, lo pair]` per pair ([`split`]; an odd last tap pairs with a zero weight),
+/// for [`horizontal_rows`]. False (and `out` unusable) when a weight does not split.
+pub(super) fn split_pairs(weights: &[i32], ksize: usize, out: &mut Vec<[i32; 2]>) -> bool {
+    out.clear();
+    if ksize == 0 {
+        return false;
+    }
+    for w in weights.chunks_exact(ksize) {
+        for t in (0..ksize).step_by(2) {
+            let (Some((h0, l0)), Some((h1, l1))) =
+                (split(w[t]), split(w.get(t + 1).copied().unwrap_or(0)))
+            else {
+                return false;
+            };
+            out.push([pair(h0, h1), pair(l0, l1)]);
+        }
+    }
+    true
+}
+
+/// The horizontal pass over two rows at once, vectorised: `row8` holds both rows' source
+/// pixels side by side (`[r, g, b, 0, r, g, b, 0]`, padded past the last tap), `pairs`
+/// the weights from [`split_pairs`] (`ksize.div_ceil(2)` per output pixel). Output pixel
+/// `x` of each row goes to bytes `3x..3x + 3` of `a` and `b` (as a 4-byte store: each row
+/// has a spare byte at its end). False, writing nothing, where AVX2 is absent.
+pub(super) fn horizontal_rows(
+    row8: &[[u8; 8]],
+    bounds: &[(usize, usize)],
+    pairs: &[[i32; 2]],
+    cfirst: usize,
+    a: &mut [u8],
+    b: Option<&mut [u8]>,
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = V3::try_new() {
+        let kp = pairs.len() / bounds.len().max(1);
+        simd.vectorize(Horizontal(simd, (row8, bounds, pairs, kp, cfirst, a, b)));
+        return true;
+    }
+    let _ = (row8, bounds, pairs, cfirst, a, b);
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn horizontal_v3(
+    simd: V3,
+    (row8, bounds, pairs, kp, cfirst, out_a, mut out_b): (
+        &[[u8; 8]],
+        &[(usize, usize)],
+        &[[i32; 2]],
+        usize,
+        usize,
+        &mut [u8],
+        Option<&mut [u8]>,
+    ),
+) {
+    let (a, x) = (simd.avx2, simd.avx);
+    // Two source pixels (16 bytes) to (p_t, p_t+1) pairs per lane: R, G, B, 0 of row a,
+    // then of row b.
+    let shuf: __m128i =
+        bytemuck::cast::<[i8; 16], _>([0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15]);
+    let round = x._mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+    let bytes: &[u8] = bytemuck::cast_slice(row8);
+    if kp == 0 {
+        return;
+    }
+    for (xx, (&(xmin, _), w)) in bounds.iter().zip(pairs.chunks_exact(kp)).enumerate() {
+        let base = (xmin - cfirst) * 8;
+        let (mut hi, mut lo) = (x._mm256_setzero_si256(), x._mm256_setzero_si256());
+        for (p, &[wh, wl]) in w.iter().enumerate() {
+            let Some(s) = bytes.get(base + 16 * p..base + 16 * p + 16) else {
+                break;
+            };
+            let px: __m128i = bytemuck::pod_read_unaligned(s);
+            let q = a._mm256_cvtepu8_epi16(simd.ssse3._mm_shuffle_epi8(px, shuf));
+            hi = a._mm256_add_epi32(hi, a._mm256_madd_epi16(q, x._mm256_set1_epi32(wh)));
+            lo = a._mm256_add_epi32(lo, a._mm256_madd_epi16(q, x._mm256_set1_epi32(wl)));
+        }
+        let s = a._mm256_add_epi32(a._mm256_slli_epi32::<{ LO_BITS as i32 }>(hi), lo);
+        let v = a._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(a._mm256_add_epi32(s, round));
+        let p = a._mm256_packs_epi32(v, v);
+        let p = a._mm256_packus_epi16(p, p);
+        if let Some(o) = out_a.get_mut(3 * xx..3 * xx + 4) {
+            o.copy_from_slice(&a._mm256_extract_epi32::<0>(p).to_le_bytes());
+        }
+        if let Some(o) = out_b
+            .as_deref_mut()
+            .and_then(|b| b.get_mut(3 * xx..3 * xx + 4))
+        {
+            o.copy_from_slice(&a._mm256_extract_epi32::<4>(p).to_le_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh seed per run (printed on failure), so every run tries new inputs.
+    fn rng() -> (u64, impl FnMut(u32) -> u32) {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            | 1;
+        let mut state = seed;
+        (seed, move |n: u32| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 33) % u64::from(n.max(1))) as u32
+        })
+    }
+
+    /// The vectorised vertical pass gives the scalar one's bytes: tap counts from 1 past
+    /// the stack's 64 (the scalar fallback), rows shorter and longer than a vector, and
+    /// weights up to 1.5 * 2^22, some negative (both split).
+    #[test]
+    fn the_vertical_pass_is_the_scalar_one() {
+        let (seed, mut next) = rng();
+        for case in 0..300 {
+            let n = 1 + next(70) as usize;
+            let len = 1 + next(200) as usize;
+            let line = len + next(3) as usize;
+            let taps: Vec<u8> = (0..n * line).map(|_| next(256) as u8).collect();
+            // Sums stay inside i32 (as a resize's do): |weights| add up to at most 1.5 * 2^22.
+            let cap = (3 << 21) / n as u32;
+            let w: Vec<i32> = (0..n)
+                .map(|_| next(cap) as i32 - (cap / 2) as i32 * i32::from(next(4) == 0))
+                .collect();
+            let (mut fast, mut plain) = (vec![0u8; len], vec![0u8; len]);
+            vertical_row(&taps, line, &w, &mut fast);
+            vertical_scalar(&taps, line, &w, &mut plain, 0);
+            assert_eq!(
+                fast, plain,
+                "seed {seed}, case {case}: {n} taps, {len} bytes"
+            );
+        }
+    }
+
+    /// The vectorised normalising write gives the table's floats bit for bit, for random
+    /// means and deviations (and none: 0 and 1), flipped or not, widths that are and are
+    /// not multiples of 8.
+    #[test]
+    fn the_vectorised_write_is_the_table() {
+        let (seed, mut next) = rng();
+        for case in 0..200 {
+            let w = 1 + next(300) as usize;
+            let rgb: Vec<u8> = (0..3 * w).map(|_| next(256) as u8).collect();
+            let norm = if case % 4 == 0 {
+                Affine3 {
+                    mean: [0.0; 3],
+                    std: [1.0; 3],
+                }
+            } else {
+                Affine3 {
+                    mean: std::array::from_fn(|_| next(1000) as f32 / 999.0),
+                    std: std::array::from_fn(|_| 0.01 + next(1000) as f32 / 500.0),
+                }
+            };
+            let lut: [[f32; 256]; 3] = std::array::from_fn(|c| {
+                std::array::from_fn(|v| (v as f32 / 255.0 - norm.mean[c]) / norm.std[c])
+            });
+            let flip = next(2) == 1;
+            let mut fast = vec![vec![0f32; w]; 3];
+            let mut plain = vec![vec![0f32; w]; 3];
+            let [a, b, c] = &mut fast[..] else {
+                unreachable!()
+            };
+            planes_f32(&rgb, &lut, &norm, flip, [a, b, c]);
+            let [a, b, c] = &mut plain[..] else {
+                unreachable!()
+            };
+            planes_scalar(&rgb, &lut, flip, [a, b, c], 0);
+            let bits = |p: &Vec<Vec<f32>>| -> Vec<u32> {
+                p.iter().flatten().map(|v| v.to_bits()).collect()
+            };
+            assert_eq!(
+                bits(&fast),
+                bits(&plain),
+                "seed {seed}, case {case}: width {w}, flip {flip}"
+            );
+        }
+    }
+}
