@@ -198,10 +198,18 @@ pub(super) fn planes_f32(
         return simd.vectorize(Planes(simd, (rgb, lut, norm, flip, out)));
     }
     let _ = norm;
-    planes_scalar(rgb, lut, flip, out, 0);
+    planes_lut(rgb, lut, flip, out, 0);
 }
 
-fn planes_scalar(rgb: &[u8], lut: &[[f32; 256]; 3], flip: bool, out: [&mut [f32]; 3], from: usize) {
+/// [`planes_f32`]'s scalar definition, for any element type: pixels `from..` of the row
+/// through the tables.
+pub(super) fn planes_lut<T: Copy>(
+    rgb: &[u8],
+    lut: &[[T; 256]; 3],
+    flip: bool,
+    out: [&mut [T]; 3],
+    from: usize,
+) {
     let w = out[0].len();
     let [r, g, b] = out;
     for x in from..w {
@@ -275,7 +283,7 @@ fn planes_v3(
         }
         i += 8;
     }
-    planes_scalar(rgb, lut, flip, planes, i);
+    planes_lut(rgb, lut, flip, planes, i);
 }
 
 /// Fills `out` with the horizontal weights of `ksize` taps per output pixel as tap pairs,
@@ -453,7 +461,7 @@ mod tests {
             let [a, b, c] = &mut plain[..] else {
                 unreachable!()
             };
-            planes_scalar(&rgb, &lut, flip, [a, b, c], 0);
+            planes_lut(&rgb, &lut, flip, [a, b, c], 0);
             let bits = |p: &Vec<Vec<f32>>| -> Vec<u32> {
                 p.iter().flatten().map(|v| v.to_bits()).collect()
             };

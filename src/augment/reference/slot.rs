@@ -4,7 +4,7 @@
 use half::f16;
 
 use super::resize::resize_rgb_impl;
-use super::simd::{planes_f32, Affine3};
+use super::simd::{planes_f32, planes_lut, Affine3};
 use super::{jitter_rgb, warp_rgb, Scratch};
 use crate::augment::plan::{SamplePlan, AFFINE, ERASE, FLIP_H, FLIP_V, JITTER, NORMALIZE};
 use crate::augment::{DType, Layout};
@@ -25,29 +25,33 @@ pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
     match plan.dtype() {
         DType::U8 => {
             let lut: [[u8; 256]; 3] = [std::array::from_fn(|v| v as u8); 3];
-            write_typed(plan, rgb, out, &lut);
+            write_typed(plan, rgb, out, &lut, |s, f, p| planes_lut(s, &lut, f, p, 0));
         }
         DType::F16 => {
             let lut: [[u16; 256]; 3] = std::array::from_fn(|c| {
                 std::array::from_fn(|v| f16::from_f32(value(c, v)).to_bits())
             });
             match bytemuck::try_cast_slice_mut::<u8, u16>(out) {
-                Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, &lut),
+                Ok(o) if cfg!(target_endian = "little") => {
+                    write_typed(plan, rgb, o, &lut, |s, f, p| planes_lut(s, &lut, f, p, 0))
+                }
                 _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
             }
         }
         DType::F32 => {
             let lut: [[f32; 256]; 3] =
                 std::array::from_fn(|c| std::array::from_fn(|v| value(c, v)));
+            let norm = Affine3 {
+                mean: if norm { plan.mean } else { [0.0; 3] },
+                std: if norm { plan.std } else { [1.0; 3] },
+            };
             match bytemuck::try_cast_slice_mut::<u8, f32>(out) {
-                Ok(o) if cfg!(target_endian = "little") && plan.layout() == Layout::Nchw => {
-                    let norm = Affine3 {
-                        mean: if norm { plan.mean } else { [0.0; 3] },
-                        std: if norm { plan.std } else { [1.0; 3] },
-                    };
-                    write_f32_planes(plan, rgb, o, &lut, &norm)
+                // NCHW rows vectorised where the CPU allows, bit-identical to the table.
+                Ok(o) if cfg!(target_endian = "little") => {
+                    write_typed(plan, rgb, o, &lut, |s, f, p| {
+                        planes_f32(s, &lut, &norm, f, p)
+                    })
                 }
-                Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, &lut),
                 _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
             }
         }
@@ -64,8 +68,15 @@ pub(super) fn src_index(flip: bool, n: usize, i: usize) -> usize {
     }
 }
 
-/// `write_slot` for an output already viewed as elements: one table lookup per value.
-fn write_typed<T: Copy>(plan: &SamplePlan, rgb: &[u8], out: &mut [T], lut: &[[T; 256]; 3]) {
+/// `write_slot` for an output already viewed as elements: one table lookup per value;
+/// NCHW rows through `planes` (source row, flipped, the three planes' rows).
+fn write_typed<T: Copy>(
+    plan: &SamplePlan,
+    rgb: &[u8],
+    out: &mut [T],
+    lut: &[[T; 256]; 3],
+    planes: impl Fn(&[u8], bool, [&mut [T]; 3]),
+) {
     let (w, h) = (plan.out_width as usize, plan.out_height as usize);
     let (fh, fv) = (plan.has(FLIP_H), plan.has(FLIP_V));
     match plan.layout() {
@@ -78,13 +89,11 @@ fn write_typed<T: Copy>(plan: &SamplePlan, rgb: &[u8], out: &mut [T], lut: &[[T;
                 .zip(g.chunks_exact_mut(w))
                 .zip(b.chunks_exact_mut(w));
             for (y, ((ro, go), bo)) in rows.enumerate() {
-                let srow = &rgb[src_index(fv, h, y) * w * 3..][..w * 3];
-                for (x, px) in srow.chunks_exact(3).enumerate() {
-                    let ox = src_index(fh, w, x);
-                    ro[ox] = lut[0][usize::from(px[0])];
-                    go[ox] = lut[1][usize::from(px[1])];
-                    bo[ox] = lut[2][usize::from(px[2])];
-                }
+                planes(
+                    &rgb[src_index(fv, h, y) * w * 3..][..w * 3],
+                    fh,
+                    [ro, go, bo],
+                );
             }
         }
         Layout::Nhwc => {
@@ -98,29 +107,6 @@ fn write_typed<T: Copy>(plan: &SamplePlan, rgb: &[u8], out: &mut [T], lut: &[[T;
                 }
             }
         }
-    }
-}
-
-/// `write_slot` for f32 planes (NCHW), a row at a time ([`planes_f32`]: vectorised where
-/// the CPU allows, bit-identical to the table).
-fn write_f32_planes(
-    plan: &SamplePlan,
-    rgb: &[u8],
-    out: &mut [f32],
-    lut: &[[f32; 256]; 3],
-    norm: &Affine3,
-) {
-    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
-    let (fh, fv) = (plan.has(FLIP_H), plan.has(FLIP_V));
-    let (r, rest) = out[..3 * w * h].split_at_mut(w * h);
-    let (g, b) = rest.split_at_mut(w * h);
-    let rows = r
-        .chunks_exact_mut(w)
-        .zip(g.chunks_exact_mut(w))
-        .zip(b.chunks_exact_mut(w));
-    for (y, ((ro, go), bo)) in rows.enumerate() {
-        let srow = &rgb[src_index(fv, h, y) * w * 3..][..w * 3];
-        planes_f32(srow, lut, norm, fh, [ro, go, bo]);
     }
 }
 
