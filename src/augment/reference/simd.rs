@@ -22,6 +22,7 @@ pub(super) const PRECISION_BITS: u32 = 32 - 8 - 2;
 const LO_BITS: u32 = 11;
 /// Tap pairs the vectorised vertical pass keeps on the stack; more taps (a downscale by
 /// over 32 after the IDCT scale) take the scalar loop.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const MAX_PAIRS: usize = 32;
 
 /// `$name(simd, args)`: the kernel `$kernel` and its arguments, which `pulp` calls with
@@ -113,7 +114,6 @@ fn split(w: i32) -> Option<(i16, i16)> {
 }
 
 /// Two 16-bit weights as the pair a `vpmaddwd` lane multiplies `(a, b)` by.
-#[cfg(target_arch = "x86_64")]
 fn pair(a: i16, b: i16) -> i32 {
     i32::from(a as u16) | i32::from(b as u16) << 16
 }
@@ -225,6 +225,7 @@ pub(super) fn planes_lut<T: Copy>(
 /// computes it: the same two IEEE divisions and subtraction as the scalar table, lane
 /// by lane, so each value is bit-identical to the table's.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) struct Affine3 {
     /// Per-channel mean (0 when not normalising).
     pub mean: [f32; 3],
