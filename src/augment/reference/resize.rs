@@ -1,7 +1,9 @@
 //! The image resize: Pillow's `Image.resize(size, BILINEAR, box)` in its fixed point, over
 //! the decoded window, and the coefficient tables GPU backends upload to do the same.
 
-use super::simd::{clip8, horizontal_rows, split_pairs, vertical_row, PRECISION_BITS};
+use super::simd::{
+    clip8, horizontal_pass, split_pairs, vertical_pass, HorizontalJob, Taps, PRECISION_BITS,
+};
 use super::Scratch;
 use crate::augment::plan::{SamplePlan, ANTIALIAS};
 use crate::decode::{set_len, DecodeOptions, Format, Image8, ImageInfo};
@@ -278,7 +280,7 @@ pub(super) fn resize_rgb_impl(
     // The horizontal pass works on 4 lanes per pixel (RGB and a zero lane) so that each tap
     // is one 4-lane multiply-add, which the vectoriser turns into SIMD. It writes packed RGB
     // rows, each pixel as one 4-byte store whose zero lane the next pixel overwrites (so a
-    // row has one spare byte); the vertical pass ([`vertical_row`]) reads them as bytes.
+    // row has one spare byte); the vertical pass ([`vertical_pass`]) reads them as bytes.
     let line = ow * 3 + 1;
     set_len(horizontal, rows * line);
     let (cfirst, clast) = kx.span(ox);
@@ -295,26 +297,18 @@ pub(super) fn resize_rgb_impl(
     if split_pairs(&kx.weights, kx.ksize, &mut pairs) {
         set_len(&mut row8, clast - cfirst + kx.ksize + 1);
         row8[clast - cfirst..].fill([0; 8]);
-        while r < rows {
-            let two = r + 1 < rows;
-            let (a, b) = (
-                src_row(first + r - oy),
-                src_row(first + r + usize::from(two) - oy),
-            );
-            for ((d, p), q) in row8
-                .iter_mut()
-                .zip(a.chunks_exact(3))
-                .zip(b.chunks_exact(3))
-            {
-                *d = [p[0], p[1], p[2], 0, q[0], q[1], q[2], 0];
-            }
-            let rows_out = &mut horizontal[r * line..(r + 1 + usize::from(two)) * line];
-            let (ha, hb) = rows_out.split_at_mut(line);
-            let hb = two.then_some(hb);
-            if !horizontal_rows(&row8, &kx.bounds, &pairs, cfirst, ha, hb) {
-                break;
-            }
-            r += 1 + usize::from(two);
+        let job = HorizontalJob {
+            rows,
+            src_row: |r: usize| src_row(first + r - oy),
+            row8: &mut row8,
+            bounds: &kx.bounds,
+            pairs: &pairs,
+            cfirst,
+            out: &mut horizontal[..rows * line],
+            line,
+        };
+        if horizontal_pass(job) {
+            r = rows;
         }
     }
     kx.pairs = pairs;
@@ -375,11 +369,12 @@ pub(super) fn resize_rgb_impl(
     kx.row4 = row4;
     kx.row8 = row8;
     set_len(out, ow * oh * 3);
-    for (yy, &(ymin, n)) in ky.bounds.iter().enumerate() {
-        let w = &ky.weights[yy * ky.ksize..yy * ky.ksize + n];
-        let taps = &horizontal[(ymin - first) * line..(ymin - first + n) * line];
-        vertical_row(taps, line, w, &mut out[yy * ow * 3..(yy + 1) * ow * 3]);
-    }
+    let taps = Taps {
+        bounds: &ky.bounds,
+        weights: &ky.weights,
+        ksize: ky.ksize,
+    };
+    vertical_pass(horizontal, line, first, taps, out, ow * 3);
 }
 
 /// One row of the horizontal pass with exactly `K` taps per output pixel (zero weights

@@ -47,34 +47,36 @@ macro_rules! kernel {
 }
 
 kernel!(
-    Vertical,
-    vertical_v3,
-    (&'a [u8], usize, &'a [i32], &'a mut [u8])
+    VerticalPass,
+    vertical_pass_v3,
+    (&'a [u8], usize, usize, Taps<'a>, &'a mut [u8], usize)
 );
 kernel!(
-    Planes,
-    planes_v3,
+    PlanesImage,
+    planes_image_v3,
     (
         &'a [u8],
+        (usize, usize, bool, bool),
         &'a [[f32; 256]; 3],
         &'a Affine3,
-        bool,
-        [&'a mut [f32]; 3]
+        &'a mut [f32]
     )
 );
-kernel!(
-    Horizontal,
-    horizontal_v3,
-    (
-        &'a [[u8; 8]],
-        &'a [(usize, usize)],
-        &'a [[i32; 2]],
-        usize,
-        usize,
-        &'a mut [u8],
-        Option<&'a mut [u8]>,
-    )
-);
+
+/// The SIMD token a kernel runs with: pulp's AVX2 level on x86-64, none elsewhere.
+#[cfg(target_arch = "x86_64")]
+type Token = V3;
+#[cfg(not(target_arch = "x86_64"))]
+type Token = core::convert::Infallible;
+
+/// One axis's resize taps: per output pixel its first source index and tap count
+/// (`bounds`), and `ksize` weights (`weights`, zero past its own count).
+#[derive(Clone, Copy)]
+pub(super) struct Taps<'a> {
+    pub bounds: &'a [(usize, usize)],
+    pub weights: &'a [i32],
+    pub ksize: usize,
+}
 
 /// `clamp((2^21 + sum) >> 22, 0, 255)`: one resized value.
 #[inline]
@@ -82,17 +84,52 @@ pub(super) fn clip8(v: i32) -> u8 {
     (v >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
-/// One output row of the vertical pass: `out[i] = clip8(2^21 + sum_t taps[t * line + i] *
-/// w[t])` for `i < out.len()` (`<= line`), where `taps` holds `w.len()` rows of `line`
-/// bytes.
-pub(super) fn vertical_row(taps: &[u8], line: usize, w: &[i32], out: &mut [u8]) {
+/// The vertical pass: output row `y` (`width` bytes from `out[y * width]`) is
+/// `clip8(2^21 + sum_t h_t[i] * w[t])` over the rows `h_t` of `h` (`line` bytes each, row
+/// `ymin - first + t`) and the weights `w` that `taps` gives it, `(ymin, n) = bounds[y]`.
+pub(super) fn vertical_pass(
+    h: &[u8],
+    line: usize,
+    first: usize,
+    taps: Taps,
+    out: &mut [u8],
+    width: usize,
+) {
     #[cfg(target_arch = "x86_64")]
-    if w.len() <= 2 * MAX_PAIRS && w.iter().all(|&v| split(v).is_some()) {
-        if let Some(simd) = V3::try_new() {
-            return simd.vectorize(Vertical(simd, (taps, line, w, out)));
+    if let Some(simd) = V3::try_new() {
+        return simd.vectorize(VerticalPass(simd, (h, line, first, taps, out, width)));
+    }
+    vertical_rows(None, (h, line, first, taps, out, width));
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn vertical_pass_v3(simd: V3, job: (&[u8], usize, usize, Taps, &mut [u8], usize)) {
+    vertical_rows(Some(simd), job);
+}
+
+/// [`vertical_pass`]'s rows, each vectorised when `simd` is given and its weights allow.
+#[inline(always)]
+fn vertical_rows(
+    simd: Option<Token>,
+    (h, line, first, taps, out, width): (&[u8], usize, usize, Taps, &mut [u8], usize),
+) {
+    for (y, (&(ymin, n), o)) in taps
+        .bounds
+        .iter()
+        .zip(out.chunks_exact_mut(width))
+        .enumerate()
+    {
+        let w = &taps.weights[y * taps.ksize..y * taps.ksize + n];
+        let rows = &h[(ymin - first) * line..(ymin - first + n) * line];
+        match simd {
+            #[cfg(target_arch = "x86_64")]
+            Some(simd) if w.len() <= 2 * MAX_PAIRS && w.iter().all(|&v| split(v).is_some()) => {
+                vertical_v3(simd, (rows, line, w, o))
+            }
+            _ => vertical_scalar(rows, line, w, o, 0),
         }
     }
-    vertical_scalar(taps, line, w, out, 0);
 }
 
 /// The scalar vertical pass over `out[from..]`.
@@ -183,25 +220,81 @@ fn vertical_v3(simd: V3, (taps, line, w, out): (&[u8], usize, &[i32], &mut [u8])
     vertical_scalar(taps, line, w, out, i);
 }
 
-/// Writes one row of `w` RGB pixels into three f32 plane rows: `r[x] = lut[0][rgb[3x]]`
-/// and so on, the row reversed when `flip`; `lut` holds `norm`'s values, which the
-/// vectorised path computes instead of looking up.
-pub(super) fn planes_f32(
+/// Writes a `w x h` RGB image into three f32 planes (NCHW): `r[y][x] =
+/// lut[0][rgb[y][x].r]` and so on, flipped as `flip_h` and `flip_v` say; `lut` holds
+/// `norm`'s values, which the vectorised path computes instead of looking up.
+pub(super) fn planes_f32_image(
     rgb: &[u8],
+    (w, h, flip_h, flip_v): (usize, usize, bool, bool),
     lut: &[[f32; 256]; 3],
     norm: &Affine3,
-    flip: bool,
-    out: [&mut [f32]; 3],
+    out: &mut [f32],
 ) {
+    let job = (rgb, (w, h, flip_h, flip_v), lut, norm, out);
     #[cfg(target_arch = "x86_64")]
     if let Some(simd) = V3::try_new() {
-        return simd.vectorize(Planes(simd, (rgb, lut, norm, flip, out)));
+        return simd.vectorize(PlanesImage(simd, job));
     }
-    let _ = norm;
-    planes_lut(rgb, lut, flip, out, 0);
+    planes_image(None, job);
 }
 
-/// [`planes_f32`]'s scalar definition, for any element type: pixels `from..` of the row
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn planes_image_v3(
+    simd: V3,
+    job: (
+        &[u8],
+        (usize, usize, bool, bool),
+        &[[f32; 256]; 3],
+        &Affine3,
+        &mut [f32],
+    ),
+) {
+    planes_image(Some(simd), job);
+}
+
+/// [`planes_f32_image`]'s rows, vectorised when `simd` is given.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn planes_image(
+    simd: Option<Token>,
+    (rgb, (w, h, flip_h, flip_v), lut, norm, out): (
+        &[u8],
+        (usize, usize, bool, bool),
+        &[[f32; 256]; 3],
+        &Affine3,
+        &mut [f32],
+    ),
+) {
+    let _ = norm;
+    for (y, planes) in plane_rows(out, w, h).enumerate() {
+        let sy = if flip_v { h - 1 - y } else { y };
+        let srow = &rgb[sy * w * 3..][..w * 3];
+        match simd {
+            #[cfg(target_arch = "x86_64")]
+            Some(simd) => planes_v3(simd, (srow, lut, norm, flip_h, planes)),
+            _ => planes_lut(srow, lut, flip_h, planes, 0),
+        }
+    }
+}
+
+/// The rows of a `w x h` image's three planes (`out` holds them one after another), row
+/// `y` of each together.
+pub(super) fn plane_rows<T>(
+    out: &mut [T],
+    w: usize,
+    h: usize,
+) -> impl Iterator<Item = [&mut [T]; 3]> {
+    let (r, rest) = out[..3 * w * h].split_at_mut(w * h);
+    let (g, b) = rest.split_at_mut(w * h);
+    r.chunks_exact_mut(w)
+        .zip(g.chunks_exact_mut(w))
+        .zip(b.chunks_exact_mut(w))
+        .map(|((r, g), b)| [r, g, b])
+}
+
+/// [`planes_f32_image`]'s scalar definition of a row, for any element type: pixels `from..` of the row
 /// through the tables.
 pub(super) fn planes_lut<T: Copy>(
     rgb: &[u8],
@@ -289,7 +382,7 @@ fn planes_v3(
 
 /// Fills `out` with the horizontal weights of `ksize` taps per output pixel as tap pairs,
 /// `[hi pair, lo pair]` per pair ([`split`]; an odd last tap pairs with a zero weight),
-/// for [`horizontal_rows`]. False (and `out` unusable) when a weight does not split.
+/// for [`horizontal_pass`]. False (and `out` unusable) when a weight does not split.
 pub(super) fn split_pairs(weights: &[i32], ksize: usize, out: &mut Vec<[i32; 2]>) -> bool {
     out.clear();
     if ksize == 0 {
@@ -308,27 +401,68 @@ pub(super) fn split_pairs(weights: &[i32], ksize: usize, out: &mut Vec<[i32; 2]>
     true
 }
 
-/// The horizontal pass over two rows at once, vectorised: `row8` holds both rows' source
-/// pixels side by side (`[r, g, b, 0, r, g, b, 0]`, padded past the last tap), `pairs`
-/// the weights from [`split_pairs`] (`ksize.div_ceil(2)` per output pixel). Output pixel
-/// `x` of each row goes to bytes `3x..3x + 3` of `a` and `b` (as a 4-byte store: each row
-/// has a spare byte at its end). False, writing nothing, where AVX2 is absent.
-pub(super) fn horizontal_rows(
-    row8: &[[u8; 8]],
-    bounds: &[(usize, usize)],
-    pairs: &[[i32; 2]],
-    cfirst: usize,
-    a: &mut [u8],
-    b: Option<&mut [u8]>,
-) -> bool {
+/// The horizontal pass, vectorised: `rows` rows, source row `r` from `src_row(r)` (the
+/// taps' source pixels, RGB), output row `r` at `out[r * line..]`. Rows go two at a time
+/// through `row8` (`[r, g, b, 0, r, g, b, 0]` per source pixel, its padding past the last
+/// tap already zero), with the weights from [`split_pairs`] (`ksize.div_ceil(2)` pairs
+/// per output pixel). Output pixel `x` goes to bytes `3x..3x + 3` of its row (as a
+/// 4-byte store: each row has a spare byte at its end).
+pub(super) struct HorizontalJob<'a, F> {
+    pub rows: usize,
+    pub src_row: F,
+    pub row8: &'a mut [[u8; 8]],
+    pub bounds: &'a [(usize, usize)],
+    pub pairs: &'a [[i32; 2]],
+    pub cfirst: usize,
+    pub out: &'a mut [u8],
+    pub line: usize,
+}
+
+/// Runs a [`HorizontalJob`]; false, writing nothing, where AVX2 is absent.
+pub(super) fn horizontal_pass<'s, F: Fn(usize) -> &'s [u8]>(job: HorizontalJob<'_, F>) -> bool {
     #[cfg(target_arch = "x86_64")]
     if let Some(simd) = V3::try_new() {
-        let kp = pairs.len() / bounds.len().max(1);
-        simd.vectorize(Horizontal(simd, (row8, bounds, pairs, kp, cfirst, a, b)));
+        simd.vectorize(HorizontalPass(simd, job));
         return true;
     }
-    let _ = (row8, bounds, pairs, cfirst, a, b);
+    let _ = job;
     false
+}
+
+#[cfg(target_arch = "x86_64")]
+struct HorizontalPass<'a, F>(V3, HorizontalJob<'a, F>);
+
+#[cfg(target_arch = "x86_64")]
+impl<'s, F: Fn(usize) -> &'s [u8]> pulp::NullaryFnOnce for HorizontalPass<'_, F> {
+    type Output = ();
+
+    #[inline(always)]
+    fn call(self) {
+        horizontal_pass_v3(self.0, self.1)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn horizontal_pass_v3<'s, F: Fn(usize) -> &'s [u8]>(simd: V3, j: HorizontalJob<'_, F>) {
+    let kp = j.pairs.len() / j.bounds.len().max(1);
+    let mut r = 0;
+    while r < j.rows {
+        let two = usize::from(r + 1 < j.rows);
+        let (a, b) = ((j.src_row)(r), (j.src_row)(r + two));
+        for ((d, p), q) in j
+            .row8
+            .iter_mut()
+            .zip(a.chunks_exact(3))
+            .zip(b.chunks_exact(3))
+        {
+            *d = [p[0], p[1], p[2], 0, q[0], q[1], q[2], 0];
+        }
+        let (ha, hb) = j.out[r * j.line..(r + 1 + two) * j.line].split_at_mut(j.line);
+        let hb = (two == 1).then_some(hb);
+        horizontal_v3(simd, (j.row8, j.bounds, j.pairs, kp, j.cfirst, ha, hb));
+        r += 1 + two;
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -419,9 +553,21 @@ mod tests {
             let w: Vec<i32> = (0..n)
                 .map(|_| next(cap) as i32 - (cap / 2) as i32 * i32::from(next(4) == 0))
                 .collect();
-            let (mut fast, mut plain) = (vec![0u8; len], vec![0u8; len]);
-            vertical_row(&taps, line, &w, &mut fast);
-            vertical_scalar(&taps, line, &w, &mut plain, 0);
+            // Two output rows: all the taps, then the last ones from a later first row.
+            let k = next(n as u32) as usize;
+            let mut weights = w.clone();
+            weights.extend(w[k..].iter().chain(std::iter::repeat_n(&0, k)));
+            let bounds = [(0, n), (k, n - k)];
+            let rows = Taps {
+                bounds: &bounds,
+                weights: &weights,
+                ksize: n,
+            };
+            let (mut fast, mut plain) = (vec![0u8; 2 * len], vec![0u8; 2 * len]);
+            vertical_pass(&taps, line, 0, rows, &mut fast, len);
+            let (p0, p1) = plain.split_at_mut(len);
+            vertical_scalar(&taps, line, &w, p0, 0);
+            vertical_scalar(&taps[k * line..], line, &w[k..], p1, 0);
             assert_eq!(
                 fast, plain,
                 "seed {seed}, case {case}: {n} taps, {len} bytes"
@@ -436,8 +582,8 @@ mod tests {
     fn the_vectorised_write_is_the_table() {
         let (seed, mut next) = rng();
         for case in 0..200 {
-            let w = 1 + next(300) as usize;
-            let rgb: Vec<u8> = (0..3 * w).map(|_| next(256) as u8).collect();
+            let (w, h) = (1 + next(300) as usize, 1 + next(4) as usize);
+            let rgb: Vec<u8> = (0..3 * w * h).map(|_| next(256) as u8).collect();
             let norm = if case % 4 == 0 {
                 Affine3 {
                     mean: [0.0; 3],
@@ -452,24 +598,19 @@ mod tests {
             let lut: [[f32; 256]; 3] = std::array::from_fn(|c| {
                 std::array::from_fn(|v| (v as f32 / 255.0 - norm.mean[c]) / norm.std[c])
             });
-            let flip = next(2) == 1;
-            let mut fast = vec![vec![0f32; w]; 3];
-            let mut plain = vec![vec![0f32; w]; 3];
-            let [a, b, c] = &mut fast[..] else {
-                unreachable!()
-            };
-            planes_f32(&rgb, &lut, &norm, flip, [a, b, c]);
-            let [a, b, c] = &mut plain[..] else {
-                unreachable!()
-            };
-            planes_lut(&rgb, &lut, flip, [a, b, c], 0);
-            let bits = |p: &Vec<Vec<f32>>| -> Vec<u32> {
-                p.iter().flatten().map(|v| v.to_bits()).collect()
-            };
+            let (flip_h, flip_v) = (next(2) == 1, next(2) == 1);
+            let mut fast = vec![0f32; 3 * w * h];
+            planes_f32_image(&rgb, (w, h, flip_h, flip_v), &lut, &norm, &mut fast);
+            let mut plain = vec![0f32; 3 * w * h];
+            for (y, planes) in plane_rows(&mut plain, w, h).enumerate() {
+                let sy = if flip_v { h - 1 - y } else { y };
+                planes_lut(&rgb[sy * w * 3..][..w * 3], &lut, flip_h, planes, 0);
+            }
+            let bits = |p: &[f32]| -> Vec<u32> { p.iter().map(|v| v.to_bits()).collect() };
             assert_eq!(
                 bits(&fast),
                 bits(&plain),
-                "seed {seed}, case {case}: width {w}, flip {flip}"
+                "seed {seed}, case {case}: {w}x{h}, flips {flip_h} {flip_v}"
             );
         }
     }

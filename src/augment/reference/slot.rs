@@ -4,7 +4,7 @@
 use half::f16;
 
 use super::resize::resize_rgb_impl;
-use super::simd::{planes_f32, planes_lut, Affine3};
+use super::simd::{plane_rows, planes_f32_image, planes_lut, Affine3};
 use super::{jitter_rgb, warp_rgb, Scratch};
 use crate::augment::plan::{SamplePlan, AFFINE, ERASE, FLIP_H, FLIP_V, JITTER, NORMALIZE};
 use crate::augment::{DType, Layout};
@@ -25,16 +25,14 @@ pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
     match plan.dtype() {
         DType::U8 => {
             let lut: [[u8; 256]; 3] = [std::array::from_fn(|v| v as u8); 3];
-            write_typed(plan, rgb, out, &lut, |s, f, p| planes_lut(s, &lut, f, p, 0));
+            write_typed(plan, rgb, out, &lut);
         }
         DType::F16 => {
             let lut: [[u16; 256]; 3] = std::array::from_fn(|c| {
                 std::array::from_fn(|v| f16::from_f32(value(c, v)).to_bits())
             });
             match bytemuck::try_cast_slice_mut::<u8, u16>(out) {
-                Ok(o) if cfg!(target_endian = "little") => {
-                    write_typed(plan, rgb, o, &lut, |s, f, p| planes_lut(s, &lut, f, p, 0))
-                }
+                Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, &lut),
                 _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
             }
         }
@@ -46,12 +44,13 @@ pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
                 std: if norm { plan.std } else { [1.0; 3] },
             };
             match bytemuck::try_cast_slice_mut::<u8, f32>(out) {
-                // NCHW rows vectorised where the CPU allows, bit-identical to the table.
-                Ok(o) if cfg!(target_endian = "little") => {
-                    write_typed(plan, rgb, o, &lut, |s, f, p| {
-                        planes_f32(s, &lut, &norm, f, p)
-                    })
+                // Vectorised where the CPU allows, bit-identical to the table.
+                Ok(o) if cfg!(target_endian = "little") && plan.layout() == Layout::Nchw => {
+                    let (w, h) = (plan.out_width as usize, plan.out_height as usize);
+                    let flips = (plan.has(FLIP_H), plan.has(FLIP_V));
+                    planes_f32_image(rgb, (w, h, flips.0, flips.1), &lut, &norm, o)
                 }
+                Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, &lut),
                 _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
             }
         }
@@ -68,31 +67,20 @@ pub(super) fn src_index(flip: bool, n: usize, i: usize) -> usize {
     }
 }
 
-/// `write_slot` for an output already viewed as elements: one table lookup per value;
-/// NCHW rows through `planes` (source row, flipped, the three planes' rows).
-fn write_typed<T: Copy>(
-    plan: &SamplePlan,
-    rgb: &[u8],
-    out: &mut [T],
-    lut: &[[T; 256]; 3],
-    planes: impl Fn(&[u8], bool, [&mut [T]; 3]),
-) {
+/// `write_slot` for an output already viewed as elements: one table lookup per value.
+fn write_typed<T: Copy>(plan: &SamplePlan, rgb: &[u8], out: &mut [T], lut: &[[T; 256]; 3]) {
     let (w, h) = (plan.out_width as usize, plan.out_height as usize);
     let (fh, fv) = (plan.has(FLIP_H), plan.has(FLIP_V));
     match plan.layout() {
         Layout::Nchw => {
             // One pass over each source row, writing its three planes' rows.
-            let (r, rest) = out[..3 * w * h].split_at_mut(w * h);
-            let (g, b) = rest.split_at_mut(w * h);
-            let rows = r
-                .chunks_exact_mut(w)
-                .zip(g.chunks_exact_mut(w))
-                .zip(b.chunks_exact_mut(w));
-            for (y, ((ro, go), bo)) in rows.enumerate() {
-                planes(
+            for (y, planes) in plane_rows(out, w, h).enumerate() {
+                planes_lut(
                     &rgb[src_index(fv, h, y) * w * 3..][..w * 3],
+                    lut,
                     fh,
-                    [ro, go, bo],
+                    planes,
+                    0,
                 );
             }
         }
