@@ -27,7 +27,7 @@ pub struct Coeffs {
     row4: Vec<[u8; 4]>,
     /// Two source rows, pixel by pixel, each widened to 4 lanes (horizontal pass only).
     row8: Vec<[u8; 8]>,
-    /// The weights as the vectorised horizontal pass takes them (horizontal pass only).
+    /// The weights split into pairs, as the vectorised passes take them ([`split_pairs`]).
     pairs: Vec<[i32; 2]>,
 }
 
@@ -277,10 +277,11 @@ pub(super) fn resize_rgb_impl(
     // Rows the vertical pass reads, in window coordinates.
     let (first, last) = ky.span(oy);
     let rows = last - first;
-    // The horizontal pass works on 4 lanes per pixel (RGB and a zero lane) so that each tap
-    // is one 4-lane multiply-add, which the vectoriser turns into SIMD. It writes packed RGB
-    // rows, each pixel as one 4-byte store whose zero lane the next pixel overwrites (so a
-    // row has one spare byte); the vertical pass ([`vertical_pass`]) reads them as bytes.
+    // The horizontal pass works on 4 lanes per pixel (RGB and a zero lane): each tap is one
+    // 4-lane multiply-add, explicit SIMD where the CPU allows ([`horizontal_pass`]) and the
+    // vectoriser's elsewhere. It writes packed RGB rows, each pixel as one 4-byte store whose
+    // zero lane the next pixel overwrites (so a row has one spare byte); the vertical pass
+    // ([`vertical_pass`]) reads them as bytes.
     let line = ow * 3 + 1;
     set_len(horizontal, rows * line);
     let (cfirst, clast) = kx.span(ox);
@@ -369,12 +370,16 @@ pub(super) fn resize_rgb_impl(
     kx.row4 = row4;
     kx.row8 = row8;
     set_len(out, ow * oh * 3);
+    let mut pairs = std::mem::take(&mut ky.pairs);
+    let split = split_pairs(&ky.weights, ky.ksize, &mut pairs);
     let taps = Taps {
         bounds: &ky.bounds,
         weights: &ky.weights,
         ksize: ky.ksize,
+        pairs: split.then_some(&pairs[..]),
     };
     vertical_pass(horizontal, line, first, taps, out, ow * 3);
+    ky.pairs = pairs;
 }
 
 /// One row of the horizontal pass with exactly `K` taps per output pixel (zero weights

@@ -1,15 +1,16 @@
-//! The image resize's vertical pass and the normalising write, explicitly vectorised for
+//! The image resize's two passes and the f32 normalising write, explicitly vectorised for
 //! x86-64 (AVX2, chosen at run time) with the scalar code's exact integer and IEEE
 //! arithmetic, so every pixel and every float is bit-identical to the scalar path (which
 //! stays the definition, and runs where AVX2 is absent). The intrinsics come through
 //! `pulp`'s safe, run-time-checked wrappers (the crate is in the build already, for
 //! `gemm`): no `unsafe` here.
 //!
-//! The vertical pass multiplies 8-bit pixels by Pillow's 22-bit weights. A 22-bit weight
-//! does not fit the 16-bit multiply-add (`vpmaddwd`, two taps per instruction), so each
-//! weight is split as `w = hi * 2^11 + lo` (`0 <= lo < 2^11`, both then fit in 16 bits)
-//! and the sum is `(sum(p * hi) << 11) + sum(p * lo)`: the same integer, two multiply-adds
-//! per two taps instead of two 32-bit multiplies per tap.
+//! Both passes multiply 8-bit pixels by Pillow's 22-bit weights. A 22-bit weight does not
+//! fit the 16-bit multiply-add (`vpmaddwd`, two taps per instruction), so each weight is
+//! split as `w = hi * 2^11 + lo` (`0 <= lo < 2^11`, both then fit in 16 bits) and the sum
+//! is `(sum(p * hi) << 11) + sum(p * lo)`: the same integer, two multiply-adds per two taps
+//! instead of two 32-bit multiplies per tap. [`split_pairs`] splits an axis's weights
+//! once per image.
 
 #[cfg(target_arch = "x86_64")]
 use core::arch::x86_64::{__m128i, __m256, __m256i};
@@ -20,10 +21,6 @@ use pulp::x86::V3;
 pub(super) const PRECISION_BITS: u32 = 32 - 8 - 2;
 /// Bits of a weight's low part in the split `w = hi * 2^LO_BITS + lo`.
 const LO_BITS: u32 = 11;
-/// Tap pairs the vectorised vertical pass keeps on the stack; more taps (a downscale by
-/// over 32 after the IDCT scale) take the scalar loop.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const MAX_PAIRS: usize = 32;
 
 /// `$name(simd, args)`: the kernel `$kernel` and its arguments, which `pulp` calls with
 /// the CPU's features enabled. `call` names the kernel directly so that it is inlined
@@ -58,7 +55,7 @@ kernel!(
         &'a [u8],
         (usize, usize, bool, bool),
         &'a [[f32; 256]; 3],
-        &'a Affine3,
+        &'a Normalisation,
         &'a mut [f32]
     )
 );
@@ -70,12 +67,24 @@ type Token = V3;
 type Token = core::convert::Infallible;
 
 /// One axis's resize taps: per output pixel its first source index and tap count
-/// (`bounds`), and `ksize` weights (`weights`, zero past its own count).
+/// (`bounds`), `ksize` weights (`weights`, zero past its own count), and the same weights
+/// split into pairs by [`split_pairs`] (`None` where they do not split: the scalar pass).
 #[derive(Clone, Copy)]
 pub(super) struct Taps<'a> {
     pub bounds: &'a [(usize, usize)],
     pub weights: &'a [i32],
     pub ksize: usize,
+    pub pairs: Option<&'a [[i32; 2]]>,
+}
+
+/// The flipped source index of output index `i` of `n` (a column or a row).
+#[inline]
+pub(super) fn src_index(flip: bool, n: usize, i: usize) -> usize {
+    if flip {
+        n - 1 - i
+    } else {
+        i
+    }
 }
 
 /// `clamp((2^21 + sum) >> 22, 0, 255)`: one resized value.
@@ -108,12 +117,13 @@ fn vertical_pass_v3(simd: V3, job: (&[u8], usize, usize, Taps, &mut [u8], usize)
     vertical_rows(Some(simd), job);
 }
 
-/// [`vertical_pass`]'s rows, each vectorised when `simd` is given and its weights allow.
+/// [`vertical_pass`]'s rows, vectorised when `simd` is given and the weights split.
 #[inline(always)]
 fn vertical_rows(
     simd: Option<Token>,
     (h, line, first, taps, out, width): (&[u8], usize, usize, Taps, &mut [u8], usize),
 ) {
+    let kp = taps.ksize.div_ceil(2);
     for (y, (&(ymin, n), o)) in taps
         .bounds
         .iter()
@@ -122,10 +132,11 @@ fn vertical_rows(
     {
         let w = &taps.weights[y * taps.ksize..y * taps.ksize + n];
         let rows = &h[(ymin - first) * line..(ymin - first + n) * line];
-        match simd {
+        match (simd, taps.pairs) {
             #[cfg(target_arch = "x86_64")]
-            Some(simd) if w.len() <= 2 * MAX_PAIRS && w.iter().all(|&v| split(v).is_some()) => {
-                vertical_v3(simd, (rows, line, w, o))
+            (Some(simd), Some(pairs)) => {
+                let pairs = &pairs[y * kp..y * kp + n.div_ceil(2)];
+                vertical_v3(simd, (rows, line, w, pairs, o))
             }
             _ => vertical_scalar(rows, line, w, o, 0),
         }
@@ -163,18 +174,13 @@ fn load32(s: &[u8]) -> __m256i {
 
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn vertical_v3(simd: V3, (taps, line, w, out): (&[u8], usize, &[i32], &mut [u8])) {
+#[allow(clippy::type_complexity)]
+fn vertical_v3(
+    simd: V3,
+    (taps, line, w, pairs, out): (&[u8], usize, &[i32], &[[i32; 2]], &mut [u8]),
+) {
     let (a, x) = (simd.avx2, simd.avx);
     let n = w.len();
-    let pairs = n.div_ceil(2);
-    let mut wh = [x._mm256_setzero_si256(); MAX_PAIRS];
-    let mut wl = wh;
-    for p in 0..pairs {
-        let (h0, l0) = split(w[2 * p]).unwrap_or_default();
-        let (h1, l1) = w.get(2 * p + 1).and_then(|&v| split(v)).unwrap_or_default();
-        wh[p] = x._mm256_set1_epi32(pair(h0, h1));
-        wl[p] = x._mm256_set1_epi32(pair(l0, l1));
-    }
     let zero = x._mm256_setzero_si256();
     let round = x._mm256_set1_epi32(1 << (PRECISION_BITS - 1));
     let len = out.len();
@@ -182,7 +188,8 @@ fn vertical_v3(simd: V3, (taps, line, w, out): (&[u8], usize, &[i32], &mut [u8])
     while i + 32 <= len {
         let mut hi = [zero; 4];
         let mut lo = [zero; 4];
-        for p in 0..pairs {
+        for (p, &[wh, wl]) in pairs.iter().enumerate() {
+            let (wh, wl) = (x._mm256_set1_epi32(wh), x._mm256_set1_epi32(wl));
             let ra = load32(&taps[2 * p * line + i..]);
             let rb = if 2 * p + 1 < n {
                 load32(&taps[(2 * p + 1) * line + i..])
@@ -202,8 +209,8 @@ fn vertical_v3(simd: V3, (taps, line, w, out): (&[u8], usize, &[i32], &mut [u8])
                 a._mm256_unpackhi_epi8(ab1, zero),
             ];
             for k in 0..4 {
-                hi[k] = a._mm256_add_epi32(hi[k], a._mm256_madd_epi16(q[k], wh[p]));
-                lo[k] = a._mm256_add_epi32(lo[k], a._mm256_madd_epi16(q[k], wl[p]));
+                hi[k] = a._mm256_add_epi32(hi[k], a._mm256_madd_epi16(q[k], wh));
+                lo[k] = a._mm256_add_epi32(lo[k], a._mm256_madd_epi16(q[k], wl));
             }
         }
         let v: [__m256i; 4] = std::array::from_fn(|k| {
@@ -227,7 +234,7 @@ pub(super) fn planes_f32_image(
     rgb: &[u8],
     (w, h, flip_h, flip_v): (usize, usize, bool, bool),
     lut: &[[f32; 256]; 3],
-    norm: &Affine3,
+    norm: &Normalisation,
     out: &mut [f32],
 ) {
     let job = (rgb, (w, h, flip_h, flip_v), lut, norm, out);
@@ -247,7 +254,7 @@ fn planes_image_v3(
         &[u8],
         (usize, usize, bool, bool),
         &[[f32; 256]; 3],
-        &Affine3,
+        &Normalisation,
         &mut [f32],
     ),
 ) {
@@ -263,14 +270,14 @@ fn planes_image(
         &[u8],
         (usize, usize, bool, bool),
         &[[f32; 256]; 3],
-        &Affine3,
+        &Normalisation,
         &mut [f32],
     ),
 ) {
+    #[cfg(not(target_arch = "x86_64"))]
     let _ = norm;
     for (y, planes) in plane_rows(out, w, h).enumerate() {
-        let sy = if flip_v { h - 1 - y } else { y };
-        let srow = &rgb[sy * w * 3..][..w * 3];
+        let srow = &rgb[src_index(flip_v, h, y) * w * 3..][..w * 3];
         match simd {
             #[cfg(target_arch = "x86_64")]
             Some(simd) => planes_v3(simd, (srow, lut, norm, flip_h, planes)),
@@ -294,8 +301,8 @@ pub(super) fn plane_rows<T>(
         .map(|((r, g), b)| [r, g, b])
 }
 
-/// [`planes_f32_image`]'s scalar definition of a row, for any element type: pixels `from..` of the row
-/// through the tables.
+/// [`planes_f32_image`]'s scalar definition of a row, for any element type: pixels
+/// `from..` of the row through the tables.
 pub(super) fn planes_lut<T: Copy>(
     rgb: &[u8],
     lut: &[[T; 256]; 3],
@@ -307,7 +314,7 @@ pub(super) fn planes_lut<T: Copy>(
     let [r, g, b] = out;
     for x in from..w {
         let px = &rgb[3 * x..3 * x + 3];
-        let o = if flip { w - 1 - x } else { x };
+        let o = src_index(flip, w, x);
         r[o] = lut[0][usize::from(px[0])];
         g[o] = lut[1][usize::from(px[1])];
         b[o] = lut[2][usize::from(px[2])];
@@ -319,7 +326,7 @@ pub(super) fn planes_lut<T: Copy>(
 /// by lane, so each value is bit-identical to the table's.
 #[derive(Debug, Clone, Copy)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-pub(super) struct Affine3 {
+pub(super) struct Normalisation {
     /// Per-channel mean (0 when not normalising).
     pub mean: [f32; 3],
     /// Per-channel standard deviation (1 when not normalising).
@@ -331,7 +338,13 @@ pub(super) struct Affine3 {
 #[allow(clippy::type_complexity)]
 fn planes_v3(
     simd: V3,
-    (rgb, lut, f, flip, out): (&[u8], &[[f32; 256]; 3], &Affine3, bool, [&mut [f32]; 3]),
+    (rgb, lut, f, flip, out): (
+        &[u8],
+        &[[f32; 256]; 3],
+        &Normalisation,
+        bool,
+        [&mut [f32]; 3],
+    ),
 ) {
     let (a, x, s) = (simd.avx2, simd.avx, simd.ssse3);
     let w = out[0].len();
@@ -380,9 +393,10 @@ fn planes_v3(
     planes_lut(rgb, lut, flip, planes, i);
 }
 
-/// Fills `out` with the horizontal weights of `ksize` taps per output pixel as tap pairs,
+/// Fills `out` with an axis's weights of `ksize` taps per output pixel as tap pairs,
 /// `[hi pair, lo pair]` per pair ([`split`]; an odd last tap pairs with a zero weight),
-/// for [`horizontal_pass`]. False (and `out` unusable) when a weight does not split.
+/// for [`horizontal_pass`] and [`vertical_pass`]. False (and `out` unusable) when a weight
+/// does not split.
 pub(super) fn split_pairs(weights: &[i32], ksize: usize, out: &mut Vec<[i32; 2]>) -> bool {
     out.clear();
     if ksize == 0 {
@@ -537,9 +551,9 @@ mod tests {
         })
     }
 
-    /// The vectorised vertical pass gives the scalar one's bytes: tap counts from 1 past
-    /// the stack's 64 (the scalar fallback), rows shorter and longer than a vector, and
-    /// weights up to 1.5 * 2^22, some negative (both split).
+    /// The vectorised vertical pass gives the scalar one's bytes: 1 to 70 taps, rows
+    /// shorter and longer than a vector, and weights up to 1.5 * 2^22, some negative (both
+    /// split).
     #[test]
     fn the_vertical_pass_is_the_scalar_one() {
         let (seed, mut next) = rng();
@@ -558,10 +572,13 @@ mod tests {
             let mut weights = w.clone();
             weights.extend(w[k..].iter().chain(std::iter::repeat_n(&0, k)));
             let bounds = [(0, n), (k, n - k)];
+            let mut pairs = Vec::new();
+            assert!(split_pairs(&weights, n, &mut pairs));
             let rows = Taps {
                 bounds: &bounds,
                 weights: &weights,
                 ksize: n,
+                pairs: Some(&pairs),
             };
             let (mut fast, mut plain) = (vec![0u8; 2 * len], vec![0u8; 2 * len]);
             vertical_pass(&taps, line, 0, rows, &mut fast, len);
@@ -585,12 +602,12 @@ mod tests {
             let (w, h) = (1 + next(300) as usize, 1 + next(4) as usize);
             let rgb: Vec<u8> = (0..3 * w * h).map(|_| next(256) as u8).collect();
             let norm = if case % 4 == 0 {
-                Affine3 {
+                Normalisation {
                     mean: [0.0; 3],
                     std: [1.0; 3],
                 }
             } else {
-                Affine3 {
+                Normalisation {
                     mean: std::array::from_fn(|_| next(1000) as f32 / 999.0),
                     std: std::array::from_fn(|_| 0.01 + next(1000) as f32 / 500.0),
                 }

@@ -4,7 +4,7 @@
 use half::f16;
 
 use super::resize::resize_rgb_impl;
-use super::simd::{plane_rows, planes_f32_image, planes_lut, Affine3};
+use super::simd::{plane_rows, planes_f32_image, planes_lut, src_index, Normalisation};
 use super::{jitter_rgb, warp_rgb, Scratch};
 use crate::augment::plan::{SamplePlan, AFFINE, ERASE, FLIP_H, FLIP_V, JITTER, NORMALIZE};
 use crate::augment::{DType, Layout};
@@ -39,7 +39,7 @@ pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
         DType::F32 => {
             let lut: [[f32; 256]; 3] =
                 std::array::from_fn(|c| std::array::from_fn(|v| value(c, v)));
-            let norm = Affine3 {
+            let norm = Normalisation {
                 mean: if norm { plan.mean } else { [0.0; 3] },
                 std: if norm { plan.std } else { [1.0; 3] },
             };
@@ -54,16 +54,6 @@ pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
                 _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
             }
         }
-    }
-}
-
-/// The flipped source column of output column `x` (and likewise for rows).
-#[inline]
-pub(super) fn src_index(flip: bool, n: usize, i: usize) -> usize {
-    if flip {
-        n - 1 - i
-    } else {
-        i
     }
 }
 

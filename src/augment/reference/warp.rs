@@ -1,6 +1,6 @@
 //! The affine warp of the resized image, and the label planes' nearest resize and warp.
 
-use super::slot::src_index;
+use super::simd::src_index;
 use crate::augment::plan::{
     SamplePlan, AFFINE, AFFINE_FRAC_BITS, AFFINE_WEIGHT_BITS, FLIP_H, FLIP_V,
 };
