@@ -34,10 +34,11 @@
 //!     not change.
 //!   - *Did it help*: the window after a move measures the workers' rate again; when
 //!     it did not rise by [`MIN_GAIN`], what moved has settled and does not move again
-//!     (for the rest of the pipeline's life: later epochs start from it). Reads that slow down as more of them are in
-//!     flight (a store that is itself the bottleneck: a server short of CPU, a
-//!     throttled bucket) lengthen the measured latency, and Little's law alone would
-//!     then ask for ever more readers; a raise that brings nothing stops them.
+//!     (for the rest of the pipeline's life: later epochs start from it). Reads that
+//!     slow down as more of them are in flight (a store that is itself the bottleneck: a
+//!     server short of CPU, a throttled bucket) lengthen the measured latency, and
+//!     Little's law alone would then ask for ever more readers; a raise that brings
+//!     nothing stops them.
 //! - The staging ring grows with the readers (each reader in flight holds a buffer):
 //!   `readers + 2 x workers` slots, within the budget.
 //! - What an epoch settled on is where the next one starts.
