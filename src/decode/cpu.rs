@@ -45,10 +45,34 @@ pub fn decode_image_report(
     opts: &DecodeOptions,
     out: &mut Image8,
 ) -> Result<DecodeReport, DecodeError> {
+    decode_judged(bytes, opts, out, false)
+}
+
+/// [`decode_image_report`], but a JPEG decoded for a window that ends above its last row
+/// is read on to its end (the rows below entropy-decoded and dropped) and decoded without
+/// cutting off the rows above (a restart-marked file's rows above are otherwise left
+/// out), so the warning and the refusal are the whole file's, as a whole decode's are,
+/// for little more than the window's cost. The pixels in the window are a windowed
+/// decode's. The pipeline's first crop of a file verifies it this way
+/// (`pipeline::verdict`).
+pub(crate) fn decode_image_judging_whole(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    out: &mut Image8,
+) -> Result<DecodeReport, DecodeError> {
+    decode_judged(bytes, opts, out, true)
+}
+
+fn decode_judged(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    out: &mut Image8,
+    to_end: bool,
+) -> Result<DecodeReport, DecodeError> {
     let info = checked_headers(bytes, opts)?;
     let mut warning = None;
     let info = guarded(info, || match info.format {
-        Format::Jpeg => decode_jpeg(bytes, &info, opts, out, &mut warning),
+        Format::Jpeg => decode_jpeg(bytes, &info, opts, out, to_end, &mut warning),
         Format::Png => decode_png_rgb(bytes, &info, out),
         Format::Webp | Format::Bmp | Format::Tiff | Format::Gif => {
             super::other::decode_rgb(bytes, &info, opts, out)
@@ -81,6 +105,7 @@ fn decode_jpeg(
     info: &ImageInfo,
     opts: &DecodeOptions,
     out: &mut Image8,
+    to_end: bool,
     warning: &mut Option<DecodeWarning>,
 ) -> Result<(), DecodeError> {
     super::jpeg::markers::jpeg_preflight(info)?;
@@ -114,9 +139,11 @@ fn decode_jpeg(
             None
         },
         strict: opts.strict,
+        to_end,
     };
     let hints = turbo::Hints::of(bytes, info);
-    let (o, w) = match req.window.and_then(|w| rows_below(bytes, info, scale, w)) {
+    let below = req.window.filter(|_| !to_end);
+    let (o, w) = match below.and_then(|w| rows_below(bytes, info, scale, w)) {
         // Restart markers: decode only the MCU rows from just above the window.
         Some((sub, top)) => {
             let dy = top / scale;

@@ -15,6 +15,7 @@ use super::memory::{SlotMemory, SlotWriter};
 use super::readers::read_sample;
 use super::staging::{Staged, StagingRing};
 use super::stats::Counters;
+use super::verdict::Verdicts;
 use super::{Config, OnError};
 use crate::augment::SamplePlan;
 use crate::backend::device::cache::Reservation;
@@ -672,25 +673,22 @@ fn decode_into(
     // not: the same in every epoch, whatever the crop, and the same as the device
     // backends', which entropy-decode whole files.
     let partial = opts.window.is_some() || opts.scale != 1;
-    let whole_file = (partial && info.format == crate::decode::Format::Jpeg)
-        .then(|| cfg.verdicts.check(s.id, image, &base));
-    let r = match &whole_file {
-        Some(Err(e)) => Err(decode_error(s, "image", e)),
-        _ => crate::decode::cpu::decode_image_report(image, &opts, &mut out.image)
-            .map_err(|e| decode_error(s, "image", &e)),
+    let r = if partial && info.format == crate::decode::Format::Jpeg {
+        decode_judged(cfg, s.id, image, (&opts, &base), &mut out.image)
+    } else {
+        crate::decode::cpu::decode_image_report(image, &opts, &mut out.image).map(|r| r.warning)
     };
-    let r = r.and_then(|report| {
-        out.warning = match &whole_file {
-            Some(Ok(w)) => w.clone(),
-            _ => report.warning,
-        };
-        if s.mask.is_none() {
-            out.mask = None;
-            return Ok(());
-        }
-        let m = out.mask.get_or_insert_with(Default::default);
-        decode_mask_into(sh, s, mask, m, info.oriented_size())
-    });
+    let r = r
+        .map_err(|e| decode_error(s, "image", &e))
+        .and_then(|warning| {
+            out.warning = warning;
+            if s.mask.is_none() {
+                out.mask = None;
+                return Ok(());
+            }
+            let m = out.mask.get_or_insert_with(Default::default);
+            decode_mask_into(sh, s, mask, m, info.oriented_size())
+        });
     sh.stats
         .spent(&sh.stats.decode_ns, "decode", t.elapsed(), s.id);
     if r.is_ok() {
@@ -699,6 +697,36 @@ fn decode_into(
         }
     }
     r.map(|()| plan)
+}
+
+/// A crop-aware JPEG decode under the whole file's verdict: the decode's error, or the
+/// whole file's warning. A file seen before has its verdict kept. A file seen first is
+/// judged by its crop's decode read on to the file's end
+/// ([`crate::decode::cpu::decode_image_judging_whole`]); when that finds it clean, it is
+/// recorded clean and the crop is delivered, for about the cost of one decode instead of
+/// two. Anything else (a warning, an error) is judged again by [`Verdicts::check`] and the
+/// crop decoded again as in any later epoch, so a damaged file's verdict and pixels are
+/// exactly those of every other epoch.
+fn decode_judged(
+    cfg: &Config,
+    id: u64,
+    image: &[u8],
+    (opts, base): (&DecodeOptions, &DecodeOptions),
+    out: &mut crate::decode::Image8,
+) -> Result<Option<DecodeWarning>, DecodeError> {
+    use crate::decode::cpu;
+    let key = Verdicts::key(image);
+    if cfg.verdicts.known(id, key).is_none() {
+        if let Ok(r) = cpu::decode_image_judging_whole(image, opts, out) {
+            if r.warning.is_none() {
+                cfg.verdicts.record(id, key, Ok(None));
+                return Ok(None);
+            }
+        }
+    }
+    let warning = cfg.verdicts.check_keyed(id, image, key, base)?;
+    cpu::decode_image_report(image, opts, out)?;
+    Ok(warning)
 }
 
 impl Shared {

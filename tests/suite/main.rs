@@ -28,6 +28,7 @@ mod decode_reference;
 mod device_cache;
 mod device_check_dry;
 mod device_rejects;
+mod first_sight;
 mod formats;
 mod global_batches;
 mod hardware_share;

@@ -54,6 +54,11 @@ pub(crate) struct Request {
     pub window: Option<[u32; 4]>,
     /// Refuse damaged data (a [`WarningKind::Damaged`] verdict) instead of delivering it.
     pub strict: bool,
+    /// After a window that ends above the image's last row, read on to the end of the
+    /// file (the rows below entropy-decoded and dropped, as `jpeg_skip_scanlines` does,
+    /// then the last row, then the markers up to the end of the image), so the warning
+    /// and the verdict are the whole file's, as a whole decode's are.
+    pub to_end: bool,
 }
 
 /// What was decoded: a window of the scaled image, `channels` bytes per pixel.
@@ -130,6 +135,7 @@ mod tests {
                 scale: 1,
                 window: None,
                 strict: false,
+                to_end: false,
             };
             let info = crate::decode::jpeg::markers::peek(bytes).expect("headers");
             let mut out = Vec::new();
@@ -180,6 +186,7 @@ mod tests {
             scale: 1,
             window: None,
             strict: true,
+            to_end: false,
         };
         let mut dec = Decoder::new().expect("decoder");
         let mut out = Vec::new();

@@ -163,9 +163,12 @@ unsafe fn run(
                 ));
             }
         }
+        if req.to_end && wy1 < fh {
+            read_to_end(cinfo, out, stride)?;
+        }
         // Before finishing, which frees the progression state `scans_of` reads.
         let scans = scans_of(cinfo, hints);
-        if wy1 == fh {
+        if cinfo.output_scanline == fh {
             ffi::jpeg_finish_decompress(cinfo);
         }
         let output = Output {
@@ -179,6 +182,46 @@ unsafe fn run(
         };
         Ok((output, scans))
     }
+}
+
+/// Reads the rows below a window, down to the image's last: all but the last skipped
+/// (for a single-scan file, `jpeg_skip_scanlines` entropy-decodes the iMCU rows it skips
+/// and drops their coefficients, and decodes the rows of a part row; a multi-scan file's
+/// data was all read by `jpeg_start_decompress`), the last one decoded into `out` past
+/// the window's rows, which stay as they were. Skipping straight to the end would
+/// not do: libjpeg then stops without reading the data that is left.
+///
+/// # Safety
+/// `cinfo` must be a decompressor started by `jpeg_start_decompress`, with rows left to
+/// read, whose error manager unwinds on fatal errors; each output row is `stride` bytes.
+unsafe fn read_to_end(
+    cinfo: &mut ffi::jpeg_decompress_struct,
+    out: &mut Vec<u8>,
+    stride: usize,
+) -> Result<(), DecodeError> {
+    let last = cinfo.output_height - 1;
+    let used = out.len();
+    // SAFETY: the decompressor is started with rows left (the caller's contract); the
+    // row pointer handed to jpeg_read_scanlines points to `stride` bytes of `out` past
+    // `used`, which `set_len` made writable, and it writes that one row.
+    unsafe {
+        if cinfo.output_scanline < last {
+            let n = last - cinfo.output_scanline;
+            if ffi::jpeg_skip_scanlines(cinfo, n) != n {
+                return Err(DecodeError::Jpeg("could not skip to the last row".into()));
+            }
+        }
+        crate::decode::set_len(out, used + stride);
+        let mut row = [out[used..].as_mut_ptr()];
+        let read = ffi::jpeg_read_scanlines(cinfo, row.as_mut_ptr(), 1);
+        out.truncate(used);
+        if read != 1 {
+            return Err(DecodeError::Jpeg(
+                "decoder stopped before the last row".into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 thread_local! {
