@@ -333,6 +333,29 @@ pub(super) struct Normalisation {
     pub std: [f32; 3],
 }
 
+/// The byte shuffles that take channel `c` of 8 packed RGB pixels (24 bytes, loaded as
+/// `[0, 16)` and `[8, 24)`) to lanes 0-7: byte `c + 3j` to lane `j`, from the first load
+/// (`PICKS[2c]`) or the second (`PICKS[2c + 1]`); -1 zeroes a lane. Constants, so a row's
+/// write does not build them.
+const PICKS: [[i8; 16]; 6] = {
+    let mut t = [[-1i8; 16]; 6];
+    let mut c = 0;
+    while c < 3 {
+        let mut j = 0;
+        while j < 8 {
+            let k = c + 3 * j;
+            if k < 16 {
+                t[2 * c][j] = k as i8;
+            } else {
+                t[2 * c + 1][j] = (k - 8) as i8;
+            }
+            j += 1;
+        }
+        c += 1;
+    }
+    t
+};
+
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(clippy::type_complexity)]
@@ -348,22 +371,26 @@ fn planes_v3(
 ) {
     let (a, x, s) = (simd.avx2, simd.avx, simd.ssse3);
     let w = out[0].len();
-    // Byte c + 3j of 8 pixels (24 bytes, loaded as [0, 16) and [8, 24)) to lane j.
-    let pick = |c: usize, second: bool| -> __m128i {
-        let idx: [i8; 16] = std::array::from_fn(|j| {
-            let k = c + 3 * j;
-            match (j < 8, second) {
-                (true, false) if k < 16 => k as i8,
-                (true, true) if k >= 16 => (k - 8) as i8,
-                _ => -1,
-            }
-        });
-        bytemuck::cast(idx)
+    // Explicit arrays, not `.map`: a map's closure was left out of line, once a row.
+    let pick = |c: usize| -> (__m128i, __m128i) {
+        (
+            bytemuck::cast(PICKS[2 * c]),
+            bytemuck::cast(PICKS[2 * c + 1]),
+        )
     };
-    let picks = [0, 1, 2].map(|c| (pick(c, false), pick(c, true)));
+    let picks = [pick(0), pick(1), pick(2)];
     let k255 = x._mm256_set1_ps(255.0);
-    let mean = f.mean.map(|m| x._mm256_set1_ps(m));
-    let std = f.std.map(|v| x._mm256_set1_ps(v));
+    let (m, d) = (f.mean, f.std);
+    let mean = [
+        x._mm256_set1_ps(m[0]),
+        x._mm256_set1_ps(m[1]),
+        x._mm256_set1_ps(m[2]),
+    ];
+    let std = [
+        x._mm256_set1_ps(d[0]),
+        x._mm256_set1_ps(d[1]),
+        x._mm256_set1_ps(d[2]),
+    ];
     let reverse = x._mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
     let [r, g, b] = out;
     let mut planes = [r, g, b];
