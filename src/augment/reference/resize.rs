@@ -293,11 +293,14 @@ pub(super) fn resize_rgb_impl(
     row4[clast - cfirst..].fill([0; 4]);
     let src_row = |sy: usize| &src.data[(sy * sw + cfirst - ox) * 3..(sy * sw + clast - ox) * 3];
     let mut r = 0;
-    // Vectorised where the CPU allows: two rows at a time, any tap count.
+    // Vectorised where the CPU allows: four rows at a time, any tap count.
     let mut pairs = std::mem::take(&mut kx.pairs);
     if split_pairs(&kx.weights, kx.ksize, &mut pairs) {
-        set_len(&mut row8, clast - cfirst + kx.ksize + 1);
-        row8[clast - cfirst..].fill([0; 8]);
+        // Two halves (two rows interleaved in each), each padded.
+        let half = clast - cfirst + kx.ksize + 1;
+        set_len(&mut row8, 2 * half);
+        row8[clast - cfirst..half].fill([0; 8]);
+        row8[half + clast - cfirst..].fill([0; 8]);
         let job = HorizontalJob {
             rows,
             src_row: |r: usize| src_row(first + r - oy),

@@ -443,9 +443,9 @@ pub(super) fn split_pairs(weights: &[i32], ksize: usize, out: &mut Vec<[i32; 2]>
 }
 
 /// The horizontal pass, vectorised: `rows` rows, source row `r` from `src_row(r)` (the
-/// taps' source pixels, RGB), output row `r` at `out[r * line..]`. Rows go two at a time
-/// through `row8` (`[r, g, b, 0, r, g, b, 0]` per source pixel, its padding past the last
-/// tap already zero), with the weights from [`split_pairs`] (`ksize.div_ceil(2)` pairs
+/// taps' source pixels, RGB), output row `r` at `out[r * line..]`. Rows go four at a time
+/// through the two halves of `row8`, two rows in each (`[r, g, b, 0, r, g, b, 0]` per
+/// source pixel, each half's padding past the last tap already zero), with the weights from [`split_pairs`] (`ksize.div_ceil(2)` pairs
 /// per output pixel). Output pixel `x` goes to bytes `3x..3x + 3` of its row (as a
 /// 4-byte store: each row has a spare byte at its end).
 pub(super) struct HorizontalJob<'a, F> {
@@ -487,22 +487,31 @@ impl<'s, F: Fn(usize) -> &'s [u8]> pulp::NullaryFnOnce for HorizontalPass<'_, F>
 #[inline(always)]
 fn horizontal_pass_v3<'s, F: Fn(usize) -> &'s [u8]>(simd: V3, j: HorizontalJob<'_, F>) {
     let kp = j.pairs.len() / j.bounds.len().max(1);
+    let half = j.row8.len() / 2;
+    let (row8a, row8b) = j.row8.split_at_mut(half);
     let mut r = 0;
     while r < j.rows {
-        let two = usize::from(r + 1 < j.rows);
-        let (a, b) = ((j.src_row)(r), (j.src_row)(r + two));
-        for ((d, p), q) in j
-            .row8
-            .iter_mut()
-            .zip(a.chunks_exact(3))
-            .zip(b.chunks_exact(3))
-        {
-            *d = [p[0], p[1], p[2], 0, q[0], q[1], q[2], 0];
+        // Up to four rows: two interleaved in each half of `row8` (a missing row repeats
+        // the last one, and its output is not written).
+        let n = (j.rows - r).min(4);
+        let src = |k: usize| (j.src_row)(r + k.min(n - 1));
+        for (half, k) in [(&mut *row8a, 0), (&mut *row8b, 2)] {
+            let (a, b) = (src(k), src(k + 1));
+            for ((d, p), q) in half
+                .iter_mut()
+                .zip(a.chunks_exact(3))
+                .zip(b.chunks_exact(3))
+            {
+                *d = [p[0], p[1], p[2], 0, q[0], q[1], q[2], 0];
+            }
         }
-        let (ha, hb) = j.out[r * j.line..(r + 1 + two) * j.line].split_at_mut(j.line);
-        let hb = (two == 1).then_some(hb);
-        horizontal_v3(simd, (j.row8, j.bounds, j.pairs, kp, j.cfirst, ha, hb));
-        r += 1 + two;
+        let mut outs = j.out[r * j.line..(r + n) * j.line].chunks_exact_mut(j.line);
+        let outs = [outs.next(), outs.next(), outs.next(), outs.next()];
+        horizontal_v3(
+            simd,
+            ([&*row8a, &*row8b], j.bounds, j.pairs, kp, j.cfirst, outs),
+        );
+        r += n;
     }
 }
 
@@ -511,50 +520,60 @@ fn horizontal_pass_v3<'s, F: Fn(usize) -> &'s [u8]>(simd: V3, j: HorizontalJob<'
 #[allow(clippy::type_complexity)]
 fn horizontal_v3(
     simd: V3,
-    (row8, bounds, pairs, kp, cfirst, out_a, mut out_b): (
-        &[[u8; 8]],
+    (row8, bounds, pairs, kp, cfirst, mut outs): (
+        [&[[u8; 8]]; 2],
         &[(usize, usize)],
         &[[i32; 2]],
         usize,
         usize,
-        &mut [u8],
-        Option<&mut [u8]>,
+        [Option<&mut [u8]>; 4],
     ),
 ) {
     let (a, x) = (simd.avx2, simd.avx);
-    // Two source pixels (16 bytes) to (p_t, p_t+1) pairs per lane: R, G, B, 0 of row a,
-    // then of row b.
+    // Two source pixels (16 bytes) to (p_t, p_t+1) pairs per lane: R, G, B, 0 of one row,
+    // then of the next.
     let shuf: __m128i =
         bytemuck::cast::<[i8; 16], _>([0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15]);
     let round = x._mm256_set1_epi32(1 << (PRECISION_BITS - 1));
-    let bytes: &[u8] = bytemuck::cast_slice(row8);
+    let (b0, b1): (&[u8], &[u8]) = (bytemuck::cast_slice(row8[0]), bytemuck::cast_slice(row8[1]));
     if kp == 0 {
         return;
     }
     for (xx, (&(xmin, _), w)) in bounds.iter().zip(pairs.chunks_exact(kp)).enumerate() {
         let base = (xmin - cfirst) * 8;
-        let (mut hi, mut lo) = (x._mm256_setzero_si256(), x._mm256_setzero_si256());
+        let z = x._mm256_setzero_si256();
+        let (mut hi0, mut lo0, mut hi1, mut lo1) = (z, z, z, z);
         for (p, &[wh, wl]) in w.iter().enumerate() {
-            let Some(s) = bytes.get(base + 16 * p..base + 16 * p + 16) else {
+            let at = base + 16 * p;
+            let (Some(s0), Some(s1)) = (b0.get(at..at + 16), b1.get(at..at + 16)) else {
                 break;
             };
-            let px: __m128i = bytemuck::pod_read_unaligned(s);
-            let q = a._mm256_cvtepu8_epi16(simd.ssse3._mm_shuffle_epi8(px, shuf));
-            hi = a._mm256_add_epi32(hi, a._mm256_madd_epi16(q, x._mm256_set1_epi32(wh)));
-            lo = a._mm256_add_epi32(lo, a._mm256_madd_epi16(q, x._mm256_set1_epi32(wl)));
+            let (s0, s1): (__m128i, __m128i) = (
+                bytemuck::pod_read_unaligned(s0),
+                bytemuck::pod_read_unaligned(s1),
+            );
+            let q0 = a._mm256_cvtepu8_epi16(simd.ssse3._mm_shuffle_epi8(s0, shuf));
+            let q1 = a._mm256_cvtepu8_epi16(simd.ssse3._mm_shuffle_epi8(s1, shuf));
+            let (wh, wl) = (x._mm256_set1_epi32(wh), x._mm256_set1_epi32(wl));
+            hi0 = a._mm256_add_epi32(hi0, a._mm256_madd_epi16(q0, wh));
+            lo0 = a._mm256_add_epi32(lo0, a._mm256_madd_epi16(q0, wl));
+            hi1 = a._mm256_add_epi32(hi1, a._mm256_madd_epi16(q1, wh));
+            lo1 = a._mm256_add_epi32(lo1, a._mm256_madd_epi16(q1, wl));
         }
-        let s = a._mm256_add_epi32(a._mm256_slli_epi32::<{ LO_BITS as i32 }>(hi), lo);
-        let v = a._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(a._mm256_add_epi32(s, round));
-        let p = a._mm256_packs_epi32(v, v);
-        let p = a._mm256_packus_epi16(p, p);
-        if let Some(o) = out_a.get_mut(3 * xx..3 * xx + 4) {
-            o.copy_from_slice(&a._mm256_extract_epi32::<0>(p).to_le_bytes());
-        }
-        if let Some(o) = out_b
-            .as_deref_mut()
-            .and_then(|b| b.get_mut(3 * xx..3 * xx + 4))
-        {
-            o.copy_from_slice(&a._mm256_extract_epi32::<4>(p).to_le_bytes());
+        // No closures here: one left out of line loses the CPU features (see `kernel!`).
+        let s0 = a._mm256_add_epi32(a._mm256_slli_epi32::<{ LO_BITS as i32 }>(hi0), lo0);
+        let s1 = a._mm256_add_epi32(a._mm256_slli_epi32::<{ LO_BITS as i32 }>(hi1), lo1);
+        let v0 = a._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(a._mm256_add_epi32(s0, round));
+        let v1 = a._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(a._mm256_add_epi32(s1, round));
+        let p = a._mm256_packs_epi32(v0, v1);
+        let p: [u8; 32] = bytemuck::cast(a._mm256_packus_epi16(p, p));
+        // packs puts v0's then v1's four lanes in each 128-bit half; packus repeats them:
+        // row 0 at bytes 0..4, row 2 at 4..8, row 1 at 16..20, row 3 at 20..24.
+        let px = [&p[0..4], &p[16..20], &p[4..8], &p[20..24]];
+        for (o, v) in outs.iter_mut().zip(px) {
+            if let Some(o) = o.as_deref_mut().and_then(|o| o.get_mut(3 * xx..3 * xx + 4)) {
+                o.copy_from_slice(v);
+            }
         }
     }
 }
