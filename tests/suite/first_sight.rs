@@ -7,9 +7,10 @@
 //! at 1/8 scale, the file's reference verdict).
 //!
 //! Fresh files each run of the suite's seed: the bundled JPEGs of every kind the decoder
-//! takes, random restart-marked JPEGs of every sampling, tall enough that crops end far
-//! above their last row, and damaged copies of both (bits flipped, cut short, a byte taken
-//! out or put in), strict and lenient.
+//! takes, eight of the shared corpus's (when it is present), random restart-marked JPEGs
+//! of every sampling, tall enough that crops end far above their last row, and damaged
+//! copies of all (bits flipped, cut short, a byte taken out or put in), strict and
+//! lenient.
 
 use crate::common;
 
@@ -47,6 +48,21 @@ fn write_files(dir: &std::path::Path, rng: &mut TestRng) -> usize {
         .iter()
         .map(|f| std::fs::read(common::data_dir().join(f)).expect("bundled JPEG"))
         .collect();
+    // A few of the shared corpus's JPEGs too, when it is here: real files of every kind.
+    if let Some(corpus) = common::corpus_dir() {
+        let mut found = Vec::new();
+        common::files_below(&corpus, &mut found);
+        found.retain(|p| p.extension().is_some_and(|e| e == "jpg" || e == "jpeg"));
+        found.sort();
+        for _ in 0..8.min(found.len()) {
+            let p = found.swap_remove(rng.below(found.len() as u64) as usize);
+            let bytes = std::fs::read(&p).expect("corpus JPEG");
+            // With a scan to damage (some of the corpus's crash cases have none).
+            if common::scan_start(&bytes).is_some_and(|s| s + 4 < bytes.len()) {
+                files.push(bytes);
+            }
+        }
+    }
     let samplings = [(1, 1), (2, 1), (1, 2), (2, 2)];
     for k in 0..10 {
         let (w, h) = (48 + rng.below(160) as u32, 160 + rng.below(240) as u32);
