@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod outcomes;
 pub mod peak_alloc;
 
 /// The repository's bundled test data (`STOKER_TEST_DATA` overrides it: test binaries

@@ -16,9 +16,10 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
+use crate::common::outcomes::folder_epochs;
 use crate::common::TestRng;
 use stoker::decode::jpeg::coeffs::{CoeffStatus, Coefficients};
-use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};
+use stoker::{Augment, BackendKind, DType};
 
 /// The decode and augment tolerance of `tests/device_pipeline.rs`, in levels.
 const LEVELS: u8 = 3;
@@ -44,43 +45,17 @@ const MUTANTS_PER_SOURCE: usize = 12;
 type Outcomes = Vec<BTreeMap<String, Option<Vec<u8>>>>;
 
 fn run(dir: &std::path::Path, backend: BackendKind, strict: bool, epochs: u64) -> Outcomes {
-    let data = Dataset::image_folder(dir).expect("folder").all();
-    let names: BTreeMap<u64, String> = data
-        .samples()
-        .iter()
-        .map(|s| (s.id, s.path.clone()))
-        .collect();
-    let pipe = Pipeline::builder(data)
-        .backend(backend)
-        .augment(
-            Augment::new()
-                .random_resized_crop(64, (0.2, 1.0), (0.75, 1.333))
-                .flip_horizontal(0.5)
-                .dtype(DType::U8),
-        )
-        .batch_size(8)
-        .workers(2)
-        .strict_decode(strict)
-        .seed(5)
-        .build()
-        .expect("pipeline");
-    (0..epochs)
+    let aug = Augment::new()
+        .random_resized_crop(64, (0.2, 1.0), (0.75, 1.333))
+        .flip_horizontal(0.5)
+        .dtype(DType::U8);
+    let all: Vec<u64> = (0..epochs).collect();
+    folder_epochs(dir, (backend, aug, strict, 5), &all)
+        .into_iter()
         .map(|e| {
-            let mut out = BTreeMap::new();
-            for b in pipe.epoch(e).expect("epoch") {
-                let b = b.expect("batch");
-                let px = b.read_images().expect("images");
-                let per = px.len() / b.ids().len().max(1);
-                for (k, id) in b.ids().iter().enumerate() {
-                    let pixels = px[k * per..(k + 1) * per].to_vec();
-                    assert!(out.insert(names[id].clone(), Some(pixels)).is_none());
-                }
-                for err in b.errors() {
-                    assert!(out.insert(err.path.clone(), None).is_none(), "{err}");
-                }
-            }
-            assert_eq!(out.len(), names.len(), "epoch {e}: every sample once");
-            out
+            e.into_iter()
+                .map(|(path, o)| (path, o.pixels().map(<[u8]>::to_vec)))
+                .collect()
         })
         .collect()
 }

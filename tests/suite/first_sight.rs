@@ -16,9 +16,10 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
+use crate::common::outcomes::{folder_epochs, Outcome};
 use crate::common::TestRng;
 use stoker::decode::{cpu, DecodeOptions};
-use stoker::{Augment, BackendKind, DType, Dataset, Pipeline};
+use stoker::{Augment, BackendKind, DType};
 
 const BUNDLED: &[&str] = &[
     "jpeg/go_video-001_221212.jpg",
@@ -34,13 +35,6 @@ const BUNDLED: &[&str] = &[
     "lenient/seeding_extraneous.jpg",
     "lenient/seeding_truncated.jpg",
 ];
-
-/// What one epoch did with a sample: its pixels and warning, or the reason it was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Outcome {
-    Delivered(Vec<u8>, Option<String>),
-    Refused(String),
-}
 
 /// Writes the test files into `dir/j`; returns how many.
 fn write_files(dir: &std::path::Path, rng: &mut TestRng) -> usize {
@@ -88,51 +82,11 @@ fn run(
     seed: u64,
     epochs: &[u64],
 ) -> Vec<BTreeMap<String, Outcome>> {
-    let data = Dataset::image_folder(dir).expect("folder").all();
-    let names: BTreeMap<u64, String> = data
-        .samples()
-        .iter()
-        .map(|s| (s.id, s.path.clone()))
-        .collect();
-    let pipe = Pipeline::builder(data)
-        .backend(BackendKind::Cpu)
-        .augment(
-            Augment::new()
-                .random_resized_crop(24, (0.05, 1.0), (0.5, 2.0))
-                .flip_horizontal(0.5)
-                .dtype(DType::U8),
-        )
-        .batch_size(8)
-        .workers(2)
-        .strict_decode(strict)
-        .seed(seed)
-        .build()
-        .expect("pipeline");
-    let one = |e: u64| {
-        let mut out = BTreeMap::new();
-        for b in pipe.epoch(e).expect("epoch") {
-            let b = b.expect("batch");
-            let px = b.read_images().expect("images");
-            let per = px.len() / b.ids().len().max(1);
-            for (k, id) in b.ids().iter().enumerate() {
-                let warning = b
-                    .warnings()
-                    .iter()
-                    .find(|w| w.slot == k)
-                    .map(|w| format!("{:?}: {}", w.kind, w.message));
-                let pixels = px[k * per..(k + 1) * per].to_vec();
-                let o = Outcome::Delivered(pixels, warning);
-                assert!(out.insert(names[id].clone(), o).is_none());
-            }
-            for err in b.errors() {
-                let o = Outcome::Refused(err.reason.clone());
-                assert!(out.insert(err.path.clone(), o).is_none(), "{err}");
-            }
-        }
-        assert_eq!(out.len(), names.len(), "epoch {e}: every sample once");
-        out
-    };
-    epochs.iter().map(|&e| one(e)).collect()
+    let aug = Augment::new()
+        .random_resized_crop(24, (0.05, 1.0), (0.5, 2.0))
+        .flip_horizontal(0.5)
+        .dtype(DType::U8);
+    folder_epochs(dir, (BackendKind::Cpu, aug, strict, seed), epochs)
 }
 
 /// The file's reference verdict: refused, or delivered with this warning.
