@@ -51,10 +51,11 @@ pub fn decode_image_report(
 /// [`decode_image_report`], but a JPEG decoded for a window that ends above its last row
 /// is read on to its end (the rows below entropy-decoded and dropped) and decoded without
 /// cutting off the rows above (a restart-marked file's rows above are otherwise left
-/// out), so the warning and the refusal are the whole file's, as a whole decode's are,
-/// for little more than the window's cost. The pixels in the window are a windowed
-/// decode's. The pipeline's first crop of a file verifies it this way
-/// (`pipeline::verdict`).
+/// out), so the warning and the refusal are the whole file's, as a whole decode's are:
+/// the whole file entropy-decoded, only the window transformed, about one decode where
+/// a window's decode and a whole one were two (a window near the top costs the whole
+/// file's Huffman decoding). The pixels in the window are a windowed decode's. The
+/// pipeline's first crop of a file verifies it this way (`pipeline::verdict`).
 pub(crate) fn decode_image_judging_whole(
     bytes: &[u8],
     opts: &DecodeOptions,

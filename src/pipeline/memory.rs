@@ -1,10 +1,11 @@
 //! Host batch memory: the one place the pipeline uses `unsafe`.
 //!
 //! A batch buffer is one contiguous allocation of `slots * slot_bytes` bytes, 64-byte
-//! aligned (a cache line) so it can be viewed as `u16`, `f16` or `f32`. Worker threads write their samples
-//! straight into their slots, concurrently, with no copy: [`SlotMemory::claim`] hands out
-//! each slot at most once, and the only way back to reading the whole buffer is
-//! [`SlotMemory::reclaim`], which succeeds only when no writer is left.
+//! aligned (a cache line) so it can be viewed as `u16`, `f16` or `f32`. Worker threads
+//! write their samples straight into their slots, concurrently, with no copy:
+//! [`SlotMemory::claim`] hands out each slot at most once, and the only way back to
+//! reading the whole buffer is [`SlotMemory::reclaim`], which succeeds only when no
+//! writer is left.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};

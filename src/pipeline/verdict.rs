@@ -6,8 +6,8 @@
 //! find it. So the first time a JPEG is decoded for part of its image, in strict or
 //! lenient mode, its entropy-coded data is verified whole, once. The crop's own decode
 //! does it: it reads on past the window to the file's end, entropy-decoding the rows below
-//! and dropping them (`decode::cpu::decode_image_judging_whole`), for little more than the
-//! window's cost. When that finds the file clean, the file is recorded clean. Anything
+//! and dropping them (`decode::cpu::decode_image_judging_whole`): about one decode
+//! instead of two. When that finds the file clean, the file is recorded clean. Anything
 //! else (a warning or an error, rare) is judged again by a decode at 1/8 scale (the
 //! Huffman or arithmetic decoding complete, the inverse DCT and colour conversion a
 //! sixty-fourth of the work) under the pipeline's own strictness, and the crop decoded

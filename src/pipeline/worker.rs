@@ -716,15 +716,18 @@ fn decode_judged(
 ) -> Result<Option<DecodeWarning>, DecodeError> {
     use crate::decode::cpu;
     let key = Verdicts::key(image);
-    if cfg.verdicts.known(id, key).is_none() {
-        if let Ok(r) = cpu::decode_image_judging_whole(image, opts, out) {
-            if r.warning.is_none() {
-                cfg.verdicts.record(id, key, Ok(None));
-                return Ok(None);
+    let warning = match cfg.verdicts.known(id, key) {
+        Some(known) => known?,
+        None => {
+            if let Ok(r) = cpu::decode_image_judging_whole(image, opts, out) {
+                if r.warning.is_none() {
+                    cfg.verdicts.record(id, key, Ok(None));
+                    return Ok(None);
+                }
             }
+            cfg.verdicts.check_keyed(id, image, key, base)?
         }
-    }
-    let warning = cfg.verdicts.check_keyed(id, image, key, base)?;
+    };
     cpu::decode_image_report(image, opts, out)?;
     Ok(warning)
 }

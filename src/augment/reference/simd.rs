@@ -445,8 +445,8 @@ pub(super) fn split_pairs(weights: &[i32], ksize: usize, out: &mut Vec<[i32; 2]>
 /// The horizontal pass, vectorised: `rows` rows, source row `r` from `src_row(r)` (the
 /// taps' source pixels, RGB), output row `r` at `out[r * line..]`. Rows go four at a time
 /// through the two halves of `row8`, two rows in each (`[r, g, b, 0, r, g, b, 0]` per
-/// source pixel, each half's padding past the last tap already zero), with the weights from [`split_pairs`] (`ksize.div_ceil(2)` pairs
-/// per output pixel). Output pixel `x` goes to bytes `3x..3x + 3` of its row (as a
+/// source pixel, each half's padding past the last tap already zero), with the weights
+/// from [`split_pairs`] (`ksize.div_ceil(2)` pairs per output pixel). Output pixel `x` goes to bytes `3x..3x + 3` of its row (as a
 /// 4-byte store: each row has a spare byte at its end).
 pub(super) struct HorizontalJob<'a, F> {
     pub rows: usize,

@@ -164,7 +164,7 @@ unsafe fn run(
             }
         }
         if req.to_end && wy1 < fh {
-            read_to_end(cinfo, out, stride)?;
+            read_to_end(cinfo, stride)?;
         }
         // Before finishing, which frees the progression state `scans_of` reads.
         let scans = scans_of(cinfo, hints);
@@ -187,23 +187,23 @@ unsafe fn run(
 /// Reads the rows below a window, down to the image's last: all but the last skipped
 /// (for a single-scan file, `jpeg_skip_scanlines` entropy-decodes the iMCU rows it skips
 /// and drops their coefficients, and decodes the rows of a part row; a multi-scan file's
-/// data was all read by `jpeg_start_decompress`), the last one decoded into `out` past
-/// the window's rows, which stay as they were. Skipping straight to the end would
-/// not do: libjpeg then stops without reading the data that is left.
+/// data was all read by `jpeg_start_decompress`), the last one decoded into a row of its
+/// own and dropped. Skipping straight to the end would not do: libjpeg then stops
+/// without reading the data that is left.
 ///
 /// # Safety
 /// `cinfo` must be a decompressor started by `jpeg_start_decompress`, with rows left to
 /// read, whose error manager unwinds on fatal errors; each output row is `stride` bytes.
 unsafe fn read_to_end(
     cinfo: &mut ffi::jpeg_decompress_struct,
-    out: &mut Vec<u8>,
     stride: usize,
 ) -> Result<(), DecodeError> {
     let last = cinfo.output_height - 1;
-    let used = out.len();
+    // One row, once a file: the window's buffer is not grown (nor copied) for it.
+    let mut row = vec![0u8; stride];
     // SAFETY: the decompressor is started with rows left (the caller's contract); the
-    // row pointer handed to jpeg_read_scanlines points to `stride` bytes of `out` past
-    // `used`, which `set_len` made writable, and it writes that one row.
+    // row pointer handed to jpeg_read_scanlines points to `row`'s `stride` bytes, and it
+    // writes that one row.
     unsafe {
         if cinfo.output_scanline < last {
             let n = last - cinfo.output_scanline;
@@ -211,11 +211,8 @@ unsafe fn read_to_end(
                 return Err(DecodeError::Jpeg("could not skip to the last row".into()));
             }
         }
-        crate::decode::set_len(out, used + stride);
-        let mut row = [out[used..].as_mut_ptr()];
-        let read = ffi::jpeg_read_scanlines(cinfo, row.as_mut_ptr(), 1);
-        out.truncate(used);
-        if read != 1 {
+        let mut rows = [row.as_mut_ptr()];
+        if ffi::jpeg_read_scanlines(cinfo, rows.as_mut_ptr(), 1) != 1 {
             return Err(DecodeError::Jpeg(
                 "decoder stopped before the last row".into(),
             ));
