@@ -45,7 +45,7 @@ pub fn decode_image_report(
     opts: &DecodeOptions,
     out: &mut Image8,
 ) -> Result<DecodeReport, DecodeError> {
-    decode_judged(bytes, opts, out, false)
+    decode_image_with(bytes, opts, out, false)
 }
 
 /// [`decode_image_report`], but a JPEG decoded for a window that ends above its last row
@@ -61,10 +61,10 @@ pub(crate) fn decode_image_judging_whole(
     opts: &DecodeOptions,
     out: &mut Image8,
 ) -> Result<DecodeReport, DecodeError> {
-    decode_judged(bytes, opts, out, true)
+    decode_image_with(bytes, opts, out, true)
 }
 
-fn decode_judged(
+fn decode_image_with(
     bytes: &[u8],
     opts: &DecodeOptions,
     out: &mut Image8,

@@ -25,7 +25,9 @@ pub struct Coeffs {
     tmp: Vec<f64>,
     /// One source row widened to 4 lanes (horizontal pass only).
     row4: Vec<[u8; 4]>,
-    /// Two source rows, pixel by pixel, each widened to 4 lanes (horizontal pass only).
+    /// Source rows interleaved pixel by pixel, each pixel widened to 4 lanes (horizontal
+    /// pass only): two rows for the unrolled kernels, two halves of two rows each for the
+    /// vectorised pass.
     row8: Vec<[u8; 8]>,
     /// The weights split into pairs, as the vectorised passes take them ([`split_pairs`]).
     pairs: Vec<[i32; 2]>,
