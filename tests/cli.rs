@@ -1176,3 +1176,50 @@ fn bench_plot_says_which_file_it_cannot_write() {
         "{err}"
     );
 }
+
+/// The row index, in the binary (which links the libjpeg `mozjpeg-sys` vendors, not the
+/// libjpeg-turbo 3 the test binaries link for their encoder): a pipeline whose later
+/// crops resume from each JPEG's index delivers the epochs a pipeline without indexes
+/// delivers, bit for bit (the epoch digests), on fresh random JPEGs of every chroma
+/// subsampling; and it did index them.
+#[test]
+fn crops_resumed_from_the_row_index_are_the_crops_decoded_from_the_start() {
+    use turbojpeg::Subsamp::*;
+    let seed = common::fresh_seed("row index");
+    let mut rng = common::TestRng(seed);
+    let dir = tempfile::tempdir().expect("temp dir");
+    for i in 0..24 {
+        let (w, h) = (40 + rng.below(500) as u32, 40 + rng.below(400) as u32);
+        let sub = [None, Sub2x1, Sub2x2, Sub1x2, Sub4x1, Gray][rng.below(6) as usize];
+        let jpeg = common::random_jpeg(&mut rng, w, h, sub);
+        common::write(dir.path(), &format!("c{}/{i}.jpg", i % 3), &jpeg);
+    }
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "pipeline",
+            "--images",
+            path(dir.path()),
+            "--epochs",
+            "3",
+            "--size",
+            "48",
+            "--batch",
+            "4",
+            "--digest",
+        ];
+        args.extend_from_slice(extra);
+        stoker(&args)["results"][0].clone()
+    };
+    let (indexed, plain) = (run(&[]), run(&["--row-index-mb", "0"]));
+    assert!(
+        indexed["row_index_bytes"].as_u64() > Some(0),
+        "seed {seed}: {indexed}"
+    );
+    assert_eq!(plain["row_index_bytes"], 0, "seed {seed}");
+    assert_eq!(indexed["delivered"], 72, "seed {seed}");
+    assert_eq!(
+        indexed["epoch_digests"], plain["epoch_digests"],
+        "seed {seed}: the epochs differ"
+    );
+}

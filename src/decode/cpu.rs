@@ -9,6 +9,7 @@
 use std::io::Cursor;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+pub(crate) use super::jpeg::turbo::RowIndex;
 use super::jpeg::{color, turbo};
 use super::{
     check_limits, peek_info, DecodeError, DecodeOptions, DecodeReport, DecodeWarning, Format,
@@ -45,7 +46,7 @@ pub fn decode_image_report(
     opts: &DecodeOptions,
     out: &mut Image8,
 ) -> Result<DecodeReport, DecodeError> {
-    decode_image_with(bytes, opts, out, false)
+    decode_image_with(bytes, opts, out, turbo::Rows::Plain)
 }
 
 /// [`decode_image_report`], but a JPEG decoded for a window that ends above its last row
@@ -55,25 +56,40 @@ pub fn decode_image_report(
 /// the whole file entropy-decoded, only the window transformed, about one decode where
 /// a window's decode and a whole one were two (a window near the top costs the whole
 /// file's Huffman decoding). The pixels in the window are a windowed decode's. The
-/// pipeline's first crop of a file verifies it this way (`pipeline::verdict`).
+/// pipeline's first crop of a file verifies it this way (`pipeline::verdict`). A JPEG
+/// whose one scan is Huffman-coded without restart markers leaves its [`RowIndex`] in
+/// `index`, for [`decode_image_resuming`].
 pub(crate) fn decode_image_judging_whole(
     bytes: &[u8],
     opts: &DecodeOptions,
     out: &mut Image8,
+    index: &mut Option<RowIndex>,
 ) -> Result<DecodeReport, DecodeError> {
-    decode_image_with(bytes, opts, out, true)
+    decode_image_with(bytes, opts, out, turbo::Rows::Record(index))
+}
+
+/// [`decode_image_report`] of a file whose [`RowIndex`] a decode of the same bytes
+/// recorded: a JPEG's window is entropy-decoded from its first MCU row, and each row
+/// only to the window's last column. The result is the same, bit for bit.
+pub(crate) fn decode_image_resuming(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+    out: &mut Image8,
+    index: &RowIndex,
+) -> Result<DecodeReport, DecodeError> {
+    decode_image_with(bytes, opts, out, turbo::Rows::Resume(index))
 }
 
 fn decode_image_with(
     bytes: &[u8],
     opts: &DecodeOptions,
     out: &mut Image8,
-    to_end: bool,
+    rows: turbo::Rows<'_>,
 ) -> Result<DecodeReport, DecodeError> {
     let info = checked_headers(bytes, opts)?;
     let mut warning = None;
     let info = guarded(info, || match info.format {
-        Format::Jpeg => decode_jpeg(bytes, &info, opts, out, to_end, &mut warning),
+        Format::Jpeg => decode_jpeg(bytes, &info, opts, out, rows, &mut warning),
         Format::Png => decode_png_rgb(bytes, &info, out),
         Format::Webp | Format::Bmp | Format::Tiff | Format::Gif => {
             super::other::decode_rgb(bytes, &info, opts, out)
@@ -106,9 +122,10 @@ fn decode_jpeg(
     info: &ImageInfo,
     opts: &DecodeOptions,
     out: &mut Image8,
-    to_end: bool,
+    rows: turbo::Rows<'_>,
     warning: &mut Option<DecodeWarning>,
 ) -> Result<(), DecodeError> {
+    let to_end = matches!(rows, turbo::Rows::Record(_));
     super::jpeg::markers::jpeg_preflight(info)?;
     let orientation = if opts.orientation {
         info.orientation
@@ -161,7 +178,7 @@ fn decode_jpeg(
             o.full_height = info.height.div_ceil(scale);
             (o, w)
         }
-        None => turbo::decode(bytes, &req, &hints, &mut out.data)?,
+        None => turbo::decode_rows(bytes, &req, &hints, &mut out.data, rows)?,
     };
     *warning = w;
     if o.channels == 4 {

@@ -35,6 +35,7 @@ pub struct PipelineBuilder {
     prefetch_set: bool,
     autotune: bool,
     memory_budget: Option<u64>,
+    row_index_bytes: usize,
     readers: Option<usize>,
     workers: Option<usize>,
     staging_slots: Option<usize>,
@@ -88,6 +89,7 @@ impl PipelineBuilder {
             prefetch_set: false,
             autotune: false,
             memory_budget: None,
+            row_index_bytes: super::verdict::INDEX_BYTES,
             readers: None,
             workers: None,
             staging_slots: None,
@@ -285,6 +287,14 @@ impl PipelineBuilder {
         /// fixed buffers would need more; the budget is the room autotune grows into at run
         /// time, a cap on the bytes in flight it adds, never a refusal.
         pub fn memory_budget(bytes: u64) => self.memory_budget = Some(bytes);
+
+        /// The most memory the files' row indexes may take together (default 256 MiB; 0
+        /// keeps none). A JPEG whose one scan is Huffman-coded without restart markers is
+        /// indexed by its first decode: where each MCU row's data starts, about 24 bytes a
+        /// row (some 550 bytes for an ImageNet photo). Its later crops then entropy-decode
+        /// only the rows and columns they need, with the same pixels. Files past the cap
+        /// are decoded from their start.
+        pub fn row_index_bytes(bytes: usize) => self.row_index_bytes = bytes;
 
         /// Decode and augment threads (default: available cores).
         pub fn workers(n: usize) => self.workers = Some(n);
@@ -628,7 +638,7 @@ impl PipelineBuilder {
             batcher: batcher.map(|b| Arc::new(Mutex::new(b))),
             work,
             coeff_pool,
-            verdicts: Default::default(),
+            verdicts: super::verdict::Verdicts::new(self.row_index_bytes),
             transform: self.transform,
             trace: self.trace.map(|p| Arc::new(super::trace::Trace::new(&p))),
             progress: super::state::Progress::new(self.seed, &self.subset, &sampler),

@@ -419,6 +419,12 @@ impl Pipeline {
         self.cfg.work.kept_bytes()
     }
 
+    /// The memory the files' row indexes hold now ([`PipelineBuilder::row_index_bytes`]):
+    /// it grows while files are first decoded, up to that cap, and not after.
+    pub fn row_index_bytes(&self) -> usize {
+        self.cfg.verdicts.index_bytes()
+    }
+
     /// Bytes of the batch ring (`prefetch` batches of images and masks), fixed by the
     /// configuration: host memory, or device memory on a device backend (which may lend
     /// one more batch while one waits ready for the caller). The staging ring adds

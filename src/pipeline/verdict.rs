@@ -24,26 +24,67 @@
 //! (the self-synchronising decode): until its verdict is known every block is decoded;
 //! later crops write only the blocks down to their window's last MCU, the subsequences
 //! below it skipped.
+//!
+//! A clean file's verdict keeps the [`RowIndex`] its first decode recorded, where it has
+//! one (a JPEG whose one scan is Huffman-coded without restart markers): where each MCU
+//! row's entropy-coded data starts. Later crops of the file entropy-decode only the rows
+//! and columns they need (`decode::cpu::decode_image_resuming`). The indexes together are
+//! held to a cap (`PipelineBuilder::row_index_bytes`, default [`INDEX_BYTES`]); files past
+//! it are decoded from their start.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use crate::decode::cpu::RowIndex;
 use crate::decode::{cpu, DecodeError, DecodeOptions, DecodeWarning, Image8};
+
+/// The most memory the row indexes of a pipeline's files take together by default: about
+/// 24 bytes per MCU row, about 550 bytes for an ImageNet photo, so some 480,000 such files.
+pub(crate) const INDEX_BYTES: usize = 256 << 20;
 
 /// What verifying a file found: refused with this error, or decodable with the whole
 /// file's warning, if any.
 type Outcome = Result<Option<DecodeWarning>, DecodeError>;
 
 /// The verdicts of the files verified so far (by sample id).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Verdicts {
-    map: Mutex<HashMap<u64, (u64, u32, Outcome)>>,
+    map: Mutex<Files>,
+    /// The most bytes the row indexes may hold together.
+    index_cap: usize,
+}
+
+/// The verdicts by sample id, with the bytes their row indexes hold together.
+#[derive(Debug, Default)]
+struct Files {
+    verdicts: HashMap<u64, Verdict>,
+    index_bytes: usize,
+}
+
+#[derive(Debug)]
+struct Verdict {
+    key: Key,
+    outcome: Outcome,
+    index: Option<Arc<RowIndex>>,
 }
 
 /// What identifies a file's bytes: their length and CRC-32C.
 pub(crate) type Key = (u64, u32);
 
 impl Verdicts {
+    /// No verdicts yet; row indexes kept up to `index_cap` bytes together.
+    pub(crate) fn new(index_cap: usize) -> Self {
+        Verdicts {
+            map: Mutex::default(),
+            index_cap,
+        }
+    }
+
+    /// The bytes the row indexes hold together.
+    pub(crate) fn index_bytes(&self) -> usize {
+        self.map.lock().map_or(0, |m| m.index_bytes)
+    }
+
     /// The key of `bytes`, computed once per decode and passed to the calls below.
     pub(crate) fn key(bytes: &[u8]) -> Key {
         (bytes.len() as u64, crc32c::crc32c(bytes))
@@ -51,17 +92,50 @@ impl Verdicts {
 
     /// The verdict on sample `id` if a file with these bytes was verified.
     pub(crate) fn known(&self, id: u64, key: Key) -> Option<Outcome> {
+        self.known_indexed(id, key).map(|(outcome, _)| outcome)
+    }
+
+    /// [`Verdicts::known`], with the file's row index where it has one.
+    pub(crate) fn known_indexed(
+        &self,
+        id: u64,
+        key: Key,
+    ) -> Option<(Outcome, Option<Arc<RowIndex>>)> {
         let map = self.map.lock().ok()?;
-        let (l, c, outcome) = map.get(&id)?;
-        ((*l, *c) == key).then(|| outcome.clone())
+        let v = map.verdicts.get(&id).filter(|v| v.key == key)?;
+        Some((v.outcome.clone(), v.index.clone()))
     }
 
     /// Records the verdict on sample `id`'s file, found by [`Verdicts::check`] or by a
     /// decode that read the whole file (a crop's first decode, see `worker`).
     pub(crate) fn record(&self, id: u64, key: Key, outcome: Outcome) {
-        if let Ok(mut map) = self.map.lock() {
-            map.insert(id, (key.0, key.1, outcome));
+        self.record_indexed(id, key, outcome, None);
+    }
+
+    /// [`Verdicts::record`], keeping the file's row index while the indexes together stay
+    /// within the cap.
+    pub(crate) fn record_indexed(
+        &self,
+        id: u64,
+        key: Key,
+        outcome: Outcome,
+        index: Option<RowIndex>,
+    ) {
+        let Ok(mut map) = self.map.lock() else { return };
+        let held = |v: &Verdict| v.index.as_ref().map_or(0, |i| i.bytes());
+        if let Some(old) = map.verdicts.remove(&id) {
+            map.index_bytes -= held(&old);
         }
+        let index = index
+            .filter(|i| map.index_bytes + i.bytes() <= self.index_cap)
+            .map(Arc::new);
+        let v = Verdict {
+            key,
+            outcome,
+            index,
+        };
+        map.index_bytes += held(&v);
+        map.verdicts.insert(id, v);
     }
 
     /// The verdict on `bytes` (sample `id`), decoded under `base` (its limits and
@@ -102,5 +176,35 @@ impl Verdicts {
     /// the device entropy path decoded every restart interval of the file without a flag.
     pub(crate) fn record_clean(&self, id: u64, bytes: &[u8]) {
         self.record(id, Self::key(bytes), Ok(None));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The row indexes together stay within the cap: one past it is not kept (its
+    /// verdict is), and a file recorded again gives back what its old index held.
+    #[test]
+    fn row_indexes_are_held_to_their_cap() {
+        let one = RowIndex::of_rows(20).bytes();
+        let v = Verdicts::new(2 * one + one / 2);
+        for id in 0..3 {
+            v.record_indexed(id, (1, 1), Ok(None), Some(RowIndex::of_rows(20)));
+        }
+        assert_eq!(v.index_bytes(), 2 * one);
+        let indexed = |id| v.known_indexed(id, (1, 1)).and_then(|(_, i)| i).is_some();
+        assert!(indexed(0) && indexed(1) && !indexed(2));
+        assert!(matches!(v.known(2, (1, 1)), Some(Ok(None))));
+        // File 0 rewritten: its new verdict has no index, and the room goes to file 2.
+        v.record(0, (2, 2), Ok(None));
+        assert_eq!(v.index_bytes(), one);
+        v.record_indexed(2, (1, 1), Ok(None), Some(RowIndex::of_rows(20)));
+        assert!(indexed(2) && !indexed(0));
+        assert_eq!(v.index_bytes(), 2 * one);
+        // A cap of 0 keeps none.
+        let none = Verdicts::new(0);
+        none.record_indexed(0, (1, 1), Ok(None), Some(RowIndex::of_rows(1)));
+        assert_eq!(none.index_bytes(), 0);
     }
 }

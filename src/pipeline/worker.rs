@@ -716,12 +716,23 @@ fn decode_judged(
 ) -> Result<Option<DecodeWarning>, DecodeError> {
     use crate::decode::cpu;
     let key = Verdicts::key(image);
-    let warning = match cfg.verdicts.known(id, key) {
-        Some(known) => known?,
+    let warning = match cfg.verdicts.known_indexed(id, key) {
+        Some((known, index)) => {
+            let warning = known?;
+            // A decode that jumps and fails (a libjpeg the row index does not fit) is
+            // answered by a decode from the start: a known file decodes as it did.
+            let resumed = index
+                .is_some_and(|index| cpu::decode_image_resuming(image, opts, out, &index).is_ok());
+            if resumed {
+                return Ok(warning);
+            }
+            warning
+        }
         None => {
-            if let Ok(r) = cpu::decode_image_judging_whole(image, opts, out) {
+            let mut index = None;
+            if let Ok(r) = cpu::decode_image_judging_whole(image, opts, out, &mut index) {
                 if r.warning.is_none() {
-                    cfg.verdicts.record(id, key, Ok(None));
+                    cfg.verdicts.record_indexed(id, key, Ok(None), index);
                     return Ok(None);
                 }
             }

@@ -34,14 +34,17 @@ use crate::decode::{DecodeError, DecodeWarning, WarningKind};
 mod coefficients;
 mod decoder;
 mod judgement;
+mod resume;
 mod session;
 mod transcoder;
 
 pub use coefficients::read_coefficients;
 use coefficients::smoothing_needed;
-pub(crate) use decoder::decode;
+pub(crate) use decoder::{decode, decode_rows};
 use decoder::{with_decoder, Decoder};
 use judgement::{damage_so_far, verdict, Scans, Seen, MAX_EXTRANEOUS};
+use resume::Hook;
+pub(crate) use resume::{RowIndex, Rows};
 use session::{classify, forget_progression, scans_of, ErrorMgr, Fatal, Stopped};
 pub(crate) use transcoder::{transcode, TranscodeStop};
 
@@ -194,7 +197,8 @@ mod tests {
         for bytes in [&progressive, &baseline, &progressive, &baseline] {
             let info = crate::decode::jpeg::markers::peek(bytes).expect("headers");
             let hints = Hints::of(bytes, &info);
-            dec.decode(bytes, &req, &hints, &mut out).expect("decode");
+            dec.decode(bytes, &req, &hints, &mut out, Rows::Plain)
+                .expect("decode");
             let progressive = info.process == Some(crate::decode::JpegProcess::Progressive);
             // Set only by a progressive file's own decode.
             assert!(dec.cinfo.coef_bits.is_null() || progressive);

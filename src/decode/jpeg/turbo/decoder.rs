@@ -31,21 +31,26 @@ impl Decoder {
         req: &Request,
         hints: &Hints,
         out: &mut Vec<u8>,
+        rows: Rows<'_>,
     ) -> Result<(Output, Option<DecodeWarning>), DecodeError> {
         self.reset(req.strict, hints);
         let cinfo = &mut *self.cinfo;
         forget_progression(cinfo);
+        let mut hook = Hook::new(bytes);
         // SAFETY: `cinfo` was created by jpeg_create_decompress and is reset below after
         // every use; `bytes` outlives the call (jpeg_mem_src keeps only a pointer used
         // within it); `out` is sized before libjpeg writes rows into it (see `run`),
-        // which also reads the progression state before finishing frees it.
+        // which also reads the progression state before finishing frees it; `hook` stays
+        // where it is until the decompressor is idle again, below.
         let r = catch_unwind(AssertUnwindSafe(|| unsafe {
-            run(cinfo, bytes, req, hints, out)
+            run(cinfo, bytes, req, hints, out, (rows, &mut hook))
         }));
-        // SAFETY: returns the decompressor to its idle state, keeping it reusable.
+        // SAFETY: returns the decompressor to its idle state, keeping it reusable; that
+        // frees the Huffman decoder the hook was installed in.
         let _ = catch_unwind(AssertUnwindSafe(|| unsafe {
             ffi::jpeg_abort_decompress(cinfo)
         }));
+        cinfo.common.client_data = std::ptr::null_mut();
         self.judge(r, req.strict, bytes)
     }
 
@@ -93,13 +98,15 @@ impl Drop for Decoder {
 
 /// # Safety
 /// `cinfo` must be an idle decompressor created by `jpeg_create_decompress` whose error
-/// manager unwinds on fatal errors.
-unsafe fn run(
+/// manager unwinds on fatal errors; `hook` is for `bytes` and must not move until the
+/// decompressor is idle again.
+unsafe fn run<'a>(
     cinfo: &mut ffi::jpeg_decompress_struct,
-    bytes: &[u8],
+    bytes: &'a [u8],
     req: &Request,
     hints: &Hints,
     out: &mut Vec<u8>,
+    (jump, hook): (Rows<'a>, &mut Hook<'a>),
 ) -> Result<(Output, Scans), DecodeError> {
     // SAFETY: (whole body) calls follow libjpeg's documented decompression sequence on a
     // valid decompressor; a row pointer handed to jpeg_read_scanlines points to row `r`
@@ -133,6 +140,7 @@ unsafe fn run(
         if x0 > 0 || w < fw {
             ffi::jpeg_crop_scanline(cinfo, &mut x0, &mut w);
         }
+        hook.install(cinfo, &jump);
         let channels = cinfo.output_components as usize;
         let stride = w as usize * channels;
         let rows = (wy1 - y0) as usize;
@@ -165,6 +173,11 @@ unsafe fn run(
         }
         if req.to_end && wy1 < fh {
             read_to_end(cinfo, stride)?;
+        }
+        if let Rows::Record(slot) = jump {
+            if let Some(index) = hook.recorded(cinfo) {
+                *slot = Some(index);
+            }
         }
         // Before finishing, which frees the progression state `scans_of` reads.
         let scans = scans_of(cinfo, hints);
@@ -261,5 +274,16 @@ pub(crate) fn decode(
     hints: &Hints,
     out: &mut Vec<u8>,
 ) -> Result<(Output, Option<DecodeWarning>), DecodeError> {
-    with_decoder(bytes, |dec| dec.decode(bytes, req, hints, out))
+    decode_rows(bytes, req, hints, out, Rows::Plain)
+}
+
+/// [`decode`], recording the file's [`RowIndex`] or resuming from it (`rows`).
+pub(crate) fn decode_rows(
+    bytes: &[u8],
+    req: &Request,
+    hints: &Hints,
+    out: &mut Vec<u8>,
+    rows: Rows<'_>,
+) -> Result<(Output, Option<DecodeWarning>), DecodeError> {
+    with_decoder(bytes, |dec| dec.decode(bytes, req, hints, out, rows))
 }
