@@ -1177,29 +1177,47 @@ fn bench_plot_says_which_file_it_cannot_write() {
     );
 }
 
-/// The row index, in the binary (which links the libjpeg `mozjpeg-sys` vendors, not the
+/// The crop index, in the binary (which links the libjpeg `mozjpeg-sys` vendors, not the
 /// libjpeg-turbo 3 the test binaries link for their encoder): a pipeline whose later
-/// crops resume from each JPEG's index delivers the epochs a pipeline without indexes
-/// delivers, bit for bit (the epoch digests), on fresh random JPEGs of every chroma
-/// subsampling; and it did index them.
+/// crops resume from each JPEG's row index, or decode a progressive JPEG's baseline copy,
+/// delivers the epochs a pipeline without them delivers, bit for bit (the epoch digests),
+/// on fresh random JPEGs of every chroma subsampling, sequential and progressive; and it
+/// did keep both kinds (a folder of progressive files alone has no row index).
 #[test]
-fn crops_resumed_from_the_row_index_are_the_crops_decoded_from_the_start() {
+fn crops_decoded_with_the_crop_index_are_the_crops_decoded_without() {
     use turbojpeg::Subsamp::*;
-    let seed = common::fresh_seed("row index");
+    let seed = common::fresh_seed("crop index");
     let mut rng = common::TestRng(seed);
-    let dir = tempfile::tempdir().expect("temp dir");
-    for i in 0..24 {
+    let (mixed, progressive) = (
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    );
+    for i in 0..30 {
         let (w, h) = (40 + rng.below(500) as u32, 40 + rng.below(400) as u32);
         let sub = [None, Sub2x1, Sub2x2, Sub1x2, Sub4x1, Gray][rng.below(6) as usize];
-        let jpeg = common::random_jpeg(&mut rng, w, h, sub);
+        let rgb = common::random_rgb(&mut rng, w, h);
+        let image = turbojpeg::Image {
+            pixels: &rgb[..],
+            width: w as usize,
+            pitch: 3 * w as usize,
+            height: h as usize,
+            format: turbojpeg::PixelFormat::RGB,
+        };
+        let mut c = turbojpeg::Compressor::new().expect("compressor");
+        c.set_quality(40 + rng.below(60) as i32).expect("quality");
+        c.set_subsamp(sub).expect("subsampling");
+        let is_progressive = i >= 24 || rng.below(3) == 0;
+        c.set_progressive(is_progressive).expect("progressive");
+        let jpeg = c.compress_to_vec(image).expect("encode");
+        let dir = if i >= 24 { &progressive } else { &mixed };
         common::write(dir.path(), &format!("c{}/{i}.jpg", i % 3), &jpeg);
     }
-    let run = |extra: &[&str]| {
+    let run = |dir: &Path, extra: &[&str]| {
         let mut args = vec![
             "bench",
             "pipeline",
             "--images",
-            path(dir.path()),
+            path(dir),
             "--epochs",
             "3",
             "--size",
@@ -1211,15 +1229,17 @@ fn crops_resumed_from_the_row_index_are_the_crops_decoded_from_the_start() {
         args.extend_from_slice(extra);
         stoker(&args)["results"][0].clone()
     };
-    let (indexed, plain) = (run(&[]), run(&["--row-index-mb", "0"]));
-    assert!(
-        indexed["row_index_bytes"].as_u64() > Some(0),
-        "seed {seed}: {indexed}"
-    );
-    assert_eq!(plain["row_index_bytes"], 0, "seed {seed}");
-    assert_eq!(indexed["delivered"], 72, "seed {seed}");
-    assert_eq!(
-        indexed["epoch_digests"], plain["epoch_digests"],
-        "seed {seed}: the epochs differ"
-    );
+    for (dir, n) in [(mixed.path(), 72), (progressive.path(), 18)] {
+        let (indexed, plain) = (run(dir, &[]), run(dir, &["--crop-index-mb", "0"]));
+        assert!(
+            indexed["crop_index_bytes"].as_u64() > Some(0),
+            "seed {seed}: {indexed}"
+        );
+        assert_eq!(plain["crop_index_bytes"], 0, "seed {seed}");
+        assert_eq!(indexed["delivered"], n, "seed {seed}");
+        assert_eq!(
+            indexed["epoch_digests"], plain["epoch_digests"],
+            "seed {seed}: the epochs differ"
+        );
+    }
 }

@@ -35,7 +35,7 @@ pub struct PipelineBuilder {
     prefetch_set: bool,
     autotune: bool,
     memory_budget: Option<u64>,
-    row_index_bytes: usize,
+    crop_index_bytes: usize,
     readers: Option<usize>,
     workers: Option<usize>,
     staging_slots: Option<usize>,
@@ -89,7 +89,7 @@ impl PipelineBuilder {
             prefetch_set: false,
             autotune: false,
             memory_budget: None,
-            row_index_bytes: super::verdict::INDEX_BYTES,
+            crop_index_bytes: super::verdict::INDEX_BYTES,
             readers: None,
             workers: None,
             staging_slots: None,
@@ -288,13 +288,15 @@ impl PipelineBuilder {
         /// time, a cap on the bytes in flight it adds, never a refusal.
         pub fn memory_budget(bytes: u64) => self.memory_budget = Some(bytes);
 
-        /// The most memory the files' row indexes may take together (default 256 MiB; 0
-        /// keeps none). A JPEG whose one scan is Huffman-coded without restart markers is
-        /// indexed by its first decode: where each MCU row's data starts, about 24 bytes a
-        /// row (some 550 bytes for an ImageNet photo). Its later crops then entropy-decode
-        /// only the rows and columns they need, with the same pixels. Files past the cap
-        /// are decoded from their start.
-        pub fn row_index_bytes(bytes: usize) => self.row_index_bytes = bytes;
+        /// The most memory the crop index may take (default 256 MiB; 0 keeps none): what the
+        /// pipeline keeps per file, from its first decodes, so that later crops decode less.
+        /// A JPEG whose one scan is Huffman-coded without restart markers keeps its row
+        /// index, where each MCU row's data starts (about 24 bytes a row, about 1 KB for a
+        /// 500x375 photo): later crops entropy-decode only the rows and columns they need.
+        /// A progressive JPEG keeps a restart-marked baseline copy of its coefficients (about
+        /// its own size), made at its second decode: later crops decode only their rows.
+        /// The pixels are the same either way. Files past the cap are decoded as they are.
+        pub fn crop_index_bytes(bytes: usize) => self.crop_index_bytes = bytes;
 
         /// Decode and augment threads (default: available cores).
         pub fn workers(n: usize) => self.workers = Some(n);
@@ -638,7 +640,7 @@ impl PipelineBuilder {
             batcher: batcher.map(|b| Arc::new(Mutex::new(b))),
             work,
             coeff_pool,
-            verdicts: super::verdict::Verdicts::new(self.row_index_bytes),
+            verdicts: super::verdict::Verdicts::new(self.crop_index_bytes),
             transform: self.transform,
             trace: self.trace.map(|p| Arc::new(super::trace::Trace::new(&p))),
             progress: super::state::Progress::new(self.seed, &self.subset, &sampler),

@@ -419,9 +419,10 @@ impl Pipeline {
         self.cfg.work.kept_bytes()
     }
 
-    /// The memory the files' row indexes hold now ([`PipelineBuilder::row_index_bytes`]):
-    /// it grows while files are first decoded, up to that cap, and not after.
-    pub fn row_index_bytes(&self) -> usize {
+    /// The memory the crop index holds now ([`PipelineBuilder::crop_index_bytes`]): it
+    /// grows while files are first (and, for progressive JPEGs, second) decoded, up to
+    /// that cap, and not after.
+    pub fn crop_index_bytes(&self) -> usize {
         self.cfg.verdicts.index_bytes()
     }
 

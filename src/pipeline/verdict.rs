@@ -25,12 +25,15 @@
 //! later crops write only the blocks down to their window's last MCU, the subsequences
 //! below it skipped.
 //!
-//! A clean file's verdict keeps the [`RowIndex`] its first decode recorded, where it has
-//! one (a JPEG whose one scan is Huffman-coded without restart markers): where each MCU
-//! row's entropy-coded data starts. Later crops of the file entropy-decode only the rows
-//! and columns they need (`decode::cpu::decode_image_resuming`). The indexes together are
-//! held to a cap (`PipelineBuilder::row_index_bytes`, default [`INDEX_BYTES`]); files past
-//! it are decoded from their start.
+//! A clean file's verdict keeps what lets its later crops decode less (its [`Aid`], the
+//! crop index): the [`RowIndex`] its first decode recorded, for a JPEG whose one scan is
+//! Huffman-coded without restart markers (where each MCU row's entropy-coded data
+//! starts; later crops entropy-decode only the rows and columns they need,
+//! `decode::cpu::decode_image_resuming`), or, for a progressive JPEG, a restart-marked
+//! baseline copy of its coefficients, made at its second decode (later crops decode the
+//! copy: only the MCU rows they need, the same pixels). The aids together are held to a
+//! cap (`PipelineBuilder::crop_index_bytes`, default [`INDEX_BYTES`]); files past it are
+//! decoded as they are.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -38,9 +41,34 @@ use std::sync::{Arc, Mutex};
 use crate::decode::cpu::RowIndex;
 use crate::decode::{cpu, DecodeError, DecodeOptions, DecodeWarning, Image8};
 
-/// The most memory the row indexes of a pipeline's files take together by default: about
-/// 24 bytes per MCU row, about 550 bytes for an ImageNet photo, so some 480,000 such files.
+/// The most memory the crop index of a pipeline's files takes by default: a row index is
+/// about 24 bytes per MCU row (about 1 KB for a 500x375 photo), a baseline copy about the
+/// size of the progressive file.
 pub(crate) const INDEX_BYTES: usize = 256 << 20;
+
+/// What a clean file keeps so that its later crops decode less.
+#[derive(Debug, Clone)]
+pub(crate) enum Aid {
+    /// Nothing: not a file that has an aid, or the cap was reached.
+    None,
+    /// Its row index.
+    Rows(Arc<RowIndex>),
+    /// A progressive JPEG whose baseline copy is made at its next decode.
+    CopyDue,
+    /// Its restart-marked baseline copy: the same coefficients.
+    Copy(Arc<[u8]>),
+}
+
+impl Aid {
+    /// The memory it holds.
+    fn bytes(&self) -> usize {
+        match self {
+            Aid::Rows(index) => index.bytes(),
+            Aid::Copy(copy) => copy.len(),
+            Aid::None | Aid::CopyDue => 0,
+        }
+    }
+}
 
 /// What verifying a file found: refused with this error, or decodable with the whole
 /// file's warning, if any.
@@ -50,11 +78,11 @@ type Outcome = Result<Option<DecodeWarning>, DecodeError>;
 #[derive(Debug)]
 pub(crate) struct Verdicts {
     map: Mutex<Files>,
-    /// The most bytes the row indexes may hold together.
+    /// The most bytes the aids may hold together.
     index_cap: usize,
 }
 
-/// The verdicts by sample id, with the bytes their row indexes hold together.
+/// The verdicts by sample id, with the bytes their aids hold together.
 #[derive(Debug, Default)]
 struct Files {
     verdicts: HashMap<u64, Verdict>,
@@ -65,14 +93,14 @@ struct Files {
 struct Verdict {
     key: Key,
     outcome: Outcome,
-    index: Option<Arc<RowIndex>>,
+    aid: Aid,
 }
 
 /// What identifies a file's bytes: their length and CRC-32C.
 pub(crate) type Key = (u64, u32);
 
 impl Verdicts {
-    /// No verdicts yet; row indexes kept up to `index_cap` bytes together.
+    /// No verdicts yet; aids kept up to `index_cap` bytes together.
     pub(crate) fn new(index_cap: usize) -> Self {
         Verdicts {
             map: Mutex::default(),
@@ -80,7 +108,7 @@ impl Verdicts {
         }
     }
 
-    /// The bytes the row indexes hold together.
+    /// The bytes the aids hold together.
     pub(crate) fn index_bytes(&self) -> usize {
         self.map.lock().map_or(0, |m| m.index_bytes)
     }
@@ -92,50 +120,56 @@ impl Verdicts {
 
     /// The verdict on sample `id` if a file with these bytes was verified.
     pub(crate) fn known(&self, id: u64, key: Key) -> Option<Outcome> {
-        self.known_indexed(id, key).map(|(outcome, _)| outcome)
+        self.known_aided(id, key).map(|(outcome, _)| outcome)
     }
 
-    /// [`Verdicts::known`], with the file's row index where it has one.
-    pub(crate) fn known_indexed(
-        &self,
-        id: u64,
-        key: Key,
-    ) -> Option<(Outcome, Option<Arc<RowIndex>>)> {
+    /// [`Verdicts::known`], with the file's aid.
+    pub(crate) fn known_aided(&self, id: u64, key: Key) -> Option<(Outcome, Aid)> {
         let map = self.map.lock().ok()?;
         let v = map.verdicts.get(&id).filter(|v| v.key == key)?;
-        Some((v.outcome.clone(), v.index.clone()))
+        Some((v.outcome.clone(), v.aid.clone()))
     }
 
     /// Records the verdict on sample `id`'s file, found by [`Verdicts::check`] or by a
     /// decode that read the whole file (a crop's first decode, see `worker`).
     pub(crate) fn record(&self, id: u64, key: Key, outcome: Outcome) {
-        self.record_indexed(id, key, outcome, None);
+        self.record_aided(id, key, outcome, Aid::None);
     }
 
-    /// [`Verdicts::record`], keeping the file's row index while the indexes together stay
-    /// within the cap.
-    pub(crate) fn record_indexed(
-        &self,
-        id: u64,
-        key: Key,
-        outcome: Outcome,
-        index: Option<RowIndex>,
-    ) {
+    /// [`Verdicts::record`], keeping the file's aid while the aids together stay within
+    /// the cap.
+    pub(crate) fn record_aided(&self, id: u64, key: Key, outcome: Outcome, aid: Aid) {
         let Ok(mut map) = self.map.lock() else { return };
-        let held = |v: &Verdict| v.index.as_ref().map_or(0, |i| i.bytes());
         if let Some(old) = map.verdicts.remove(&id) {
-            map.index_bytes -= held(&old);
+            map.index_bytes -= old.aid.bytes();
         }
-        let index = index
-            .filter(|i| map.index_bytes + i.bytes() <= self.index_cap)
-            .map(Arc::new);
-        let v = Verdict {
-            key,
-            outcome,
-            index,
+        let aid = self.within_cap(&map, aid);
+        map.index_bytes += aid.bytes();
+        map.verdicts.insert(id, Verdict { key, outcome, aid });
+    }
+
+    /// Replaces the aid of sample `id`'s verdict, if it is still on these bytes, within
+    /// the cap.
+    pub(crate) fn set_aid(&self, id: u64, key: Key, aid: Aid) {
+        let Ok(mut map) = self.map.lock() else { return };
+        let Some(old) = map.verdicts.get(&id).filter(|v| v.key == key) else {
+            return;
         };
-        map.index_bytes += held(&v);
-        map.verdicts.insert(id, v);
+        let freed = old.aid.bytes();
+        map.index_bytes -= freed;
+        let aid = self.within_cap(&map, aid);
+        map.index_bytes += aid.bytes();
+        if let Some(v) = map.verdicts.get_mut(&id) {
+            v.aid = aid;
+        }
+    }
+
+    fn within_cap(&self, map: &Files, aid: Aid) -> Aid {
+        if map.index_bytes + aid.bytes() <= self.index_cap {
+            aid
+        } else {
+            Aid::None
+        }
     }
 
     /// The verdict on `bytes` (sample `id`), decoded under `base` (its limits and
@@ -183,28 +217,42 @@ impl Verdicts {
 mod tests {
     use super::*;
 
-    /// The row indexes together stay within the cap: one past it is not kept (its
-    /// verdict is), and a file recorded again gives back what its old index held.
+    fn rows(n: usize) -> Aid {
+        Aid::Rows(Arc::new(RowIndex::of_rows(n)))
+    }
+
+    /// The aids together stay within the cap: one past it is not kept (its verdict is),
+    /// and a file recorded again gives back what its old aid held.
     #[test]
-    fn row_indexes_are_held_to_their_cap() {
+    fn crop_aids_are_held_to_their_cap() {
         let one = RowIndex::of_rows(20).bytes();
         let v = Verdicts::new(2 * one + one / 2);
         for id in 0..3 {
-            v.record_indexed(id, (1, 1), Ok(None), Some(RowIndex::of_rows(20)));
+            v.record_aided(id, (1, 1), Ok(None), rows(20));
         }
         assert_eq!(v.index_bytes(), 2 * one);
-        let indexed = |id| v.known_indexed(id, (1, 1)).and_then(|(_, i)| i).is_some();
+        let indexed = |id| matches!(v.known_aided(id, (1, 1)), Some((_, Aid::Rows(_))));
         assert!(indexed(0) && indexed(1) && !indexed(2));
         assert!(matches!(v.known(2, (1, 1)), Some(Ok(None))));
         // File 0 rewritten: its new verdict has no index, and the room goes to file 2.
         v.record(0, (2, 2), Ok(None));
         assert_eq!(v.index_bytes(), one);
-        v.record_indexed(2, (1, 1), Ok(None), Some(RowIndex::of_rows(20)));
+        v.record_aided(2, (1, 1), Ok(None), rows(20));
         assert!(indexed(2) && !indexed(0));
         assert_eq!(v.index_bytes(), 2 * one);
         // A cap of 0 keeps none.
         let none = Verdicts::new(0);
-        none.record_indexed(0, (1, 1), Ok(None), Some(RowIndex::of_rows(1)));
+        none.record_aided(0, (1, 1), Ok(None), rows(1));
         assert_eq!(none.index_bytes(), 0);
+        // A copy made later takes its room, and gives it back when replaced.
+        let v = Verdicts::new(100);
+        v.record_aided(7, (1, 1), Ok(None), Aid::CopyDue);
+        v.set_aid(7, (1, 1), Aid::Copy(vec![0u8; 60].into()));
+        assert_eq!(v.index_bytes(), 60);
+        v.set_aid(7, (2, 2), Aid::Copy(vec![0u8; 10].into()));
+        assert_eq!(v.index_bytes(), 60, "not for other bytes");
+        v.set_aid(7, (1, 1), Aid::Copy(vec![0u8; 120].into()));
+        assert_eq!(v.index_bytes(), 0, "past the cap: none kept");
+        assert!(matches!(v.known_aided(7, (1, 1)), Some((_, Aid::None))));
     }
 }

@@ -65,10 +65,10 @@ pub struct PipelineBenchArgs {
     /// (default: a quarter of the available memory).
     #[arg(long, value_parser = cache_mb)]
     memory_budget_mb: Option<u64>,
-    /// The most memory the JPEGs' row indexes may take together, in MiB (0: none; each
-    /// later crop of an indexed file entropy-decodes only the rows and columns it needs).
+    /// The most memory the crop index may take, in MiB (0: none): JPEGs' row indexes and
+    /// progressive JPEGs' baseline copies, with which later crops decode less.
     #[arg(long, value_parser = cache_mb, default_value = "256")]
-    row_index_mb: u64,
+    crop_index_mb: u64,
     /// Block order with windows of this many shards (shards permuted, samples permuted
     /// within a window; not a full permutation): for shards in object storage, each
     /// window's shards fetched whole and held in memory. Default: a full permutation.
@@ -308,9 +308,8 @@ struct PipelineMeasured {
     rss_bytes_per_epoch: Vec<u64>,
     /// The process's peak resident memory so far (`VmHWM`), after the last epoch.
     peak_rss_bytes: Option<u64>,
-    /// The memory the JPEGs' row indexes hold after the last epoch
-    /// (`Pipeline::row_index_bytes`).
-    row_index_bytes: usize,
+    /// The memory the crop index holds after the last epoch (`Pipeline::crop_index_bytes`).
+    crop_index_bytes: usize,
     /// Which decoder took the encoded JPEGs, over every epoch (a hardware decoder's
     /// batches): all zero without one.
     decode_paths: stoker::backend::device::DecodePaths,
@@ -466,8 +465,8 @@ fn builder(
     if let Some(mb) = a.memory_budget_mb {
         b = b.memory_budget(mb.saturating_mul(1 << 20));
     }
-    b = b.row_index_bytes(
-        usize::try_from(a.row_index_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+    b = b.crop_index_bytes(
+        usize::try_from(a.crop_index_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
     );
     if let Some(w) = a.workers {
         b = b.workers(w);
@@ -608,7 +607,7 @@ pub fn measure(ctx: Ctx, a: &PipelineBenchArgs) -> Res<PipelineReport> {
             hybrid_samples: pipe.stats().host_entropy,
             rss_bytes_per_epoch,
             peak_rss_bytes: proc_status_bytes("VmHWM"),
-            row_index_bytes: pipe.row_index_bytes(),
+            crop_index_bytes: pipe.crop_index_bytes(),
         }));
     }
     Ok(PipelineReport {
