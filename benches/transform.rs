@@ -1,10 +1,13 @@
 //! The training transform, per core and on all cores, without pipeline threads:
 //! decode + random resized crop 224 + horizontal flip + normalise to f32 NCHW, crop-aware
-//! decode on and off, on the same files: `cargo bench --bench transform`.
+//! decode on and off, and crop-aware with each file's crop index (made by two untimed
+//! decodes first, as the pipeline's first two epochs make it), on the same files:
+//! `cargo bench --bench transform`.
 
 mod common;
 
 use stoker::augment::reference::{execute_image, Scratch};
+use stoker::decode::crop_index::{self, CropAid};
 use stoker::decode::{cpu, peek_info, DecodeOptions, Image8};
 use stoker::{Augment, DType, Layout};
 
@@ -22,9 +25,10 @@ fn main() {
             .layout(Layout::Nchw)
             .crop_aware(crop_aware)
     };
-    println!("{:<34} {:>7} {:>10}", "transform", "threads", "images/s");
+    let aids = crop_aids(&files, &aug(true));
+    println!("{:<44} {:>7} {:>10}", "transform", "threads", "images/s");
     for threads in common::thread_counts() {
-        for crop_aware in [true, false] {
+        for (crop_aware, indexed) in [(true, true), (true, false), (false, false)] {
             let a = aug(crop_aware);
             let epoch = std::sync::atomic::AtomicU64::new(0);
             let rate = common::throughput(
@@ -50,17 +54,47 @@ fn main() {
                     } else {
                         DecodeOptions::default()
                     };
-                    if cpu::decode_image(&files[i], &opts, img).is_ok() {
+                    let decoded =
+                        indexed && crop_index::decode_with(&files[i], &opts, img, &aids[i]).0;
+                    if decoded || cpu::decode_image(&files[i], &opts, img).is_ok() {
                         execute_image(&plan, img, out, scratch);
                     }
                 },
             );
-            let name = if crop_aware {
-                "crop-aware decode + augment"
-            } else {
-                "whole decode + augment"
+            let name = match (crop_aware, indexed) {
+                (true, true) => "crop-aware decode + augment, crop index",
+                (true, false) => "crop-aware decode + augment",
+                _ => "whole decode + augment",
             };
-            println!("{name:<34} {threads:>7} {rate:>10.1}");
+            println!("{name:<44} {threads:>7} {rate:>10.1}");
         }
     }
+}
+
+/// Each file's crop index, as the pipeline makes it: a first decode (judging the file
+/// whole, recording a row index) and a second (making a progressive file's copy), for
+/// the crops of epochs 0 and 1.
+fn crop_aids(files: &[Vec<u8>], a: &Augment) -> Vec<CropAid> {
+    files
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let Ok(info) = peek_info(bytes) else {
+                return CropAid::default();
+            };
+            let (w, h) = info.oriented_size();
+            let opts = |e| {
+                a.plan(1, e, i as u64, w, h)
+                    .decode_options(DecodeOptions::default(), &info)
+            };
+            let mut img = Image8::default();
+            let Ok((_, aid)) = crop_index::decode_first(bytes, &opts(0), &mut img) else {
+                return CropAid::default();
+            };
+            match crop_index::decode_with(bytes, &opts(1), &mut img, &aid) {
+                (_, Some(made)) => made,
+                _ => aid,
+            }
+        })
+        .collect()
 }

@@ -8,6 +8,7 @@
 //! they arrive, as JPEG rows are.
 
 pub mod cpu;
+pub mod crop_index;
 pub mod jpeg;
 mod other;
 mod truncated;

@@ -25,8 +25,8 @@
 //! later crops write only the blocks down to their window's last MCU, the subsequences
 //! below it skipped.
 //!
-//! A clean file's verdict keeps what lets its later crops decode less (its [`Aid`], the
-//! crop index): the [`RowIndex`] its first decode recorded, for a JPEG whose one scan is
+//! A clean file's verdict keeps what lets its later crops decode less (its [`CropAid`],
+//! `decode::crop_index`): the [`RowIndex`] its first decode recorded, for a JPEG whose one scan is
 //! Huffman-coded without restart markers (where each MCU row's entropy-coded data
 //! starts; later crops entropy-decode only the rows and columns they need,
 //! `decode::cpu::decode_image_resuming`), or, for a progressive JPEG, a restart-marked
@@ -36,39 +36,15 @@
 //! decoded as they are.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use crate::decode::cpu::RowIndex;
+use crate::decode::crop_index::CropAid;
 use crate::decode::{cpu, DecodeError, DecodeOptions, DecodeWarning, Image8};
 
 /// The most memory the crop index of a pipeline's files takes by default: a row index is
 /// about 24 bytes per MCU row (about 1 KB for a 500x375 photo), a baseline copy about the
 /// size of the progressive file.
 pub(crate) const INDEX_BYTES: usize = 256 << 20;
-
-/// What a clean file keeps so that its later crops decode less.
-#[derive(Debug, Clone)]
-pub(crate) enum Aid {
-    /// Nothing: not a file that has an aid, or the cap was reached.
-    None,
-    /// Its row index.
-    Rows(Arc<RowIndex>),
-    /// A progressive JPEG whose baseline copy is made at its next decode.
-    CopyDue,
-    /// Its restart-marked baseline copy: the same coefficients.
-    Copy(Arc<[u8]>),
-}
-
-impl Aid {
-    /// The memory it holds.
-    fn bytes(&self) -> usize {
-        match self {
-            Aid::Rows(index) => index.bytes(),
-            Aid::Copy(copy) => copy.len(),
-            Aid::None | Aid::CopyDue => 0,
-        }
-    }
-}
 
 /// What verifying a file found: refused with this error, or decodable with the whole
 /// file's warning, if any.
@@ -93,7 +69,7 @@ struct Files {
 struct Verdict {
     key: Key,
     outcome: Outcome,
-    aid: Aid,
+    aid: CropAid,
 }
 
 /// What identifies a file's bytes: their length and CRC-32C.
@@ -124,7 +100,7 @@ impl Verdicts {
     }
 
     /// [`Verdicts::known`], with the file's aid.
-    pub(crate) fn known_aided(&self, id: u64, key: Key) -> Option<(Outcome, Aid)> {
+    pub(crate) fn known_aided(&self, id: u64, key: Key) -> Option<(Outcome, CropAid)> {
         let map = self.map.lock().ok()?;
         let v = map.verdicts.get(&id).filter(|v| v.key == key)?;
         Some((v.outcome.clone(), v.aid.clone()))
@@ -133,12 +109,12 @@ impl Verdicts {
     /// Records the verdict on sample `id`'s file, found by [`Verdicts::check`] or by a
     /// decode that read the whole file (a crop's first decode, see `worker`).
     pub(crate) fn record(&self, id: u64, key: Key, outcome: Outcome) {
-        self.record_aided(id, key, outcome, Aid::None);
+        self.record_aided(id, key, outcome, CropAid::default());
     }
 
     /// [`Verdicts::record`], keeping the file's aid while the aids together stay within
     /// the cap.
-    pub(crate) fn record_aided(&self, id: u64, key: Key, outcome: Outcome, aid: Aid) {
+    pub(crate) fn record_aided(&self, id: u64, key: Key, outcome: Outcome, aid: CropAid) {
         let Ok(mut map) = self.map.lock() else { return };
         if let Some(old) = map.verdicts.remove(&id) {
             map.index_bytes -= old.aid.bytes();
@@ -150,7 +126,7 @@ impl Verdicts {
 
     /// Replaces the aid of sample `id`'s verdict, if it is still on these bytes, within
     /// the cap.
-    pub(crate) fn set_aid(&self, id: u64, key: Key, aid: Aid) {
+    pub(crate) fn set_aid(&self, id: u64, key: Key, aid: CropAid) {
         let Ok(mut map) = self.map.lock() else { return };
         let Some(old) = map.verdicts.get(&id).filter(|v| v.key == key) else {
             return;
@@ -164,11 +140,11 @@ impl Verdicts {
         }
     }
 
-    fn within_cap(&self, map: &Files, aid: Aid) -> Aid {
+    fn within_cap(&self, map: &Files, aid: CropAid) -> CropAid {
         if map.index_bytes + aid.bytes() <= self.index_cap {
             aid
         } else {
-            Aid::None
+            CropAid::default()
         }
     }
 
@@ -217,21 +193,24 @@ impl Verdicts {
 mod tests {
     use super::*;
 
-    fn rows(n: usize) -> Aid {
-        Aid::Rows(Arc::new(RowIndex::of_rows(n)))
+    fn rows(n: usize) -> CropAid {
+        CropAid::rows_for_tests(n)
     }
 
     /// The aids together stay within the cap: one past it is not kept (its verdict is),
     /// and a file recorded again gives back what its old aid held.
     #[test]
     fn crop_aids_are_held_to_their_cap() {
-        let one = RowIndex::of_rows(20).bytes();
+        let one = rows(20).bytes();
         let v = Verdicts::new(2 * one + one / 2);
         for id in 0..3 {
             v.record_aided(id, (1, 1), Ok(None), rows(20));
         }
         assert_eq!(v.index_bytes(), 2 * one);
-        let indexed = |id| matches!(v.known_aided(id, (1, 1)), Some((_, Aid::Rows(_))));
+        let indexed = |id| {
+            v.known_aided(id, (1, 1))
+                .is_some_and(|(_, aid)| aid.is_rows())
+        };
         assert!(indexed(0) && indexed(1) && !indexed(2));
         assert!(matches!(v.known(2, (1, 1)), Some(Ok(None))));
         // File 0 rewritten: its new verdict has no index, and the room goes to file 2.
@@ -246,13 +225,15 @@ mod tests {
         assert_eq!(none.index_bytes(), 0);
         // A copy made later takes its room, and gives it back when replaced.
         let v = Verdicts::new(100);
-        v.record_aided(7, (1, 1), Ok(None), Aid::CopyDue);
-        v.set_aid(7, (1, 1), Aid::Copy(vec![0u8; 60].into()));
+        v.record_aided(7, (1, 1), Ok(None), CropAid::copy_due_for_tests());
+        v.set_aid(7, (1, 1), CropAid::copy_for_tests(60));
         assert_eq!(v.index_bytes(), 60);
-        v.set_aid(7, (2, 2), Aid::Copy(vec![0u8; 10].into()));
+        v.set_aid(7, (2, 2), CropAid::copy_for_tests(10));
         assert_eq!(v.index_bytes(), 60, "not for other bytes");
-        v.set_aid(7, (1, 1), Aid::Copy(vec![0u8; 120].into()));
+        v.set_aid(7, (1, 1), CropAid::copy_for_tests(120));
         assert_eq!(v.index_bytes(), 0, "past the cap: none kept");
-        assert!(matches!(v.known_aided(7, (1, 1)), Some((_, Aid::None))));
+        assert!(v
+            .known_aided(7, (1, 1))
+            .is_some_and(|(_, aid)| aid.is_none()));
     }
 }

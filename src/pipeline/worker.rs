@@ -15,7 +15,7 @@ use super::memory::{SlotMemory, SlotWriter};
 use super::readers::read_sample;
 use super::staging::{Staged, StagingRing};
 use super::stats::Counters;
-use super::verdict::{Aid, Verdicts};
+use super::verdict::Verdicts;
 use super::{Config, OnError};
 use crate::augment::SamplePlan;
 use crate::backend::device::cache::Reservation;
@@ -714,7 +714,7 @@ fn decode_judged(
     (opts, base): (&DecodeOptions, &DecodeOptions),
     out: &mut crate::decode::Image8,
 ) -> Result<Option<DecodeWarning>, DecodeError> {
-    use crate::decode::cpu;
+    use crate::decode::{cpu, crop_index};
     let key = Verdicts::key(image);
     let warning = match cfg.verdicts.known_aided(id, key) {
         Some((known, aid)) => {
@@ -722,22 +722,18 @@ fn decode_judged(
             // A decode with the aid that fails (a libjpeg the row index does not fit, a
             // copy that does not decode) is answered by a decode of the file itself: a
             // known file decodes as it did.
-            if decode_aided(cfg, (id, key), image, opts, out, aid) {
+            let (decoded, made) = crop_index::decode_with(image, opts, out, &aid);
+            if let Some(aid) = made {
+                cfg.verdicts.set_aid(id, key, aid);
+            }
+            if decoded {
                 return Ok(warning);
             }
             warning
         }
         None => {
-            let mut index = None;
-            if let Ok(r) = cpu::decode_image_judging_whole(image, opts, out, &mut index) {
+            if let Ok((r, aid)) = crop_index::decode_first(image, opts, out) {
                 if r.warning.is_none() {
-                    let progressive =
-                        r.info.process == Some(crate::decode::JpegProcess::Progressive);
-                    let aid = match index {
-                        Some(index) => Aid::Rows(Arc::new(index)),
-                        None if progressive => Aid::CopyDue,
-                        None => Aid::None,
-                    };
                     cfg.verdicts.record_aided(id, key, Ok(None), aid);
                     return Ok(None);
                 }
@@ -747,45 +743,6 @@ fn decode_judged(
     };
     cpu::decode_image_report(image, opts, out)?;
     Ok(warning)
-}
-
-/// Decodes a known clean file's crop with its aid (see `verdict`), making a progressive
-/// JPEG's baseline copy the first time; false when there is none or it did not decode.
-fn decode_aided(
-    cfg: &Config,
-    (id, key): (u64, super::verdict::Key),
-    image: &[u8],
-    opts: &DecodeOptions,
-    out: &mut crate::decode::Image8,
-    aid: Aid,
-) -> bool {
-    use crate::decode::cpu;
-    use crate::decode::jpeg::{add_restarts, TranscodeOptions, Transcoded};
-    match aid {
-        Aid::Rows(index) => cpu::decode_image_resuming(image, opts, out, &index).is_ok(),
-        Aid::Copy(copy) => cpu::decode_image_report(&copy, opts, out).is_ok(),
-        Aid::CopyDue => {
-            // The same coefficients in one baseline scan with a restart marker every MCU
-            // row: crops then decode only their rows (`decode::cpu`'s restart splice).
-            // A progressive file libjpeg would smooth is kept as it is.
-            let made = add_restarts(
-                image,
-                &TranscodeOptions {
-                    verify: false,
-                    limits: opts.limits,
-                    ..TranscodeOptions::default()
-                },
-            );
-            let copy: Option<Arc<[u8]>> = match made {
-                Transcoded::Written { bytes, .. } => Some(bytes.into()),
-                Transcoded::Kept(_) => None,
-            };
-            let aid = copy.clone().map_or(Aid::None, Aid::Copy);
-            cfg.verdicts.set_aid(id, key, aid);
-            copy.is_some_and(|copy| cpu::decode_image_report(&copy, opts, out).is_ok())
-        }
-        Aid::None => false,
-    }
 }
 
 impl Shared {
