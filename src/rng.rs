@@ -197,6 +197,23 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     h
 }
 
+/// For tests: a fresh seed from the clock (printed by the caller when a check fails) and
+/// a generator of numbers below `n` from it.
+#[cfg(test)]
+pub(crate) fn fresh_for_tests() -> (u64, impl FnMut(u32) -> u32) {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        | 1;
+    let mut state = seed;
+    (seed, move |n: u32| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((state >> 33) % u64::from(n.max(1))) as u32
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -582,20 +582,8 @@ fn horizontal_v3(
 mod tests {
     use super::*;
 
-    /// A fresh seed per run (printed on failure), so every run tries new inputs.
-    fn rng() -> (u64, impl FnMut(u32) -> u32) {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-            | 1;
-        let mut state = seed;
-        (seed, move |n: u32| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            ((state >> 33) % u64::from(n.max(1))) as u32
-        })
-    }
+    /// A fresh seed per run (printed on failure) and numbers from it.
+    use crate::rng::fresh_for_tests as rng;
 
     /// The vectorised vertical pass gives the scalar one's bytes: 1 to 70 taps, rows
     /// shorter and longer than a vector, and weights up to 1.5 * 2^22, some negative (both

@@ -551,20 +551,8 @@ mod tests {
     use crate::decode::jpeg::turbo::{decode, decode_rows, Hints, Output, Request};
     use crate::decode::DecodeError;
 
-    /// A generator of fresh inputs, its seed printed when a check fails.
-    fn rng() -> (u64, impl FnMut(u32) -> u32) {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-            | 1;
-        let mut state = seed;
-        (seed, move |n: u32| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            ((state >> 33) % u64::from(n.max(1))) as u32
-        })
-    }
+    /// A fresh seed per run (printed on failure) and numbers from it.
+    use crate::rng::fresh_for_tests as rng;
 
     /// A JPEG from libjpeg-turbo 3's encoder (a build of its own, not the decoder's) of
     /// `w` x `h` pixels: gradients, flat patches and noise, so rows differ in how many
