@@ -4,7 +4,7 @@
 //! - A JPEG whose one scan is Huffman-coded without restart markers keeps its row index
 //!   (`jpeg::turbo::RowIndex`): where each MCU row's entropy-coded data starts, recorded by
 //!   its first decode, which reads the file whole. Later crops entropy-decode only the
-//!   rows and columns they need ([`cpu::decode_image_resuming`]).
+//!   rows and columns they need (`cpu::decode_image_resuming`).
 //! - A progressive JPEG has no such rows: each scan covers the whole image, and libjpeg
 //!   decodes them all before the first row. At its second decode it gets a baseline copy
 //!   of its coefficients with a restart marker every MCU row ([`add_restarts`], as
@@ -77,7 +77,7 @@ impl CropAid {
     }
 }
 
-/// A file's first decode ([`cpu::decode_image_judging_whole`]: the window decoded, the
+/// A file's first decode (`cpu::decode_image_judging_whole`: the window decoded, the
 /// file read whole, so the warning and the refusal are the whole file's), with the aid to
 /// keep when it is clean (no warning): its row index, a copy due for a progressive JPEG,
 /// or none.
