@@ -8,6 +8,8 @@
 //! they arrive, as JPEG rows are.
 
 pub mod cpu;
+// The pipeline's crop index: public for the transform benchmark only.
+#[doc(hidden)]
 pub mod crop_index;
 pub mod jpeg;
 mod other;
