@@ -72,7 +72,8 @@ impl CropAid {
     }
 
     /// Whether it holds nothing and has nothing due.
-    pub fn is_none(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_none(&self) -> bool {
         matches!(self.0, Aid::None)
     }
 }

@@ -582,7 +582,7 @@ fn horizontal_v3(
 mod tests {
     use super::*;
 
-    /// A fresh seed per run (printed on failure) and numbers from it.
+    // A fresh seed per run (printed on failure) and numbers from it.
     use crate::rng::fresh_for_tests as rng;
 
     /// The vectorised vertical pass gives the scalar one's bytes: 1 to 70 taps, rows

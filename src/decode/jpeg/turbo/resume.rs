@@ -18,9 +18,12 @@
 //!
 //! Written here because libjpeg has no interface for it: the state lives in its private
 //! Huffman decoder (`jdhuff.c`'s `huff_entropy_decoder`) and in fields the Rust binding
-//! keeps private. [`Tail`] and [`Huffman`] mirror those layouts of the libjpeg-turbo that
-//! `mozjpeg-sys` 2.2 vendors (pinned by the lock file); the constant assertions below
-//! check the mirror against every public field around it, and `tests` check the pixels.
+//! keeps private. [`Tail`], [`Huffman`] and [`Master`] mirror those layouts, for each
+//! libjpeg build a binary may link ([`Build`]: the one `mozjpeg-sys` vendors, pinned by
+//! the lock file, and libjpeg-turbo 3.1 in the test binaries); the constant assertions
+//! below check [`Tail`] against every public field around it, [`Hook::install`] checks
+//! the others against the state libjpeg sets at a scan's start, and `tests` check the
+//! pixels.
 //! The hook is libjpeg's own `decode_mcu` entry of the entropy decoder, which both the
 //! single-pass coefficient controller and `jpeg_skip_scanlines` call, MCU by MCU, in the
 //! order of the data.
@@ -336,6 +339,7 @@ impl<'a> Hook<'a> {
             // the row: the mirror fits the decoder.
             let fresh = h.bitstate.get_buffer == 0
                 && h.bitstate.bits_left == 0
+                && *B::insufficient_data(&mut h.public) == 0
                 && h.last_dc_val
                     .iter()
                     .take(t.comps_in_scan as usize)
@@ -551,7 +555,7 @@ mod tests {
     use crate::decode::jpeg::turbo::{decode, decode_rows, Hints, Output, Request};
     use crate::decode::DecodeError;
 
-    /// A fresh seed per run (printed on failure) and numbers from it.
+    // A fresh seed per run (printed on failure) and numbers from it.
     use crate::rng::fresh_for_tests as rng;
 
     /// A JPEG from libjpeg-turbo 3's encoder (a build of its own, not the decoder's) of
