@@ -282,9 +282,10 @@ pub(super) fn resize_rgb_impl(
     // The horizontal pass works on 4 lanes per pixel (RGB and a zero lane): each tap is one
     // 4-lane multiply-add, explicit SIMD where the CPU allows ([`horizontal_pass`]) and the
     // vectoriser's elsewhere. It writes packed RGB rows, each pixel as one 4-byte store whose
-    // zero lane the next pixel overwrites (so a row has one spare byte); the vertical pass
-    // ([`vertical_pass`]) reads them as bytes.
-    let line = ow * 3 + 1;
+    // zero lane the next pixel overwrites, or (AVX-512) four pixels as one 16-byte store, of
+    // which the next four overwrite the last 4 bytes (so a row has 4 spare bytes); the
+    // vertical pass ([`vertical_pass`]) reads them as bytes.
+    let line = ow * 3 + 4;
     set_len(horizontal, rows * line);
     let (cfirst, clast) = kx.span(ox);
     let mut row4 = std::mem::take(&mut kx.row4);

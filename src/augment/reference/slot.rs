@@ -1,6 +1,9 @@
 //! Writing a batch slot: flips, normalisation, layout and dtype, random erasing, and
 //! [`execute_image`], which runs every stage of an image plane in order.
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use half::f16;
 
 use super::resize::resize_rgb_impl;
@@ -37,24 +40,54 @@ pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
             }
         }
         DType::F32 => {
-            let lut: [[f32; 256]; 3] =
-                std::array::from_fn(|c| std::array::from_fn(|v| value(c, v)));
-            let norm = Normalisation {
-                mean: if norm { plan.mean } else { [0.0; 3] },
-                std: if norm { plan.std } else { [1.0; 3] },
+            let (mean, std) = match norm {
+                true => (plan.mean, plan.std),
+                false => ([0.0; 3], [1.0; 3]),
             };
+            let (lut, norm) = f32_tables(mean, std, value);
+            let (lut, norm) = (&*lut, &norm);
             match bytemuck::try_cast_slice_mut::<u8, f32>(out) {
                 // Vectorised where the CPU allows, bit-identical to the table.
                 Ok(o) if cfg!(target_endian = "little") && plan.layout() == Layout::Nchw => {
                     let (w, h) = (plan.out_width as usize, plan.out_height as usize);
                     let flips = (plan.has(FLIP_H), plan.has(FLIP_V));
-                    planes_f32_image(rgb, (w, h, flips.0, flips.1), &lut, &norm, o)
+                    planes_f32_image(rgb, (w, h, flips.0, flips.1), lut, norm, o)
                 }
-                Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, &lut),
-                _ => write_bytes(plan, rgb, out, &lut, |v| v.to_le_bytes()),
+                Ok(o) if cfg!(target_endian = "little") => write_typed(plan, rgb, o, lut),
+                _ => write_bytes(plan, rgb, out, lut, |v| v.to_le_bytes()),
             }
         }
     }
+}
+
+/// The f32 table of `value` (channel, byte) for `mean` and `std` (`(0, 1)` when not
+/// normalising: the table is then `v / 255`, the same floats) with its [`Normalisation`],
+/// made once per thread for each normalisation in turn: the 1,536 divisions and the
+/// reciprocals' check cost about as much as writing 6,000 values.
+fn f32_tables(
+    mean: [f32; 3],
+    std: [f32; 3],
+    value: impl Fn(usize, usize) -> f32,
+) -> (Arc<[[f32; 256]; 3]>, Normalisation) {
+    type Tables = ([u32; 6], Arc<[[f32; 256]; 3]>, Normalisation);
+    thread_local! {
+        static LAST: RefCell<Option<Tables>> = const { RefCell::new(None) };
+    }
+    let key: [u32; 6] = std::array::from_fn(|i| match i {
+        0..3 => mean[i].to_bits(),
+        _ => std[i - 3].to_bits(),
+    });
+    LAST.with_borrow_mut(|last| match last {
+        Some((k, lut, norm)) if *k == key => (lut.clone(), *norm),
+        _ => {
+            let lut: Arc<[[f32; 256]; 3]> = Arc::new(std::array::from_fn(|c| {
+                std::array::from_fn(|v| value(c, v))
+            }));
+            let norm = Normalisation::new(mean, std, &lut);
+            *last = Some((key, lut.clone(), norm));
+            (lut, norm)
+        }
+    })
 }
 
 /// `write_slot` for an output already viewed as elements: one table lookup per value.
