@@ -1,7 +1,7 @@
 //! The training transform, per core and on all cores, without pipeline threads:
 //! decode + random resized crop 224 + horizontal flip + normalise to f32 NCHW, crop-aware
-//! decode on and off, and crop-aware with each file's crop index (made by two untimed
-//! decodes first, as the pipeline's first two epochs make it), also writing a batch's
+//! decode on and off, and crop-aware with each file's crop index (made by an untimed
+//! first decode, as the pipeline's first epoch makes it), also writing a batch's
 //! worth of outputs in turn rather than one, on the same files:
 //! `cargo bench --bench transform`.
 
@@ -74,7 +74,7 @@ fn main() {
                         DecodeOptions::default()
                     };
                     let decoded =
-                        indexed && crop_index::decode_with(&files[i], &opts, img, &aids[i]).0;
+                        indexed && crop_index::decode_with(&files[i], &opts, img, &aids[i]);
                     if decoded || cpu::decode_image(&files[i], &opts, img).is_ok() {
                         execute_image(&plan, img, out, scratch);
                     }
@@ -85,9 +85,9 @@ fn main() {
     }
 }
 
-/// Each file's crop index, as the pipeline makes it: a first decode (judging the file
-/// whole, recording a row index) and a second (making a progressive file's copy), for
-/// the crops of epochs 0 and 1.
+/// Each file's crop index, as the pipeline makes it: by its first decode (judging the
+/// file whole, recording a row index or making a progressive file's copy), for the crop
+/// of epoch 0.
 fn crop_aids(files: &[Vec<u8>], a: &Augment) -> Vec<CropAid> {
     files
         .iter()
@@ -97,18 +97,13 @@ fn crop_aids(files: &[Vec<u8>], a: &Augment) -> Vec<CropAid> {
                 return CropAid::default();
             };
             let (w, h) = info.oriented_size();
-            let opts = |e| {
-                a.plan(1, e, i as u64, w, h)
-                    .decode_options(DecodeOptions::default(), &info)
-            };
+            let opts = a
+                .plan(1, 0, i as u64, w, h)
+                .decode_options(DecodeOptions::default(), &info);
             let mut img = Image8::default();
-            let Ok((_, aid)) = crop_index::decode_first(bytes, &opts(0), &mut img) else {
-                return CropAid::default();
-            };
-            match crop_index::decode_with(bytes, &opts(1), &mut img, &aid) {
-                (_, Some(made)) => made,
-                _ => aid,
-            }
+            crop_index::decode_first(bytes, &opts, &mut img, true)
+                .map(|(_, aid)| aid)
+                .unwrap_or_default()
         })
         .collect()
 }

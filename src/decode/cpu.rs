@@ -99,7 +99,10 @@ fn decode_image_with(
 }
 
 /// The headers, after the file size and the pixel count have passed the limits.
-fn checked_headers(bytes: &[u8], opts: &DecodeOptions) -> Result<ImageInfo, DecodeError> {
+pub(crate) fn checked_headers(
+    bytes: &[u8],
+    opts: &DecodeOptions,
+) -> Result<ImageInfo, DecodeError> {
     check_bytes(bytes, opts)?;
     let info = peek_info(bytes)?;
     check_limits(&info, &opts.limits)?;

@@ -289,13 +289,15 @@ impl PipelineBuilder {
         pub fn memory_budget(bytes: u64) => self.memory_budget = Some(bytes);
 
         /// The most memory the crop index may take (default 256 MiB; 0 keeps none): what the
-        /// pipeline keeps per file, from its first decodes, so that later crops decode less.
+        /// pipeline keeps per file, from its first decode, so that later crops decode less.
         /// A JPEG whose one scan is Huffman-coded without restart markers keeps its row
         /// index, where each MCU row's data starts (about 24 bytes a row, about 1 KB for a
         /// 500x375 photo): later crops entropy-decode only the rows and columns they need.
         /// A progressive JPEG keeps a restart-marked baseline copy of its coefficients (about
-        /// its own size), made at its second decode: later crops decode only their rows.
-        /// The pixels are the same either way. Files past the cap are decoded as they are.
+        /// its own size, with the standard Huffman tables), made by its first decode, which
+        /// decodes its crop from it as later crops do: only their rows. The pixels are the
+        /// same either way. Files past the cap are decoded as they are; with 0, progressive
+        /// JPEGs are not copied.
         pub fn crop_index_bytes(bytes: usize) => self.crop_index_bytes = bytes;
 
         /// Decode and augment threads (default: available cores).

@@ -30,8 +30,8 @@
 //! Huffman-coded without restart markers (where each MCU row's entropy-coded data
 //! starts; later crops entropy-decode only the rows and columns they need,
 //! `decode::cpu::decode_image_resuming`), or, for a progressive JPEG, a restart-marked
-//! baseline copy of its coefficients, made at its second decode (later crops decode the
-//! copy: only the MCU rows they need, the same pixels). The aids together are held to a
+//! baseline copy of its coefficients, made by its first decode (which decodes its crop
+//! from the copy, as later crops do: only the MCU rows they need, the same pixels). The aids together are held to a
 //! cap (`PipelineBuilder::crop_index_bytes`, default [`INDEX_BYTES`]); files past it are
 //! decoded as they are.
 
@@ -124,20 +124,10 @@ impl Verdicts {
         map.verdicts.insert(id, Verdict { key, outcome, aid });
     }
 
-    /// Replaces the aid of sample `id`'s verdict, if it is still on these bytes, within
-    /// the cap.
-    pub(crate) fn set_aid(&self, id: u64, key: Key, aid: CropAid) {
-        let Ok(mut map) = self.map.lock() else { return };
-        let Some(old) = map.verdicts.get(&id).filter(|v| v.key == key) else {
-            return;
-        };
-        let freed = old.aid.bytes();
-        map.index_bytes -= freed;
-        let aid = self.within_cap(&map, aid);
-        map.index_bytes += aid.bytes();
-        if let Some(v) = map.verdicts.get_mut(&id) {
-            v.aid = aid;
-        }
+    /// Whether it keeps any aid (a cap above 0): a first decode makes a progressive
+    /// JPEG's copy only then.
+    pub(crate) fn keeps_aids(&self) -> bool {
+        self.index_cap > 0
     }
 
     fn within_cap(&self, map: &Files, aid: CropAid) -> CropAid {
@@ -223,17 +213,15 @@ mod tests {
         let none = Verdicts::new(0);
         none.record_aided(0, (1, 1), Ok(None), rows(1));
         assert_eq!(none.index_bytes(), 0);
-        // A copy made later takes its room, and gives it back when replaced.
+        // A copy takes its room, and gives it back when its file is recorded again.
         let v = Verdicts::new(100);
-        v.record_aided(7, (1, 1), Ok(None), CropAid::copy_due_for_tests());
-        v.set_aid(7, (1, 1), CropAid::copy_for_tests(60));
+        v.record_aided(7, (1, 1), Ok(None), CropAid::copy_for_tests(60));
         assert_eq!(v.index_bytes(), 60);
-        v.set_aid(7, (2, 2), CropAid::copy_for_tests(10));
-        assert_eq!(v.index_bytes(), 60, "not for other bytes");
-        v.set_aid(7, (1, 1), CropAid::copy_for_tests(120));
+        v.record_aided(7, (2, 2), Ok(None), CropAid::copy_for_tests(120));
         assert_eq!(v.index_bytes(), 0, "past the cap: none kept");
         assert!(v
-            .known_aided(7, (1, 1))
+            .known_aided(7, (2, 2))
             .is_some_and(|(_, aid)| aid.is_none()));
+        assert!(v.keeps_aids() && !none.keeps_aids());
     }
 }

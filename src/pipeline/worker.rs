@@ -722,17 +722,14 @@ fn decode_judged(
             // A decode with the aid that fails (a libjpeg the row index does not fit, a
             // copy that does not decode) is answered by a decode of the file itself: a
             // known file decodes as it did.
-            let (decoded, made) = crop_index::decode_with(image, opts, out, &aid);
-            if let Some(aid) = made {
-                cfg.verdicts.set_aid(id, key, aid);
-            }
-            if decoded {
+            if crop_index::decode_with(image, opts, out, &aid) {
                 return Ok(warning);
             }
             warning
         }
         None => {
-            if let Ok((r, aid)) = crop_index::decode_first(image, opts, out) {
+            let copies = cfg.verdicts.keeps_aids();
+            if let Ok((r, aid)) = crop_index::decode_first(image, opts, out, copies) {
                 if r.warning.is_none() {
                     cfg.verdicts.record_aided(id, key, Ok(None), aid);
                     return Ok(None);

@@ -216,6 +216,57 @@ fn every_interval_option_keeps_the_pixels() {
     }
 }
 
+/// With the standard Huffman tables (one pass, as the pipeline's in-memory copies of
+/// progressive JPEGs are made) every bundled JPEG the optimised transcode writes is
+/// written too, to the same pixels (`check_written`: the coefficients read back equal),
+/// with other tables: no smaller than the optimised file.
+#[test]
+fn standard_tables_keep_the_pixels() {
+    let files = jpegs_below(&common::data_dir());
+    let standard = TranscodeOptions {
+        optimize_tables: false,
+        ..TranscodeOptions::default()
+    };
+    let (mut written, mut larger) = (0, 0);
+    for f in &files {
+        let bytes = std::fs::read(f).expect("read");
+        let (
+            Transcoded::Written {
+                bytes: optimised, ..
+            },
+            plain,
+        ) = (
+            add_restarts(&bytes, &TranscodeOptions::default()),
+            add_restarts(&bytes, &standard),
+        )
+        else {
+            continue;
+        };
+        let name = f.display().to_string();
+        match plain {
+            Transcoded::Written {
+                bytes: out,
+                restart_interval,
+            } => {
+                check_written(&name, &bytes, &out, restart_interval, standard.restart);
+                assert!(
+                    out.len() >= optimised.len(),
+                    "{name}: {} < {}",
+                    out.len(),
+                    optimised.len()
+                );
+                written += 1;
+                larger += usize::from(out.len() > optimised.len());
+            }
+            Transcoded::Kept(why) => panic!("{name}: optimised written, standard kept: {why}"),
+        }
+    }
+    assert!(
+        written >= 20 && larger * 2 > written,
+        "{written} written, {larger} larger"
+    );
+}
+
 /// A transcoded file with restarts at least as often as asked is kept as it is, and
 /// transcoding again at a finer interval rewrites it.
 #[test]

@@ -141,15 +141,21 @@ pub struct TranscodeOptions {
     pub verify: bool,
     /// The pixel limit checked on the header before libjpeg allocates the coefficients.
     pub limits: Limits,
+    /// Huffman tables made for the file (two passes over its coefficients: the smaller
+    /// output); off, the standard tables of the JPEG specification's Annex K (one pass,
+    /// a few percent larger; a file whose coefficients they cannot code, as some 12-bit
+    /// ones, is not given).
+    pub optimize_tables: bool,
 }
 
 impl Default for TranscodeOptions {
-    /// Every MCU row, verified, the default limits.
+    /// Every MCU row, verified, the default limits, optimised tables.
     fn default() -> Self {
         TranscodeOptions {
             restart: Restart::DEFAULT,
             verify: true,
             limits: Limits::default(),
+            optimize_tables: true,
         }
     }
 }
@@ -442,13 +448,15 @@ fn try_add_restarts(bytes: &[u8], opts: &TranscodeOptions) -> Result<(Vec<u8>, u
         .saturating_add(1 << 20);
     let max_out = usize::try_from(max_out).unwrap_or(usize::MAX);
     let hints = Hints::of(bytes, &info);
-    let out = turbo::transcode(bytes, &hints, interval, max_out).map_err(|stop| match stop {
-        TranscodeStop::Warned(w) => KeptReason::Damaged(w),
-        TranscodeStop::Smoothing(m) => KeptReason::BlockSmoothing(m),
-        TranscodeStop::Failed(e) => KeptReason::Unreadable(e),
-        TranscodeStop::TooLarge(n) => KeptReason::TooLarge(n),
-        TranscodeStop::WriteFailed(m) => KeptReason::NotBaseline(format!("libjpeg: {m}")),
-    })?;
+    let out = turbo::transcode(bytes, &hints, (interval, opts.optimize_tables), max_out).map_err(
+        |stop| match stop {
+            TranscodeStop::Warned(w) => KeptReason::Damaged(w),
+            TranscodeStop::Smoothing(m) => KeptReason::BlockSmoothing(m),
+            TranscodeStop::Failed(e) => KeptReason::Unreadable(e),
+            TranscodeStop::TooLarge(n) => KeptReason::TooLarge(n),
+            TranscodeStop::WriteFailed(m) => KeptReason::NotBaseline(format!("libjpeg: {m}")),
+        },
+    )?;
     let after = layout(&out)
         .ok_or_else(|| KeptReason::NotBaseline("the output's frame header is unreadable".into()))?;
     if after.frame != 0xC0 || after.scans != 1 || after.restart_interval != interval {

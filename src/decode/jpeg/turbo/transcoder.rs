@@ -140,7 +140,7 @@ impl Transcoder {
         &mut self,
         bytes: &[u8],
         hints: &Hints,
-        restart_interval: u16,
+        layout: (u16, bool),
         max_out: usize,
     ) -> Result<Vec<u8>, TranscodeStop> {
         // Strict: the first damage stops the read (what the input is, is all we judge).
@@ -159,7 +159,7 @@ impl Transcoder {
         // outlives it; `run_transcode` reads the progression state and the warnings before
         // anything frees the source's image memory.
         let r = catch_unwind(AssertUnwindSafe(|| unsafe {
-            run_transcode(src, dst, self.mozjpeg, bytes, hints, restart_interval)
+            run_transcode(src, dst, self.mozjpeg, bytes, hints, layout)
         }));
         // SAFETY: returns both objects to their idle state, keeping them reusable (the
         // compressor after the decompressor whose coefficient arrays it may still hold).
@@ -228,14 +228,15 @@ impl Drop for Transcoder {
 /// # Safety
 /// `src` and `dst` must be idle objects created by `jpeg_create_decompress` and
 /// `jpeg_create_compress` whose error managers unwind on fatal errors, `dst.dest` a live
-/// [`VecDest`]; `src` must have had [`forget_progression`] since its last use.
+/// [`VecDest`]; `src` must have had [`forget_progression`] since its last use. `layout`
+/// is the restart interval and whether the Huffman tables are optimised.
 unsafe fn run_transcode(
     src: &mut ffi::jpeg_decompress_struct,
     dst: &mut ffi::jpeg_compress_struct,
     mozjpeg: bool,
     bytes: &[u8],
     hints: &Hints,
-    restart_interval: u16,
+    (restart_interval, optimize): (u16, bool),
 ) -> Result<(), TranscodeStop> {
     // SAFETY: (whole body) calls follow libjpeg's documented transcoding sequence
     // (jpegtran's: jpeg_save_markers, jpeg_read_header, jpeg_read_coefficients,
@@ -298,7 +299,7 @@ unsafe fn run_transcode(
         dst.num_scans = 0;
         dst.scan_info = std::ptr::null();
         dst.arith_code = 0;
-        dst.optimize_coding = 1;
+        dst.optimize_coding = c_int::from(optimize);
         dst.restart_interval = u32::from(restart_interval);
         dst.restart_in_rows = 0;
         // The source's own JFIF and Adobe markers are copied below, as they were: libjpeg
@@ -332,12 +333,13 @@ thread_local! {
 /// Transcodes `bytes` (an 8-bit JPEG of any process libjpeg reads: baseline, extended,
 /// progressive, arithmetic-coded) losslessly: its coefficients, quantisation tables,
 /// sampling and component ids unchanged, written as one baseline sequential Huffman scan
-/// with optimised tables and a restart marker every `restart_interval` MCUs (0: none),
-/// with every APPn and COM marker of the input, in order. At most `max_out` bytes.
+/// with a restart marker every `layout.0` MCUs (0: none), with optimised Huffman tables
+/// when `layout.1` (the standard ones otherwise), with every APPn and COM marker of the
+/// input, in order. At most `max_out` bytes.
 pub(crate) fn transcode(
     bytes: &[u8],
     hints: &Hints,
-    restart_interval: u16,
+    layout: (u16, bool),
     max_out: usize,
 ) -> Result<Vec<u8>, TranscodeStop> {
     if crate::decode::jpeg::markers::borrows_tables(bytes) {
@@ -347,7 +349,7 @@ pub(crate) fn transcode(
                 "libjpeg could not create a transcoder".into(),
             ))
         })?;
-        return fresh.transcode(bytes, hints, restart_interval, max_out);
+        return fresh.transcode(bytes, hints, layout, max_out);
     }
     TRANSCODER.with(|cell| {
         let mut slot = cell.try_borrow_mut().map_err(|_| {
@@ -361,6 +363,6 @@ pub(crate) fn transcode(
                 "libjpeg could not create a transcoder".into(),
             ))
         })?;
-        t.transcode(bytes, hints, restart_interval, max_out)
+        t.transcode(bytes, hints, layout, max_out)
     })
 }
