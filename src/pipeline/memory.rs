@@ -46,6 +46,7 @@ impl HostBuffer {
                 ),
             )
         })?;
+        advise_huge_pages(&v);
         v.resize(words, Line([0; 8]));
         Ok(HostBuffer { words: v, len })
     }
@@ -65,6 +66,38 @@ impl HostBuffer {
         &mut bytemuck::cast_slice_mut::<Line, u8>(&mut self.words)[..self.len]
     }
 }
+
+/// Asks the kernel to back the whole 2 MiB pages inside `v`'s allocation with huge pages
+/// (transparent huge pages, which most distributions enable in their `madvise` mode)
+/// before anything touches them: a 19 MB batch of 224x224 f32 images then faults in
+/// about 10 times instead of about 4,700 (a batch ring of a few buffers was most of a
+/// first epoch's page faults), and the workers' writes into it miss the TLB less. Only
+/// advice: where the kernel has no huge pages, or declines, nothing changes. Buffers
+/// under 4 MiB are left alone.
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(v: &Vec<Line>) {
+    const HUGE: usize = 2 << 20;
+    let start = v.as_ptr() as usize;
+    let end = start.saturating_add(v.capacity().saturating_mul(std::mem::size_of::<Line>()));
+    let (first, last) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+    if end - start < 2 * HUGE || last <= first {
+        return;
+    }
+    // SAFETY: madvise(MADV_HUGEPAGE) only advises the kernel how to back the range
+    // [first, last): whole 2 MiB pages (so page-aligned, as madvise requires) inside this
+    // vector's own allocation, which is not shared; it changes neither the memory's
+    // contents nor its validity. Its result is advice taken or not, and is ignored.
+    unsafe {
+        libc::madvise(
+            first as *mut libc::c_void,
+            last - first,
+            libc::MADV_HUGEPAGE,
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_: &Vec<Line>) {}
 
 /// Bytes as `206.2 GB (206158430208 bytes)`, for messages that name a figure.
 pub(crate) fn bytes_figure(bytes: u128) -> String {
@@ -189,6 +222,45 @@ impl SlotWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch-sized buffer is backed by huge pages where the kernel offers them for
+    /// advised memory (`madvise` or `always` mode): its mapping in `/proc/self/smaps`
+    /// counts some. Skipped (with a line saying so) where they are off or absent.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_batch_buffer_is_backed_by_huge_pages() {
+        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        if !mode.contains("[madvise]") && !mode.contains("[always]") {
+            eprintln!("transparent huge pages off ({mode:?}): nothing to check");
+            return;
+        }
+        let b = HostBuffer::new(19 << 20).expect("alloc");
+        let at = b.bytes().as_ptr() as usize + (10 << 20);
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("smaps");
+        let mut inside = false;
+        let mut huge_kb = None;
+        for line in smaps.lines() {
+            let range = line
+                .split_whitespace()
+                .next()
+                .and_then(|r| r.split_once('-'));
+            if let Some((lo, hi)) = range.filter(|_| !line.starts_with(|c: char| c.is_uppercase()))
+            {
+                let (lo, hi) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16));
+                inside = matches!((lo, hi), (Ok(lo), Ok(hi)) if lo <= at && at < hi);
+            } else if inside && line.starts_with("AnonHugePages:") {
+                huge_kb = line
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<u64>().ok());
+            }
+        }
+        assert!(
+            huge_kb.is_some_and(|kb| kb >= 2048),
+            "{huge_kb:?} kB of huge pages"
+        );
+    }
 
     #[test]
     fn a_buffer_starts_on_a_cache_line_and_is_as_long_as_asked() {
