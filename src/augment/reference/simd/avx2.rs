@@ -237,7 +237,7 @@ pub(super) fn store_pixels<P: Pixels>(
     // RGB0 x 4 to RGB x 4 (12 bytes; the last 4 zero).
     let rgb: __m128i =
         bytemuck::cast::<[i8; 16], _>([0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1]);
-    let room = outs.iter().flatten().map(|o| o.len()).min().unwrap_or(0);
+    let room = room(&outs);
     let mut xx = 0;
     while xx + 4 <= ow && 3 * xx + 16 <= room {
         let p = [
@@ -271,7 +271,18 @@ pub(super) fn store_pixels<P: Pixels>(
         }
         xx += 4;
     }
-    for xx in xx..ow {
+    store_each(pixels, xx..ow, &mut outs);
+}
+
+/// Stores output pixels `range` of four rows one at a time: a 4-byte store of each row's
+/// `RGB0`, the zero lane overwritten by the next pixel (or spare at the row's end).
+#[inline(always)]
+pub(super) fn store_each<P: Pixels>(
+    pixels: &P,
+    range: std::ops::Range<usize>,
+    outs: &mut [Option<&mut [u8]>; 4],
+) {
+    for xx in range {
         let p: [u8; 16] = bytemuck::cast(pixels.pixel(xx));
         for (k, o) in outs.iter_mut().enumerate() {
             if let Some(o) = o.as_deref_mut().and_then(|o| o.get_mut(3 * xx..3 * xx + 4)) {
@@ -279,6 +290,12 @@ pub(super) fn store_pixels<P: Pixels>(
             }
         }
     }
+}
+
+/// The 16-byte room [`store_pixels`] needs for four pixels: the shortest of the rows.
+#[inline(always)]
+pub(super) fn room(outs: &[Option<&mut [u8]>; 4]) -> usize {
+    outs.iter().flatten().map(|o| o.len()).min().unwrap_or(0)
 }
 
 /// What [`horizontal_v3`]'s output pixels share: the source rows, the taps, a shuffle.

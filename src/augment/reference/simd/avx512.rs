@@ -5,7 +5,7 @@
 use core::arch::x86_64::{__m128i, __m256i, __m512, __m512i};
 use pulp::x86::V4;
 
-use super::avx2::{interleave_v3, picks, planes_v3, store_pixels, vertical_v3, Pixels};
+use super::avx2::{interleave_v3, picks, planes_v3, room, store_each, vertical_v3, Pixels};
 use super::{HorizontalRows, Kernels, Normalisation, LO_BITS, PRECISION_BITS};
 
 impl Kernels for V4 {
@@ -182,10 +182,16 @@ fn planes_v4(
 /// Four rows of the horizontal pass in one register: per output pixel and tap pair, the
 /// two halves of `row8` (16 bytes each: two rows' pixels `t` and `t + 1`) are joined,
 /// shuffled to `(p_t, p_t+1)` channel pairs and widened, so one multiply-add per split
-/// weight gives all four rows' `RGB0` (only the pairs of the pixel's own taps: past them
-/// the weights are zero); the pixels are stored by [`store_pixels`].
+/// weight gives all four rows' `RGB0`, row `k` in 128-bit lane `k` (only the pairs of the
+/// pixel's own taps: past them the weights are zero). Four output pixels' sums are then
+/// narrowed together: the packs, which work within each lane, leave each row's four
+/// pixels in its own lane, clamped to bytes by their saturation, so packed to `RGB` each
+/// lane is one 16-byte store into its row (the last 4 bytes overwritten by the next four
+/// pixels, or spare at the row's end). Pixels past the last four, or where a row has no
+/// room for the 16 bytes, are stored one at a time.
 #[inline(always)]
 fn horizontal_v4(simd: V4, j: HorizontalRows<'_, '_>) {
+    let b = simd.avx512bw;
     let taps = Taps4 {
         simd,
         b0: bytemuck::cast_slice(j.row8[0]),
@@ -199,8 +205,47 @@ fn horizontal_v4(simd: V4, j: HorizontalRows<'_, '_>) {
             5, 13, 6, 14, 7, 15,
         ]),
     };
-    store_pixels(*simd, &taps, j.bounds.len(), j.outs);
+    let rgb: __m512i = bytemuck::cast(RGB_OF_RGB0);
+    let mut outs = j.outs;
+    let (ow, room) = (j.bounds.len(), room(&outs));
+    let mut xx = 0;
+    while xx + 4 <= ow && 3 * xx + 16 <= room {
+        let v = [
+            taps.sums(xx),
+            taps.sums(xx + 1),
+            taps.sums(xx + 2),
+            taps.sums(xx + 3),
+        ];
+        let bytes = b._mm512_packus_epi16(
+            b._mm512_packs_epi32(v[0], v[1]),
+            b._mm512_packs_epi32(v[2], v[3]),
+        );
+        let rows: [__m128i; 4] = bytemuck::cast(b._mm512_shuffle_epi8(bytes, rgb));
+        for (o, row) in outs.iter_mut().zip(rows) {
+            if let Some(o) = o
+                .as_deref_mut()
+                .and_then(|o| o.get_mut(3 * xx..3 * xx + 16))
+            {
+                o.copy_from_slice(bytemuck::bytes_of(&row));
+            }
+        }
+        xx += 4;
+    }
+    store_each(&taps, xx..ow, &mut outs);
 }
+
+/// The byte shuffle taking `RGB0` x 4 to `RGB` x 4 in each 128-bit lane (12 bytes, the
+/// last 4 zero). A constant, so a row's pass does not build it.
+const RGB_OF_RGB0: [i8; 64] = {
+    let lane = [0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1];
+    let mut t = [0i8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = lane[i % 16];
+        i += 1;
+    }
+    t
+};
 
 /// What [`horizontal_v4`]'s output pixels share: the source rows, the taps, a shuffle.
 struct Taps4<'a> {
@@ -214,12 +259,13 @@ struct Taps4<'a> {
     shuf: __m256i,
 }
 
-impl Pixels for Taps4<'_> {
+impl Taps4<'_> {
+    /// Output pixel `xx`'s values in the four rows before clamping: row `k`'s `RGB0` as
+    /// 32-bit integers in 128-bit lane `k`.
     #[inline(always)]
-    fn pixel(&self, xx: usize) -> __m128i {
+    fn sums(&self, xx: usize) -> __m512i {
         let simd = self.simd;
         let (b, f) = (simd.avx512bw, simd.avx512f);
-        let zero = f._mm512_setzero_si512();
         let (xmin, n) = self.bounds[xx];
         let w = &self.pairs[xx * self.kp..][..n.div_ceil(2).min(self.kp)];
         let base = (xmin - self.cfirst) * 8;
@@ -227,7 +273,9 @@ impl Pixels for Taps4<'_> {
             self.b0.get(base..).unwrap_or_default(),
             self.b1.get(base..).unwrap_or_default(),
         );
-        let (mut hi, mut lo) = (zero, zero);
+        // The rounding term starts the low sum: `(hi << 11) + lo + 2^21`.
+        let mut hi = f._mm512_setzero_si512();
+        let mut lo = f._mm512_set1_epi32(1 << (PRECISION_BITS - 1));
         for ((s0, s1), &[wh, wl]) in r0.chunks_exact(16).zip(r1.chunks_exact(16)).zip(w) {
             let s = simd.avx._mm256_set_m128i(load16(s1), load16(s0));
             let q = b._mm512_cvtepu8_epi16(simd.avx2._mm256_shuffle_epi8(s, self.shuf));
@@ -235,10 +283,16 @@ impl Pixels for Taps4<'_> {
             hi = f._mm512_add_epi32(hi, b._mm512_madd_epi16(q, wh));
             lo = f._mm512_add_epi32(lo, b._mm512_madd_epi16(q, wl));
         }
-        let round = f._mm512_set1_epi32(1 << (PRECISION_BITS - 1));
         let s = f._mm512_add_epi32(f._mm512_slli_epi32::<LO_BITS>(hi), lo);
-        let v = f._mm512_srai_epi32::<PRECISION_BITS>(f._mm512_add_epi32(s, round));
+        f._mm512_srai_epi32::<PRECISION_BITS>(s)
+    }
+}
+
+impl Pixels for Taps4<'_> {
+    #[inline(always)]
+    fn pixel(&self, xx: usize) -> __m128i {
+        let f = self.simd.avx512f;
         // Clamped to [0, 255]: the floor here, the ceiling by the unsigned narrowing.
-        f._mm512_cvtusepi32_epi8(f._mm512_max_epi32(v, zero))
+        f._mm512_cvtusepi32_epi8(f._mm512_max_epi32(self.sums(xx), f._mm512_setzero_si512()))
     }
 }
