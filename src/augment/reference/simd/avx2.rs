@@ -196,10 +196,16 @@ pub(super) fn planes_v3(
 
 /// Four rows of the horizontal pass: per output pixel and tap pair, each half of `row8`
 /// gives two rows' `(p_t, p_t+1)` channel pairs, multiplied by the pair's split weights
-/// (only the pairs of the pixel's own taps: past them the weights are zero); the pixels
-/// are stored by [`store_pixels`].
+/// (only the pairs of the pixel's own taps: past them the weights are zero), rows 0 and
+/// 1 in one register's 128-bit lanes, rows 2 and 3 in another's. Four output pixels'
+/// sums are then narrowed together: the packs, which work within each lane, leave each
+/// row's four pixels in its own lane, clamped to bytes by their saturation, so packed to
+/// `RGB` each lane is one 16-byte store into its row (the last 4 bytes overwritten by the
+/// next four pixels, or spare at the row's end). Pixels past the last four, or where a
+/// row has no room for the 16 bytes, are stored one at a time ([`store_each`]).
 #[inline(always)]
 fn horizontal_v3(simd: V3, j: HorizontalRows<'_, '_>) {
+    let a = simd.avx2;
     let taps = Taps2 {
         simd,
         b0: bytemuck::cast_slice(j.row8[0]),
@@ -212,66 +218,48 @@ fn horizontal_v3(simd: V3, j: HorizontalRows<'_, '_>) {
         // row, then of the next.
         shuf: bytemuck::cast::<[i8; 16], _>([0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15]),
     };
-    store_pixels(simd, &taps, j.bounds.len(), j.outs);
-}
-
-/// A horizontal pass's output pixels, four rows of each: row `k`'s `RGB0` at bytes
-/// `4k..4k + 4` of [`Pixels::pixel`]`(xx)`.
-pub(super) trait Pixels {
-    fn pixel(&self, xx: usize) -> __m128i;
-}
-
-/// Stores `ow` output pixels of four rows (`None`: a row past the image's last): four
-/// pixels at a time transposed to four rows of four `RGB0` pixels, packed to `RGB` and
-/// stored 16 bytes a row (the last 4 bytes are overwritten by the next four pixels, or
-/// spare at the row's end); pixels past the last four, or where a row has no room for
-/// the 16 bytes, one 4-byte store each (the zero lane overwritten by the next pixel).
-#[inline(always)]
-pub(super) fn store_pixels<P: Pixels>(
-    simd: V3,
-    pixels: &P,
-    ow: usize,
-    mut outs: [Option<&mut [u8]>; 4],
-) {
-    let (e, s) = (simd.sse2, simd.ssse3);
-    // RGB0 x 4 to RGB x 4 (12 bytes; the last 4 zero).
-    let rgb: __m128i =
-        bytemuck::cast::<[i8; 16], _>([0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1]);
-    let room = room(&outs);
+    let rgb: __m256i = bytemuck::cast([RGB_OF_RGB0, RGB_OF_RGB0]);
+    let mut outs = j.outs;
+    let (ow, room) = (j.bounds.len(), room(&outs));
     let mut xx = 0;
     while xx + 4 <= ow && 3 * xx + 16 <= room {
-        let p = [
-            pixels.pixel(xx),
-            pixels.pixel(xx + 1),
-            pixels.pixel(xx + 2),
-            pixels.pixel(xx + 3),
+        let v = [
+            taps.sums(xx),
+            taps.sums(xx + 1),
+            taps.sums(xx + 2),
+            taps.sums(xx + 3),
         ];
-        // A 4x4 transpose of 32-bit `RGB0`s: pixel-major to row-major.
-        let (t0, t1) = (
-            e._mm_unpacklo_epi32(p[0], p[1]),
-            e._mm_unpackhi_epi32(p[0], p[1]),
-        );
-        let (t2, t3) = (
-            e._mm_unpacklo_epi32(p[2], p[3]),
-            e._mm_unpackhi_epi32(p[2], p[3]),
-        );
-        let rows = [
-            e._mm_unpacklo_epi64(t0, t2),
-            e._mm_unpackhi_epi64(t0, t2),
-            e._mm_unpacklo_epi64(t1, t3),
-            e._mm_unpackhi_epi64(t1, t3),
-        ];
+        // No closure here: one left out of line loses the CPU features (see `kernel!`).
+        let mut packed = [rgb; 2];
+        for (k, p) in packed.iter_mut().enumerate() {
+            let bytes = a._mm256_packus_epi16(
+                a._mm256_packs_epi32(v[0][k], v[1][k]),
+                a._mm256_packs_epi32(v[2][k], v[3][k]),
+            );
+            *p = a._mm256_shuffle_epi8(bytes, rgb);
+        }
+        let rows: [__m128i; 4] = bytemuck::cast(packed);
         for (o, row) in outs.iter_mut().zip(rows) {
             if let Some(o) = o
                 .as_deref_mut()
                 .and_then(|o| o.get_mut(3 * xx..3 * xx + 16))
             {
-                o.copy_from_slice(bytemuck::bytes_of(&s._mm_shuffle_epi8(row, rgb)));
+                o.copy_from_slice(bytemuck::bytes_of(&row));
             }
         }
         xx += 4;
     }
-    store_each(pixels, xx..ow, &mut outs);
+    store_each(&taps, xx..ow, &mut outs);
+}
+
+/// The byte shuffle taking `RGB0` x 4 to `RGB` x 4 in a 128-bit lane (12 bytes, the last
+/// 4 zero).
+pub(super) const RGB_OF_RGB0: [i8; 16] = [0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1];
+
+/// A horizontal pass's output pixels, four rows of each: row `k`'s `RGB0` at bytes
+/// `4k..4k + 4` of [`Pixels::pixel`]`(xx)`.
+pub(super) trait Pixels {
+    fn pixel(&self, xx: usize) -> __m128i;
 }
 
 /// Stores output pixels `range` of four rows one at a time: a 4-byte store of each row's
@@ -292,7 +280,7 @@ pub(super) fn store_each<P: Pixels>(
     }
 }
 
-/// The 16-byte room [`store_pixels`] needs for four pixels: the shortest of the rows.
+/// The room in each of four rows for 16-byte stores: the shortest row.
 #[inline(always)]
 pub(super) fn room(outs: &[Option<&mut [u8]>; 4]) -> usize {
     outs.iter().flatten().map(|o| o.len()).min().unwrap_or(0)
@@ -310,9 +298,11 @@ struct Taps2<'a> {
     shuf: __m128i,
 }
 
-impl Pixels for Taps2<'_> {
+impl Taps2<'_> {
+    /// Output pixel `xx`'s values in the four rows before clamping, as 32-bit integers:
+    /// rows 0 and 1 in the first register's 128-bit lanes, rows 2 and 3 in the second's.
     #[inline(always)]
-    fn pixel(&self, xx: usize) -> __m128i {
+    fn sums(&self, xx: usize) -> [__m256i; 2] {
         let (a, x) = (self.simd.avx2, self.simd.avx);
         let (xmin, n) = self.bounds[xx];
         let w = &self.pairs[xx * self.kp..][..n.div_ceil(2).min(self.kp)];
@@ -321,8 +311,10 @@ impl Pixels for Taps2<'_> {
             self.b0.get(base..).unwrap_or_default(),
             self.b1.get(base..).unwrap_or_default(),
         );
-        let z = x._mm256_setzero_si256();
-        let (mut hi0, mut lo0, mut hi1, mut lo1) = (z, z, z, z);
+        // The rounding term starts the low sums: `(hi << 11) + lo + 2^21`.
+        let (mut hi0, mut hi1) = (x._mm256_setzero_si256(), x._mm256_setzero_si256());
+        let round = x._mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+        let (mut lo0, mut lo1) = (round, round);
         for ((s0, s1), &[wh, wl]) in r0.chunks_exact(16).zip(r1.chunks_exact(16)).zip(w) {
             let ssse3 = self.simd.ssse3;
             let q0 = a._mm256_cvtepu8_epi16(ssse3._mm_shuffle_epi8(load16(s0), self.shuf));
@@ -333,14 +325,24 @@ impl Pixels for Taps2<'_> {
             hi1 = a._mm256_add_epi32(hi1, a._mm256_madd_epi16(q1, wh));
             lo1 = a._mm256_add_epi32(lo1, a._mm256_madd_epi16(q1, wl));
         }
-        let round = x._mm256_set1_epi32(1 << (PRECISION_BITS - 1));
         let s0 = a._mm256_add_epi32(a._mm256_slli_epi32::<{ LO_BITS as i32 }>(hi0), lo0);
         let s1 = a._mm256_add_epi32(a._mm256_slli_epi32::<{ LO_BITS as i32 }>(hi1), lo1);
-        let v0 = a._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(a._mm256_add_epi32(s0, round));
-        let v1 = a._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(a._mm256_add_epi32(s1, round));
-        // packs puts v0's then v1's four lanes in each 128-bit half, packus repeats them:
-        // rows 0 and 2 in the low half's first 8 bytes, rows 1 and 3 in the high half's.
-        let p = a._mm256_packus_epi16(a._mm256_packs_epi32(v0, v1), z);
+        [
+            a._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(s0),
+            a._mm256_srai_epi32::<{ PRECISION_BITS as i32 }>(s1),
+        ]
+    }
+}
+
+impl Pixels for Taps2<'_> {
+    #[inline(always)]
+    fn pixel(&self, xx: usize) -> __m128i {
+        let (a, x) = (self.simd.avx2, self.simd.avx);
+        let [v0, v1] = self.sums(xx);
+        // packs puts v0's then v1's four lanes in each 128-bit half, packus clamps them
+        // to bytes: rows 0 and 2 in the low half's first 8 bytes, rows 1 and 3 in the
+        // high half's.
+        let p = a._mm256_packus_epi16(a._mm256_packs_epi32(v0, v1), x._mm256_setzero_si256());
         let (low, high) = (
             x._mm256_castsi256_si128(p),
             a._mm256_extracti128_si256::<1>(p),

@@ -5,7 +5,9 @@
 use core::arch::x86_64::{__m128i, __m256i, __m512, __m512i};
 use pulp::x86::V4;
 
-use super::avx2::{interleave_v3, picks, planes_v3, room, store_each, vertical_v3, Pixels};
+use super::avx2::{
+    interleave_v3, picks, planes_v3, room, store_each, vertical_v3, Pixels, RGB_OF_RGB0,
+};
 use super::{HorizontalRows, Kernels, Normalisation, LO_BITS, PRECISION_BITS};
 
 impl Kernels for V4 {
@@ -205,7 +207,7 @@ fn horizontal_v4(simd: V4, j: HorizontalRows<'_, '_>) {
             5, 13, 6, 14, 7, 15,
         ]),
     };
-    let rgb: __m512i = bytemuck::cast(RGB_OF_RGB0);
+    let rgb: __m512i = bytemuck::cast([RGB_OF_RGB0; 4]);
     let mut outs = j.outs;
     let (ow, room) = (j.bounds.len(), room(&outs));
     let mut xx = 0;
@@ -233,19 +235,6 @@ fn horizontal_v4(simd: V4, j: HorizontalRows<'_, '_>) {
     }
     store_each(&taps, xx..ow, &mut outs);
 }
-
-/// The byte shuffle taking `RGB0` x 4 to `RGB` x 4 in each 128-bit lane (12 bytes, the
-/// last 4 zero). A constant, so a row's pass does not build it.
-const RGB_OF_RGB0: [i8; 64] = {
-    let lane = [0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1];
-    let mut t = [0i8; 64];
-    let mut i = 0;
-    while i < 64 {
-        t[i] = lane[i % 16];
-        i += 1;
-    }
-    t
-};
 
 /// What [`horizontal_v4`]'s output pixels share: the source rows, the taps, a shuffle.
 struct Taps4<'a> {
