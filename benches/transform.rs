@@ -2,8 +2,8 @@
 //! decode + random resized crop 224 + horizontal flip + normalise to f32 NCHW, crop-aware
 //! decode on and off, and crop-aware with each file's crop index (made by an untimed
 //! first decode, as the pipeline's first epoch makes it), also writing a batch's
-//! worth of outputs in turn rather than one, on the same files:
-//! `cargo bench --bench transform`.
+//! worth of outputs in turn rather than one, and the augment alone (the crops decoded
+//! beforehand), on the same files: `cargo bench --bench transform`.
 
 mod common;
 
@@ -82,7 +82,48 @@ fn main() {
             );
             println!("{name:<52} {threads:>7} {rate:>10.1}");
         }
+        // The augment alone: each file's epoch-0 crop decoded beforehand (crop-aware), so
+        // only the resize, flip, normalise and write are timed, into a batch's worth of
+        // outputs in turn.
+        let a = aug(true);
+        let crops = decoded_crops(&files, &a);
+        let rate = common::throughput(
+            crops.len(),
+            threads,
+            min,
+            || {
+                (
+                    Scratch::default(),
+                    vec![vec![0u8; a.bytes_per_image()]; 32],
+                    0usize,
+                )
+            },
+            |(scratch, outs, next), i| {
+                *next = (*next + 1) % outs.len();
+                let (plan, img) = &crops[i];
+                execute_image(plan, img, &mut outs[*next], scratch);
+            },
+        );
+        let name = "augment alone (crops decoded beforehand), batch";
+        println!("{name:<52} {threads:>7} {rate:>10.1}");
     }
+}
+
+/// Each file's epoch-0 plan and its crop, decoded crop-aware.
+fn decoded_crops(files: &[Vec<u8>], a: &Augment) -> Vec<(stoker::SamplePlan, Image8)> {
+    files
+        .iter()
+        .enumerate()
+        .filter_map(|(i, bytes)| {
+            let info = peek_info(bytes).ok()?;
+            let (w, h) = info.oriented_size();
+            let plan = a.plan(1, 0, i as u64, w, h);
+            let opts = plan.decode_options(DecodeOptions::default(), &info);
+            let mut img = Image8::default();
+            cpu::decode_image(bytes, &opts, &mut img).ok()?;
+            Some((plan, img))
+        })
+        .collect()
 }
 
 /// Each file's crop index, as the pipeline makes it: by its first decode (judging the
