@@ -115,6 +115,7 @@ impl Isa {
 /// The kernels an instruction set implements; the loops around them are generic.
 /// Every method is `#[inline(always)]` in its implementation, so that it is compiled
 /// inside the loop that `pulp` runs with the CPU's features enabled.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 trait Kernels: Copy {
     /// One output row of the vertical pass (see [`vertical_pass`]): `rows` holds its taps'
     /// source rows (`line` bytes apart), `w` and `pairs` their weights.
@@ -140,6 +141,7 @@ trait Kernels: Copy {
 
 /// [`Kernels::horizontal`]'s arguments: `row8`'s two halves (two rows interleaved in
 /// each), the taps, and the four output rows (`None` past the image's last row).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 struct HorizontalRows<'a, 'o> {
     row8: [&'a [[u8; 8]]; 2],
     bounds: &'a [(usize, usize)],
@@ -476,9 +478,11 @@ pub(super) fn split_pairs(weights: &[i32], ksize: usize, out: &mut Vec<[i32; 2]>
 /// taps' source pixels, RGB), output row `r` at `out[r * line..]`. Rows go four at a time
 /// through the two halves of `row8`, two rows in each (`[r, g, b, 0, r, g, b, 0]` per
 /// source pixel, each half's padding past the last tap already zero), with the weights
-/// from [`split_pairs`] (`ksize.div_ceil(2)` pairs per output pixel). Output pixel `x`
-/// goes to bytes `3x..3x + 3` of its row (as a 4-byte store: each row has a spare byte
-/// at its end).
+/// from [`split_pairs`] (`ksize.div_ceil(2)` pairs per output pixel, of which those of
+/// the pixel's own taps are run). Output pixel `x` goes to bytes `3x..3x + 3` of its row:
+/// four pixels as one 16-byte store where the row has room for it (the next four
+/// overwrite its last 4 bytes; with 4 spare bytes at a row's end, every group of four
+/// has room), the others as a 4-byte store each (a row needs a spare byte at its end).
 pub(super) struct HorizontalJob<'a, F> {
     pub rows: usize,
     pub src_row: F,
