@@ -197,49 +197,95 @@ pub(super) fn planes_v3(
 /// Four rows of the horizontal pass: per output pixel and tap pair, each half of `row8`
 /// gives two rows' `(p_t, p_t+1)` channel pairs, multiplied by the pair's split weights
 /// (only the pairs of the pixel's own taps: past them the weights are zero), rows 0 and
-/// 1 in one register's 128-bit lanes, rows 2 and 3 in another's. Four output pixels'
-/// sums are then narrowed together: the packs, which work within each lane, leave each
-/// row's four pixels in its own lane, clamped to bytes by their saturation, so packed to
-/// `RGB` each lane is one 16-byte store into its row (the last 4 bytes overwritten by the
-/// next four pixels, or spare at the row's end). Pixels past the last four, or where a
-/// row has no room for the 16 bytes, are stored one at a time ([`store_each`]).
+/// 1 in one register's 128-bit lanes, rows 2 and 3 in another's; stored by
+/// [`store_rows`].
 #[inline(always)]
 fn horizontal_v3(simd: V3, j: HorizontalRows<'_, '_>) {
-    let a = simd.avx2;
-    let taps = Taps2 {
-        simd,
-        b0: bytemuck::cast_slice(j.row8[0]),
-        b1: bytemuck::cast_slice(j.row8[1]),
-        bounds: j.bounds,
-        pairs: j.pairs,
-        kp: j.kp,
-        cfirst: j.cfirst,
-        // Two source pixels (16 bytes) to (p_t, p_t+1) pairs per lane: R, G, B, 0 of one
-        // row, then of the next.
-        shuf: bytemuck::cast::<[i8; 16], _>([0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15]),
-    };
-    let rgb: __m256i = bytemuck::cast([RGB_OF_RGB0, RGB_OF_RGB0]);
-    let mut outs = j.outs;
-    let (ow, room) = (j.bounds.len(), room(&outs));
+    // Two source pixels (16 bytes) to (p_t, p_t+1) pairs per lane: R, G, B, 0 of one row,
+    // then of the next.
+    let shuf: __m128i = bytemuck::cast(PAIRS_OF_TWO);
+    store_rows(&Taps::new(simd, &j, shuf), j.outs);
+}
+
+/// The byte shuffle taking two source pixels of two rows (16 bytes of `row8`: `RGB0` of
+/// row a then of row b, pixel `t`, then the same of pixel `t + 1`) to `(p_t, p_t+1)`
+/// pairs: R, G, B, 0 of row a, then of row b.
+pub(super) const PAIRS_OF_TWO: [i8; 16] = [0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15];
+
+/// The byte shuffle taking `RGB0` x 4 to `RGB` x 4 in a 128-bit lane (12 bytes, the last
+/// 4 zero).
+pub(super) const RGB_OF_RGB0: [i8; 16] = [0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1];
+
+/// What a horizontal pass's output pixels share, at either level: the two halves of
+/// `row8` as bytes, the taps, and the level's token and pair shuffle.
+pub(super) struct Taps<'a, S, M> {
+    pub simd: S,
+    b0: &'a [u8],
+    b1: &'a [u8],
+    pub bounds: &'a [(usize, usize)],
+    pairs: &'a [[i32; 2]],
+    kp: usize,
+    cfirst: usize,
+    pub shuf: M,
+}
+
+impl<'a, S, M> Taps<'a, S, M> {
+    #[inline(always)]
+    pub(super) fn new(simd: S, j: &HorizontalRows<'a, '_>, shuf: M) -> Self {
+        Taps {
+            simd,
+            b0: bytemuck::cast_slice(j.row8[0]),
+            b1: bytemuck::cast_slice(j.row8[1]),
+            bounds: j.bounds,
+            pairs: j.pairs,
+            kp: j.kp,
+            cfirst: j.cfirst,
+            shuf,
+        }
+    }
+
+    /// Output pixel `xx`'s source bytes in each half of `row8` (from its first tap on,
+    /// 16 bytes a tap pair) and its own tap pairs.
+    #[inline(always)]
+    pub(super) fn of(&self, xx: usize) -> (&'a [u8], &'a [u8], &'a [[i32; 2]]) {
+        let (xmin, n) = self.bounds[xx];
+        let w = &self.pairs[xx * self.kp..][..n.div_ceil(2).min(self.kp)];
+        let base = (xmin - self.cfirst) * 8;
+        (
+            self.b0.get(base..).unwrap_or_default(),
+            self.b1.get(base..).unwrap_or_default(),
+            w,
+        )
+    }
+}
+
+/// A horizontal pass's output pixels, four rows of each.
+pub(super) trait Pixels {
+    /// Pixel `xx`: row `k`'s `RGB0` at bytes `4k..4k + 4`.
+    fn pixel(&self, xx: usize) -> __m128i;
+
+    /// Pixels `xx..xx + 4` narrowed together: row `k`'s four pixels as `RGB` (12 bytes,
+    /// then 4 spare) in element `k`. The packs work within each 128-bit lane, where the
+    /// sums keep each row, so they leave each row's four pixels in its own lane, clamped
+    /// to bytes by their saturation.
+    fn four(&self, xx: usize) -> [__m128i; 4];
+
+    /// How many output pixels there are.
+    fn count(&self) -> usize;
+}
+
+/// Stores the output pixels of four rows (`None`: a row past the image's last): four
+/// pixels at a time as one 16-byte store a row ([`Pixels::four`]; the next four overwrite
+/// its last 4 bytes, or they are spare at the row's end), and the pixels past the last
+/// four, or where a row has no room for 16 bytes, one at a time: a 4-byte store of each
+/// row's `RGB0`, the zero lane overwritten by the next pixel (or spare at the row's end).
+#[inline(always)]
+pub(super) fn store_rows<P: Pixels>(pixels: &P, mut outs: [Option<&mut [u8]>; 4]) {
+    let room = outs.iter().flatten().map(|o| o.len()).min().unwrap_or(0);
+    let ow = pixels.count();
     let mut xx = 0;
     while xx + 4 <= ow && 3 * xx + 16 <= room {
-        let v = [
-            taps.sums(xx),
-            taps.sums(xx + 1),
-            taps.sums(xx + 2),
-            taps.sums(xx + 3),
-        ];
-        // No closure here: one left out of line loses the CPU features (see `kernel!`).
-        let mut packed = [rgb; 2];
-        for (k, p) in packed.iter_mut().enumerate() {
-            let bytes = a._mm256_packus_epi16(
-                a._mm256_packs_epi32(v[0][k], v[1][k]),
-                a._mm256_packs_epi32(v[2][k], v[3][k]),
-            );
-            *p = a._mm256_shuffle_epi8(bytes, rgb);
-        }
-        let rows: [__m128i; 4] = bytemuck::cast(packed);
-        for (o, row) in outs.iter_mut().zip(rows) {
+        for (o, row) in outs.iter_mut().zip(pixels.four(xx)) {
             if let Some(o) = o
                 .as_deref_mut()
                 .and_then(|o| o.get_mut(3 * xx..3 * xx + 16))
@@ -249,28 +295,7 @@ fn horizontal_v3(simd: V3, j: HorizontalRows<'_, '_>) {
         }
         xx += 4;
     }
-    store_each(&taps, xx..ow, &mut outs);
-}
-
-/// The byte shuffle taking `RGB0` x 4 to `RGB` x 4 in a 128-bit lane (12 bytes, the last
-/// 4 zero).
-pub(super) const RGB_OF_RGB0: [i8; 16] = [0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1];
-
-/// A horizontal pass's output pixels, four rows of each: row `k`'s `RGB0` at bytes
-/// `4k..4k + 4` of [`Pixels::pixel`]`(xx)`.
-pub(super) trait Pixels {
-    fn pixel(&self, xx: usize) -> __m128i;
-}
-
-/// Stores output pixels `range` of four rows one at a time: a 4-byte store of each row's
-/// `RGB0`, the zero lane overwritten by the next pixel (or spare at the row's end).
-#[inline(always)]
-pub(super) fn store_each<P: Pixels>(
-    pixels: &P,
-    range: std::ops::Range<usize>,
-    outs: &mut [Option<&mut [u8]>; 4],
-) {
-    for xx in range {
+    for xx in xx..ow {
         let p: [u8; 16] = bytemuck::cast(pixels.pixel(xx));
         for (k, o) in outs.iter_mut().enumerate() {
             if let Some(o) = o.as_deref_mut().and_then(|o| o.get_mut(3 * xx..3 * xx + 4)) {
@@ -280,45 +305,20 @@ pub(super) fn store_each<P: Pixels>(
     }
 }
 
-/// The room in each of four rows for 16-byte stores: the shortest row.
-#[inline(always)]
-pub(super) fn room(outs: &[Option<&mut [u8]>; 4]) -> usize {
-    outs.iter().flatten().map(|o| o.len()).min().unwrap_or(0)
-}
-
-/// What [`horizontal_v3`]'s output pixels share: the source rows, the taps, a shuffle.
-struct Taps2<'a> {
-    simd: V3,
-    b0: &'a [u8],
-    b1: &'a [u8],
-    bounds: &'a [(usize, usize)],
-    pairs: &'a [[i32; 2]],
-    kp: usize,
-    cfirst: usize,
-    shuf: __m128i,
-}
-
-impl Taps2<'_> {
+impl Taps<'_, V3, __m128i> {
     /// Output pixel `xx`'s values in the four rows before clamping, as 32-bit integers:
     /// rows 0 and 1 in the first register's 128-bit lanes, rows 2 and 3 in the second's.
     #[inline(always)]
     fn sums(&self, xx: usize) -> [__m256i; 2] {
-        let (a, x) = (self.simd.avx2, self.simd.avx);
-        let (xmin, n) = self.bounds[xx];
-        let w = &self.pairs[xx * self.kp..][..n.div_ceil(2).min(self.kp)];
-        let base = (xmin - self.cfirst) * 8;
-        let (r0, r1) = (
-            self.b0.get(base..).unwrap_or_default(),
-            self.b1.get(base..).unwrap_or_default(),
-        );
+        let (a, x, s) = (self.simd.avx2, self.simd.avx, self.simd.ssse3);
+        let (r0, r1, w) = self.of(xx);
         // The rounding term starts the low sums: `(hi << 11) + lo + 2^21`.
         let (mut hi0, mut hi1) = (x._mm256_setzero_si256(), x._mm256_setzero_si256());
         let round = x._mm256_set1_epi32(1 << (PRECISION_BITS - 1));
         let (mut lo0, mut lo1) = (round, round);
         for ((s0, s1), &[wh, wl]) in r0.chunks_exact(16).zip(r1.chunks_exact(16)).zip(w) {
-            let ssse3 = self.simd.ssse3;
-            let q0 = a._mm256_cvtepu8_epi16(ssse3._mm_shuffle_epi8(load16(s0), self.shuf));
-            let q1 = a._mm256_cvtepu8_epi16(ssse3._mm_shuffle_epi8(load16(s1), self.shuf));
+            let q0 = a._mm256_cvtepu8_epi16(s._mm_shuffle_epi8(load16(s0), self.shuf));
+            let q1 = a._mm256_cvtepu8_epi16(s._mm_shuffle_epi8(load16(s1), self.shuf));
             let (wh, wl) = (x._mm256_set1_epi32(wh), x._mm256_set1_epi32(wl));
             hi0 = a._mm256_add_epi32(hi0, a._mm256_madd_epi16(q0, wh));
             lo0 = a._mm256_add_epi32(lo0, a._mm256_madd_epi16(q0, wl));
@@ -334,7 +334,7 @@ impl Taps2<'_> {
     }
 }
 
-impl Pixels for Taps2<'_> {
+impl Pixels for Taps<'_, V3, __m128i> {
     #[inline(always)]
     fn pixel(&self, xx: usize) -> __m128i {
         let (a, x) = (self.simd.avx2, self.simd.avx);
@@ -348,6 +348,34 @@ impl Pixels for Taps2<'_> {
             a._mm256_extracti128_si256::<1>(p),
         );
         self.simd.sse2._mm_unpacklo_epi32(low, high)
+    }
+
+    #[inline(always)]
+    fn four(&self, xx: usize) -> [__m128i; 4] {
+        let a = self.simd.avx2;
+        let rgb: __m256i = bytemuck::cast([RGB_OF_RGB0; 2]);
+        let v = [
+            self.sums(xx),
+            self.sums(xx + 1),
+            self.sums(xx + 2),
+            self.sums(xx + 3),
+        ];
+        // Rows 0 and 1, then rows 2 and 3. No closure here: one left out of line loses
+        // the CPU features (see `kernel!`).
+        let mut packed = [rgb; 2];
+        for (k, p) in packed.iter_mut().enumerate() {
+            let bytes = a._mm256_packus_epi16(
+                a._mm256_packs_epi32(v[0][k], v[1][k]),
+                a._mm256_packs_epi32(v[2][k], v[3][k]),
+            );
+            *p = a._mm256_shuffle_epi8(bytes, rgb);
+        }
+        bytemuck::cast(packed)
+    }
+
+    #[inline(always)]
+    fn count(&self) -> usize {
+        self.bounds.len()
     }
 }
 

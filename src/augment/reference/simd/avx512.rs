@@ -6,7 +6,8 @@ use core::arch::x86_64::{__m128i, __m256i, __m512, __m512i};
 use pulp::x86::V4;
 
 use super::avx2::{
-    interleave_v3, picks, planes_v3, room, store_each, vertical_v3, Pixels, RGB_OF_RGB0,
+    interleave_v3, picks, planes_v3, store_rows, vertical_v3, Pixels, Taps, PAIRS_OF_TWO,
+    RGB_OF_RGB0,
 };
 use super::{HorizontalRows, Kernels, Normalisation, LO_BITS, PRECISION_BITS};
 
@@ -185,83 +186,21 @@ fn planes_v4(
 /// two halves of `row8` (16 bytes each: two rows' pixels `t` and `t + 1`) are joined,
 /// shuffled to `(p_t, p_t+1)` channel pairs and widened, so one multiply-add per split
 /// weight gives all four rows' `RGB0`, row `k` in 128-bit lane `k` (only the pairs of the
-/// pixel's own taps: past them the weights are zero). Four output pixels' sums are then
-/// narrowed together: the packs, which work within each lane, leave each row's four
-/// pixels in its own lane, clamped to bytes by their saturation, so packed to `RGB` each
-/// lane is one 16-byte store into its row (the last 4 bytes overwritten by the next four
-/// pixels, or spare at the row's end). Pixels past the last four, or where a row has no
-/// room for the 16 bytes, are stored one at a time.
+/// pixel's own taps: past them the weights are zero); stored by [`store_rows`].
 #[inline(always)]
 fn horizontal_v4(simd: V4, j: HorizontalRows<'_, '_>) {
-    let b = simd.avx512bw;
-    let taps = Taps4 {
-        simd,
-        b0: bytemuck::cast_slice(j.row8[0]),
-        b1: bytemuck::cast_slice(j.row8[1]),
-        bounds: j.bounds,
-        pairs: j.pairs,
-        kp: j.kp,
-        cfirst: j.cfirst,
-        shuf: bytemuck::cast::<[i8; 32], _>([
-            0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12,
-            5, 13, 6, 14, 7, 15,
-        ]),
-    };
-    let rgb: __m512i = bytemuck::cast([RGB_OF_RGB0; 4]);
-    let mut outs = j.outs;
-    let (ow, room) = (j.bounds.len(), room(&outs));
-    let mut xx = 0;
-    while xx + 4 <= ow && 3 * xx + 16 <= room {
-        let v = [
-            taps.sums(xx),
-            taps.sums(xx + 1),
-            taps.sums(xx + 2),
-            taps.sums(xx + 3),
-        ];
-        let bytes = b._mm512_packus_epi16(
-            b._mm512_packs_epi32(v[0], v[1]),
-            b._mm512_packs_epi32(v[2], v[3]),
-        );
-        let rows: [__m128i; 4] = bytemuck::cast(b._mm512_shuffle_epi8(bytes, rgb));
-        for (o, row) in outs.iter_mut().zip(rows) {
-            if let Some(o) = o
-                .as_deref_mut()
-                .and_then(|o| o.get_mut(3 * xx..3 * xx + 16))
-            {
-                o.copy_from_slice(bytemuck::bytes_of(&row));
-            }
-        }
-        xx += 4;
-    }
-    store_each(&taps, xx..ow, &mut outs);
+    let shuf: __m256i = bytemuck::cast([PAIRS_OF_TWO; 2]);
+    store_rows(&Taps::new(simd, &j, shuf), j.outs);
 }
 
-/// What [`horizontal_v4`]'s output pixels share: the source rows, the taps, a shuffle.
-struct Taps4<'a> {
-    simd: V4,
-    b0: &'a [u8],
-    b1: &'a [u8],
-    bounds: &'a [(usize, usize)],
-    pairs: &'a [[i32; 2]],
-    kp: usize,
-    cfirst: usize,
-    shuf: __m256i,
-}
-
-impl Taps4<'_> {
+impl Taps<'_, V4, __m256i> {
     /// Output pixel `xx`'s values in the four rows before clamping: row `k`'s `RGB0` as
     /// 32-bit integers in 128-bit lane `k`.
     #[inline(always)]
     fn sums(&self, xx: usize) -> __m512i {
         let simd = self.simd;
         let (b, f) = (simd.avx512bw, simd.avx512f);
-        let (xmin, n) = self.bounds[xx];
-        let w = &self.pairs[xx * self.kp..][..n.div_ceil(2).min(self.kp)];
-        let base = (xmin - self.cfirst) * 8;
-        let (r0, r1) = (
-            self.b0.get(base..).unwrap_or_default(),
-            self.b1.get(base..).unwrap_or_default(),
-        );
+        let (r0, r1, w) = self.of(xx);
         // The rounding term starts the low sum: `(hi << 11) + lo + 2^21`.
         let mut hi = f._mm512_setzero_si512();
         let mut lo = f._mm512_set1_epi32(1 << (PRECISION_BITS - 1));
@@ -277,11 +216,33 @@ impl Taps4<'_> {
     }
 }
 
-impl Pixels for Taps4<'_> {
+impl Pixels for Taps<'_, V4, __m256i> {
     #[inline(always)]
     fn pixel(&self, xx: usize) -> __m128i {
         let f = self.simd.avx512f;
         // Clamped to [0, 255]: the floor here, the ceiling by the unsigned narrowing.
         f._mm512_cvtusepi32_epi8(f._mm512_max_epi32(self.sums(xx), f._mm512_setzero_si512()))
+    }
+
+    #[inline(always)]
+    fn four(&self, xx: usize) -> [__m128i; 4] {
+        let b = self.simd.avx512bw;
+        let rgb: __m512i = bytemuck::cast([RGB_OF_RGB0; 4]);
+        let v = [
+            self.sums(xx),
+            self.sums(xx + 1),
+            self.sums(xx + 2),
+            self.sums(xx + 3),
+        ];
+        let bytes = b._mm512_packus_epi16(
+            b._mm512_packs_epi32(v[0], v[1]),
+            b._mm512_packs_epi32(v[2], v[3]),
+        );
+        bytemuck::cast(b._mm512_shuffle_epi8(bytes, rgb))
+    }
+
+    #[inline(always)]
+    fn count(&self) -> usize {
+        self.bounds.len()
     }
 }
