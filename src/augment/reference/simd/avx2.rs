@@ -6,7 +6,7 @@ use pulp::x86::V3;
 
 use super::{
     interleave_scalar, planes_lut, vertical_scalar, HorizontalRows, Kernels, Normalisation,
-    LO_BITS, PICKS, PRECISION_BITS,
+    LO_BITS, PICKS, PRECISION_BITS, R255,
 };
 
 impl Kernels for V3 {
@@ -130,8 +130,8 @@ fn normalise8(simd: V3, norm: &Normalisation, c: usize, v: __m256) -> __m256 {
     let std = x._mm256_set1_ps(norm.std[c]);
     let k255 = x._mm256_set1_ps(255.0);
     match norm.reciprocals {
-        Some((r255, rstd)) => {
-            let t = divide8(simd, v, k255, r255);
+        Some(rstd) => {
+            let t = divide8(simd, v, k255, R255);
             divide8(simd, x._mm256_sub_ps(t, mean), std, rstd[c])
         }
         None => x._mm256_div_ps(x._mm256_sub_ps(x._mm256_div_ps(v, k255), mean), std),
@@ -204,7 +204,7 @@ fn horizontal_v3(simd: V3, j: HorizontalRows<'_, '_>) {
     // Two source pixels (16 bytes) to (p_t, p_t+1) pairs per lane: R, G, B, 0 of one row,
     // then of the next.
     let shuf: __m128i = bytemuck::cast(PAIRS_OF_TWO);
-    store_rows(&Taps::new(simd, &j, shuf), j.outs);
+    store_rows(&Taps::new(simd, &j, shuf), j.bounds.len(), j.outs);
 }
 
 /// The byte shuffle taking two source pixels of two rows (16 bytes of `row8`: `RGB0` of
@@ -222,7 +222,7 @@ pub(super) struct Taps<'a, S, M> {
     pub simd: S,
     b0: &'a [u8],
     b1: &'a [u8],
-    pub bounds: &'a [(usize, usize)],
+    bounds: &'a [(usize, usize)],
     pairs: &'a [[i32; 2]],
     kp: usize,
     cfirst: usize,
@@ -269,20 +269,16 @@ pub(super) trait Pixels {
     /// sums keep each row, so they leave each row's four pixels in its own lane, clamped
     /// to bytes by their saturation.
     fn four(&self, xx: usize) -> [__m128i; 4];
-
-    /// How many output pixels there are.
-    fn count(&self) -> usize;
 }
 
-/// Stores the output pixels of four rows (`None`: a row past the image's last): four
+/// Stores output pixels `0..ow` of four rows (`None`: a row past the image's last): four
 /// pixels at a time as one 16-byte store a row ([`Pixels::four`]; the next four overwrite
 /// its last 4 bytes, or they are spare at the row's end), and the pixels past the last
 /// four, or where a row has no room for 16 bytes, one at a time: a 4-byte store of each
 /// row's `RGB0`, the zero lane overwritten by the next pixel (or spare at the row's end).
 #[inline(always)]
-pub(super) fn store_rows<P: Pixels>(pixels: &P, mut outs: [Option<&mut [u8]>; 4]) {
+pub(super) fn store_rows<P: Pixels>(pixels: &P, ow: usize, mut outs: [Option<&mut [u8]>; 4]) {
     let room = outs.iter().flatten().map(|o| o.len()).min().unwrap_or(0);
-    let ow = pixels.count();
     let mut xx = 0;
     while xx + 4 <= ow && 3 * xx + 16 <= room {
         for (o, row) in outs.iter_mut().zip(pixels.four(xx)) {
@@ -371,11 +367,6 @@ impl Pixels for Taps<'_, V3, __m128i> {
             *p = a._mm256_shuffle_epi8(bytes, rgb);
         }
         bytemuck::cast(packed)
-    }
-
-    #[inline(always)]
-    fn count(&self) -> usize {
-        self.bounds.len()
     }
 }
 

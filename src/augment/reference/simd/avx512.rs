@@ -9,7 +9,7 @@ use super::avx2::{
     interleave_v3, picks, planes_v3, store_rows, vertical_v3, Pixels, Taps, PAIRS_OF_TWO,
     RGB_OF_RGB0,
 };
-use super::{HorizontalRows, Kernels, Normalisation, LO_BITS, PRECISION_BITS};
+use super::{HorizontalRows, Kernels, Normalisation, LO_BITS, PRECISION_BITS, R255};
 
 impl Kernels for V4 {
     #[inline(always)]
@@ -115,8 +115,8 @@ fn normalise16(simd: V4, norm: &Normalisation, c: usize, v: __m512) -> __m512 {
     let std = f._mm512_set1_ps(norm.std[c]);
     let k255 = f._mm512_set1_ps(255.0);
     match norm.reciprocals {
-        Some((r255, rstd)) => {
-            let t = divide16(simd, v, k255, r255);
+        Some(rstd) => {
+            let t = divide16(simd, v, k255, R255);
             divide16(simd, f._mm512_sub_ps(t, mean), std, rstd[c])
         }
         None => f._mm512_div_ps(f._mm512_sub_ps(f._mm512_div_ps(v, k255), mean), std),
@@ -190,7 +190,7 @@ fn planes_v4(
 #[inline(always)]
 fn horizontal_v4(simd: V4, j: HorizontalRows<'_, '_>) {
     let shuf: __m256i = bytemuck::cast([PAIRS_OF_TWO; 2]);
-    store_rows(&Taps::new(simd, &j, shuf), j.outs);
+    store_rows(&Taps::new(simd, &j, shuf), j.bounds.len(), j.outs);
 }
 
 impl Taps<'_, V4, __m256i> {
@@ -239,10 +239,5 @@ impl Pixels for Taps<'_, V4, __m256i> {
             b._mm512_packs_epi32(v[2], v[3]),
         );
         bytemuck::cast(b._mm512_shuffle_epi8(bytes, rgb))
-    }
-
-    #[inline(always)]
-    fn count(&self) -> usize {
-        self.bounds.len()
     }
 }

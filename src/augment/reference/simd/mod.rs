@@ -34,7 +34,7 @@ const LO_BITS: u32 = 11;
 
 /// An instruction set the kernels are written for, narrowest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Level {
+enum Level {
     /// The scalar definition.
     Scalar,
     /// AVX2 with FMA (x86-64-v3).
@@ -46,7 +46,7 @@ pub(crate) enum Level {
 impl Level {
     /// The level the kernels run at: the widest this CPU has, capped by the environment's
     /// `STOKER_SIMD` (`avx2` or `scalar`; any other value caps nothing). Read once.
-    pub(crate) fn current() -> Level {
+    fn current() -> Level {
         static LEVEL: OnceLock<Level> = OnceLock::new();
         *LEVEL.get_or_init(|| {
             let cap = match std::env::var("STOKER_SIMD").as_deref() {
@@ -59,22 +59,19 @@ impl Level {
     }
 
     /// The widest level this CPU has.
-    pub(crate) fn detected() -> Level {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if V4::try_new().is_some() {
-                return Level::Avx512;
-            }
-            if V3::try_new().is_some() {
-                return Level::Avx2;
-            }
+    fn detected() -> Level {
+        match Isa::at(Level::Avx512) {
+            Isa::Scalar => Level::Scalar,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2(_) => Level::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512(_) => Level::Avx512,
         }
-        Level::Scalar
     }
 
     /// Every level this CPU has, narrowest first (the tests run each).
     #[cfg(test)]
-    pub(crate) fn available() -> Vec<Level> {
+    fn available() -> Vec<Level> {
         [Level::Scalar, Level::Avx2, Level::Avx512]
             .into_iter()
             .filter(|l| *l <= Level::detected())
@@ -395,27 +392,29 @@ pub(super) struct Normalisation {
     pub mean: [f32; 3],
     /// Per-channel standard deviation (1 when not normalising).
     pub std: [f32; 3],
-    /// `1 / 255` and `1 / std` per channel (rounded to f32), where the corrected
+    /// `1 / std` per channel (rounded to f32; `1 / 255` is [`R255`]), where the corrected
     /// multiplications give the table exactly.
-    pub reciprocals: Option<(f32, [f32; 3])>,
+    pub reciprocals: Option<[f32; 3]>,
 }
+
+/// `1 / 255` rounded to f32: the first division's reciprocal.
+pub(super) const R255: f32 = 1.0 / 255.0;
 
 impl Normalisation {
     /// `mean` and `std` with the table `lut` holds their values in; checks the
     /// reciprocal path against all 768 of them.
     pub(super) fn new(mean: [f32; 3], std: [f32; 3], lut: &[[f32; 256]; 3]) -> Normalisation {
-        let r255 = 1.0 / 255.0;
         let rstd = std.map(|s| 1.0 / s);
         let exact = (0..3).all(|c| {
             (0..256).all(|v| {
-                let t = divide(v as f32, 255.0, r255);
+                let t = divide(v as f32, 255.0, R255);
                 divide(t - mean[c], std[c], rstd[c]).to_bits() == lut[c][v].to_bits()
             })
         });
         Normalisation {
             mean,
             std,
-            reciprocals: exact.then_some((r255, rstd)),
+            reciprocals: exact.then_some(rstd),
         }
     }
 }
