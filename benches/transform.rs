@@ -42,6 +42,8 @@ fn main() {
             .crop_aware(crop_aware)
     };
     let aids = crop_aids(&files, &aug(true));
+    // The augment-alone row's inputs, decoded once for every thread count.
+    let crops = decoded_crops(&files, &aug(true));
     println!("{:<52} {:>7} {:>10}", "transform", "threads", "images/s");
     for threads in common::thread_counts() {
         for (name, crop_aware, indexed, ring) in VARIANTS {
@@ -86,7 +88,6 @@ fn main() {
         // only the resize, flip, normalise and write are timed, into a batch's worth of
         // outputs in turn.
         let a = aug(true);
-        let crops = decoded_crops(&files, &a);
         let rate = common::throughput(
             crops.len(),
             threads,
@@ -109,16 +110,23 @@ fn main() {
     }
 }
 
+/// File `i`'s epoch-0 plan (seed 1) and the decode options it gives (crop-aware when `a`
+/// is); `None` where its header does not read.
+fn epoch0(a: &Augment, i: usize, bytes: &[u8]) -> Option<(stoker::SamplePlan, DecodeOptions)> {
+    let info = peek_info(bytes).ok()?;
+    let (w, h) = info.oriented_size();
+    let plan = a.plan(1, 0, i as u64, w, h);
+    let opts = plan.decode_options(DecodeOptions::default(), &info);
+    Some((plan, opts))
+}
+
 /// Each file's epoch-0 plan and its crop, decoded crop-aware.
 fn decoded_crops(files: &[Vec<u8>], a: &Augment) -> Vec<(stoker::SamplePlan, Image8)> {
     files
         .iter()
         .enumerate()
         .filter_map(|(i, bytes)| {
-            let info = peek_info(bytes).ok()?;
-            let (w, h) = info.oriented_size();
-            let plan = a.plan(1, 0, i as u64, w, h);
-            let opts = plan.decode_options(DecodeOptions::default(), &info);
+            let (plan, opts) = epoch0(a, i, bytes)?;
             let mut img = Image8::default();
             cpu::decode_image(bytes, &opts, &mut img).ok()?;
             Some((plan, img))
@@ -134,13 +142,9 @@ fn crop_aids(files: &[Vec<u8>], a: &Augment) -> Vec<CropAid> {
         .iter()
         .enumerate()
         .map(|(i, bytes)| {
-            let Ok(info) = peek_info(bytes) else {
+            let Some((_, opts)) = epoch0(a, i, bytes) else {
                 return CropAid::default();
             };
-            let (w, h) = info.oriented_size();
-            let opts = a
-                .plan(1, 0, i as u64, w, h)
-                .decode_options(DecodeOptions::default(), &info);
             let mut img = Image8::default();
             crop_index::decode_first(bytes, &opts, &mut img, true)
                 .map(|(_, aid)| aid)

@@ -31,9 +31,9 @@
 //! starts; later crops entropy-decode only the rows and columns they need,
 //! `decode::cpu::decode_image_resuming`), or, for a progressive JPEG, a restart-marked
 //! baseline copy of its coefficients, made by its first decode (which decodes its crop
-//! from the copy, as later crops do: only the MCU rows they need, the same pixels). The aids together are held to a
-//! cap (`PipelineBuilder::crop_index_bytes`, default [`INDEX_BYTES`]); files past it are
-//! decoded as they are.
+//! from the copy, as later crops do: only the MCU rows they need, the same pixels). The
+//! aids together are held to a cap (`PipelineBuilder::crop_index_bytes`, default
+//! [`INDEX_BYTES`]); files past it are decoded as they are.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

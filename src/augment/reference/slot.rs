@@ -44,7 +44,7 @@ pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
                 true => (plan.mean, plan.std),
                 false => ([0.0; 3], [1.0; 3]),
             };
-            let (lut, norm) = f32_tables(mean, std, value);
+            let (lut, norm) = f32_tables(mean, std);
             let (lut, norm) = (&*lut, &norm);
             match bytemuck::try_cast_slice_mut::<u8, f32>(out) {
                 // Vectorised where the CPU allows, bit-identical to the table.
@@ -60,15 +60,12 @@ pub fn write_slot(plan: &SamplePlan, rgb: &[u8], out: &mut [u8]) {
     }
 }
 
-/// The f32 table of `value` (channel, byte) for `mean` and `std` (`(0, 1)` when not
-/// normalising: the table is then `v / 255`, the same floats) with its [`Normalisation`],
-/// made once per thread for each normalisation in turn: the 1,536 divisions and the
-/// reciprocals' check cost about as much as writing 6,000 values.
-fn f32_tables(
-    mean: [f32; 3],
-    std: [f32; 3],
-    value: impl Fn(usize, usize) -> f32,
-) -> (Arc<[[f32; 256]; 3]>, Normalisation) {
+/// The f32 table `(v / 255 - mean[c]) / std[c]` per channel `c` and byte `v` (`(0, 1)`
+/// when not normalising: the table is then `v / 255`, the same floats as `write_slot`'s
+/// `value`) with its [`Normalisation`], made once per thread for each normalisation in
+/// turn, keyed by the bits of `mean` and `std`, which are all it depends on: the 1,536
+/// divisions and the reciprocals' check cost about as much as writing 6,000 values.
+fn f32_tables(mean: [f32; 3], std: [f32; 3]) -> (Arc<[[f32; 256]; 3]>, Normalisation) {
     type Tables = ([u32; 6], Arc<[[f32; 256]; 3]>, Normalisation);
     thread_local! {
         static LAST: RefCell<Option<Tables>> = const { RefCell::new(None) };
@@ -81,7 +78,7 @@ fn f32_tables(
         Some((k, lut, norm)) if *k == key => (lut.clone(), *norm),
         _ => {
             let lut: Arc<[[f32; 256]; 3]> = Arc::new(std::array::from_fn(|c| {
-                std::array::from_fn(|v| value(c, v))
+                std::array::from_fn(|v| (v as f32 / 255.0 - mean[c]) / std[c])
             }));
             let norm = Normalisation::new(mean, std, &lut);
             *last = Some((key, lut.clone(), norm));

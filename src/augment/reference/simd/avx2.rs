@@ -204,7 +204,7 @@ fn horizontal_v3(simd: V3, j: HorizontalRows<'_, '_>) {
     // Two source pixels (16 bytes) to (p_t, p_t+1) pairs per lane: R, G, B, 0 of one row,
     // then of the next.
     let shuf: __m128i = bytemuck::cast(PAIRS_OF_TWO);
-    store_rows(&Taps::new(simd, &j, shuf), j.bounds.len(), j.outs);
+    store_rows(&HorizontalTaps::new(simd, &j, shuf), j.bounds.len(), j.outs);
 }
 
 /// The byte shuffle taking two source pixels of two rows (16 bytes of `row8`: `RGB0` of
@@ -218,7 +218,7 @@ pub(super) const RGB_OF_RGB0: [i8; 16] = [0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14
 
 /// What a horizontal pass's output pixels share, at either level: the two halves of
 /// `row8` as bytes, the taps, and the level's token and pair shuffle.
-pub(super) struct Taps<'a, S, M> {
+pub(super) struct HorizontalTaps<'a, S, M> {
     pub simd: S,
     b0: &'a [u8],
     b1: &'a [u8],
@@ -229,10 +229,10 @@ pub(super) struct Taps<'a, S, M> {
     pub shuf: M,
 }
 
-impl<'a, S, M> Taps<'a, S, M> {
+impl<'a, S, M> HorizontalTaps<'a, S, M> {
     #[inline(always)]
     pub(super) fn new(simd: S, j: &HorizontalRows<'a, '_>, shuf: M) -> Self {
-        Taps {
+        HorizontalTaps {
             simd,
             b0: bytemuck::cast_slice(j.row8[0]),
             b1: bytemuck::cast_slice(j.row8[1]),
@@ -301,7 +301,7 @@ pub(super) fn store_rows<P: Pixels>(pixels: &P, ow: usize, mut outs: [Option<&mu
     }
 }
 
-impl Taps<'_, V3, __m128i> {
+impl HorizontalTaps<'_, V3, __m128i> {
     /// Output pixel `xx`'s values in the four rows before clamping, as 32-bit integers:
     /// rows 0 and 1 in the first register's 128-bit lanes, rows 2 and 3 in the second's.
     #[inline(always)]
@@ -330,7 +330,7 @@ impl Taps<'_, V3, __m128i> {
     }
 }
 
-impl Pixels for Taps<'_, V3, __m128i> {
+impl Pixels for HorizontalTaps<'_, V3, __m128i> {
     #[inline(always)]
     fn pixel(&self, xx: usize) -> __m128i {
         let (a, x) = (self.simd.avx2, self.simd.avx);

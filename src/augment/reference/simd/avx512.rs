@@ -6,7 +6,7 @@ use core::arch::x86_64::{__m128i, __m256i, __m512, __m512i};
 use pulp::x86::V4;
 
 use super::avx2::{
-    interleave_v3, picks, planes_v3, store_rows, vertical_v3, Pixels, Taps, PAIRS_OF_TWO,
+    interleave_v3, picks, planes_v3, store_rows, vertical_v3, HorizontalTaps, Pixels, PAIRS_OF_TWO,
     RGB_OF_RGB0,
 };
 use super::{HorizontalRows, Kernels, Normalisation, LO_BITS, PRECISION_BITS, R255};
@@ -190,10 +190,10 @@ fn planes_v4(
 #[inline(always)]
 fn horizontal_v4(simd: V4, j: HorizontalRows<'_, '_>) {
     let shuf: __m256i = bytemuck::cast([PAIRS_OF_TWO; 2]);
-    store_rows(&Taps::new(simd, &j, shuf), j.bounds.len(), j.outs);
+    store_rows(&HorizontalTaps::new(simd, &j, shuf), j.bounds.len(), j.outs);
 }
 
-impl Taps<'_, V4, __m256i> {
+impl HorizontalTaps<'_, V4, __m256i> {
     /// Output pixel `xx`'s values in the four rows before clamping: row `k`'s `RGB0` as
     /// 32-bit integers in 128-bit lane `k`.
     #[inline(always)]
@@ -216,7 +216,7 @@ impl Taps<'_, V4, __m256i> {
     }
 }
 
-impl Pixels for Taps<'_, V4, __m256i> {
+impl Pixels for HorizontalTaps<'_, V4, __m256i> {
     #[inline(always)]
     fn pixel(&self, xx: usize) -> __m128i {
         let f = self.simd.avx512f;
